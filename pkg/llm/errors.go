@@ -1,0 +1,54 @@
+package llm
+
+import (
+	"errors"
+	"fmt"
+)
+
+// ErrorKind classifies a failed model call by what the loop should do next.
+type ErrorKind string
+
+const (
+	// ErrKindOverflow: the prompt is too long for the model's context. The
+	// loop compacts and retries.
+	ErrKindOverflow ErrorKind = "overflow"
+	// ErrKindMaxTokens: the model stopped at its output cap. The loop
+	// escalates the cap or asks the model to continue.
+	ErrKindMaxTokens ErrorKind = "max_tokens"
+	// ErrKindModel: anything else the provider refused or failed with, after
+	// retries.
+	ErrKindModel ErrorKind = "model_error"
+)
+
+// Error is a classified provider failure.
+type Error struct {
+	Kind       ErrorKind
+	Provider   string
+	StatusCode int // HTTP status, 0 if none
+	Err        error
+}
+
+func (e *Error) Error() string {
+	if e.StatusCode != 0 {
+		return fmt.Sprintf("%s: %s (HTTP %d): %v", e.Provider, e.Kind, e.StatusCode, e.Err)
+	}
+	return fmt.Sprintf("%s: %s: %v", e.Provider, e.Kind, e.Err)
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// KindOf returns the classification of err, ErrKindModel for an
+// unclassified error and "" for nil.
+func KindOf(err error) ErrorKind {
+	if err == nil {
+		return ""
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Kind
+	}
+	return ErrKindModel
+}
+
+// IsOverflow reports whether err says the prompt was too long.
+func IsOverflow(err error) bool { return KindOf(err) == ErrKindOverflow }
