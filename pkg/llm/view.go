@@ -1,0 +1,216 @@
+package llm
+
+import (
+	"encoding/json"
+	"strings"
+)
+
+// InterruptedToolResult is the result the request view gives a tool call that
+// has none in the history: a run died (or was cut) between recording the call
+// and recording its result. Every provider refuses a tool call without a
+// result, and the model must know to check rather than assume.
+const InterruptedToolResult = "interrupted: unknown whether it completed"
+
+// Boundary is what a compaction boundary record says, stored as JSON in the
+// text of a KindCompactBoundary message. The history is append-only, so the
+// boundary is appended at its end and names by index the first earlier
+// message that stays visible.
+type Boundary struct {
+	BoundaryMeta
+	// KeepFrom is the index in the history of the first message the request
+	// view still shows after the summary; everything before it is folded.
+	// The history is append-only, so the index never moves.
+	KeepFrom int `json:"keep_from"`
+}
+
+// BoundaryMessage returns the record of a compaction boundary.
+func BoundaryMessage(b Boundary) Message {
+	raw, _ := json.Marshal(b) // a struct of ints and strings always marshals
+	return Message{Role: RoleUser, Kind: KindCompactBoundary, Content: []ContentBlock{{Type: BlockText, Text: string(raw)}}}
+}
+
+// ParseBoundary reads the Boundary a KindCompactBoundary message records. A
+// record that does not parse folds everything before it, the safe reading.
+func ParseBoundary(m Message) Boundary {
+	var b Boundary
+	if err := json.Unmarshal([]byte(m.Text()), &b); err != nil {
+		return Boundary{}
+	}
+	return b
+}
+
+// VisibleRange reports what of msgs a request shows: the index of the last
+// compaction boundary (-1 if none), its summary's index (-1 if none) and the
+// indexes of the ordinary messages the view keeps, in order.
+func VisibleRange(msgs []Message) (boundary, summary int, keep []int) {
+	boundary, summary = -1, -1
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Kind == KindCompactBoundary {
+			boundary = i
+			break
+		}
+	}
+	from := 0
+	if boundary >= 0 {
+		b := ParseBoundary(msgs[boundary])
+		from = min(max(b.KeepFrom, 0), boundary)
+		for i := boundary + 1; i < len(msgs); i++ {
+			if msgs[i].Kind == KindCompactSummary {
+				summary = i
+				break
+			}
+		}
+	}
+	for i := from; i < len(msgs); i++ {
+		if msgs[i].Kind == KindCompactBoundary || msgs[i].Kind == KindCompactSummary {
+			continue
+		}
+		keep = append(keep, i)
+	}
+	return boundary, summary, keep
+}
+
+// MessagesForAPI is the pure per-request view of a recorded history: what a
+// provider is sent. It starts at the last compaction boundary (its summary
+// first, then the messages the boundary keeps), drops host-only fields (Kind,
+// Delivers), gives every tool call a result (InterruptedToolResult where the
+// history has none, so recovered runs replay), drops results whose call is
+// not in view, puts tool results first in their user turn and merges
+// consecutive user turns. msgs is never modified: the history is append-only
+// and the request is only a view of it.
+func MessagesForAPI(msgs []Message) []Message {
+	_, summary, keep := VisibleRange(msgs)
+	src := make([]Message, 0, len(keep)+1)
+	if summary >= 0 {
+		src = append(src, msgs[summary])
+	}
+	for _, i := range keep {
+		src = append(src, msgs[i])
+	}
+
+	out := make([]Message, 0, len(src))
+	for i := 0; i < len(src); i++ {
+		m := src[i]
+		if len(m.Content) == 0 {
+			continue
+		}
+		if m.Role == RoleAssistant {
+			out = append(out, cleanCopy(m))
+			uses := m.ToolUses()
+			if len(uses) == 0 {
+				continue
+			}
+			// The results for these calls must open the next user turn.
+			var next *Message
+			if i+1 < len(src) && src[i+1].Role == RoleUser {
+				next = &src[i+1]
+				i++
+			}
+			out = append(out, pairResults(uses, next))
+			continue
+		}
+		u := cleanCopy(m)
+		u.Content = dropToolResults(u.Content) // results whose call is not in view
+		if len(u.Content) == 0 {
+			continue
+		}
+		out = append(out, u)
+	}
+	return mergeUsers(out)
+}
+
+// cleanCopy copies m without host-only fields, with its own Content slice.
+func cleanCopy(m Message) Message {
+	return Message{ID: m.ID, Role: m.Role, Content: append([]ContentBlock(nil), m.Content...)}
+}
+
+// pairResults builds the user turn that follows an assistant turn with tool
+// calls: one result per call in call order (synthesised where missing), then
+// the rest of the next user turn's content.
+func pairResults(uses []ContentBlock, next *Message) Message {
+	have := map[string]ContentBlock{}
+	var rest []ContentBlock
+	if next != nil {
+		for _, b := range next.Content {
+			if b.Type == BlockToolResult {
+				if _, dup := have[b.ToolUseID]; !dup {
+					have[b.ToolUseID] = b
+				}
+				continue
+			}
+			rest = append(rest, b)
+		}
+	}
+	u := Message{Role: RoleUser}
+	if next != nil {
+		u.ID = next.ID
+	}
+	for _, t := range uses {
+		if r, ok := have[t.ID]; ok {
+			u.Content = append(u.Content, r)
+			continue
+		}
+		u.Content = append(u.Content, ContentBlock{Type: BlockToolResult, ToolUseID: t.ID, Content: InterruptedToolResult, IsError: true})
+	}
+	// Results for calls of other turns cannot be paired: leave them out.
+	for _, b := range rest {
+		if b.Type != BlockToolResult {
+			u.Content = append(u.Content, b)
+		}
+	}
+	return u
+}
+
+func dropToolResults(bs []ContentBlock) []ContentBlock {
+	out := bs[:0:0]
+	for _, b := range bs {
+		if b.Type != BlockToolResult {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// mergeUsers folds runs of user turns into one (tool results first), as
+// providers want strictly alternating roles.
+func mergeUsers(ms []Message) []Message {
+	out := ms[:0:0]
+	for _, m := range ms {
+		if n := len(out); n > 0 && m.Role == RoleUser && out[n-1].Role == RoleUser {
+			prev := out[n-1]
+			var results, other []ContentBlock
+			for _, b := range append(append([]ContentBlock(nil), prev.Content...), m.Content...) {
+				if b.Type == BlockToolResult {
+					results = append(results, b)
+				} else {
+					other = append(other, b)
+				}
+			}
+			prev.Content = append(results, other...)
+			out[n-1] = prev
+			continue
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// EstimateTokens is a rough, provider-neutral size of msgs in tokens (about
+// four characters each), for compaction gates before a provider has reported
+// a real count.
+func EstimateTokens(msgs []Message) int {
+	n := 0
+	for _, m := range msgs {
+		n += 4
+		for _, b := range m.Content {
+			n += (len(b.Text) + len(b.Content) + len(b.Input) + len(b.Name) + 3) / 4
+		}
+	}
+	return n
+}
+
+// IsInterrupted reports whether a tool result is the view's stand-in for a
+// missing one.
+func IsInterrupted(b ContentBlock) bool {
+	return b.Type == BlockToolResult && strings.HasPrefix(b.Content, InterruptedToolResult)
+}

@@ -1,0 +1,141 @@
+package llm
+
+import (
+	"encoding/json"
+	"reflect"
+	"testing"
+)
+
+func toolUse(id, name string) ContentBlock {
+	return ContentBlock{Type: BlockToolUse, ID: id, Name: name, Input: json.RawMessage(`{"x":1}`)}
+}
+
+func toolResult(id, content string) ContentBlock {
+	return ContentBlock{Type: BlockToolResult, ToolUseID: id, Content: content}
+}
+
+func deepCopy(t *testing.T, ms []Message) []Message {
+	t.Helper()
+	raw, err := json.Marshal(ms)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []Message
+	if err := json.Unmarshal(raw, &out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func TestMessagesForAPI_never_mutates_its_input(t *testing.T) {
+	hist := []Message{
+		{ID: "1", Role: RoleUser, Content: []ContentBlock{{Type: BlockText, Text: "hi"}}},
+		{ID: "2", Role: RoleAssistant, Content: []ContentBlock{{Type: BlockText, Text: "calling"}, toolUse("a", "ls"), toolUse("b", "cat")}},
+		{ID: "3", Role: RoleUser, Content: []ContentBlock{{Type: BlockText, Text: "note first"}, toolResult("b", "B")}},
+		{ID: "4", Role: RoleUser, Kind: KindNotice, Delivers: []string{"ce-1"}, Content: []ContentBlock{{Type: BlockText, Text: "notice"}}},
+		{ID: "5", Role: RoleAssistant, Content: []ContentBlock{toolUse("c", "ls")}},
+	}
+	before := deepCopy(t, hist)
+	view := MessagesForAPI(hist)
+	if !reflect.DeepEqual(before, hist) {
+		t.Fatalf("input changed:\nbefore %+v\nafter  %+v", before, hist)
+	}
+	// Writing to the view must not reach the history either.
+	for i := range view {
+		for j := range view[i].Content {
+			view[i].Content[j].Text = "scribbled"
+		}
+	}
+	if !reflect.DeepEqual(before, hist) {
+		t.Fatal("the view shares content with the history")
+	}
+}
+
+func TestMessagesForAPI_gives_every_tool_call_a_result_first(t *testing.T) {
+	hist := []Message{
+		{Role: RoleUser, Content: []ContentBlock{{Type: BlockText, Text: "hi"}}},
+		{Role: RoleAssistant, Content: []ContentBlock{toolUse("a", "ls"), toolUse("b", "cat")}},
+		{Role: RoleUser, Content: []ContentBlock{{Type: BlockText, Text: "note"}, toolResult("b", "B")}},
+		{Role: RoleAssistant, Content: []ContentBlock{toolUse("c", "ls")}},
+	}
+	v := MessagesForAPI(hist)
+	if len(v) != 5 {
+		t.Fatalf("view has %d messages, want 5: %+v", len(v), v)
+	}
+	got := v[2].Content
+	if got[0].ToolUseID != "a" || !IsInterrupted(got[0]) || !got[0].IsError {
+		t.Errorf("missing result for a not synthesised first: %+v", got[0])
+	}
+	if got[1].ToolUseID != "b" || got[1].Content != "B" || got[2].Text != "note" {
+		t.Errorf("results not first in call order: %+v", got)
+	}
+	last := v[4]
+	if last.Role != RoleUser || len(last.Content) != 1 || last.Content[0].ToolUseID != "c" || last.Content[0].Content != InterruptedToolResult {
+		t.Errorf("trailing tool call left without a result: %+v", last)
+	}
+}
+
+func TestMessagesForAPI_merges_user_turns_and_drops_host_fields(t *testing.T) {
+	hist := []Message{
+		{Role: RoleUser, Content: []ContentBlock{{Type: BlockText, Text: "one"}}},
+		{Role: RoleUser, Kind: KindNotice, Delivers: []string{"ce-1", "ce-2"}, Content: []ContentBlock{{Type: BlockText, Text: "two"}}},
+		{Role: RoleUser, Kind: KindReminder, Content: nil},
+	}
+	v := MessagesForAPI(hist)
+	if len(v) != 1 || len(v[0].Content) != 2 || v[0].Content[1].Text != "two" {
+		t.Fatalf("user turns not merged: %+v", v)
+	}
+	if v[0].Kind != KindOrdinary || v[0].Delivers != nil {
+		t.Errorf("host-only fields sent to the provider: %+v", v[0])
+	}
+}
+
+func TestMessagesForAPI_starts_at_the_last_boundary_with_its_summary(t *testing.T) {
+	hist := []Message{
+		{ID: "0", Role: RoleUser, Content: []ContentBlock{{Type: BlockText, Text: "old question"}}},
+		{ID: "1", Role: RoleAssistant, Content: []ContentBlock{toolUse("a", "ls")}},
+		{ID: "2", Role: RoleUser, Content: []ContentBlock{toolResult("a", "old result")}},
+		{ID: "3", Role: RoleAssistant, Content: []ContentBlock{{Type: BlockText, Text: "kept answer"}}},
+		{ID: "4", Role: RoleUser, Content: []ContentBlock{{Type: BlockText, Text: "kept question"}}},
+		BoundaryMessage(Boundary{BoundaryMeta: BoundaryMeta{Strategy: "fold"}, KeepFrom: 3}),
+		{ID: "6", Role: RoleUser, Kind: KindCompactSummary, Content: []ContentBlock{{Type: BlockText, Text: "summary"}}},
+		{ID: "7", Role: RoleAssistant, Content: []ContentBlock{{Type: BlockText, Text: "new"}}},
+	}
+	v := MessagesForAPI(hist)
+	var texts []string
+	for _, m := range v {
+		texts = append(texts, string(m.Role)+":"+m.Text())
+	}
+	want := []string{"user:summary", "assistant:kept answer", "user:kept question", "assistant:new"}
+	if !reflect.DeepEqual(texts, want) {
+		t.Fatalf("view = %q, want %q", texts, want)
+	}
+}
+
+func TestMessagesForAPI_drops_results_whose_call_was_folded(t *testing.T) {
+	hist := []Message{
+		{Role: RoleAssistant, Content: []ContentBlock{toolUse("a", "ls")}},
+		{Role: RoleUser, Content: []ContentBlock{toolResult("a", "r"), {Type: BlockText, Text: "and this"}}},
+		BoundaryMessage(Boundary{KeepFrom: 1}),
+		{Role: RoleUser, Kind: KindCompactSummary, Content: []ContentBlock{{Type: BlockText, Text: "s"}}},
+	}
+	v := MessagesForAPI(hist)
+	if len(v) != 1 || len(v[0].Content) != 2 || v[0].Content[1].Text != "and this" {
+		t.Fatalf("orphan result kept or text lost: %+v", v)
+	}
+	for _, b := range v[0].Content {
+		if b.Type == BlockToolResult {
+			t.Fatalf("orphan tool result sent: %+v", b)
+		}
+	}
+}
+
+func TestParseBoundary_round_trips(t *testing.T) {
+	b := Boundary{BoundaryMeta: BoundaryMeta{Trigger: "reactive", Strategy: "summarise", PreTokens: 10, PostTokens: 2, MessagesFolded: 3, LastFoldedID: "x"}, KeepFrom: 3}
+	if got := ParseBoundary(BoundaryMessage(b)); got != b {
+		t.Fatalf("got %+v, want %+v", got, b)
+	}
+	if got := ParseBoundary(UserText("not json")); got != (Boundary{}) {
+		t.Fatalf("garbage parsed as %+v", got)
+	}
+}
