@@ -71,6 +71,7 @@ var (
 	ErrOutOfAttempts       = &RecoveryDenied{Reason: OutOfAttempts}
 )
 
+// Error returns the refusal as one sentence a person can read as a headline.
 func (d *RecoveryDenied) Error() string {
 	switch d.Reason {
 	case NotRetryable:
