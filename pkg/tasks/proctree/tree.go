@@ -1,0 +1,335 @@
+package proctree
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// Tree is a started command and every process it created. Kill ends them
+// all; Close releases the tree's cgroups afterwards.
+type Tree struct {
+	h     *Host
+	cmd   *exec.Cmd
+	lim   Limits
+	pid   int
+	token string
+
+	v2      string // the tree's v2 cgroup, "" without
+	v2fd    int
+	pidsDir string // v1 cgroups, "" without
+	memDir  string
+
+	cpuHit atomic.Bool
+	killMu sync.Mutex // one Kill at a time
+
+	knownMu sync.Mutex
+	known   map[int]uint64 // pid -> start time of members seen by a sweep
+
+	waitOnce sync.Once
+	waitErr  error
+	done     chan struct{}
+
+	closeOnce sync.Once
+	limitHit  string // cached by Close
+	closed    atomic.Bool
+}
+
+// Pid is the root's process id (also the tree's process group id).
+func (t *Tree) Pid() int { return t.pid }
+
+// Marker is the JETWAY_TASK value the tree's processes carry.
+func (t *Tree) Marker() string { return t.token }
+
+// Cgroup is the tree's v2 cgroup directory, "" when it has none.
+func (t *Tree) Cgroup() string { return t.v2 }
+
+// Started exists for the Windows shape of the tasks.ProcessTree contract
+// (assign a suspended process to a job object); on Linux the root is born
+// inside its cgroup, so there is nothing left to do.
+func (t *Tree) Started() error { return nil }
+
+// Wait waits for the root to exit (exec.Cmd.Wait) and returns its error.
+// Safe to call from several goroutines; only the first waits.
+func (t *Tree) Wait() error {
+	t.waitOnce.Do(func() {
+		t.waitErr = t.cmd.Wait()
+		untrack(t.pid)
+		close(t.done)
+	})
+	<-t.done
+	return t.waitErr
+}
+
+// Done is closed once Wait has returned.
+func (t *Tree) Done() <-chan struct{} { return t.done }
+
+// watchCPU ends the tree when its total CPU time passes the limit: RLIMIT_CPU
+// counts each process alone, so a tree of many would get far more.
+func (t *Tree) watchCPU(limit time.Duration) {
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	path := filepath.Join(t.v2, "cpu.stat")
+	for {
+		select {
+		case <-t.done:
+			return
+		case <-tick.C:
+		}
+		if time.Duration(eventCount(path, "usage_usec"))*time.Microsecond >= limit {
+			t.cpuHit.Store(true)
+			t.signal(syscall.SIGKILL, true)
+			return
+		}
+	}
+}
+
+// members finds the tree's processes: its cgroups' members and, on a full
+// sweep (or without a v2 cgroup), this process's descendants that share the
+// root's process group, carry the marker, were seen before, or descend from
+// any of those.
+func (t *Tree) members(full bool) map[int]proc {
+	out := map[int]proc{}
+	var from []int
+	if t.v2 != "" {
+		from = append(from, readPids(filepath.Join(t.v2, "cgroup.procs"))...)
+	}
+	for _, d := range []string{t.pidsDir, t.memDir} {
+		if d != "" {
+			from = append(from, readPids(filepath.Join(d, "cgroup.procs"))...)
+		}
+	}
+	if !full && t.v2 != "" {
+		for _, pid := range from {
+			if p, ok := readStat(pid); ok {
+				out[pid] = p
+			}
+		}
+		return out
+	}
+	all := scanProcs()
+	desc := descendants(all, os.Getpid())
+	in := map[int]bool{}
+	for _, pid := range from {
+		in[pid] = true
+	}
+	marker := MarkerEnv + "=" + t.token
+	t.knownMu.Lock()
+	for pid, p := range desc {
+		if in[pid] || p.pgrp == t.pid || t.known[pid] == p.start || (p.state != 'Z' && hasEnv(pid, marker)) {
+			out[pid] = p
+		}
+	}
+	// Everything below a member is a member.
+	for pid := range out {
+		for k, p := range descendants(desc, pid) {
+			out[k] = p
+		}
+	}
+	for pid, p := range out {
+		t.known[pid] = p.start
+	}
+	t.knownMu.Unlock()
+	// The root, even as a zombie nobody has waited for yet.
+	if p, ok := all[t.pid]; ok && !t.isReaped() {
+		out[t.pid] = p
+	}
+	return out
+}
+
+func (t *Tree) isReaped() bool {
+	select {
+	case <-t.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// signal sends sig to every member; it returns how many were alive.
+func (t *Tree) signal(sig syscall.Signal, full bool) int {
+	if sig == syscall.SIGKILL && t.v2 != "" {
+		_ = os.WriteFile(filepath.Join(t.v2, "cgroup.kill"), []byte("1"), 0)
+	}
+	if !t.isReaped() {
+		_ = syscall.Kill(-t.pid, sig)
+	}
+	live := 0
+	for pid, p := range t.members(full) {
+		if p.state == 'Z' {
+			continue
+		}
+		live++
+		_ = syscall.Kill(pid, sig)
+		if sig == syscall.SIGTERM {
+			// A stopped process would not act on SIGTERM until continued.
+			_ = syscall.Kill(pid, syscall.SIGCONT)
+		}
+	}
+	return live
+}
+
+// alive counts members that are not zombies, reaping orphaned zombies on
+// the way so they leave /proc.
+func (t *Tree) alive(full bool) int {
+	reapOrphans()
+	n := 0
+	for pid, p := range t.members(full) {
+		if p.state != 'Z' || (pid != t.pid && !isTracked(pid)) {
+			n++
+		}
+	}
+	return n
+}
+
+// Kill ends the tree: SIGTERM to every member, SIGKILL to what is left after
+// the grace period, and then waits until no member is left (orphaned
+// zombies reaped). The root's own status is left for Wait.
+func (t *Tree) Kill() error {
+	return t.kill(t.h.cfg.Grace)
+}
+
+// KillNow is Kill without the grace period.
+func (t *Tree) KillNow() error { return t.kill(0) }
+
+func (t *Tree) kill(grace time.Duration) error {
+	t.killMu.Lock()
+	defer t.killMu.Unlock()
+	full := t.v2 == ""
+	if grace > 0 && t.signal(syscall.SIGTERM, true) > 0 {
+		waitFor(grace, func() bool { return t.alive(full) == 0 })
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		t.signal(syscall.SIGKILL, full)
+		if waitFor(100*time.Millisecond, func() bool { return t.alive(full) == 0 }) {
+			// One full sweep confirms nothing left the cgroup.
+			if t.alive(true) == 0 {
+				return nil
+			}
+			full = true
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("proctree: tree %s: %d processes survived SIGKILL", t.token, t.alive(true))
+		}
+	}
+}
+
+// waitFor polls cond until it holds or d passes.
+func waitFor(d time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(d)
+	for wait := time.Millisecond; ; {
+		if cond() {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(wait)
+		if wait < 20*time.Millisecond {
+			wait *= 2
+		}
+	}
+}
+
+// Exceeded reports whether a resource limit ended (or refused) a process
+// of the tree.
+func (t *Tree) Exceeded() bool { return t.LimitHit() != "" }
+
+// LimitHit names the limit that ended or refused a process of the tree
+// ("memory limit (64 MiB)"), or "" when none did.
+func (t *Tree) LimitHit() string {
+	if t.closed.Load() {
+		return t.limitHit
+	}
+	return t.computeLimitHit()
+}
+
+func (t *Tree) computeLimitHit() string {
+	var hits []string
+	if t.cpuHit.Load() || t.rootSignal() == syscall.SIGXCPU {
+		hits = append(hits, "CPU time limit ("+t.lim.CPUTime.String()+")")
+	}
+	if t.lim.Memory > 0 {
+		n := eventCount(filepath.Join(t.v2, "memory.events"), "oom_kill")
+		if t.memDir != "" {
+			n += eventCount(filepath.Join(t.memDir, "memory.oom_control"), "oom_kill")
+		}
+		if n > 0 {
+			hits = append(hits, "memory limit ("+Bytes(t.lim.Memory)+")")
+		}
+	}
+	if t.lim.Processes > 0 {
+		n := eventCount(filepath.Join(t.v2, "pids.events"), "max")
+		if t.pidsDir != "" {
+			n += eventCount(filepath.Join(t.pidsDir, "pids.events"), "max")
+		}
+		if n > 0 {
+			hits = append(hits, "process limit ("+strconv.Itoa(t.lim.Processes)+")")
+		}
+	}
+	if t.rootSignal() == syscall.SIGXFSZ {
+		hits = append(hits, "file size limit ("+Bytes(t.lim.FileSize)+")")
+	}
+	return strings.Join(hits, ", ")
+}
+
+func (t *Tree) rootSignal() syscall.Signal {
+	if !t.isReaped() || t.cmd.ProcessState == nil {
+		return 0
+	}
+	if ws, ok := t.cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return ws.Signal()
+	}
+	return 0
+}
+
+// Close kills what is left of the tree and removes its cgroups. Call it after
+// Wait; LimitHit keeps answering afterwards.
+func (t *Tree) Close() {
+	t.closeOnce.Do(func() {
+		if t.pid != 0 {
+			_ = t.KillNow()
+			t.limitHit = t.computeLimitHit()
+		}
+		t.closed.Store(true)
+		if t.v2fd >= 0 {
+			_ = syscall.Close(t.v2fd)
+		}
+		for _, d := range []string{t.v2, t.pidsDir, t.memDir} {
+			if d == "" {
+				continue
+			}
+			// A cgroup whose last zombie is being reaped refuses rmdir for
+			// a moment.
+			waitFor(time.Second, func() bool { return removeCgroup(d) == nil })
+		}
+		t.h.mu.Lock()
+		delete(t.h.trees, t)
+		t.h.mu.Unlock()
+	})
+}
+
+// Bytes formats a byte count in binary units ("64 MiB").
+func Bytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	v := float64(n) / float64(div)
+	s := strconv.FormatFloat(v, 'f', 1, 64)
+	s = strings.TrimSuffix(s, ".0")
+	return s + " " + string("KMGTPE"[exp]) + "iB"
+}
