@@ -1,0 +1,41 @@
+package events
+
+import (
+	"context"
+	"testing"
+)
+
+func TestRun_headlines_read_as_one_line(t *testing.T) {
+	if got, want := RunEndedHeadline(RunEnded{Run: "r1", Reason: "completed", Turns: 3, ElapsedMS: 12_000}), "run r1 completed after 3 turns in 12s"; got != want {
+		t.Errorf("RunEndedHeadline = %q, want %q", got, want)
+	}
+	if got, want := RunEndedHeadline(RunEnded{Run: "r1", Reason: "model_error", Turns: 1, ElapsedMS: 61_000, Error: "HTTP 500"}), "run r1 model_error after 1 turn in 1m: HTTP 500"; got != want {
+		t.Errorf("RunEndedHeadline = %q, want %q", got, want)
+	}
+	if got, want := RunStartedHeadline(RunStarted{Run: "r2", Cause: "dispatch", Model: "script x"}), "run r2 started (dispatch) · script x"; got != want {
+		t.Errorf("RunStartedHeadline = %q, want %q", got, want)
+	}
+}
+
+func TestOutput_events_round_trip_through_the_codec(t *testing.T) {
+	ev, err := New("t1", "s1", "jetway/runner", RunEnded{Run: "r1", Reason: "completed", Turns: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	subj, _ := OutSubject("t1", "s1")
+	msg, err := Encode(context.Background(), subj, ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := ReadEvent(msg.Header, msg.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Type() != TypeRunEnded || got.ID() != ev.ID() {
+		t.Fatalf("read back %s %s, want %s %s", got.Type(), got.ID(), TypeRunEnded, ev.ID())
+	}
+	var back RunEnded
+	if err := got.DataAs(&back); err != nil || back.Turns != 2 || back.Reason != "completed" {
+		t.Fatalf("data = %+v, %v", back, err)
+	}
+}
