@@ -1,0 +1,213 @@
+// Package auth maps bearer tokens to tenants and decides what a caller may do.
+//
+// Tokens come from a JSON file and from the environment; they are kept in
+// memory only as SHA-256 hashes and compared in constant time, so neither a
+// heap dump nor response timing gives one away. There is no "auth off" mode:
+// a Store with no tokens refuses to be built.
+package auth
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"strings"
+
+	"jetway/pkg/events"
+)
+
+// ReservedTypePrefix starts the event types only jobs workers publish (on
+// jetway.jobevents.…). No token may publish them, whatever its patterns say:
+// otherwise a tenant could forge a job's exit.
+const ReservedTypePrefix = "io.jetway.job."
+
+// Errors a caller can test for with errors.Is. Each returned error wraps one
+// of them and says what exactly was wrong.
+var (
+	// ErrNoToken: the request carried no bearer token.
+	ErrNoToken = errors.New("no bearer token")
+	// ErrUnknownToken: the token is not one this Store knows.
+	ErrUnknownToken = errors.New("unknown token")
+	// ErrForbidden: the token is known but may not do this.
+	ErrForbidden = errors.New("forbidden")
+	// ErrNoTokens: a Store was asked for with no tokens at all.
+	ErrNoTokens = errors.New("no tokens configured")
+)
+
+// Grant is one token and what it may do, as written in a tokens file.
+type Grant struct {
+	Token  string `json:"token"`
+	Tenant string `json:"tenant"`
+	// Admin tokens may also flip Ground Stop.
+	Admin bool `json:"admin,omitempty"`
+	// EventTypes are glob patterns ('*' any run of characters, '?' one) of
+	// the CloudEvent types this token may publish. Empty means every type
+	// except the reserved io.jetway.job.* ones.
+	EventTypes []string `json:"event_types,omitempty"`
+}
+
+// Principal is who a token belongs to: the tenant it acts for and its rights.
+type Principal struct {
+	Tenant     string
+	Admin      bool
+	eventTypes []string
+}
+
+// MayAccess reports whether p may touch sessions of tenant. A tenant only
+// ever touches its own sessions; admin rights do not cross tenants either.
+func (p Principal) MayAccess(tenant string) error {
+	if tenant != p.Tenant {
+		return fmt.Errorf("%w: token of tenant %q may not act for tenant %q", ErrForbidden, p.Tenant, tenant)
+	}
+	return nil
+}
+
+// MayPublish reports whether p may publish a CloudEvent of type typ.
+func (p Principal) MayPublish(typ string) error {
+	if strings.HasPrefix(typ, ReservedTypePrefix) {
+		return fmt.Errorf("%w: event type %q is reserved for jobs workers (%s*)", ErrForbidden, typ, ReservedTypePrefix)
+	}
+	if len(p.eventTypes) == 0 {
+		return nil
+	}
+	for _, pat := range p.eventTypes {
+		if Match(pat, typ) {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: tenant %q may not publish event type %q (allowed: %s)",
+		ErrForbidden, p.Tenant, typ, strings.Join(p.eventTypes, ", "))
+}
+
+// MayAdminister reports whether p may flip operator switches (Ground Stop).
+func (p Principal) MayAdminister() error {
+	if !p.Admin {
+		return fmt.Errorf("%w: an admin token is required", ErrForbidden)
+	}
+	return nil
+}
+
+type entry struct {
+	hash      [sha256.Size]byte
+	principal Principal
+}
+
+// Store answers "whose token is this?".
+type Store struct {
+	entries []entry
+}
+
+// New builds a Store from grants. Every grant needs a token and a valid
+// tenant name; the same token may not be given twice with different rights.
+func New(grants ...Grant) (*Store, error) {
+	if len(grants) == 0 {
+		return nil, fmt.Errorf("auth: %w (give a tokens file, JETWAY_TOKENS or JETWAY_ADMIN_TOKEN)", ErrNoTokens)
+	}
+	s := &Store{}
+	seen := map[[sha256.Size]byte]int{}
+	for i, g := range grants {
+		if err := g.validate(); err != nil {
+			return nil, fmt.Errorf("auth: token %d (tenant %q): %w", i+1, g.Tenant, err)
+		}
+		h := sha256.Sum256([]byte(g.Token))
+		if j, dup := seen[h]; dup {
+			return nil, fmt.Errorf("auth: token %d (tenant %q) repeats token %d (tenant %q)",
+				i+1, g.Tenant, j+1, grants[j].Tenant)
+		}
+		seen[h] = i
+		s.entries = append(s.entries, entry{hash: h, principal: Principal{
+			Tenant:     g.Tenant,
+			Admin:      g.Admin,
+			eventTypes: append([]string(nil), g.EventTypes...),
+		}})
+	}
+	return s, nil
+}
+
+func (g Grant) validate() error {
+	if g.Token == "" {
+		return errors.New("empty token")
+	}
+	if strings.ContainsFunc(g.Token, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
+		return errors.New("token contains whitespace or control characters")
+	}
+	if err := validTenant(g.Tenant); err != nil {
+		return err
+	}
+	for _, p := range g.EventTypes {
+		if p == "" {
+			return errors.New("empty event type pattern")
+		}
+	}
+	return nil
+}
+
+// Authenticate returns the principal a token belongs to. Every known token
+// is compared, in constant time, so the answer takes as long for a miss as
+// for a hit.
+func (s *Store) Authenticate(token string) (Principal, error) {
+	if token == "" {
+		return Principal{}, fmt.Errorf("auth: %w", ErrNoToken)
+	}
+	h := sha256.Sum256([]byte(token))
+	found := -1
+	for i := range s.entries {
+		if subtle.ConstantTimeCompare(h[:], s.entries[i].hash[:]) == 1 {
+			found = i
+		}
+	}
+	if found < 0 {
+		return Principal{}, fmt.Errorf("auth: %w", ErrUnknownToken)
+	}
+	return s.entries[found].principal, nil
+}
+
+// Len is the number of tokens the Store knows.
+func (s *Store) Len() int { return len(s.entries) }
+
+// BearerToken extracts the token from an Authorization header value
+// ("Bearer <token>", scheme case-insensitive). It returns "" when there is
+// none, which Authenticate refuses with ErrNoToken.
+func BearerToken(header string) string {
+	scheme, tok, ok := strings.Cut(strings.TrimSpace(header), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return ""
+	}
+	return strings.TrimSpace(tok)
+}
+
+// Match reports whether typ matches the glob pattern pat: '*' matches any
+// run of characters (dots included, so "com.github.*" covers
+// "com.github.push.v1"), '?' exactly one, everything else itself.
+func Match(pat, typ string) bool {
+	// Iterative wildcard matching with single backtrack point: linear enough
+	// for type names, and no pattern can make it blow up.
+	p, t := 0, 0
+	star, mark := -1, 0
+	for t < len(typ) {
+		switch {
+		case p < len(pat) && (pat[p] == '?' || pat[p] == typ[t]):
+			p++
+			t++
+		case p < len(pat) && pat[p] == '*':
+			star, mark = p, t
+			p++
+		case star >= 0:
+			p = star + 1
+			mark++
+			t = mark
+		default:
+			return false
+		}
+	}
+	for p < len(pat) && pat[p] == '*' {
+		p++
+	}
+	return p == len(pat)
+}
+
+// validTenant holds tenants to the subject token rule, so a token can never
+// name a tenant that would break (or widen) a subject.
+func validTenant(tenant string) error {
+	return events.ValidateToken("tenant", tenant)
+}

@@ -1,0 +1,214 @@
+package auth
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// File is the on-disk form of a tokens file:
+//
+//	{"tokens":[{"token":"...","tenant":"acme","admin":false,"event_types":["com.github.*"]}]}
+type File struct {
+	Tokens []Grant `json:"tokens"`
+}
+
+// Environment variables read by FromEnv.
+const (
+	// EnvTokens lists tenant tokens as token:tenant pairs separated by commas.
+	EnvTokens = "JETWAY_TOKENS"
+	// EnvAdminToken is one admin token, optionally token:tenant (tenant
+	// defaults to DefaultTenant).
+	EnvAdminToken = "JETWAY_ADMIN_TOKEN"
+)
+
+// DefaultTenant is the tenant of dev tokens and of an admin token given
+// without one.
+const DefaultTenant = "default"
+
+// DevTokensFile is the name of the tokens file EnsureDevTokens keeps in the
+// data directory.
+const DevTokensFile = "tokens.json"
+
+// ReadFile reads a tokens file. A file others can read is refused: it holds
+// secrets in clear, and quietly accepting one would teach people to leave it
+// so.
+func ReadFile(path string) (File, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return File{}, fmt.Errorf("auth: tokens file: %w", err)
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		return File{}, fmt.Errorf("auth: tokens file %s has mode %04o; it holds secrets, run: chmod 600 %s",
+			path, fi.Mode().Perm(), path)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return File{}, fmt.Errorf("auth: tokens file: %w", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	var f File
+	if err := dec.Decode(&f); err != nil {
+		return File{}, fmt.Errorf("auth: tokens file %s: %w", path, err)
+	}
+	return f, nil
+}
+
+// FromEnv reads grants from JETWAY_TOKENS and JETWAY_ADMIN_TOKEN through
+// getenv (os.Getenv when nil). Unset variables give no grants.
+func FromEnv(getenv func(string) string) ([]Grant, error) {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	var grants []Grant
+	if v := strings.TrimSpace(getenv(EnvTokens)); v != "" {
+		for i, pair := range strings.Split(v, ",") {
+			pair = strings.TrimSpace(pair)
+			tok, tenant, ok := strings.Cut(pair, ":")
+			if !ok || tok == "" || tenant == "" {
+				return nil, fmt.Errorf("auth: %s entry %d: want token:tenant", EnvTokens, i+1)
+			}
+			grants = append(grants, Grant{Token: tok, Tenant: tenant})
+		}
+	}
+	if v := strings.TrimSpace(getenv(EnvAdminToken)); v != "" {
+		tok, tenant, ok := strings.Cut(v, ":")
+		if !ok {
+			tenant = DefaultTenant
+		}
+		if tok == "" || tenant == "" {
+			return nil, fmt.Errorf("auth: %s: want token or token:tenant", EnvAdminToken)
+		}
+		grants = append(grants, Grant{Token: tok, Tenant: tenant, Admin: true})
+	}
+	return grants, nil
+}
+
+// Sources says where a Store's tokens come from. Both are read and merged.
+type Sources struct {
+	// File is a tokens file; empty for none.
+	File string
+	// Getenv reads JETWAY_TOKENS and JETWAY_ADMIN_TOKEN; nil means os.Getenv.
+	Getenv func(string) string
+}
+
+// Load builds a Store from a tokens file and the environment. It fails
+// with ErrNoTokens when neither gives a token.
+func Load(src Sources) (*Store, error) {
+	var grants []Grant
+	if src.File != "" {
+		f, err := ReadFile(src.File)
+		if err != nil {
+			return nil, err
+		}
+		grants = append(grants, f.Tokens...)
+	}
+	env, err := FromEnv(src.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	return New(append(grants, env...)...)
+}
+
+// DevTokens is what EnsureDevTokens made or found.
+type DevTokens struct {
+	Path  string // <data>/tokens.json
+	User  Grant  // the first non-admin grant (tenant "default" when created)
+	Admin Grant  // the first admin grant
+}
+
+// EnsureDevTokens makes sure <dataDir>/tokens.json exists, creating it
+// (mode 0600) with a random token for tenant "default" and a random admin
+// token on first start, and returns what it holds. Concurrent first starts
+// agree on one file: it is written aside and linked into place, which fails
+// if another got there first.
+func EnsureDevTokens(dataDir string) (DevTokens, error) {
+	path := filepath.Join(dataDir, DevTokensFile)
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		if err := createDevTokens(dataDir, path); err != nil {
+			return DevTokens{}, err
+		}
+	} else if err != nil {
+		return DevTokens{}, fmt.Errorf("auth: dev tokens: %w", err)
+	}
+	f, err := ReadFile(path)
+	if err != nil {
+		return DevTokens{}, err
+	}
+	if _, err := New(f.Tokens...); err != nil {
+		return DevTokens{}, fmt.Errorf("auth: dev tokens %s: %w", path, err)
+	}
+	dt := DevTokens{Path: path}
+	for _, g := range f.Tokens {
+		if g.Admin && dt.Admin.Token == "" {
+			dt.Admin = g
+		}
+		if !g.Admin && dt.User.Token == "" {
+			dt.User = g
+		}
+	}
+	return dt, nil
+}
+
+func createDevTokens(dataDir, path string) error {
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return fmt.Errorf("auth: dev tokens: %w", err)
+	}
+	user, err := NewToken()
+	if err != nil {
+		return err
+	}
+	admin, err := NewToken()
+	if err != nil {
+		return err
+	}
+	b, err := json.MarshalIndent(File{Tokens: []Grant{
+		{Token: user, Tenant: DefaultTenant},
+		{Token: admin, Tenant: DefaultTenant, Admin: true},
+	}}, "", "  ")
+	if err != nil {
+		return fmt.Errorf("auth: dev tokens: %w", err)
+	}
+	tmp, err := os.CreateTemp(dataDir, ".tokens-*.json")
+	if err != nil {
+		return fmt.Errorf("auth: dev tokens: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	if err := tmp.Chmod(0o600); err != nil {
+		tmp.Close()
+		return fmt.Errorf("auth: dev tokens: %w", err)
+	}
+	if _, err := tmp.Write(append(b, '\n')); err != nil {
+		tmp.Close()
+		return fmt.Errorf("auth: dev tokens: write %s: %w", tmp.Name(), err)
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return fmt.Errorf("auth: dev tokens: sync %s: %w", tmp.Name(), err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("auth: dev tokens: %w", err)
+	}
+	if err := os.Link(tmp.Name(), path); err != nil && !errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("auth: dev tokens: create %s: %w", path, err)
+	}
+	return nil
+}
+
+// NewToken returns a fresh random token: "jw_" and 32 random bytes in
+// unpadded base64url. The prefix makes leaked tokens easy to grep for.
+func NewToken() (string, error) {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("auth: random token: %w", err)
+	}
+	return "jw_" + base64.RawURLEncoding.EncodeToString(b), nil
+}
