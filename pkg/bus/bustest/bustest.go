@@ -1,0 +1,258 @@
+// Package bustest starts real in-process nats-servers with JetStream for
+// tests: a single server, or a small cluster whose nodes can be stopped and
+// restarted to exercise failover.
+package bustest
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"jetway/pkg/bus"
+)
+
+// ReadyTimeout bounds every wait in this package: server start, cluster
+// formation, a restarted node catching up.
+const ReadyTimeout = 30 * time.Second
+
+// StartServer starts a single JetStream server storing in t.TempDir() and
+// shuts it down when the test ends.
+func StartServer(t testing.TB) *server.Server {
+	t.Helper()
+	s, err := bus.StartEmbedded(bus.EmbeddedConfig{
+		StoreDir:   t.TempDir(),
+		ServerName: "test",
+	})
+	if err != nil {
+		t.Fatalf("start nats-server: %v", err)
+	}
+	t.Cleanup(func() { bus.StopEmbedded(s) })
+	return s
+}
+
+// Connect opens a connection to urls (comma-separated or several) with the
+// same options as production and returns it with its JetStream handle; it is
+// closed when the test ends.
+func Connect(t testing.TB, urls ...string) (*nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	var list []string
+	for _, u := range urls {
+		list = append(list, strings.Split(u, ",")...)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), ReadyTimeout)
+	defer cancel()
+	nc, err := bus.Connect(ctx, bus.ConnConfig{
+		URLs:          list,
+		Name:          t.Name(),
+		ReconnectWait: 50 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := bus.JetStream(nc)
+	if err != nil {
+		t.Fatalf("jetstream: %v", err)
+	}
+	return nc, js
+}
+
+// Cluster is an in-process JetStream cluster on loopback.
+type Cluster struct {
+	t     testing.TB
+	Nodes []*Node
+}
+
+// Node is one server of a Cluster. Its ports and store stay the same across
+// Stop and Restart, so clients and peers find it again.
+type Node struct {
+	cfg bus.EmbeddedConfig
+
+	mu  sync.Mutex
+	srv *server.Server
+}
+
+// StartCluster starts n routed JetStream servers on free loopback ports and
+// waits until they have elected a meta leader and every node is current.
+// All nodes are shut down when the test ends.
+func StartCluster(t testing.TB, n int) *Cluster {
+	t.Helper()
+	if n < 1 {
+		t.Fatalf("StartCluster: need at least one node, got %d", n)
+	}
+	ports := freePorts(t, 2*n)
+	var routes []string
+	for i := range n {
+		routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", ports[n+i]))
+	}
+	dir := t.TempDir()
+	c := &Cluster{t: t}
+	for i := range n {
+		c.Nodes = append(c.Nodes, &Node{cfg: bus.EmbeddedConfig{
+			StoreDir:     filepath.Join(dir, fmt.Sprintf("n%d", i)),
+			Host:         "127.0.0.1",
+			Port:         ports[i],
+			ServerName:   fmt.Sprintf("n%d", i),
+			ClusterName:  "jetway-test",
+			ClusterPort:  ports[n+i],
+			Routes:       routes,
+			ReadyTimeout: ReadyTimeout,
+		}})
+	}
+	t.Cleanup(func() {
+		for _, nd := range c.Nodes {
+			nd.Stop()
+		}
+	})
+	// Start them all before waiting on any: a node cannot become a
+	// JetStream peer until it sees the others.
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i, nd := range c.Nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = nd.start()
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatalf("start cluster: %v", err)
+		}
+	}
+	c.WaitReady()
+	return c
+}
+
+// URLs returns every node's client URL, for a connection that fails over.
+func (c *Cluster) URLs() []string {
+	var urls []string
+	for _, nd := range c.Nodes {
+		urls = append(urls, nd.ClientURL())
+	}
+	return urls
+}
+
+// WaitReady waits until the running nodes have a JetStream meta leader and
+// each of them is current with it; it fails the test after ReadyTimeout.
+func (c *Cluster) WaitReady() {
+	c.t.Helper()
+	deadline := time.Now().Add(ReadyTimeout)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		leader, current, running := false, 0, 0
+		for _, nd := range c.Nodes {
+			s := nd.Server()
+			if s == nil {
+				continue
+			}
+			running++
+			if s.JetStreamIsLeader() {
+				leader = true
+			}
+			if s.JetStreamIsCurrent() {
+				current++
+			}
+		}
+		if leader && current == running {
+			return
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("cluster not ready after %s: meta leader %v, %d of %d running nodes current",
+				ReadyTimeout, leader, current, running)
+		}
+		<-tick.C
+	}
+}
+
+// StreamLeader returns the node leading stream in the global account, or
+// nil if there is none right now.
+func (c *Cluster) StreamLeader(stream string) *Node {
+	for _, nd := range c.Nodes {
+		if s := nd.Server(); s != nil && s.JetStreamIsStreamLeader(server.DEFAULT_GLOBAL_ACCOUNT, stream) {
+			return nd
+		}
+	}
+	return nil
+}
+
+// Name is the node's server name.
+func (nd *Node) Name() string { return nd.cfg.ServerName }
+
+// ClientURL is the node's client URL; it stays valid across restarts.
+func (nd *Node) ClientURL() string {
+	return fmt.Sprintf("nats://%s:%d", nd.cfg.Host, nd.cfg.Port)
+}
+
+// Server returns the running server, or nil while the node is stopped.
+func (nd *Node) Server() *server.Server {
+	nd.mu.Lock()
+	defer nd.mu.Unlock()
+	return nd.srv
+}
+
+// Stop shuts the node down (flushing its store). Stopping a stopped node
+// does nothing.
+func (nd *Node) Stop() {
+	nd.mu.Lock()
+	s := nd.srv
+	nd.srv = nil
+	nd.mu.Unlock()
+	bus.StopEmbedded(s)
+}
+
+// Restart starts a stopped node again with the same name, ports and store.
+// Call Cluster.WaitReady afterwards to wait for it to catch up.
+func (nd *Node) Restart(t testing.TB) {
+	t.Helper()
+	if err := nd.start(); err != nil {
+		t.Fatalf("restart %s: %v", nd.Name(), err)
+	}
+}
+
+func (nd *Node) start() error {
+	nd.mu.Lock()
+	defer nd.mu.Unlock()
+	if nd.srv != nil {
+		return fmt.Errorf("node %s is already running", nd.cfg.ServerName)
+	}
+	s, err := bus.StartEmbedded(nd.cfg)
+	if err != nil {
+		return err
+	}
+	nd.srv = s
+	return nil
+}
+
+// freePorts reserves n distinct loopback ports by listening on them all at
+// once, then releases them for the servers to take.
+func freePorts(t testing.TB, n int) []int {
+	t.Helper()
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	var ports []int
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatalf("reserve port: %v", err)
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports
+}

@@ -1,0 +1,170 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// ConnConfig says how to reach NATS and how to authenticate.
+//
+// At most one of CredsFile, NKeySeedFile, User/Password and Token should be
+// set; TLS settings combine with any of them.
+type ConnConfig struct {
+	// URLs is the list of servers to try (nats://host:port). Empty means
+	// nats.DefaultURL.
+	URLs []string
+	// Name identifies the connection in server monitoring (connz), e.g.
+	// "jetway-runner@host".
+	Name string
+
+	CredsFile    string // JWT + seed .creds file
+	NKeySeedFile string // file holding an nkey user seed
+	User         string
+	Password     string
+	Token        string
+
+	// TLSCAFile verifies the server against this CA instead of the system
+	// roots.
+	TLSCAFile string
+	// TLSCertFile and TLSKeyFile present a client certificate (mTLS).
+	TLSCertFile string
+	TLSKeyFile  string
+
+	// ReconnectWait is the pause between reconnect attempts (default 1s).
+	ReconnectWait time.Duration
+
+	// Logger, if set, is told about disconnects, reconnects, async errors
+	// and the final close, so a service can log them its own way.
+	Logger func(ConnEvent)
+}
+
+// ConnEventKind names what happened to a connection.
+type ConnEventKind string
+
+// Connection events reported to ConnConfig.Logger.
+const (
+	ConnDisconnected ConnEventKind = "disconnected"
+	ConnReconnected  ConnEventKind = "reconnected"
+	ConnClosed       ConnEventKind = "closed"
+	ConnError        ConnEventKind = "error"
+)
+
+// ConnEvent is one change in a connection's state.
+type ConnEvent struct {
+	Kind ConnEventKind
+	// URL is the server connected to (reconnected) or last connected to.
+	URL string
+	Err error
+}
+
+// Connect dials NATS with reconnection forever: a jetway service should ride
+// out a server restart rather than exit. While no server is reachable at all
+// the first dial is retried until ctx is done; other errors (bad credentials,
+// TLS failures) are returned at once.
+func Connect(ctx context.Context, cfg ConnConfig) (*nats.Conn, error) {
+	opts, err := cfg.options()
+	if err != nil {
+		return nil, err
+	}
+	url := strings.Join(cfg.URLs, ",")
+	if url == "" {
+		url = nats.DefaultURL
+	}
+	wait := cfg.ReconnectWait
+	if wait <= 0 {
+		wait = time.Second
+	}
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("bus: connect to %s: %w", url, err)
+		}
+		nc, err := nats.Connect(url, opts...)
+		if err == nil {
+			return nc, nil
+		}
+		if !errors.Is(err, nats.ErrNoServers) {
+			return nil, fmt.Errorf("bus: connect to %s: %w", url, err)
+		}
+		if cfg.Logger != nil {
+			cfg.Logger(ConnEvent{Kind: ConnDisconnected, URL: url, Err: err})
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("bus: connect to %s: %w (last error: %v)", url, ctx.Err(), err)
+		case <-t.C:
+		}
+	}
+}
+
+func (cfg ConnConfig) options() ([]nats.Option, error) {
+	wait := cfg.ReconnectWait
+	if wait <= 0 {
+		wait = time.Second
+	}
+	opts := []nats.Option{
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(wait),
+	}
+	if cfg.Name != "" {
+		opts = append(opts, nats.Name(cfg.Name))
+	}
+	switch {
+	case cfg.CredsFile != "":
+		opts = append(opts, nats.UserCredentials(cfg.CredsFile))
+	case cfg.NKeySeedFile != "":
+		o, err := nats.NkeyOptionFromSeed(cfg.NKeySeedFile)
+		if err != nil {
+			return nil, fmt.Errorf("bus: read nkey seed %s: %w", cfg.NKeySeedFile, err)
+		}
+		opts = append(opts, o)
+	case cfg.User != "":
+		opts = append(opts, nats.UserInfo(cfg.User, cfg.Password))
+	case cfg.Token != "":
+		opts = append(opts, nats.Token(cfg.Token))
+	}
+	if cfg.TLSCAFile != "" {
+		opts = append(opts, nats.RootCAs(cfg.TLSCAFile))
+	}
+	if cfg.TLSCertFile != "" || cfg.TLSKeyFile != "" {
+		if cfg.TLSCertFile == "" || cfg.TLSKeyFile == "" {
+			return nil, errors.New("bus: TLS client certificate needs both TLSCertFile and TLSKeyFile")
+		}
+		opts = append(opts, nats.ClientCert(cfg.TLSCertFile, cfg.TLSKeyFile))
+	}
+	if log := cfg.Logger; log != nil {
+		opts = append(opts,
+			nats.DisconnectErrHandler(func(nc *nats.Conn, err error) {
+				log(ConnEvent{Kind: ConnDisconnected, URL: nc.ConnectedUrlRedacted(), Err: err})
+			}),
+			nats.ReconnectHandler(func(nc *nats.Conn) {
+				log(ConnEvent{Kind: ConnReconnected, URL: nc.ConnectedUrlRedacted()})
+			}),
+			nats.ClosedHandler(func(nc *nats.Conn) {
+				log(ConnEvent{Kind: ConnClosed, Err: nc.LastError()})
+			}),
+			nats.ErrorHandler(func(nc *nats.Conn, _ *nats.Subscription, err error) {
+				log(ConnEvent{Kind: ConnError, URL: nc.ConnectedUrlRedacted(), Err: err})
+			}),
+		)
+	}
+	return opts, nil
+}
+
+// JetStream returns a handle on the new JetStream API for nc. jetway never
+// uses the legacy JetStreamContext: its consumers lack priority groups and
+// pinning, which the work consumers rely on.
+func JetStream(nc *nats.Conn) (jetstream.JetStream, error) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("bus: jetstream: %w", err)
+	}
+	return js, nil
+}

@@ -1,0 +1,115 @@
+package bus
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+// EmbeddedConfig describes an in-process nats-server with JetStream on disk.
+type EmbeddedConfig struct {
+	// StoreDir holds JetStream's file store. Required: jetway's streams are
+	// its state, and a temp dir nobody chose would lose it.
+	StoreDir string
+	// Host and Port for clients. Port 0 picks a free port (like net.Listen);
+	// read the result with ClientURL. Host defaults to 127.0.0.1.
+	Host string
+	Port int
+	// ServerName must be unique and stable within a cluster; it is how
+	// JetStream recognises a node after a restart.
+	ServerName string
+
+	// ClusterName, ClusterHost, ClusterPort and Routes join a cluster; leave
+	// ClusterName empty for a single server.
+	ClusterName string
+	ClusterHost string
+	ClusterPort int
+	Routes      []string // nats://host:port of every node's cluster listener
+
+	// ReadyTimeout bounds the wait for the server to accept clients
+	// (default 10s).
+	ReadyTimeout time.Duration
+	// Logger receives the server's own log lines; nil keeps it quiet.
+	Logger server.Logger
+	// Debug and Trace turn on the server's verbose logging (needs Logger).
+	Debug, Trace bool
+}
+
+// StartEmbedded starts a nats-server with JetStream in this process and
+// returns once it accepts clients. Stop it with StopEmbedded.
+func StartEmbedded(cfg EmbeddedConfig) (*server.Server, error) {
+	if cfg.StoreDir == "" {
+		return nil, errors.New("bus: embedded server: StoreDir is required")
+	}
+	host := cfg.Host
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	opts := &server.Options{
+		ServerName: cfg.ServerName,
+		Host:       host,
+		Port:       freePortFlag(cfg.Port),
+		JetStream:  true,
+		StoreDir:   cfg.StoreDir,
+		NoSigs:     true,
+		NoLog:      cfg.Logger == nil,
+		Debug:      cfg.Debug,
+		Trace:      cfg.Trace,
+	}
+	if cfg.ClusterName != "" {
+		clusterHost := cfg.ClusterHost
+		if clusterHost == "" {
+			clusterHost = host
+		}
+		opts.Cluster = server.ClusterOpts{
+			Name: cfg.ClusterName,
+			Host: clusterHost,
+			Port: freePortFlag(cfg.ClusterPort),
+		}
+		for _, r := range cfg.Routes {
+			u, err := url.Parse(r)
+			if err != nil {
+				return nil, fmt.Errorf("bus: embedded server: route %q: %w", r, err)
+			}
+			opts.Routes = append(opts.Routes, u)
+		}
+	}
+	s, err := server.NewServer(opts)
+	if err != nil {
+		return nil, fmt.Errorf("bus: embedded server: %w", err)
+	}
+	if cfg.Logger != nil {
+		s.SetLogger(cfg.Logger, cfg.Debug, cfg.Trace)
+	}
+	s.Start()
+	timeout := cfg.ReadyTimeout
+	if timeout <= 0 {
+		timeout = 10 * time.Second
+	}
+	if !s.ReadyForConnections(timeout) {
+		StopEmbedded(s)
+		return nil, fmt.Errorf("bus: embedded server %s not ready for connections after %s", cfg.ServerName, timeout)
+	}
+	return s, nil
+}
+
+// StopEmbedded shuts s down and waits until it has: JetStream flushes its
+// stores on the way, so the data dir is consistent for the next start.
+func StopEmbedded(s *server.Server) {
+	if s == nil {
+		return
+	}
+	s.Shutdown()
+	s.WaitForShutdown()
+}
+
+// freePortFlag maps Go's "0 means any free port" to nats-server's -1.
+func freePortFlag(port int) int {
+	if port == 0 {
+		return server.RANDOM_PORT
+	}
+	return port
+}

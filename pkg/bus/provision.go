@@ -1,0 +1,222 @@
+package bus
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Defaults used when a ProvisionConfig field is zero.
+const (
+	DefaultReplicas        = 1
+	DefaultPartitions      = 16
+	DefaultDuplicateWindow = 2 * time.Minute
+	DefaultEventsMaxAge    = 7 * 24 * time.Hour
+	DefaultOutMaxAge       = time.Hour
+	DefaultRunnerTTL       = 15 * time.Second
+	DefaultWorkAckWait     = 5 * time.Second
+	DefaultWorkMaxAck      = 1000
+	DefaultWorkPinnedTTL   = 3 * time.Second
+)
+
+// MetadataPartitions is the JETWAY_WORK stream metadata key that records the
+// partition count, so consumers can read P back instead of being told it.
+const MetadataPartitions = "jetway.partitions"
+
+// ProvisionConfig sizes the streams, buckets and work consumers. Zero values
+// take the Default* constants.
+type ProvisionConfig struct {
+	// Replicas for every stream, bucket and consumer (1 or 3 in practice).
+	Replicas int
+	// Partitions is P, the number of work partitions. Changing it on a live
+	// system moves sessions between partitions; messages still pending on a
+	// partition that no longer exists are stranded, so change it only when
+	// JETWAY_WORK is drained.
+	Partitions int
+
+	DuplicateWindow time.Duration // JETWAY_EVENTS dedupe window (Nats-Msg-Id)
+	EventsMaxAge    time.Duration // JETWAY_EVENTS and JETWAY_WORK retention
+	// TranscriptsMaxAge is zero for "keep forever": a transcript is the
+	// session's memory.
+	TranscriptsMaxAge time.Duration
+	OutMaxAge         time.Duration // JETWAY_OUT retention
+	RunnerTTL         time.Duration // how long a runner heartbeat lives
+
+	WorkAckWait       time.Duration // redelivery timeout of work consumers
+	WorkMaxAckPending int           // un-acked messages per partition
+	WorkPinnedTTL     time.Duration // how long a silent pin holder keeps its partition
+
+	// Progress, if set, receives one short line per step ("stream JETWAY_EVENTS ready").
+	Progress func(line string)
+}
+
+func (c ProvisionConfig) withDefaults() ProvisionConfig {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	if c.Replicas <= 0 {
+		c.Replicas = DefaultReplicas
+	}
+	if c.Partitions <= 0 {
+		c.Partitions = DefaultPartitions
+	}
+	def(&c.DuplicateWindow, DefaultDuplicateWindow)
+	def(&c.EventsMaxAge, DefaultEventsMaxAge)
+	def(&c.OutMaxAge, DefaultOutMaxAge)
+	def(&c.RunnerTTL, DefaultRunnerTTL)
+	def(&c.WorkAckWait, DefaultWorkAckWait)
+	def(&c.WorkPinnedTTL, DefaultWorkPinnedTTL)
+	if c.WorkMaxAckPending <= 0 {
+		c.WorkMaxAckPending = DefaultWorkMaxAck
+	}
+	return c
+}
+
+func (c ProvisionConfig) progress(format string, args ...any) {
+	if c.Progress != nil {
+		c.Progress(fmt.Sprintf(format, args...))
+	}
+}
+
+// Provision creates or updates every stream, bucket and work consumer jetway
+// uses. It is idempotent: running it again, or with changed limits, updates
+// in place, so every service may call it at start.
+func Provision(ctx context.Context, js jetstream.JetStream, cfg ProvisionConfig) error {
+	cfg = cfg.withDefaults()
+	for _, sc := range StreamConfigs(cfg) {
+		if _, err := js.CreateOrUpdateStream(ctx, sc); err != nil {
+			return fmt.Errorf("bus: provision stream %s: %w", sc.Name, err)
+		}
+		cfg.progress("stream %s ready (%s)", sc.Name, describeStream(sc))
+	}
+	for _, kc := range BucketConfigs(cfg) {
+		if _, err := js.CreateOrUpdateKeyValue(ctx, kc); err != nil {
+			return fmt.Errorf("bus: provision bucket %s: %w", kc.Bucket, err)
+		}
+		cfg.progress("bucket %s ready", kc.Bucket)
+	}
+	if err := EnsureWorkConsumers(ctx, js, cfg); err != nil {
+		return err
+	}
+	return nil
+}
+
+func describeStream(sc jetstream.StreamConfig) string {
+	s := sc.Retention.String()
+	if sc.MaxAge > 0 {
+		s += ", max age " + sc.MaxAge.String()
+	}
+	return s + ", replicas " + strconv.Itoa(sc.Replicas)
+}
+
+// StreamConfigs returns the configuration of every jetway stream, in the
+// order they must be created (JETWAY_WORK sources JETWAY_EVENTS).
+func StreamConfigs(cfg ProvisionConfig) []jetstream.StreamConfig {
+	cfg = cfg.withDefaults()
+	return []jetstream.StreamConfig{
+		{
+			Name:        StreamEvents,
+			Description: "jetway host events, job events and message schedules (log of record)",
+			Subjects:    []string{SubjectEvents, SubjectJobEvents, SubjectSchedules},
+			Retention:   jetstream.LimitsPolicy,
+			Storage:     jetstream.FileStorage,
+			Replicas:    cfg.Replicas,
+			Duplicates:  cfg.DuplicateWindow,
+			MaxAge:      cfg.EventsMaxAge,
+			// Schedules are how layovers and overdue timers fire. The server
+			// turns on roll-ups for them anyway; saying so keeps updates clean.
+			AllowMsgSchedules: true,
+			AllowRollup:       true,
+		},
+		{
+			Name:        StreamWork,
+			Description: "jetway events by work partition, consumed by runners",
+			Retention:   jetstream.WorkQueuePolicy,
+			Storage:     jetstream.FileStorage,
+			Replicas:    cfg.Replicas,
+			MaxAge:      cfg.EventsMaxAge,
+			Sources: []*jetstream.StreamSource{{
+				Name:              StreamEvents,
+				SubjectTransforms: WorkTransforms(cfg.Partitions),
+			}},
+			Metadata: map[string]string{MetadataPartitions: strconv.Itoa(cfg.Partitions)},
+		},
+		{
+			Name:        StreamTranscripts,
+			Description: "jetway session transcripts",
+			Subjects:    []string{SubjectTranscripts},
+			Retention:   jetstream.LimitsPolicy,
+			Storage:     jetstream.FileStorage,
+			Replicas:    cfg.Replicas,
+			MaxAge:      cfg.TranscriptsMaxAge,
+		},
+		{
+			Name:        StreamOut,
+			Description: "jetway run output and headlines, kept briefly for reconnecting terminals",
+			Subjects:    []string{SubjectOut, SubjectNotify},
+			Retention:   jetstream.LimitsPolicy,
+			Storage:     jetstream.FileStorage,
+			Replicas:    cfg.Replicas,
+			MaxAge:      cfg.OutMaxAge,
+		},
+	}
+}
+
+// WorkTransforms are the source transforms from JETWAY_EVENTS into
+// JETWAY_WORK. They hash tenant and session only, so a session's events and
+// job events share a partition; schedule holders match neither and are not
+// sourced (only what they fire onto the events subject is).
+func WorkTransforms(partitions int) []jetstream.SubjectTransformConfig {
+	tf := func(kind string) jetstream.SubjectTransformConfig {
+		return jetstream.SubjectTransformConfig{
+			Source:      "jetway." + kind + ".*.*",
+			Destination: fmt.Sprintf("{{partition(%d,1,2)}}.jetway.%s.{{wildcard(1)}}.{{wildcard(2)}}", partitions, kind),
+		}
+	}
+	return []jetstream.SubjectTransformConfig{tf("events"), tf("jobevents")}
+}
+
+// BucketConfigs returns the configuration of every jetway key-value bucket.
+func BucketConfigs(cfg ProvisionConfig) []jetstream.KeyValueConfig {
+	cfg = cfg.withDefaults()
+	kv := func(name, desc string, history uint8, ttl time.Duration) jetstream.KeyValueConfig {
+		return jetstream.KeyValueConfig{
+			Bucket:      name,
+			Description: desc,
+			History:     history,
+			TTL:         ttl,
+			Storage:     jetstream.FileStorage,
+			Replicas:    cfg.Replicas,
+		}
+	}
+	return []jetstream.KeyValueConfig{
+		kv(BucketSessions, "jetway session records (CAS-fenced)", 1, 0),
+		kv(BucketJobs, "jetway background job table", 1, 0),
+		kv(BucketWorkers, "jetway session to jobs worker binding", 1, 0),
+		kv(BucketRunners, "jetway runner heartbeats", 1, cfg.RunnerTTL),
+		// A few revisions of control keys show who flipped Ground Stop and when.
+		kv(BucketControl, "jetway Ground Stop switches and layovers", 5, 0),
+	}
+}
+
+// Partitions reads P back from the JETWAY_WORK stream.
+func Partitions(ctx context.Context, js jetstream.JetStream) (int, error) {
+	s, err := js.Stream(ctx, StreamWork)
+	if err != nil {
+		return 0, fmt.Errorf("bus: read partitions: %w", err)
+	}
+	v, ok := s.CachedInfo().Config.Metadata[MetadataPartitions]
+	if !ok {
+		return 0, fmt.Errorf("bus: read partitions: stream %s has no %q metadata", StreamWork, MetadataPartitions)
+	}
+	p, err := strconv.Atoi(v)
+	if err != nil || p <= 0 {
+		return 0, fmt.Errorf("bus: read partitions: bad %q metadata %q", MetadataPartitions, v)
+	}
+	return p, nil
+}

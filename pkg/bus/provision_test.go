@@ -1,0 +1,244 @@
+package bus_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"jetway/pkg/bus"
+	"jetway/pkg/bus/bustest"
+)
+
+func TestProvision_is_idempotent_and_applies_changed_limits(t *testing.T) {
+	s := bustest.StartServer(t)
+	_, js := bustest.Connect(t, s.ClientURL())
+	ctx := testContext(t)
+
+	var lines []string
+	cfg := bus.ProvisionConfig{Partitions: 4, Progress: func(l string) { lines = append(lines, l) }}
+	if err := bus.Provision(ctx, js, cfg); err != nil {
+		t.Fatalf("first provision: %v", err)
+	}
+	if len(lines) == 0 {
+		t.Errorf("provision reported no progress")
+	}
+	if err := bus.Provision(ctx, js, cfg); err != nil {
+		t.Fatalf("second provision: %v", err)
+	}
+	cfg.EventsMaxAge = 48 * time.Hour
+	if err := bus.Provision(ctx, js, cfg); err != nil {
+		t.Fatalf("provision with changed MaxAge: %v", err)
+	}
+
+	ev, err := js.Stream(ctx, bus.StreamEvents)
+	if err != nil {
+		t.Fatalf("stream %s: %v", bus.StreamEvents, err)
+	}
+	info := ev.CachedInfo()
+	if info.Config.MaxAge != 48*time.Hour {
+		t.Errorf("%s MaxAge = %s, want 48h", bus.StreamEvents, info.Config.MaxAge)
+	}
+	if !info.Config.AllowMsgSchedules {
+		t.Errorf("%s does not allow message schedules", bus.StreamEvents)
+	}
+	if info.Config.Duplicates != bus.DefaultDuplicateWindow {
+		t.Errorf("%s duplicate window = %s, want %s", bus.StreamEvents, info.Config.Duplicates, bus.DefaultDuplicateWindow)
+	}
+
+	for _, name := range []string{bus.StreamWork, bus.StreamTranscripts, bus.StreamOut} {
+		if _, err := js.Stream(ctx, name); err != nil {
+			t.Errorf("stream %s: %v", name, err)
+		}
+	}
+	work, _ := js.Stream(ctx, bus.StreamWork)
+	if got := work.CachedInfo().Config.Retention; got != jetstream.WorkQueuePolicy {
+		t.Errorf("%s retention = %s, want work queue", bus.StreamWork, got)
+	}
+
+	p, err := bus.Partitions(ctx, js)
+	if err != nil || p != 4 {
+		t.Fatalf("Partitions() = %d, %v; want 4", p, err)
+	}
+	for i := range p {
+		c, err := js.Consumer(ctx, bus.StreamWork, bus.WorkConsumerName(i))
+		if err != nil {
+			t.Fatalf("consumer %s: %v", bus.WorkConsumerName(i), err)
+		}
+		cc := c.CachedInfo().Config
+		if cc.FilterSubject != fmt.Sprintf("%d.>", i) || cc.PriorityPolicy != jetstream.PriorityPolicyPinned ||
+			cc.AckPolicy != jetstream.AckExplicitPolicy || len(cc.PriorityGroups) != 1 || cc.PriorityGroups[0] != bus.WorkGroup {
+			t.Errorf("consumer %s config = filter %q policy %v ack %v groups %v", cc.Durable,
+				cc.FilterSubject, cc.PriorityPolicy, cc.AckPolicy, cc.PriorityGroups)
+		}
+	}
+
+	for _, b := range []string{bus.BucketSessions, bus.BucketJobs, bus.BucketWorkers, bus.BucketRunners, bus.BucketControl} {
+		if _, err := js.KeyValue(ctx, b); err != nil {
+			t.Errorf("bucket %s: %v", b, err)
+		}
+	}
+	runners, _ := js.KeyValue(ctx, bus.BucketRunners)
+	st, err := runners.Status(ctx)
+	if err != nil {
+		t.Fatalf("runners bucket status: %v", err)
+	}
+	if st.TTL() != bus.DefaultRunnerTTL {
+		t.Errorf("runners bucket TTL = %s, want %s", st.TTL(), bus.DefaultRunnerTTL)
+	}
+}
+
+func TestEnsureWorkConsumers_reads_the_partition_count_back_from_the_stream(t *testing.T) {
+	s := bustest.StartServer(t)
+	_, js := bustest.Connect(t, s.ClientURL())
+	ctx := testContext(t)
+	if err := bus.Provision(ctx, js, bus.ProvisionConfig{Partitions: 3}); err != nil {
+		t.Fatalf("provision: %v", err)
+	}
+	if err := js.DeleteConsumer(ctx, bus.StreamWork, bus.WorkConsumerName(2)); err != nil {
+		t.Fatalf("delete consumer: %v", err)
+	}
+	if err := bus.EnsureWorkConsumers(ctx, js, bus.ProvisionConfig{}); err != nil {
+		t.Fatalf("EnsureWorkConsumers with P unset: %v", err)
+	}
+	if _, err := js.Consumer(ctx, bus.StreamWork, bus.WorkConsumerName(2)); err != nil {
+		t.Errorf("consumer %s not recreated: %v", bus.WorkConsumerName(2), err)
+	}
+	if _, err := js.Consumer(ctx, bus.StreamWork, bus.WorkConsumerName(3)); err == nil {
+		t.Errorf("consumer %s exists but P is 3", bus.WorkConsumerName(3))
+	}
+}
+
+func TestWork_keeps_a_sessions_events_and_jobevents_in_one_partition_in_order(t *testing.T) {
+	s := bustest.StartServer(t)
+	_, js := bustest.Connect(t, s.ClientURL())
+	ctx := testContext(t)
+	const P = 8
+	if err := bus.Provision(ctx, js, bus.ProvisionConfig{Partitions: P}); err != nil {
+		t.Fatalf("provision: %v", err)
+	}
+
+	// The schedule goes first: sourcing keeps stream order, so once the
+	// later events have arrived in JETWAY_WORK, a sourced schedule would be
+	// there too.
+	if _, err := js.Publish(ctx, "jetway.schedules.t1.s1.x", []byte("later"),
+		jetstream.WithScheduleAt(time.Now().Add(time.Hour)),
+		jetstream.WithScheduleTarget("jetway.events.t1.s1")); err != nil {
+		t.Fatalf("publish schedule: %v", err)
+	}
+	var want []string
+	for i := range 10 {
+		subj := "jetway.events.t1.s1"
+		if i%2 == 1 {
+			subj = "jetway.jobevents.t1.s1"
+		}
+		body := fmt.Sprintf("m%d", i)
+		if _, err := js.Publish(ctx, subj, []byte(body)); err != nil {
+			t.Fatalf("publish %s: %v", subj, err)
+		}
+		want = append(want, subj+" "+body)
+	}
+	work, err := js.Stream(ctx, bus.StreamWork)
+	if err != nil {
+		t.Fatalf("work stream: %v", err)
+	}
+	waitFor(t, 10*time.Second, "10 messages in JETWAY_WORK", func() bool {
+		info, err := work.Info(ctx)
+		return err == nil && info.State.Msgs >= 10
+	})
+	info, _ := work.Info(ctx)
+	if info.State.Msgs != 10 {
+		t.Fatalf("JETWAY_WORK holds %d messages, want 10 (the schedule must not be sourced)", info.State.Msgs)
+	}
+
+	p := bus.PartitionFor("t1", "s1", P)
+	c, err := js.Consumer(ctx, bus.StreamWork, bus.WorkConsumerName(p))
+	if err != nil {
+		t.Fatalf("consumer: %v", err)
+	}
+	batch, err := c.Fetch(10, jetstream.FetchMaxWait(5*time.Second), jetstream.FetchPriorityGroup(bus.WorkGroup))
+	if err != nil {
+		t.Fatalf("fetch: %v", err)
+	}
+	var got []string
+	for m := range batch.Messages() {
+		part, err := bus.PartitionOf(m.Subject())
+		if err != nil || part != p {
+			t.Errorf("message on %q: partition %d (%v), want %d", m.Subject(), part, err, p)
+		}
+		got = append(got, strings.TrimPrefix(m.Subject(), fmt.Sprintf("%d.", p))+" "+string(m.Data()))
+		if err := m.Ack(); err != nil {
+			t.Errorf("ack: %v", err)
+		}
+	}
+	if batch.Error() != nil {
+		t.Fatalf("fetch batch: %v", batch.Error())
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("partition %d delivered\n%s\nwant\n%s", p, strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+func TestPartitionFor_matches_the_servers_transform(t *testing.T) {
+	s := bustest.StartServer(t)
+	_, js := bustest.Connect(t, s.ClientURL())
+	ctx := testContext(t)
+	const P = 16
+	if err := bus.Provision(ctx, js, bus.ProvisionConfig{Partitions: P}); err != nil {
+		t.Fatalf("provision: %v", err)
+	}
+	sessions := []string{"a", "b", "c", "session-42", "Z_9", "x"}
+	for _, sess := range sessions {
+		if _, err := js.Publish(ctx, "jetway.events.acme."+sess, nil); err != nil {
+			t.Fatalf("publish: %v", err)
+		}
+	}
+	work, err := js.Stream(ctx, bus.StreamWork)
+	if err != nil {
+		t.Fatalf("work stream: %v", err)
+	}
+	waitFor(t, 10*time.Second, "every session in JETWAY_WORK", func() bool {
+		info, err := work.Info(ctx)
+		return err == nil && info.State.Msgs == uint64(len(sessions))
+	})
+	parts := map[int]bool{}
+	for i, sess := range sessions {
+		m, err := work.GetMsg(ctx, uint64(i+1))
+		if err != nil {
+			t.Fatalf("get message %d: %v", i+1, err)
+		}
+		if m.Subject[strings.Index(m.Subject, "."):] != ".jetway.events.acme."+sess {
+			t.Fatalf("message %d is on %q, want session %s", i+1, m.Subject, sess)
+		}
+		p, err := bus.PartitionOf(m.Subject)
+		if err != nil {
+			t.Fatal(err)
+		}
+		parts[p] = true
+		if want := bus.PartitionFor("acme", sess, P); p != want {
+			t.Errorf("session %s: server put it in partition %d, PartitionFor says %d", sess, p, want)
+		}
+	}
+	if len(parts) < 2 {
+		t.Errorf("%d sessions all landed in one partition: the hash does not spread", len(sessions))
+	}
+}
+
+func TestPartitionOf_refuses_subjects_without_a_partition(t *testing.T) {
+	for _, subj := range []string{"jetway.events.t.s", "", "-1.jetway.events.t.s", "x.y"} {
+		if p, err := bus.PartitionOf(subj); err == nil {
+			t.Errorf("PartitionOf(%q) = %d, want an error", subj, p)
+		}
+	}
+	if p, err := bus.PartitionOf("12.jetway.jobevents.t.s"); err != nil || p != 12 {
+		t.Errorf("PartitionOf = %d, %v; want 12", p, err)
+	}
+}
+
+func TestWorkConsumerName_names_partitions(t *testing.T) {
+	if got := bus.WorkConsumerName(7); got != "work-7" {
+		t.Errorf("WorkConsumerName(7) = %q, want work-7", got)
+	}
+}
