@@ -1,0 +1,263 @@
+// Package client is a small Go client for the dispatcher's HTTP API: send
+// input and steers, publish CloudEvents, list sessions and jobs, flip Ground
+// Stop, and follow a session's output as Server-Sent Events.
+//
+// Its errors are written for the person at the terminal: a dispatcher that
+// cannot be reached says so and asks whether `jetway dev` is running, and a
+// refused request shows the problem+json detail the dispatcher sent.
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/cloudevents/sdk-go/v2/event"
+
+	"jetway/pkg/events"
+)
+
+// Client talks to one dispatcher with one bearer token. It is safe for
+// concurrent use.
+type Client struct {
+	base  *url.URL
+	token string
+	http  *http.Client
+}
+
+// Config says where the dispatcher is and how to authenticate; Resolve
+// builds one from flags, environment and the dev tokens file.
+type Config struct {
+	// BaseURL is the dispatcher's root, e.g. http://127.0.0.1:8080.
+	BaseURL string
+	// Token is the bearer token sent with every request.
+	Token string
+	// HTTPClient is used for every request; nil means a client with no
+	// overall timeout (streams are long-lived) whose requests are bounded
+	// by their contexts.
+	HTTPClient *http.Client
+}
+
+// New checks cfg and returns a Client.
+func New(cfg Config) (*Client, error) {
+	if cfg.BaseURL == "" {
+		cfg.BaseURL = DefaultURL
+	}
+	u, err := url.Parse(strings.TrimRight(cfg.BaseURL, "/"))
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("client: jetway URL %q is not an http(s) URL like %s", cfg.BaseURL, DefaultURL)
+	}
+	if cfg.Token == "" {
+		return nil, errors.New("client: no token: set " + EnvToken + ", pass --token, or run `jetway dev` to create " + DefaultTokensFile)
+	}
+	hc := cfg.HTTPClient
+	if hc == nil {
+		hc = &http.Client{}
+	}
+	return &Client{base: u, token: cfg.Token, http: hc}, nil
+}
+
+// BaseURL is the dispatcher root this client talks to.
+func (c *Client) BaseURL() string { return c.base.String() }
+
+// Accepted is the dispatcher's answer to an accepted event.
+type Accepted struct {
+	ID string `json:"id"`
+	// Duplicate is true when an event with the same id was already stored.
+	Duplicate bool `json:"duplicate"`
+}
+
+// Session is one session record as the runner stores it; Record is kept as
+// raw JSON so the client does not break when the record grows.
+type Session struct {
+	Session  string          `json:"session"`
+	Revision uint64          `json:"revision"`
+	Updated  time.Time       `json:"updated"`
+	Record   json.RawMessage `json:"record"`
+}
+
+// Job is one background job record as the jobs service stores it.
+type Job struct {
+	Job      string          `json:"job"`
+	Revision uint64          `json:"revision"`
+	Updated  time.Time       `json:"updated"`
+	Record   json.RawMessage `json:"record"`
+}
+
+// StopState is the state of one Ground Stop switch.
+type StopState struct {
+	GroundStop bool `json:"ground_stop"`
+	// Scope is "global" or "<tenant>/<session>".
+	Scope  string    `json:"scope"`
+	Reason string    `json:"reason,omitempty"`
+	By     string    `json:"by,omitempty"`
+	At     time.Time `json:"at,omitzero"`
+}
+
+// Input sends a line of text into session (POST /v1/sessions/{session}/input).
+func (c *Client) Input(ctx context.Context, session, text string) (Accepted, error) {
+	var acc Accepted
+	err := c.doJSON(ctx, http.MethodPost, sessionPath(session, "input"), nil, map[string]string{"text": text}, &acc)
+	return acc, err
+}
+
+// Steer redirects work already under way (POST /v1/sessions/{session}/steer).
+func (c *Client) Steer(ctx context.Context, session, note string) (Accepted, error) {
+	var acc Accepted
+	err := c.doJSON(ctx, http.MethodPost, sessionPath(session, "steer"), nil, map[string]string{"note": note}, &acc)
+	return acc, err
+}
+
+// Publish sends a CloudEvent in structured mode (POST /v1/events). Its
+// subject attribute must be `<tenant>/<session>` with the token's tenant.
+func (c *Client) Publish(ctx context.Context, e event.Event) (Accepted, error) {
+	body, err := json.Marshal(e)
+	if err != nil {
+		return Accepted{}, fmt.Errorf("client: encode cloudevent %s: %w", e.ID(), err)
+	}
+	var acc Accepted
+	err = c.do(ctx, http.MethodPost, "/v1/events", nil, events.ContentTypeStructured, bytes.NewReader(body), &acc)
+	return acc, err
+}
+
+// Sessions lists the tenant's sessions (GET /v1/sessions).
+func (c *Client) Sessions(ctx context.Context) ([]Session, error) {
+	var out struct {
+		Sessions []Session `json:"sessions"`
+	}
+	err := c.doJSON(ctx, http.MethodGet, "/v1/sessions", nil, nil, &out)
+	return out.Sessions, err
+}
+
+// Session reads one session record (GET /v1/sessions/{session}).
+func (c *Client) Session(ctx context.Context, session string) (Session, error) {
+	var out Session
+	err := c.doJSON(ctx, http.MethodGet, sessionPath(session, ""), nil, nil, &out)
+	return out, err
+}
+
+// Jobs lists a session's background jobs (GET /v1/sessions/{session}/jobs).
+func (c *Client) Jobs(ctx context.Context, session string) ([]Job, error) {
+	var out struct {
+		Jobs []Job `json:"jobs"`
+	}
+	err := c.doJSON(ctx, http.MethodGet, sessionPath(session, "jobs"), nil, nil, &out)
+	return out.Jobs, err
+}
+
+// Stop reads a Ground Stop switch: the global one when session is empty.
+func (c *Client) Stop(ctx context.Context, session string) (StopState, error) {
+	var st StopState
+	err := c.doJSON(ctx, http.MethodGet, "/v1/stop", stopQuery(session), nil, &st)
+	return st, err
+}
+
+// SetStop turns Ground Stop on (admin token), globally when session is empty.
+func (c *Client) SetStop(ctx context.Context, session, reason string) (StopState, error) {
+	var st StopState
+	var body any
+	if reason != "" {
+		body = map[string]string{"reason": reason}
+	}
+	err := c.doJSON(ctx, http.MethodPost, "/v1/stop", stopQuery(session), body, &st)
+	return st, err
+}
+
+// ClearStop turns Ground Stop off (admin token).
+func (c *Client) ClearStop(ctx context.Context, session string) (StopState, error) {
+	var st StopState
+	err := c.doJSON(ctx, http.MethodDelete, "/v1/stop", stopQuery(session), nil, &st)
+	return st, err
+}
+
+func stopQuery(session string) url.Values {
+	if session == "" {
+		return nil
+	}
+	return url.Values{"session": {session}}
+}
+
+// sessionPath builds /v1/sessions/<session>[/<tail>] with the session
+// escaped, so a bad name reaches the dispatcher (which says what is wrong
+// with it) instead of silently addressing another path.
+func sessionPath(session, tail string) string {
+	p := "/v1/sessions/" + url.PathEscape(session)
+	if tail != "" {
+		p += "/" + tail
+	}
+	return p
+}
+
+func (c *Client) doJSON(ctx context.Context, method, path string, q url.Values, in, out any) error {
+	var body io.Reader
+	ct := ""
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return fmt.Errorf("client: encode %s %s: %w", method, path, err)
+		}
+		body, ct = bytes.NewReader(b), "application/json"
+	}
+	return c.do(ctx, method, path, q, ct, body, out)
+}
+
+// do sends one request and decodes a 2xx JSON answer into out; anything
+// else becomes an *APIError or *UnreachableError.
+func (c *Client) do(ctx context.Context, method, path string, q url.Values, contentType string, body io.Reader, out any) error {
+	resp, err := c.send(ctx, method, path, q, contentType, body, "application/json")
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return fmt.Errorf("client: read answer of %s %s: %w", method, path, err)
+	}
+	if out == nil || len(bytes.TrimSpace(b)) == 0 {
+		return nil
+	}
+	if err := json.Unmarshal(b, out); err != nil {
+		return fmt.Errorf("client: answer of %s %s is not the expected JSON: %w", method, path, err)
+	}
+	return nil
+}
+
+// send makes the request and turns transport failures and non-2xx answers
+// into errors; on success the caller owns resp.Body.
+func (c *Client) send(ctx context.Context, method, path string, q url.Values, contentType string, body io.Reader, accept string, extra ...string) (*http.Response, error) {
+	u := *c.base
+	u.Path = strings.TrimRight(c.base.Path, "/") + path
+	u.RawPath = strings.TrimRight(c.base.EscapedPath(), "/") + path
+	u.RawQuery = q.Encode()
+	req, err := http.NewRequestWithContext(ctx, method, u.String(), body)
+	if err != nil {
+		return nil, fmt.Errorf("client: build %s %s: %w", method, path, err)
+	}
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	req.Header.Set("Accept", accept)
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	for i := 0; i+1 < len(extra); i += 2 {
+		req.Header.Set(extra[i], extra[i+1])
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("client: %s %s: %w", method, path, ctx.Err())
+		}
+		return nil, &UnreachableError{URL: c.base.String(), Err: err}
+	}
+	if resp.StatusCode/100 != 2 {
+		defer resp.Body.Close()
+		return nil, readAPIError(method, path, resp)
+	}
+	return resp, nil
+}

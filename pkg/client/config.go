@@ -1,0 +1,91 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+
+	"jetway/pkg/auth"
+)
+
+// Defaults and environment variables read by Resolve.
+const (
+	// DefaultURL is where `jetway dev` serves the HTTP API.
+	DefaultURL = "http://127.0.0.1:8080"
+	// EnvURL overrides the dispatcher URL.
+	EnvURL = "JETWAY_URL"
+	// EnvToken is the bearer token to use.
+	EnvToken = "JETWAY_TOKEN"
+	// DefaultTokensFile is where `jetway dev` keeps its dev tokens, relative
+	// to the directory it was started in.
+	DefaultTokensFile = ".jetway/" + auth.DevTokensFile
+)
+
+// Options are what a command line says about the dispatcher; empty fields
+// fall back to the environment and then to the dev tokens file.
+type Options struct {
+	URL   string // --url
+	Token string // --token
+	// TokensFile is the tokens file to read a token from when neither
+	// Token nor $JETWAY_TOKEN is set (DefaultTokensFile when empty).
+	TokensFile string
+	// Admin picks the file's admin token instead of its tenant token, for
+	// operator commands such as Ground Stop.
+	Admin bool
+	// Getenv reads the environment; nil means os.Getenv.
+	Getenv func(string) string
+}
+
+// Resolve picks the URL and token: flag, then environment ($JETWAY_URL,
+// $JETWAY_TOKEN), then defaults — DefaultURL and a token from the tokens file
+// `jetway dev` writes (format owned by pkg/auth).
+func Resolve(o Options) (Config, error) {
+	getenv := o.Getenv
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	cfg := Config{BaseURL: o.URL, Token: o.Token}
+	if cfg.BaseURL == "" {
+		cfg.BaseURL = getenv(EnvURL)
+	}
+	if cfg.BaseURL == "" {
+		cfg.BaseURL = DefaultURL
+	}
+	if cfg.Token == "" {
+		cfg.Token = getenv(EnvToken)
+	}
+	if cfg.Token != "" {
+		return cfg, nil
+	}
+	path := o.TokensFile
+	if path == "" {
+		path = DefaultTokensFile
+	}
+	tok, err := tokenFromFile(path, o.Admin)
+	if err != nil {
+		return Config{}, err
+	}
+	cfg.Token = tok
+	return cfg, nil
+}
+
+func tokenFromFile(path string, admin bool) (string, error) {
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("no token: set %s or pass --token, or start `jetway dev` in this directory (it writes %s)", EnvToken, path)
+	}
+	f, err := auth.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("read token: %w", err)
+	}
+	for _, g := range f.Tokens {
+		if g.Admin == admin && g.Token != "" {
+			return g.Token, nil
+		}
+	}
+	kind := "tenant"
+	if admin {
+		kind = "admin"
+	}
+	return "", fmt.Errorf("no %s token in %s: set %s or pass --token", kind, path, EnvToken)
+}
