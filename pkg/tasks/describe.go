@@ -85,3 +85,12 @@ func fmtBytes(n int64) string {
 	s = strings.TrimSuffix(s, ".0")
 	return s + " " + string("BKMGTP"[unit]) + "B"
 }
+
+// fmtLimit is a configured duration: whole seconds and up as fmtDuration,
+// shorter ones exactly (tests and tight limits).
+func fmtLimit(d time.Duration) string {
+	if d < time.Second {
+		return d.String()
+	}
+	return fmtDuration(d)
+}

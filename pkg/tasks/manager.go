@@ -418,8 +418,8 @@ func (m *Manager) finish(t *task, res endResult) {
 		}
 	}
 	if reason == TimedOut {
-		limit = "time limit (" + fmtDuration(t.maxDur) + ")"
-		t.out.note("[tasks] ended: ran past the time limit (" + fmtDuration(t.maxDur) + ")")
+		limit = "time limit (" + fmtLimit(t.maxDur) + ")"
+		t.out.note("[tasks] ended: ran past the time limit (" + fmtLimit(t.maxDur) + ")")
 	}
 	t.out.close()
 
