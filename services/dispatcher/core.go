@@ -1,0 +1,525 @@
+package dispatcher
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/cloudevents/sdk-go/v2/event"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+	"golang.org/x/time/rate"
+
+	"jetway/pkg/auth"
+	"jetway/pkg/bus"
+	"jetway/pkg/events"
+	"jetway/services/dispatcher/groundstop"
+)
+
+// This file holds the operations both transports share: the HTTP handlers
+// and the NATS endpoints are thin adapters around them, so auth, limits and
+// errors cannot drift apart between the two.
+
+// Accepted is the answer to a publish: the CE id, and whether the stream
+// already had an event with that id (a retry), in which case nothing new
+// was stored.
+type Accepted struct {
+	ID        string `json:"id"`
+	Duplicate bool   `json:"duplicate"`
+}
+
+// InputRequest is the body of POST /v1/sessions/{session}/input.
+type InputRequest struct {
+	Text string `json:"text"`
+	// ID optionally fixes the CE id, so a client retrying after a lost
+	// response is stored once.
+	ID string `json:"id,omitempty"`
+}
+
+// SteerRequest is the body of POST /v1/sessions/{session}/steer.
+type SteerRequest struct {
+	Note string `json:"note"`
+	ID   string `json:"id,omitempty"`
+}
+
+// maxIDLen bounds a client-chosen CE id; it travels as Nats-Msg-Id.
+const maxIDLen = 128
+
+// authenticate maps a bearer token to its principal and takes one token
+// from the tenant's rate bucket.
+func (d *Dispatcher) authenticate(token string) (auth.Principal, error) {
+	p, err := d.auth.Authenticate(token)
+	if err != nil {
+		return auth.Principal{}, err
+	}
+	if err := d.allow(p.Tenant); err != nil {
+		return auth.Principal{}, err
+	}
+	return p, nil
+}
+
+// allow applies the tenant's token bucket. A refused request reserves
+// nothing, and its problem says when to come back.
+func (d *Dispatcher) allow(tenant string) error {
+	if d.cfg.RatePerSecond < 0 {
+		return nil
+	}
+	d.limMu.Lock()
+	lim, ok := d.limiters[tenant]
+	if !ok {
+		lim = rate.NewLimiter(rate.Limit(d.cfg.RatePerSecond), d.cfg.RateBurst)
+		d.limiters[tenant] = lim
+	}
+	d.limMu.Unlock()
+	r := lim.Reserve()
+	if !r.OK() {
+		return problem(http.StatusTooManyRequests, "rate-limited", "Too many requests",
+			"the tenant's rate limit admits no requests")
+	}
+	if delay := r.Delay(); delay > 0 {
+		r.Cancel()
+		p := problemf(http.StatusTooManyRequests, "rate-limited", "Too many requests",
+			"tenant %q is over its limit of %g requests per second (burst %d)", tenant, d.cfg.RatePerSecond, d.cfg.RateBurst)
+		p.RetryAfter = time.Duration(math.Max(float64(delay), float64(time.Second)))
+		return p
+	}
+	return nil
+}
+
+// checkID validates a client-chosen CE id.
+func checkID(id string) error {
+	if len(id) > maxIDLen {
+		return problemf(http.StatusBadRequest, "invalid-id", "Invalid id",
+			"id must be at most %d characters, is %d", maxIDLen, len(id))
+	}
+	for i := 0; i < len(id); i++ {
+		if c := id[i]; c <= ' ' || c >= 0x7f {
+			return problem(http.StatusBadRequest, "invalid-id", "Invalid id",
+				"id may contain only printable ASCII without spaces")
+		}
+	}
+	return nil
+}
+
+// newEvent builds a jetway-defined event for the caller's session.
+func (d *Dispatcher) newEvent(p auth.Principal, session, id string, payload events.Payload) (event.Event, error) {
+	if err := events.ValidateToken("session", session); err != nil {
+		return event.Event{}, err
+	}
+	if err := checkID(id); err != nil {
+		return event.Event{}, err
+	}
+	e, err := events.New(p.Tenant, session, d.cfg.Source, payload)
+	if err != nil {
+		return event.Event{}, err
+	}
+	if id != "" {
+		e.SetID(id)
+	}
+	return e, nil
+}
+
+// Input publishes an io.jetway.input into one of the caller's sessions.
+func (d *Dispatcher) Input(ctx context.Context, p auth.Principal, session string, req InputRequest) (Accepted, error) {
+	if strings.TrimSpace(req.Text) == "" {
+		return Accepted{}, problem(http.StatusBadRequest, "invalid-data", "Invalid input", "text is empty")
+	}
+	e, err := d.newEvent(p, session, req.ID, events.Input{Text: req.Text})
+	if err != nil {
+		return Accepted{}, err
+	}
+	return d.publish(ctx, p, session, e)
+}
+
+// Steer publishes an io.jetway.steer into one of the caller's sessions.
+func (d *Dispatcher) Steer(ctx context.Context, p auth.Principal, session string, req SteerRequest) (Accepted, error) {
+	if strings.TrimSpace(req.Note) == "" {
+		return Accepted{}, problem(http.StatusBadRequest, "invalid-data", "Invalid steer", "note is empty")
+	}
+	e, err := d.newEvent(p, session, req.ID, events.Steer{Note: req.Note})
+	if err != nil {
+		return Accepted{}, err
+	}
+	return d.publish(ctx, p, session, e)
+}
+
+// target reads tenant/session from a CloudEvent's subject attribute and
+// checks the caller may publish there.
+func target(p auth.Principal, e event.Event) (string, error) {
+	subj := e.Subject()
+	tenant, session, ok := strings.Cut(subj, "/")
+	if !ok {
+		return "", problemf(http.StatusBadRequest, "invalid-event", "Invalid CloudEvent",
+			"cloudevent attribute subject %q: must be <tenant>/<session>", shortenQ(subj))
+	}
+	if err := events.ValidateToken("tenant", tenant); err != nil {
+		return "", err
+	}
+	if err := events.ValidateToken("session", session); err != nil {
+		return "", err
+	}
+	if err := p.MayAccess(tenant); err != nil {
+		return "", err
+	}
+	return session, nil
+}
+
+// PublishEvent publishes a CloudEvent from another system. Its subject
+// attribute names the session (<tenant>/<session>, the caller's tenant);
+// its type must be one the caller's token allows.
+func (d *Dispatcher) PublishEvent(ctx context.Context, p auth.Principal, e event.Event) (Accepted, error) {
+	session, err := target(p, e)
+	if err != nil {
+		return Accepted{}, err
+	}
+	return d.publish(ctx, p, session, e)
+}
+
+// checkEvent runs every check publish runs, without publishing, so a batch
+// is refused whole rather than half published.
+func (d *Dispatcher) checkEvent(p auth.Principal, e event.Event) error {
+	session, err := target(p, e)
+	if err != nil {
+		return err
+	}
+	_, _, err = d.check(p, session, e)
+	return err
+}
+
+func (d *Dispatcher) check(p auth.Principal, session string, e event.Event) (string, events.HostEvent, error) {
+	if err := p.MayPublish(e.Type()); err != nil {
+		return "", events.HostEvent{}, err
+	}
+	subject, err := events.EventsSubject(p.Tenant, session)
+	if err != nil {
+		return "", events.HostEvent{}, err
+	}
+	h, err := events.FromEvent(subject, e)
+	if err != nil {
+		return "", events.HostEvent{}, err
+	}
+	if id := h.ID; len(id) > maxIDLen || strings.ContainsFunc(id, func(r rune) bool { return r < ' ' || r == 0x7f }) {
+		return "", events.HostEvent{}, problemf(http.StatusBadRequest, "invalid-event", "Invalid CloudEvent",
+			"cloudevent attribute id: must be at most %d characters without control characters", maxIDLen)
+	}
+	return subject, h, nil
+}
+
+// publish is the one path onto JETWAY_EVENTS: permission, contract check,
+// binary-mode encoding with the request's trace context, and a JetStream
+// publish whose PubAck says whether the CE id was a duplicate.
+func (d *Dispatcher) publish(ctx context.Context, p auth.Principal, session string, e event.Event) (Accepted, error) {
+	subject, h, err := d.check(p, session, e)
+	if err != nil {
+		return Accepted{}, err
+	}
+	ctx, span := d.tracer.Start(publishParent(ctx, h.Event), "publish "+h.Type, trace.WithSpanKind(trace.SpanKindProducer))
+	defer span.End()
+	span.SetAttributes(
+		attribute.String("jetway.tenant", p.Tenant),
+		attribute.String("jetway.session", session),
+		attribute.String("cloudevents.event_id", h.ID),
+		attribute.String("cloudevents.event_type", h.Type),
+	)
+	msg, err := events.Encode(ctx, subject, h.Event)
+	if err != nil {
+		return Accepted{}, err
+	}
+	ack, err := d.js.PublishMsg(ctx, msg)
+	if err != nil {
+		span.SetStatus(codes.Error, "publish failed")
+		return Accepted{}, problemf(http.StatusServiceUnavailable, "unavailable", "Event store unavailable",
+			"publish to %s: %v", subject, err)
+	}
+	outcome := "published"
+	if ack.Duplicate {
+		outcome = "duplicate"
+	}
+	d.metrics.published.WithLabelValues(outcome).Inc()
+	d.log.Debug().Str("tenant", p.Tenant).Str("session", session).Str("id", h.ID).
+		Str("type", h.Type).Uint64("seq", ack.Sequence).Bool("duplicate", ack.Duplicate).Msg("event accepted")
+	return Accepted{ID: h.ID, Duplicate: ack.Duplicate}, nil
+}
+
+// publishParent picks the parent of the publish span: the caller's trace
+// when the request carried one, else the trace the CloudEvent itself carries
+// (its traceparent extension), so a sender that traces through the event
+// rather than the transport stays in one trace.
+func publishParent(ctx context.Context, e event.Event) context.Context {
+	if remote, _ := ctx.Value(remoteParentKey{}).(bool); remote {
+		return ctx
+	}
+	return events.ExtractTrace(ctx, e)
+}
+
+// SessionInfo is one session record as stored by the runner. Record is the
+// stored JSON as it is (a non-JSON value comes as a JSON string), so this
+// API does not break when the record grows.
+type SessionInfo struct {
+	Session  string          `json:"session"`
+	Revision uint64          `json:"revision"`
+	Updated  time.Time       `json:"updated"`
+	Record   json.RawMessage `json:"record"`
+}
+
+// JobInfo is one background job record as stored by the jobs service.
+type JobInfo struct {
+	Job      string          `json:"job"`
+	Revision uint64          `json:"revision"`
+	Updated  time.Time       `json:"updated"`
+	Record   json.RawMessage `json:"record"`
+}
+
+// Sessions lists the caller's sessions that have a record.
+func (d *Dispatcher) Sessions(ctx context.Context, p auth.Principal) ([]SessionInfo, error) {
+	entries, err := d.scan(ctx, bus.BucketSessions, p.Tenant+".*")
+	if err != nil {
+		return nil, err
+	}
+	out := make([]SessionInfo, 0, len(entries))
+	for _, e := range entries {
+		out = append(out, SessionInfo{
+			Session:  strings.TrimPrefix(e.Key(), p.Tenant+"."),
+			Revision: e.Revision(),
+			Updated:  e.Created(),
+			Record:   asJSON(e.Value()),
+		})
+	}
+	return out, nil
+}
+
+// Session reads one of the caller's session records.
+func (d *Dispatcher) Session(ctx context.Context, p auth.Principal, session string) (SessionInfo, error) {
+	if err := events.ValidateToken("session", session); err != nil {
+		return SessionInfo{}, err
+	}
+	kv, err := d.bucket(ctx, bus.BucketSessions)
+	if err != nil {
+		return SessionInfo{}, err
+	}
+	notFound := problemf(http.StatusNotFound, "not-found", "No such session",
+		"tenant %q has no record of session %q", p.Tenant, session)
+	if kv == nil {
+		return SessionInfo{}, notFound
+	}
+	e, err := kv.Get(ctx, p.Tenant+"."+session)
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+		return SessionInfo{}, notFound
+	case err != nil:
+		return SessionInfo{}, unavailable("read session record", err)
+	}
+	return SessionInfo{Session: session, Revision: e.Revision(), Updated: e.Created(), Record: asJSON(e.Value())}, nil
+}
+
+// Jobs lists the background jobs recorded for one of the caller's
+// sessions; none recorded is an empty list, not an error.
+func (d *Dispatcher) Jobs(ctx context.Context, p auth.Principal, session string) ([]JobInfo, error) {
+	if err := events.ValidateToken("session", session); err != nil {
+		return nil, err
+	}
+	prefix := p.Tenant + "." + session + "."
+	entries, err := d.scan(ctx, bus.BucketJobs, prefix+">")
+	if err != nil {
+		return nil, err
+	}
+	out := make([]JobInfo, 0, len(entries))
+	for _, e := range entries {
+		out = append(out, JobInfo{
+			Job:      strings.TrimPrefix(e.Key(), prefix),
+			Revision: e.Revision(),
+			Updated:  e.Created(),
+			Record:   asJSON(e.Value()),
+		})
+	}
+	return out, nil
+}
+
+// StopState is the state of one Ground Stop switch.
+type StopState struct {
+	GroundStop bool `json:"ground_stop"`
+	// Scope is "global" or "<tenant>/<session>".
+	Scope  string    `json:"scope"`
+	Reason string    `json:"reason,omitempty"`
+	By     string    `json:"by,omitempty"`
+	At     time.Time `json:"at,omitzero"`
+}
+
+// StopRequest is the optional body of POST /v1/stop.
+type StopRequest struct {
+	Reason string `json:"reason,omitempty"`
+}
+
+func stopScope(p auth.Principal, session string) (tenant, scope string, err error) {
+	if session == "" {
+		return "", "global", nil
+	}
+	if err := events.ValidateToken("session", session); err != nil {
+		return "", "", err
+	}
+	return p.Tenant, p.Tenant + "/" + session, nil
+}
+
+// SetStop turns Ground Stop on, globally or (session != "") for one of the
+// admin's sessions.
+func (d *Dispatcher) SetStop(ctx context.Context, p auth.Principal, session string, req StopRequest) (StopState, error) {
+	if err := p.MayAdminister(); err != nil {
+		return StopState{}, err
+	}
+	tenant, scope, err := stopScope(p, session)
+	if err != nil {
+		return StopState{}, err
+	}
+	kv, err := d.controlBucket(ctx)
+	if err != nil {
+		return StopState{}, err
+	}
+	rec := groundstop.Record{Reason: req.Reason, By: p.Tenant, At: time.Now().UTC()}
+	if _, err := groundstop.Set(ctx, kv, tenant, session, rec); err != nil {
+		return StopState{}, unavailable("set Ground Stop", err)
+	}
+	d.log.Warn().Str("by", p.Tenant).Str("scope", scope).Str("reason", req.Reason).Msg("Ground Stop on")
+	return StopState{GroundStop: true, Scope: scope, Reason: rec.Reason, By: rec.By, At: rec.At}, nil
+}
+
+// ClearStop turns Ground Stop off.
+func (d *Dispatcher) ClearStop(ctx context.Context, p auth.Principal, session string) (StopState, error) {
+	if err := p.MayAdminister(); err != nil {
+		return StopState{}, err
+	}
+	tenant, scope, err := stopScope(p, session)
+	if err != nil {
+		return StopState{}, err
+	}
+	kv, err := d.controlBucket(ctx)
+	if err != nil {
+		return StopState{}, err
+	}
+	if err := groundstop.Clear(ctx, kv, tenant, session); err != nil {
+		return StopState{}, unavailable("clear Ground Stop", err)
+	}
+	d.log.Warn().Str("by", p.Tenant).Str("scope", scope).Msg("Ground Stop off")
+	return StopState{GroundStop: false, Scope: scope}, nil
+}
+
+// Stop reads a Ground Stop switch; any token may look.
+func (d *Dispatcher) Stop(ctx context.Context, p auth.Principal, session string) (StopState, error) {
+	tenant, scope, err := stopScope(p, session)
+	if err != nil {
+		return StopState{}, err
+	}
+	kv, err := d.controlBucket(ctx)
+	if err != nil {
+		return StopState{}, err
+	}
+	rec, on, err := groundstop.Get(ctx, kv, tenant, session)
+	if err != nil {
+		return StopState{}, unavailable("read Ground Stop", err)
+	}
+	return StopState{GroundStop: on, Scope: scope, Reason: rec.Reason, By: rec.By, At: rec.At}, nil
+}
+
+func (d *Dispatcher) controlBucket(ctx context.Context) (jetstream.KeyValue, error) {
+	kv, err := d.bucket(ctx, bus.BucketControl)
+	if err != nil {
+		return nil, err
+	}
+	if kv == nil {
+		return nil, problemf(http.StatusServiceUnavailable, "unavailable", "Control bucket missing",
+			"bucket %s does not exist; provision the bus first", bus.BucketControl)
+	}
+	return kv, nil
+}
+
+// bucket opens a KV bucket once and caches it. A bucket that does not exist
+// yet is (nil, nil): nothing has been recorded, which listings report as an
+// empty list.
+func (d *Dispatcher) bucket(ctx context.Context, name string) (jetstream.KeyValue, error) {
+	d.kvMu.Lock()
+	defer d.kvMu.Unlock()
+	if kv, ok := d.kvs[name]; ok {
+		return kv, nil
+	}
+	kv, err := d.js.KeyValue(ctx, name)
+	switch {
+	case errors.Is(err, jetstream.ErrBucketNotFound):
+		return nil, nil
+	case err != nil:
+		return nil, unavailable("open bucket "+name, err)
+	}
+	d.kvs[name] = kv
+	return kv, nil
+}
+
+// scan returns the live entries of bucket matching filter, in one watch
+// rather than a Get per key.
+func (d *Dispatcher) scan(ctx context.Context, bucket, filter string) ([]jetstream.KeyValueEntry, error) {
+	kv, err := d.bucket(ctx, bucket)
+	if err != nil || kv == nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	w, err := kv.Watch(ctx, filter, jetstream.IgnoreDeletes())
+	if err != nil {
+		return nil, unavailable("list "+bucket, err)
+	}
+	defer w.Stop()
+	var out []jetstream.KeyValueEntry
+	for {
+		select {
+		case e, ok := <-w.Updates():
+			if !ok {
+				return nil, unavailable("list "+bucket, errors.New("watch closed early"))
+			}
+			if e == nil {
+				return out, nil
+			}
+			out = append(out, e)
+		case <-ctx.Done():
+			return nil, unavailable("list "+bucket, ctx.Err())
+		}
+	}
+}
+
+func unavailable(what string, err error) *Problem {
+	return problemf(http.StatusServiceUnavailable, "unavailable", "Service unavailable", "%s: %v", what, err)
+}
+
+// asJSON passes a stored value through when it is JSON, and quotes it as a
+// JSON string when it is not.
+func asJSON(b []byte) json.RawMessage {
+	if json.Valid(b) {
+		return json.RawMessage(b)
+	}
+	q, _ := json.Marshal(string(b))
+	return q
+}
+
+func shortenQ(s string) string {
+	if len(s) > 80 {
+		return s[:80] + "…"
+	}
+	return s
+}
+
+// readyCheck says whether the dispatcher can do its job: connected to NATS
+// and JetStream answering.
+func (d *Dispatcher) readyCheck(ctx context.Context) error {
+	if !d.nc.IsConnected() {
+		return fmt.Errorf("nats: %s", d.nc.Status())
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if _, err := d.js.AccountInfo(ctx); err != nil {
+		return fmt.Errorf("jetstream: %w", err)
+	}
+	return nil
+}

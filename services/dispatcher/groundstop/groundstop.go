@@ -1,0 +1,118 @@
+// Package groundstop reads and writes the Ground Stop switches in the
+// control bucket: one global switch and one per session. The dispatcher
+// flips them; runners read (or watch) them before starting a run or making
+// a model call. Living in its own small package lets a runner use it without
+// importing the dispatcher.
+//
+// A switch that is on is a key holding a JSON Record; off is the key deleted
+// (a delete marker, so the bucket's history still shows who switched it off).
+//
+//	groundstop                       global: no session runs anywhere
+//	groundstop.<tenant>.<session>    this session only
+package groundstop
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"jetway/pkg/events"
+)
+
+// KeyGlobal is the key of the global switch; per-session keys extend it.
+const KeyGlobal = "groundstop"
+
+// WatchPattern matches every Ground Stop key, for KeyValue.Watch.
+const WatchPattern = KeyGlobal + ".>"
+
+// Record is what an active switch holds.
+type Record struct {
+	Reason string    `json:"reason,omitempty"`
+	By     string    `json:"by"` // the tenant whose admin token set it
+	At     time.Time `json:"at"`
+}
+
+// Key is the control-bucket key of the switch for tenant/session, or of
+// the global switch when both are empty. Tenant and session must follow the
+// subject token rule, which also keeps them valid KV key tokens.
+func Key(tenant, session string) (string, error) {
+	if tenant == "" && session == "" {
+		return KeyGlobal, nil
+	}
+	if err := events.ValidateToken("tenant", tenant); err != nil {
+		return "", err
+	}
+	if err := events.ValidateToken("session", session); err != nil {
+		return "", err
+	}
+	return KeyGlobal + "." + tenant + "." + session, nil
+}
+
+// Set turns a switch on and returns the entry's revision.
+func Set(ctx context.Context, kv jetstream.KeyValue, tenant, session string, rec Record) (uint64, error) {
+	key, err := Key(tenant, session)
+	if err != nil {
+		return 0, err
+	}
+	if rec.At.IsZero() {
+		rec.At = time.Now().UTC()
+	}
+	b, err := json.Marshal(rec)
+	if err != nil {
+		return 0, fmt.Errorf("groundstop: encode %s: %w", key, err)
+	}
+	rev, err := kv.Put(ctx, key, b)
+	if err != nil {
+		return 0, fmt.Errorf("groundstop: set %s: %w", key, err)
+	}
+	return rev, nil
+}
+
+// Clear turns a switch off. Clearing a switch that is already off is not
+// an error.
+func Clear(ctx context.Context, kv jetstream.KeyValue, tenant, session string) error {
+	key, err := Key(tenant, session)
+	if err != nil {
+		return err
+	}
+	if err := kv.Delete(ctx, key); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+		return fmt.Errorf("groundstop: clear %s: %w", key, err)
+	}
+	return nil
+}
+
+// Get reads one switch: its record and true when it is on.
+func Get(ctx context.Context, kv jetstream.KeyValue, tenant, session string) (Record, bool, error) {
+	key, err := Key(tenant, session)
+	if err != nil {
+		return Record{}, false, err
+	}
+	e, err := kv.Get(ctx, key)
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+		return Record{}, false, nil
+	case err != nil:
+		return Record{}, false, fmt.Errorf("groundstop: read %s: %w", key, err)
+	}
+	var rec Record
+	if err := json.Unmarshal(e.Value(), &rec); err != nil {
+		// A switch someone set by hand with a non-JSON value is still on:
+		// failing open here would run sessions an operator meant to stop.
+		return Record{Reason: string(e.Value()), At: e.Created()}, true, nil
+	}
+	return rec, true, nil
+}
+
+// Active reports whether tenant/session may not run: the global switch or
+// the session's own is on. The record returned is the global one when both
+// are.
+func Active(ctx context.Context, kv jetstream.KeyValue, tenant, session string) (Record, bool, error) {
+	if rec, on, err := Get(ctx, kv, "", ""); err != nil || on {
+		return rec, on, err
+	}
+	return Get(ctx, kv, tenant, session)
+}

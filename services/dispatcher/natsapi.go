@@ -1,0 +1,228 @@
+package dispatcher
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
+	"jetway/pkg/auth"
+	"jetway/pkg/events"
+)
+
+// NATS API subjects. A request carries the token in an Authorization
+// header ("Bearer <token>") and JSON in the body; the reply is the same JSON
+// the HTTP API answers, or a micro error whose code is the HTTP status and
+// whose data is the problem+json body.
+const (
+	SubjectInput    = APISubjectPrefix + ".input"    // {"session","text","id"?} → {"id","duplicate"}
+	SubjectSteer    = APISubjectPrefix + ".steer"    // {"session","note","id"?} → {"id","duplicate"}
+	SubjectEvent    = APISubjectPrefix + ".event"    // a CloudEvent, binary or structured → {"id","duplicate"}
+	SubjectSessions = APISubjectPrefix + ".sessions" // {} → {"sessions"}; {"session"} → one session
+	SubjectJobs     = APISubjectPrefix + ".jobs"     // {"session"} → {"jobs"}
+	SubjectStop     = APISubjectPrefix + ".stop"     // {"action":"on"|"off"|"get","session"?,"reason"?}
+)
+
+// NATSRequest is the body of the NATS API requests that name a session.
+type NATSRequest struct {
+	Session string `json:"session,omitempty"`
+	Text    string `json:"text,omitempty"`
+	Note    string `json:"note,omitempty"`
+	ID      string `json:"id,omitempty"`
+	// Action (stop only): "on", "off" or "get" (default).
+	Action string `json:"action,omitempty"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// StartNATS registers the jetway-dispatcher micro service on the
+// connection. Several dispatchers share the work through micro's queue group.
+func (d *Dispatcher) StartNATS() (micro.Service, error) {
+	svc, err := micro.AddService(d.nc, micro.Config{
+		Name:        ServiceName,
+		Version:     d.cfg.Version,
+		Description: "jetway front door: input, steer, CloudEvents, sessions, jobs, Ground Stop",
+	})
+	if err != nil {
+		return nil, fmt.Errorf("dispatcher: start NATS API: %w", err)
+	}
+	g := svc.AddGroup(APISubjectPrefix)
+	endpoints := map[string]func(context.Context, auth.Principal, micro.Request) (any, error){
+		"input":    d.natsInput,
+		"steer":    d.natsSteer,
+		"event":    d.natsEvent,
+		"sessions": d.natsSessions,
+		"jobs":     d.natsJobs,
+		"stop":     d.natsStop,
+	}
+	for name, fn := range endpoints {
+		if err := g.AddEndpoint(name, d.natsHandler(name, fn)); err != nil {
+			svc.Stop()
+			return nil, fmt.Errorf("dispatcher: add NATS endpoint %s: %w", name, err)
+		}
+	}
+	return svc, nil
+}
+
+// natsHeaderCarrier reads trace headers case-insensitively: NATS header
+// names are case-sensitive, while clients spell traceparent every which way.
+type natsHeaderCarrier micro.Headers
+
+func (c natsHeaderCarrier) Get(key string) string {
+	for k, v := range c {
+		if strings.EqualFold(k, key) && len(v) > 0 {
+			return v[0]
+		}
+	}
+	return ""
+}
+func (c natsHeaderCarrier) Set(key, value string) { c[key] = []string{value} }
+func (c natsHeaderCarrier) Keys() []string {
+	keys := make([]string, 0, len(c))
+	for k := range c {
+		keys = append(keys, k)
+	}
+	return keys
+}
+
+func (d *Dispatcher) natsHandler(name string, fn func(context.Context, auth.Principal, micro.Request) (any, error)) micro.HandlerFunc {
+	route := APISubjectPrefix + "." + name
+	return func(req micro.Request) {
+		start := time.Now()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		ctx = propagation.TraceContext{}.Extract(ctx, natsHeaderCarrier(req.Headers()))
+		ctx = context.WithValue(ctx, remoteParentKey{}, trace.SpanContextFromContext(ctx).IsRemote())
+		ctx, span := d.tracer.Start(ctx, route, trace.WithSpanKind(trace.SpanKindServer))
+		defer span.End()
+
+		status := http.StatusOK
+		defer func() {
+			span.SetAttributes(attribute.Int("jetway.status", status))
+			d.metrics.requests.WithLabelValues(route, strconv.Itoa(status)).Inc()
+			d.metrics.duration.WithLabelValues(route).Observe(time.Since(start).Seconds())
+		}()
+
+		token := auth.BearerToken(natsHeaderCarrier(req.Headers()).Get("Authorization"))
+		var res any
+		p, err := d.authenticate(token)
+		if err == nil && int64(len(req.Data())) > d.cfg.MaxBodyBytes {
+			err = problemf(http.StatusRequestEntityTooLarge, "too-large", "Request body too large",
+				"the body is over the %d byte limit", d.cfg.MaxBodyBytes)
+		}
+		if err == nil {
+			res, err = fn(ctx, p, req)
+		}
+		if err != nil {
+			pr := toProblem(err)
+			status = pr.Status
+			d.metrics.refused.WithLabelValues(pr.Slug()).Inc()
+			d.log.Info().Str("subject", route).Int("status", pr.Status).Str("problem", pr.Slug()).
+				Str("detail", pr.Detail).Msg("request refused")
+			out := *pr
+			out.Instance = route
+			if pr.RetryAfter > 0 {
+				out.RetryAfterSeconds = int((pr.RetryAfter + time.Second - 1) / time.Second)
+			}
+			body, _ := json.Marshal(out)
+			_ = req.Error(strconv.Itoa(pr.Status), pr.Title, body,
+				micro.WithHeaders(micro.Headers{"Content-Type": []string{ContentTypeProblem}}))
+			return
+		}
+		if _, ok := res.(Accepted); ok {
+			status = http.StatusAccepted
+		}
+		_ = req.RespondJSON(res)
+	}
+}
+
+func decodeNATS(req micro.Request, optional bool) (NATSRequest, error) {
+	var r NATSRequest
+	data := req.Data()
+	if optional && len(strings.TrimSpace(string(data))) == 0 {
+		return r, nil
+	}
+	if err := json.Unmarshal(data, &r); err != nil {
+		return r, problemf(http.StatusBadRequest, "bad-request", "Malformed JSON body", "%v", err)
+	}
+	return r, nil
+}
+
+func (d *Dispatcher) natsInput(ctx context.Context, p auth.Principal, req micro.Request) (any, error) {
+	r, err := decodeNATS(req, false)
+	if err != nil {
+		return nil, err
+	}
+	return d.Input(ctx, p, r.Session, InputRequest{Text: r.Text, ID: r.ID})
+}
+
+func (d *Dispatcher) natsSteer(ctx context.Context, p auth.Principal, req micro.Request) (any, error) {
+	r, err := decodeNATS(req, false)
+	if err != nil {
+		return nil, err
+	}
+	return d.Steer(ctx, p, r.Session, SteerRequest{Note: r.Note, ID: r.ID})
+}
+
+// natsEvent takes a CloudEvent in the NATS binding, binary (ce- headers)
+// or structured mode, read by pkg/events as the stream's consumers read it.
+func (d *Dispatcher) natsEvent(ctx context.Context, p auth.Principal, req micro.Request) (any, error) {
+	h := nats.Header(req.Headers())
+	e, err := events.ReadEvent(h, req.Data())
+	if err != nil {
+		return nil, err
+	}
+	return d.PublishEvent(ctx, p, e)
+}
+
+func (d *Dispatcher) natsSessions(ctx context.Context, p auth.Principal, req micro.Request) (any, error) {
+	r, err := decodeNATS(req, true)
+	if err != nil {
+		return nil, err
+	}
+	if r.Session != "" {
+		return d.Session(ctx, p, r.Session)
+	}
+	ss, err := d.Sessions(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	return SessionList{Sessions: ss}, nil
+}
+
+func (d *Dispatcher) natsJobs(ctx context.Context, p auth.Principal, req micro.Request) (any, error) {
+	r, err := decodeNATS(req, false)
+	if err != nil {
+		return nil, err
+	}
+	jobs, err := d.Jobs(ctx, p, r.Session)
+	if err != nil {
+		return nil, err
+	}
+	return JobList{Jobs: jobs}, nil
+}
+
+func (d *Dispatcher) natsStop(ctx context.Context, p auth.Principal, req micro.Request) (any, error) {
+	r, err := decodeNATS(req, true)
+	if err != nil {
+		return nil, err
+	}
+	switch r.Action {
+	case "on":
+		return d.SetStop(ctx, p, r.Session, StopRequest{Reason: r.Reason})
+	case "off":
+		return d.ClearStop(ctx, p, r.Session)
+	case "", "get":
+		return d.Stop(ctx, p, r.Session)
+	}
+	return nil, problemf(http.StatusBadRequest, "bad-request", "Unknown action",
+		"action %q: want on, off or get", shortenQ(r.Action))
+}

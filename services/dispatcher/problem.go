@@ -1,0 +1,147 @@
+package dispatcher
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"jetway/pkg/auth"
+	"jetway/pkg/events"
+)
+
+// ContentTypeProblem is the media type of every error body (RFC 9457).
+const ContentTypeProblem = "application/problem+json"
+
+// ProblemTypePrefix starts the type URI of every problem the dispatcher
+// reports; the rest is the problem's slug, e.g. urn:jetway:problem:invalid-token.
+const ProblemTypePrefix = "urn:jetway:problem:"
+
+// Problem is an RFC 9457 problem detail. The same value is the body of an
+// HTTP error and the data of a NATS error reply, so a client reads both the
+// same way.
+type Problem struct {
+	Type   string `json:"type"`
+	Title  string `json:"title"`
+	Status int    `json:"status"`
+	// Detail says what exactly was wrong with this request, e.g. which token
+	// rule a session name broke.
+	Detail   string `json:"detail,omitempty"`
+	Instance string `json:"instance,omitempty"`
+
+	// RetryAfter, when set, is sent as the Retry-After header (HTTP) and
+	// kept in the body for NATS callers, which have no such header.
+	RetryAfter time.Duration `json:"-"`
+	// RetryAfterSeconds mirrors RetryAfter in the body.
+	RetryAfterSeconds int `json:"retry_after,omitempty"`
+
+	slug string
+}
+
+func (p *Problem) Error() string {
+	if p.Detail == "" {
+		return p.Title
+	}
+	return p.Title + ": " + p.Detail
+}
+
+func problem(status int, slug, title, detail string) *Problem {
+	return &Problem{
+		Type:   ProblemTypePrefix + slug,
+		Title:  title,
+		Status: status,
+		Detail: detail,
+		slug:   slug,
+	}
+}
+
+func problemf(status int, slug, title, format string, args ...any) *Problem {
+	return problem(status, slug, title, fmt.Sprintf(format, args...))
+}
+
+// Slug is the short name of the problem (the end of its type URI), used as
+// a metrics label.
+func (p *Problem) Slug() string { return p.slug }
+
+// toProblem maps an error from auth, events or the bus to the problem a
+// caller should see. Anything unrecognised is a 500 whose detail does not
+// leak internals beyond the wrapped message.
+func toProblem(err error) *Problem {
+	var p *Problem
+	if errors.As(err, &p) {
+		return p
+	}
+	var te *events.TokenError
+	var ae *events.AttributeError
+	var de *events.DataError
+	var se *events.SizeError
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.Is(err, auth.ErrNoToken):
+		return problem(http.StatusUnauthorized, "unauthorized", "Missing bearer token",
+			"send Authorization: Bearer <token>")
+	case errors.Is(err, auth.ErrUnknownToken):
+		return problem(http.StatusUnauthorized, "unauthorized", "Unknown token",
+			"the bearer token is not valid")
+	case errors.Is(err, auth.ErrForbidden):
+		return problem(http.StatusForbidden, "forbidden", "Forbidden", trimPrefix(err))
+	case errors.As(err, &mbe):
+		return problemf(http.StatusRequestEntityTooLarge, "too-large", "Request body too large",
+			"the body is over the %d byte limit", mbe.Limit)
+	case errors.As(err, &se):
+		return problem(http.StatusRequestEntityTooLarge, "too-large", "Event too large", se.Error())
+	case errors.As(err, &te):
+		return problem(http.StatusBadRequest, "invalid-token", "Invalid "+te.Field+" name", te.Error())
+	case errors.Is(err, events.ErrForgedJobEvent):
+		return problem(http.StatusForbidden, "forbidden", "Forbidden", err.Error())
+	case errors.As(err, &ae):
+		return problem(http.StatusBadRequest, "invalid-event", "Invalid CloudEvent", ae.Error())
+	case errors.As(err, &de):
+		return problem(http.StatusBadRequest, "invalid-data", "Invalid event data", de.Error())
+	case errors.Is(err, events.ErrMalformed), errors.Is(err, events.ErrInvalidSubject):
+		return problem(http.StatusBadRequest, "invalid-event", "Invalid CloudEvent", err.Error())
+	}
+	return problem(http.StatusInternalServerError, "internal", "Internal error", err.Error())
+}
+
+// trimPrefix drops the "auth: " package prefix; the caller does not care
+// which package refused.
+func trimPrefix(err error) string {
+	s := err.Error()
+	const pre = "auth: "
+	if len(s) > len(pre) && s[:len(pre)] == pre {
+		return s[len(pre):]
+	}
+	return s
+}
+
+// writeProblem sends p as application/problem+json.
+func writeProblem(w http.ResponseWriter, r *http.Request, p *Problem) {
+	out := *p
+	if out.Instance == "" && r != nil {
+		out.Instance = r.URL.Path
+	}
+	h := w.Header()
+	h.Set("Content-Type", ContentTypeProblem)
+	h.Set("Cache-Control", "no-store")
+	if p.RetryAfter > 0 {
+		secs := int((p.RetryAfter + time.Second - 1) / time.Second)
+		out.RetryAfterSeconds = secs
+		h.Set("Retry-After", strconv.Itoa(secs))
+	}
+	if p.Status == http.StatusUnauthorized {
+		h.Set("WWW-Authenticate", `Bearer realm="jetway"`)
+	}
+	w.WriteHeader(p.Status)
+	_ = json.NewEncoder(w).Encode(out)
+}
+
+// writeJSON sends v with status.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
