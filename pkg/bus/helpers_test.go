@@ -2,6 +2,7 @@ package bus_test
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -25,3 +26,5 @@ func testContext(t *testing.T) context.Context {
 	t.Cleanup(cancel)
 	return ctx
 }
+
+func itoa(i int) string { return strconv.Itoa(i) }
