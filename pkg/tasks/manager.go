@@ -449,7 +449,6 @@ func (m *Manager) finish(t *task, res endResult) {
 		s.notices = dropNotices(s.notices, t.info.ID)
 	}
 	onEnd := m.onEnd
-	close(t.done)
 	m.mu.Unlock()
 	if notify && m.cfg.OnNotice != nil {
 		m.cfg.OnNotice(info)
@@ -457,6 +456,9 @@ func (m *Manager) finish(t *task, res endResult) {
 	if onEnd != nil {
 		onEnd(info)
 	}
+	// Done last: a Kill returns after the end was told, so an exit event
+	// is published before the caller hears the task is gone.
+	close(t.done)
 }
 
 func dropNotices(ns []Info, id string) []Info {

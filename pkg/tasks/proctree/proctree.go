@@ -146,6 +146,10 @@ func NewHost(cfg Config) (*Host, error) {
 	return h, nil
 }
 
+// Cgroup is the host's own v2 cgroup directory, parent of its trees'
+// cgroups; "" without one. Close removes it.
+func (h *Host) Cgroup() string { return h.v2 }
+
 // Features reports the containment this host uses.
 func (h *Host) Features() Features { return h.feat }
 

@@ -1,0 +1,169 @@
+package tasks
+
+import (
+	"context"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"jetway/pkg/tasks/proctree"
+)
+
+// escapes are the ways a command leaves its process group or its marker;
+// each prints the pid that must not survive the task.
+var escapes = map[string]string{
+	"setsid":          `setsid sh -c 'echo pid $$; exec sleep 100' &`,
+	"nohup":           `nohup sh -c 'echo pid $$; exec sleep 100' 2>&1 &`,
+	"env -u setsid":   `env -u JETWAY_TASK setsid sh -c 'echo pid $$; exec sleep 100' &`,
+	"double fork":     `sh -c 'sh -c "echo pid \$\$; exec sleep 100" &' ; wait`,
+	"ignores SIGTERM": `sh -c 'trap "" TERM; echo pid $$; while :; do sleep 0.05; done' &`,
+}
+
+func checkGone(t *testing.T, pids []int) {
+	t.Helper()
+	for _, pid := range pids {
+		if alive(pid) {
+			t.Errorf("pid %d survived", pid)
+		}
+	}
+	if left := markedProcs(); len(left) > 0 {
+		t.Errorf("marked processes survived: %v", left)
+	}
+}
+
+func TestKill_ends_every_escape_shape(t *testing.T) {
+	for name, script := range escapes {
+		t.Run(name, func(t *testing.T) {
+			m := newManager(t)
+			info := startSh(t, m, script+"\necho pid $$; sleep 100")
+			pids := outputPids(t, info.Path, 2)
+			end, err := m.Kill(sid, info.ID)
+			if err != nil || end.Status != Killed {
+				t.Fatalf("Kill = %+v, %v", end, err)
+			}
+			checkGone(t, pids)
+		})
+	}
+}
+
+func TestKill_without_cgroups_still_ends_marked_and_grouped_escapes(t *testing.T) {
+	for _, name := range []string{"setsid", "nohup", "double fork", "ignores SIGTERM"} {
+		t.Run(name, func(t *testing.T) {
+			m := newManager(t, func(c *Config) { c.Proc.NoCgroups = true })
+			if m.Host().Features().V2Dir != "" {
+				t.Fatal("NoCgroups manager uses a cgroup")
+			}
+			info := startSh(t, m, escapes[name]+"\necho pid $$; sleep 100")
+			pids := outputPids(t, info.Path, 2)
+			if _, err := m.Kill(sid, info.ID); err != nil {
+				t.Fatal(err)
+			}
+			checkGone(t, pids)
+		})
+	}
+}
+
+func TestExit_of_the_root_ends_what_it_left_behind(t *testing.T) {
+	m := newManager(t)
+	f := t.TempDir() + "/pid"
+	info := startSh(t, m, `setsid sh -c 'echo pid $$ > `+f+`; exec sleep 100' &
+		while [ ! -s `+f+` ]; do sleep 0.01; done; cat `+f+`; echo pid $$`)
+	pids := outputPids(t, info.Path, 2)
+	end := waitEnd(t, m, info.ID)
+	if end.Status != Exited || end.ExitCode != 0 {
+		t.Errorf("end: %+v", end)
+	}
+	checkGone(t, pids)
+}
+
+func TestClose_leaves_nothing_and_refuses_new_tasks(t *testing.T) {
+	dir := t.TempDir()
+	m := NewManager(Config{Output: Files{Dir: dir}.Output, Proc: proctree.Config{Grace: 200 * time.Millisecond}})
+	t.Cleanup(m.Close)
+	var pids []int
+	for _, name := range []string{"setsid", "env -u setsid", "ignores SIGTERM"} {
+		info := startSh(t, m, escapes[name]+"\necho pid $$; sleep 100")
+		pids = append(pids, outputPids(t, info.Path, 2)...)
+	}
+	fn := start(t, m, Spec{Run: func(ctx context.Context, _ io.Writer, _ Reporter) (int, error) {
+		<-ctx.Done()
+		return 0, nil
+	}})
+	cg := m.Host().Cgroup()
+	m.Close()
+	checkGone(t, pids)
+	if got, _ := m.Get(sid, fn.ID); got.Status != Killed {
+		t.Errorf("function task after Close: %s", got.Status)
+	}
+	for _, i := range m.List(sid) {
+		if i.Status != Killed {
+			t.Errorf("task %s after Close: %s", i.ID, i.Status)
+		}
+	}
+	if _, err := m.Start(bg, Spec{Cmd: sh("true")}); err != ErrClosed {
+		t.Errorf("Start after Close: %v", err)
+	}
+	if cg != "" {
+		if _, err := os.Stat(cg); err == nil {
+			t.Errorf("cgroup %s left after Close", cg)
+		}
+	}
+}
+
+func TestAdopt_takes_over_a_running_foreground_command(t *testing.T) {
+	m := newManager(t)
+	gate := t.TempDir() + "/gate"
+	var out Handoff
+	cmd := exec.Command("sh", "-c", `echo before; while [ ! -e `+gate+` ]; do sleep 0.01; done; echo after; exit 4`)
+	cmd.Stdout, cmd.Stderr = &out, &out
+	tree, err := m.Host().Start(cmd, proctree.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waited := make(chan error, 1)
+	go func() { waited <- tree.Wait() }()
+	eventually(t, "foreground output", func() bool { return strings.Contains(string(out.Bytes()), "before") })
+	info, err := m.Adopt(bg, Spec{Summary: "foreground", RunID: "r1"}, RunningCommand{
+		Cmd: cmd, Tree: tree, AttachOutput: out.Attach, Wait: waited, Started: time.Now(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Status != Running || info.ID != "1" {
+		t.Errorf("adopted: %+v", info)
+	}
+	if st, _ := m.RunTasks(sid, "r1"); st != ChildRunning {
+		t.Errorf("RunTasks = %v", st)
+	}
+	os.WriteFile(gate, nil, 0o644)
+	end := waitEnd(t, m, info.ID)
+	lines, _, _, _ := ReadLines(end.Path, 1, 0)
+	if end.Status != Exited || end.ExitCode != 4 || strings.Join(lines, ",") != "before,after" {
+		t.Errorf("end: %+v, lines %q", end, lines)
+	}
+}
+
+func TestAdopted_command_dies_with_Kill(t *testing.T) {
+	m := newManager(t)
+	var out Handoff
+	cmd := exec.Command("sh", "-c", escapes["setsid"]+"\necho pid $$; sleep 100")
+	cmd.Stdout, cmd.Stderr = &out, &out
+	tree, err := m.Host().Start(cmd, proctree.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waited := make(chan error, 1)
+	go func() { waited <- tree.Wait() }()
+	info, err := m.Adopt(bg, Spec{Summary: "fg"}, RunningCommand{Cmd: cmd, Tree: tree, AttachOutput: out.Attach, Wait: waited})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pids := outputPids(t, info.Path, 2)
+	if end, err := m.Kill(sid, info.ID); err != nil || end.Status != Killed {
+		t.Fatalf("Kill = %+v, %v", end, err)
+	}
+	checkGone(t, pids)
+}
