@@ -1,0 +1,266 @@
+package redact
+
+import (
+	"bytes"
+	"strings"
+)
+
+func isNameByte(c byte) bool { return isAlnum(c) || c == '_' || c == '-' || c == '.' }
+
+func isBlank(c byte) bool { return c == ' ' || c == '\t' }
+
+// secretWords are the name parts that mark a value as secret. TOKEN is
+// handled apart because "tokens" and "tokenizer" are not secrets.
+var secretWords = []string{"SECRET", "PASSWORD", "PASSWD", "API_KEY", "APIKEY", "PRIVATE_KEY", "CREDENTIAL"}
+
+// normalizeName spells a key the one way secretName looks for: camelCase
+// split into words, '-' and '.' as '_', upper case ("apiKey" and "api-key"
+// become "API_KEY").
+func normalizeName(name string) string {
+	return string(appendNormalized(make([]byte, 0, len(name)+4), name))
+}
+
+// appendNormalized appends the normalized name to b (see normalizeName).
+func appendNormalized(b []byte, name string) []byte {
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if isUpper(c) && i > 0 {
+			p := name[i-1]
+			nextLower := i+1 < len(name) && isLower(name[i+1])
+			if isLower(p) || isDigit(p) || (isUpper(p) && nextLower) {
+				b = append(b, '_')
+			}
+		}
+		switch {
+		case c == '-' || c == '.':
+			c = '_'
+		case isLower(c):
+			c -= 'a' - 'A'
+		}
+		b = append(b, c)
+	}
+	return b
+}
+
+// secretName reports whether a key names a secret.
+func secretName(name string) bool { return secretNormalized([]byte(normalizeName(name))) }
+
+// secretNormalized reports whether a normalized key names a secret.
+func secretNormalized(n []byte) bool {
+	for _, w := range secretWords {
+		if bytes.Contains(n, []byte(w)) {
+			return true
+		}
+	}
+	for from := 0; ; {
+		j := bytes.Index(n[from:], []byte("TOKEN"))
+		if j < 0 {
+			return false
+		}
+		end := from + j + len("TOKEN")
+		if end == len(n) || !isUpper(n[end]) {
+			return true
+		}
+		from = end
+	}
+}
+
+// authNormalized reports whether a normalized key is an Authorization
+// header, whose value is a scheme followed by credentials.
+func authNormalized(n []byte) bool {
+	return bytes.HasSuffix(n, []byte("AUTHORIZATION"))
+}
+
+// keepValue reports whether a value is left alone although its name is
+// secret: nothing, a literal, a placeholder, a structure, or a value another
+// rule already redacted (which keeps its non-secret prefix).
+func keepValue(v string) bool {
+	if v == "" || strings.Contains(v, Marker) {
+		return true
+	}
+	switch v[0] {
+	case '{', '[', '$':
+		return true
+	}
+	if v[0] == '<' && v[len(v)-1] == '>' {
+		return true
+	}
+	if strings.Trim(v, "*") == "" {
+		return true
+	}
+	for _, lit := range []string{"true", "false", "null", "none", "nil"} {
+		if strings.EqualFold(v, lit) {
+			return true
+		}
+	}
+	return false
+}
+
+// unquotedEnd is where an unquoted value starting at i ends. A Marker in it
+// is one piece, so its ']' does not end the value.
+func unquotedEnd(s string, i int) int {
+	for i < len(s) {
+		if strings.HasPrefix(s[i:], Marker) {
+			i += len(Marker)
+			continue
+		}
+		c := s[i]
+		if c == ' ' || c == '\t' || c == '\n' || c == '\r' || strings.IndexByte(",;&\"')]}", c) >= 0 {
+			break
+		}
+		i++
+	}
+	return i
+}
+
+// quotedEnd is where the content of a string opened with quote q at i-1
+// ends: before the closing quote, skipping backslash escapes, or at the end.
+func quotedEnd(s string, i int, q byte) int {
+	for i < len(s) {
+		switch s[i] {
+		case '\\':
+			i += 2
+			continue
+		case q:
+			return i
+		}
+		i++
+	}
+	return len(s)
+}
+
+// keyValues redacts the values of keys that name secrets (see Secrets).
+func keyValues(s string) string {
+	if !strings.ContainsAny(s, "=:") {
+		return s
+	}
+	var b strings.Builder
+	var buf [64]byte
+	norm := buf[:0]
+	last := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c != '=' && c != ':' {
+			continue
+		}
+		next := byte(0)
+		if i+1 < len(s) {
+			next = s[i+1]
+		}
+		if next == '=' || (c == '=' && i > 0 && strings.IndexByte("=!<>:+-*/|&^%", s[i-1]) >= 0) {
+			continue // ==, !=, :=, +=: code, not configuration
+		}
+		// The key, backwards: blanks, an optional closing quote (maybe
+		// backslash-escaped), then name bytes.
+		k := i
+		for k > 0 && isBlank(s[k-1]) {
+			k--
+		}
+		var keyQuote byte
+		escaped := false
+		if k > 0 && (s[k-1] == '"' || s[k-1] == '\'') {
+			keyQuote = s[k-1]
+			k--
+			if k > 0 && s[k-1] == '\\' {
+				escaped = true
+				k--
+			}
+		}
+		nameEnd := k
+		for k > 0 && isNameByte(s[k-1]) {
+			k--
+		}
+		name := s[k:nameEnd]
+		if name == "" || k < last {
+			continue
+		}
+		norm = appendNormalized(norm[:0], name)
+		auth := authNormalized(norm)
+		if !auth && !secretNormalized(norm) {
+			continue
+		}
+		// The value.
+		v := i + 1
+		for v < len(s) && isBlank(s[v]) {
+			v++
+		}
+		if v >= len(s) {
+			continue
+		}
+		var cs, ce int
+		quoted := true
+		switch {
+		case s[v] == '\\' && v+1 < len(s) && (s[v+1] == '"' || s[v+1] == '\''):
+			cs = v + 2
+			ce = strings.Index(s[cs:], s[v:v+2])
+			if ce < 0 {
+				ce = len(s)
+			} else {
+				ce += cs
+			}
+		case s[v] == '"' || s[v] == '\'':
+			cs = v + 1
+			ce = quotedEnd(s, cs, s[v])
+		default:
+			quoted = false
+			cs = v
+			ce = unquotedEnd(s, cs)
+		}
+		if auth {
+			cs, ce = authCredentials(s, cs, ce, quoted)
+		}
+		if keepValue(s[cs:ce]) || (!auth && !quoted && c == ':' && keyQuote == 0 && prose(s, cs, ce)) {
+			// Skip the value as a whole: rescanning it from the next
+			// separator could take quadratic time on hostile input.
+			i = max(i, ce-1)
+			continue
+		}
+		b.WriteString(s[last:cs])
+		if !quoted && keyQuote == '"' && !escaped {
+			b.WriteString(`"` + Marker + `"`) // keep JSON valid
+		} else {
+			b.WriteString(Marker)
+		}
+		last = ce
+		i = ce - 1
+	}
+	if last == 0 {
+		return s
+	}
+	b.WriteString(s[last:])
+	return b.String()
+}
+
+// prose reports whether the unquoted value s[cs:ce] after "name:" reads as
+// the rest of a sentence ("invalid token: context deadline exceeded"): a
+// lower-case word followed by more words. Such text stays readable; a
+// "password: letmein" at the end of a line is still redacted.
+func prose(s string, cs, ce int) bool {
+	for i := cs; i < ce; i++ {
+		if !isLower(s[i]) {
+			return false
+		}
+	}
+	return ce+1 < len(s) && isBlank(s[ce]) && !isBlank(s[ce+1])
+}
+
+// authCredentials narrows an Authorization value to the credentials after
+// its scheme ("Basic dXNlcjpwdw==" → "dXNlcjpwdw=="); a value without a
+// scheme is all credentials.
+func authCredentials(s string, cs, ce int, quoted bool) (int, int) {
+	w := span(s, cs, isAlpha)
+	if w == cs || w >= len(s) || !isBlank(s[w]) {
+		return cs, ce
+	}
+	c := w
+	for c < len(s) && isBlank(s[c]) {
+		c++
+	}
+	if quoted {
+		if c > ce {
+			return ce, ce
+		}
+		return c, ce
+	}
+	return c, unquotedEnd(s, c)
+}
