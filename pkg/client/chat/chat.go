@@ -152,7 +152,7 @@ type chat struct {
 	term *term.Terminal // nil in line mode
 
 	mu       sync.Mutex // line mode output
-	sent     bool // input was sent (main goroutine only)
+	sent     bool       // input was sent (main goroutine only)
 	runEnded chan struct{}
 }
 
