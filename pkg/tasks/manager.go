@@ -57,6 +57,9 @@ type task struct {
 	seen    bool          // the end was seen through Wait or Kill
 	waiters int           // Waits in progress: an end they see is no notice
 	update  chan struct{} // closed and replaced by Reporter.Progress
+	// lastReport is a Notify text still pending when the task ended (the
+	// end notice replaced it); a Wait that sees the end returns it.
+	lastReport string
 }
 
 type endResult struct {
@@ -441,6 +444,11 @@ func (m *Manager) finish(t *task, res endResult) {
 	}
 	info := m.snapshotLocked(t)
 	s := m.sessions[t.info.SessionID]
+	for _, n := range s.notices {
+		if n.ID == t.info.ID && n.Notice != "" {
+			t.lastReport = n.Notice
+		}
+	}
 	notify := !t.seen && t.waiters == 0 && !t.spec.NoEndNotice
 	if notify {
 		s.notices = append(dropNotices(s.notices, t.info.ID), info)
@@ -598,6 +606,7 @@ func (m *Manager) Wait(ctx context.Context, sessionID, id string, timeout time.D
 func (m *Manager) seeEndLocked(t *task) Info {
 	t.seen = true
 	info := m.snapshotLocked(t)
+	info.Notice, t.lastReport = t.lastReport, ""
 	s := m.sessions[t.info.SessionID]
 	for _, n := range s.notices {
 		if n.ID == t.info.ID && n.Notice != "" {

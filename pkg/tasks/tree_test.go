@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -26,7 +27,8 @@ func checkGone(t *testing.T, pids []int) {
 	t.Helper()
 	for _, pid := range pids {
 		if alive(pid) {
-			t.Errorf("pid %d survived", pid)
+			b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+			t.Errorf("pid %d survived: %s", pid, b)
 		}
 	}
 	if left := markedProcs(); len(left) > 0 {
@@ -50,7 +52,7 @@ func TestKill_ends_every_escape_shape(t *testing.T) {
 }
 
 func TestKill_without_cgroups_still_ends_marked_and_grouped_escapes(t *testing.T) {
-	for _, name := range []string{"setsid", "nohup", "double fork", "ignores SIGTERM"} {
+	for _, name := range []string{"setsid", "nohup", "env -u setsid", "double fork", "ignores SIGTERM"} {
 		t.Run(name, func(t *testing.T) {
 			m := newManager(t, func(c *Config) { c.Proc.NoCgroups = true })
 			if m.Host().Features().V2Dir != "" {
@@ -165,5 +167,15 @@ func TestAdopted_command_dies_with_Kill(t *testing.T) {
 	if end, err := m.Kill(sid, info.ID); err != nil || end.Status != Killed {
 		t.Fatalf("Kill = %+v, %v", end, err)
 	}
+	checkGone(t, pids)
+}
+
+func TestClose_without_cgroups_ends_an_orphan_that_dropped_group_and_marker(t *testing.T) {
+	m := newManager(t, func(c *Config) { c.Proc.NoCgroups = true })
+	// The middle shell exits at once, so no sweep ever sees the grandchild
+	// below the task: it is known only as an orphan of this process.
+	info := startSh(t, m, `sh -c 'env -u JETWAY_TASK setsid sh -c "echo pid \$\$; exec sleep 100" &'; echo pid $$; sleep 100`)
+	pids := outputPids(t, info.Path, 2)
+	m.Close()
 	checkGone(t, pids)
 }

@@ -342,6 +342,9 @@ func (h *Host) Start(cmd *exec.Cmd, lim Limits) (*Tree, error) {
 	if lim.CPUTime > 0 && t.v2 != "" {
 		go t.watchCPU(lim.CPUTime)
 	}
+	if t.v2 == "" {
+		go t.watchDescendants()
+	}
 	return t, nil
 }
 
@@ -376,6 +379,9 @@ func (h *Host) Close() {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 	}
+	if h.v2 == "" {
+		h.killOrphans()
+	}
 	reapOrphans()
 	for _, d := range []string{h.v2, h.pids, h.mem} {
 		if d != "" {
@@ -398,4 +404,34 @@ func hasEnvPrefix(pid int, prefix string) bool {
 		}
 	}
 	return false
+}
+
+// killOrphans is the last resort of a host without cgroups: a process that
+// left the process group, dropped the marker and lost its parent before any
+// sweep saw it belongs to no tree, but it was reparented to this process
+// (the subreaper), outside its process group. Every such orphan and what
+// runs below it is killed. A process runs one Host in practice; a second
+// open one would lose its own such orphans too.
+func (h *Host) killOrphans() {
+	all := scanProcs()
+	self := syscall.Getpgrp()
+	for _, pid := range childrenOfSelf() {
+		p, ok := all[pid]
+		if !ok || isTracked(pid) || p.pgrp == self || p.state == 'Z' {
+			continue
+		}
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+		for k := range descendants(all, pid) {
+			_ = syscall.Kill(k, syscall.SIGKILL)
+		}
+	}
+	waitFor(time.Second, func() bool {
+		reapOrphans()
+		for _, pid := range childrenOfSelf() {
+			if p, ok := readStat(pid); ok && !isTracked(pid) && p.pgrp != self {
+				return false
+			}
+		}
+		return true
+	})
 }

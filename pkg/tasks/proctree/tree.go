@@ -91,6 +91,23 @@ func (t *Tree) watchCPU(limit time.Duration) {
 	}
 }
 
+// watchDescendants is the fallback for a tree without a cgroup: a sweep
+// every 250ms remembers the tree's processes, so one whose parent died and
+// which dropped both the process group and the marker (env -u JETWAY_TASK
+// setsid ...) is still known when the tree is killed.
+func (t *Tree) watchDescendants() {
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-t.done:
+			return
+		case <-tick.C:
+			t.members(true)
+		}
+	}
+}
+
 // members finds the tree's processes: its cgroups' members and, on a full
 // sweep (or without a v2 cgroup), this process's descendants that share the
 // root's process group, carry the marker, were seen before, or descend from
@@ -155,6 +172,10 @@ func (t *Tree) isReaped() bool {
 
 // signal sends sig to every member; it returns how many were alive.
 func (t *Tree) signal(sig syscall.Signal, full bool) int {
+	// Find the members before signalling anyone: a parent that dies first
+	// would hand its children to this process, out of reach of the walk
+	// down from the root.
+	members := t.members(full)
 	if sig == syscall.SIGKILL && t.v2 != "" {
 		_ = os.WriteFile(filepath.Join(t.v2, "cgroup.kill"), []byte("1"), 0)
 	}
@@ -162,7 +183,7 @@ func (t *Tree) signal(sig syscall.Signal, full bool) int {
 		_ = syscall.Kill(-t.pid, sig)
 	}
 	live := 0
-	for pid, p := range t.members(full) {
+	for pid, p := range members {
 		if p.state == 'Z' {
 			continue
 		}
@@ -265,7 +286,10 @@ func (t *Tree) computeLimitHit() string {
 		hits = append(hits, "CPU time limit ("+t.lim.CPUTime.String()+")")
 	}
 	if t.lim.Memory > 0 {
-		n := eventCount(filepath.Join(t.v2, "memory.events"), "oom_kill")
+		var n int64
+		if t.v2 != "" {
+			n += eventCount(filepath.Join(t.v2, "memory.events"), "oom_kill")
+		}
 		if t.memDir != "" {
 			n += eventCount(filepath.Join(t.memDir, "memory.oom_control"), "oom_kill")
 		}
@@ -274,7 +298,10 @@ func (t *Tree) computeLimitHit() string {
 		}
 	}
 	if t.lim.Processes > 0 {
-		n := eventCount(filepath.Join(t.v2, "pids.events"), "max")
+		var n int64
+		if t.v2 != "" {
+			n += eventCount(filepath.Join(t.v2, "pids.events"), "max")
+		}
 		if t.pidsDir != "" {
 			n += eventCount(filepath.Join(t.pidsDir, "pids.events"), "max")
 		}
