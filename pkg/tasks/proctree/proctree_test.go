@@ -142,3 +142,82 @@ func TestTree_in_cgroup_dies_by_cgroup_kill(t *testing.T) {
 		t.Errorf("pid %d survived", pids[0])
 	}
 }
+
+func TestShim_with_address_space_limit_starts_reliably(t *testing.T) {
+	h := newHost(t, Config{})
+	// RLIMIT_AS set before the Go shim execs once crashed it about 1% of
+	// the time; the limit now goes last with nothing allocated after it.
+	// Kept short: under -race every shim start initialises the race runtime.
+	for i := range 10 {
+		cmd := exec.Command("sh", "-c", "exit 7")
+		tr, err := h.Start(cmd, Limits{AddressSpace: 256 << 20, CPUTime: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = tr.Wait()
+		tr.Close()
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 7 {
+			t.Fatalf("run %d: %v, want exit 7 from sh", i, err)
+		}
+	}
+}
+
+func TestNewHost_kills_what_a_dead_hosts_cgroup_still_holds(t *testing.T) {
+	f := Detect()
+	if f.V2Dir == "" {
+		t.Skip("no cgroup v2 here")
+	}
+	// 4194305 is above the largest pid Linux hands out: that host is dead.
+	stale := filepath.Join(f.V2Dir, "jetway-4194305-1")
+	dir := filepath.Join(stale, "t1")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { removeCgroup(stale) })
+	fd, err := syscall.Open(dir, syscall.O_RDONLY|syscall.O_DIRECTORY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("sleep", "100")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, UseCgroupFD: true, CgroupFD: fd}
+	err = cmd.Start()
+	syscall.Close(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+
+	newHost(t, Config{})
+	select {
+	case err := <-waited:
+		if ee, ok := err.(*exec.ExitError); !ok || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+			t.Errorf("stale process ended with %v, want SIGKILL", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stale cgroup's process is still running")
+	}
+	if _, err := os.Stat(stale); err == nil {
+		// rmdir may lag the reaping by a moment.
+		if !waitFor(time.Second, func() bool { return removeCgroup(stale) == nil }) {
+			t.Error("stale cgroup left in place")
+		}
+	}
+}
+
+func TestDetect_names_what_it_found(t *testing.T) {
+	f := Detect()
+	s := f.String()
+	if !strings.Contains(s, "process limit:") || !strings.Contains(s, "subreaper:") {
+		t.Errorf("Features.String() = %q", s)
+	}
+}
+
+func TestBytes_is_in_binary_units(t *testing.T) {
+	for n, want := range map[int64]string{512: "512 B", 4096: "4 KiB", 64 << 20: "64 MiB", 1536: "1.5 KiB"} {
+		if got := Bytes(n); got != want {
+			t.Errorf("Bytes(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
