@@ -39,7 +39,7 @@ import (
 
 // Defaults for zero Config fields.
 const (
-	DefaultAddr          = "127.0.0.1:7070"
+	DefaultAddr          = "127.0.0.1:8080"
 	DefaultSource        = "jetway/dispatcher"
 	DefaultMaxBodyBytes  = 1 << 20
 	DefaultRatePerSecond = 20

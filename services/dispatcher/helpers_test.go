@@ -33,7 +33,7 @@ const (
 const waitFor = 10 * time.Second
 
 type fixture struct {
-	t   *testing.T
+	t   testing.TB
 	nc  *nats.Conn
 	js  jetstream.JetStream
 	d   *Dispatcher
@@ -42,7 +42,7 @@ type fixture struct {
 
 // newFixture starts a real JetStream server, provisions jetway's streams
 // and buckets, and serves a real Dispatcher over a real HTTP server.
-func newFixture(t *testing.T, tweak ...func(*Config)) *fixture {
+func newFixture(t testing.TB, tweak ...func(*Config)) *fixture {
 	t.Helper()
 	s := bustest.StartServer(t)
 	nc, js := bustest.Connect(t, s.ClientURL())
@@ -113,7 +113,7 @@ func (f *fixture) do(method, path, token string, body any, header ...string) *ht
 }
 
 // decode reads a JSON response with the wanted status.
-func decode[T any](t *testing.T, resp *http.Response, status int) T {
+func decode[T any](t testing.TB, resp *http.Response, status int) T {
 	t.Helper()
 	var v T
 	b, _ := io.ReadAll(resp.Body)
@@ -127,7 +127,7 @@ func decode[T any](t *testing.T, resp *http.Response, status int) T {
 }
 
 // problemOf reads a problem+json body and checks its status.
-func problemOf(t *testing.T, resp *http.Response, status int) Problem {
+func problemOf(t testing.TB, resp *http.Response, status int) Problem {
 	t.Helper()
 	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	if mt != ContentTypeProblem {

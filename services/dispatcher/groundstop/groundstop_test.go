@@ -1,0 +1,94 @@
+package groundstop_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"jetway/pkg/bus/bustest"
+	"jetway/pkg/events"
+	"jetway/services/dispatcher/groundstop"
+)
+
+func bucket(t *testing.T) jetstream.KeyValue {
+	t.Helper()
+	s := bustest.StartServer(t)
+	_, js := bustest.Connect(t, s.ClientURL())
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	kv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "control", History: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kv
+}
+
+func TestKey_global_and_per_session(t *testing.T) {
+	if k, err := groundstop.Key("", ""); err != nil || k != "groundstop" {
+		t.Fatalf("global key %q, %v", k, err)
+	}
+	if k, err := groundstop.Key("acme", "s1"); err != nil || k != "groundstop.acme.s1" {
+		t.Fatalf("session key %q, %v", k, err)
+	}
+	if _, err := groundstop.Key("acme", "a.b"); !errors.Is(err, events.ErrInvalidToken) {
+		t.Fatalf("bad session: %v, want ErrInvalidToken", err)
+	}
+	if _, err := groundstop.Key("", "s1"); !errors.Is(err, events.ErrInvalidToken) {
+		t.Fatalf("session without tenant: %v, want ErrInvalidToken", err)
+	}
+}
+
+func TestActive_sees_the_global_switch_for_every_session(t *testing.T) {
+	kv := bucket(t)
+	ctx := context.Background()
+	if _, on, err := groundstop.Active(ctx, kv, "acme", "s1"); err != nil || on {
+		t.Fatalf("fresh bucket: on=%v err=%v", on, err)
+	}
+	if _, err := groundstop.Set(ctx, kv, "", "", groundstop.Record{Reason: "bill", By: "ops"}); err != nil {
+		t.Fatal(err)
+	}
+	rec, on, err := groundstop.Active(ctx, kv, "acme", "s1")
+	if err != nil || !on || rec.Reason != "bill" || rec.At.IsZero() {
+		t.Fatalf("after global set: %+v on=%v err=%v", rec, on, err)
+	}
+	if err := groundstop.Clear(ctx, kv, "", ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, on, _ := groundstop.Active(ctx, kv, "acme", "s1"); on {
+		t.Fatal("still on after Clear")
+	}
+	if err := groundstop.Clear(ctx, kv, "", ""); err != nil {
+		t.Fatalf("clearing an off switch: %v", err)
+	}
+}
+
+func TestActive_per_session_switch_stops_only_that_session(t *testing.T) {
+	kv := bucket(t)
+	ctx := context.Background()
+	if _, err := groundstop.Set(ctx, kv, "acme", "s1", groundstop.Record{By: "acme"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, on, _ := groundstop.Active(ctx, kv, "acme", "s1"); !on {
+		t.Fatal("acme/s1 not stopped")
+	}
+	for _, other := range [][2]string{{"acme", "s2"}, {"globex", "s1"}} {
+		if _, on, _ := groundstop.Active(ctx, kv, other[0], other[1]); on {
+			t.Fatalf("%s/%s stopped too", other[0], other[1])
+		}
+	}
+}
+
+func TestGet_treats_a_hand_written_value_as_on(t *testing.T) {
+	kv := bucket(t)
+	ctx := context.Background()
+	if _, err := kv.PutString(ctx, groundstop.KeyGlobal, "stop everything"); err != nil {
+		t.Fatal(err)
+	}
+	rec, on, err := groundstop.Get(ctx, kv, "", "")
+	if err != nil || !on || rec.Reason != "stop everything" {
+		t.Fatalf("%+v on=%v err=%v", rec, on, err)
+	}
+}
