@@ -93,7 +93,7 @@ func New(tenant, session, source string, p Payload) (event.Event, error) {
 		return event.Event{}, err
 	}
 	if p == nil {
-		return event.Event{}, fmt.Errorf("new event: %w", &DataError{Type: "", Reason: "nil payload"})
+		return event.Event{}, fmt.Errorf("new event: %w", &DataError{Type: "event", Reason: "nil payload"})
 	}
 	typ := p.EventType()
 	if strings.TrimSpace(typ) == "" {

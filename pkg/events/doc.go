@@ -53,5 +53,14 @@
 // Headline is the one line a person reads (`job 3 (gh) exited 0 after 21m`),
 // Notice the text the model reads (`[background job notice] …`, with the
 // job's last output and what to do), FmtElapsed the coarse duration both use
-// (`45s`, `21m`, `1h05m`). Their wording for jobs is seed 000's, exactly.
+// (`45s`, `21m`, `1h05m`). Their wording for jobs is seed 000's, exactly;
+// a job that did not exit by itself (killed, timed_out, failed, lost) says
+// so instead of showing an exit status. InputNotice, SteerNotice,
+// ResumeNotice and ExternalNotice are the model's texts for a line typed
+// mid-run, a steer, a layover firing while busy, and any other event type.
+//
+// Run output (io.jetway.run.*, on jetway.out.…) and headlines for people
+// (io.jetway.headline, on jetway.notify.…) are CloudEvents too; their types
+// are defined here as well and read with ReadEvent, not Decode, which
+// accepts only the two host-event subjects.
 package events
