@@ -689,11 +689,20 @@ func (m *Manager) Close() {
 	}
 	m.closed = true
 	m.mu.Unlock()
-	m.killAll(m.runningTasks(""))
-	m.wg.Wait()
+	running := m.runningTasks("")
+	for _, t := range running {
+		m.mu.Lock()
+		t.seen = true
+		m.mu.Unlock()
+		m.requestEnd(t, Killed)
+	}
+	// The host ends every tree and, without cgroups, the orphans no tree
+	// could claim, which would otherwise hold their task's output pipe open.
 	if m.host != nil {
 		m.host.Close()
 	}
+	m.killAll(running)
+	m.wg.Wait()
 }
 
 // TakeNotices returns the session's ended tasks whose notice is pending, and
