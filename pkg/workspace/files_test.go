@@ -247,3 +247,53 @@ func TestRequests_and_results_round_trip_as_json(t *testing.T) {
 		t.Fatalf("ReadResult JSON = %s\nwant %s", b, want)
 	}
 }
+
+func TestWrite_readers_see_the_old_or_the_new_content_never_a_mix(t *testing.T) {
+	w := openTemp(t, Config{})
+	ctx := context.Background()
+	a, b := strings.Repeat("A", 256<<10), strings.Repeat("B", 256<<10)
+	if _, err := w.Write(ctx, WriteRequest{Path: "f", Content: a}); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		for i := range 40 {
+			content := a
+			if i%2 == 0 {
+				content = b
+			}
+			if _, err := w.Write(ctx, WriteRequest{Path: "f", Content: content}); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	for {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+			return
+		default:
+		}
+		s := readFile(t, w, "f")
+		if s != a && s != b {
+			t.Fatalf("a reader saw a partial write: %d bytes, starting %q", len(s), s[:min(8, len(s))])
+		}
+	}
+}
+
+func TestIsEscape_recognises_the_refusal_of_os_Root(t *testing.T) {
+	w := openTemp(t, Config{})
+	// The resolver never hands os.Root a path that escapes; this holds the
+	// mapping used when the tree changes between the check and the use.
+	_, err := w.root.Open("../x")
+	if !isEscape(err) {
+		t.Fatalf("isEscape(%v) = false; the standard library's error text changed", err)
+	}
+	if mapped := rootErr("read", "../x", err); !errors.Is(mapped, ErrOutsideWorkspace) {
+		t.Fatalf("rootErr = %v, want ErrOutsideWorkspace", mapped)
+	}
+}
