@@ -62,10 +62,11 @@ type task struct {
 	lastReport string
 }
 
+// endResult is how a task's command or function ended.
 type endResult struct {
 	code int
 	err  error // the command could not be waited for, or the function failed
-	// failed: err is a failure of the task (not a wait error of its own).
+	// abandoned: a function ignored its cancelled context past the grace.
 	abandoned bool
 }
 

@@ -307,8 +307,12 @@ func (h *Host) Start(cmd *exec.Cmd, lim Limits) (*Tree, error) {
 	if cmd.SysProcAttr == nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{}
 	}
-	cmd.SysProcAttr.Setpgid = true
-	cmd.SysProcAttr.Pgid = 0
+	if !cmd.SysProcAttr.Setsid {
+		// A new session (a pty's) is already a group of its own, and
+		// setpgid would fail on its leader.
+		cmd.SysProcAttr.Setpgid = true
+		cmd.SysProcAttr.Pgid = 0
+	}
 	// The root dies with the thread that started it; Go keeps threads alive
 	// unless a goroutine locked to one exits, and a dead worker must not
 	// leave its commands running.
@@ -325,6 +329,9 @@ func (h *Host) Start(cmd *exec.Cmd, lim Limits) (*Tree, error) {
 		h.cfg.Log.Warn().Err(err).Msg("proctree: start in cgroup failed; retrying without")
 		cmd.SysProcAttr.UseCgroupFD = false
 		cmd.Process = nil
+		_ = syscall.Close(t.v2fd)
+		_ = removeCgroup(t.v2)
+		t.v2, t.v2fd = "", -1
 		err = cmd.Start()
 	}
 	if err == nil {

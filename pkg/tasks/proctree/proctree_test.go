@@ -221,3 +221,17 @@ func TestBytes_is_in_binary_units(t *testing.T) {
 		}
 	}
 }
+
+func TestStart_keeps_a_callers_new_session(t *testing.T) {
+	h := newHost(t, Config{})
+	cmd := exec.Command("sh", "-c", "exit 0")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	tr, err := h.Start(cmd, Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.Wait(); err != nil {
+		t.Errorf("Wait: %v", err)
+	}
+	tr.Close()
+}
