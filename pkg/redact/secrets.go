@@ -19,7 +19,8 @@ const Marker = "[REDACTED]"
 //     xoxp-, xoxa-, xoxr-, xoxs-, AWS access key ids AKIA…/ASIA… (16 more
 //     of [A-Z0-9]) and NATS nkey seeds (S + O/A/U/N/C/X + 56 base32);
 //     a prefix counts only at the start of a word ("task-…" is no "sk-…");
-//   - JWTs: three dot-separated base64url segments, the first starting eyJ;
+//   - JWTs: three dot-separated base64url segments, the first starting eyJ
+//     (kept: "eyJ[REDACTED]");
 //   - the credentials after "Bearer " (case-insensitive) when they hold a digit
 //     or are 20 characters or longer (so "Bearer authentication" stays), and
 //     after the scheme of an Authorization header ("Authorization: Basic …");
@@ -31,10 +32,14 @@ const Marker = "[REDACTED]"
 //     counts only when no letter follows it, so the token counts of LLM usage
 //     (max_tokens, input_tokens) and "tokenizer" stay readable. A quoted value
 //     is replaced up to its closing quote, an unquoted one up to the next
-//     space or one of , ; & " ' ) ] }. Values that are empty, true, false,
-//     null, a placeholder ($VAR, ${VAR}, <...>, ***) or start with { or [ (an
-//     object, a list, or an already redacted value) are left alone; so is
-//     the right side of == and :=, which is code, not configuration. An
+//     space or one of , ; & " ' ) ] } (so a passphrase with spaces in an
+//     unquoted "password: two words" loses only its first word). Left alone
+//     are values that are empty, true, false, null, a placeholder ($VAR,
+//     ${VAR}, <...>, ***), start with { or [ (an object or a list), or were
+//     already redacted by a rule above (keeping their prefix); the right
+//     side of == and :=, which is code, not configuration; and after an
+//     unquoted "name:" a lower-case word followed by more words, which is
+//     prose ("failed to refresh token: context deadline exceeded"). An
 //     unquoted value after a double-quoted key becomes "[REDACTED]" with
 //     quotes, so that JSON stays JSON;
 //   - any other run of 32 or more ASCII letters and digits that mixes upper
@@ -42,11 +47,11 @@ const Marker = "[REDACTED]"
 //     changes between those three classes at 30% or more of its positions,
 //     as random tokens do (a random alphanumeric string changes at about 60%
 //     and holds 16% digits; about 3% of random 32-character strings fail the
-//     test, under 1% of 40-character ones). Hex digests and UUIDs (one case),
-//     paths and identifiers (CamelCaseName123 has one digit group) stay, and so do
-//     the hashes after h1:, sha1-, sha256-, sha384- and sha512-. Tokens written
-//     with other characters ('_', '-', '+', '/') are judged by their
-//     alphanumeric runs.
+//     test, under 1% of 40-character ones). Hex digests and UUIDs (one
+//     case), paths and identifiers (CamelCaseName123 has one digit group)
+//     stay, and so do the hashes after h1:, sha1-, sha256-, sha384- and
+//     sha512-. Tokens written with other characters ('_', '-', '+', '/') are
+//     judged by their alphanumeric runs.
 //
 // The result never contains a match of these rules that was not already
 // Marker, so Secrets(Secrets(s)) == Secrets(s).

@@ -3,12 +3,15 @@
 // the model writes reaches outside the directory.
 //
 // Confinement has two layers. Every path is first resolved by the package
-// itself: lexically ("..", absolute paths) and then component by component
-// through symbolic links, refusing with ErrOutsideWorkspace any that leads
-// outside; the result is a path inside the workspace without symlinks. The
-// operation then runs through an os.Root opened on the directory, which the
-// kernel-level openat walk keeps inside even if the tree changes between the
-// check and the use. The requests and results are plain structs with JSON
+// itself, component by component, following symbolic links and ".." the way
+// the kernel does, and refused with ErrOutsideWorkspace if it leads outside
+// (by "..", as an absolute path elsewhere, or through a link, dangling or
+// not); the result is a path inside the workspace without symlinks. The
+// operation then runs through an os.Root opened on the directory, whose
+// openat walk keeps it inside even if the tree changes between the check and
+// the use. Resolving first (rather than leaving it all to os.Root) gives the
+// model a clear error naming its path and the link, and accepts absolute
+// symbolic links that point inside, which os.Root refuses. The requests and results are plain structs with JSON
 // tags, because the jobs service serves them over NATS.
 package workspace
 
