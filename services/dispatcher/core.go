@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/cloudevents/sdk-go/v2/event"
 	"github.com/nats-io/nats.go/jetstream"
@@ -503,11 +504,18 @@ func asJSON(b []byte) json.RawMessage {
 	return q
 }
 
+// shortenQ keeps a caller's string short in a problem detail, cutting on
+// a rune boundary.
 func shortenQ(s string) string {
-	if len(s) > 80 {
-		return s[:80] + "…"
+	const n = 80
+	if len(s) <= n {
+		return s
 	}
-	return s
+	cut := n
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
 }
 
 // readyCheck says whether the dispatcher can do its job: connected to NATS

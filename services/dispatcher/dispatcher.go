@@ -35,6 +35,7 @@ import (
 
 	"jetway/pkg/auth"
 	"jetway/pkg/bus"
+	"jetway/pkg/telemetry"
 )
 
 // Defaults for zero Config fields.
@@ -78,7 +79,7 @@ type Config struct {
 	// Logger receives access and refusal logs; nil logs nothing.
 	Logger *zerolog.Logger
 	// Registry receives the dispatcher's metrics and is what /metrics
-	// serves; nil makes a private one.
+	// serves; nil makes a private one (with Go runtime and process metrics).
 	Registry *prometheus.Registry
 	// TracerProvider makes the request spans; nil uses the global one.
 	TracerProvider trace.TracerProvider
@@ -142,7 +143,7 @@ func New(cfg Config) (*Dispatcher, error) {
 	}
 	reg := cfg.Registry
 	if reg == nil {
-		reg = prometheus.NewRegistry()
+		reg = telemetry.NewRegistry()
 		cfg.Registry = reg
 	}
 	m, err := newMetrics(reg)

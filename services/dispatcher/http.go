@@ -6,7 +6,6 @@ import (
 	_ "embed"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -15,13 +14,13 @@ import (
 	"github.com/cloudevents/sdk-go/v2/binding"
 	"github.com/cloudevents/sdk-go/v2/event"
 	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
 	"jetway/pkg/auth"
+	"jetway/pkg/telemetry"
 )
 
 // OpenAPI is the OpenAPI 3.1 description of the HTTP API, served at
@@ -52,7 +51,7 @@ func (d *Dispatcher) Handler() http.Handler {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	mux.HandleFunc("GET /readyz", d.handleReady)
-	mux.Handle("GET /metrics", promhttp.HandlerFor(d.cfg.Registry, promhttp.HandlerOpts{}))
+	mux.Handle("GET /metrics", telemetry.MetricsHandler(d.cfg.Registry))
 	return &instrumented{d: d, mux: mux}
 }
 
@@ -95,6 +94,9 @@ func (h *instrumented) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		span.SetStatus(codes.Error, http.StatusText(status))
 	}
 	h.d.metrics.requests.WithLabelValues(route, strconv.Itoa(status)).Inc()
+	log := telemetry.WithTrace(ctx, h.d.log)
+	log.Debug().Str("method", r.Method).Str("route", route).
+		Int("status", status).Dur("took", time.Since(start)).Msg("request")
 	if route != "GET /v1/sessions/{session}/stream" {
 		h.d.metrics.duration.WithLabelValues(route).Observe(time.Since(start).Seconds())
 	}
@@ -151,9 +153,10 @@ func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 func (d *Dispatcher) fail(w http.ResponseWriter, r *http.Request, err error) {
 	p := toProblem(err)
 	d.metrics.refused.WithLabelValues(p.Slug()).Inc()
-	ev := d.log.Info()
+	log := telemetry.WithTrace(r.Context(), d.log)
+	ev := log.Info()
 	if p.Status >= 500 {
-		ev = d.log.Error()
+		ev = log.Error()
 	}
 	ev.Str("method", r.Method).Str("path", r.URL.Path).Int("status", p.Status).Str("problem", p.Slug()).
 		Str("detail", p.Detail).Msg("request refused")
@@ -399,6 +402,3 @@ func (d *Dispatcher) handleReady(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 }
-
-// String makes a Problem print usefully in test failures and logs.
-func (p *Problem) String() string { return fmt.Sprintf("%d %s: %s", p.Status, p.Title, p.Detail) }

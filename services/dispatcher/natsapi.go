@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -48,7 +49,8 @@ type NATSRequest struct {
 func (d *Dispatcher) StartNATS() (micro.Service, error) {
 	svc, err := micro.AddService(d.nc, micro.Config{
 		Name:        ServiceName,
-		Version:     d.cfg.Version,
+		Version:     semver(d.cfg.Version),
+		Metadata:    map[string]string{"build": d.cfg.Version},
 		Description: "jetway front door: input, steer, CloudEvents, sessions, jobs, Ground Stop",
 	})
 	if err != nil {
@@ -70,6 +72,20 @@ func (d *Dispatcher) StartNATS() (micro.Service, error) {
 		}
 	}
 	return svc, nil
+}
+
+// semverRE is the SemVer 2.0 shape micro insists on.
+var semverRE = regexp.MustCompile(`^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$`)
+
+// semver returns v without a leading "v" when it is SemVer, else 0.0.0: a
+// dev build ("dev", a git describe) must not keep the service from
+// starting. The build string itself travels in the service metadata.
+func semver(v string) string {
+	v = strings.TrimPrefix(v, "v")
+	if semverRE.MatchString(v) {
+		return v
+	}
+	return "0.0.0"
 }
 
 // natsHeaderCarrier reads trace headers case-insensitively: NATS header
