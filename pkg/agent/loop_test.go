@@ -604,3 +604,47 @@ func TestQuery_stopping_the_consumer_stops_the_tools(t *testing.T) {
 		t.Fatal("the running tool was not cancelled and waited for when the consumer stopped")
 	}
 }
+
+func TestQuery_starts_read_only_tools_while_the_stream_still_arrives(t *testing.T) {
+	// The stream does not end until the read-only call has started: if the
+	// loop waited for the message, this run would never finish.
+	started := make(chan struct{})
+	var writeSawEnd atomic.Bool
+	rec := &recorder{}
+	look := tool.Func{Name: "look", IsReadOnly: true, Fn: func(context.Context, tool.Call) (tool.Result, error) {
+		close(started)
+		return tool.Result{Content: "seen"}, nil
+	}}
+	write := tool.Func{Name: "write", Fn: func(context.Context, tool.Call) (tool.Result, error) {
+		writeSawEnd.Store(len(rec.recorded()) == 1)
+		return tool.Result{Content: "written"}, nil
+	}}
+	m := newModel(reply{tools: []llm.ContentBlock{call("1", "look", ""), call("2", "write", "")}, hold: started}, reply{text: "ok"})
+	_, term := run(t, t.Context(), agent.QueryInput{Provider: m, Messages: userInput("hi"), Tools: registry(t, look, write), Recorder: rec, PermissionMode: permission.AcceptAll}, agent.QueryDeps{})
+	if term.Reason != agent.ReasonCompleted {
+		t.Fatalf("terminal %+v", term)
+	}
+	if !writeSawEnd.Load() {
+		t.Fatal("the writing tool started before its message was recorded")
+	}
+	if got := term.Messages[2].Content; got[0].Content != "seen" || got[1].Content != "written" {
+		t.Fatalf("results %+v", got)
+	}
+}
+
+func TestQuery_recovered_history_gets_interrupted_results_in_the_request(t *testing.T) {
+	input := []llm.Message{
+		{ID: "u", Role: llm.RoleUser, Content: []llm.ContentBlock{{Type: llm.BlockText, Text: "deploy"}}},
+		{ID: "a", Role: llm.RoleAssistant, Content: []llm.ContentBlock{call("dangling", "shell", `{"command":"make deploy"}`)}},
+		{ID: "n", Role: llm.RoleUser, Kind: llm.KindNotice, Content: []llm.ContentBlock{{Type: llm.BlockText, Text: "[run interrupted]"}}},
+	}
+	m := newModel(reply{text: "checking whether it ran"})
+	_, term := run(t, t.Context(), agent.QueryInput{Provider: m, Messages: input}, agent.QueryDeps{})
+	if term.Reason != agent.ReasonCompleted {
+		t.Fatalf("terminal %+v", term)
+	}
+	last := m.requests()[0].Messages[2]
+	if len(last.Content) != 2 || !llm.IsInterrupted(last.Content[0]) || last.Content[1].Text != "[run interrupted]" {
+		t.Fatalf("request turn %+v", last)
+	}
+}
