@@ -221,7 +221,7 @@ func (d *Dispatcher) publish(ctx context.Context, p auth.Principal, session stri
 	if err != nil {
 		return Accepted{}, err
 	}
-	ctx, span := d.tracer.Start(publishParent(ctx, h.Event), "publish "+h.Type, trace.WithSpanKind(trace.SpanKindProducer))
+	ctx, span := d.tracer.Start(publishParent(ctx, h.Event), "publish event", trace.WithSpanKind(trace.SpanKindProducer))
 	defer span.End()
 	span.SetAttributes(
 		attribute.String("jetway.tenant", p.Tenant),
