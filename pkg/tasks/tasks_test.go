@@ -151,6 +151,7 @@ func TestEnd_leaves_a_notice_unless_it_was_seen(t *testing.T) {
 	if m.HasNotices(sid) || noticed.Load() != 1 {
 		t.Errorf("after take: HasNotices %v, OnNotice calls %d", m.HasNotices(sid), noticed.Load())
 	}
+	eventually(t, "two ends told", func() bool { mu.Lock(); defer mu.Unlock(); return len(ends) == 2 })
 	mu.Lock()
 	defer mu.Unlock()
 	slices.Sort(ends) // the two ends are told from their own goroutines
