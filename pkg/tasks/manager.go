@@ -733,16 +733,25 @@ func (m *Manager) HasNotices(sessionID string) bool {
 // them to the model hands them back here instead of losing them. They keep
 // their original order and go before the notices that arrived in the
 // meantime, so the next TakeNotices returns each of them once more. A notice
-// of a task that left a newer notice meanwhile is dropped, and so is the end
-// notice of a task whose end was seen since through Wait or Kill.
+// of a task that left a newer notice meanwhile (reporting again, or ending)
+// is dropped, and so is the end notice of a task whose end was seen since
+// through Wait or Kill.
 func (m *Manager) ReturnNotices(sessionID string, infos []Info) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	s := m.sessionLocked(sessionID)
 	var back []Info
 	for _, n := range infos {
-		if t := s.byID[n.ID]; t != nil && t.seen && n.Notice == "" {
-			continue
+		if t := s.byID[n.ID]; t != nil {
+			// An end seen through Wait or Kill is not noticed again, and a
+			// task's end replaces its running reports, unless it leaves no
+			// end notice (then the reports are all there is).
+			if n.Notice == "" && t.seen {
+				continue
+			}
+			if n.Notice != "" && t.info.Status != Running && !t.spec.NoEndNotice {
+				continue
+			}
 		}
 		newer := false
 		for _, p := range s.notices {

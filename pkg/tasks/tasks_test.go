@@ -201,6 +201,11 @@ func TestReturnNotices_go_back_first_in_order_unless_superseded(t *testing.T) {
 		t.Errorf("superseded notice came back: %+v", got)
 	}
 	close(step)
+	waitEnd(t, m, w.ID)
+	m.ReturnNotices(sid, got)
+	if m.HasNotices(sid) {
+		t.Errorf("a report of an ended task came back: %+v", m.TakeNotices(sid))
+	}
 }
 
 func TestFunction_task_reports_and_Wait_sees_updates(t *testing.T) {
