@@ -1,0 +1,113 @@
+package main
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"jetway/pkg/bus"
+)
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	client := &http.Client{Timeout: 5 * time.Second}
+	resp, err := client.Get(url)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("read %s: %v", url, err)
+	}
+	return resp.StatusCode, string(b)
+}
+
+func TestDev_provisions_serves_health_and_stops_cleanly_on_SIGTERM(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "data")
+	p := start(t, "dev", "--data", data, "--nats", "127.0.0.1:0", "--http", "127.0.0.1:0", "--partitions", "4", "--log-format", "json")
+
+	natsURL := p.waitLine(t, "NATS URL: ", 60*time.Second)
+	httpLine := p.waitLine(t, "http: ", 30*time.Second)
+	p.waitLine(t, "ready;", 60*time.Second)
+	httpURL, _, _ := strings.Cut(httpLine, " ")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	nc, err := bus.Connect(ctx, bus.ConnConfig{URLs: []string{natsURL}, Name: t.Name()})
+	if err != nil {
+		t.Fatalf("connect to %s: %v", natsURL, err)
+	}
+	defer nc.Close()
+	js, err := bus.JetStream(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	lister := js.StreamNames(ctx)
+	for n := range lister.Name() {
+		names = append(names, n)
+	}
+	if err := lister.Err(); err != nil {
+		t.Fatalf("list streams: %v", err)
+	}
+	for _, want := range []string{bus.StreamEvents, bus.StreamWork, bus.StreamTranscripts, bus.StreamOut} {
+		if !slices.Contains(names, want) {
+			t.Errorf("stream %s missing; streams: %v", want, names)
+		}
+	}
+	if p, err := bus.Partitions(ctx, js); err != nil || p != 4 {
+		t.Errorf("partitions = %d, %v; want 4", p, err)
+	}
+
+	if code, body := get(t, httpURL+"/healthz"); code != http.StatusOK || strings.TrimSpace(body) != "ok" {
+		t.Errorf("/healthz = %d %q", code, body)
+	}
+	// A component may register its check a moment after the ready line.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		code, body := get(t, httpURL+"/readyz")
+		if code == http.StatusOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/readyz = %d %q after 30s", code, body)
+		}
+		<-time.After(50 * time.Millisecond)
+	}
+	if code, body := get(t, httpURL+"/metrics"); code != http.StatusOK || !strings.Contains(body, "go_goroutines") {
+		t.Errorf("/metrics = %d, has go_goroutines: %v", code, strings.Contains(body, "go_goroutines"))
+	}
+	nc.Close()
+
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatalf("SIGTERM: %v", err)
+	}
+	if code := p.wait(t, 30*time.Second); code != 0 {
+		t.Fatalf("exit code %d after SIGTERM, want 0\n%s", code, p.output())
+	}
+	if !strings.Contains(p.output(), "nats-server stopped") {
+		t.Errorf("no shutdown line\n%s", p.output())
+	}
+	if _, err := os.Stat(filepath.Join(data, "nats", "jetstream")); err != nil {
+		t.Errorf("JetStream store not under --data/nats: %v", err)
+	}
+
+	// A second start on the same data keeps the stored partition count.
+	p2 := start(t, "dev", "--data", data, "--nats", "127.0.0.1:0", "--http", "127.0.0.1:0", "--log-format", "json")
+	p2.waitLine(t, "provision: 4 work consumers", 60*time.Second)
+	p2.waitLine(t, "ready;", 60*time.Second)
+	if err := p2.cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatalf("SIGINT: %v", err)
+	}
+	if code := p2.wait(t, 30*time.Second); code != 0 {
+		t.Fatalf("exit code %d after SIGINT, want 0\n%s", code, p2.output())
+	}
+}

@@ -1,0 +1,309 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+
+	"jetway/pkg/bus"
+	"jetway/pkg/telemetry"
+)
+
+// devComponent is a service that `jetway dev` runs in this process on the
+// shared NATS connection. Services add themselves with addDevComponent from
+// an init function in their own file (dev_<service>.go), so the dev stack
+// grows without edits here.
+type devComponent struct {
+	Name string
+	// Run blocks until ctx is done (return nil: a clean stop) or the
+	// component fails (return the error: the whole stack stops).
+	Run func(ctx context.Context, env *devEnv) error
+}
+
+var devComponents []devComponent
+
+// addDevComponent registers a component for every `jetway dev`.
+func addDevComponent(c devComponent) {
+	devComponents = append(devComponents, c)
+}
+
+// devEnv is what the dev stack shares with its components.
+type devEnv struct {
+	NC         *nats.Conn
+	JS         jetstream.JetStream
+	Log        zerolog.Logger // give each component its own With().Str("component", …)
+	Metrics    *prometheus.Registry
+	Mux        *http.ServeMux // the --http server; a component may mount its routes here
+	DataDir    string         // the --data dir; a component keeps its files in a subdir
+	NATSURL    string
+	Partitions int
+
+	ready *readiness
+}
+
+// AddReadyCheck makes /readyz depend on check as well. Call it first thing
+// in Run, before any slow start-up, so /readyz never passes too early.
+func (e *devEnv) AddReadyCheck(name string, check func(context.Context) error) {
+	e.ready.add(name, check)
+}
+
+// devConfig configures runDev.
+type devConfig struct {
+	DataDir    string
+	NATSAddr   string // host:port for clients; port 0 picks a free one
+	HTTPAddr   string // host:port for /healthz, /readyz, /metrics; port 0 picks a free one
+	Partitions int
+	Out        io.Writer // progress lines for the person running it
+	Log        zerolog.Logger
+	Components []devComponent
+}
+
+// runDev runs the all-in-one stack until ctx is done, then stops it in
+// reverse order: components, HTTP, the connection, the server (flushing).
+func runDev(ctx context.Context, cfg devConfig) (err error) {
+	say := func(format string, args ...any) { fmt.Fprintf(cfg.Out, format+"\n", args...) }
+
+	host, port, err := splitHostPort(cfg.NATSAddr)
+	if err != nil {
+		return fmt.Errorf("--nats: %w", err)
+	}
+	storeDir := filepath.Join(cfg.DataDir, "nats")
+	if err := os.MkdirAll(storeDir, 0o755); err != nil {
+		return fmt.Errorf("create data dir: %w", err)
+	}
+
+	say("jetway dev (version %s), data in %s", version, cfg.DataDir)
+	srv, err := bus.StartEmbedded(bus.EmbeddedConfig{
+		StoreDir:   storeDir,
+		Host:       host,
+		Port:       port,
+		ServerName: "jetway-dev",
+		Logger:     natsLogger{cfg.Log.With().Str("component", "nats-server").Logger()},
+	})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		bus.StopEmbedded(srv)
+		say("nats-server stopped")
+	}()
+	url := srv.ClientURL()
+	say("nats-server started, JetStream store in %s", storeDir)
+	say("NATS URL: %s", url)
+
+	connLog := cfg.Log.With().Str("component", "nats").Logger()
+	nc, err := bus.Connect(ctx, bus.ConnConfig{
+		URLs: []string{url},
+		Name: "jetway-dev",
+		Logger: func(ev bus.ConnEvent) {
+			level := zerolog.WarnLevel
+			if ev.Err == nil { // our own Close, or a reconnect
+				level = zerolog.DebugLevel
+			}
+			connLog.WithLevel(level).Err(ev.Err).Str("url", ev.URL).Msg(string(ev.Kind))
+		},
+	})
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := bus.JetStream(nc)
+	if err != nil {
+		return err
+	}
+	if cfg.Partitions == 0 {
+		// Keep what an earlier run stored: changing P moves sessions.
+		if p, err := bus.Partitions(ctx, js); err == nil {
+			cfg.Partitions = p
+		}
+	}
+	pcfg := bus.ProvisionConfig{
+		Partitions: cfg.Partitions,
+		Progress:   func(line string) { say("provision: %s", line) },
+	}
+	if err := bus.Provision(ctx, js, pcfg); err != nil {
+		return err
+	}
+	partitions, err := bus.Partitions(ctx, js)
+	if err != nil {
+		return err
+	}
+
+	reg := telemetry.NewRegistry()
+	ready := &readiness{}
+	ready.add("nats", func(context.Context) error {
+		if !nc.IsConnected() {
+			return errors.New("not connected")
+		}
+		return nil
+	})
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintln(w, "ok")
+	})
+	mux.Handle("GET /readyz", ready)
+	mux.Handle("GET /metrics", telemetry.MetricsHandler(reg))
+	ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("--http: %w", err)
+	}
+	httpSrv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	httpDone := make(chan error, 1)
+	go func() { httpDone <- httpSrv.Serve(ln) }()
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := httpSrv.Shutdown(sctx); err != nil {
+			cfg.Log.Warn().Err(err).Msg("http shutdown")
+		}
+		say("http stopped")
+	}()
+	say("http: http://%s (/healthz /readyz /metrics)", ln.Addr())
+
+	env := &devEnv{
+		NC: nc, JS: js, Log: cfg.Log, Metrics: reg, Mux: mux,
+		DataDir: cfg.DataDir, NATSURL: url, Partitions: partitions, ready: ready,
+	}
+	compCtx, stopComponents := context.WithCancel(ctx)
+	defer stopComponents()
+	failed := make(chan error, len(cfg.Components))
+	var wg sync.WaitGroup
+	defer func() {
+		stopComponents()
+		wg.Wait()
+	}()
+	var names []string
+	for _, c := range cfg.Components {
+		names = append(names, c.Name)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := c.Run(compCtx, env); err != nil && compCtx.Err() == nil {
+				failed <- fmt.Errorf("%s: %w", c.Name, err)
+			}
+		}()
+	}
+	if len(names) == 0 {
+		say("services: none registered in this build (running NATS + health/metrics only)")
+	} else {
+		say("services: %v", names)
+	}
+	ready.markStarted()
+	if err := ready.wait(ctx, 30*time.Second); err != nil {
+		say("not ready yet (%v); see /readyz", err)
+	} else {
+		say("ready; Ctrl-C to stop")
+	}
+
+	select {
+	case <-ctx.Done():
+		say("stopping")
+		return nil
+	case err := <-failed:
+		say("stopping: %v", err)
+		return err
+	case err := <-httpDone:
+		return fmt.Errorf("http server: %w", err)
+	}
+}
+
+func splitHostPort(addr string) (string, int, error) {
+	host, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, err
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil || port < 0 || port > 65535 {
+		return "", 0, fmt.Errorf("bad port %q in %q", p, addr)
+	}
+	return host, port, nil
+}
+
+// readiness answers /readyz: 200 once the stack has started and every
+// check passes, 503 naming what is not ready otherwise.
+type readiness struct {
+	started atomic.Bool
+	mu      sync.Mutex
+	names   []string
+	checks  []func(context.Context) error
+}
+
+func (r *readiness) add(name string, check func(context.Context) error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.names = append(r.names, name)
+	r.checks = append(r.checks, check)
+}
+
+func (r *readiness) markStarted() { r.started.Store(true) }
+
+// check returns the first failing check, naming it.
+func (r *readiness) check(ctx context.Context) error {
+	if !r.started.Load() {
+		return errors.New("starting")
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	r.mu.Lock()
+	names, checks := r.names, r.checks
+	r.mu.Unlock()
+	for i, check := range checks {
+		if err := check(ctx); err != nil {
+			return fmt.Errorf("%s: %w", names[i], err)
+		}
+	}
+	return nil
+}
+
+// wait polls check until it passes, ctx ends or d has passed, so the
+// "ready" line means what it says.
+func (r *readiness) wait(ctx context.Context, d time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		err := r.check(ctx)
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-tick.C:
+		}
+	}
+}
+
+func (r *readiness) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	if err := r.check(req.Context()); err != nil {
+		http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	fmt.Fprintln(w, "ready")
+}
+
+// natsLogger sends the embedded server's log to zerolog. Its notices are
+// debug level: at start it prints a banner a dev user does not need.
+type natsLogger struct{ l zerolog.Logger }
+
+func (n natsLogger) Noticef(format string, v ...any) { n.l.Debug().Msgf(format, v...) }
+func (n natsLogger) Warnf(format string, v ...any)   { n.l.Warn().Msgf(format, v...) }
+func (n natsLogger) Fatalf(format string, v ...any)  { n.l.Error().Msgf(format, v...) }
+func (n natsLogger) Errorf(format string, v ...any)  { n.l.Error().Msgf(format, v...) }
+func (n natsLogger) Debugf(format string, v ...any)  { n.l.Trace().Msgf(format, v...) }
+func (n natsLogger) Tracef(format string, v ...any)  { n.l.Trace().Msgf(format, v...) }

@@ -1,0 +1,84 @@
+// Command jetway is the one binary of the jetway agent host: every service
+// is a subcommand (`jetway dev`, `jetway runner`, …).
+//
+// Each subcommand lives in its own file and adds itself with addCommand from
+// an init function, so a new service is a new file, not an edit here.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/rs/zerolog"
+	"github.com/spf13/cobra"
+
+	"jetway/pkg/telemetry"
+)
+
+// globals are the flags every subcommand shares.
+type globals struct {
+	logLevel  string
+	logFormat string
+}
+
+// logger builds the process logger for service from the global flags.
+func (g *globals) logger(service string) (zerolog.Logger, error) {
+	return telemetry.NewLogger(telemetry.LogConfig{
+		Level:   g.logLevel,
+		Format:  g.logFormat,
+		Out:     os.Stderr,
+		Service: service,
+	})
+}
+
+// commandFactories build the subcommands; files register theirs in init.
+var commandFactories []func(*globals) *cobra.Command
+
+// addCommand registers a subcommand constructor. Call it from an init
+// function in the subcommand's own file.
+func addCommand(f func(*globals) *cobra.Command) {
+	commandFactories = append(commandFactories, f)
+}
+
+func newRootCmd() *cobra.Command {
+	g := &globals{}
+	root := &cobra.Command{
+		Use:           "jetway",
+		Short:         "jetway hosts LLM agent sessions over NATS JetStream",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			// Refuse bad values before a command starts anything.
+			_, err := g.logger("")
+			return err
+		},
+	}
+	root.PersistentFlags().StringVar(&g.logLevel, "log-level", envOr("JETWAY_LOG_LEVEL", "info"),
+		"log level: trace, debug, info, warn, error")
+	root.PersistentFlags().StringVar(&g.logFormat, "log-format", envOr("JETWAY_LOG_FORMAT", telemetry.FormatAuto),
+		"log format: auto (console on a terminal, else json), json, console")
+	var cmds []*cobra.Command
+	for _, f := range commandFactories {
+		cmds = append(cmds, f(g))
+	}
+	slices.SortFunc(cmds, func(a, b *cobra.Command) int { return strings.Compare(a.Name(), b.Name()) })
+	root.AddCommand(cmds...)
+	return root
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+func main() {
+	if err := newRootCmd().ExecuteContext(context.Background()); err != nil {
+		fmt.Fprintln(os.Stderr, "jetway:", err)
+		os.Exit(1)
+	}
+}
