@@ -57,7 +57,9 @@ type Event struct {
 type TerminalReason string
 
 const (
-	ReasonCompleted     TerminalReason = "completed"      // model ended its turn
+	// ReasonCompleted: the model ended its turn. Terminal.Err is set when
+	// it ended still truncated after MaxOutputTokensRecoveries resumes.
+	ReasonCompleted     TerminalReason = "completed"
 	ReasonBlockingLimit TerminalReason = "blocking_limit" // hard context limit hit before a request
 	// ReasonImageError is for unsupported media. The llm types carry no
 	// images yet, so the loop never ends with it today; it is defined so the
