@@ -1,0 +1,323 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+
+	"jetway/pkg/events"
+	"jetway/pkg/llm"
+)
+
+// delivery is one message from a work consumer, decoded (or not).
+type delivery struct {
+	msg jetstream.Msg
+	ev  events.HostEvent
+	err error // decode error: the event is refused and recorded
+}
+
+// input is an event taken for a run's first turn or as a notice.
+type input struct {
+	id   string
+	text string
+	msg  jetstream.Msg
+}
+
+// actor is the one place a session's events are handled inside a runner: an
+// ordered queue and a goroutine, so a slow session never blocks another.
+type actor struct {
+	r               *Runner
+	tenant, session string
+	key             string
+	part            int
+	log             zerolog.Logger
+
+	mu    sync.Mutex
+	queue []delivery
+	// held are events handed to the live run's notice guide, not yet acked:
+	// they are acked when the turn that carries them is recorded.
+	held map[string]jetstream.Msg
+	run  *liveRun
+	wake chan struct{}
+	done chan struct{}
+
+	// Owned by the actor goroutine (and the live run's recorder, under mu).
+	loaded bool
+	tr     *transcript
+	hist   []llm.Message
+	seen   map[string]struct{} // CE ids already in the transcript
+}
+
+func (r *Runner) actorFor(tenant, session string, part int) *actor {
+	key := sessionKey(tenant, session)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if a, ok := r.actors[key]; ok {
+		return a
+	}
+	a := &actor{
+		r: r, tenant: tenant, session: session, key: key, part: part,
+		log:  r.log.With().Str("tenant", tenant).Str("session", session).Logger(),
+		held: make(map[string]jetstream.Msg),
+		wake: make(chan struct{}, 1),
+		done: make(chan struct{}),
+	}
+	r.actors[key] = a
+	r.wg.Add(1)
+	go func() { defer r.wg.Done(); a.loop() }()
+	return a
+}
+
+func (r *Runner) stopActors() {
+	r.mu.Lock()
+	as := make([]*actor, 0, len(r.actors))
+	for _, a := range r.actors {
+		as = append(as, a)
+	}
+	r.mu.Unlock()
+	for _, a := range as {
+		<-a.done
+	}
+}
+
+// sessions reports how many session actors the runner holds in memory.
+func (r *Runner) sessions() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.actors)
+}
+
+func (a *actor) enqueue(d delivery) {
+	a.mu.Lock()
+	a.queue = append(a.queue, d)
+	a.mu.Unlock()
+	a.poke()
+}
+
+func (a *actor) poke() {
+	select {
+	case a.wake <- struct{}{}:
+	default:
+	}
+}
+
+// busy reports whether the session has work in hand.
+func (a *actor) busy() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.run != nil || len(a.queue) > 0 || len(a.held) > 0
+}
+
+func (a *actor) loop() {
+	defer close(a.done)
+	ctx := context.Background()
+	keep := time.NewTicker(a.r.cfg.KeepAlive)
+	defer keep.Stop()
+	idleSince := time.Now()
+	stopping := a.r.stopping()
+	for {
+		var runDone <-chan runResult
+		a.mu.Lock()
+		if a.run != nil {
+			runDone = a.run.done
+		}
+		a.mu.Unlock()
+		select {
+		case <-a.wake:
+		case res := <-runDone:
+			a.finishRun(ctx, res)
+		case <-keep.C:
+			a.keepAlive()
+			if !a.busy() && time.Since(idleSince) > a.r.cfg.IdleEvict && a.evict() {
+				return
+			}
+		case <-stopping:
+			a.shutdown()
+			return
+		}
+		a.drain(ctx)
+		if a.busy() {
+			idleSince = time.Now()
+		}
+	}
+}
+
+// evict drops an idle actor so memory stays bounded with many sessions.
+func (a *actor) evict() bool {
+	a.r.mu.Lock()
+	defer a.r.mu.Unlock()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.run != nil || len(a.queue) > 0 || len(a.held) > 0 {
+		return false
+	}
+	delete(a.r.actors, a.key)
+	return true
+}
+
+// shutdown ends a live run at its next safe point and leaves every un-acked
+// event to be redelivered to the session's next owner.
+func (a *actor) shutdown() {
+	a.mu.Lock()
+	run := a.run
+	a.mu.Unlock()
+	if run != nil {
+		run.cancel()
+		<-run.done
+	}
+}
+
+// keepAlive tells the server that held and queued events are in hand, so
+// they are not redelivered while a long run is under way.
+func (a *actor) keepAlive() {
+	a.mu.Lock()
+	msgs := make([]jetstream.Msg, 0, len(a.held)+len(a.queue))
+	for _, m := range a.held {
+		msgs = append(msgs, m)
+	}
+	for _, d := range a.queue {
+		msgs = append(msgs, d.msg)
+	}
+	a.mu.Unlock()
+	for _, m := range msgs {
+		_ = m.InProgress()
+	}
+}
+
+// load reads the session's transcript once per actor life.
+func (a *actor) load(ctx context.Context) error {
+	if a.loaded {
+		return nil
+	}
+	tr, recs, err := loadTranscript(ctx, a.r.js, a.tenant, a.session)
+	if err != nil {
+		return err
+	}
+	a.tr, a.hist, a.seen, a.loaded = tr, history(recs), delivered(recs), true
+	return nil
+}
+
+// forget drops the cached transcript: after a lost fence, the next event
+// reloads what the session's real owner wrote.
+func (a *actor) forget() {
+	a.loaded, a.tr, a.hist, a.seen = false, nil, nil, nil
+}
+
+// drain handles queued deliveries in order.
+func (a *actor) drain(ctx context.Context) {
+	for {
+		a.mu.Lock()
+		if len(a.queue) == 0 {
+			a.mu.Unlock()
+			return
+		}
+		d := a.queue[0]
+		a.mu.Unlock()
+		if !a.handle(ctx, d) {
+			return // retry later, the delivery stays first in line
+		}
+		a.mu.Lock()
+		a.queue = a.queue[1:]
+		a.mu.Unlock()
+	}
+}
+
+// handle decides what one event does. It returns false when the event must
+// wait (the transcript could not be read, or another runner's run is live).
+func (a *actor) handle(ctx context.Context, d delivery) bool {
+	if err := a.load(ctx); err != nil {
+		a.log.Warn().Err(err).Msg("load transcript")
+		a.retryLater()
+		return false
+	}
+	id := d.ev.ID
+	if d.err != nil {
+		a.refuse(ctx, d)
+		return true
+	}
+	a.mu.Lock()
+	_, dup := a.seen[id]
+	run := a.run
+	if _, ok := a.held[id]; ok {
+		a.held[id] = d.msg // a redelivery: ack through the newest handle
+		dup = true
+	}
+	a.mu.Unlock()
+	if dup {
+		if run == nil {
+			_ = d.msg.Ack()
+		}
+		return true
+	}
+	text := modelText(d.ev, run != nil)
+	if run != nil {
+		// Busy: the event becomes a notice for the model's next call; it is
+		// acked when the turn that carries it is recorded.
+		a.mu.Lock()
+		a.held[id] = d.msg
+		a.mu.Unlock()
+		run.guide.Push(id, text)
+		return true
+	}
+	return a.start(ctx, []input{{id: id, text: text, msg: d.msg}})
+}
+
+// modelText is what the model reads for an event: typed input as it stands
+// when idle, every other event as its notice.
+func modelText(ev events.HostEvent, busy bool) string {
+	switch p := ev.Payload.(type) {
+	case events.Input:
+		if busy {
+			return events.InputNotice(p)
+		}
+		return p.Text
+	case events.Steer:
+		return events.SteerNotice(p)
+	case events.Resume:
+		return events.ResumeNotice(p)
+	case events.External:
+		return events.ExternalNotice(p)
+	}
+	if n, ok := ev.Notice(); ok {
+		return n
+	}
+	return "[event " + ev.Type + " from " + ev.Source + "]"
+}
+
+// refuse records why an event was refused, tells the person, and acks it
+// so it is not redelivered: a refusal is an answer, not a loss.
+func (a *actor) refuse(ctx context.Context, d delivery) {
+	id := d.msg.Headers().Get("ce-id")
+	typ := d.msg.Headers().Get("ce-type")
+	reason := d.err.Error()
+	a.log.Warn().Str("event", id).Str("type", typ).Str("reason", reason).Msg("event refused")
+	a.mu.Lock()
+	err := a.tr.append(ctx, Record{Kind: RecordRefused, Runner: a.r.cfg.ID, Event: id, Type: typ, Reason: reason})
+	a.mu.Unlock()
+	if errors.Is(err, ErrFenced) {
+		a.forget()
+	} else if err != nil {
+		a.log.Warn().Err(err).Msg("record refusal")
+	}
+	a.r.publishOut(ctx, a.tenant, a.session, events.RunRefused{Event: id, Type: typ, Reason: reason})
+	_ = d.msg.Term()
+}
+
+func (a *actor) retryLater() {
+	time.AfterFunc(500*time.Millisecond, a.poke)
+}
+
+// joinInputs is the text of one user turn carrying several events.
+func joinInputs(ins []input) (string, []string) {
+	texts := make([]string, len(ins))
+	ids := make([]string, len(ins))
+	for i, in := range ins {
+		texts[i], ids[i] = in.text, in.id
+	}
+	return strings.Join(texts, "\n\n"), ids
+}

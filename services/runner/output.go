@@ -1,0 +1,74 @@
+package runner
+
+import (
+	"context"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"jetway/pkg/agent"
+	"jetway/pkg/events"
+	"jetway/pkg/handover"
+)
+
+// source names the runner as the publisher of run output.
+const source = "jetway/runner"
+
+// publishOut publishes one run output event on jetway.out.<tenant>.<session>
+// and waits for JETWAY_OUT to store it: lifecycle events must not be lost.
+func (r *Runner) publishOut(ctx context.Context, tenant, session string, p events.Payload) {
+	subj, err := events.OutSubject(tenant, session)
+	if err != nil {
+		return
+	}
+	ev, err := events.New(tenant, session, source, p)
+	if err != nil {
+		r.log.Warn().Err(err).Msg("output event")
+		return
+	}
+	msg, err := events.Encode(ctx, subj, ev)
+	if err != nil {
+		r.log.Warn().Err(err).Msg("output event")
+		return
+	}
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if _, err := r.js.PublishMsg(pctx, msg); err != nil {
+		r.log.Warn().Err(err).Str("type", p.EventType()).Msg("publish output")
+	}
+}
+
+// publishDelta publishes streamed output without waiting for the store:
+// a text delta lost to a failure is in the transcript anyway.
+func (r *Runner) publishDelta(ctx context.Context, tenant, session string, p events.Payload) {
+	subj, err := events.OutSubject(tenant, session)
+	if err != nil {
+		return
+	}
+	ev, err := events.New(tenant, session, source, p)
+	if err != nil {
+		return
+	}
+	msg, err := events.Encode(ctx, subj, ev)
+	if err != nil {
+		return
+	}
+	_, _ = r.js.PublishMsgAsync(msg, jetstream.WithMsgID(ev.ID()))
+}
+
+// publishRunEvent turns one agent loop event into run output.
+func (r *Runner) publishRunEvent(ctx context.Context, tenant, session, run string, ev agent.Event) {
+	switch ev.Kind {
+	case agent.KindText:
+		r.publishDelta(ctx, tenant, session, events.RunText{Run: run, Text: ev.Text})
+	case agent.KindToolUse:
+		if b := ev.ToolUse; b != nil {
+			r.publishDelta(ctx, tenant, session, events.ToolUse{Run: run, ID: b.ID, Name: b.Name, Input: b.Input})
+		}
+	case agent.KindToolResult:
+		if b := ev.ToolResult; b != nil {
+			line := handover.ToolCall{Result: b.Content, IsError: b.IsError, Finished: true}.Line()
+			r.publishDelta(ctx, tenant, session, events.ToolResult{Run: run, ID: b.ToolUseID, Name: b.Name, Summary: line, IsError: b.IsError})
+		}
+	}
+}

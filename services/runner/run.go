@@ -1,0 +1,397 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"jetway/pkg/agent"
+	"jetway/pkg/agent/guide"
+	"jetway/pkg/agent/tool"
+	"jetway/pkg/events"
+	"jetway/pkg/handover"
+	"jetway/pkg/llm"
+)
+
+// liveRun is a run this runner is driving for one session.
+type liveRun struct {
+	id     string
+	cause  string
+	start  time.Time
+	guide  *guide.NoticeGuide
+	cancel context.CancelFunc
+	done   chan runResult
+	rev    uint64 // the session record's revision while the run is live
+}
+
+type runResult struct {
+	term   *agent.Terminal
+	fenced bool
+}
+
+// start begins a run whose first user turn carries ins. It returns false
+// when the events must wait (another runner's run is live, or the store is
+// unreachable); they stay queued and un-acked.
+func (a *actor) start(ctx context.Context, ins []input) bool {
+	rec, rev, err := a.r.records.get(ctx, a.tenant, a.session)
+	if err != nil {
+		a.log.Warn().Err(err).Msg("read session record")
+		a.retryLater()
+		return false
+	}
+	text, ids := joinInputs(ins)
+	h := handover.Dispatch(text)
+	if rec.State == StateRunning && (rec.Runner != a.r.cfg.ID || rec.Incarnation != a.r.incarnation) {
+		st, err := a.r.peers.status(ctx, rec.Runner, rec.Incarnation)
+		if err != nil || st == alive {
+			// Another runner's run is live (a takeover in progress, or a
+			// stalled runner): never start a second one beside it.
+			a.retryLater()
+			return false
+		}
+		var ok bool
+		if h, ok = a.recover(ctx, &rec, &rev, st, text); !ok {
+			return true
+		}
+	} else if rec.State == StateRunning {
+		// Our own incarnation's record with no live run: a run of ours
+		// crashed without ending (a panic, a lost write). Treat it as a crash.
+		var ok bool
+		if h, ok = a.recover(ctx, &rec, &rev, selfCrashed, text); !ok {
+			return true
+		}
+	} else {
+		rec.Attempts = handover.Attempts{}
+		rec.Inputs = []string{text}
+	}
+	runID := newID("r-")
+	cause := causeName(h.Cause.Kind)
+	rec.State, rec.Run, rec.Runner, rec.Incarnation = StateRunning, runID, a.r.cfg.ID, a.r.incarnation
+	rec.Since, rec.Cause, rec.Reason = time.Now().UTC(), cause, ""
+	rec.Runs++
+	newRev, err := a.r.records.put(ctx, rec, rev)
+	if err != nil {
+		a.log.Info().Err(err).Msg("session record changed; retrying")
+		a.retryLater()
+		return false
+	}
+	// Record before you act: the run's first turn is in the transcript
+	// before the model is called, and its events are acked only after that.
+	turn := llm.UserText(h.Compose())
+	turn.ID = newID("m-")
+	turn.Delivers = ids
+	a.mu.Lock()
+	err = a.tr.append(ctx, Record{Kind: RecordRunStarted, Run: runID, Runner: a.r.cfg.ID, Cause: cause})
+	if err == nil {
+		err = a.tr.append(ctx, Record{Kind: RecordMessage, Run: runID, Runner: a.r.cfg.ID, Message: &turn})
+	}
+	if err == nil {
+		a.hist = append(a.hist, turn)
+		for _, id := range ids {
+			a.seen[id] = struct{}{}
+		}
+	}
+	a.mu.Unlock()
+	if err != nil {
+		a.lost(ctx, err)
+		return false
+	}
+	for _, in := range ins {
+		_ = in.msg.DoubleAck(ctx)
+	}
+	a.launch(ctx, runID, cause, newRev, ids)
+	return true
+}
+
+// recover decides what to do with a run that was interrupted: recover it
+// with a handover brief, or record the refusal and tell the person. ok is
+// false when the session is left interrupted.
+func (a *actor) recover(ctx context.Context, rec *SessionRecord, rev *uint64, st liveness, text string) (handover.Handover, bool) {
+	intr := handover.Interruption{Kind: handover.LostContact}
+	switch st {
+	case restarted:
+		intr.Kind = handover.RunnerRestart
+	case selfCrashed:
+		intr.Kind = handover.Crashed
+	}
+	child := a.r.childState(ctx, SessionRef{Tenant: a.tenant, Session: a.session, Run: rec.Run})
+	settings := handover.DefaultRecoverySettings()
+	if rec.Policy != nil {
+		settings = settings.With(*rec.Policy)
+	}
+	if err := settings.Authorize(intr, child, rec.Attempts); err != nil {
+		reason := fmt.Sprintf("run %s was interrupted (%s) and not recovered: %v", rec.Run, intr, err)
+		a.log.Warn().Str("run", rec.Run).Err(err).Msg("recovery refused")
+		rec.State, rec.Reason = StateInterrupted, reason
+		if n, err := a.r.records.put(ctx, *rec, *rev); err == nil {
+			*rev = n
+		}
+		a.r.publishOut(ctx, a.tenant, a.session, events.RunRefused{Reason: reason})
+		return handover.Handover{}, false
+	}
+	recovery, attempts := rec.Attempts.Restart(rec.Run, intr)
+	rec.Attempts = attempts
+	inputs := append(append([]string(nil), rec.Inputs...), text)
+	rec.Inputs = inputs
+	a.mu.Lock()
+	calls := toolCalls(a.hist, rec.Run)
+	a.mu.Unlock()
+	a.log.Info().Str("previous", rec.Run).Int("attempt", recovery.Attempt).Msg("recovering interrupted run")
+	return handover.Recovered(recovery, inputs...).WithToolCalls(calls...), true
+}
+
+// childState asks whether an interrupted run's foreground processes are
+// gone. A runner with no process-running tools started none.
+func (r *Runner) childState(ctx context.Context, s SessionRef) handover.ChildState {
+	if r.cfg.ChildState != nil {
+		return r.cfg.ChildState(ctx, s)
+	}
+	if r.cfg.Tools == nil {
+		return handover.ChildGone
+	}
+	return handover.ChildUnknown
+}
+
+// toolCalls reads an earlier run's tool calls back from the history, with
+// their results when they were recorded.
+func toolCalls(hist []llm.Message, run string) []handover.ToolCall {
+	var calls []handover.ToolCall
+	index := map[string]int{}
+	for _, m := range hist {
+		for _, b := range m.Content {
+			switch b.Type {
+			case llm.BlockToolUse:
+				index[b.ID] = len(calls)
+				calls = append(calls, handover.ToolCall{Name: b.Name, Input: string(b.Input)})
+			case llm.BlockToolResult:
+				if i, ok := index[b.ToolUseID]; ok {
+					calls[i].Result, calls[i].IsError, calls[i].Finished = b.Content, b.IsError, true
+				}
+			}
+		}
+	}
+	return calls
+}
+
+func causeName(k handover.CauseKind) string {
+	switch k {
+	case handover.CauseRecovered:
+		return "recovered"
+	case handover.CauseSteered:
+		return "steered"
+	case handover.CauseResumed:
+		return "resumed"
+	}
+	return "dispatch"
+}
+
+// launch starts the agent loop for a run whose first turn is recorded.
+func (a *actor) launch(ctx context.Context, runID, cause string, rev uint64, ids []string) {
+	runCtx, cancel := context.WithCancel(context.Background())
+	lr := &liveRun{id: runID, cause: cause, start: time.Now(), guide: guide.NewNoticeGuide(), cancel: cancel, done: make(chan runResult, 1), rev: rev}
+	a.mu.Lock()
+	a.run = lr
+	hist := append([]llm.Message(nil), a.hist...)
+	a.mu.Unlock()
+	ref := SessionRef{Tenant: a.tenant, Session: a.session, Run: runID}
+	a.r.publishOut(ctx, a.tenant, a.session, events.RunStarted{Run: runID, Cause: cause, Model: a.r.cfg.Provider.Name(), Runner: a.r.cfg.ID, Events: ids})
+	in := agent.QueryInput{
+		Provider:       a.r.cfg.Provider,
+		System:         a.r.cfg.System,
+		Messages:       hist,
+		Notices:        lr.guide,
+		Recorder:       &recorder{a: a, run: runID},
+		MaxTurns:       a.r.cfg.MaxTurns,
+		MaxDuration:    a.r.cfg.MaxDuration,
+		ToolOutputDir:  a.r.cfg.ToolOutputDir,
+		PermissionMode: a.r.cfg.Permissions,
+		Disallowed:     a.r.cfg.Deny,
+	}
+	if a.r.cfg.Tools != nil {
+		reg, err := tool.NewRegistry(a.r.cfg.Tools(ref)...)
+		if err != nil {
+			a.log.Error().Err(err).Msg("tools")
+		} else {
+			in.Tools = reg
+		}
+	}
+	if a.r.cfg.Configure != nil {
+		a.r.cfg.Configure(ref, &in)
+	}
+	go func() {
+		var term *agent.Terminal
+		for ev, err := range agent.Query(runCtx, in, agent.QueryDeps{}) {
+			if err != nil {
+				a.log.Debug().Err(err).Str("run", runID).Msg("loop error")
+				continue
+			}
+			a.r.publishRunEvent(runCtx, a.tenant, a.session, runID, ev)
+			if ev.Kind == agent.KindResult {
+				term = ev.Terminal
+			}
+		}
+		if term != nil {
+			a.log.Debug().Str("run", runID).Str("reason", string(term.Reason)).AnErr("error", term.Err).Int("turns", term.Turns).Msg("run ended")
+		}
+		fenced := term != nil && term.Reason == agent.ReasonRecordFailed && errors.Is(term.Err, ErrFenced)
+		lr.done <- runResult{term: term, fenced: fenced}
+		a.poke()
+	}()
+}
+
+// finishRun closes a run: pending notices start the next run at once;
+// otherwise the session goes idle.
+func (a *actor) finishRun(ctx context.Context, res runResult) {
+	a.mu.Lock()
+	lr := a.run
+	a.run = nil
+	a.mu.Unlock()
+	if lr == nil {
+		return
+	}
+	lr.cancel()
+	reason, turns := "unknown", 0
+	var usage llm.Usage
+	var errText string
+	if t := res.term; t != nil {
+		reason, turns, usage = string(t.Reason), t.Turns, t.Usage
+		if t.Err != nil {
+			errText = t.Err.Error()
+		}
+	}
+	a.r.publishOut(ctx, a.tenant, a.session, events.RunEnded{
+		Run: lr.id, Reason: reason, Turns: turns, ElapsedMS: events.ElapsedMS(time.Since(lr.start)),
+		Usage: events.RunUsage{InputTokens: usage.InputTokens, OutputTokens: usage.OutputTokens}, Error: errText,
+	})
+	if res.fenced {
+		a.lost(ctx, ErrFenced)
+		return
+	}
+	a.mu.Lock()
+	_ = a.tr.append(ctx, Record{Kind: RecordRunEnded, Run: lr.id, Runner: a.r.cfg.ID, Reason: reason})
+	a.mu.Unlock()
+
+	// Notices the model never got: they start the next run, in order.
+	pending := lr.guide.TakePending()
+	if len(pending) > 0 {
+		ins := make([]input, 0, len(pending))
+		a.mu.Lock()
+		for _, n := range pending {
+			if m, ok := a.held[n.ID]; ok {
+				ins = append(ins, input{id: n.ID, text: n.Text, msg: m})
+				delete(a.held, n.ID)
+			}
+		}
+		a.mu.Unlock()
+		if a.endRecord(ctx, lr, reason, true) && len(ins) > 0 {
+			if !a.start(ctx, ins) {
+				a.requeue(ins)
+			}
+		}
+		return
+	}
+	a.endRecord(ctx, lr, reason, false)
+}
+
+// endRecord marks the session idle after a run (or keeps it for the next
+// run when more work is pending).
+func (a *actor) endRecord(ctx context.Context, lr *liveRun, reason string, more bool) bool {
+	rec, rev, err := a.r.records.get(ctx, a.tenant, a.session)
+	if err != nil || rec.Run != lr.id || rec.Incarnation != a.r.incarnation {
+		a.lost(ctx, fmt.Errorf("%w: record names run %s", ErrLostSession, rec.Run))
+		return false
+	}
+	rec.State, rec.Reason = StateIdle, reason
+	if !strings.HasPrefix(reason, "aborted") && reason != string(agent.ReasonModelError) {
+		rec.Attempts = handover.Attempts{}
+	}
+	if _, err := a.r.records.put(ctx, rec, rev); err != nil {
+		a.lost(ctx, err)
+		return false
+	}
+	return true
+}
+
+// requeue puts taken inputs back at the head of the queue (their original
+// order, before newer events).
+func (a *actor) requeue(ins []input) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	front := make([]delivery, 0, len(ins))
+	for _, in := range ins {
+		front = append(front, delivery{msg: in.msg, ev: events.HostEvent{ID: in.id, Payload: events.Input{Text: in.text}}, err: nil})
+	}
+	a.queue = append(front, a.queue...)
+}
+
+// lost gives up a session whose fence another runner moved: nothing more
+// runs here, held events are left un-acked for the real owner, and the cached
+// transcript is dropped.
+func (a *actor) lost(ctx context.Context, err error) {
+	a.log.Warn().Err(err).Msg("lost the session to another runner; stopping work on it")
+	a.mu.Lock()
+	if a.run != nil {
+		a.run.cancel()
+	}
+	a.held = make(map[string]jetstream.Msg)
+	a.queue = nil
+	a.mu.Unlock()
+	a.forget()
+}
+
+// recorder is the agent loop's Recorder for one run: the fenced transcript
+// append, then the acks of the events the recorded turn delivered.
+type recorder struct {
+	a   *actor
+	run string
+}
+
+func (rc *recorder) RecordMessage(m llm.Message, usage llm.Usage) error {
+	a := rc.a
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var u *llm.Usage
+	if usage != (llm.Usage{}) {
+		u = &usage
+	}
+	a.mu.Lock()
+	if a.tr == nil {
+		a.mu.Unlock()
+		return ErrFenced
+	}
+	err := a.tr.append(ctx, Record{Kind: RecordMessage, Run: rc.run, Runner: a.r.cfg.ID, Message: &m, Usage: u})
+	var acks []jetstream.Msg
+	if err == nil {
+		a.hist = append(a.hist, m)
+		for _, id := range m.Delivers {
+			a.seen[id] = struct{}{}
+			if msg, ok := a.held[id]; ok {
+				acks = append(acks, msg)
+				delete(a.held, id)
+			}
+		}
+	}
+	a.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	for _, msg := range acks {
+		_ = msg.DoubleAck(ctx)
+	}
+	return nil
+}
+
+func (rc *recorder) RecordBoundary(meta llm.BoundaryMeta) {
+	a := rc.a
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.tr != nil {
+		_ = a.tr.append(ctx, Record{Kind: RecordBoundary, Run: rc.run, Runner: a.r.cfg.ID, Boundary: &meta})
+	}
+}

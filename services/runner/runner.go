@@ -1,0 +1,242 @@
+// Package runner is the distributed host event loop: it consumes host
+// events per session from JETWAY_WORK, starts a run when a session is idle,
+// hands an event to the running model as a notice when it is busy, and
+// records every turn in the session's transcript before anything acts on it.
+//
+// Any number of runners share the work. Each partition of JETWAY_WORK is
+// pinned by the server to one runner (PriorityPolicyPinned); inside it, one
+// actor per session keeps that session's order. Exclusivity does not rest on
+// the pin: transcript appends are fenced by the expected last sequence per
+// subject and the session record is updated by compare-and-swap, so a
+// runner that lost a session finds out at its next write and stops.
+package runner
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+
+	"jetway/pkg/agent"
+	"jetway/pkg/agent/permission"
+	"jetway/pkg/agent/tool"
+	"jetway/pkg/bus"
+	"jetway/pkg/handover"
+	"jetway/pkg/llm"
+)
+
+// Config configures a runner.
+type Config struct {
+	// NC is the connection to NATS; the runner does not close it.
+	NC *nats.Conn
+	// ID is the runner's identity, stable across restarts of the same
+	// runner (default: the host name). A runner that comes back with the
+	// same ID tells its successor "runner restart" rather than "lost contact".
+	ID string
+	// Provider answers the model calls.
+	Provider llm.Provider
+	// System is the system prompt.
+	System []string
+	// Tools makes the tools of one run (nil: no tools).
+	Tools func(s SessionRef) []tool.Tool
+	// ChildState, if set, tells whether an interrupted run's foreground
+	// processes are gone (the jobs service's answer). Without it, a runner
+	// whose tools start no processes answers "gone", and one whose tools do
+	// answers "unknown", which refuses recovery.
+	ChildState func(ctx context.Context, s SessionRef) handover.ChildState
+	// Configure, if set, adjusts each run's agent input (budgets, hooks,
+	// permissions) before the run starts.
+	Configure func(s SessionRef, in *agent.QueryInput)
+
+	// Heartbeat is how often the runner announces itself (default 1s);
+	// StaleAfter is when a silent runner counts as gone (default 3×Heartbeat).
+	Heartbeat  time.Duration
+	StaleAfter time.Duration
+	// IdleEvict drops an idle session's actor and its cached history after
+	// this long without events (default 30s), so memory stays bounded.
+	IdleEvict time.Duration
+	// KeepAlive is how often held events are told "in progress" (default 1s;
+	// keep it well under the work consumers' AckWait).
+	KeepAlive time.Duration
+	// Permissions is the runs' tool permission mode. Runs are unattended —
+	// there is no one to ask — so the default is accept_all; the jobs worker's
+	// containment is the sandbox. Deny rules still apply.
+	Permissions permission.Mode
+	Deny        []string
+	// MaxTurns and MaxDuration bound each run (0 = off).
+	MaxTurns    int
+	MaxDuration time.Duration
+	// ToolOutputDir receives tool output too large for the model's context.
+	ToolOutputDir string
+
+	Logger zerolog.Logger
+}
+
+// SessionRef names one session and the run being built for it.
+type SessionRef struct {
+	Tenant, Session, Run string
+}
+
+// Runner consumes host events and drives runs.
+type Runner struct {
+	cfg         Config
+	js          jetstream.JetStream
+	incarnation string
+	log         zerolog.Logger
+
+	records records
+	peers   peers
+
+	partitions int
+	parts      []*partition
+
+	mu     sync.Mutex
+	actors map[string]*actor // key: tenant.session
+
+	rebalance chan struct{}
+	stop      chan struct{} // closed when the runner leaves
+	wg        sync.WaitGroup
+}
+
+// New checks the configuration and connects to the buckets and streams that
+// `bus.Provision` created.
+func New(ctx context.Context, cfg Config) (*Runner, error) {
+	if cfg.NC == nil {
+		return nil, errors.New("runner: config: NC is required")
+	}
+	if cfg.Provider == nil {
+		return nil, errors.New("runner: config: Provider is required")
+	}
+	if cfg.ID == "" {
+		host, err := os.Hostname()
+		if err != nil {
+			return nil, fmt.Errorf("runner: config: no ID and no host name: %w", err)
+		}
+		cfg.ID = host
+	}
+	if cfg.Heartbeat <= 0 {
+		cfg.Heartbeat = time.Second
+	}
+	if cfg.StaleAfter <= 0 {
+		cfg.StaleAfter = 3 * cfg.Heartbeat
+	}
+	if cfg.IdleEvict <= 0 {
+		cfg.IdleEvict = 30 * time.Second
+	}
+	if cfg.Permissions == "" {
+		cfg.Permissions = permission.AcceptAll
+	}
+	if cfg.KeepAlive <= 0 {
+		cfg.KeepAlive = time.Second
+	}
+	js, err := bus.JetStream(cfg.NC)
+	if err != nil {
+		return nil, fmt.Errorf("runner: %w", err)
+	}
+	sessions, err := js.KeyValue(ctx, bus.BucketSessions)
+	if err != nil {
+		return nil, fmt.Errorf("runner: sessions bucket: %w", err)
+	}
+	runners, err := js.KeyValue(ctx, bus.BucketRunners)
+	if err != nil {
+		return nil, fmt.Errorf("runner: runners bucket: %w", err)
+	}
+	p, err := bus.Partitions(ctx, js)
+	if err != nil {
+		return nil, fmt.Errorf("runner: %w", err)
+	}
+	r := &Runner{
+		cfg:         cfg,
+		js:          js,
+		incarnation: newID(""),
+		log:         cfg.Logger.With().Str("runner", cfg.ID).Logger(),
+		records:     records{kv: sessions},
+		peers:       peers{kv: runners, staleAfter: cfg.StaleAfter},
+		partitions:  p,
+		actors:      make(map[string]*actor),
+		rebalance:   make(chan struct{}, 1),
+		stop:        make(chan struct{}),
+	}
+	return r, nil
+}
+
+// ID is the runner's identity.
+func (r *Runner) ID() string { return r.cfg.ID }
+
+// Run consumes until ctx is done, then leaves cleanly: it stops pulling,
+// lets live runs end at their next safe point, and removes its heartbeat so
+// its partitions move at once.
+func (r *Runner) Run(ctx context.Context) error {
+	if err := r.heartbeat(ctx); err != nil {
+		return err
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	r.parts = make([]*partition, r.partitions)
+	for p := range r.parts {
+		cons, err := r.js.Consumer(ctx, bus.StreamWork, bus.WorkConsumerName(p))
+		if err != nil {
+			return fmt.Errorf("runner: work consumer %d: %w", p, err)
+		}
+		r.parts[p] = &partition{n: p, cons: cons}
+	}
+	r.wg.Add(1)
+	go func() { defer r.wg.Done(); r.beatLoop(runCtx) }()
+	for _, part := range r.parts {
+		r.wg.Add(1)
+		go func() { defer r.wg.Done(); r.consume(runCtx, part) }()
+	}
+	r.log.Info().Int("partitions", r.partitions).Str("incarnation", r.incarnation).Msg("runner started")
+	<-ctx.Done()
+	cancel()
+	close(r.stop)
+	r.wg.Wait()
+	leaveCtx, done := context.WithTimeout(context.Background(), 2*time.Second)
+	defer done()
+	r.unpinHeld(leaveCtx)
+	if err := r.peers.remove(leaveCtx, r.cfg.ID); err != nil {
+		r.log.Warn().Err(err).Msg("leave")
+	}
+	r.log.Info().Msg("runner stopped")
+	return nil
+}
+
+func (r *Runner) heartbeat(ctx context.Context) error {
+	return r.peers.put(ctx, r.cfg.ID, beat{Incarnation: r.incarnation, Started: time.Now().UTC(), Partitions: r.held()})
+}
+
+func (r *Runner) beatLoop(ctx context.Context) {
+	t := time.NewTicker(r.cfg.Heartbeat)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := r.heartbeat(ctx); err != nil && ctx.Err() == nil {
+				r.log.Warn().Err(err).Msg("heartbeat")
+			}
+			select {
+			case r.rebalance <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+func (r *Runner) stopping() <-chan struct{} { return r.stop }
+
+// newID returns a short random id with a prefix.
+func newID(prefix string) string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return prefix + hex.EncodeToString(b[:])
+}

@@ -1,0 +1,162 @@
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"jetway/pkg/bus"
+	"jetway/pkg/events"
+	"jetway/pkg/llm"
+)
+
+// Record kinds in a session's transcript.
+const (
+	RecordMessage    = "message"     // one llm.Message, in birth order
+	RecordBoundary   = "boundary"    // a compaction boundary (observability)
+	RecordRunStarted = "run_started" // a run began (cause, brief)
+	RecordRunEnded   = "run_ended"   // a run ended (reason)
+	RecordRefused    = "refused"     // an event refused and why; never sent to the model
+)
+
+// Record is one entry of jetway.transcript.<tenant>.<session>. The
+// transcript is the session's memory and the chaos suite's evidence: every
+// event that reached the model is named in exactly one message record's
+// Delivers.
+type Record struct {
+	Kind     string            `json:"kind"`
+	Run      string            `json:"run,omitempty"`
+	Runner   string            `json:"runner,omitempty"`
+	Time     time.Time         `json:"time"`
+	Message  *llm.Message      `json:"message,omitempty"`
+	Usage    *llm.Usage        `json:"usage,omitempty"`
+	Boundary *llm.BoundaryMeta `json:"boundary,omitempty"`
+	// Cause is the run's cause (run_started); Reason why it ended
+	// (run_ended) or why an event was refused (refused).
+	Cause  string `json:"cause,omitempty"`
+	Reason string `json:"reason,omitempty"`
+	// Event and Type name a refused event.
+	Event string `json:"event,omitempty"`
+	Type  string `json:"type,omitempty"`
+}
+
+// ErrFenced means another runner wrote to the session's transcript: this
+// runner has lost the session and must stop working on it at once.
+var ErrFenced = errors.New("runner: session fenced: another runner wrote its transcript")
+
+// transcript appends to one session's transcript subject, fenced by the
+// expected last sequence per subject: an append that races another
+// runner's is refused by the server, never interleaved.
+type transcript struct {
+	js      jetstream.JetStream
+	subject string
+	last    uint64 // sequence of the last record on the subject; 0 = none
+}
+
+// loadTranscript reads a session's transcript from its start and returns it
+// with the fence set to its last record. Records before the last boundary are
+// kept: the request view, not the loader, decides what the model sees.
+func loadTranscript(ctx context.Context, js jetstream.JetStream, tenant, session string) (*transcript, []Record, error) {
+	subj, err := events.TranscriptSubject(tenant, session)
+	if err != nil {
+		return nil, nil, err
+	}
+	t := &transcript{js: js, subject: subj}
+	st, err := js.Stream(ctx, bus.StreamTranscripts)
+	if err != nil {
+		return nil, nil, fmt.Errorf("transcript %s: %w", subj, err)
+	}
+	last, err := st.GetLastMsgForSubject(ctx, subj)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return t, nil, nil
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("transcript %s: last record: %w", subj, err)
+	}
+	t.last = last.Sequence
+	cons, err := js.OrderedConsumer(ctx, bus.StreamTranscripts, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{subj},
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("transcript %s: reader: %w", subj, err)
+	}
+	var recs []Record
+	for {
+		batch, err := cons.Fetch(256, jetstream.FetchMaxWait(2*time.Second))
+		if err != nil {
+			return nil, nil, fmt.Errorf("transcript %s: read: %w", subj, err)
+		}
+		n := 0
+		for m := range batch.Messages() {
+			n++
+			var r Record
+			if err := json.Unmarshal(m.Data(), &r); err != nil {
+				return nil, nil, fmt.Errorf("transcript %s: record: %w", subj, err)
+			}
+			recs = append(recs, r)
+			md, err := m.Metadata()
+			if err == nil && md.Sequence.Stream >= t.last {
+				return t, recs, nil
+			}
+		}
+		if err := batch.Error(); err != nil {
+			return nil, nil, fmt.Errorf("transcript %s: read: %w", subj, err)
+		}
+		if n == 0 {
+			return nil, nil, fmt.Errorf("transcript %s: read stopped before sequence %d", subj, t.last)
+		}
+	}
+}
+
+// append writes one record, fenced. ErrFenced means the session is lost.
+func (t *transcript) append(ctx context.Context, r Record) error {
+	if r.Time.IsZero() {
+		r.Time = time.Now().UTC()
+	}
+	data, err := json.Marshal(r)
+	if err != nil {
+		return fmt.Errorf("transcript %s: encode: %w", t.subject, err)
+	}
+	ack, err := t.js.Publish(ctx, t.subject, data, jetstream.WithExpectLastSequencePerSubject(t.last))
+	if err != nil {
+		var apiErr *jetstream.APIError
+		if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence {
+			return fmt.Errorf("%w (%s after sequence %d)", ErrFenced, t.subject, t.last)
+		}
+		return fmt.Errorf("transcript %s: append: %w", t.subject, err)
+	}
+	t.last = ack.Sequence
+	return nil
+}
+
+// history is the conversation a transcript holds: its message records in
+// order, boundaries included as their marker messages.
+func history(recs []Record) []llm.Message {
+	var out []llm.Message
+	for _, r := range recs {
+		if r.Kind == RecordMessage && r.Message != nil {
+			out = append(out, *r.Message)
+		}
+	}
+	return out
+}
+
+// delivered returns the CE ids every message record says it delivered.
+func delivered(recs []Record) map[string]struct{} {
+	ids := make(map[string]struct{})
+	for _, r := range recs {
+		if r.Message != nil {
+			for _, id := range r.Message.Delivers {
+				ids[id] = struct{}{}
+			}
+		}
+		if r.Kind == RecordRefused && r.Event != "" {
+			ids[r.Event] = struct{}{}
+		}
+	}
+	return ids
+}
