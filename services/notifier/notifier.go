@@ -39,6 +39,8 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"regexp"
+	"strings"
 	"sync"
 	"time"
 
@@ -186,9 +188,7 @@ func New(cfg Config) (*Notifier, error) {
 	if cfg.Replicas <= 0 {
 		cfg.Replicas = 1
 	}
-	if cfg.Version == "" {
-		cfg.Version = "0.0.0"
-	}
+	cfg.Version = microVersion(cfg.Version)
 	log := zerolog.Nop()
 	if cfg.Logger != nil {
 		log = cfg.Logger.With().Str("service", "notifier").Logger()
@@ -360,4 +360,16 @@ func derivedID(parts ...string) string {
 	b[6] = b[6]&0x0f | 0x50 // UUID version 5 (name-based, SHA)
 	b[8] = b[8]&0x3f | 0x80
 	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}
+
+var semver = regexp.MustCompile(`^\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$`)
+
+// microVersion is v as the micro service accepts it (SemVer without a
+// leading v); a build stamped "dev" or with a git describe reports 0.0.0.
+func microVersion(v string) string {
+	v = strings.TrimPrefix(v, "v")
+	if semver.MatchString(v) {
+		return v
+	}
+	return "0.0.0"
 }

@@ -1,0 +1,56 @@
+package main
+
+import (
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"jetway/pkg/client"
+	"jetway/pkg/client/chat"
+)
+
+func init() { addCommand(newChatCmd) }
+
+func newChatCmd(*globals) *cobra.Command {
+	var cf clientFlags
+	var wait time.Duration
+	cmd := &cobra.Command{
+		Use:   "chat SESSION",
+		Short: "Talk to a session, seeing its headlines and text as they happen",
+		Long: `chat is a prompt for one session. Headlines (job exits, runs started and
+ended) and the agent's streamed text appear as they happen, above the line you
+are typing, which is redrawn after each. Slash commands:
+
+` + chat.Help + `
+
+When input is not a terminal, chat reads lines (one input each), and after
+the input ends keeps showing output until the run it started ends (--wait).`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := cf.client(false)
+			if err != nil {
+				return err
+			}
+			var admin *client.Client
+			if cf.token == "" {
+				// /stop needs the admin token; use it when the tokens file has one.
+				admin, _ = cf.client(true)
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			return chat.Run(ctx, chat.Config{
+				Client:  c,
+				Admin:   admin,
+				Session: args[0],
+				In:      cmd.InOrStdin(),
+				Out:     cmd.OutOrStdout(),
+				Wait:    wait,
+			})
+		},
+	}
+	cf.register(cmd, false)
+	cmd.Flags().DurationVar(&wait, "wait", chat.DefaultWait, "line mode: how long to wait for the run to end after input ends")
+	return cmd
+}

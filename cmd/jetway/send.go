@@ -1,0 +1,84 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"jetway/pkg/client"
+)
+
+func init() { addCommand(newSendCmd) }
+
+func newSendCmd(*globals) *cobra.Command {
+	var cf clientFlags
+	cmd := &cobra.Command{
+		Use:   "send SESSION TEXT...",
+		Short: "Send a line of input into a session",
+		Long: `send publishes TEXT (the remaining arguments joined by spaces) into SESSION
+as an io.jetway.input event through the dispatcher. An idle session starts a
+run with it; a busy one hands it to the model before its next call.`,
+		Args: cobra.MinimumNArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := cf.client(false)
+			if err != nil {
+				return err
+			}
+			acc, err := c.Input(cmd.Context(), args[0], strings.Join(args[1:], " "))
+			if err != nil {
+				return err
+			}
+			return cf.printAccepted(cmd.OutOrStdout(), acc, "sent")
+		},
+	}
+	cf.register(cmd, true)
+	return cmd
+}
+
+// clientFlags are the flags every command that talks to the dispatcher
+// shares: where it is, the token, and --json output.
+type clientFlags struct {
+	url, token, tokensFile string
+	json                   bool
+}
+
+func (f *clientFlags) register(cmd *cobra.Command, withJSON bool) {
+	fl := cmd.Flags()
+	fl.StringVar(&f.url, "url", "", "dispatcher URL (default $"+client.EnvURL+", else "+client.DefaultURL+")")
+	fl.StringVar(&f.token, "token", "", "bearer token (default $"+client.EnvToken+", else from the tokens file)")
+	fl.StringVar(&f.tokensFile, "tokens-file", client.DefaultTokensFile, "tokens file `jetway dev` writes, read when no token is given")
+	if withJSON {
+		fl.BoolVar(&f.json, "json", false, "print the dispatcher's answer as JSON")
+	}
+}
+
+// client builds a dispatcher client; admin picks the admin token from the
+// tokens file when no token is given.
+func (f *clientFlags) client(admin bool) (*client.Client, error) {
+	cfg, err := client.Resolve(client.Options{URL: f.url, Token: f.token, TokensFile: f.tokensFile, Admin: admin})
+	if err != nil {
+		return nil, err
+	}
+	return client.New(cfg)
+}
+
+func (f *clientFlags) printAccepted(w io.Writer, acc client.Accepted, verb string) error {
+	if f.json {
+		return printJSON(w, acc)
+	}
+	if acc.Duplicate {
+		_, err := fmt.Fprintf(w, "already %s (same id %s)\n", verb, acc.ID)
+		return err
+	}
+	_, err := fmt.Fprintf(w, "%s %s\n", verb, acc.ID)
+	return err
+}
+
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
