@@ -188,12 +188,12 @@ func run(t *testing.T, ctx context.Context, in agent.QueryInput, deps agent.Quer
 	go func() {
 		var o out
 		for ev, err := range agent.Query(ctx, in, deps) {
+			if err != nil {
+				panic(fmt.Sprintf("Query yielded an error beside %s: %v", ev.Kind, err))
+			}
 			o.evs = append(o.evs, ev)
 			if ev.Kind == agent.KindResult {
 				o.term = ev.Terminal
-				if !errors.Is(err, ev.Terminal.Err) {
-					panic(fmt.Sprintf("result error %v is not Terminal.Err %v", err, ev.Terminal.Err))
-				}
 			}
 		}
 		done <- o

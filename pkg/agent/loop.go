@@ -51,8 +51,9 @@ var tracer = otel.Tracer("jetway/pkg/agent")
 
 // Query runs the agent loop and returns its event stream. The last event is
 // always KindResult carrying a Terminal (unless the consumer stops early,
-// which cancels whatever still runs); its error is Terminal.Err, every other
-// event's error is nil.
+// which cancels whatever still runs). Failures are reported in Terminal.Err
+// and the pair's error is always nil, so a consumer that skips pairs with an
+// error never loses the terminal event.
 func Query(ctx context.Context, in QueryInput, deps QueryDeps) iter.Seq2[Event, error] {
 	return func(yield func(Event, error) bool) {
 		l := newLoop(in, deps)
@@ -70,7 +71,7 @@ func Query(ctx context.Context, in QueryInput, deps QueryDeps) iter.Seq2[Event, 
 			span.SetStatus(codes.Error, term.Err.Error())
 		}
 		span.End()
-		yield(Event{Kind: KindResult, Terminal: term}, term.Err)
+		yield(Event{Kind: KindResult, Terminal: term}, nil)
 	}
 }
 
