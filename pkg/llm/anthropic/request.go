@@ -1,0 +1,234 @@
+package anthropic
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	sdk "github.com/anthropics/anthropic-sdk-go/v2"
+	"github.com/anthropics/anthropic-sdk-go/v2/option"
+
+	"jetway/pkg/llm"
+)
+
+// params builds the API request for req: a pure view that copies what it
+// needs and never writes to req.
+//
+// This SDK version has no temperature field (newer models fix it), so a
+// request's Temperature travels as a raw JSON field of the body; models
+// that refuse it answer with a 400.
+func (p *Provider) params(req llm.CompletionRequest) (sdk.MessageNewParams, []option.RequestOption, error) {
+	model := req.Model
+	if model == "" {
+		model = p.cfg.Model
+	}
+	if model == "" {
+		return sdk.MessageNewParams{}, nil, &llm.Error{Kind: llm.ErrKindModel, Provider: "anthropic", Err: errors.New("no model: set it in the request or the provider config")}
+	}
+	maxTokens := req.MaxTokens
+	if maxTokens <= 0 {
+		maxTokens = p.cfg.MaxTokens
+	}
+	params := sdk.MessageNewParams{
+		Model:     sdk.Model(model),
+		MaxTokens: int64(maxTokens),
+		System:    system(req.System, req.DynamicBoundary, !p.cfg.DisableCache),
+		Messages:  messages(req.Messages),
+	}
+	if len(params.Messages) == 0 {
+		return sdk.MessageNewParams{}, nil, &llm.Error{Kind: llm.ErrKindModel, Provider: "anthropic", Err: errors.New("request has no message with content")}
+	}
+	if !p.cfg.DisableCache {
+		cacheLastBlock(params.Messages[len(params.Messages)-1])
+	}
+	var opts []option.RequestOption
+	if req.Temperature != nil {
+		opts = append(opts, option.WithJSONSet("temperature", *req.Temperature))
+	}
+	if req.ThinkingBudget > 0 {
+		// The API's floor for a thinking budget.
+		params.Thinking = sdk.ThinkingConfigParamOfEnabled(int64(max(req.ThinkingBudget, 1024)))
+	}
+	for _, t := range req.Tools {
+		schema, err := inputSchema(t.InputSchema)
+		if err != nil {
+			return sdk.MessageNewParams{}, nil, &llm.Error{Kind: llm.ErrKindModel, Provider: "anthropic", Err: fmt.Errorf("tool %s: %w", t.Name, err)}
+		}
+		tool := sdk.ToolParam{Name: t.Name, InputSchema: schema}
+		if t.Description != "" {
+			tool.Description = sdk.String(t.Description)
+		}
+		params.Tools = append(params.Tools, sdk.ToolUnionParam{OfTool: &tool})
+	}
+	return params, opts, nil
+}
+
+// system builds the system blocks, with a cache breakpoint on the last
+// stable block (the one before dynamic): everything up to it — tools and
+// the stable system prompt — is then read from the cache on every call
+// while the dynamic blocks after it change freely. Empty blocks are left
+// out, as the API refuses them.
+func system(blocks []string, dynamic int, cache bool) []sdk.TextBlockParam {
+	var out []sdk.TextBlockParam
+	breakpoint := -1
+	for i, s := range blocks {
+		if s == "" {
+			continue
+		}
+		out = append(out, sdk.TextBlockParam{Text: s})
+		if i < dynamic {
+			breakpoint = len(out) - 1
+		}
+	}
+	if cache && breakpoint >= 0 {
+		out[breakpoint].CacheControl = sdk.NewCacheControlEphemeralParam()
+	}
+	return out
+}
+
+// turn is a message of the view being shaped.
+type turn struct {
+	role   llm.Role
+	blocks []llm.ContentBlock
+}
+
+// messages shapes the history the way the API requires: blocks it refuses
+// are left out (empty text, thinking without the signature only the API
+// can make), consecutive messages of one role are merged, and tool results
+// come first in their user message.
+func messages(history []llm.Message) []sdk.MessageParam {
+	var turns []turn
+	for _, m := range history {
+		var blocks []llm.ContentBlock
+		for _, b := range m.Content {
+			switch {
+			case b.Type == llm.BlockText && b.Text == "":
+			case b.Type == llm.BlockThinking && (b.Signature == "" || m.Role != llm.RoleAssistant):
+			default:
+				blocks = append(blocks, b)
+			}
+		}
+		if len(blocks) == 0 {
+			continue
+		}
+		if n := len(turns); n > 0 && turns[n-1].role == m.Role {
+			turns[n-1].blocks = append(turns[n-1].blocks, blocks...)
+			continue
+		}
+		turns = append(turns, turn{role: m.Role, blocks: blocks})
+	}
+	out := make([]sdk.MessageParam, 0, len(turns))
+	for _, t := range turns {
+		if t.role == llm.RoleUser {
+			out = append(out, sdk.MessageParam{OfUser: &sdk.UserMessageParam{Content: blockParams(resultsFirst(t.blocks))}})
+		} else {
+			out = append(out, sdk.MessageParam{OfAssistant: &sdk.AssistantMessageParam{Content: blockParams(t.blocks)}})
+		}
+	}
+	return out
+}
+
+// resultsFirst returns the blocks with tool results moved to the front,
+// keeping the order within each group.
+func resultsFirst(blocks []llm.ContentBlock) []llm.ContentBlock {
+	out := make([]llm.ContentBlock, 0, len(blocks))
+	for _, b := range blocks {
+		if b.Type == llm.BlockToolResult {
+			out = append(out, b)
+		}
+	}
+	for _, b := range blocks {
+		if b.Type != llm.BlockToolResult {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+func blockParams(blocks []llm.ContentBlock) []sdk.ContentBlockParamUnion {
+	out := make([]sdk.ContentBlockParamUnion, 0, len(blocks))
+	for _, b := range blocks {
+		switch b.Type {
+		case llm.BlockText:
+			out = append(out, sdk.ContentBlockParamUnion{OfText: &sdk.TextBlockParam{Text: b.Text}})
+		case llm.BlockThinking:
+			out = append(out, sdk.ContentBlockParamUnion{OfThinking: &sdk.ThinkingBlockParam{Thinking: b.Text, Signature: b.Signature}})
+		case llm.BlockToolUse:
+			input := b.Input
+			if len(input) == 0 {
+				input = json.RawMessage("{}")
+			}
+			out = append(out, sdk.ContentBlockParamUnion{OfToolUse: &sdk.ToolUseBlockParam{ID: b.ID, Name: b.Name, Input: input}})
+		case llm.BlockToolResult:
+			r := sdk.ToolResultBlockParam{ToolUseID: b.ToolUseID}
+			if b.Content != "" {
+				r.Content = []sdk.ToolResultBlockParamContentUnion{{OfText: &sdk.TextBlockParam{Text: b.Content}}}
+			}
+			if b.IsError {
+				r.IsError = sdk.Bool(true)
+			}
+			out = append(out, sdk.ContentBlockParamUnion{OfToolResult: &r})
+		}
+	}
+	return out
+}
+
+// cacheLastBlock puts a cache breakpoint on the last block of m that can
+// carry one, so the next call — the same history plus a little — reads the
+// whole conversation so far from the cache (incremental caching).
+func cacheLastBlock(m sdk.MessageParam) {
+	var content []sdk.ContentBlockParamUnion
+	switch {
+	case m.OfUser != nil:
+		content = m.OfUser.Content
+	case m.OfAssistant != nil:
+		content = m.OfAssistant.Content
+	}
+	for i := len(content) - 1; i >= 0; i-- {
+		c := &content[i]
+		switch {
+		case c.OfText != nil:
+			c.OfText.CacheControl = sdk.NewCacheControlEphemeralParam()
+			return
+		case c.OfToolResult != nil:
+			c.OfToolResult.CacheControl = sdk.NewCacheControlEphemeralParam()
+			return
+		case c.OfToolUse != nil:
+			c.OfToolUse.CacheControl = sdk.NewCacheControlEphemeralParam()
+			return
+		}
+	}
+}
+
+// inputSchema turns a tool's JSON schema into the SDK's parameter, keeping
+// every keyword it does not model as an extra field.
+func inputSchema(raw json.RawMessage) (sdk.ToolInputSchemaParam, error) {
+	var schema sdk.ToolInputSchemaParam
+	if len(raw) == 0 {
+		return schema, nil
+	}
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return schema, fmt.Errorf("input schema: %w", err)
+	}
+	for k, v := range m {
+		switch k {
+		case "type":
+		case "properties":
+			schema.Properties = v
+		case "required":
+			list, _ := v.([]any)
+			for _, r := range list {
+				if s, ok := r.(string); ok {
+					schema.Required = append(schema.Required, s)
+				}
+			}
+		default:
+			if schema.ExtraFields == nil {
+				schema.ExtraFields = map[string]any{}
+			}
+			schema.ExtraFields[k] = v
+		}
+	}
+	return schema, nil
+}

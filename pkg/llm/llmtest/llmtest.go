@@ -1,0 +1,301 @@
+// Package llmtest runs local fake model servers that speak the providers'
+// real wire protocols — the Anthropic Messages API and the OpenAI Chat
+// Completions API, streaming and not — so providers are tested and
+// benchmarked through the official SDKs' own decoders, with no network and
+// no keys.
+//
+// Each server plays a queue of scripted Replies (text, thinking, tool calls,
+// stop reason, usage, latency, or an HTTP error exactly as the API returns
+// it) and records every request it receives, so a test can assert what the
+// model was sent.
+package llmtest
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"jetway/pkg/llm"
+)
+
+// Reply is one scripted answer of a fake server.
+type Reply struct {
+	// Thinking, with its Signature, is streamed first as a thinking block
+	// (Anthropic only; the OpenAI server leaves it out as Chat Completions
+	// has no thinking blocks).
+	Thinking  string
+	Signature string
+	// Text is the answer text.
+	Text string
+	// ToolCalls are the tool calls of the answer, after the text.
+	ToolCalls []ToolCall
+	// StopReason is why the answer ended; empty means tool_use when there
+	// are tool calls, end_turn otherwise. The OpenAI server maps it to its
+	// finish_reason (end_turn→stop, tool_use→tool_calls, max_tokens→length).
+	StopReason llm.StopReason
+	// Usage is what the answer reports. OpenAI's prompt_tokens is
+	// InputTokens plus the cache counts, cached_tokens is CacheReadInputTokens.
+	Usage llm.Usage
+	// Latency is waited before the response starts.
+	Latency time.Duration
+	// ChunkDelay is waited between streamed events, so a test can cancel a
+	// call in the middle of its stream.
+	ChunkDelay time.Duration
+	// StallAfter, when positive, makes a stream stop after that many events
+	// and hold the connection open until the client leaves: a hung stream,
+	// for cancellation tests.
+	StallAfter int
+	// Chunks is how many fragments text, thinking and tool input JSON are
+	// split into when streamed (default 3).
+	Chunks int
+	// Error, when set, answers with this HTTP error instead.
+	Error *APIError
+	// StreamError, when set on a streamed reply, is sent as an in-stream
+	// error after the message starts (Anthropic's `error` event, an OpenAI
+	// `data: {"error": ...}` line) and the stream ends there.
+	StreamError *APIError
+}
+
+// ToolCall is a scripted tool call. Input is its complete JSON object.
+type ToolCall struct {
+	ID    string
+	Name  string
+	Input string
+}
+
+// APIError is an HTTP error answer. Each server renders it in its API's
+// body shape; Body, when set, is sent verbatim instead.
+type APIError struct {
+	Status int
+	// Type is the error type (Anthropic `error.type`, OpenAI `error.type`);
+	// empty means the API's usual type for Status.
+	Type string
+	// Code is OpenAI's `error.code` (e.g. context_length_exceeded).
+	Code    string
+	Message string
+	// RetryAfter and RetryAfterMS set the `retry-after` (seconds or an HTTP
+	// date) and `retry-after-ms` headers.
+	RetryAfter   string
+	RetryAfterMS string
+	Body         string
+}
+
+// RateLimited is a 429 that asks to retry after retryAfter ("" for none).
+func RateLimited(retryAfter string) *APIError {
+	return &APIError{Status: http.StatusTooManyRequests, RetryAfter: retryAfter}
+}
+
+// Overloaded is Anthropic's 529 overloaded_error.
+func Overloaded() *APIError { return &APIError{Status: 529, Type: "overloaded_error", Message: "Overloaded"} }
+
+// ServerError is a 500 internal server error.
+func ServerError() *APIError { return &APIError{Status: http.StatusInternalServerError} }
+
+// PromptTooLong is the 400 each API answers when the prompt does not fit the
+// model's context: Anthropic's "prompt is too long: N tokens > M maximum",
+// OpenAI's context_length_exceeded.
+func PromptTooLong() *APIError { return &APIError{Status: http.StatusBadRequest, Code: "context_length_exceeded"} }
+
+// Request is one request a server received.
+type Request struct {
+	Method string
+	Path   string
+	Header http.Header
+	Body   []byte
+}
+
+// JSON decodes the request body into a generic value for assertions.
+func (r Request) JSON() map[string]any {
+	var m map[string]any
+	_ = json.Unmarshal(r.Body, &m)
+	return m
+}
+
+// server is what both fake servers share: the reply queue, the recording
+// and the HTTP server.
+type server struct {
+	srv *httptest.Server
+
+	mu        sync.Mutex
+	replies   []Reply
+	fallback  *Reply
+	requests  []Request
+	noRecord  bool
+	nRequests int
+}
+
+func (s *server) start(h http.Handler) {
+	s.srv = httptest.NewServer(h)
+}
+
+// Enqueue appends replies to the queue.
+func (s *server) Enqueue(replies ...Reply) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.replies = append(s.replies, replies...)
+}
+
+// SetFallback makes r the answer whenever the queue is empty (benchmarks);
+// without one an empty queue answers 500 naming the problem.
+func (s *server) SetFallback(r Reply) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.fallback = &r
+}
+
+// SetRecording turns request recording on (the default) or off; a
+// benchmark turns it off so memory stays flat.
+func (s *server) SetRecording(on bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.noRecord = !on
+}
+
+// Requests returns a copy of the requests received so far, in order.
+func (s *server) Requests() []Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Request(nil), s.requests...)
+}
+
+// RequestCount is how many requests arrived, recorded or not.
+func (s *server) RequestCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.nRequests
+}
+
+// Pending is how many scripted replies are still queued.
+func (s *server) Pending() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.replies)
+}
+
+// Disconnect breaks every open connection, as a network failure
+// mid-stream would.
+func (s *server) Disconnect() { s.srv.CloseClientConnections() }
+
+// Close shuts the server down.
+func (s *server) Close() { s.srv.Close() }
+
+// record stores the request.
+func (s *server) record(r *http.Request, body []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.nRequests++
+	if !s.noRecord {
+		s.requests = append(s.requests, Request{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Body: body})
+	}
+}
+
+// next takes the next reply: a request the API would refuse is answered
+// with its refusal and takes none.
+func (s *server) next() (Reply, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.replies) > 0 {
+		rep := s.replies[0]
+		s.replies = s.replies[1:]
+		return rep, true
+	}
+	if s.fallback != nil {
+		return *s.fallback, true
+	}
+	return Reply{}, false
+}
+
+func registerCleanup(tb testing.TB, s *server) {
+	if tb != nil {
+		tb.Helper()
+		tb.Cleanup(s.Close)
+	}
+}
+
+// wait sleeps d or until the request is gone; it reports whether the
+// client is still there.
+func wait(r *http.Request, d time.Duration) bool {
+	if d <= 0 {
+		return r.Context().Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-r.Context().Done():
+		return false
+	}
+}
+
+// split cuts s into about n fragments on byte boundaries that keep UTF-8
+// runes whole.
+func split(s string, n int) []string {
+	if n <= 0 {
+		n = 3
+	}
+	if s == "" {
+		return nil
+	}
+	size := (len(s) + n - 1) / n
+	var out []string
+	for len(s) > 0 {
+		cut := min(size, len(s))
+		for cut < len(s) && !isRuneStart(s[cut]) {
+			cut++
+		}
+		out = append(out, s[:cut])
+		s = s[cut:]
+	}
+	return out
+}
+
+func isRuneStart(b byte) bool { return b&0xC0 != 0x80 }
+
+func stopReason(r Reply) llm.StopReason {
+	if r.StopReason != "" {
+		return r.StopReason
+	}
+	if len(r.ToolCalls) > 0 {
+		return llm.StopToolUse
+	}
+	return llm.StopEndTurn
+}
+
+func toolID(prefix string, i int, tc ToolCall) string {
+	if tc.ID != "" {
+		return tc.ID
+	}
+	return prefix + strconv.Itoa(i+1)
+}
+
+func toolInput(tc ToolCall) string {
+	if tc.Input == "" {
+		return "{}"
+	}
+	return tc.Input
+}
+
+func writeErrorHeaders(w http.ResponseWriter, e *APIError) {
+	if e.RetryAfter != "" {
+		w.Header().Set("retry-after", e.RetryAfter)
+	}
+	if e.RetryAfterMS != "" {
+		w.Header().Set("retry-after-ms", e.RetryAfterMS)
+	}
+	w.Header().Set("content-type", "application/json")
+}
+
+// mustJSON marshals values built here from plain maps and strings.
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("llmtest: marshal: %v", err))
+	}
+	return b
+}
