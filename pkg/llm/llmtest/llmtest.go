@@ -91,7 +91,9 @@ func RateLimited(retryAfter string) *APIError {
 }
 
 // Overloaded is Anthropic's 529 overloaded_error.
-func Overloaded() *APIError { return &APIError{Status: 529, Type: "overloaded_error", Message: "Overloaded"} }
+func Overloaded() *APIError {
+	return &APIError{Status: 529, Type: "overloaded_error", Message: "Overloaded"}
+}
 
 // ServerError is a 500 internal server error.
 func ServerError() *APIError { return &APIError{Status: http.StatusInternalServerError} }
@@ -99,7 +101,9 @@ func ServerError() *APIError { return &APIError{Status: http.StatusInternalServe
 // PromptTooLong is the 400 each API answers when the prompt does not fit the
 // model's context: Anthropic's "prompt is too long: N tokens > M maximum",
 // OpenAI's context_length_exceeded.
-func PromptTooLong() *APIError { return &APIError{Status: http.StatusBadRequest, Code: "context_length_exceeded"} }
+func PromptTooLong() *APIError {
+	return &APIError{Status: http.StatusBadRequest, Code: "context_length_exceeded"}
+}
 
 // Request is one request a server received.
 type Request struct {
