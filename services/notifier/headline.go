@@ -129,7 +129,9 @@ func (n *Notifier) handle(ctx context.Context, src source, m jetstream.Msg) {
 // for each of the tenant's webhooks that wants it. Calling it again for the
 // same source event stores nothing new.
 func (n *Notifier) Notify(ctx context.Context, hl Headline) (err error) {
-	ctx = events.ExtractTrace(ctx, hl.Source)
+	if hl.Source.Context != nil {
+		ctx = events.ExtractTrace(ctx, hl.Source)
+	}
 	ctx, span := n.tracer.Start(ctx, "notify", trace.WithSpanKind(trace.SpanKindProducer),
 		trace.WithAttributes(attribute.String("jetway.tenant", hl.Tenant), attribute.String("jetway.session", hl.Session),
 			attribute.String("jetway.about", hl.Note.About)))

@@ -1,5 +1,6 @@
 // Package notifier turns what happens in sessions into what a person reads:
-// one headline per job exit, job overdue, run start, run end and refusal.
+// one headline per job exit, job overdue, run start, run end, refusal and
+// change of a session's Ground Stop switch.
 // It publishes each headline as an io.jetway.headline CloudEvent on
 // jetway.notify.<tenant>.<session> (where terminals follow it over SSE) and
 // POSTs it to the tenant's webhooks.
@@ -242,19 +243,28 @@ func (n *Notifier) Run(ctx context.Context) error {
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	watchStops, err := n.watchGroundStop(ctx)
+	if err != nil {
+		return err
+	}
 	var wg sync.WaitGroup
-	errc := make(chan error, 1)
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		if err := n.runDeliveries(ctx); err != nil && ctx.Err() == nil {
-			select {
-			case errc <- err:
-			default:
+	errc := make(chan error, 2)
+	for _, loop := range []func() error{
+		func() error { return n.runDeliveries(ctx) },
+		watchStops,
+	} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := loop(); err != nil && ctx.Err() == nil {
+				select {
+				case errc <- err:
+				default:
+				}
+				cancel()
 			}
-			cancel()
-		}
-	}()
+		}()
+	}
 	var ccs []jetstream.ConsumeContext
 	for _, src := range n.sources() {
 		cons, err := n.consumer(ctx, src)

@@ -21,6 +21,7 @@ import (
 	"jetway/pkg/bus"
 	"jetway/pkg/bus/bustest"
 	"jetway/pkg/events"
+	"jetway/services/dispatcher/groundstop"
 )
 
 const waitFor = 10 * time.Second
@@ -530,5 +531,27 @@ func TestSignature_is_the_hex_HMAC_of_the_body(t *testing.T) {
 	}
 	if !VerifySignature("key", []byte("hello"), want) || VerifySignature("other", []byte("hello"), want) {
 		t.Fatal("VerifySignature disagrees with Sign")
+	}
+}
+
+func TestGround_Stop_of_a_session_is_announced_on_and_lifted(t *testing.T) {
+	e := newEnv(t)
+	start(t, testConfig(e.nc, nil))
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	kv, err := e.js.KeyValue(ctx, bus.BucketControl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := groundstop.Set(ctx, kv, "default", "s1", groundstop.Record{Reason: "incident 42", By: "default"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := groundstop.Clear(ctx, kv, "default", "s1"); err != nil {
+		t.Fatal(err)
+	}
+	got := headlines(t, e.js, "default", "s1", 2)
+	if got[0].Text != "Ground Stop on: incident 42 (set by default)" || got[1].Text != "Ground Stop lifted" ||
+		got[0].About != events.TypeGroundStop {
+		t.Fatalf("headlines = %+v", got)
 	}
 }
