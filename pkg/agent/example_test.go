@@ -17,7 +17,9 @@ func ExampleQuery() {
 	notices := guide.NewNoticeGuide()
 	model := newModel(
 		reply{text: "Looking.", tools: []llm.ContentBlock{call("toolu_1", "echo", `{"q":"status"}`)},
-			before: func(llm.CompletionRequest) { notices.Push("ce-42", "[background job notice] job 3 (gh) exited 0 after 21m.") }},
+			before: func(llm.CompletionRequest) {
+				notices.Push("ce-42", "[background job notice] job 3 (gh) exited 0 after 21m.")
+			}},
 		reply{text: "CI passed."},
 	)
 	reg, _ := tool.NewRegistry(echo())
