@@ -76,7 +76,8 @@ type Config struct {
 	// proxies and clients can tell a quiet session from a dead connection.
 	Heartbeat time.Duration
 
-	// Logger receives access and refusal logs; nil logs nothing.
+	// Logger receives access and refusal logs; nil logs nothing. The caller
+	// names the service or component in it.
 	Logger *zerolog.Logger
 	// Registry receives the dispatcher's metrics and is what /metrics
 	// serves; nil makes a private one (with Go runtime and process metrics).
@@ -135,7 +136,7 @@ func New(cfg Config) (*Dispatcher, error) {
 	}
 	log := zerolog.Nop()
 	if cfg.Logger != nil {
-		log = cfg.Logger.With().Str("service", "dispatcher").Logger()
+		log = *cfg.Logger
 	}
 	tp := cfg.TracerProvider
 	if tp == nil {
