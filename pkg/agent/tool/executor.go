@@ -153,13 +153,6 @@ func (e *Executor) Release() {
 	e.signal()
 }
 
-// Len reports how many calls have been added.
-func (e *Executor) Len() int {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return len(e.calls)
-}
-
 // Next returns the next progress report or, in call order, the next
 // finished result; ok=false when every result has been handed out. Call it
 // only after Release. If the executor's context is cancelled, calls that
