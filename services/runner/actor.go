@@ -19,6 +19,9 @@ type delivery struct {
 	msg jetstream.Msg
 	ev  events.HostEvent
 	err error // decode error: the event is refused and recorded
+	// recover asks the actor to recover an interrupted run of another
+	// runner; it carries no message.
+	recover bool
 }
 
 // input is an event taken for a run's first turn or as a notice.
@@ -71,18 +74,6 @@ func (r *Runner) actorFor(tenant, session string, part int) *actor {
 	r.wg.Add(1)
 	go func() { defer r.wg.Done(); a.loop() }()
 	return a
-}
-
-func (r *Runner) stopActors() {
-	r.mu.Lock()
-	as := make([]*actor, 0, len(r.actors))
-	for _, a := range r.actors {
-		as = append(as, a)
-	}
-	r.mu.Unlock()
-	for _, a := range as {
-		<-a.done
-	}
 }
 
 // sessions reports how many session actors the runner holds in memory.
@@ -181,7 +172,9 @@ func (a *actor) keepAlive() {
 		msgs = append(msgs, m)
 	}
 	for _, d := range a.queue {
-		msgs = append(msgs, d.msg)
+		if d.msg != nil {
+			msgs = append(msgs, d.msg)
+		}
 	}
 	a.mu.Unlock()
 	for _, m := range msgs {
@@ -234,6 +227,12 @@ func (a *actor) handle(ctx context.Context, d delivery) bool {
 		a.log.Warn().Err(err).Msg("load transcript")
 		a.retryLater()
 		return false
+	}
+	if d.recover {
+		a.mu.Lock()
+		busy := a.run != nil
+		a.mu.Unlock()
+		return busy || a.start(ctx, nil)
 	}
 	id := d.ev.ID
 	if d.err != nil {

@@ -48,7 +48,7 @@ func (r *Runner) held() []int {
 // wantPull decides whether this runner pulls partition p now. The server
 // pins a partition to whichever runner it serves first, so balance needs a
 // rule: a runner holding ceil(P/R) partitions pulls no others, and one
-// holding more gives up its idle extras (see rebalanceExtras).
+// holding more gives up its idle extras (see watchRelease).
 func (r *Runner) wantPull(ctx context.Context, p *partition) bool {
 	if p.holding() {
 		return true

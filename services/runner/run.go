@@ -45,6 +45,9 @@ func (a *actor) start(ctx context.Context, ins []input) bool {
 	}
 	text, ids := joinInputs(ins)
 	h := handover.Dispatch(text)
+	if len(ins) == 0 && rec.State != StateRunning {
+		return true // a recovery someone else already made
+	}
 	if rec.State == StateRunning && (rec.Runner != a.r.cfg.ID || rec.Incarnation != a.r.incarnation) {
 		st, err := a.r.peers.status(ctx, rec.Runner, rec.Incarnation)
 		if err != nil || st == alive {
@@ -135,7 +138,10 @@ func (a *actor) recover(ctx context.Context, rec *SessionRecord, rev *uint64, st
 	}
 	recovery, attempts := rec.Attempts.Restart(rec.Run, intr)
 	rec.Attempts = attempts
-	inputs := append(append([]string(nil), rec.Inputs...), text)
+	inputs := append([]string(nil), rec.Inputs...)
+	if text != "" {
+		inputs = append(inputs, text)
+	}
 	rec.Inputs = inputs
 	a.mu.Lock()
 	calls := toolCalls(a.hist, rec.Run)

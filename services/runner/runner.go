@@ -101,9 +101,11 @@ type Runner struct {
 	mu     sync.Mutex
 	actors map[string]*actor // key: tenant.session
 
-	rebalance chan struct{}
-	stop      chan struct{} // closed when the runner leaves
-	wg        sync.WaitGroup
+	runMu   sync.Mutex
+	running map[string]SessionRecord // live runs by session key, any runner's
+
+	stop chan struct{} // closed when the runner leaves
+	wg   sync.WaitGroup
 }
 
 // New checks the configuration and connects to the buckets and streams that
@@ -162,7 +164,7 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 		peers:       peers{kv: runners, staleAfter: cfg.StaleAfter},
 		partitions:  p,
 		actors:      make(map[string]*actor),
-		rebalance:   make(chan struct{}, 1),
+		running:     make(map[string]SessionRecord),
 		stop:        make(chan struct{}),
 	}
 	return r, nil
@@ -188,8 +190,9 @@ func (r *Runner) Run(ctx context.Context) error {
 		}
 		r.parts[p] = &partition{n: p, cons: cons}
 	}
-	r.wg.Add(1)
+	r.wg.Add(2)
 	go func() { defer r.wg.Done(); r.beatLoop(runCtx) }()
+	go func() { defer r.wg.Done(); r.watchRunning(runCtx) }()
 	for _, part := range r.parts {
 		r.wg.Add(1)
 		go func() { defer r.wg.Done(); r.consume(runCtx, part) }()
@@ -224,10 +227,7 @@ func (r *Runner) beatLoop(ctx context.Context) {
 			if err := r.heartbeat(ctx); err != nil && ctx.Err() == nil {
 				r.log.Warn().Err(err).Msg("heartbeat")
 			}
-			select {
-			case r.rebalance <- struct{}{}:
-			default:
-			}
+			r.sweep(ctx)
 		}
 	}
 }

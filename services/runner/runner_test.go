@@ -1,0 +1,342 @@
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+
+	"jetway/pkg/agent/tool"
+	"jetway/pkg/bus"
+	"jetway/pkg/bus/bustest"
+	"jetway/pkg/events"
+	"jetway/pkg/llm"
+	"jetway/pkg/llm/anthropic"
+	"jetway/pkg/llm/llmtest"
+)
+
+// env is one embedded JetStream server with jetway provisioned on it.
+type env struct {
+	t  *testing.T
+	nc *nats.Conn
+	js jetstream.JetStream
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	srv := bustest.StartServer(t)
+	nc, js := bustest.Connect(t, srv.ClientURL())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := bus.Provision(ctx, js, bus.ProvisionConfig{Partitions: 4, WorkAckWait: 2 * time.Second, WorkPinnedTTL: 2 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	return &env{t: t, nc: nc, js: js}
+}
+
+// startRunner runs a runner until the test ends.
+func (e *env) startRunner(id string, p llm.Provider, tools func(SessionRef) []tool.Tool) *Runner {
+	e.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	r, err := New(ctx, Config{NC: e.nc, ID: id, Provider: p, Tools: tools, IdleEvict: time.Minute,
+		Logger: zerolog.New(zerolog.NewTestWriter(e.t)).Level(zerolog.WarnLevel)})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	e.t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(15 * time.Second):
+			e.t.Error("runner did not stop within 15s")
+		}
+	})
+	return r
+}
+
+// publish sends a host event and returns its CE id.
+func (e *env) publish(kind events.Kind, tenant, session string, p events.Payload) string {
+	e.t.Helper()
+	ev, err := events.New(tenant, session, "test", p)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var subj string
+	if kind == events.KindJobEvents {
+		subj, err = events.JobEventsSubject(tenant, session)
+	} else {
+		subj, err = events.EventsSubject(tenant, session)
+	}
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	msg, err := events.Encode(context.Background(), subj, ev)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if _, err := e.js.PublishMsg(context.Background(), msg); err != nil {
+		e.t.Fatal(err)
+	}
+	return ev.ID()
+}
+
+// records reads a session's transcript.
+func (e *env) records(tenant, session string) []Record {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, recs, err := loadTranscript(ctx, e.js, tenant, session)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return recs
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", d, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func countKind(recs []Record, kind string) int {
+	n := 0
+	for _, r := range recs {
+		if r.Kind == kind {
+			n++
+		}
+	}
+	return n
+}
+
+// deliveries counts how many recorded turns delivered each CE id.
+func deliveries(recs []Record) map[string]int {
+	n := map[string]int{}
+	for _, r := range recs {
+		if r.Message != nil {
+			for _, id := range r.Message.Delivers {
+				n[id]++
+			}
+		}
+	}
+	return n
+}
+
+func (e *env) session(tenant, session string) SessionRecord {
+	e.t.Helper()
+	kv, err := e.js.KeyValue(context.Background(), bus.BucketSessions)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	rec, _, err := records{kv: kv}.get(context.Background(), tenant, session)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return rec
+}
+
+// gate is a tool that blocks until the test opens it, so a test can act
+// while a run is provably mid-tool.
+type gate struct {
+	entered chan struct{}
+	open    chan struct{}
+	once    sync.Once
+}
+
+func newGate() *gate { return &gate{entered: make(chan struct{}), open: make(chan struct{})} }
+
+func (g *gate) tool() tool.Tool {
+	return tool.Func{Name: "wait_for_gate", Description: "waits", Fn: func(ctx context.Context, c tool.Call) (tool.Result, error) {
+		g.once.Do(func() { close(g.entered) })
+		select {
+		case <-g.open:
+			return tool.Result{Content: "gate opened"}, nil
+		case <-ctx.Done():
+			return tool.Result{}, ctx.Err()
+		}
+	}}
+}
+
+func lastUserText(req map[string]any) string {
+	msgs, _ := req["messages"].([]any)
+	if len(msgs) == 0 {
+		return ""
+	}
+	b, _ := json.Marshal(msgs[len(msgs)-1])
+	return string(b)
+}
+
+func requestsText(reqs []string) string { return strings.Join(reqs, "\n") }
+
+// fakeModel is a local Anthropic Messages API server driven through the
+// official SDK: the only fake in these tests, at the model boundary.
+func fakeModel(t *testing.T, replies ...llmtest.Reply) (*llmtest.Anthropic, llm.Provider) {
+	t.Helper()
+	srv := llmtest.NewAnthropic(t, replies...)
+	p, err := anthropic.New(anthropic.Config{APIKey: "test-key", BaseURL: srv.URL(), Model: "claude-test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return srv, p
+}
+
+func TestAn_idle_session_starts_a_run_with_the_event_as_its_input(t *testing.T) {
+	e := newEnv(t)
+	model, p := fakeModel(t, llmtest.Reply{Text: "hello there"})
+	e.startRunner("r1", p, nil)
+	id := e.publish(events.KindEvents, "t1", "s1", events.Input{Text: "hi"})
+
+	waitFor(t, "the run to end", 20*time.Second, func() bool {
+		return countKind(e.records("t1", "s1"), RecordRunEnded) == 1
+	})
+	recs := e.records("t1", "s1")
+	if got := deliveries(recs)[id]; got != 1 {
+		t.Fatalf("event %s delivered %d times, want once", id, got)
+	}
+	msgs := history(recs)
+	if len(msgs) != 2 || msgs[0].Text() != "hi" || msgs[1].Text() != "hello there" {
+		t.Fatalf("history = %+v", msgs)
+	}
+	if model.RequestCount() != 1 {
+		t.Fatalf("model called %d times, want 1", model.RequestCount())
+	}
+	waitFor(t, "the session record to go idle", 10*time.Second, func() bool {
+		return e.session("t1", "s1").State == StateIdle
+	})
+	if rec := e.session("t1", "s1"); rec.Runs != 1 || rec.Reason != "completed" {
+		t.Fatalf("record = %+v", rec)
+	}
+}
+
+func TestA_busy_session_hands_the_event_to_the_model_before_its_next_call(t *testing.T) {
+	e := newEnv(t)
+	g := newGate()
+	model, p := fakeModel(t,
+		llmtest.Reply{ToolCalls: []llmtest.ToolCall{{ID: "tu1", Name: "wait_for_gate", Input: `{}`}}},
+		llmtest.Reply{Text: "the build passed"},
+	)
+	r := e.startRunner("r1", p, func(SessionRef) []tool.Tool { return []tool.Tool{g.tool()} })
+	e.publish(events.KindEvents, "t1", "s1", events.Input{Text: "run the build in the background"})
+	select {
+	case <-g.entered:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the run never reached its tool call")
+	}
+	jobID := e.publish(events.KindJobEvents, "t1", "s1", events.JobExited{ID: 3, Program: "gh", ExitStatus: 0, RunningForMS: 21 * 60 * 1000, Tail: "all checks passed", Status: events.StatusExited})
+	waitFor(t, "the job event to be held as a notice", 10*time.Second, func() bool {
+		r.mu.Lock()
+		a := r.actors[sessionKey("t1", "s1")]
+		r.mu.Unlock()
+		if a == nil {
+			return false
+		}
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		_, ok := a.held[jobID]
+		return ok
+	})
+	close(g.open)
+	waitFor(t, "the run to end", 20*time.Second, func() bool {
+		return countKind(e.records("t1", "s1"), RecordRunEnded) == 1
+	})
+	reqs := model.Requests()
+	if len(reqs) != 2 {
+		t.Fatalf("model called %d times, want 2", len(reqs))
+	}
+	next := string(reqs[1].Body)
+	if !strings.Contains(next, "[background job notice] job 3 (gh) exited 0 after 21m.") {
+		t.Fatalf("the notice is not in the model's very next request:\n%s", next)
+	}
+	if strings.Contains(string(reqs[0].Body), "background job notice") {
+		t.Fatal("the notice reached the model before the job exited")
+	}
+	recs := e.records("t1", "s1")
+	if got := deliveries(recs)[jobID]; got != 1 {
+		t.Fatalf("job event delivered %d times, want once", got)
+	}
+	if countKind(recs, RecordRunStarted) != 1 {
+		t.Fatalf("a busy session started another run: %d runs", countKind(recs, RecordRunStarted))
+	}
+}
+
+func TestA_job_event_on_the_events_subject_is_refused_and_recorded(t *testing.T) {
+	e := newEnv(t)
+	model, p := fakeModel(t)
+	e.startRunner("r1", p, nil)
+	// Forge: a job type published where tenants publish.
+	ev, err := events.New("t1", "s1", "mallory", events.JobExited{ID: 1, Program: "rm", Status: events.StatusExited})
+	if err != nil {
+		t.Fatal(err)
+	}
+	subj, _ := events.EventsSubject("t1", "s1")
+	msg, _ := events.Encode(context.Background(), subj, ev)
+	if _, err := e.js.PublishMsg(context.Background(), msg); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the refusal to be recorded", 20*time.Second, func() bool {
+		return countKind(e.records("t1", "s1"), RecordRefused) == 1
+	})
+	recs := e.records("t1", "s1")
+	for _, r := range recs {
+		if r.Kind == RecordRefused && (r.Event != ev.ID() || !strings.Contains(r.Reason, "jobevents")) {
+			t.Fatalf("refusal = %+v", r)
+		}
+	}
+	if model.RequestCount() != 0 || countKind(recs, RecordRunStarted) != 0 {
+		t.Fatal("a forged job event reached the model")
+	}
+	// Acked (terminated): nothing left pending on the work stream.
+	waitFor(t, "the work stream to drain", 10*time.Second, func() bool {
+		st, err := e.js.Stream(context.Background(), bus.StreamWork)
+		if err != nil {
+			return false
+		}
+		info, err := st.Info(context.Background())
+		return err == nil && info.State.Msgs == 0
+	})
+}
+
+func TestA_redelivered_event_reaches_the_model_once(t *testing.T) {
+	e := newEnv(t)
+	model, p := fakeModel(t, llmtest.Reply{Text: "one"}, llmtest.Reply{Text: "two"})
+	e.startRunner("r1", p, nil)
+	ev, _ := events.New("t1", "s1", "test", events.Input{Text: "once only"})
+	subj, _ := events.EventsSubject("t1", "s1")
+	msg, _ := events.Encode(context.Background(), subj, ev)
+	if _, err := e.js.PublishMsg(context.Background(), msg); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the first run to end", 20*time.Second, func() bool {
+		return countKind(e.records("t1", "s1"), RecordRunEnded) == 1
+	})
+	// The same CE id again, past the stream's dedupe (a new Nats-Msg-Id), as
+	// a publisher retrying after the dedupe window would send it.
+	msg2, _ := events.Encode(context.Background(), subj, ev)
+	msg2.Header.Set(jetstream.MsgIDHeader, "retry-"+ev.ID())
+	if _, err := e.js.PublishMsg(context.Background(), msg2); err != nil {
+		t.Fatal(err)
+	}
+	marker := e.publish(events.KindEvents, "t1", "s1", events.Input{Text: "after"})
+	waitFor(t, "the marker's run to end", 20*time.Second, func() bool {
+		return deliveries(e.records("t1", "s1"))[marker] == 1 && countKind(e.records("t1", "s1"), RecordRunEnded) == 2
+	})
+	if got := deliveries(e.records("t1", "s1"))[ev.ID()]; got != 1 {
+		t.Fatalf("event delivered %d times, want once", got)
+	}
+	if model.RequestCount() != 2 {
+		t.Fatalf("model called %d times, want 2", model.RequestCount())
+	}
+}
