@@ -97,7 +97,9 @@ func keepValue(v string) bool {
 }
 
 // unquotedEnd is where an unquoted value starting at i ends. A Marker in it
-// is one piece, so its ']' does not end the value.
+// is one piece, so its ']' does not end the value, and so is a backslash
+// escape, so that a value is never cut inside one (a JSON string would
+// break).
 func unquotedEnd(s string, i int) int {
 	for i < len(s) {
 		if strings.HasPrefix(s[i:], Marker) {
@@ -105,6 +107,10 @@ func unquotedEnd(s string, i int) int {
 			continue
 		}
 		c := s[i]
+		if c == '\\' {
+			i = min(i+2, len(s))
+			continue
+		}
 		if c == ' ' || c == '\t' || c == '\n' || c == '\r' || strings.IndexByte(",;&\"')]}", c) >= 0 {
 			break
 		}
@@ -115,6 +121,8 @@ func unquotedEnd(s string, i int) int {
 
 // quotedEnd is where the content of a string opened with quote q at i-1
 // ends: before the closing quote, skipping backslash escapes, or at the end.
+// A single-quoted string also ends before a double quote, which in a log
+// line is more likely the end of the JSON string around it.
 func quotedEnd(s string, i int, q byte) int {
 	for i < len(s) {
 		switch s[i] {
@@ -123,6 +131,29 @@ func quotedEnd(s string, i int, q byte) int {
 			continue
 		case q:
 			return i
+		case '"':
+			return i
+		}
+		i++
+	}
+	return len(s)
+}
+
+// escapedQuotedEnd is where the content of a string opened with a
+// backslash-escaped quote (\" or \') ends: before the matching escaped
+// quote, or before an unescaped double quote (the end of the JSON string that
+// holds it), or at the end.
+func escapedQuotedEnd(s string, i int, q byte) int {
+	for i < len(s) {
+		switch s[i] {
+		case '\\':
+			if i+1 < len(s) && s[i+1] == q {
+				return i
+			}
+			i += 2
+			continue
+		case '"':
+			return i
 		}
 		i++
 	}
@@ -130,7 +161,7 @@ func quotedEnd(s string, i int, q byte) int {
 }
 
 // keyValues redacts the values of keys that name secrets (see Secrets).
-func keyValues(s string) string {
+func keyValues(s string, inJSON bool) string {
 	if !strings.ContainsAny(s, "=:") {
 		return s
 	}
@@ -192,12 +223,12 @@ func keyValues(s string) string {
 		switch {
 		case s[v] == '\\' && v+1 < len(s) && (s[v+1] == '"' || s[v+1] == '\''):
 			cs = v + 2
-			ce = strings.Index(s[cs:], s[v:v+2])
-			if ce < 0 {
-				ce = len(s)
-			} else {
-				ce += cs
-			}
+			ce = escapedQuotedEnd(s, cs, s[v+1])
+		case inJSON && s[v] == '"' && (keyQuote != '"' || escaped):
+			// In JSON an opening quote inside a string would be escaped:
+			// this one ends the string that holds "name:".
+			i = v
+			continue
 		case s[v] == '"' || s[v] == '\'':
 			cs = v + 1
 			ce = quotedEnd(s, cs, s[v])

@@ -53,17 +53,43 @@ const Marker = "[REDACTED]"
 //     sha512-. Tokens written with other characters ('_', '-', '+', '/') are
 //     judged by their alphanumeric runs.
 //
-// The result never contains a match of these rules that was not already
-// Marker, so Secrets(Secrets(s)) == Secrets(s).
-func Secrets(s string) string {
+// The rules are applied until nothing changes, so
+// Secrets(Secrets(s)) == Secrets(s).
+func Secrets(s string) string { return secrets(s, false) }
+
+// maxPasses bounds the passes of secrets; text needing more is contrived.
+const maxPasses = 8
+
+// secrets is Secrets; inJSON is set for text that is one JSON document
+// (a zerolog event), where a double quote right after "name:" closes the
+// string that holds it instead of opening a value.
+//
+// The rules run again until nothing changes, because one redaction can
+// expose another: a key whose value was skipped as already redacted, or a
+// key name that was itself a random-looking run, reads differently once its
+// neighbours are markers. Running to the fixed point is what makes
+// Secrets(Secrets(s)) == Secrets(s). Text without secrets takes one pass.
+func secrets(s string, inJSON bool) string {
 	if len(s) < 8 {
 		return s
 	}
+	for range maxPasses {
+		t := pass(s, inJSON)
+		if t == s {
+			break
+		}
+		s = t
+	}
+	return s
+}
+
+// pass applies every rule once.
+func pass(s string, inJSON bool) string {
 	s = prefixed(s)
 	s = jwts(s)
 	s = bearers(s)
 	s = userinfo(s)
-	s = keyValues(s)
+	s = keyValues(s, inJSON)
 	s = longTokens(s)
 	return s
 }
@@ -84,8 +110,58 @@ func isBase32(c byte) bool { return isUpper(c) || (c >= '2' && c <= '7') }
 
 func isUpperDigit(c byte) bool { return isUpper(c) || isDigit(c) }
 
-// wordStart reports whether a word may start at s[i].
-func wordStart(s string, i int) bool { return i == 0 || !isWord(s[i-1]) }
+// wordStart reports whether a word may start at s[i]: at the start, after a
+// byte that is not a word byte, or after an escape such as the \n of text
+// quoted in JSON.
+func wordStart(s string, i int) bool {
+	return i == 0 || !isWord(s[i-1]) || escapeEnd(s, i) == i
+}
+
+// escaped reports whether s[i] follows an odd run of backslashes, so that it
+// is the second byte of an escape (\n, \", \u…).
+func escaped(s string, i int) bool {
+	n := 0
+	for j := i - 1; j >= 0 && s[j] == '\\'; j-- {
+		n++
+	}
+	return n%2 == 1
+}
+
+// escapeEnd returns where the escape that holds s[i-1] ends: i when s[i-1]
+// closes a one-letter escape (\n \t \r \b \f) or \uXXXX ends at i, and -1
+// when s[i-1] is not the end of an escape.
+func escapeEnd(s string, i int) int {
+	if i >= 2 && escaped(s, i-1) && strings.IndexByte("ntrbf", s[i-1]) >= 0 {
+		return i
+	}
+	if i >= 6 && s[i-5] == 'u' && escaped(s, i-5) && isHex4(s[i-4:i]) {
+		return i
+	}
+	return -1
+}
+
+// skipEscape returns where ordinary text resumes when s[i] is the escaped
+// byte of a backslash escape (so a run of word bytes after "\n" or
+// "\u00e9" does not take the escape's letters), or i otherwise.
+func skipEscape(s string, i int) int {
+	if i == 0 || !escaped(s, i) {
+		return i
+	}
+	if s[i] == 'u' && i+5 <= len(s) && isHex4(s[i+1:i+5]) {
+		return i + 5
+	}
+	return i + 1
+}
+
+func isHex4(h string) bool {
+	for j := 0; j < len(h); j++ {
+		c := h[j]
+		if !isDigit(c) && !(c >= 'a' && c <= 'f') && !(c >= 'A' && c <= 'F') {
+			return false
+		}
+	}
+	return len(h) == 4
+}
 
 // span returns the end of the run of bytes from i that satisfy ok.
 func span(s string, i int, ok func(byte) bool) int {
@@ -246,7 +322,7 @@ func bearers(s string) string {
 			break
 		}
 		from = i + 6
-		if i > 0 && isAlpha(s[i-1]) {
+		if i > 0 && isAlpha(s[i-1]) && escapeEnd(s, i) != i {
 			continue
 		}
 		k := i + 6
@@ -359,8 +435,12 @@ func longTokens(s string) string {
 			i++
 			continue
 		}
+		if j := skipEscape(s, i); j != i {
+			i = j
+			continue
+		}
 		for _, p := range digestPrefixes {
-			if strings.HasSuffix(s[:i], p) {
+			if strings.HasSuffix(s[:i], p) && (i == len(p) || !isAlnum(s[i-len(p)-1])) {
 				i = span(s, i, isStdBase64)
 				break
 			}

@@ -14,8 +14,11 @@ import (
 // zerolog hands each event to one Write, so a secret is never split between
 // two calls; a writer used by something that splits lines across writes
 // should buffer whole lines before this one. The redacted event stays valid
-// JSON (Secrets only replaces text inside strings, or an unquoted value with
-// a quoted marker). When w is a zerolog.LevelWriter, so is the result.
+// JSON: Secrets replaces only text inside strings (never an escape or a
+// quote) or an unquoted value with a quoted marker, and here it reads the
+// text as JSON, so in {"message":"bad secret:"} the quote after "secret:"
+// ends the message rather than opening a value. When w is a
+// zerolog.LevelWriter, so is the result.
 func Writer(w io.Writer) io.Writer {
 	if lw, ok := w.(zerolog.LevelWriter); ok {
 		return levelWriter{writer{lw}, lw}
@@ -28,7 +31,7 @@ type writer struct{ w io.Writer }
 // Write reports len(p) on success: the caller's bytes were all consumed,
 // even though fewer or more were written after redaction.
 func (r writer) Write(p []byte) (int, error) {
-	if _, err := r.w.Write([]byte(Secrets(string(p)))); err != nil {
+	if _, err := r.w.Write([]byte(secrets(string(p), true))); err != nil {
 		return 0, err
 	}
 	return len(p), nil
@@ -40,7 +43,7 @@ type levelWriter struct {
 }
 
 func (r levelWriter) WriteLevel(l zerolog.Level, p []byte) (int, error) {
-	if _, err := r.lw.WriteLevel(l, []byte(Secrets(string(p)))); err != nil {
+	if _, err := r.lw.WriteLevel(l, []byte(secrets(string(p), true))); err != nil {
 		return 0, err
 	}
 	return len(p), nil

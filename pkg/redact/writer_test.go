@@ -89,3 +89,49 @@ func TestWriter_reports_all_input_consumed(t *testing.T) {
 		t.Fatalf("wrote %q, want %q", got, want)
 	}
 }
+
+func TestWriter_keeps_json_escapes_whole(t *testing.T) {
+	tok := fake(40)
+	for _, msg := range []string{
+		"line one\nghp_" + fake(36),
+		"line one\n" + tok,
+		"é" + tok,
+		`token=abc"rest`,
+		`password='abc`,
+		`{"secret":"xyz`,
+		"password=C:\\Users\\me",
+		"\x1b" + tok,
+	} {
+		var buf bytes.Buffer
+		log := zerolog.New(Writer(&buf))
+		log.Info().Msg(msg)
+		out := buf.Bytes()
+		if !json.Valid(out) {
+			t.Errorf("message %q: redacted event is not JSON: %s", msg, out)
+			continue
+		}
+		var ev struct{ Message string }
+		if err := json.Unmarshal(out, &ev); err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(ev.Message, tok) || strings.Contains(ev.Message, fake(36)) || strings.Contains(ev.Message, "xyz") || strings.Contains(ev.Message, "abc") {
+			t.Errorf("message %q: a secret survived: %q", msg, ev.Message)
+		}
+	}
+}
+
+// FuzzWriter holds that a redacted zerolog event is still JSON, whatever
+// the strings in it.
+func FuzzWriter(f *testing.F) {
+	f.Add("password", `token=abc\"x`, "line\nghp_"+fake(36))
+	f.Add("msg", "Bearer abc123", `{"secret":"v"}`)
+	f.Add(`a"b`, "\\", "\\u00e9"+fake(33))
+	f.Fuzz(func(t *testing.T, key, value, msg string) {
+		var buf bytes.Buffer
+		log := zerolog.New(Writer(&buf))
+		log.Info().Str(key, value).Msg(msg)
+		if !json.Valid(buf.Bytes()) {
+			t.Fatalf("Str(%q, %q).Msg(%q): redacted event is not JSON: %s", key, value, msg, buf.Bytes())
+		}
+	})
+}
