@@ -147,7 +147,7 @@ func (n *Notifier) Notify(ctx context.Context, hl Headline) (err error) {
 	if err != nil {
 		return fmt.Errorf("notifier: build headline: %w", err)
 	}
-	e.SetID(derivedID("headline", hl.Note.Event))
+	e.SetID(derivedID("headline", hl.Tenant, hl.Session, hl.Note.About, hl.Note.Event))
 	subject, err := events.NotifySubject(hl.Tenant, hl.Session)
 	if err != nil {
 		return err
