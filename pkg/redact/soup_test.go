@@ -58,4 +58,4 @@ func TestWriter_output_is_json_on_token_soup(t *testing.T) {
 }
 
 // soupRounds keeps the soup tests to a fraction of a second.
-var soupRounds = 20000
+var soupRounds = 8000

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"unicode/utf8"
 )
 
@@ -69,16 +70,11 @@ func (w *Workspace) Read(ctx context.Context, req ReadRequest) (ReadResult, erro
 	if limit == 0 {
 		limit = w.cfg.ReadLines
 	}
-	f, err := w.root.Open(rel)
+	f, _, err := w.openRegular("read", req.Path, rel)
 	if err != nil {
-		return ReadResult{}, rootErr("read", req.Path, err)
+		return ReadResult{}, err
 	}
 	defer f.Close()
-	if fi, err := f.Stat(); err != nil {
-		return ReadResult{}, rootErr("read", req.Path, err)
-	} else if fi.IsDir() {
-		return ReadResult{}, fmt.Errorf("workspace: read %s: is a directory (use glob to list it)", req.Path)
-	}
 
 	res := ReadResult{Path: filepath.ToSlash(rel)}
 	var out strings.Builder
@@ -122,6 +118,31 @@ func (w *Workspace) Read(ctx context.Context, req ReadRequest) (ReadResult, erro
 	}
 	res.Content = out.String()
 	return res, nil
+}
+
+// openRegular opens the resolved path rel for reading and refuses anything
+// but a regular file. It opens without blocking, so a FIFO a command left in
+// the workspace cannot hang the tool waiting for a writer, and checks the
+// type on the open file, so the check holds for what is read.
+func (w *Workspace) openRegular(op, name, rel string) (*os.File, fs.FileInfo, error) {
+	f, err := w.root.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, nil, rootErr(op, name, err)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, nil, rootErr(op, name, err)
+	}
+	switch {
+	case fi.IsDir():
+		f.Close()
+		return nil, nil, fmt.Errorf("workspace: %s %s: is a directory (use glob to list it)", op, name)
+	case !fi.Mode().IsRegular():
+		f.Close()
+		return nil, nil, fmt.Errorf("workspace: %s %s: not a regular file (%s)", op, name, fi.Mode().Type())
+	}
+	return f, fi, nil
 }
 
 // eachLine calls fn with every line of r without its line end ("\n" or
@@ -301,19 +322,20 @@ func (w *Workspace) Edit(ctx context.Context, req EditRequest) (EditResult, erro
 	if req.Old == req.New {
 		return EditResult{}, fmt.Errorf("workspace: edit %s: old and new text are the same", req.Path)
 	}
-	fi, err := w.root.Stat(rel)
+	f, fi, err := w.openRegular("edit", req.Path, rel)
 	if err != nil {
-		return EditResult{}, rootErr("edit", req.Path, err)
+		return EditResult{}, err
 	}
-	if fi.IsDir() {
-		return EditResult{}, fmt.Errorf("workspace: edit %s: is a directory", req.Path)
-	}
+	defer f.Close()
 	if fi.Size() > w.cfg.MaxFileBytes {
 		return EditResult{}, fmt.Errorf("workspace: edit %s: %d bytes is more than the limit of %d", req.Path, fi.Size(), w.cfg.MaxFileBytes)
 	}
-	data, err := w.root.ReadFile(rel)
+	data, err := io.ReadAll(io.LimitReader(f, w.cfg.MaxFileBytes+1))
 	if err != nil {
 		return EditResult{}, rootErr("edit", req.Path, err)
+	}
+	if int64(len(data)) > w.cfg.MaxFileBytes {
+		return EditResult{}, fmt.Errorf("workspace: edit %s: the file grew past the limit of %d bytes", req.Path, w.cfg.MaxFileBytes)
 	}
 	if err := ctx.Err(); err != nil {
 		return EditResult{}, fmt.Errorf("workspace: edit %s: %w", req.Path, err)

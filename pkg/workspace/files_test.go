@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -295,5 +296,23 @@ func TestIsEscape_recognises_the_refusal_of_os_Root(t *testing.T) {
 	}
 	if mapped := rootErr("read", "../x", err); !errors.Is(mapped, ErrOutsideWorkspace) {
 		t.Fatalf("rootErr = %v, want ErrOutsideWorkspace", mapped)
+	}
+}
+
+func TestRead_Edit_and_Grep_refuse_a_fifo_without_blocking(t *testing.T) {
+	w := openTemp(t, Config{})
+	if err := syscall.Mkfifo(filepath.Join(w.Dir(), "pipe"), 0o644); err != nil {
+		t.Skipf("mkfifo: %v", err)
+	}
+	ctx := context.Background()
+	if _, err := w.Read(ctx, ReadRequest{Path: "pipe"}); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+		t.Errorf("Read error = %v", err)
+	}
+	if _, err := w.Edit(ctx, EditRequest{Path: "pipe", Old: "a", New: "b"}); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+		t.Errorf("Edit error = %v", err)
+	}
+	got, err := w.Grep(ctx, GrepRequest{Pattern: "x"})
+	if err != nil || got.Skipped != 1 {
+		t.Errorf("Grep = %+v, %v; want the fifo skipped", got, err)
 	}
 }

@@ -360,14 +360,13 @@ func (w *Workspace) grepFile(ctx context.Context, re *regexp.Regexp, rel string,
 		res.Skipped++
 		return nil
 	}
-	f, err := w.root.Open(real)
+	f, fi, err := w.openRegular("grep", rel, real)
 	if err != nil {
-		res.Skipped++ // a dangling link, or gone since the walk saw it
+		res.Skipped++ // a dangling link, a FIFO, or gone since the walk saw it
 		return nil
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil || !fi.Mode().IsRegular() || fi.Size() > w.cfg.MaxFileBytes {
+	if fi.Size() > w.cfg.MaxFileBytes {
 		res.Skipped++
 		return nil
 	}
