@@ -15,12 +15,12 @@ import (
 	"jetway/pkg/bus"
 )
 
-func get(t *testing.T, url string) (int, string) {
+func get(t *testing.T, p *process, url string) (int, string) {
 	t.Helper()
 	client := &http.Client{Timeout: 5 * time.Second}
 	resp, err := client.Get(url)
 	if err != nil {
-		t.Fatalf("GET %s: %v", url, err)
+		t.Fatalf("GET %s: %v\n%s", url, err, p.output())
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
@@ -67,13 +67,13 @@ func TestDev_provisions_serves_health_and_stops_cleanly_on_SIGTERM(t *testing.T)
 		t.Errorf("partitions = %d, %v; want 4", p, err)
 	}
 
-	if code, body := get(t, httpURL+"/healthz"); code != http.StatusOK || strings.TrimSpace(body) != "ok" {
+	if code, body := get(t, p, httpURL+"/healthz"); code != http.StatusOK || strings.TrimSpace(body) != "ok" {
 		t.Errorf("/healthz = %d %q", code, body)
 	}
 	// A component may register its check a moment after the ready line.
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		code, body := get(t, httpURL+"/readyz")
+		code, body := get(t, p, httpURL+"/readyz")
 		if code == http.StatusOK {
 			break
 		}
@@ -82,7 +82,7 @@ func TestDev_provisions_serves_health_and_stops_cleanly_on_SIGTERM(t *testing.T)
 		}
 		<-time.After(50 * time.Millisecond)
 	}
-	if code, body := get(t, httpURL+"/metrics"); code != http.StatusOK || !strings.Contains(body, "go_goroutines") {
+	if code, body := get(t, p, httpURL+"/metrics"); code != http.StatusOK || !strings.Contains(body, "go_goroutines") {
 		t.Errorf("/metrics = %d, has go_goroutines: %v", code, strings.Contains(body, "go_goroutines"))
 	}
 	nc.Close()
