@@ -50,8 +50,14 @@ const Marker = "[REDACTED]"
 //     test, under 1% of 40-character ones). Hex digests and UUIDs (one
 //     case), paths and identifiers (CamelCaseName123 has one digit group)
 //     stay, and so do the hashes after h1:, sha1-, sha256-, sha384- and
-//     sha512-. Tokens written with other characters ('_', '-', '+', '/') are
-//     judged by their alphanumeric runs.
+//     sha512-. A run of 40 or more base64 characters holding '+' or '/'
+//     (a line of a PEM private key, an AWS secret key) is judged whole, the
+//     same way, when at most one in 16 of its characters is '/' (paths have
+//     more) and it does not continue a name across '.', '-', '_', '@', '%'
+//     or '~' ("example.com/v1/…" is a path), and is redacted with its '='
+//     padding; other tokens written with
+//     other characters ('_', '-', '+', '/') are judged by their alphanumeric
+//     runs.
 //
 // The rules are applied until nothing changes, so
 // Secrets(Secrets(s)) == Secrets(s).
@@ -430,8 +436,13 @@ func longTokens(s string) string {
 	}
 	var b strings.Builder
 	last := 0
+	redact := func(from, to int) {
+		b.WriteString(s[last:from])
+		b.WriteString(Marker)
+		last = to
+	}
 	for i := 0; i < len(s); {
-		if !isAlnum(s[i]) {
+		if !isB64Body(s[i]) {
 			i++
 			continue
 		}
@@ -439,17 +450,27 @@ func longTokens(s string) string {
 			i = j
 			continue
 		}
-		for _, p := range digestPrefixes {
-			if strings.HasSuffix(s[:i], p) && (i == len(p) || !isAlnum(s[i-len(p)-1])) {
-				i = span(s, i, isStdBase64)
-				break
-			}
+		if digestAt(s, i) {
+			i = span(s, i, isStdBase64)
+			continue
 		}
-		end := span(s, i, isAlnum)
-		if end-i >= minTokenLen && randomLooking(s[i:end]) {
-			b.WriteString(s[last:i])
-			b.WriteString(Marker)
-			last = end
+		end := span(s, i, isB64Body)
+		if run := s[i:end]; len(run) >= minBase64Len && strings.ContainsAny(run, "+/") &&
+			strings.Count(run, "/")*16 <= len(run) && !joined(s, i, end) && randomLooking(run) {
+			redact(i, span(s, end, func(c byte) bool { return c == '=' }))
+			i = last
+			continue
+		}
+		for k := i; k < end; {
+			if !isAlnum(s[k]) {
+				k++
+				continue
+			}
+			e := span(s, k, isAlnum)
+			if e-k >= minTokenLen && randomLooking(s[k:e]) {
+				redact(k, e)
+			}
+			k = e
 		}
 		i = end
 	}
@@ -460,12 +481,39 @@ func longTokens(s string) string {
 	return b.String()
 }
 
+func isB64Body(c byte) bool { return isAlnum(c) || c == '+' || c == '/' }
+
+// joined reports whether the run s[i:end] continues a host name, file name
+// or word ("example.com/v1/…"), so it is a path, not one base64 value.
+func joined(s string, i, end int) bool {
+	const glue = ".-_@%~"
+	return (i > 0 && strings.IndexByte(glue, s[i-1]) >= 0) ||
+		(end < len(s) && strings.IndexByte(glue, s[end]) >= 0)
+}
+
+// digestAt reports whether the run at i follows a digest prefix (h1:,
+// sha256-, ...) that starts a word.
+func digestAt(s string, i int) bool {
+	for _, p := range digestPrefixes {
+		if strings.HasSuffix(s[:i], p) && (i == len(p) || !isAlnum(s[i-len(p)-1])) {
+			return true
+		}
+	}
+	return false
+}
+
+// minBase64Len is the shortest run with '+' or '/' judged whole as base64
+// (a PEM body line is 64); shorter ones are judged by their alphanumeric
+// runs, so a URL path keeps its words.
+const minBase64Len = 40
+
 const minTokenLen = 32
 
-// randomLooking reports whether an alphanumeric run mixes upper case, lower
-// case and digits, has digits in two or more places and switches between the
-// three classes at 30% or more of its positions. Identifiers fail on the
-// digits (CamelCaseName123 has one group) or the switches (long words).
+// randomLooking reports whether a run mixes upper case, lower case and
+// digits, has digits in two or more places and switches between the classes
+// (upper, lower, digit, and base64's '+' and '/') at 30% or more of its
+// positions. Identifiers fail on the digits (CamelCaseName123 has one group)
+// or the switches (long words).
 func randomLooking(t string) bool {
 	class := func(c byte) int {
 		switch {
@@ -473,10 +521,12 @@ func randomLooking(t string) bool {
 			return 0
 		case isLower(c):
 			return 1
+		case isDigit(c):
+			return 2
 		}
-		return 2
+		return 3 // '+' and '/' of base64
 	}
-	var seen [3]bool
+	var seen [4]bool
 	changes, digitRuns := 0, 0
 	prev := -1
 	for i := 0; i < len(t); i++ {

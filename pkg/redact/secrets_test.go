@@ -73,6 +73,10 @@ func TestSecrets_redacts_credentials(t *testing.T) {
 		{"access token camel", "accessToken: 'zzz'", "accessToken: '[REDACTED]'"},
 		{"long random token", "session " + tok + " ok", "session [REDACTED] ok"},
 		{"two secrets", "A_TOKEN=1 B_SECRET=2", "A_TOKEN=[REDACTED] B_SECRET=[REDACTED]"},
+		{"pem body line", "MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7VJTUt9Us8cKj", "[REDACTED]"},
+		{"pem last line with padding", "  Zm9vYmFyYmF6cXV4" + fake(30) + "+a/b==", "  [REDACTED]"},
+		{"aws secret access key alone", "key " + fake(20)[3:] + "/" + fake(23) + " ok", "key [REDACTED] ok"},
+		{"url keeps its words", "GET https://api.example.com/v1/" + tok + "/status", "GET https://api.example.com/v1/[REDACTED]/status"},
 		{"value at end of line after colon", "invalid token: expired", "invalid token: [REDACTED]"},
 	}
 	for _, tt := range tests {
@@ -121,6 +125,9 @@ func TestSecrets_leaves_ordinary_text_alone(t *testing.T) {
 		{"hex upper", "0xDEADBEEFDEADBEEFDEADBEEFDEADBEEF00"},
 		{"timestamp", "2026-11-30T12:34:56.789Z level=info msg=started"},
 		{"headline", "job 3 (gh) exited 0 after 21m"},
+		{"long slash path", "/home/runner/work/Jetway2/jetway/pkg/workspace/testdata/fuzz/FuzzResolve/Case12"},
+		{"base64 words", "c29tZSBwbGFpbiB0ZXh0 is base64 for some plain text"},
+		{"url path", "https://github.com/nats-io/nats-server/blob/main/server/jetstream_cluster.go"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
