@@ -1,0 +1,413 @@
+package deploytest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/crypto/bcrypt"
+
+	"jetway/deploy/certs"
+	"jetway/pkg/bus"
+)
+
+// confDir is the deploy configuration under test.
+const confDir = "../nats"
+
+// readyTimeout bounds every wait for servers to come up or to agree.
+const readyTimeout = 45 * time.Second
+
+var (
+	binDir string
+
+	buildOnce sync.Once
+	buildPath string
+	buildErr  error
+)
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "jetway-deploytest-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "deploytest:", err)
+		os.Exit(1)
+	}
+	binDir = dir
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// natsServerBinary builds nats-server once per test binary, at the version
+// go.mod pins, so the tests run the same server `make cluster` does.
+func natsServerBinary(t testing.TB) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		goBin, err := exec.LookPath("go")
+		if err != nil {
+			goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
+		}
+		buildPath = filepath.Join(binDir, "nats-server")
+		cmd := exec.Command(goBin, "build", "-o", buildPath, "github.com/nats-io/nats-server/v2")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build nats-server: %w\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return buildPath
+}
+
+// node is one nats-server process of a rendered deployment.
+type node struct {
+	name                   string
+	client, route, monitor int
+	dir                    string
+
+	mu  sync.Mutex
+	cmd *exec.Cmd
+}
+
+func (n *node) url() string { return fmt.Sprintf("tls://127.0.0.1:%d", n.client) }
+
+// deployment is deploy/nats rendered into a temporary directory: config
+// files with free ports, fresh secrets, and three nodes that may or may not
+// be running.
+type deployment struct {
+	t         testing.TB
+	dir       string
+	nodes     []*node
+	passwords map[string]string
+}
+
+type renderOptions struct {
+	// mTLS swaps client-tls.conf for client-mtls.conf, as the docs describe.
+	mTLS bool
+}
+
+// render copies the deploy configuration into a temporary directory, moving
+// every loopback port to a free one, and generates its secrets.
+func render(t testing.TB, opts renderOptions) *deployment {
+	t.Helper()
+	d := &deployment{t: t, dir: t.TempDir()}
+	var pairs []string
+	for i := range 3 {
+		n := &node{name: fmt.Sprintf("node-%d", i+1), dir: d.dir}
+		n.client, n.route, n.monitor = freePort(t), freePort(t), freePort(t)
+		pairs = append(pairs,
+			fmt.Sprintf("127.0.0.1:%d", 4222+i), fmt.Sprintf("127.0.0.1:%d", n.client),
+			fmt.Sprintf("127.0.0.1:%d", 6222+i), fmt.Sprintf("127.0.0.1:%d", n.route),
+			fmt.Sprintf("127.0.0.1:%d", 8222+i), fmt.Sprintf("127.0.0.1:%d", n.monitor),
+		)
+		d.nodes = append(d.nodes, n)
+	}
+	ports := strings.NewReplacer(pairs...)
+	files, err := filepath.Glob(filepath.Join(confDir, "*.conf"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no config files in %s (%v)", confDir, err)
+	}
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := ports.Replace(string(data))
+		if opts.mTLS && filepath.Base(f) == "common.conf" {
+			const plain = `include "client-tls.conf"`
+			if !strings.Contains(text, plain) {
+				t.Fatalf("common.conf has no %s line to swap for mTLS", plain)
+			}
+			text = strings.Replace(text, plain, `include "client-mtls.conf"`, 1)
+		}
+		if err := os.WriteFile(filepath.Join(d.dir, filepath.Base(f)), []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	accounts, err := os.ReadFile(filepath.Join(confDir, "accounts.conf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	users, err := certs.UsersInConfig(accounts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := certs.Generate(certs.Config{
+		Dir:   filepath.Join(d.dir, "secrets"),
+		Users: users,
+		// The server checks the hash on every connect; the cost does not
+		// change what is tested.
+		BcryptCost: bcrypt.MinCost,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.passwords = res.Passwords
+	return d
+}
+
+func freePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+func (d *deployment) secret(name string) string { return filepath.Join(d.dir, "secrets", name) }
+
+// start runs the node's nats-server with the rendered config, its working
+// directory the config directory (config paths are relative to it), and
+// stops it when the test ends.
+func (d *deployment) start(n *node) {
+	t := d.t
+	t.Helper()
+	logf, err := os.OpenFile(filepath.Join(d.dir, n.name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(natsServerBinary(t), "-c", n.name+".conf")
+	cmd.Dir = d.dir
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		t.Fatalf("start %s: %v", n.name, err)
+	}
+	n.mu.Lock()
+	n.cmd = cmd
+	n.mu.Unlock()
+	t.Cleanup(func() {
+		d.kill(n)
+		logf.Close()
+		if t.Failed() {
+			if log, err := os.ReadFile(logf.Name()); err == nil {
+				t.Logf("%s log (last 3000 bytes):\n%s", n.name, tail(log, 3000))
+			}
+		}
+	})
+}
+
+// kill ends the node's process at once (SIGKILL: a crash, not a shutdown)
+// and reaps it. Killing a node that is not running does nothing.
+func (d *deployment) kill(n *node) {
+	n.mu.Lock()
+	cmd := n.cmd
+	n.cmd = nil
+	n.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	_ = cmd.Process.Signal(syscall.SIGKILL)
+	_ = cmd.Wait()
+}
+
+func tail(b []byte, n int) []byte {
+	if len(b) > n {
+		return b[len(b)-n:]
+	}
+	return b
+}
+
+// startCluster starts all three nodes and waits until each reports
+// JetStream healthy (a meta leader is known and it is current).
+func (d *deployment) startCluster() {
+	d.t.Helper()
+	for _, n := range d.nodes {
+		d.start(n)
+	}
+	for _, n := range d.nodes {
+		d.waitHTTP(n, "/healthz")
+	}
+}
+
+// waitHTTP waits until the node's monitoring endpoint path answers 200.
+func (d *deployment) waitHTTP(n *node, path string) {
+	t := d.t
+	t.Helper()
+	url := fmt.Sprintf("http://127.0.0.1:%d%s", n.monitor, path)
+	client := &http.Client{Timeout: 2 * time.Second}
+	deadline := time.NewTimer(readyTimeout)
+	defer deadline.Stop()
+	poll := time.NewTicker(100 * time.Millisecond)
+	defer poll.Stop()
+	var last string
+	for {
+		resp, err := client.Get(url)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+			last = resp.Status
+		} else {
+			last = err.Error()
+		}
+		select {
+		case <-poll.C:
+		case <-deadline.C:
+			t.Fatalf("%s: %s not ready within %v (last: %s)", n.name, path, readyTimeout, last)
+		}
+	}
+}
+
+func (d *deployment) urls() string {
+	var u []string
+	for _, n := range d.nodes {
+		u = append(u, n.url())
+	}
+	return strings.Join(u, ",")
+}
+
+// client is a connection as one deployment user, with the asynchronous
+// errors the server sent it (permission violations arrive that way).
+type client struct {
+	*nats.Conn
+	js   jetstream.JetStream
+	errs chan error
+}
+
+// connect dials the deployment as user over TLS, trusting the local CA.
+func (d *deployment) connect(user string, opts ...nats.Option) *client {
+	t := d.t
+	t.Helper()
+	c, err := d.dial(user, opts...)
+	if err != nil {
+		t.Fatalf("connect as %s: %v", user, err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+func (d *deployment) dial(user string, opts ...nats.Option) (*client, error) {
+	pw, ok := d.passwords[user]
+	if !ok {
+		return nil, fmt.Errorf("no user %q in accounts.conf", user)
+	}
+	c := &client{errs: make(chan error, 64)}
+	base := []nats.Option{
+		nats.Name("deploytest-" + user),
+		nats.UserInfo(user, pw),
+		nats.RootCAs(d.secret(certs.CAFile)),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(100 * time.Millisecond),
+		nats.Timeout(5 * time.Second),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			select {
+			case c.errs <- err:
+			default:
+			}
+		}),
+	}
+	nc, err := nats.Connect(d.urls(), append(base, opts...)...)
+	if err != nil {
+		return nil, err
+	}
+	c.Conn = nc
+	if c.js, err = jetstream.New(nc); err != nil {
+		nc.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// provision creates jetway's streams, buckets and work consumers as the
+// admin user, replicated on all three nodes, as `make cluster` does.
+func (d *deployment) provision() {
+	t := d.t
+	t.Helper()
+	admin := d.connect("admin")
+	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
+	defer cancel()
+	if err := bus.Provision(ctx, admin.js, bus.ProvisionConfig{Replicas: 3, Partitions: 4}); err != nil {
+		t.Fatalf("provision as admin: %v", err)
+	}
+}
+
+// waitViolation waits until the server has told c that subject was refused.
+func (c *client) waitViolation(t testing.TB, subject string) {
+	t.Helper()
+	timer := time.NewTimer(10 * time.Second)
+	defer timer.Stop()
+	for {
+		select {
+		case err := <-c.errs:
+			if errors.Is(err, nats.ErrPermissionViolation) && strings.Contains(err.Error(), `"`+subject+`"`) {
+				return
+			}
+			t.Logf("other async error while waiting: %v", err)
+		case <-timer.C:
+			t.Fatalf("no permissions violation for %q within 10s", subject)
+		}
+	}
+}
+
+// noViolation fails if the server refused anything c did so far.
+func (c *client) noViolation(t testing.TB) {
+	t.Helper()
+	if err := c.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		select {
+		case err := <-c.errs:
+			t.Errorf("unexpected async error: %v", err)
+		default:
+			return
+		}
+	}
+}
+
+// refusePublish publishes on subject and expects the server to refuse it.
+func (c *client) refusePublish(t testing.TB, subject string) {
+	t.Helper()
+	if err := c.Publish(subject, []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	c.waitViolation(t, subject)
+}
+
+// refuseSubscribe subscribes to subject and expects the server to refuse it.
+func (c *client) refuseSubscribe(t testing.TB, subject string) {
+	t.Helper()
+	sub, err := c.SubscribeSync(subject)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	if err := c.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	c.waitViolation(t, subject)
+}
+
+// refuseAPI runs a JetStream call that should be refused: the server drops
+// the API request (so the call can only time out) and reports the violation
+// of apiSubject, which ends the wait early.
+func (c *client) refuseAPI(t testing.TB, apiSubject string, call func(ctx context.Context) error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	done := make(chan error, 1)
+	go func() { done <- call(ctx) }()
+	c.waitViolation(t, apiSubject)
+	cancel()
+	if err := <-done; err == nil {
+		t.Errorf("%s: the call succeeded, want it refused", apiSubject)
+	}
+}

@@ -1,0 +1,206 @@
+package deploytest
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"jetway/pkg/bus"
+)
+
+// TestPermissions runs every user of deploy/nats/accounts.conf against a
+// real three-node cluster: each boundary the design depends on refuses, and
+// each user's own job still works.
+func TestPermissions(t *testing.T) {
+	d := render(t, renderOptions{})
+	d.startCluster()
+	d.provision()
+	admin := d.connect("admin")
+
+	// stored reports whether a message was stored on subject, as the admin
+	// sees it.
+	stored := func(t *testing.T, stream, subject string) bool {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		s, err := admin.js.Stream(ctx, stream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = s.GetLastMsgForSubject(ctx, subject)
+		return err == nil
+	}
+	pubAck := func(t *testing.T, c *client, subject string) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if _, err := c.js.Publish(ctx, subject, []byte(`{}`)); err != nil {
+			t.Fatalf("publish %s: %v", subject, err)
+		}
+	}
+
+	t.Run("tenant_publishes_into_its_own_sessions", func(t *testing.T) {
+		acme := d.connect("tenant-acme", nats.CustomInboxPrefix("_INBOX_acme"))
+		pubAck(t, acme, "jetway.events.acme.s1")
+		acme.noViolation(t)
+
+		// A plain publish needs no inbox at all: the stream stores it.
+		plain := d.connect("tenant-acme")
+		if err := plain.Publish("jetway.events.acme.plain", []byte(`{}`)); err != nil {
+			t.Fatal(err)
+		}
+		plain.noViolation(t)
+		waitFor(t, "plain publish stored", func() bool { return stored(t, bus.StreamEvents, "jetway.events.acme.plain") })
+	})
+
+	t.Run("tenant_cannot_publish_into_another_tenant", func(t *testing.T) {
+		acme := d.connect("tenant-acme")
+		acme.refusePublish(t, "jetway.events.globex.s1")
+		if stored(t, bus.StreamEvents, "jetway.events.globex.s1") {
+			t.Error("acme's event landed in globex's session")
+		}
+	})
+
+	t.Run("tenant_cannot_forge_a_job_event", func(t *testing.T) {
+		acme := d.connect("tenant-acme")
+		acme.refusePublish(t, "jetway.jobevents.acme.s1")
+		if stored(t, bus.StreamEvents, "jetway.jobevents.acme.s1") {
+			t.Error("a tenant's forged job event was stored")
+		}
+	})
+
+	t.Run("tenant_cannot_listen_to_other_inboxes_or_the_api", func(t *testing.T) {
+		acme := d.connect("tenant-acme")
+		acme.refuseSubscribe(t, "_INBOX.>")
+		acme.refuseSubscribe(t, "jetway.notify.globex.>")
+		acme.refusePublish(t, "$JS.API.STREAM.INFO."+bus.StreamEvents)
+	})
+
+	t.Run("dispatcher_publishes_events_but_not_job_events", func(t *testing.T) {
+		disp := d.connect("dispatcher")
+		pubAck(t, disp, "jetway.events.globex.s2")
+		disp.noViolation(t)
+		disp.refusePublish(t, "jetway.jobevents.globex.s2")
+		disp.refuseSubscribe(t, "jetway.transcript.>")
+	})
+
+	t.Run("notifier_cannot_publish_events", func(t *testing.T) {
+		n := d.connect("notifier")
+		pubAck(t, n, "jetway.notify.acme.s1")
+		n.noViolation(t)
+		n.refusePublish(t, "jetway.events.acme.s1")
+		n.refusePublish(t, "jetway.jobevents.acme.s1")
+		// Its consumer on JETWAY_EVENTS may only ever see job events.
+		n.refuseAPI(t, "$JS.API.CONSUMER.CREATE.JETWAY_EVENTS.notifier-events.jetway.events.>", func(ctx context.Context) error {
+			_, err := n.js.CreateOrUpdateConsumer(ctx, bus.StreamEvents, jetstream.ConsumerConfig{
+				Durable: "notifier-events", FilterSubject: bus.SubjectEvents,
+			})
+			return err
+		})
+	})
+
+	t.Run("runner_consumes_work_and_writes_transcripts_but_not_job_events", func(t *testing.T) {
+		r := d.connect("runner")
+		pubAck(t, r, "jetway.transcript.acme.s3")
+		pubAck(t, r, "jetway.out.acme.s3")
+		r.noViolation(t)
+
+		disp := d.connect("dispatcher")
+		pubAck(t, disp, "jetway.events.acme.s3")
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		p := bus.PartitionFor("acme", "s3", 4)
+		cons, err := r.js.Consumer(ctx, bus.StreamWork, bus.WorkConsumerName(p))
+		if err != nil {
+			t.Fatalf("runner: work consumer %d: %v", p, err)
+		}
+		var got jetstream.Msg
+		waitFor(t, "work message for acme/s3", func() bool {
+			batch, err := cons.Fetch(10, jetstream.FetchMaxWait(time.Second), jetstream.FetchPriorityGroup(bus.WorkGroup))
+			if err != nil {
+				t.Fatalf("runner: fetch: %v", err)
+			}
+			for m := range batch.Messages() {
+				if m.Subject() == fmt.Sprintf("%d.jetway.events.acme.s3", p) {
+					got = m
+				}
+			}
+			return got != nil
+		})
+		if err := got.DoubleAck(ctx); err != nil {
+			t.Fatalf("runner: ack: %v", err)
+		}
+		r.noViolation(t)
+
+		r.refusePublish(t, "jetway.jobevents.acme.s3")
+		r.refusePublish(t, "jetway.events.acme.s3")
+	})
+
+	t.Run("jobs_publish_job_events_and_keep_their_table", func(t *testing.T) {
+		j := d.connect("jobs")
+		pubAck(t, j, "jetway.jobevents.acme.s4")
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		kv, err := j.js.KeyValue(ctx, bus.BucketJobs)
+		if err != nil {
+			t.Fatalf("jobs: bucket %s: %v", bus.BucketJobs, err)
+		}
+		if _, err := kv.Put(ctx, "w1.acme.s4.1", []byte(`{}`)); err != nil {
+			t.Fatalf("jobs: put: %v", err)
+		}
+		if _, err := kv.Get(ctx, "w1.acme.s4.1"); err != nil {
+			t.Fatalf("jobs: get: %v", err)
+		}
+		j.noViolation(t)
+		j.refusePublish(t, "jetway.events.acme.s4")
+	})
+
+	t.Run("jobs_cannot_read_transcripts", func(t *testing.T) {
+		j := d.connect("jobs")
+		j.refuseSubscribe(t, "jetway.transcript.>")
+		j.refuseAPI(t, "$JS.API.STREAM.INFO.JETWAY_TRANSCRIPTS", func(ctx context.Context) error {
+			_, err := j.js.Stream(ctx, bus.StreamTranscripts)
+			return err
+		})
+		j.refuseAPI(t, "$JS.API.DIRECT.GET.JETWAY_TRANSCRIPTS.jetway.transcript.acme.s3", func(ctx context.Context) error {
+			msg, err := j.RequestWithContext(ctx, "$JS.API.DIRECT.GET.JETWAY_TRANSCRIPTS.jetway.transcript.acme.s3", nil)
+			if err == nil && msg.Header.Get("Status") != "" {
+				return fmt.Errorf("status %s", msg.Header.Get("Status"))
+			}
+			return err
+		})
+		j.refuseAPI(t, "$JS.API.CONSUMER.CREATE.JETWAY_TRANSCRIPTS.peek", func(ctx context.Context) error {
+			_, err := j.js.CreateConsumer(ctx, bus.StreamTranscripts, jetstream.ConsumerConfig{Name: "peek"})
+			return err
+		})
+	})
+
+	t.Run("services_cannot_administer_streams", func(t *testing.T) {
+		for _, user := range []string{"dispatcher", "runner", "jobs", "notifier"} {
+			c := d.connect(user)
+			c.refuseAPI(t, "$JS.API.STREAM.DELETE.JETWAY_EVENTS", func(ctx context.Context) error {
+				return c.js.DeleteStream(ctx, bus.StreamEvents)
+			})
+		}
+	})
+}
+
+// waitFor polls cond until it holds, failing the test after a deadline.
+func waitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.NewTimer(30 * time.Second)
+	defer deadline.Stop()
+	poll := time.NewTicker(50 * time.Millisecond)
+	defer poll.Stop()
+	for !cond() {
+		select {
+		case <-poll.C:
+		case <-deadline.C:
+			t.Fatalf("%s: not within 30s", what)
+		}
+	}
+}
