@@ -109,6 +109,16 @@ func TestEnsureWorkConsumers_reads_the_partition_count_back_from_the_stream(t *t
 	if _, err := js.Consumer(ctx, bus.StreamWork, bus.WorkConsumerName(3)); err == nil {
 		t.Errorf("consumer %s exists but P is 3", bus.WorkConsumerName(3))
 	}
+
+	if err := bus.Provision(ctx, js, bus.ProvisionConfig{Partitions: 5}); err != nil {
+		t.Fatalf("provision with P changed to 5: %v", err)
+	}
+	if p, err := bus.Partitions(ctx, js); err != nil || p != 5 {
+		t.Errorf("Partitions() = %d, %v after changing P; want 5", p, err)
+	}
+	if _, err := js.Consumer(ctx, bus.StreamWork, bus.WorkConsumerName(4)); err != nil {
+		t.Errorf("consumer %s: %v", bus.WorkConsumerName(4), err)
+	}
 }
 
 func TestWork_keeps_a_sessions_events_and_jobevents_in_one_partition_in_order(t *testing.T) {
