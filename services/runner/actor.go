@@ -22,6 +22,9 @@ type delivery struct {
 	// recover asks the actor to recover an interrupted run of another
 	// runner; it carries no message.
 	recover bool
+	// taken is an event already turned into an input once (a notice the
+	// model never got, a steer), put back in line in its original form.
+	taken *input
 }
 
 // input is an event taken for a run's first turn or as a notice.
@@ -29,6 +32,25 @@ type input struct {
 	id   string
 	text string
 	msg  jetstream.Msg
+	// inBrief: the event's content is in the handover brief (a steer's
+	// note, a resume), not one of the run's inputs.
+	inBrief bool
+	// person: a line a person typed, which may send on interrupted work.
+	person bool
+}
+
+// steerReq is a steer waiting for the live run to stop.
+type steerReq struct {
+	in   input
+	note string
+	at   time.Time
+}
+
+// plan is what a run starts from.
+type plan struct {
+	ins    []input
+	steer  *steerReq
+	resume *events.Resume
 }
 
 // actor is the one place a session's events are handled inside a runner: an
@@ -46,7 +68,13 @@ type actor struct {
 	// they are acked when the turn that carries them is recorded.
 	held map[string]jetstream.Msg
 	run  *liveRun
-	wake chan struct{}
+	// steering is a steer that cancelled the live run; the Steered run
+	// starts when it has stopped.
+	steering *steerReq
+	// parked are events that arrived while the session is interrupted; they
+	// go to the run a person starts.
+	parked []input
+	wake   chan struct{}
 	done chan struct{}
 
 	// Owned by the actor goroutine (and the live run's recorder, under mu).
@@ -101,7 +129,7 @@ func (a *actor) poke() {
 func (a *actor) busy() bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return a.run != nil || len(a.queue) > 0 || len(a.held) > 0
+	return a.run != nil || len(a.queue) > 0 || len(a.held) > 0 || a.steering != nil || len(a.parked) > 0
 }
 
 func (a *actor) loop() {
@@ -144,7 +172,7 @@ func (a *actor) evict() bool {
 	defer a.r.mu.Unlock()
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.run != nil || len(a.queue) > 0 || len(a.held) > 0 {
+	if a.run != nil || len(a.queue) > 0 || len(a.held) > 0 || len(a.parked) > 0 || a.steering != nil {
 		return false
 	}
 	delete(a.r.actors, a.key)
@@ -175,6 +203,12 @@ func (a *actor) keepAlive() {
 		if d.msg != nil {
 			msgs = append(msgs, d.msg)
 		}
+	}
+	for _, in := range a.parked {
+		msgs = append(msgs, in.msg)
+	}
+	if a.steering != nil {
+		msgs = append(msgs, a.steering.in.msg)
 	}
 	a.mu.Unlock()
 	for _, m := range msgs {
@@ -228,11 +262,14 @@ func (a *actor) handle(ctx context.Context, d delivery) bool {
 		a.retryLater()
 		return false
 	}
+	if d.taken != nil {
+		return a.startTaken(ctx, *d.taken)
+	}
 	if d.recover {
 		a.mu.Lock()
 		busy := a.run != nil
 		a.mu.Unlock()
-		return busy || a.start(ctx, nil)
+		return busy || a.start(ctx, plan{})
 	}
 	id := d.ev.ID
 	if d.err != nil {
@@ -254,6 +291,9 @@ func (a *actor) handle(ctx context.Context, d delivery) bool {
 		return true
 	}
 	text := modelText(d.ev, run != nil)
+	if st, ok := d.ev.Payload.(events.Steer); ok {
+		return a.steer(ctx, d, st, run)
+	}
 	if run != nil {
 		// Busy: the event becomes a notice for the model's next call; it is
 		// acked when the turn that carries it is recorded.
@@ -263,7 +303,46 @@ func (a *actor) handle(ctx context.Context, d delivery) bool {
 		run.guide.Push(id, text)
 		return true
 	}
-	return a.start(ctx, []input{{id: id, text: text, msg: d.msg}})
+	_, typed := d.ev.Payload.(events.Input)
+	p := plan{ins: []input{{id: id, text: text, msg: d.msg, person: typed}}}
+	if rs, ok := d.ev.Payload.(events.Resume); ok {
+		// An idle session picks the work up as a Resumed run; the brief says
+		// what it was waiting for and which check this is.
+		p.resume = &rs
+		p.ins[0].inBrief = true
+	}
+	return a.start(ctx, p)
+}
+
+// startTaken handles an input put back in line: a notice again when a run
+// is live, else the start of a run.
+func (a *actor) startTaken(ctx context.Context, in input) bool {
+	a.mu.Lock()
+	run := a.run
+	if run != nil {
+		a.held[in.id] = in.msg
+	}
+	a.mu.Unlock()
+	if run != nil {
+		run.guide.Push(in.id, in.text)
+		return true
+	}
+	return a.start(ctx, plan{ins: []input{in}})
+}
+
+// steer redirects the session. A live run is cancelled at its next safe
+// point (the loop records a result for every call it started) and a Steered
+// run follows; an idle session starts a Steered run over its last run.
+func (a *actor) steer(ctx context.Context, d delivery, st events.Steer, run *liveRun) bool {
+	in := input{id: d.ev.ID, text: events.SteerNotice(st), msg: d.msg, inBrief: true}
+	if run != nil {
+		a.mu.Lock()
+		a.steering = &steerReq{in: in, note: st.Note, at: d.ev.Time}
+		a.mu.Unlock()
+		run.cancel()
+		return true
+	}
+	return a.start(ctx, plan{ins: []input{in}, steer: &steerReq{in: in, note: st.Note, at: d.ev.Time}})
 }
 
 // modelText is what the model reads for an event: typed input as it stands
@@ -311,12 +390,15 @@ func (a *actor) retryLater() {
 	time.AfterFunc(500*time.Millisecond, a.poke)
 }
 
-// joinInputs is the text of one user turn carrying several events.
+// joinInputs is the text of the run inputs among ins, and the ids of all.
 func joinInputs(ins []input) (string, []string) {
-	texts := make([]string, len(ins))
+	var texts []string
 	ids := make([]string, len(ins))
 	for i, in := range ins {
-		texts[i], ids[i] = in.text, in.id
+		ids[i] = in.id
+		if !in.inBrief {
+			texts = append(texts, in.text)
+		}
 	}
 	return strings.Join(texts, "\n\n"), ids
 }

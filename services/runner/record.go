@@ -44,6 +44,10 @@ type SessionRecord struct {
 	// Inputs are the texts the live run was started with, given again to a
 	// run that recovers it.
 	Inputs []string `json:"inputs,omitempty"`
+	// TokensUsed is the session's token use over all runs (the Fuel rail).
+	TokensUsed int64 `json:"tokens_used,omitempty"`
+	// RecentRuns are the start times of its runs in the last hour.
+	RecentRuns []time.Time `json:"recent_runs,omitempty"`
 	// Policy overrides the recovery policy for this session.
 	Policy *handover.RecoveryOverride `json:"policy,omitempty"`
 }

@@ -26,6 +26,7 @@ type liveRun struct {
 	cancel context.CancelFunc
 	done   chan runResult
 	rev    uint64 // the session record's revision while the run is live
+	usage  llm.Usage
 }
 
 type runResult struct {
@@ -33,43 +34,81 @@ type runResult struct {
 	fenced bool
 }
 
-// start begins a run whose first user turn carries ins. It returns false
-// when the events must wait (another runner's run is live, or the store is
-// unreachable); they stay queued and un-acked.
-func (a *actor) start(ctx context.Context, ins []input) bool {
+// start begins a run from p: its first user turn carries p's events and the
+// handover brief. It returns false when the events must wait (another
+// runner's run is live, Ground Stop, the session is interrupted, or the
+// store is unreachable); they stay queued and un-acked.
+func (a *actor) start(ctx context.Context, p plan) bool {
+	if stop, on := a.r.grounded(a.tenant, a.session); on {
+		a.log.Debug().Str("reason", stop.Reason).Msg("ground stop: holding events")
+		return false // the watcher pokes every actor when it lifts
+	}
 	rec, rev, err := a.r.records.get(ctx, a.tenant, a.session)
 	if err != nil {
 		a.log.Warn().Err(err).Msg("read session record")
 		a.retryLater()
 		return false
 	}
-	text, ids := joinInputs(ins)
-	h := handover.Dispatch(text)
-	if len(ins) == 0 && rec.State != StateRunning {
+	text, ids := joinInputs(p.ins)
+	if len(p.ins) == 0 && rec.State != StateRunning {
 		return true // a recovery someone else already made
 	}
-	if rec.State == StateRunning && (rec.Runner != a.r.cfg.ID || rec.Incarnation != a.r.incarnation) {
-		st, err := a.r.peers.status(ctx, rec.Runner, rec.Incarnation)
-		if err != nil || st == alive {
-			// Another runner's run is live (a takeover in progress, or a
-			// stalled runner): never start a second one beside it.
-			a.retryLater()
-			return false
+	if rec.State == StateInterrupted {
+		a.mu.Lock()
+		if p.steer == nil && !personInput(p) {
+			// Recovery was refused: only a person sends the work on. The
+			// events wait, un-acked, and go to the run the person starts.
+			a.parked = append(a.parked, p.ins...)
+			a.mu.Unlock()
+			return true
+		}
+		p.ins = append(a.parked, p.ins...)
+		a.parked = nil
+		a.mu.Unlock()
+		text, ids = joinInputs(p.ins)
+	}
+	var h handover.Handover
+	switch {
+	case rec.State == StateRunning:
+		st := selfCrashed // our own record, no live run here: it died in this process
+		if rec.Runner != a.r.cfg.ID || rec.Incarnation != a.r.incarnation {
+			st, err = a.r.peers.status(ctx, rec.Runner, rec.Incarnation)
+			if err != nil || st == alive {
+				// Another runner's run is live (a takeover in progress, or
+				// a stalled runner): never start a second one beside it.
+				a.retryLater()
+				return false
+			}
 		}
 		var ok bool
 		if h, ok = a.recover(ctx, &rec, &rev, st, text); !ok {
-			return true
+			if len(p.ins) == 0 {
+				return true
+			}
+			return a.start(ctx, p) // the session is interrupted now
 		}
-	} else if rec.State == StateRunning {
-		// Our own incarnation's record with no live run: a run of ours
-		// crashed without ending (a panic, a lost write). Treat it as a crash.
-		var ok bool
-		if h, ok = a.recover(ctx, &rec, &rev, selfCrashed, text); !ok {
-			return true
+	case p.steer != nil || rec.State == StateInterrupted:
+		note := text
+		if p.steer != nil {
+			note = p.steer.note
 		}
-	} else {
+		inputs := append([]string(nil), rec.Inputs...)
+		if p.steer != nil && text != "" {
+			inputs = append(inputs, text)
+		}
+		h = handover.Steered(handover.Steer{Previous: rec.Run, Note: note, At: time.Now().UTC()}, inputs...)
+		rec.Inputs, rec.Attempts = inputs, handover.Attempts{}
+	case p.resume != nil:
+		r := p.resume
+		h = handover.Resumed(handover.Resumption{BookedBy: r.BookedBy, WaitingFor: r.WaitingFor, BookedAt: r.BookedAt, Checks: int(r.Checks)}, rec.Inputs...)
 		rec.Attempts = handover.Attempts{}
-		rec.Inputs = []string{text}
+	default:
+		h = handover.Dispatch(text)
+		rec.Attempts, rec.Inputs = handover.Attempts{}, []string{text}
+	}
+	if reason, ok := a.r.rails.allow(ctx, &rec); !ok {
+		a.refuseRun(ctx, p, reason)
+		return true
 	}
 	runID := newID("r-")
 	cause := causeName(h.Cause.Kind)
@@ -103,11 +142,42 @@ func (a *actor) start(ctx context.Context, ins []input) bool {
 		a.lost(ctx, err)
 		return false
 	}
-	for _, in := range ins {
+	for _, in := range p.ins {
 		_ = in.msg.DoubleAck(ctx)
 	}
 	a.launch(ctx, runID, cause, newRev, ids)
 	return true
+}
+
+// personInput reports whether p carries a line a person typed.
+func personInput(p plan) bool {
+	for _, in := range p.ins {
+		if in.person {
+			return true
+		}
+	}
+	return false
+}
+
+// refuseRun records that a run was refused (a rail), tells the person, and
+// acks the events: they are answered, not lost — the refusal is in the
+// transcript with their ids.
+func (a *actor) refuseRun(ctx context.Context, p plan, reason string) {
+	a.log.Warn().Str("reason", reason).Msg("run refused")
+	a.mu.Lock()
+	for _, in := range p.ins {
+		if err := a.tr.append(ctx, Record{Kind: RecordRefused, Runner: a.r.cfg.ID, Event: in.id, Reason: reason}); err != nil {
+			a.mu.Unlock()
+			a.lost(ctx, err)
+			return
+		}
+		a.seen[in.id] = struct{}{}
+	}
+	a.mu.Unlock()
+	for _, in := range p.ins {
+		_ = in.msg.DoubleAck(ctx)
+	}
+	a.r.publishOut(ctx, a.tenant, a.session, events.RunRefused{Reason: reason})
 }
 
 // recover decides what to do with a run that was interrupted: recover it
@@ -265,6 +335,7 @@ func (a *actor) finishRun(ctx context.Context, res runResult) {
 	var errText string
 	if t := res.term; t != nil {
 		reason, turns, usage = string(t.Reason), t.Turns, t.Usage
+		lr.usage = t.Usage
 		if t.Err != nil {
 			errText = t.Err.Error()
 		}
@@ -277,41 +348,65 @@ func (a *actor) finishRun(ctx context.Context, res runResult) {
 		a.lost(ctx, ErrFenced)
 		return
 	}
+	select {
+	case <-a.r.stopping():
+		// The runner is leaving: the record keeps saying running, so the
+		// session's next owner recovers the work (its events are un-acked).
+		return
+	default:
+	}
 	a.mu.Lock()
 	_ = a.tr.append(ctx, Record{Kind: RecordRunEnded, Run: lr.id, Runner: a.r.cfg.ID, Reason: reason})
+	steer := a.steering
+	a.steering = nil
 	a.mu.Unlock()
 
-	// Notices the model never got: they start the next run, in order.
-	pending := lr.guide.TakePending()
-	if len(pending) > 0 {
-		ins := make([]input, 0, len(pending))
-		a.mu.Lock()
-		for _, n := range pending {
-			if m, ok := a.held[n.ID]; ok {
-				ins = append(ins, input{id: n.ID, text: n.Text, msg: m})
-				delete(a.held, n.ID)
-			}
+	// Notices the model never got go to the next run, in order.
+	var ins []input
+	a.mu.Lock()
+	for _, n := range lr.guide.TakePending() {
+		if m, ok := a.held[n.ID]; ok {
+			ins = append(ins, input{id: n.ID, text: n.Text, msg: m})
+			delete(a.held, n.ID)
 		}
-		a.mu.Unlock()
-		if a.endRecord(ctx, lr, reason, true) && len(ins) > 0 {
-			if !a.start(ctx, ins) {
-				a.requeue(ins)
-			}
+	}
+	a.mu.Unlock()
+	if stop, on := a.r.grounded(a.tenant, a.session); on {
+		// Ground Stop: nothing restarts through it. Its events wait.
+		if steer != nil {
+			ins = append(ins, steer.in)
 		}
+		a.requeue(ins)
+		a.setState(ctx, lr, StateStopped, "ground stop: "+stop.Reason)
 		return
 	}
-	a.endRecord(ctx, lr, reason, false)
+	if !a.setState(ctx, lr, StateIdle, reason) {
+		return
+	}
+	switch {
+	case steer != nil:
+		ins = append(ins, steer.in)
+		if !a.start(ctx, plan{ins: ins, steer: steer}) {
+			a.requeue(ins)
+		}
+	case len(ins) > 0:
+		if !a.start(ctx, plan{ins: ins}) {
+			a.requeue(ins)
+		}
+	}
 }
 
-// endRecord marks the session idle after a run (or keeps it for the next
-// run when more work is pending).
-func (a *actor) endRecord(ctx context.Context, lr *liveRun, reason string, more bool) bool {
+// setState records the end of a run in the session record: idle, or
+// stopped by Ground Stop. A record that no longer names the run means
+// another runner took the session.
+func (a *actor) setState(ctx context.Context, lr *liveRun, state, reason string) bool {
 	rec, rev, err := a.r.records.get(ctx, a.tenant, a.session)
 	if err != nil || rec.Run != lr.id || rec.Incarnation != a.r.incarnation {
 		a.lost(ctx, fmt.Errorf("%w: record names run %s", ErrLostSession, rec.Run))
 		return false
 	}
-	rec.State, rec.Reason = StateIdle, reason
+	rec.State, rec.Reason = state, reason
+	rec.TokensUsed += int64(lr.usage.InputTokens + lr.usage.OutputTokens)
 	if !strings.HasPrefix(reason, "aborted") && reason != string(agent.ReasonModelError) {
 		rec.Attempts = handover.Attempts{}
 	}
@@ -329,7 +424,8 @@ func (a *actor) requeue(ins []input) {
 	defer a.mu.Unlock()
 	front := make([]delivery, 0, len(ins))
 	for _, in := range ins {
-		front = append(front, delivery{msg: in.msg, ev: events.HostEvent{ID: in.id, Payload: events.Input{Text: in.text}}, err: nil})
+		in.inBrief = false // a put-back steer goes as its notice text
+		front = append(front, delivery{msg: in.msg, taken: &in})
 	}
 	a.queue = append(front, a.queue...)
 }

@@ -31,6 +31,7 @@ import (
 	"jetway/pkg/bus"
 	"jetway/pkg/handover"
 	"jetway/pkg/llm"
+	"jetway/services/dispatcher/groundstop"
 )
 
 // Config configures a runner.
@@ -71,6 +72,8 @@ type Config struct {
 	// containment is the sandbox. Deny rules still apply.
 	Permissions permission.Mode
 	Deny        []string
+	// Rails bound what sessions may spend.
+	Rails Rails
 	// MaxTurns and MaxDuration bound each run (0 = off).
 	MaxTurns    int
 	MaxDuration time.Duration
@@ -103,6 +106,11 @@ type Runner struct {
 
 	runMu   sync.Mutex
 	running map[string]SessionRecord // live runs by session key, any runner's
+
+	control jetstream.KeyValue
+	stopMu  sync.Mutex
+	stops   map[string]groundstop.Record // Ground Stop switches that are on
+	rails   rails
 
 	stop chan struct{} // closed when the runner leaves
 	wg   sync.WaitGroup
@@ -151,6 +159,10 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 	if err != nil {
 		return nil, fmt.Errorf("runner: runners bucket: %w", err)
 	}
+	control, err := js.KeyValue(ctx, bus.BucketControl)
+	if err != nil {
+		return nil, fmt.Errorf("runner: control bucket: %w", err)
+	}
 	p, err := bus.Partitions(ctx, js)
 	if err != nil {
 		return nil, fmt.Errorf("runner: %w", err)
@@ -165,6 +177,9 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 		partitions:  p,
 		actors:      make(map[string]*actor),
 		running:     make(map[string]SessionRecord),
+		stops:       make(map[string]groundstop.Record),
+		control:     control,
+		rails:       rails{cfg: cfg.Rails, kv: control},
 		stop:        make(chan struct{}),
 	}
 	return r, nil
@@ -190,9 +205,10 @@ func (r *Runner) Run(ctx context.Context) error {
 		}
 		r.parts[p] = &partition{n: p, cons: cons}
 	}
-	r.wg.Add(2)
+	r.wg.Add(3)
 	go func() { defer r.wg.Done(); r.beatLoop(runCtx) }()
 	go func() { defer r.wg.Done(); r.watchRunning(runCtx) }()
+	go func() { defer r.wg.Done(); r.watchGroundStop(runCtx) }()
 	for _, part := range r.parts {
 		r.wg.Add(1)
 		go func() { defer r.wg.Done(); r.consume(runCtx, part) }()
