@@ -47,7 +47,9 @@ const (
 	todoReminderHead = "<system-reminder>\nThe todo_write tool has not been used recently."
 )
 
-var tracer = otel.Tracer("jetway/pkg/agent")
+// tracer is looked up per run, so a host that installs its tracer provider
+// after start-up (or a test that swaps it) is honoured.
+func tracer() trace.Tracer { return otel.Tracer("jetway/pkg/agent") }
 
 // Query runs the agent loop and returns its event stream. The last event is
 // always KindResult carrying a Terminal (unless the consumer stops early,
@@ -57,7 +59,7 @@ var tracer = otel.Tracer("jetway/pkg/agent")
 func Query(ctx context.Context, in QueryInput, deps QueryDeps) iter.Seq2[Event, error] {
 	return func(yield func(Event, error) bool) {
 		l := newLoop(in, deps)
-		ctx, span := tracer.Start(ctx, "agent.query", trace.WithAttributes(attribute.String("agent.model", in.Model)))
+		ctx, span := tracer().Start(ctx, "agent.query", trace.WithAttributes(attribute.String("agent.model", in.Model)))
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		term, ok := l.run(ctx, yield)
@@ -605,7 +607,7 @@ type modelResult struct {
 // callModel performs one model call, surfacing its events and handing each
 // complete tool call to exec as soon as it arrives.
 func (l *loop) callModel(ctx context.Context, req llm.CompletionRequest, exec *tool.Executor, y *yielder) (res modelResult) {
-	ctx, span := tracer.Start(ctx, "agent.model_call", trace.WithAttributes(
+	ctx, span := tracer().Start(ctx, "agent.model_call", trace.WithAttributes(
 		attribute.String("agent.model", req.Model),
 		attribute.Int("agent.turn", l.turns+1),
 		attribute.Int("agent.messages", len(req.Messages)),

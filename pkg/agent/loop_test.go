@@ -168,7 +168,9 @@ func TestQuery_cancelled_while_streaming(t *testing.T) {
 func TestQuery_cancelled_during_tools_leaves_every_call_with_a_result(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	started := make(chan struct{})
-	slow := tool.Func{Name: "slow", IsReadOnly: true, Fn: func(ctx context.Context, _ tool.Call) (tool.Result, error) {
+	// Not read-only, so it starts only once the stream is over and its
+	// call recorded: the cancellation lands during tools.
+	slow := tool.Func{Name: "slow", Fn: func(ctx context.Context, _ tool.Call) (tool.Result, error) {
 		close(started)
 		<-ctx.Done()
 		return tool.Result{}, ctx.Err()
