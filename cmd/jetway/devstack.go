@@ -72,6 +72,10 @@ type devConfig struct {
 	Components []devComponent
 }
 
+// componentStopTimeout bounds how long runDev waits for components to
+// return after it cancels them.
+const componentStopTimeout = 15 * time.Second
+
 // runDev runs the all-in-one stack until ctx is done, then stops it in
 // reverse order: components, HTTP, the connection, the server (flushing).
 func runDev(ctx context.Context, cfg devConfig) (err error) {
@@ -184,7 +188,15 @@ func runDev(ctx context.Context, cfg devConfig) (err error) {
 	var wg sync.WaitGroup
 	defer func() {
 		stopComponents()
-		wg.Wait()
+		done := make(chan struct{})
+		go func() { wg.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(componentStopTimeout):
+			// Stop the rest anyway: a hung component must not keep the
+			// server (and its store) from shutting down.
+			cfg.Log.Error().Dur("waited", componentStopTimeout).Msg("components did not stop; shutting down without them")
+		}
 	}()
 	var names []string
 	for _, c := range cfg.Components {

@@ -11,12 +11,8 @@ import (
 )
 
 func TestSchedule_fires_onto_the_sessions_events_subject(t *testing.T) {
-	s := bustest.StartServer(t)
-	_, js := bustest.Connect(t, s.ClientURL())
+	_, _, js := bustest.StartProvisioned(t, bus.ProvisionConfig{Partitions: 2})
 	ctx := testContext(t)
-	if err := bus.Provision(ctx, js, bus.ProvisionConfig{Partitions: 2}); err != nil {
-		t.Fatalf("provision: %v", err)
-	}
 
 	const holder, target = "jetway.schedules.t.s.x", "jetway.events.t.s"
 	if _, err := js.Publish(ctx, holder, []byte(`{"booked_by":"test"}`),

@@ -66,6 +66,21 @@ func Connect(t testing.TB, urls ...string) (*nats.Conn, jetstream.JetStream) {
 	return nc, js
 }
 
+// StartProvisioned starts a single server, connects to it and provisions
+// every jetway stream, bucket and work consumer with cfg (zero: defaults).
+// Most service tests start here.
+func StartProvisioned(t testing.TB, cfg bus.ProvisionConfig) (*server.Server, *nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	s := StartServer(t)
+	nc, js := Connect(t, s.ClientURL())
+	ctx, cancel := context.WithTimeout(context.Background(), ReadyTimeout)
+	defer cancel()
+	if err := bus.Provision(ctx, js, cfg); err != nil {
+		t.Fatalf("provision: %v", err)
+	}
+	return s, nc, js
+}
+
 // Cluster is an in-process JetStream cluster on loopback.
 type Cluster struct {
 	t     testing.TB
