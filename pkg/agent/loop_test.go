@@ -650,3 +650,20 @@ func TestQuery_recovered_history_gets_interrupted_results_in_the_request(t *test
 		t.Fatalf("request turn %+v", last)
 	}
 }
+
+func TestQuery_timeout_with_settlement_wraps_up_and_still_ends_with_timeout(t *testing.T) {
+	c := &clock{now: time.Unix(0, 0)}
+	m := newModel(
+		reply{tools: []llm.ContentBlock{call("1", "echo", "")}, before: func(llm.CompletionRequest) { c.advance(time.Hour) }},
+		reply{text: "checkpoint: found X"},
+	)
+	s := &agent.Settlement{Prompt: "time is up: write down what you found", PromptByReason: map[agent.TerminalReason]string{agent.ReasonMaxTurns: "not this one"}}
+	_, term := run(t, t.Context(), agent.QueryInput{Provider: m, Messages: userInput("go"), Tools: registry(t, echo()), MaxDuration: time.Minute, Settlement: s}, agent.QueryDeps{Now: c.Now})
+	if term.Reason != agent.ReasonTimeout || term.Text != "checkpoint: found X" {
+		t.Fatalf("terminal %+v", term)
+	}
+	wrap := m.requests()[1].Messages
+	if txt := wrap[len(wrap)-1].Content; !slices.ContainsFunc(txt, func(b llm.ContentBlock) bool { return b.Text == s.Prompt }) {
+		t.Fatalf("wrap-up prompt missing: %+v", txt)
+	}
+}

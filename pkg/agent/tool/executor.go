@@ -255,7 +255,13 @@ func (e *Executor) run(c *call) Outcome {
 			span.SetAttributes(attribute.Bool("tool.denied", true))
 			return errorOutcome(c.use.ID, msg)
 		}
-		input = in
+		if in != nil && string(in) != string(input) {
+			// A hook rewrote the input: it must still fit the schema.
+			if err := e.cfg.Registry.Validate(c.use.Name, in); err != nil {
+				return errorOutcome(c.use.ID, fmt.Sprintf("invalid input for %s after a hook rewrote it: %v", c.use.Name, err))
+			}
+			input = in
+		}
 	}
 	r, err := c.tool.Run(ctx, Call{ID: c.use.ID, Input: input, Progress: func(text string) {
 		e.mu.Lock()

@@ -243,6 +243,9 @@ func TestExecutor_gate_denies_and_after_stops(t *testing.T) {
 			if name == "rm" {
 				return nil, false, "denied: rm"
 			}
+			if strings.Contains(string(in), "bad-rewrite") {
+				return json.RawMessage(`{"s":1}`), true, ""
+			}
 			return json.RawMessage(`{"s":"rewritten"}`), true, ""
 		},
 		After: func(_ context.Context, name string, _ json.RawMessage, r Result) (bool, string) {
@@ -253,6 +256,7 @@ func TestExecutor_gate_denies_and_after_stops(t *testing.T) {
 	e.Add(use("1", "rm"))
 	e.Add(llm.ContentBlock{Type: llm.BlockToolUse, ID: "2", Name: "echo", Input: json.RawMessage(`{"s":"x"}`)})
 	e.Add(use("3", "echo")) // missing required s
+	e.Add(llm.ContentBlock{Type: llm.BlockToolUse, ID: "5", Name: "echo", Input: json.RawMessage(`{"s":"bad-rewrite"}`)})
 	e.Add(use("4", "nope"))
 	e.Release()
 	var outs []Outcome
@@ -278,8 +282,11 @@ func TestExecutor_gate_denies_and_after_stops(t *testing.T) {
 	if !strings.Contains(outs[2].Block.Content, "missing required") || !outs[2].Block.IsError {
 		t.Errorf("invalid input: %+v", outs[2].Block)
 	}
-	if !strings.Contains(outs[3].Block.Content, `unknown tool "nope"`) {
-		t.Errorf("unknown tool: %+v", outs[3].Block)
+	if !strings.Contains(outs[4].Block.Content, `unknown tool "nope"`) {
+		t.Errorf("unknown tool: %+v", outs[4].Block)
+	}
+	if !strings.Contains(outs[3].Block.Content, "after a hook rewrote it") || !outs[3].Block.IsError {
+		t.Errorf("rewrite that breaks the schema: %+v", outs[3].Block)
 	}
 	if len(progress) != 1 || progress[0] != (Progress{"2", "half"}) {
 		t.Errorf("progress = %v", progress)
