@@ -2,6 +2,7 @@ package llm
 
 import (
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"testing"
 )
@@ -138,4 +139,99 @@ func TestParseBoundary_round_trips(t *testing.T) {
 	if got := ParseBoundary(UserText("not json")); got != (Boundary{}) {
 		t.Fatalf("garbage parsed as %+v", got)
 	}
+}
+
+// historyFrom builds an arbitrary history from fuzz bytes: turns of every
+// kind, tool calls with some, none, reordered or orphaned results,
+// boundaries and summaries anywhere.
+func historyFrom(data []byte) []Message {
+	var msgs []Message
+	var lastUses []string
+	next := 0
+	for i := 0; i < len(data); i++ {
+		b := data[i]
+		arg := int(b >> 3)
+		switch b % 8 {
+		case 0:
+			msgs = append(msgs, UserText(fmt.Sprint("u", i)))
+		case 1:
+			m := Message{ID: fmt.Sprint("a", i), Role: RoleAssistant, Content: []ContentBlock{{Type: BlockText, Text: "t"}}}
+			lastUses = nil
+			for range arg % 4 {
+				id := fmt.Sprint("call", next)
+				next++
+				lastUses = append(lastUses, id)
+				m.Content = append(m.Content, toolUse(id, "x"))
+			}
+			msgs = append(msgs, m)
+		case 2:
+			m := Message{Role: RoleUser}
+			for j := len(lastUses) - 1; j >= 0; j-- { // reversed, some left out
+				if (arg>>j)&1 == 0 {
+					m.Content = append(m.Content, toolResult(lastUses[j], "r"))
+				}
+			}
+			if arg%2 == 1 {
+				m.Content = append(m.Content, ContentBlock{Type: BlockText, Text: "and"})
+			}
+			msgs = append(msgs, m)
+		case 3:
+			msgs = append(msgs, Message{Role: RoleUser, Kind: KindNotice, Delivers: []string{fmt.Sprint("ce", i)}, Content: []ContentBlock{{Type: BlockText, Text: "n"}}})
+		case 4:
+			msgs = append(msgs, BoundaryMessage(Boundary{KeepFrom: arg % (len(msgs) + 1)}))
+		case 5:
+			msgs = append(msgs, Message{Role: RoleUser, Kind: KindCompactSummary, Content: []ContentBlock{{Type: BlockText, Text: "s"}}})
+		case 6:
+			msgs = append(msgs, Message{Role: RoleUser, Content: []ContentBlock{toolResult("orphan", "o")}})
+		case 7:
+			msgs = append(msgs, Message{Role: Role([]string{"user", "assistant"}[arg%2])})
+		}
+	}
+	return msgs
+}
+
+func FuzzMessagesForAPI(f *testing.F) {
+	f.Add([]byte{0, 1 | 2<<3, 2, 3, 0})
+	f.Add([]byte{0, 1 | 3<<3, 2 | 5<<3, 4 | 1<<3, 5, 1 | 1<<3, 3, 6, 7})
+	f.Add([]byte{1 | 1<<3, 1 | 2<<3, 7 | 8, 2 | 1<<3, 0, 0})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		hist := historyFrom(data)
+		before := deepCopy(t, hist)
+		view := MessagesForAPI(hist)
+		if !reflect.DeepEqual(before, hist) {
+			t.Fatal("input changed")
+		}
+		for i, m := range view {
+			if len(m.Content) == 0 || m.Kind != KindOrdinary || m.Delivers != nil {
+				t.Fatalf("view[%d] = %+v", i, m)
+			}
+			if i > 0 && m.Role == RoleUser && view[i-1].Role == RoleUser {
+				t.Fatalf("two user turns in a row at %d", i)
+			}
+			var prevUses []ContentBlock
+			if i > 0 {
+				prevUses = view[i-1].ToolUses()
+			}
+			for _, u := range m.ToolUses() {
+				if i+1 >= len(view) || view[i+1].Role != RoleUser {
+					t.Fatalf("call %s at %d not followed by a user turn", u.ID, i)
+				}
+			}
+			for j, b := range m.Content {
+				if b.Type != BlockToolResult {
+					continue
+				}
+				if j >= len(prevUses) || prevUses[j].ID != b.ToolUseID {
+					t.Fatalf("view[%d] result %d (%s) is not the result of the previous turn's call %d", i, j, b.ToolUseID, j)
+				}
+			}
+			if len(prevUses) > 0 {
+				for j, u := range prevUses {
+					if j >= len(m.Content) || m.Content[j].ToolUseID != u.ID {
+						t.Fatalf("view[%d] does not open with the result of %s", i, u.ID)
+					}
+				}
+			}
+		}
+	})
 }
