@@ -50,6 +50,10 @@ type Config struct {
 	// Retry is the retry policy; its MaxRetries is the provider's "max
 	// retries" (0 = retry.DefaultMaxRetries, negative = none).
 	Retry retry.Policy
+	// AdaptiveThinking asks for adaptive thinking (the model decides how
+	// much) instead of a token budget when a request enables thinking, as
+	// the newest models prefer.
+	AdaptiveThinking bool
 	// DisableCache leaves out the prompt-cache breakpoints.
 	DisableCache bool
 	// HTTPClient, if set, carries the requests (proxies, tracing).
@@ -175,11 +179,17 @@ func (p *Provider) streamOnce(ctx context.Context, params sdk.MessageNewParams, 
 	return nil
 }
 
-// Complete performs one non-streaming call.
+// Complete performs one non-streaming call. A request the SDK deems too
+// long for one HTTP response (a large max_tokens: it refuses those, as
+// networks drop idle connections) is streamed and collected instead, so
+// the loop can escalate the output cap in non-streaming mode too.
 func (p *Provider) Complete(ctx context.Context, req llm.CompletionRequest) (llm.Message, llm.StopReason, llm.Usage, error) {
 	params, opts, err := p.params(req)
 	if err != nil {
 		return llm.Message{}, "", llm.Usage{}, err
+	}
+	if _, err := sdk.CalculateNonStreamingTimeout(int(params.MaxTokens), params.Model, nil); err != nil {
+		return collect(p.Stream(ctx, req))
 	}
 	var res *sdk.Message
 	err = p.cfg.Retry.Do(ctx, verdict, func(ctx context.Context) error {
@@ -192,6 +202,19 @@ func (p *Provider) Complete(ctx context.Context, req llm.CompletionRequest) (llm
 	}
 	msg, stop, usage := fromSDK(res)
 	return msg, stop, usage, nil
+}
+
+// collect drains a stream into its final message.
+func collect(seq iter.Seq2[llm.StreamEvent, error]) (llm.Message, llm.StopReason, llm.Usage, error) {
+	for ev, err := range seq {
+		if err != nil {
+			return llm.Message{}, "", llm.Usage{}, err
+		}
+		if ev.Type == llm.EventMessageEnd {
+			return *ev.Message, ev.StopReason, *ev.Usage, nil
+		}
+	}
+	return llm.Message{}, "", llm.Usage{}, &llm.Error{Kind: llm.ErrKindModel, Provider: "anthropic", Err: errIncomplete}
 }
 
 func toolUse(b sdk.ContentBlockUnion) llm.ContentBlock {

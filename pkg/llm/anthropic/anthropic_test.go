@@ -145,6 +145,28 @@ func TestComplete_returns_the_same_message_without_streaming(t *testing.T) {
 	}
 }
 
+func TestComplete_with_a_large_output_cap_streams_underneath(t *testing.T) {
+	s := llmtest.NewAnthropic(t, toolReply)
+	p, _ := newProvider(t, s, func(c *anthropic.Config) { c.AdaptiveThinking = true })
+	req := request("read a and b")
+	req.MaxTokens = 64000 // the SDK refuses this without streaming
+	req.ThinkingBudget = 4000
+	m, stop, usage, err := p.Complete(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stop != llm.StopToolUse || usage != toolReply.Usage || len(m.ToolUses()) != 2 {
+		t.Fatalf("stop %q usage %+v message %+v", stop, usage, m)
+	}
+	body := s.Requests()[0].JSON()
+	if body["stream"] != true {
+		t.Fatalf("want a streamed request, got stream=%v", body["stream"])
+	}
+	if th, _ := body["thinking"].(map[string]any); th["type"] != "adaptive" {
+		t.Fatalf("thinking %v, want adaptive", body["thinking"])
+	}
+}
+
 func TestMax_tokens_stop_returns_the_truncated_message_not_an_error(t *testing.T) {
 	s := llmtest.NewAnthropic(t, llmtest.Reply{Text: "half an ans", StopReason: llm.StopMaxTokens},
 		llmtest.Reply{Text: "half", StopReason: llm.StopMaxTokens})

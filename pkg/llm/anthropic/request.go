@@ -45,8 +45,11 @@ func (p *Provider) params(req llm.CompletionRequest) (sdk.MessageNewParams, []op
 	if req.Temperature != nil {
 		opts = append(opts, option.WithJSONSet("temperature", *req.Temperature))
 	}
-	if req.ThinkingBudget > 0 {
-		// The API's floor for a thinking budget.
+	switch {
+	case req.ThinkingBudget > 0 && p.cfg.AdaptiveThinking:
+		params.Thinking = sdk.ThinkingConfigParamUnion{OfAdaptive: &sdk.ThinkingConfigAdaptiveParam{}}
+	case req.ThinkingBudget > 0:
+		// 1024 is the API's floor for a thinking budget.
 		params.Thinking = sdk.ThinkingConfigParamOfEnabled(int64(max(req.ThinkingBudget, 1024)))
 	}
 	for _, t := range req.Tools {
