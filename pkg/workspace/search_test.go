@@ -192,3 +192,16 @@ func TestGrep_and_Glob_stop_when_cancelled(t *testing.T) {
 		t.Errorf("Grep error = %v, want context.Canceled", err)
 	}
 }
+
+func TestGlob_and_Grep_take_absolute_paths_inside(t *testing.T) {
+	w := globTree(t, Config{})
+	ctx := context.Background()
+	got, err := w.Glob(ctx, GlobRequest{Pattern: w.Dir() + "/pkg/**/*.go"})
+	if err != nil || !slices.Equal(got.Paths, []string{"pkg/a/a.go", "pkg/a/b/c/deep.go"}) {
+		t.Fatalf("Glob = %q, %v", got.Paths, err)
+	}
+	g, err := w.Grep(ctx, GrepRequest{Pattern: "deep", Path: w.Dir() + "/pkg"})
+	if err != nil || !slices.Equal(g.Matches, []string{"pkg/a/b/c/deep.go:1: package x // pkg/a/b/c/deep.go"}) {
+		t.Fatalf("Grep = %q, %v", g.Matches, err)
+	}
+}
