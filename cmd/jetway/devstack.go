@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -78,7 +79,7 @@ const componentStopTimeout = 15 * time.Second
 
 // runDev runs the all-in-one stack until ctx is done, then stops it in
 // reverse order: components, HTTP, the connection, the server (flushing).
-func runDev(ctx context.Context, cfg devConfig) (err error) {
+func runDev(ctx context.Context, cfg devConfig) error {
 	say := func(format string, args ...any) { fmt.Fprintf(cfg.Out, format+"\n", args...) }
 
 	host, port, err := splitHostPort(cfg.NATSAddr)
@@ -212,14 +213,21 @@ func runDev(ctx context.Context, cfg devConfig) (err error) {
 	if len(names) == 0 {
 		say("services: none registered in this build (running NATS + health/metrics only)")
 	} else {
-		say("services: %v", names)
+		say("services: %s", strings.Join(names, ", "))
 	}
 	ready.markStarted()
-	if err := ready.wait(ctx, 30*time.Second); err != nil {
-		say("not ready yet (%v); see /readyz", err)
-	} else {
-		say("ready; Ctrl-C to stop")
-	}
+	// Wait for readiness aside, so a component failing meanwhile still
+	// stops the stack at once.
+	go func() {
+		err := ready.wait(compCtx, 30*time.Second)
+		switch {
+		case compCtx.Err() != nil:
+		case err != nil:
+			say("not ready yet (%v); see /readyz", err)
+		default:
+			say("ready; Ctrl-C to stop")
+		}
+	}()
 
 	select {
 	case <-ctx.Done():
