@@ -1,15 +1,3 @@
-// Package agent is the agent loop (seed 001): stream a completion, surface
-// its text, thinking and tool calls as events, run the tools through a
-// streaming executor, and take another turn — recovering from output-cap
-// truncation and context overflow, delivering host notices and reminders
-// before every model call, gating the end of the run with Stop hooks and a
-// token budget, and stopping at turn and time budgets with an optional
-// wrap-up. It is exposed as a range-over-func iterator of Events.
-//
-// The loop keeps the runner's invariants (DESIGN.md): every message it makes
-// is told to the Recorder before anything acts on it (a refused record ends
-// the run at once), the history is append-only and every request is a pure
-// view of it, and a tool call never stays without its result.
 package agent
 
 import (

@@ -1,0 +1,51 @@
+// Package agent is the agent loop (seed 001): stream a completion, surface
+// its text, thinking and tool calls as events, run the tools through a
+// streaming executor, and take another turn — recovering from output-cap
+// truncation and context overflow, delivering host notices and reminders
+// before every model call, gating the end of the run with Stop hooks and a
+// token budget, and stopping at turn and time budgets with an optional
+// wrap-up. It is exposed as a range-over-func iterator of Events.
+//
+// The loop keeps the runner's invariants (DESIGN.md): every message it makes
+// is told to the Recorder before anything acts on it (a refused record ends
+// the run at once), the history is append-only and every request is a pure
+// view of it, and a tool call never stays without its result.
+//
+// # One turn
+//
+// Before each model call the loop checks the turn and time budgets (and
+// starts the Settlement wrap-up if one is hit), appends the notice turn and a
+// todo reminder if due, and lets the Compactor fold the history. The request
+// is a view of the history (ContextView or llm.MessagesForAPI) with the
+// SystemReminder put first. While the answer streams, each complete tool
+// call goes to the executor: read-only calls start at once, the others wait
+// until the assistant message is recorded. Results come back in call order
+// and are recorded as one user turn. A turn without tool calls ends the run
+// unless a notice is pending, a Stop hook blocks, or the token budget asks
+// for more.
+//
+// # Where this differs from seed 001, and why
+//
+//   - Recorder.RecordMessage returns an error, and a refused record ends the
+//     run at once with ReasonRecordFailed: a runner's fenced transcript append
+//     is how it learns it lost the session, and it must not act after that.
+//   - A compaction appends two records (a boundary naming, by index, the
+//     first earlier message the view keeps, and the summary) instead of
+//     returning a rewritten history, so the recorded transcript alone
+//     rebuilds every later request; both go through RecordMessage, and
+//     RecordBoundary still reports the compaction. Compactor.Pre and Reactive
+//     return those records (Reactive is told its attempt number so it can
+//     fold harder each time).
+//   - Host notices come from QueryInput.Notices (a guide.NoticeGuide) rather
+//     than a task manager: jetway's jobs run in another service and their
+//     events arrive through JetStream. The notice turn records the CloudEvent
+//     ids it carries in Message.Delivers, which is what a runner acks.
+//   - HookRunner.PostToolUse can stop the run (ReasonHookStopped), as can a
+//     tool through tool.Result.Stop.
+//   - QueryDeps.Now is the clock for MaxDuration, so budgets are tested
+//     without waiting.
+//   - The iterator's error is always nil; failures are in Terminal.Err, so a
+//     consumer that skips pairs with an error still sees the terminal event.
+//   - ReasonImageError is defined but never produced: the llm types carry no
+//     images yet.
+package agent
