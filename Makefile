@@ -32,3 +32,7 @@ lint:
 
 clean:
 	rm -rf bin .jetway
+
+# Every figure next to raw JetStream measured in the same run (docs/BENCHMARKS.md).
+bench: build
+	./bin/jetway bench --json bench-results.json

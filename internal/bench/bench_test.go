@@ -1,0 +1,103 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestQuick_raw_figures_come_out_as_the_documented_JSON runs the harness on
+// the raw group with a handful of messages and checks the shape of what it
+// reports, not how fast anything was.
+func TestQuick_raw_figures_come_out_as_the_documented_JSON(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var lines []string
+	res, err := Run(ctx, Config{
+		Quick:    true,
+		Groups:   []string{GroupRaw},
+		Sizes:    Sizes{RawMessages: 100, RawSamples: 20},
+		WorkDir:  t.TempDir(),
+		Progress: func(l string) { lines = append(lines, l); t.Log(l) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(lines) == 0 {
+		t.Error("no progress lines while running")
+	}
+	var buf bytes.Buffer
+	if err := WriteJSON(&buf, res); err != nil {
+		t.Fatal(err)
+	}
+	var decoded []map[string]any
+	if err := json.Unmarshal(buf.Bytes(), &decoded); err != nil {
+		t.Fatalf("JSON output is not an array of objects: %v\n%s", err, buf.String())
+	}
+	want := map[string]bool{FigRawSyncP50: false, FigRawSyncP99: false, FigRawAsync: false, FigRawConsume: false, FigRawRequestP50: false, FigRawRequestP99: false}
+	for _, f := range decoded {
+		for _, k := range []string{"name", "unit", "value", "baseline", "ratio", "goal"} {
+			if _, ok := f[k]; !ok {
+				t.Errorf("figure %v has no %q field", f["name"], k)
+			}
+		}
+		name, _ := f["name"].(string)
+		if _, ok := want[name]; ok {
+			want[name] = true
+		}
+		v, ok := f["value"].(float64)
+		if !ok || v <= 0 {
+			t.Errorf("figure %q: value = %v, want a positive number", name, f["value"])
+		}
+	}
+	for name, seen := range want {
+		if !seen {
+			t.Errorf("figure %q missing from the JSON", name)
+		}
+	}
+	var table bytes.Buffer
+	if err := WriteTable(&table, res); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(table.String(), FigRawAsync) || !strings.Contains(table.String(), "BASELINE") {
+		t.Fatalf("table misses its header or a figure:\n%s", table.String())
+	}
+}
+
+func TestA_figure_that_cannot_be_measured_says_why_and_has_no_value(t *testing.T) {
+	r := NotMeasured("runner failover", "s", "≤ 5 s", "no jetway binary")
+	var buf bytes.Buffer
+	if err := WriteJSON(&buf, []Result{r}); err != nil {
+		t.Fatal(err)
+	}
+	var decoded []map[string]any
+	if err := json.Unmarshal(buf.Bytes(), &decoded); err != nil {
+		t.Fatal(err)
+	}
+	if decoded[0]["value"] != nil || decoded[0]["ratio"] != nil {
+		t.Fatalf("an unmeasured figure carries numbers: %v", decoded[0])
+	}
+	if decoded[0]["note"] != "not measured: no jetway binary" {
+		t.Fatalf("note = %v", decoded[0]["note"])
+	}
+	var table bytes.Buffer
+	if err := WriteTable(&table, []Result{r}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(table.String(), "not measured: no jetway binary") {
+		t.Fatalf("table hides the reason:\n%s", table.String())
+	}
+}
+
+func TestRatio_is_value_over_baseline(t *testing.T) {
+	r := figure("x", "ms", 3).vs("raw", 2)
+	if r.Ratio == nil || *r.Ratio != 1.5 {
+		t.Fatalf("ratio = %v, want 1.5", r.Ratio)
+	}
+	if p := (samples{1 * time.Millisecond, 2 * time.Millisecond, 3 * time.Millisecond, 4 * time.Millisecond}).pct(50); p != 2 {
+		t.Fatalf("p50 of 1..4 ms = %v, want 2", p)
+	}
+}
