@@ -175,3 +175,26 @@ func TestQuery_resumes_a_truncated_answer_over_the_wire(t *testing.T) {
 		t.Fatal("resume prompt not sent")
 	}
 }
+
+func TestQuery_non_streaming_over_the_wire(t *testing.T) {
+	s := llmtest.NewAnthropic(t,
+		llmtest.Reply{Text: "checking", ToolCalls: []llmtest.ToolCall{{ID: "toolu_9", Name: "echo", Input: `{"q":1}`}}},
+		llmtest.Reply{Text: "fine"},
+	)
+	evs, term := run(t, t.Context(), agent.QueryInput{Provider: anthropicProvider(t, s), Messages: userInput("hi"), Tools: registry(t, echo()), NonStreaming: true}, agent.QueryDeps{})
+	if term.Reason != agent.ReasonCompleted || term.Text != "fine" {
+		t.Fatalf("terminal %+v", term)
+	}
+	var result string
+	for _, e := range evs {
+		if e.Kind == agent.KindToolResult {
+			result = e.ToolResult.Content
+		}
+	}
+	if result != `echo {"q":1}` {
+		t.Fatalf("tool result %q", result)
+	}
+	if body := string(s.Requests()[0].Body); strings.Contains(body, `"stream":true`) {
+		t.Fatalf("non-streaming run streamed: %.200s", body)
+	}
+}
