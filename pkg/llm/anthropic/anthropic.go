@@ -225,8 +225,14 @@ func toolUse(b sdk.ContentBlockUnion) llm.ContentBlock {
 	return llm.ContentBlock{Type: llm.BlockToolUse, ID: b.ID, Name: b.Name, Input: append(json.RawMessage(nil), input...)}
 }
 
+// RedactedPrefix marks a redacted thinking block: llm has one thinking
+// block type, so a redacted one travels as a thinking block with no text
+// whose opaque signature is this prefix and the encrypted data. It must go
+// back to the API unchanged, or a thinking tool-use turn is refused.
+const RedactedPrefix = "redacted_thinking:"
+
 // fromSDK converts an API message. Block types the loop has no use for
-// (redacted thinking, server tools) are left out.
+// (server tools) are left out.
 func fromSDK(m *sdk.Message) (llm.Message, llm.StopReason, llm.Usage) {
 	msg := llm.Message{Role: llm.RoleAssistant}
 	for _, b := range m.Content {
@@ -235,6 +241,8 @@ func fromSDK(m *sdk.Message) (llm.Message, llm.StopReason, llm.Usage) {
 			msg.Content = append(msg.Content, llm.ContentBlock{Type: llm.BlockText, Text: b.Text})
 		case "thinking":
 			msg.Content = append(msg.Content, llm.ContentBlock{Type: llm.BlockThinking, Text: b.Thinking, Signature: b.Signature})
+		case "redacted_thinking":
+			msg.Content = append(msg.Content, llm.ContentBlock{Type: llm.BlockThinking, Signature: RedactedPrefix + b.Data})
 		case "tool_use":
 			msg.Content = append(msg.Content, toolUse(b))
 		}

@@ -167,6 +167,34 @@ func TestComplete_with_a_large_output_cap_streams_underneath(t *testing.T) {
 	}
 }
 
+func TestRedacted_thinking_goes_back_to_the_API_unchanged(t *testing.T) {
+	s := llmtest.NewAnthropic(t, llmtest.Reply{RedactedThinking: "ENCRYPTED==", ToolCalls: []llmtest.ToolCall{{ID: "toolu_r", Name: "ls"}}}, llmtest.Reply{Text: "ok"})
+	p, _ := newProvider(t, s)
+	evs, err := collect(t, p.Stream(context.Background(), request("x")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := *evs[len(evs)-1].Message
+	if m.Content[0].Type != llm.BlockThinking || m.Content[0].Signature != anthropic.RedactedPrefix+"ENCRYPTED==" {
+		t.Fatalf("redacted block %+v", m.Content[0])
+	}
+	history := []llm.Message{llm.UserText("x"), m, {Role: llm.RoleUser, Content: []llm.ContentBlock{{Type: llm.BlockToolResult, ToolUseID: "toolu_r", Content: "a"}}}}
+	if _, _, _, err := p.Complete(context.Background(), llm.CompletionRequest{Messages: history}); err != nil {
+		t.Fatal(err)
+	}
+	var body struct {
+		Messages []struct {
+			Content []map[string]any `json:"content"`
+		} `json:"messages"`
+	}
+	if err := json.Unmarshal(s.Requests()[1].Body, &body); err != nil {
+		t.Fatal(err)
+	}
+	if b := body.Messages[1].Content[0]; b["type"] != "redacted_thinking" || b["data"] != "ENCRYPTED==" {
+		t.Fatalf("sent back %v", b)
+	}
+}
+
 func TestMax_tokens_stop_returns_the_truncated_message_not_an_error(t *testing.T) {
 	s := llmtest.NewAnthropic(t, llmtest.Reply{Text: "half an ans", StopReason: llm.StopMaxTokens},
 		llmtest.Reply{Text: "half", StopReason: llm.StopMaxTokens})

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	sdk "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
@@ -155,6 +156,10 @@ func blockParams(blocks []llm.ContentBlock) []sdk.ContentBlockParamUnion {
 		case llm.BlockText:
 			out = append(out, sdk.ContentBlockParamUnion{OfText: &sdk.TextBlockParam{Text: b.Text}})
 		case llm.BlockThinking:
+			if data, ok := strings.CutPrefix(b.Signature, RedactedPrefix); ok {
+				out = append(out, sdk.ContentBlockParamUnion{OfRedactedThinking: &sdk.RedactedThinkingBlockParam{Data: data}})
+				continue
+			}
 			out = append(out, sdk.ContentBlockParamUnion{OfThinking: &sdk.ThinkingBlockParam{Thinking: b.Text, Signature: b.Signature}})
 		case llm.BlockToolUse:
 			input := b.Input

@@ -159,6 +159,9 @@ func anthropicUsage(rep Reply, output int) map[string]any {
 
 func anthropicMessage(id, model string, rep Reply) map[string]any {
 	var content []any
+	if rep.RedactedThinking != "" {
+		content = append(content, map[string]any{"type": "redacted_thinking", "data": rep.RedactedThinking})
+	}
 	if rep.Thinking != "" {
 		content = append(content, map[string]any{"type": "thinking", "thinking": rep.Thinking, "signature": rep.Signature})
 	}
@@ -235,6 +238,11 @@ func (s *Anthropic) stream(w http.ResponseWriter, r *http.Request, id, model str
 		ok := emit("content_block_stop", map[string]any{"type": "content_block_stop", "index": index})
 		index++
 		return ok
+	}
+	if rep.RedactedThinking != "" {
+		if !block(map[string]any{"type": "redacted_thinking", "data": rep.RedactedThinking}, nil) {
+			return
+		}
 	}
 	if rep.Thinking != "" {
 		var deltas []map[string]any

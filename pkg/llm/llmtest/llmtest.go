@@ -30,6 +30,9 @@ type Reply struct {
 	// has no thinking blocks).
 	Thinking  string
 	Signature string
+	// RedactedThinking, when set, is sent as a redacted_thinking block with
+	// this data before the thinking (Anthropic only).
+	RedactedThinking string
 	// Text is the answer text.
 	Text string
 	// ToolCalls are the tool calls of the answer, after the text.
