@@ -189,10 +189,16 @@ func TestPermissions(t *testing.T) {
 	})
 }
 
-// waitFor polls cond until it holds, failing the test after a deadline.
+// waitFor polls cond until it holds, failing the test after 30 s.
 func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.NewTimer(30 * time.Second)
+	waitForWithin(t, 30*time.Second, what, cond)
+}
+
+// waitForWithin polls cond until it holds, failing the test after limit.
+func waitForWithin(t testing.TB, limit time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.NewTimer(limit)
 	defer deadline.Stop()
 	poll := time.NewTicker(50 * time.Millisecond)
 	defer poll.Stop()
@@ -200,7 +206,7 @@ func waitFor(t testing.TB, what string, cond func() bool) {
 		select {
 		case <-poll.C:
 		case <-deadline.C:
-			t.Fatalf("%s: not within 30s", what)
+			t.Fatalf("%s: not within %v", what, limit)
 		}
 	}
 }
