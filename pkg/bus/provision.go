@@ -89,8 +89,14 @@ func (c ProvisionConfig) progress(format string, args ...any) {
 func Provision(ctx context.Context, js jetstream.JetStream, cfg ProvisionConfig) error {
 	cfg = cfg.withDefaults()
 	for _, sc := range StreamConfigs(cfg) {
-		if _, err := js.CreateOrUpdateStream(ctx, sc); err != nil {
+		s, err := js.CreateOrUpdateStream(ctx, sc)
+		if err != nil {
 			return fmt.Errorf("bus: provision stream %s: %w", sc.Name, err)
+		}
+		// A server too old for schedules drops the field without an error,
+		// and layovers would then never fire.
+		if sc.AllowMsgSchedules && !s.CachedInfo().Config.AllowMsgSchedules {
+			return fmt.Errorf("bus: provision stream %s: the server does not support message schedules (needs nats-server 2.12 or later)", sc.Name)
 		}
 		cfg.progress("stream %s ready (%s)", sc.Name, describeStream(sc))
 	}
