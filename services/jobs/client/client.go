@@ -1,0 +1,377 @@
+// Package client is the typed Go client of the jobs service: NATS
+// request/reply to jetway.jobs.<worker>.<op>, with the session's worker
+// found through its binding in the jetway_workers bucket, or bound to a
+// live worker (found by micro discovery) when it has none yet.
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
+
+	"jetway/pkg/bus"
+	"jetway/pkg/handover"
+	"jetway/pkg/workspace"
+	"jetway/services/jobs/jobsapi"
+)
+
+// Defaults for zero Config fields.
+const (
+	DefaultTimeout  = 30 * time.Second
+	DefaultDiscover = 300 * time.Millisecond
+)
+
+// Config sets up a Client; NC is required.
+type Config struct {
+	NC *nats.Conn
+	// Timeout bounds a request that does not wait for a job (default 30s);
+	// run and status calls get their own wait on top of it.
+	Timeout time.Duration
+	// Discover is how long binding a new session listens for live workers'
+	// answers to the micro PING (default 300ms).
+	Discover time.Duration
+}
+
+// Client talks to jobs workers. It is safe for concurrent use.
+type Client struct {
+	cfg Config
+	js  jetstream.JetStream
+
+	mu       sync.Mutex
+	kv       jetstream.KeyValue
+	bindings map[string]string // "<tenant>.<session>" -> worker
+	live     []string          // workers found by the last discovery
+	liveAt   time.Time
+}
+
+// liveTTL is how long a discovery answers for: binding a burst of new
+// sessions costs one PING round, not one each.
+const liveTTL = 2 * time.Second
+
+// New returns a client on cfg.NC.
+func New(cfg Config) (*Client, error) {
+	if cfg.NC == nil {
+		return nil, errors.New("jobs client: Config.NC is required")
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = DefaultTimeout
+	}
+	if cfg.Discover <= 0 {
+		cfg.Discover = DefaultDiscover
+	}
+	js, err := bus.JetStream(cfg.NC)
+	if err != nil {
+		return nil, fmt.Errorf("jobs client: %w", err)
+	}
+	return &Client{cfg: cfg, js: js, bindings: map[string]string{}}, nil
+}
+
+func (c *Client) bucket(ctx context.Context) (jetstream.KeyValue, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.kv != nil {
+		return c.kv, nil
+	}
+	kv, err := c.js.KeyValue(ctx, bus.BucketWorkers)
+	if err != nil {
+		return nil, fmt.Errorf("jobs client: bucket %s: %w", bus.BucketWorkers, err)
+	}
+	c.kv = kv
+	return kv, nil
+}
+
+// Binding returns the worker the session is bound to, "" when it has none.
+func (c *Client) Binding(ctx context.Context, tenant, session string) (string, error) {
+	if err := (jobsapi.SessionRequest{Tenant: tenant, Session: session}).Validate(); err != nil {
+		return "", &jobsapi.Error{Code: jobsapi.CodeBadRequest, Message: err.Error()}
+	}
+	key := tenant + "." + session
+	c.mu.Lock()
+	w := c.bindings[key]
+	c.mu.Unlock()
+	if w != "" {
+		return w, nil
+	}
+	kv, err := c.bucket(ctx)
+	if err != nil {
+		return "", err
+	}
+	e, err := kv.Get(ctx, key)
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+		return "", nil
+	case err != nil:
+		return "", fmt.Errorf("jobs client: read binding of %s/%s: %w", tenant, session, err)
+	}
+	w = string(e.Value())
+	c.mu.Lock()
+	c.bindings[key] = w
+	c.mu.Unlock()
+	return w, nil
+}
+
+// Worker returns the worker the session is bound to, binding it to a live
+// worker (chosen at random among those answering) when it has none. The
+// binding is create-if-absent, so two clients binding at once agree.
+func (c *Client) Worker(ctx context.Context, tenant, session string) (string, error) {
+	w, err := c.Binding(ctx, tenant, session)
+	if err != nil || w != "" {
+		return w, err
+	}
+	c.mu.Lock()
+	live := c.live
+	if time.Since(c.liveAt) > liveTTL {
+		live = nil
+	}
+	c.mu.Unlock()
+	if len(live) == 0 {
+		if live, err = c.Workers(ctx); err != nil {
+			return "", err
+		}
+		c.mu.Lock()
+		c.live, c.liveAt = live, time.Now()
+		c.mu.Unlock()
+	}
+	if len(live) == 0 {
+		return "", &jobsapi.Error{Code: jobsapi.CodeUnavailable, Message: "no jobs worker answers (is one running?)"}
+	}
+	w = live[rand.IntN(len(live))]
+	kv, err := c.bucket(ctx)
+	if err != nil {
+		return "", err
+	}
+	key := tenant + "." + session
+	if _, err := kv.Create(ctx, key, []byte(w)); err != nil {
+		if !errors.Is(err, jetstream.ErrKeyExists) {
+			return "", fmt.Errorf("jobs client: bind %s/%s: %w", tenant, session, err)
+		}
+		e, err := kv.Get(ctx, key)
+		if err != nil {
+			return "", fmt.Errorf("jobs client: read binding of %s/%s: %w", tenant, session, err)
+		}
+		w = string(e.Value())
+	}
+	c.mu.Lock()
+	c.bindings[key] = w
+	c.mu.Unlock()
+	return w, nil
+}
+
+// Workers lists the ids of the workers answering the micro PING of
+// jetway-jobs within Config.Discover.
+func (c *Client) Workers(ctx context.Context) ([]string, error) {
+	subject, err := micro.ControlSubject(micro.PingVerb, jobsapi.ServiceName, "")
+	if err != nil {
+		return nil, err
+	}
+	inbox := c.cfg.NC.NewRespInbox()
+	sub, err := c.cfg.NC.SubscribeSync(inbox)
+	if err != nil {
+		return nil, fmt.Errorf("jobs client: discover workers: %w", err)
+	}
+	defer sub.Unsubscribe()
+	if err := c.cfg.NC.PublishRequest(subject, inbox, nil); err != nil {
+		return nil, fmt.Errorf("jobs client: discover workers: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.Discover)
+	defer cancel()
+	seen := map[string]bool{}
+	var out []string
+	for {
+		msg, err := sub.NextMsgWithContext(ctx)
+		if err != nil {
+			return out, nil
+		}
+		var p micro.Ping
+		if json.Unmarshal(msg.Data, &p) != nil {
+			continue
+		}
+		if w := p.Metadata[jobsapi.MetadataWorker]; w != "" && !seen[w] {
+			seen[w] = true
+			out = append(out, w)
+		}
+	}
+}
+
+// request sends op's request to the session's worker and decodes the answer
+// into out; wait extends the timeout for calls that wait on a job.
+func (c *Client) request(ctx context.Context, s jobsapi.SessionRequest, op string, wait time.Duration, in, out any) error {
+	w, err := c.Worker(ctx, s.Tenant, s.Session)
+	if err != nil {
+		return err
+	}
+	return c.requestWorker(ctx, w, op, wait, in, out)
+}
+
+func (c *Client) requestWorker(ctx context.Context, worker, op string, wait time.Duration, in, out any) error {
+	body, err := json.Marshal(in)
+	if err != nil {
+		return fmt.Errorf("jobs client: encode %s request: %w", op, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout+wait)
+	defer cancel()
+	msg, err := c.cfg.NC.RequestWithContext(ctx, jobsapi.Subject(worker, op), body)
+	switch {
+	case errors.Is(err, nats.ErrNoResponders):
+		return &jobsapi.Error{Code: jobsapi.CodeUnavailable, Op: op,
+			Message: fmt.Sprintf("worker %s does not answer (no responders)", worker)}
+	case err != nil:
+		return fmt.Errorf("jobs client: %s on worker %s: %w", op, worker, err)
+	}
+	if code := msg.Header.Get(micro.ErrorCodeHeader); code != "" {
+		n, _ := strconv.Atoi(code)
+		if n == 0 {
+			n = jobsapi.CodeInternal
+		}
+		return &jobsapi.Error{Code: n, Op: op, Message: msg.Header.Get(micro.ErrorHeader)}
+	}
+	if err := json.Unmarshal(msg.Data, out); err != nil {
+		return fmt.Errorf("jobs client: decode %s answer: %w", op, err)
+	}
+	return nil
+}
+
+// Start starts a background job.
+func (c *Client) Start(ctx context.Context, r jobsapi.StartRequest) (jobsapi.StartResponse, error) {
+	var res jobsapi.StartResponse
+	err := c.request(ctx, r.SessionRequest, jobsapi.OpStart, 0, r, &res)
+	return res, err
+}
+
+// Run runs a foreground command: it answers when the command ends, or at
+// the timeout with the command left running as a background job.
+func (c *Client) Run(ctx context.Context, r jobsapi.StartRequest) (jobsapi.StartResponse, error) {
+	var res jobsapi.StartResponse
+	wait := time.Duration(r.TimeoutMS) * time.Millisecond
+	if wait <= 0 {
+		wait = 2 * time.Minute
+	}
+	err := c.request(ctx, r.SessionRequest, jobsapi.OpRun, wait, r, &res)
+	return res, err
+}
+
+// Status waits up to wait for the job to end (or, for a function task, to
+// report) and returns it with how the wait ended. It counts as the model
+// seeing an end: that end is not published again.
+func (c *Client) Status(ctx context.Context, tenant, session, id string, wait time.Duration) (jobsapi.WaitResponse, error) {
+	var res jobsapi.WaitResponse
+	r := jobsapi.WaitRequest{JobRequest: jobRequest(tenant, session, id), TimeoutMS: wait.Milliseconds()}
+	err := c.request(ctx, r.SessionRequest, jobsapi.OpStatus, wait, r, &res)
+	return res, err
+}
+
+// Output reads a job's output: lines from an offset, a grep, or the tail.
+func (c *Client) Output(ctx context.Context, r jobsapi.OutputRequest) (jobsapi.OutputResponse, error) {
+	var res jobsapi.OutputResponse
+	err := c.request(ctx, r.SessionRequest, jobsapi.OpOutput, 0, r, &res)
+	return res, err
+}
+
+// Kill ends a job's whole process tree and returns it ended.
+func (c *Client) Kill(ctx context.Context, tenant, session, id string) (jobsapi.Job, error) {
+	var res jobsapi.Job
+	r := jobRequest(tenant, session, id)
+	err := c.request(ctx, r.SessionRequest, jobsapi.OpKill, 15*time.Second, r, &res)
+	return res, err
+}
+
+// Get returns a job without counting as the model seeing its end.
+func (c *Client) Get(ctx context.Context, tenant, session, id string) (jobsapi.Job, error) {
+	var res jobsapi.Job
+	r := jobRequest(tenant, session, id)
+	err := c.request(ctx, r.SessionRequest, jobsapi.OpGet, 0, r, &res)
+	return res, err
+}
+
+// List returns the session's jobs in start order; a session never bound to
+// a worker has none.
+func (c *Client) List(ctx context.Context, tenant, session string) ([]jobsapi.Job, error) {
+	return c.sessionJobs(ctx, tenant, session, jobsapi.OpList)
+}
+
+// KillSession kills the session's running jobs and returns them.
+func (c *Client) KillSession(ctx context.Context, tenant, session string) ([]jobsapi.Job, error) {
+	return c.sessionJobs(ctx, tenant, session, jobsapi.OpKillSession)
+}
+
+func (c *Client) sessionJobs(ctx context.Context, tenant, session, op string) ([]jobsapi.Job, error) {
+	w, err := c.Binding(ctx, tenant, session)
+	if err != nil || w == "" {
+		return []jobsapi.Job{}, err
+	}
+	var res jobsapi.ListResponse
+	err = c.requestWorker(ctx, w, op, 15*time.Second, jobsapi.SessionRequest{Tenant: tenant, Session: session}, &res)
+	return res.Jobs, err
+}
+
+// ChildState answers whether run's foreground commands are gone. A session
+// bound to no worker never started one (gone); a worker that does not
+// answer leaves it unknown, with the error saying why.
+func (c *Client) ChildState(ctx context.Context, tenant, session, run string) (handover.ChildState, error) {
+	w, err := c.Binding(ctx, tenant, session)
+	if err != nil {
+		return handover.ChildUnknown, err
+	}
+	if w == "" {
+		return handover.ChildGone, nil
+	}
+	var res jobsapi.ChildStateResponse
+	r := jobsapi.ChildStateRequest{SessionRequest: jobsapi.SessionRequest{Tenant: tenant, Session: session}, Run: run}
+	if err := c.requestWorker(ctx, w, jobsapi.OpChildState, 0, r, &res); err != nil {
+		return handover.ChildUnknown, err
+	}
+	return res.State, nil
+}
+
+// Read returns lines of a workspace file.
+func (c *Client) Read(ctx context.Context, tenant, session string, r workspace.ReadRequest) (workspace.ReadResult, error) {
+	var res workspace.ReadResult
+	s := jobsapi.SessionRequest{Tenant: tenant, Session: session}
+	err := c.request(ctx, s, jobsapi.OpRead, 0, jobsapi.ReadRequest{SessionRequest: s, ReadRequest: r}, &res)
+	return res, err
+}
+
+// Write creates or replaces a workspace file.
+func (c *Client) Write(ctx context.Context, tenant, session string, r workspace.WriteRequest) (workspace.WriteResult, error) {
+	var res workspace.WriteResult
+	s := jobsapi.SessionRequest{Tenant: tenant, Session: session}
+	err := c.request(ctx, s, jobsapi.OpWrite, 0, jobsapi.WriteRequest{SessionRequest: s, WriteRequest: r}, &res)
+	return res, err
+}
+
+// Edit replaces exact text in a workspace file.
+func (c *Client) Edit(ctx context.Context, tenant, session string, r workspace.EditRequest) (workspace.EditResult, error) {
+	var res workspace.EditResult
+	s := jobsapi.SessionRequest{Tenant: tenant, Session: session}
+	err := c.request(ctx, s, jobsapi.OpEdit, 0, jobsapi.EditRequest{SessionRequest: s, EditRequest: r}, &res)
+	return res, err
+}
+
+// Glob lists workspace files matching a pattern.
+func (c *Client) Glob(ctx context.Context, tenant, session string, r workspace.GlobRequest) (workspace.GlobResult, error) {
+	var res workspace.GlobResult
+	s := jobsapi.SessionRequest{Tenant: tenant, Session: session}
+	err := c.request(ctx, s, jobsapi.OpGlob, 0, jobsapi.GlobRequest{SessionRequest: s, GlobRequest: r}, &res)
+	return res, err
+}
+
+// Grep searches workspace files for a regular expression.
+func (c *Client) Grep(ctx context.Context, tenant, session string, r workspace.GrepRequest) (workspace.GrepResult, error) {
+	var res workspace.GrepResult
+	s := jobsapi.SessionRequest{Tenant: tenant, Session: session}
+	err := c.request(ctx, s, jobsapi.OpGrep, 0, jobsapi.GrepRequest{SessionRequest: s, GrepRequest: r}, &res)
+	return res, err
+}
+
+func jobRequest(tenant, session, id string) jobsapi.JobRequest {
+	return jobsapi.JobRequest{SessionRequest: jobsapi.SessionRequest{Tenant: tenant, Session: session}, ID: id}
+}

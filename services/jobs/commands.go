@@ -1,0 +1,301 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"time"
+
+	"jetway/pkg/handover"
+	"jetway/pkg/tasks"
+	"jetway/services/jobs/jobsapi"
+)
+
+// maxSummary caps the command text a task line and a headline show.
+const maxSummary = 200
+
+// summary is the command on one line, cut to maxSummary.
+func summary(command string) string {
+	s := strings.Join(strings.Fields(command), " ")
+	if len(s) > maxSummary {
+		cut := maxSummary
+		for cut > 0 && s[cut]&0xC0 == 0x80 {
+			cut--
+		}
+		s = s[:cut] + "…"
+	}
+	return s
+}
+
+func ms(n int64) time.Duration { return time.Duration(n) * time.Millisecond }
+
+// command builds `sh -c command` in the session's workspace with the
+// worker's minimal environment and its marker.
+func (w *Worker) command(ctx context.Context, r jobsapi.StartRequest) (*exec.Cmd, string, error) {
+	if strings.TrimSpace(r.Command) == "" {
+		return nil, "", badRequest("command is empty")
+	}
+	if strings.ContainsRune(r.Command, 0) {
+		return nil, "", badRequest("command holds a NUL byte")
+	}
+	if r.TimeoutMS < 0 || r.ExpectedMS < 0 {
+		return nil, "", badRequest("timeout_ms and expected_ms may not be negative")
+	}
+	ws, err := w.workspaceOf(ctx, r.SessionRequest)
+	if err != nil {
+		return nil, "", err
+	}
+	cmd := exec.Command(w.cfg.Shell, "-c", r.Command)
+	cmd.Dir = ws.Dir()
+	path := os.Getenv("PATH")
+	if path == "" {
+		path = "/usr/local/bin:/usr/bin:/bin"
+	}
+	cmd.Env = append([]string{
+		"PATH=" + path,
+		"HOME=" + ws.Dir(),
+		"LANG=C.UTF-8",
+		"TERM=dumb",
+		"JETWAY_TENANT=" + r.Tenant,
+		"JETWAY_SESSION=" + r.Session,
+	}, w.cfg.Env...)
+	cmd.Env = append(cmd.Env, WorkerEnv+"="+w.marker())
+	return cmd, sessionKey(r.Tenant, r.Session), nil
+}
+
+// opStart starts a background job; the answer comes once its record is
+// stored, so a job the caller heard of survives a worker restart as a
+// record (reported lost if it never ended).
+func (w *Worker) opStart(ctx context.Context, data []byte) (any, error) {
+	r, err := decode[jobsapi.StartRequest](data)
+	if err != nil {
+		return nil, err
+	}
+	cmd, sid, err := w.command(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	i, err := w.mgr.Start(tasks.WithSession(ctx, sid), tasks.Spec{
+		Kind: "shell", Summary: summary(r.Command), Cmd: cmd,
+		Expected: ms(r.ExpectedMS), RunID: r.Run,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := <-w.out.persist(taskKey(sid, i.ID)); err != nil {
+		w.cfg.Log.Warn().Err(err).Str("task", i.ID).Msg("jobs: record of a started job not stored")
+	}
+	return jobsapi.StartResponse{Job: w.wire(i)}, nil
+}
+
+// opRun runs a foreground command: it is started contained and adopted as
+// a task at once (seed 002's Adopt: an id, an output file, the manager owns
+// the tree, and it does not count against MaxRunning), then waited for up
+// to the timeout. One that ends in time is answered with its output and
+// its end is not announced again; one still running simply stays a
+// background job, with no moment at which it belongs to nobody.
+func (w *Worker) opRun(ctx context.Context, data []byte) (any, error) {
+	r, err := decode[jobsapi.StartRequest](data)
+	if err != nil {
+		return nil, err
+	}
+	timeout := w.cfg.RunTimeout
+	if r.TimeoutMS > 0 {
+		timeout = min(ms(r.TimeoutMS), w.cfg.MaxRunTimeout)
+	}
+	cmd, sid, err := w.command(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	// The run counts as having a foreground command from before the start
+	// until the wait is over, so child_state never misses it.
+	runKey := sid + "\x00" + r.Run
+	w.mu.Lock()
+	w.fgRuns[runKey]++
+	w.mu.Unlock()
+	defer func() {
+		w.mu.Lock()
+		if w.fgRuns[runKey]--; w.fgRuns[runKey] <= 0 {
+			delete(w.fgRuns, runKey)
+		}
+		w.mu.Unlock()
+	}()
+
+	i, err := w.adopt(ctx, sid, cmd, tasks.Spec{
+		Kind: "shell", Summary: summary(r.Command), Cmd: cmd,
+		Expected: ms(r.ExpectedMS), RunID: r.Run,
+	})
+	if err != nil {
+		return nil, err
+	}
+	tk := taskKey(sid, i.ID)
+	w.mu.Lock()
+	w.fgTasks[tk] = true
+	w.mu.Unlock()
+	if err := <-w.out.persist(tk); err != nil {
+		w.cfg.Log.Warn().Err(err).Str("task", i.ID).Msg("jobs: record of a foreground command not stored")
+	}
+	i, outcome, err := w.mgr.Wait(ctx, sid, i.ID, timeout)
+	w.mu.Lock()
+	delete(w.fgTasks, tk)
+	heldBack := w.fgEnded[tk]
+	delete(w.fgEnded, tk)
+	w.mu.Unlock()
+	if err != nil {
+		w.out.persist(tk)
+		return nil, err
+	}
+	if outcome != tasks.WaitEnded && heldBack {
+		// It ended after the wait gave up but before it left the
+		// foreground: its end was held back, so this answer reports it.
+		i, outcome, err = w.mgr.Wait(ctx, sid, i.ID, 0)
+		if err != nil {
+			return nil, err
+		}
+	}
+	if outcome != tasks.WaitEnded {
+		w.out.persist(tk) // no longer in the foreground
+		return jobsapi.StartResponse{Job: w.wire(i), Backgrounded: true}, nil
+	}
+	res := jobsapi.StartResponse{Job: w.wire(i), Ended: true}
+	res.Output, res.OmittedLines, err = lastOutput(i)
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// adopt starts cmd in the manager's process host, its output on one pipe
+// (stdout and stderr in order), and hands it to the manager.
+func (w *Worker) adopt(ctx context.Context, sid string, cmd *exec.Cmd, spec tasks.Spec) (tasks.Info, error) {
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return tasks.Info{}, fmt.Errorf("jobs: output pipe: %w", err)
+	}
+	cmd.Stdout, cmd.Stderr = pw, pw
+	var out tasks.Handoff
+	started := time.Now()
+	tree, err := w.mgr.Host().Start(cmd, w.mgr.Limits().Tree)
+	pw.Close()
+	if err != nil {
+		pr.Close()
+		return tasks.Info{}, fmt.Errorf("jobs: start %q: %w", spec.Summary, err)
+	}
+	copied := make(chan struct{})
+	go func() {
+		defer close(copied)
+		_, _ = io.Copy(&out, pr)
+	}()
+	waited := make(chan error, 1)
+	go func() {
+		err := tree.Wait()
+		// What the root left behind must not hold the pipe open.
+		if kerr := tree.Kill(); kerr != nil && err == nil {
+			err = kerr
+		}
+		select {
+		case <-copied:
+		case <-time.After(2 * time.Second):
+		}
+		pr.Close()
+		<-copied
+		waited <- err
+	}()
+	i, err := w.mgr.Adopt(tasks.WithSession(ctx, sid), spec, tasks.RunningCommand{
+		Cmd: cmd, Tree: tree, AttachOutput: out.Attach, Wait: waited, Started: started,
+	})
+	if err != nil {
+		_ = tree.Kill()
+		<-waited
+		tree.Close()
+		return tasks.Info{}, err
+	}
+	return i, nil
+}
+
+// lastOutput is the end of a finished command's output for a run answer:
+// at most jobsapi.MaxRunOutputBytes, whole lines, and how many lines came
+// before.
+func lastOutput(i tasks.Info) (string, int, error) {
+	const maxLines = 2000
+	offset := max(1, i.Lines-maxLines+1)
+	lines, _, _, err := tasks.ReadLines(i.Path, offset, maxLines)
+	if err != nil {
+		return "", 0, fmt.Errorf("jobs: read output of %s: %w", i.ID, err)
+	}
+	size, k := 0, len(lines)
+	for k > 0 && size+len(lines[k-1])+1 <= jobsapi.MaxRunOutputBytes {
+		size += len(lines[k-1]) + 1
+		k--
+	}
+	return strings.Join(lines[k:], "\n"), offset - 1 + k, nil
+}
+
+// childState answers whether run's foreground commands are gone: alive
+// while a run call of it waits (or is about to), unknown when one of its
+// commands was in the foreground when a previous incarnation of this worker
+// went away, gone otherwise. A session's commands all run on this worker,
+// and a restart kills the survivors it can identify, so "gone" holds for a
+// run this worker never saw too. A command that outlived its run call is a
+// background job: the run was told its id, and it no longer counts.
+func (w *Worker) childState(sid, run string) (handover.ChildState, []tasks.Info) {
+	var jobs []tasks.Info
+	for _, i := range w.mgr.List(sid) {
+		if i.RunID == run {
+			jobs = append(jobs, i)
+		}
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.fgRuns[sid+"\x00"+run] > 0 {
+		return handover.ChildAlive, jobs
+	}
+	for _, i := range jobs {
+		if w.fgTasks[taskKey(sid, i.ID)] && i.Status == tasks.Running {
+			return handover.ChildAlive, jobs
+		}
+	}
+	for _, i := range jobs {
+		if i.Status == tasks.Lost && w.lostFG[taskKey(sid, i.ID)] {
+			return handover.ChildUnknown, jobs
+		}
+	}
+	return handover.ChildGone, jobs
+}
+
+// StartFunc starts a function task (a watch loop, a hook) for a session, in
+// process: it is listed and waited for like a command, and its
+// Reporter.Notify notices and its end are published as job events numbered
+// with a TaskRef, so a newer one supersedes an older one the runner has not
+// delivered yet.
+func (w *Worker) StartFunc(ctx context.Context, tenant, session string, spec tasks.Spec) (jobsapi.Job, error) {
+	if spec.Run == nil || spec.Cmd != nil {
+		return jobsapi.Job{}, errors.New("jobs: StartFunc needs a Spec with Run and no Cmd")
+	}
+	select {
+	case <-w.ready:
+	default:
+		return jobsapi.Job{}, errors.New("jobs: StartFunc before the worker is ready")
+	}
+	s := jobsapi.SessionRequest{Tenant: tenant, Session: session}
+	if err := s.Validate(); err != nil {
+		return jobsapi.Job{}, err
+	}
+	sid, err := w.ensureBound(ctx, s)
+	if err != nil {
+		return jobsapi.Job{}, err
+	}
+	if spec.Kind == "" {
+		spec.Kind = "func"
+	}
+	i, err := w.mgr.Start(tasks.WithSession(ctx, sid), spec)
+	if err != nil {
+		return jobsapi.Job{}, err
+	}
+	w.out.persist(taskKey(sid, i.ID))
+	return w.wire(i), nil
+}

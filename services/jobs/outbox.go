@@ -1,0 +1,163 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+)
+
+// Outbox timings: a failed publish or write is retried with backoff for up
+// to giveUp; at shutdown what is queued gets drain to go out.
+const (
+	outboxAttempt = 5 * time.Second
+	outboxGiveUp  = time.Minute
+	outboxDrain   = 10 * time.Second
+)
+
+var errOutboxClosed = errors.New("jobs: outbox closed")
+
+// outbox sends the worker's events and task records in the order they
+// happened, off the tasks' goroutines (the manager's callbacks must not
+// block). One queue for both keeps "publish the end, then record it" in
+// that order: a crash between the two re-reports the end on restart, and
+// the stable Nats-Msg-Id drops the repeat, whereas the other order could
+// lose it.
+type outbox struct {
+	js     jetstream.JetStream
+	kv     jetstream.KeyValue
+	record func(task string) (key string, value []byte, ok bool)
+	log    zerolog.Logger
+
+	mu      sync.Mutex
+	queue   []outItem
+	closed  bool
+	wake    chan struct{}
+	stopped chan struct{}
+}
+
+type outItem struct {
+	msg  *nats.Msg // an event to publish, or
+	task string    // a task whose current record to write
+	done chan error
+}
+
+func newOutbox(js jetstream.JetStream, kv jetstream.KeyValue, record func(string) (string, []byte, bool), log zerolog.Logger) *outbox {
+	return &outbox{js: js, kv: kv, record: record, log: log, wake: make(chan struct{}, 1), stopped: make(chan struct{})}
+}
+
+// publish queues an event.
+func (o *outbox) publish(msg *nats.Msg) { o.add(outItem{msg: msg}) }
+
+// persist queues a write of the task's record as it is when the write
+// happens (so writes of one task never go back in time) and returns a
+// channel told when it is stored.
+func (o *outbox) persist(task string) <-chan error {
+	done := make(chan error, 1)
+	o.add(outItem{task: task, done: done})
+	return done
+}
+
+func (o *outbox) add(it outItem) {
+	o.mu.Lock()
+	if o.closed {
+		o.mu.Unlock()
+		if it.done != nil {
+			it.done <- errOutboxClosed
+		}
+		o.log.Error().Str("task", it.task).Msg("jobs: outbox closed; dropped an event or record")
+		return
+	}
+	o.queue = append(o.queue, it)
+	o.mu.Unlock()
+	select {
+	case o.wake <- struct{}{}:
+	default:
+	}
+}
+
+// close stops taking items; run sends what is queued (for up to
+// outboxDrain) and returns.
+func (o *outbox) close() {
+	o.mu.Lock()
+	o.closed = true
+	o.mu.Unlock()
+	close(o.stopped)
+}
+
+func (o *outbox) run() {
+	var drainBy time.Time
+	for {
+		o.mu.Lock()
+		if len(o.queue) == 0 {
+			closed := o.closed
+			o.mu.Unlock()
+			if closed {
+				return
+			}
+			select {
+			case <-o.wake:
+			case <-o.stopped:
+			}
+			continue
+		}
+		it := o.queue[0]
+		o.queue = o.queue[1:]
+		closed := o.closed
+		o.mu.Unlock()
+		if closed && drainBy.IsZero() {
+			drainBy = time.Now().Add(outboxDrain)
+		}
+		err := o.send(it, drainBy)
+		if it.done != nil {
+			it.done <- err
+		}
+	}
+}
+
+// send delivers one item, retrying with backoff until it succeeds, a minute
+// passes, or (when draining) the drain deadline does.
+func (o *outbox) send(it outItem, drainBy time.Time) error {
+	giveUp := time.Now().Add(outboxGiveUp)
+	if !drainBy.IsZero() && drainBy.Before(giveUp) {
+		giveUp = drainBy
+	}
+	backoff := 50 * time.Millisecond
+	for {
+		err := o.try(it)
+		if err == nil {
+			return nil
+		}
+		if time.Now().Add(backoff).After(giveUp) {
+			ev := o.log.Error().Err(err)
+			if it.msg != nil {
+				ev = ev.Str("subject", it.msg.Subject).Str("id", it.msg.Header.Get(nats.MsgIdHdr))
+			} else {
+				ev = ev.Str("task", it.task)
+			}
+			ev.Msg("jobs: gave up sending")
+			return err
+		}
+		time.Sleep(backoff)
+		backoff = min(backoff*2, 2*time.Second)
+	}
+}
+
+func (o *outbox) try(it outItem) error {
+	ctx, cancel := context.WithTimeout(context.Background(), outboxAttempt)
+	defer cancel()
+	if it.msg != nil {
+		_, err := o.js.PublishMsg(ctx, it.msg)
+		return err
+	}
+	key, value, ok := o.record(it.task)
+	if !ok {
+		return nil
+	}
+	_, err := o.kv.Put(ctx, key, value)
+	return err
+}

@@ -1,0 +1,275 @@
+// Package jobs is the jobs worker (`jetway jobs-worker`): it owns the
+// processes agents start and the sessions' workspaces, and serves them over
+// NATS as the micro service jetway-jobs, endpoints jetway.jobs.<worker>.<op>
+// (see package jobsapi for the contract).
+//
+// A worker wraps one tasks.Manager. Each session is bound to one worker by a
+// create-if-absent key in the jetway_workers bucket, so all of a session's
+// jobs and its workspace (<root>/<tenant>/<session>) live on one machine.
+// A task that ends unseen by the model publishes io.jetway.job.exited on
+// jetway.jobevents.<tenant>.<session>; one that runs past its expected
+// duration publishes io.jetway.job.overdue. Events carry a Nats-Msg-Id
+// derived from the task and the occasion, so a retried or repeated publish
+// (a restart re-reporting an end) is stored once.
+//
+// The task table is persisted in the jetway_jobs bucket (key
+// <tenant>.<session>.<id>). A worker that starts again under the same id
+// kills the survivors of its previous incarnation it can identify (the
+// JETWAY_JOBS_WORKER environment marker every command carries, and the
+// stale cgroups package proctree sweeps), reports the tasks it never saw
+// end as lost, and continues each session's id counter.
+package jobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+
+	"jetway/pkg/bus"
+	"jetway/pkg/redact"
+	"jetway/pkg/tasks"
+	"jetway/pkg/tasks/proctree"
+	"jetway/pkg/workspace"
+	"jetway/services/jobs/jobsapi"
+)
+
+// Defaults for zero Config fields.
+const (
+	DefaultRunTimeout    = 120 * time.Second
+	DefaultMaxRunTimeout = 10 * time.Minute
+	DefaultMaxWait       = 10 * time.Minute
+	DefaultShell         = "/bin/sh"
+	DefaultGrace         = 5 * time.Second
+)
+
+// WorkerEnv is the environment marker every command of a worker carries
+// (value: the worker id and a hash of its root). A restarted worker kills the processes that still
+// carry its id: they belonged to its previous incarnation.
+const WorkerEnv = "JETWAY_JOBS_WORKER"
+
+// Config is everything a Worker needs. NC, WorkerID and Root are required.
+type Config struct {
+	NC *nats.Conn
+	// WorkerID names the worker in subjects, bindings and records: 1–64 of
+	// [A-Za-z0-9_-], stable across restarts (a restart under another id
+	// cannot report its predecessor's tasks lost).
+	WorkerID string
+	// Root holds the workspaces (<root>/<tenant>/<session>) and the output
+	// files (<root>/.jobs/<tenant>/<session>/).
+	Root string
+	// Limits bound the tasks (zero fields: tasks.DefaultLimits; Tree: no
+	// per-tree limits).
+	Limits tasks.Limits
+	// Grace is the SIGTERM-to-SIGKILL grace period of a kill (default 5s).
+	Grace time.Duration
+	// NoCgroups turns cgroup containment off (process groups, the
+	// subreaper and the /proc sweep remain).
+	NoCgroups bool
+	// Shell runs each command as `Shell -c command` (default /bin/sh).
+	Shell string
+	// Env is added to every command's environment, after the worker's
+	// minimal one (PATH, HOME = the workspace, LANG, TERM). The worker's own
+	// environment is not passed on: it may hold credentials.
+	Env []string
+	// RunTimeout is a run call's default wait (120 s); MaxRunTimeout caps
+	// the wait a call may ask for (10 min), and MaxWait a status call's.
+	RunTimeout    time.Duration
+	MaxRunTimeout time.Duration
+	MaxWait       time.Duration
+	// Workspace holds the limits of the file tools.
+	Workspace workspace.Config
+	// Source is the CloudEvents source of the worker's events (default
+	// "jetway/jobs/<worker>").
+	Source  string
+	Version string
+	Log     zerolog.Logger
+}
+
+// Worker is one jobs worker. Create it with New and serve with Run.
+type Worker struct {
+	cfg     Config
+	js      jetstream.JetStream
+	jobsKV  jetstream.KeyValue
+	bindKV  jetstream.KeyValue
+	mgr     *tasks.Manager
+	out     *outbox
+	ready   chan struct{}
+	closing atomic.Bool // Run is shutting down: ends are told by events
+
+	mu       sync.Mutex
+	bound    map[string]bool                 // sessions confirmed bound here
+	spaces   map[string]*workspace.Workspace // open workspaces by session key
+	fgRuns   map[string]int                  // session key + run -> foreground calls in flight
+	fgTasks  map[string]bool                 // task keys a run call is waiting for
+	fgEnded  map[string]bool                 // foreground tasks whose unseen end was held back
+	lostFG   map[string]bool                 // task keys lost while in the foreground
+	seqs     map[string]uint64               // function task key -> last notice seq
+	overdues map[string]int                  // task key -> overdue events so far
+
+	reqMu    sync.Mutex
+	stopping bool
+	reqs     sync.WaitGroup
+}
+
+// New checks cfg and returns a worker; Run starts it.
+func New(cfg Config) (*Worker, error) {
+	if cfg.NC == nil {
+		return nil, errors.New("jobs: Config.NC is required")
+	}
+	if err := jobsapi.ValidWorkerID(cfg.WorkerID); err != nil {
+		return nil, fmt.Errorf("jobs: Config.WorkerID: %w", err)
+	}
+	if cfg.Root == "" {
+		return nil, errors.New("jobs: Config.Root is required")
+	}
+	root, err := filepath.Abs(cfg.Root)
+	if err != nil {
+		return nil, fmt.Errorf("jobs: root %s: %w", cfg.Root, err)
+	}
+	cfg.Root = root
+	if cfg.Grace <= 0 {
+		cfg.Grace = DefaultGrace
+	}
+	if cfg.Shell == "" {
+		cfg.Shell = DefaultShell
+	}
+	if cfg.RunTimeout <= 0 {
+		cfg.RunTimeout = DefaultRunTimeout
+	}
+	if cfg.MaxRunTimeout <= 0 {
+		cfg.MaxRunTimeout = DefaultMaxRunTimeout
+	}
+	if cfg.MaxWait <= 0 {
+		cfg.MaxWait = DefaultMaxWait
+	}
+	if cfg.Source == "" {
+		cfg.Source = "jetway/jobs/" + cfg.WorkerID
+	}
+	js, err := bus.JetStream(cfg.NC)
+	if err != nil {
+		return nil, fmt.Errorf("jobs: %w", err)
+	}
+	return &Worker{
+		cfg: cfg, js: js, ready: make(chan struct{}),
+		bound: map[string]bool{}, spaces: map[string]*workspace.Workspace{},
+		fgRuns: map[string]int{}, fgTasks: map[string]bool{}, fgEnded: map[string]bool{}, lostFG: map[string]bool{},
+		seqs: map[string]uint64{}, overdues: map[string]int{},
+	}, nil
+}
+
+// Ready is closed once the worker serves requests.
+func (w *Worker) Ready() <-chan struct{} { return w.ready }
+
+// ID is the worker id.
+func (w *Worker) ID() string { return w.cfg.WorkerID }
+
+// Run recovers the worker's previous tasks, serves the micro service until
+// ctx is done, then stops: no new requests, every running task killed (and
+// its end published, since the model did not see it), the outbox drained.
+func (w *Worker) Run(ctx context.Context) error {
+	log := w.cfg.Log
+	var err error
+	if w.jobsKV, err = w.js.KeyValue(ctx, bus.BucketJobs); err != nil {
+		return fmt.Errorf("jobs: bucket %s (is the bus provisioned?): %w", bus.BucketJobs, err)
+	}
+	if w.bindKV, err = w.js.KeyValue(ctx, bus.BucketWorkers); err != nil {
+		return fmt.Errorf("jobs: bucket %s (is the bus provisioned?): %w", bus.BucketWorkers, err)
+	}
+	if err := os.MkdirAll(w.cfg.Root, 0o755); err != nil {
+		return fmt.Errorf("jobs: root: %w", err)
+	}
+	records, err := w.loadRecords(ctx)
+	if err != nil {
+		return err
+	}
+	if n := killSurvivors(w.marker()); n > 0 {
+		log.Warn().Int("processes", n).Msg("jobs: killed processes left by this worker's previous run")
+	}
+
+	w.out = newOutbox(w.js, w.jobsKV, w.record, log)
+	outDone := make(chan struct{})
+	go func() { defer close(outDone); w.out.run() }()
+
+	w.mgr = tasks.NewManager(tasks.Config{
+		Limits:   w.cfg.Limits,
+		Output:   w.outputFile,
+		OnNotice: w.onNotice,
+		Clean:    redact.CleanLine,
+		Proc:     proctree.Config{Grace: w.cfg.Grace, NoCgroups: w.cfg.NoCgroups, Log: log},
+	})
+	w.mgr.SetOnEnd(w.onEnd)
+	w.mgr.SetOnOverdue(w.onOverdue)
+	w.restore(records)
+
+	svc, err := w.startService()
+	if err != nil {
+		w.mgr.Close()
+		w.out.close()
+		<-outDone
+		return err
+	}
+	log.Info().Str("worker", w.cfg.WorkerID).Str("root", w.cfg.Root).Int("restored", len(records)).
+		Msg("jobs: worker ready")
+	close(w.ready)
+
+	<-ctx.Done()
+	_ = svc.Stop()
+	w.reqMu.Lock()
+	w.stopping = true
+	w.reqMu.Unlock()
+	w.reqs.Wait()
+	w.closing.Store(true)
+	w.mgr.Close()
+	w.out.close()
+	<-outDone
+	w.mu.Lock()
+	for _, ws := range w.spaces {
+		_ = ws.Close()
+	}
+	w.mu.Unlock()
+	log.Info().Str("worker", w.cfg.WorkerID).Msg("jobs: worker stopped")
+	return nil
+}
+
+// sessionKey is the manager's session id for tenant/session.
+func sessionKey(tenant, session string) string { return tenant + "/" + session }
+
+// taskKey names one task across sessions.
+func taskKey(sid, id string) string { return sid + "/" + id }
+
+func splitSession(sid string) (tenant, session string) {
+	tenant, session, _ = strings.Cut(sid, "/")
+	return tenant, session
+}
+
+// recordKey is the task's key in the jetway_jobs bucket.
+func recordKey(sid, id string) string {
+	t, s := splitSession(sid)
+	return t + "." + s + "." + id
+}
+
+var outputName = regexp.MustCompile(`^[0-9]+$`)
+
+// outputFile is the manager's Config.Output: the task's file under
+// <root>/.jobs/<tenant>/<session>/ (".jobs" is no valid tenant, so it never
+// meets a workspace) and its ref "out:<session>:<hex>".
+func (w *Worker) outputFile(sid, id string) (path, ref string, err error) {
+	tenant, session := splitSession(sid)
+	if !outputName.MatchString(id) {
+		return "", "", fmt.Errorf("jobs: task id %q", id)
+	}
+	h := randHex(4)
+	dir := filepath.Join(w.cfg.Root, ".jobs", tenant, session)
+	return filepath.Join(dir, id+"-"+h+".out"), "out:" + session + ":" + h, nil
+}
