@@ -41,7 +41,9 @@ const (
 // AllGroups is every group, in run order.
 var AllGroups = []string{GroupRaw}
 
-// measures maps each group but raw to the method that measures it.
+// measures maps each group but raw to the method that measures it; each
+// group's file adds itself to AllGroups and measures in init, in the order
+// the files are compiled (agent, jobs, runner).
 var measures = map[string]func(*env, context.Context){}
 
 // Config says what to measure and where.
