@@ -25,6 +25,7 @@ import (
 	"iter"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"time"
 
@@ -66,7 +67,8 @@ type Condition struct {
 	UserContains string `json:"user_contains,omitempty"`
 	// NoticeContains: a notice in the latest user turn contains it. A
 	// notice is a text block of a notice message (llm.KindNotice) or one
-	// that opens with a bracketed "[… notice]" tag, as host notices do.
+	// that carries a bracketed "[… notice]" tag, as host notices do (the
+	// request view drops Kind, so the tag is what usually tells).
 	NoticeContains string `json:"notice_contains,omitempty"`
 	// ToolResultFor: the latest user turn has a result of a call of this
 	// tool.
@@ -399,11 +401,11 @@ func notice(ms []llm.Message, sub string) string {
 	return found
 }
 
-func isNoticeText(s string) bool {
-	s = strings.TrimSpace(s)
-	end := strings.Index(s, "]")
-	return strings.HasPrefix(s, "[") && end > 0 && strings.HasSuffix(s[:end], "notice")
-}
+// noticeTag is the bracketed "[… notice]" tag host notices carry, found
+// wherever a view may have wrapped them.
+var noticeTag = regexp.MustCompile(`\[[^\]\n]*notice\]`)
+
+func isNoticeText(s string) bool { return noticeTag.MatchString(s) }
 
 func toolNames(history []llm.Message) map[string]string {
 	names := map[string]string{}
@@ -438,13 +440,15 @@ func render(text string, history, latest []llm.Message) string {
 	return text
 }
 
-// noticeHead is a notice's first line without its "[… notice]" tag.
+// noticeHead is the line of a notice that carries its tag, from after
+// the tag (e.g. "job 1 (sleep) exited 0 after 3s.").
 func noticeHead(n string) string {
-	line := firstLine(n)
-	if isNoticeText(line) {
-		line = strings.TrimSpace(line[strings.Index(line, "]")+1:])
+	for _, line := range strings.Split(n, "\n") {
+		if loc := noticeTag.FindStringIndex(line); loc != nil {
+			return strings.TrimSpace(line[loc[1]:])
+		}
 	}
-	return line
+	return firstLine(n)
 }
 
 // noticeOutput is the last line of a notice's "Last output:" section.
@@ -453,7 +457,11 @@ func noticeOutput(n string) string {
 	if !ok {
 		return ""
 	}
-	lines := strings.Split(tail, "\n")
+	lines := strings.Split(strings.TrimSpace(tail), "\n")
+	// A wrapper's closing markup is not the notice's.
+	for len(lines) > 0 && strings.HasPrefix(strings.TrimSpace(lines[len(lines)-1]), "</") {
+		lines = lines[:len(lines)-1]
+	}
 	// The output ends where the notice's closing ask begins: the ask is the
 	// notice's last line.
 	if len(lines) > 1 {

@@ -123,6 +123,24 @@ func TestA_notice_that_arrives_while_busy_is_reported_at_once(t *testing.T) {
 	}
 }
 
+func TestA_notice_is_recognised_by_its_tag_when_the_view_dropped_its_kind(t *testing.T) {
+	p := demo(t)
+	h := []llm.Message{llm.UserText("build")}
+	m1, _ := stream(t, p, h)
+	h = append(h, m1, results(m1, "started job 4"))
+	m2, _ := stream(t, p, h)
+	h = append(h, m2, results(m2, "README.md"))
+	m3, _ := stream(t, p, h)
+	n := jobNotice(4)
+	n.Kind = ""
+	n.Content[0].Text = "<system-reminder>\n" + n.Content[0].Text + "\n</system-reminder>"
+	h = append(h, m3, n)
+	m4, _ := stream(t, p, h)
+	if !strings.Contains(m4.Text(), "job 4 (sleep) exited 0 after 3s.") || !strings.Contains(m4.Text(), `"build ok"`) {
+		t.Fatalf("got %q", m4.Text())
+	}
+}
+
 func TestNew_input_after_the_script_ran_out_starts_it_again(t *testing.T) {
 	p := demo(t)
 	first, _ := stream(t, p, []llm.Message{llm.UserText("build")})
