@@ -101,3 +101,26 @@ func (p peers) live(ctx context.Context) (int, error) {
 	}
 	return n, nil
 }
+
+// holders maps each partition to the live runner that says it holds it.
+func (p peers) holders(ctx context.Context) map[int]string {
+	out := map[int]string{}
+	lister, err := p.kv.ListKeys(ctx)
+	if err != nil {
+		return out
+	}
+	for key := range lister.Keys() {
+		e, err := p.kv.Get(ctx, key)
+		if err != nil || time.Since(e.Created()) > p.staleAfter {
+			continue
+		}
+		var b beat
+		if json.Unmarshal(e.Value(), &b) != nil {
+			continue
+		}
+		for _, n := range b.Partitions {
+			out[n] = key
+		}
+	}
+	return out
+}

@@ -50,28 +50,32 @@ func (r *Runner) noteRecord(e jetstream.KeyValueEntry) {
 	r.running[e.Key()] = rec
 }
 
-// sweep finds runs whose runner is gone on partitions this runner holds and
-// hands each to its session's actor for recovery, so an interrupted run is
-// recovered even when no new event arrives for its session.
+// sweep finds runs whose runner is gone, on partitions this runner holds or
+// that no live runner holds, and hands each to its session's actor for
+// recovery, so an interrupted run is recovered even when no new event
+// arrives for its session. Two runners sweeping the same orphan is safe: the
+// session record's compare-and-swap lets one of them start the new run.
 func (r *Runner) sweep(ctx context.Context) {
-	held := map[int]bool{}
-	for _, p := range r.held() {
-		held[p] = true
-	}
-	if len(held) == 0 {
-		return
-	}
 	r.runMu.Lock()
 	var orphans []SessionRecord
 	for _, rec := range r.running {
-		if rec.Runner == r.cfg.ID && rec.Incarnation == r.incarnation {
-			continue
-		}
-		if held[bus.PartitionFor(rec.Tenant, rec.Session, r.partitions)] {
+		if rec.Runner != r.cfg.ID || rec.Incarnation != r.incarnation {
 			orphans = append(orphans, rec)
 		}
 	}
 	r.runMu.Unlock()
+	if len(orphans) == 0 {
+		return
+	}
+	holders := r.peers.holders(ctx)
+	mine := orphans[:0]
+	for _, rec := range orphans {
+		h, held := holders[bus.PartitionFor(rec.Tenant, rec.Session, r.partitions)]
+		if !held || h == r.cfg.ID {
+			mine = append(mine, rec)
+		}
+	}
+	orphans = mine
 	for _, rec := range orphans {
 		st, err := r.peers.status(ctx, rec.Runner, rec.Incarnation)
 		if err != nil || st == alive {

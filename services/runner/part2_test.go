@@ -1,0 +1,314 @@
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"jetway/pkg/agent/tool"
+	"jetway/pkg/bus"
+	"jetway/pkg/events"
+	"jetway/pkg/handover"
+	"jetway/pkg/llm"
+	"jetway/pkg/llm/llmtest"
+	"jetway/services/dispatcher/groundstop"
+)
+
+func (e *env) kv(bucket string) interface {
+	Put(context.Context, string, []byte) (uint64, error)
+} {
+	e.t.Helper()
+	kv, err := e.js.KeyValue(context.Background(), bucket)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return kv
+}
+
+func (e *env) putRecord(rec SessionRecord) {
+	e.t.Helper()
+	data, _ := json.Marshal(rec)
+	if _, err := e.kv(bus.BucketSessions).Put(context.Background(), sessionKey(rec.Tenant, rec.Session), data); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// appendRecord writes a transcript record as another runner would.
+func (e *env) appendRecord(tenant, session string, r Record) {
+	e.t.Helper()
+	subj, _ := events.TranscriptSubject(tenant, session)
+	r.Time = time.Now().UTC()
+	data, _ := json.Marshal(r)
+	if _, err := e.js.Publish(context.Background(), subj, data); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func (e *env) actor(r *Runner, tenant, session string) *actor {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.actors[sessionKey(tenant, session)]
+}
+
+func waitGate(t *testing.T, g *gate) {
+	t.Helper()
+	select {
+	case <-g.entered:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the run never reached its tool call")
+	}
+}
+
+func TestGround_stop_ends_the_live_run_holds_events_and_lifting_it_resumes_them_in_order(t *testing.T) {
+	e := newEnv(t)
+	g := newGate()
+	model, p := fakeModel(t, llmtest.Reply{ToolCalls: []llmtest.ToolCall{{ID: "tu1", Name: "wait_for_gate", Input: `{}`}}})
+	model.SetFallback(llmtest.Reply{Text: "ok"})
+	r := e.startRunner("r1", p, func(SessionRef) []tool.Tool { return []tool.Tool{g.tool()} })
+	e.publish(events.KindEvents, "t1", "s1", events.Input{Text: "work"})
+	waitGate(t, g)
+
+	control, err := e.js.KeyValue(context.Background(), bus.BucketControl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := groundstop.Set(context.Background(), control, "", "", groundstop.Record{Reason: "drill", By: "admin", At: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the session to be stopped", 20*time.Second, func() bool {
+		return e.session("t1", "s1").State == StateStopped
+	})
+	recs := e.records("t1", "s1")
+	if countKind(recs, RecordRunEnded) != 1 || !strings.HasPrefix(recs[len(recs)-1].Reason, "aborted") {
+		t.Fatalf("the live run did not stop: %+v", recs[len(recs)-1])
+	}
+	// A tool call is never left without its result.
+	if calls := toolCalls(history(recs), ""); len(calls) != 1 || !calls[0].Finished {
+		t.Fatalf("tool call without result after the stop: %+v", calls)
+	}
+	calls := model.RequestCount()
+	during := []string{
+		e.publish(events.KindEvents, "t1", "s1", events.Input{Text: "first during the stop"}),
+		e.publish(events.KindEvents, "t1", "s1", events.Input{Text: "second during the stop"}),
+	}
+	waitFor(t, "both events to be held", 10*time.Second, func() bool {
+		a := e.actor(r, "t1", "s1")
+		if a == nil {
+			return false
+		}
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		return len(a.queue) == 2
+	})
+	if model.RequestCount() != calls || countKind(e.records("t1", "s1"), RecordRunStarted) != 1 {
+		t.Fatal("a run started during Ground Stop")
+	}
+	if err := groundstop.Clear(context.Background(), control, "", ""); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the held events to be delivered", 20*time.Second, func() bool {
+		d := deliveries(e.records("t1", "s1"))
+		return d[during[0]] == 1 && d[during[1]] == 1 && e.session("t1", "s1").State == StateIdle
+	})
+	var order []string
+	for _, rec := range e.records("t1", "s1") {
+		if rec.Message != nil {
+			order = append(order, rec.Message.Delivers...)
+		}
+	}
+	if got := strings.Join(order[1:], ","); got != strings.Join(during, ",") {
+		t.Fatalf("delivered %v, want %v in that order, once each", order[1:], during)
+	}
+}
+
+func TestA_steer_mid_tool_stops_the_run_and_starts_a_steered_one_with_the_note(t *testing.T) {
+	e := newEnv(t)
+	g := newGate()
+	model, p := fakeModel(t, llmtest.Reply{ToolCalls: []llmtest.ToolCall{{ID: "tu1", Name: "wait_for_gate", Input: `{}`}}})
+	model.SetFallback(llmtest.Reply{Text: "redirected"})
+	e.startRunner("r1", p, func(SessionRef) []tool.Tool { return []tool.Tool{g.tool()} })
+	e.publish(events.KindEvents, "t1", "s1", events.Input{Text: "deploy to staging"})
+	waitGate(t, g)
+	steerID := e.publish(events.KindEvents, "t1", "s1", events.Steer{Note: "use production instead"})
+	waitFor(t, "the steered run to end", 20*time.Second, func() bool {
+		return countKind(e.records("t1", "s1"), RecordRunEnded) == 2
+	})
+	recs := e.records("t1", "s1")
+	var causes []string
+	for _, r := range recs {
+		if r.Kind == RecordRunStarted {
+			causes = append(causes, r.Cause)
+		}
+	}
+	if strings.Join(causes, ",") != "dispatch,steered" {
+		t.Fatalf("run causes = %v", causes)
+	}
+	if deliveries(recs)[steerID] != 1 {
+		t.Fatal("the steer was not delivered exactly once")
+	}
+	last := string(model.Requests()[model.RequestCount()-1].Body)
+	if !strings.Contains(last, "use production instead") || !strings.Contains(last, "deploy to staging") {
+		t.Fatalf("the steered run's request lacks the note or the original input:\n%s", last)
+	}
+}
+
+func TestA_steer_for_an_idle_session_starts_a_steered_run_over_the_last_one(t *testing.T) {
+	e := newEnv(t)
+	model, p := fakeModel(t)
+	model.SetFallback(llmtest.Reply{Text: "ok"})
+	e.startRunner("r1", p, nil)
+	e.publish(events.KindEvents, "t1", "s1", events.Input{Text: "write the report"})
+	waitFor(t, "the first run to end", 20*time.Second, func() bool {
+		return countKind(e.records("t1", "s1"), RecordRunEnded) == 1
+	})
+	e.publish(events.KindEvents, "t1", "s1", events.Steer{Note: "make it shorter"})
+	waitFor(t, "the steered run to end", 20*time.Second, func() bool {
+		return countKind(e.records("t1", "s1"), RecordRunEnded) == 2
+	})
+	if rec := e.session("t1", "s1"); rec.Cause != "steered" {
+		t.Fatalf("cause = %q, want steered", rec.Cause)
+	}
+	last := string(model.Requests()[1].Body)
+	if !strings.Contains(last, "make it shorter") || !strings.Contains(last, "write the report") {
+		t.Fatalf("steered request lacks the note or the last run's input:\n%s", last)
+	}
+}
+
+func TestA_run_cap_refuses_clearly_and_records_the_refusal(t *testing.T) {
+	e := newEnv(t)
+	model, p := fakeModel(t)
+	model.SetFallback(llmtest.Reply{Text: "ok"})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	r, err := New(ctx, Config{NC: e.nc, ID: "r1", Provider: p, Rails: Rails{RunsPerHour: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	e.publish(events.KindEvents, "t1", "s1", events.Input{Text: "one"})
+	waitFor(t, "the first run to end", 20*time.Second, func() bool {
+		return countKind(e.records("t1", "s1"), RecordRunEnded) == 1
+	})
+	second := e.publish(events.KindEvents, "t1", "s1", events.Input{Text: "two"})
+	waitFor(t, "the refusal", 20*time.Second, func() bool {
+		return countKind(e.records("t1", "s1"), RecordRefused) == 1
+	})
+	for _, rec := range e.records("t1", "s1") {
+		if rec.Kind == RecordRefused && (rec.Event != second || !strings.Contains(rec.Reason, "run cap")) {
+			t.Fatalf("refusal = %+v", rec)
+		}
+	}
+	if model.RequestCount() != 1 {
+		t.Fatalf("model called %d times, want 1", model.RequestCount())
+	}
+}
+
+func TestA_runner_that_lost_its_fence_stops_working_on_the_session(t *testing.T) {
+	e := newEnv(t)
+	g := newGate()
+	model, p := fakeModel(t, llmtest.Reply{ToolCalls: []llmtest.ToolCall{{ID: "tu1", Name: "wait_for_gate", Input: `{}`}}})
+	model.SetFallback(llmtest.Reply{Text: "must not be asked"})
+	r := e.startRunner("r1", p, func(SessionRef) []tool.Tool { return []tool.Tool{g.tool()} })
+	e.publish(events.KindEvents, "t1", "s1", events.Input{Text: "work"})
+	waitGate(t, g)
+	// Another runner writes to the transcript: ours is now behind the fence.
+	e.appendRecord("t1", "s1", Record{Kind: RecordRunStarted, Run: "r-other", Runner: "r2", Cause: "dispatch"})
+	close(g.open)
+	waitFor(t, "the runner to give the session up", 20*time.Second, func() bool {
+		a := e.actor(r, "t1", "s1")
+		if a == nil {
+			return true
+		}
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		return a.run == nil && !a.loaded
+	})
+	if model.RequestCount() != 1 {
+		t.Fatalf("model called %d times after the fence moved, want 1", model.RequestCount())
+	}
+	for _, rec := range e.records("t1", "s1") {
+		if rec.Runner == "r1" && rec.Message != nil && len(rec.Message.Content) > 0 && rec.Message.Content[0].Type == llm.BlockToolResult {
+			t.Fatal("a record was written past the fence")
+		}
+	}
+}
+
+// ghostRun makes s1 look like a run of a runner that died mid-tool.
+func ghostRun(e *env, policy *handover.RecoveryOverride, attempts int) {
+	turn := llm.UserText("count the files")
+	turn.ID = "m-1"
+	call := llm.Message{ID: "m-2", Role: llm.RoleAssistant, Content: []llm.ContentBlock{{Type: llm.BlockToolUse, ID: "tu9", Name: "shell", Input: json.RawMessage(`{"command":"ls | wc -l"}`)}}}
+	e.appendRecord("t1", "s1", Record{Kind: RecordRunStarted, Run: "r-ghost", Runner: "ghost", Cause: "dispatch"})
+	e.appendRecord("t1", "s1", Record{Kind: RecordMessage, Run: "r-ghost", Runner: "ghost", Message: &turn})
+	e.appendRecord("t1", "s1", Record{Kind: RecordMessage, Run: "r-ghost", Runner: "ghost", Message: &call})
+	e.putRecord(SessionRecord{Tenant: "t1", Session: "s1", State: StateRunning, Run: "r-ghost", Runner: "ghost",
+		Incarnation: "gone", Since: time.Now().UTC(), Inputs: []string{"count the files"}, Runs: 1,
+		Attempts: handover.Attempts{Restarts: attempts}, Policy: policy})
+}
+
+func TestA_dead_runner_s_run_is_recovered_with_a_handover_brief_of_its_progress(t *testing.T) {
+	e := newEnv(t)
+	ghostRun(e, nil, 0)
+	model, p := fakeModel(t)
+	model.SetFallback(llmtest.Reply{Text: "recovered"})
+	e.startRunner("r1", p, nil)
+	waitFor(t, "the recovered run to end", 20*time.Second, func() bool {
+		return countKind(e.records("t1", "s1"), RecordRunEnded) == 1
+	})
+	rec := e.session("t1", "s1")
+	// A recovered run that completes resets the attempts (seed 003).
+	if rec.Cause != "recovered" || rec.Runs != 2 || rec.Attempts.Restarts != 0 {
+		t.Fatalf("record = %+v", rec)
+	}
+	body := string(model.Requests()[0].Body)
+	for _, want := range []string{"count the files", "shell", handover.UnfinishedCallResult[:20]} {
+		if !strings.Contains(body, want) {
+			t.Errorf("recovered request lacks %q:\n%s", want, body)
+		}
+	}
+}
+
+func TestA_crash_loop_is_bounded_by_attempts_and_told_to_the_person(t *testing.T) {
+	e := newEnv(t)
+	ghostRun(e, nil, 3)
+	model, p := fakeModel(t)
+	e.startRunner("r1", p, nil)
+	waitFor(t, "the session to be interrupted", 20*time.Second, func() bool {
+		return e.session("t1", "s1").State == StateInterrupted
+	})
+	if rec := e.session("t1", "s1"); !strings.Contains(rec.Reason, "not recovered") {
+		t.Fatalf("reason = %q", rec.Reason)
+	}
+	if model.RequestCount() != 0 {
+		t.Fatal("an exhausted crash loop was restarted")
+	}
+}
+
+func TestA_session_with_policy_never_or_manual_is_not_recovered_until_a_person_sends_it_on(t *testing.T) {
+	for _, pol := range []handover.RecoveryPolicy{handover.Never, handover.Manual} {
+		t.Run(pol.String(), func(t *testing.T) {
+			e := newEnv(t)
+			ghostRun(e, &handover.RecoveryOverride{Policy: &pol}, 0)
+			model, p := fakeModel(t)
+			model.SetFallback(llmtest.Reply{Text: "going on"})
+			e.startRunner("r1", p, nil)
+			waitFor(t, "the session to be interrupted", 20*time.Second, func() bool {
+				return e.session("t1", "s1").State == StateInterrupted
+			})
+			if model.RequestCount() != 0 {
+				t.Fatal("recovered against the policy")
+			}
+			e.publish(events.KindEvents, "t1", "s1", events.Input{Text: "go on please"})
+			waitFor(t, "the person's run to end", 20*time.Second, func() bool {
+				return countKind(e.records("t1", "s1"), RecordRunEnded) == 1
+			})
+			if rec := e.session("t1", "s1"); rec.Cause != "steered" || rec.State != StateIdle {
+				t.Fatalf("record = %+v", rec)
+			}
+		})
+	}
+}
