@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"time"
 
 	"jetway/pkg/handover"
@@ -125,7 +126,7 @@ func (w *Worker) opRun(ctx context.Context, data []byte) (any, error) {
 		w.mu.Unlock()
 	}()
 
-	i, err := w.adopt(ctx, sid, cmd, tasks.Spec{
+	i, release, err := w.adopt(ctx, sid, cmd, tasks.Spec{
 		Kind: "shell", Summary: summary(r.Command), Cmd: cmd,
 		Expected: ms(r.ExpectedMS), RunID: r.Run,
 	})
@@ -136,6 +137,7 @@ func (w *Worker) opRun(ctx context.Context, data []byte) (any, error) {
 	w.mu.Lock()
 	w.fgTasks[tk] = true
 	w.mu.Unlock()
+	release()
 	if err := <-w.out.persist(tk); err != nil {
 		w.cfg.Log.Warn().Err(err).Str("task", i.ID).Msg("jobs: record of a foreground command not stored")
 	}
@@ -170,12 +172,17 @@ func (w *Worker) opRun(ctx context.Context, data []byte) (any, error) {
 }
 
 // adopt starts cmd in the manager's process host, its output on one pipe
-// (stdout and stderr in order), and hands it to the manager.
-func (w *Worker) adopt(ctx context.Context, sid string, cmd *exec.Cmd, spec tasks.Spec) (tasks.Info, error) {
+// (stdout and stderr in order), and hands it to the manager. The command's
+// end reaches the manager only after release is called, so the caller can
+// mark the task as waited for before its end could be announced.
+func (w *Worker) adopt(ctx context.Context, sid string, cmd *exec.Cmd, spec tasks.Spec) (tasks.Info, func(), error) {
 	pr, pw, err := os.Pipe()
 	if err != nil {
-		return tasks.Info{}, fmt.Errorf("jobs: output pipe: %w", err)
+		return tasks.Info{}, nil, fmt.Errorf("jobs: output pipe: %w", err)
 	}
+	held := make(chan struct{})
+	var once sync.Once
+	release := func() { once.Do(func() { close(held) }) }
 	cmd.Stdout, cmd.Stderr = pw, pw
 	var out tasks.Handoff
 	started := time.Now()
@@ -183,7 +190,7 @@ func (w *Worker) adopt(ctx context.Context, sid string, cmd *exec.Cmd, spec task
 	pw.Close()
 	if err != nil {
 		pr.Close()
-		return tasks.Info{}, fmt.Errorf("jobs: start %q: %w", spec.Summary, err)
+		return tasks.Info{}, nil, fmt.Errorf("jobs: start %q: %w", spec.Summary, err)
 	}
 	copied := make(chan struct{})
 	go func() {
@@ -203,18 +210,20 @@ func (w *Worker) adopt(ctx context.Context, sid string, cmd *exec.Cmd, spec task
 		}
 		pr.Close()
 		<-copied
+		<-held
 		waited <- err
 	}()
 	i, err := w.mgr.Adopt(tasks.WithSession(ctx, sid), spec, tasks.RunningCommand{
 		Cmd: cmd, Tree: tree, AttachOutput: out.Attach, Wait: waited, Started: started,
 	})
 	if err != nil {
+		release()
 		_ = tree.Kill()
 		<-waited
 		tree.Close()
-		return tasks.Info{}, err
+		return tasks.Info{}, nil, err
 	}
-	return i, nil
+	return i, release, nil
 }
 
 // lastOutput is the end of a finished command's output for a run answer:
