@@ -55,7 +55,6 @@ func StartEmbedded(cfg EmbeddedConfig) (*server.Server, error) {
 		JetStream:  true,
 		StoreDir:   cfg.StoreDir,
 		NoSigs:     true,
-		NoLog:      cfg.Logger == nil,
 		Debug:      cfg.Debug,
 		Trace:      cfg.Trace,
 	}
@@ -81,19 +80,76 @@ func StartEmbedded(cfg EmbeddedConfig) (*server.Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bus: embedded server: %w", err)
 	}
-	if cfg.Logger != nil {
-		s.SetLogger(cfg.Logger, cfg.Debug, cfg.Trace)
-	}
+	fatal := &fatalLogger{inner: cfg.Logger, err: make(chan error, 1)}
+	s.SetLogger(fatal, cfg.Debug, cfg.Trace)
 	s.Start()
 	timeout := cfg.ReadyTimeout
 	if timeout <= 0 {
 		timeout = 10 * time.Second
 	}
-	if !s.ReadyForConnections(timeout) {
-		StopEmbedded(s)
-		return nil, fmt.Errorf("bus: embedded server %s not ready for connections after %s", cfg.ServerName, timeout)
+	deadline := time.Now().Add(timeout)
+	for !s.ReadyForConnections(50 * time.Millisecond) {
+		select {
+		case err := <-fatal.err:
+			// e.g. the port is taken: say so now rather than after the timeout.
+			StopEmbedded(s)
+			return nil, fmt.Errorf("bus: embedded server %s: %w", cfg.ServerName, err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			StopEmbedded(s)
+			return nil, fmt.Errorf("bus: embedded server %s not ready for connections after %s", cfg.ServerName, timeout)
+		}
 	}
 	return s, nil
+}
+
+// fatalLogger passes the server's log on and catches its fatal errors: an
+// embedded server does not exit the process on them, it just never becomes
+// ready.
+type fatalLogger struct {
+	inner server.Logger
+	err   chan error
+}
+
+func (l *fatalLogger) Noticef(format string, v ...any) {
+	if l.inner != nil {
+		l.inner.Noticef(format, v...)
+	}
+}
+
+func (l *fatalLogger) Warnf(format string, v ...any) {
+	if l.inner != nil {
+		l.inner.Warnf(format, v...)
+	}
+}
+
+func (l *fatalLogger) Fatalf(format string, v ...any) {
+	if l.inner != nil {
+		l.inner.Fatalf(format, v...)
+	}
+	select {
+	case l.err <- fmt.Errorf(format, v...):
+	default:
+	}
+}
+
+func (l *fatalLogger) Errorf(format string, v ...any) {
+	if l.inner != nil {
+		l.inner.Errorf(format, v...)
+	}
+}
+
+func (l *fatalLogger) Debugf(format string, v ...any) {
+	if l.inner != nil {
+		l.inner.Debugf(format, v...)
+	}
+}
+
+func (l *fatalLogger) Tracef(format string, v ...any) {
+	if l.inner != nil {
+		l.inner.Tracef(format, v...)
+	}
 }
 
 // StopEmbedded shuts s down and waits until it has: JetStream flushes its

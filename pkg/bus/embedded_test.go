@@ -2,6 +2,9 @@ package bus_test
 
 import (
 	"fmt"
+	"net"
+	"strings"
+	"time"
 	"testing"
 
 	"jetway/pkg/bus"
@@ -54,5 +57,18 @@ func TestStartEmbedded_requires_a_store_dir(t *testing.T) {
 	if s, err := bus.StartEmbedded(bus.EmbeddedConfig{}); err == nil {
 		bus.StopEmbedded(s)
 		t.Fatal("started without a StoreDir")
+	}
+}
+
+func TestStartEmbedded_fails_fast_naming_the_cause_when_the_port_is_taken(t *testing.T) {
+	s := bustest.StartServer(t)
+	port := s.Addr().(*net.TCPAddr).Port
+	other, err := bus.StartEmbedded(bus.EmbeddedConfig{StoreDir: t.TempDir(), Port: port, ReadyTimeout: time.Minute})
+	if err == nil {
+		bus.StopEmbedded(other)
+		t.Fatal("second server started on a taken port")
+	}
+	if !strings.Contains(err.Error(), "address already in use") {
+		t.Errorf("error %q does not name the cause", err)
 	}
 }
