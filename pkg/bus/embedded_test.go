@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"net"
 	"strings"
-	"time"
 	"testing"
+	"time"
 
 	"jetway/pkg/bus"
 	"jetway/pkg/bus/bustest"
