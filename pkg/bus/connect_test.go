@@ -18,6 +18,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nkeys"
 
 	"jetway/pkg/bus"
 )
@@ -266,5 +267,28 @@ func writePEM(t *testing.T, path, typ string, der []byte) {
 	t.Helper()
 	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestConnect_authenticates_with_an_nkey_seed_file(t *testing.T) {
+	kp, err := nkeys.CreateUser()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, _ := kp.PublicKey()
+	seed, _ := kp.Seed()
+	seedFile := filepath.Join(t.TempDir(), "user.nk")
+	if err := os.WriteFile(seedFile, seed, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := startServer(t, &server.Options{Nkeys: []*server.NkeyUser{{Nkey: pub}}})
+	ctx := testContext(t)
+	nc, err := bus.Connect(ctx, bus.ConnConfig{URLs: []string{s.ClientURL()}, NKeySeedFile: seedFile})
+	if err != nil {
+		t.Fatalf("Connect with nkey seed: %v", err)
+	}
+	nc.Close()
+	if _, err := bus.Connect(ctx, bus.ConnConfig{URLs: []string{s.ClientURL()}, NKeySeedFile: filepath.Join(t.TempDir(), "missing.nk")}); err == nil {
+		t.Fatal("Connect with a missing seed file succeeded")
 	}
 }
