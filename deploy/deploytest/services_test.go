@@ -1,0 +1,164 @@
+package deploytest
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"jetway/pkg/auth"
+	"jetway/pkg/events"
+	"jetway/services/dispatcher"
+	"jetway/services/notifier"
+)
+
+// TestServices_work_under_their_own_users runs the real dispatcher and
+// notifier code on connections as their deployment users, so a service that
+// starts touching a subject its user may not is caught here rather than in
+// production: an event goes in through the dispatcher's HTTP API and over
+// its NATS API, a job event from the jobs user becomes a headline the tenant
+// user reads.
+func TestServices_work_under_their_own_users(t *testing.T) {
+	d := render(t, renderOptions{})
+	d.startCluster()
+	d.provision()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	// The tenant watches its headlines the way a terminal would.
+	acme := d.connect("tenant-acme", nats.CustomInboxPrefix("_INBOX_acme"))
+	headlines, err := acme.SubscribeSync("jetway.notify.acme.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	acme.noViolation(t)
+
+	nconn := d.connect("notifier")
+	n, err := notifier.New(notifier.Config{Conn: nconn.Conn, Replicas: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nctx, stopNotifier := context.WithCancel(ctx)
+	nerr := make(chan error, 1)
+	go func() { nerr <- n.Run(nctx) }()
+	t.Cleanup(func() {
+		stopNotifier()
+		if err := <-nerr; err != nil && ctx.Err() == nil {
+			t.Errorf("notifier: %v", err)
+		}
+	})
+	ready := time.NewTimer(30 * time.Second)
+	defer ready.Stop()
+	select {
+	case <-n.Ready():
+	case err := <-nerr:
+		t.Fatalf("notifier stopped before it was ready: %v", err)
+	case err := <-nconn.errs: // most likely a permission the notifier user lacks
+		t.Fatalf("notifier: %v", err)
+	case <-ready.C:
+		t.Fatal("notifier not ready within 30s")
+	}
+
+	const token = "acme-token"
+	store, err := auth.New(auth.Grant{Token: token, Tenant: "acme"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	disp := d.connect("dispatcher")
+	dsp, err := dispatcher.New(dispatcher.Config{Conn: disp.Conn, Auth: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := dsp.StartNATS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = svc.Stop() })
+	api := httptest.NewServer(dsp.Handler())
+	t.Cleanup(api.Close)
+
+	t.Run("dispatcher_http_input_lands_in_the_session", func(t *testing.T) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, api.URL+"/v1/sessions/s1/input", strings.NewReader(`{"text":"hello"}`))
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusAccepted {
+			t.Fatalf("input: %s %s", resp.Status, body)
+		}
+		req, _ = http.NewRequestWithContext(ctx, http.MethodGet, api.URL+"/v1/sessions", nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err = http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("sessions (reads the sessions bucket): %s %s", resp.Status, body)
+		}
+		disp.noViolation(t)
+	})
+
+	t.Run("dispatcher_nats_api_answers_a_tenant", func(t *testing.T) {
+		msg := nats.NewMsg(dispatcher.SubjectInput)
+		msg.Header.Set("Authorization", "Bearer "+token)
+		msg.Data = []byte(`{"session":"s2","text":"over nats"}`)
+		reply, err := acme.RequestMsgWithContext(ctx, msg)
+		if err != nil {
+			t.Fatalf("request %s as tenant-acme: %v", dispatcher.SubjectInput, err)
+		}
+		var got struct{ ID string }
+		if err := json.Unmarshal(reply.Data, &got); err != nil || got.ID == "" {
+			t.Fatalf("reply %q (%v), want an event id", reply.Data, err)
+		}
+		acme.noViolation(t)
+		disp.noViolation(t)
+	})
+
+	t.Run("job_event_becomes_a_headline_the_tenant_reads", func(t *testing.T) {
+		jobs := d.connect("jobs")
+		ev, err := events.New("acme", "s1", "jetway/jobs", events.JobExited{
+			ID: 3, Program: "gh", ExitStatus: 0, RunningForMS: (21 * time.Minute).Milliseconds(), Status: events.StatusExited,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		subject, err := events.JobEventsSubject("acme", "s1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := events.Encode(ctx, subject, ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := jobs.js.PublishMsg(ctx, m); err != nil {
+			t.Fatalf("jobs: publish job event: %v", err)
+		}
+		for {
+			hm, err := headlines.NextMsg(30 * time.Second)
+			if err != nil {
+				t.Fatalf("no headline for the job event: %v", err)
+			}
+			got, err := events.ReadEvent(hm.Header, hm.Data)
+			if err != nil {
+				t.Fatalf("headline: %v", err)
+			}
+			if strings.Contains(string(got.Data()), "job 3 (gh) exited 0 after 21m") {
+				break
+			}
+			t.Logf("other headline: %s", got.Data())
+		}
+		jobs.noViolation(t)
+	})
+}
