@@ -1,0 +1,177 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"jetway/pkg/bus"
+	"jetway/pkg/tasks"
+	"jetway/services/jobs"
+)
+
+func init() {
+	// A limited command's tree starts as this binary re-executed as a shim
+	// that sets rlimits and cgroups and then execs the command: that
+	// process must become the shim before anything else runs.
+	tasks.RunShimIfRequested()
+	addCommand(newJobsWorkerCmd)
+	addDevComponent(devComponent{Name: "jobs-worker", Run: runDevJobsWorker})
+}
+
+// jobsWorkerFlags are the worker settings shared by `jobs-worker` and dev.
+type jobsWorkerFlags struct {
+	grace       time.Duration
+	maxRunning  int
+	maxDuration time.Duration
+	maxOutput   int64
+	memory      int64
+	processes   int
+	cpuTime     time.Duration
+	noCgroups   bool
+}
+
+func (f *jobsWorkerFlags) apply(cfg *jobs.Config) {
+	cfg.Grace = f.grace
+	cfg.NoCgroups = f.noCgroups
+	cfg.Limits.MaxRunning = f.maxRunning
+	cfg.Limits.MaxDuration = f.maxDuration
+	cfg.Limits.MaxOutputBytes = f.maxOutput
+	cfg.Limits.Tree.Memory = f.memory
+	cfg.Limits.Tree.Processes = f.processes
+	cfg.Limits.Tree.CPUTime = f.cpuTime
+}
+
+func newJobsWorkerCmd(g *globals) *cobra.Command {
+	var (
+		natsURL, id, root string
+		provision         bool
+		flags             jobsWorkerFlags
+	)
+	cmd := &cobra.Command{
+		Use:   "jobs-worker",
+		Short: "Run a jobs worker: the processes, output files and workspaces of the sessions bound to it",
+		Long: `jobs-worker runs the shell commands agents start, as contained process trees
+with their output in files, and serves them and the sessions' workspaces
+(DIR/<tenant>/<session>) as the NATS micro service jetway-jobs, endpoints
+jetway.jobs.<id>.<op> (see ` + "`nats micro info jetway-jobs`" + `). Job ends and overdue
+jobs are published on jetway.jobevents.<tenant>.<session>.
+
+The id must stay the same across restarts, with the same --root: a worker
+that comes back reports the jobs it never saw end as lost and kills what
+its previous run left behind. The buckets must exist (jetway dev, or
+--provision).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log, err := g.logger("jobs-worker")
+			if err != nil {
+				return err
+			}
+			if root == "" {
+				return errors.New("jobs-worker: --root (or JETWAY_JOBS_ROOT) is required")
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			nc, err := bus.Connect(ctx, bus.ConnConfig{URLs: []string{natsURL}, Name: "jetway-jobs-worker@" + id})
+			if err != nil {
+				return err
+			}
+			defer nc.Close()
+			if provision {
+				js, err := bus.JetStream(nc)
+				if err != nil {
+					return err
+				}
+				if err := bus.Provision(ctx, js, bus.ProvisionConfig{}); err != nil {
+					return err
+				}
+			}
+			cfg := jobs.Config{NC: nc, WorkerID: id, Root: root, Version: version, Log: log}
+			flags.apply(&cfg)
+			w, err := jobs.New(cfg)
+			if err != nil {
+				return err
+			}
+			go func() {
+				select {
+				case <-w.Ready():
+					fmt.Fprintf(cmd.OutOrStdout(), "jobs worker %s running on %s, root %s\n", id, nc.ConnectedUrlRedacted(), root)
+				case <-ctx.Done():
+				}
+			}()
+			return w.Run(ctx)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&natsURL, "nats", envOr("NATS_URL", "nats://127.0.0.1:4222"), "NATS server URL")
+	f.StringVar(&id, "id", envOr("JETWAY_JOBS_ID", defaultWorkerID()), "worker id: 1-64 of [A-Za-z0-9_-], stable across restarts")
+	f.StringVar(&root, "root", os.Getenv("JETWAY_JOBS_ROOT"), "directory of the workspaces and output files")
+	f.BoolVar(&provision, "provision", false, "create or update the streams and buckets first")
+	addJobsWorkerFlags(cmd, &flags)
+	return cmd
+}
+
+func addJobsWorkerFlags(cmd *cobra.Command, flags *jobsWorkerFlags) {
+	f := cmd.Flags()
+	f.DurationVar(&flags.grace, "grace", jobs.DefaultGrace, "how long a kill waits after SIGTERM before SIGKILL")
+	f.IntVar(&flags.maxRunning, "max-running", envInt("JETWAY_JOBS_MAX_RUNNING", tasks.DefaultLimits.MaxRunning), "background jobs one session may run at once")
+	f.DurationVar(&flags.maxDuration, "max-duration", tasks.DefaultLimits.MaxDuration, "longest a job may run")
+	f.Int64Var(&flags.maxOutput, "max-output", tasks.DefaultLimits.MaxOutputBytes, "largest output file of a job, in bytes")
+	f.Int64Var(&flags.memory, "memory", 0, "memory limit of each job's process tree, in bytes (0: none)")
+	f.IntVar(&flags.processes, "processes", 0, "process limit of each job's tree (0: none)")
+	f.DurationVar(&flags.cpuTime, "cpu-time", 0, "CPU time limit of each job's tree (0: none)")
+	f.BoolVar(&flags.noCgroups, "no-cgroups", false, "contain process trees without cgroups")
+}
+
+func envInt(key string, def int) int {
+	if n, err := strconv.Atoi(os.Getenv(key)); err == nil {
+		return n
+	}
+	return def
+}
+
+var notWorkerID = regexp.MustCompile(`[^A-Za-z0-9_-]+`)
+
+// defaultWorkerID is the host name made into a worker id: stable across
+// restarts of the same machine, which is what a worker id must be.
+func defaultWorkerID() string {
+	h, _ := os.Hostname()
+	id := notWorkerID.ReplaceAllString(h, "-")
+	if len(id) > 64 {
+		id = id[:64]
+	}
+	if id == "" {
+		id = "worker"
+	}
+	return id
+}
+
+// runDevJobsWorker runs a worker inside `jetway dev`, id "dev", with its
+// workspaces under DATA/jobs.
+func runDevJobsWorker(ctx context.Context, env *devEnv) error {
+	log := env.Log.With().Str("component", "jobs-worker").Logger()
+	w, err := jobs.New(jobs.Config{
+		NC: env.NC, WorkerID: "dev", Root: filepath.Join(env.DataDir, "jobs"), Version: version, Log: log,
+	})
+	if err != nil {
+		return err
+	}
+	env.AddReadyCheck("jobs-worker", func(context.Context) error {
+		select {
+		case <-w.Ready():
+			return nil
+		default:
+			return errors.New("starting")
+		}
+	})
+	return w.Run(ctx)
+}
