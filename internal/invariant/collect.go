@@ -1,0 +1,278 @@
+package invariant
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"jetway/pkg/bus"
+	"jetway/pkg/events"
+	"jetway/services/runner"
+)
+
+// CollectConfig says what to gather besides the transcripts and session
+// records, which are always read whole.
+type CollectConfig struct {
+	// Accepted is the caller's list of accepted events per session, in
+	// publish order; it is copied into the Evidence as is.
+	Accepted map[Session][]string
+	// Jobs reads the jobs table and scans /proc for job processes.
+	Jobs bool
+	// ProcRoot is where the process table is mounted (default /proc).
+	ProcRoot string
+	// WorkerPrefix keeps only processes whose JETWAY_JOBS_WORKER marker
+	// starts with it, so jobs of other tests on the same machine are not
+	// counted; empty keeps every process with a task marker.
+	WorkerPrefix string
+}
+
+// Collect reads the evidence from JetStream (and /proc): every transcript
+// in JETWAY_TRANSCRIPTS, every record in the sessions bucket, the run
+// refusals in JETWAY_OUT, and, with cfg.Jobs, the jobs table and the
+// surviving job processes.
+func Collect(ctx context.Context, js jetstream.JetStream, cfg CollectConfig) (Evidence, error) {
+	ev := Evidence{
+		Accepted:    cfg.Accepted,
+		Transcripts: map[Session][]runner.Record{},
+		Sessions:    map[Session]runner.SessionRecord{},
+		Refusals:    map[Session][]string{},
+		JobsInPlay:  cfg.Jobs,
+	}
+	err := readStream(ctx, js, bus.StreamTranscripts, events.Filter(events.KindTranscript), func(m jetstream.Msg) error {
+		s, err := sessionOf(m.Subject())
+		if err != nil {
+			return err
+		}
+		var r runner.Record
+		if err := json.Unmarshal(m.Data(), &r); err != nil {
+			return fmt.Errorf("transcript %s: record: %w", m.Subject(), err)
+		}
+		ev.Transcripts[s] = append(ev.Transcripts[s], r)
+		return nil
+	})
+	if err != nil {
+		return ev, err
+	}
+	err = readStream(ctx, js, bus.StreamOut, events.Filter(events.KindOut), func(m jetstream.Msg) error {
+		if m.Headers().Get(events.HeaderPrefix+"type") != events.TypeRunRefused {
+			return nil
+		}
+		s, err := sessionOf(m.Subject())
+		if err != nil {
+			return err
+		}
+		e, err := events.ReadEvent(m.Headers(), m.Data())
+		if err != nil {
+			return fmt.Errorf("output %s: %w", m.Subject(), err)
+		}
+		var rr events.RunRefused
+		if err := json.Unmarshal(e.Data(), &rr); err != nil {
+			return fmt.Errorf("output %s: run refused: %w", m.Subject(), err)
+		}
+		ev.Refusals[s] = append(ev.Refusals[s], rr.Reason)
+		return nil
+	})
+	if err != nil {
+		return ev, err
+	}
+	err = readBucket(ctx, js, bus.BucketSessions, func(key string, v []byte) error {
+		var rec runner.SessionRecord
+		if err := json.Unmarshal(v, &rec); err != nil {
+			return fmt.Errorf("session record %s: %w", key, err)
+		}
+		ev.Sessions[Session{Tenant: rec.Tenant, Session: rec.Session}] = rec
+		return nil
+	})
+	if err != nil {
+		return ev, err
+	}
+	if !cfg.Jobs {
+		return ev, nil
+	}
+	err = readBucket(ctx, js, bus.BucketJobs, func(key string, v []byte) error {
+		j := Job{Key: key}
+		if err := json.Unmarshal(v, &j); err != nil {
+			return fmt.Errorf("job record %s: %w", key, err)
+		}
+		ev.Jobs = append(ev.Jobs, j)
+		return nil
+	})
+	if err != nil {
+		return ev, err
+	}
+	ev.Procs, err = ScanProcs(cfg.ProcRoot, cfg.WorkerPrefix)
+	return ev, err
+}
+
+// sessionOf reads the tenant and session from a jetway subject.
+func sessionOf(subject string) (Session, error) {
+	sub, err := events.ParseSubject(subject)
+	if err != nil {
+		return Session{}, fmt.Errorf("subject %q: %w", subject, err)
+	}
+	return Session{Tenant: sub.Tenant, Session: sub.Session}, nil
+}
+
+// readStream hands every message of stream on filter to fn, in stream
+// order, up to the last message the stream held when the read began.
+func readStream(ctx context.Context, js jetstream.JetStream, stream, filter string, fn func(jetstream.Msg) error) error {
+	st, err := js.Stream(ctx, stream)
+	if err != nil {
+		return fmt.Errorf("read %s: %w", stream, err)
+	}
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(filter))
+	if err != nil {
+		return fmt.Errorf("read %s: info: %w", stream, err)
+	}
+	// With a subject filter the server lists the matching subjects and
+	// their counts: none means there is nothing to read.
+	matching := uint64(0)
+	for _, n := range info.State.Subjects {
+		matching += n
+	}
+	if matching == 0 {
+		return nil
+	}
+	last := info.State.LastSeq
+	cons, err := js.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}})
+	if err != nil {
+		return fmt.Errorf("read %s: consumer: %w", stream, err)
+	}
+	for {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("read %s: %w", stream, err)
+		}
+		batch, err := cons.Fetch(512, jetstream.FetchMaxWait(2*time.Second))
+		if err != nil {
+			return fmt.Errorf("read %s: fetch: %w", stream, err)
+		}
+		n := 0
+		for m := range batch.Messages() {
+			n++
+			if err := fn(m); err != nil {
+				return err
+			}
+			md, err := m.Metadata()
+			if err != nil {
+				return fmt.Errorf("read %s: metadata: %w", stream, err)
+			}
+			if md.Sequence.Stream >= last || md.NumPending == 0 {
+				return nil
+			}
+		}
+		if err := batch.Error(); err != nil {
+			return fmt.Errorf("read %s: %w", stream, err)
+		}
+		if n == 0 {
+			return fmt.Errorf("read %s: stopped before sequence %d", stream, last)
+		}
+	}
+}
+
+// readBucket hands every live key of a bucket to fn.
+func readBucket(ctx context.Context, js jetstream.JetStream, bucket string, fn func(key string, v []byte) error) error {
+	kv, err := js.KeyValue(ctx, bucket)
+	if err != nil {
+		return fmt.Errorf("bucket %s: %w", bucket, err)
+	}
+	keys, err := kv.ListKeys(ctx)
+	if err != nil {
+		return fmt.Errorf("bucket %s: list: %w", bucket, err)
+	}
+	var list []string
+	for k := range keys.Keys() {
+		list = append(list, k)
+	}
+	for _, k := range list {
+		e, err := kv.Get(ctx, k)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			continue // deleted since it was listed
+		}
+		if err != nil {
+			return fmt.Errorf("bucket %s: %s: %w", bucket, k, err)
+		}
+		if err := fn(k, e.Value()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Environment markers of job processes (pkg/tasks/proctree.MarkerEnv and
+// services/jobs.WorkerEnv), spelled out so the checker reads the process
+// table without importing what it checks.
+const (
+	TaskMarkerEnv   = "JETWAY_TASK"
+	WorkerMarkerEnv = "JETWAY_JOBS_WORKER"
+)
+
+// ScanProcs lists the live processes under procRoot (default /proc) whose
+// environment carries the task marker, keeping only those whose worker
+// marker starts with workerPrefix when it is set. Processes that vanish or
+// cannot be read during the scan are passed over; zombies are not alive.
+func ScanProcs(procRoot, workerPrefix string) ([]Proc, error) {
+	if procRoot == "" {
+		procRoot = "/proc"
+	}
+	ents, err := os.ReadDir(procRoot)
+	if err != nil {
+		return nil, fmt.Errorf("scan %s: %w", procRoot, err)
+	}
+	var out []Proc
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || !e.IsDir() {
+			continue
+		}
+		dir := filepath.Join(procRoot, e.Name())
+		env, err := os.ReadFile(filepath.Join(dir, "environ"))
+		if err != nil {
+			continue
+		}
+		var p Proc
+		for _, kv := range strings.Split(string(env), "\x00") {
+			k, v, _ := strings.Cut(kv, "=")
+			switch k {
+			case TaskMarkerEnv:
+				p.Marker = v
+			case WorkerMarkerEnv:
+				p.Worker = v
+			}
+		}
+		if p.Marker == "" || (workerPrefix != "" && !strings.HasPrefix(p.Worker, workerPrefix)) {
+			continue
+		}
+		if zombie(dir) {
+			continue
+		}
+		p.PID = pid
+		if cmd, err := os.ReadFile(filepath.Join(dir, "cmdline")); err == nil {
+			p.Cmdline = strings.TrimSpace(strings.ReplaceAll(string(cmd), "\x00", " "))
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// zombie reports whether the process in dir has exited and waits to be
+// reaped (state Z or X in /proc/<pid>/stat).
+func zombie(dir string) bool {
+	b, err := os.ReadFile(filepath.Join(dir, "stat"))
+	if err != nil {
+		return true // gone
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 || i+2 >= len(s) {
+		return false
+	}
+	return s[i+2] == 'Z' || s[i+2] == 'X'
+}

@@ -1,0 +1,169 @@
+package invariant
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"jetway/pkg/bus"
+	"jetway/pkg/bus/bustest"
+	"jetway/pkg/events"
+	"jetway/pkg/llm"
+	"jetway/services/runner"
+)
+
+func publishJSON(t *testing.T, js jetstream.JetStream, subject string, v any) {
+	t.Helper()
+	data, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.Publish(context.Background(), subject, data); err != nil {
+		t.Fatalf("publish %s: %v", subject, err)
+	}
+}
+
+func TestCollect_reads_transcripts_session_records_refusals_and_jobs_from_JetStream(t *testing.T) {
+	_, _, js := bustest.StartProvisioned(t, bus.ProvisionConfig{})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+
+	// Session s1: a clean run. Session s2: an interrupted run refused with
+	// a reason on the output, then moved on by a person.
+	tr1, _ := events.TranscriptSubject("t1", "s1")
+	tr2, _ := events.TranscriptSubject("t1", "s2")
+	m1 := llm.UserText("hi")
+	m1.Delivers = []string{"e1"}
+	m2 := llm.UserText("there")
+	m2.Delivers = []string{"e2"}
+	m3 := llm.UserText("again")
+	m3.Delivers = []string{"e3"}
+	for _, r := range []struct {
+		subj string
+		rec  runner.Record
+	}{
+		{tr1, runner.Record{Kind: runner.RecordRunStarted, Run: "r1", Cause: "dispatch"}},
+		{tr2, runner.Record{Kind: runner.RecordRunStarted, Run: "r2", Cause: "dispatch"}},
+		{tr1, runner.Record{Kind: runner.RecordMessage, Run: "r1", Message: &m1}},
+		{tr2, runner.Record{Kind: runner.RecordMessage, Run: "r2", Message: &m2}},
+		{tr1, runner.Record{Kind: runner.RecordRunEnded, Run: "r1", Reason: "completed"}},
+		{tr2, runner.Record{Kind: runner.RecordRunStarted, Run: "r3", Cause: "steered"}},
+		{tr2, runner.Record{Kind: runner.RecordMessage, Run: "r3", Message: &m3}},
+		{tr2, runner.Record{Kind: runner.RecordRunEnded, Run: "r3", Reason: "completed"}},
+	} {
+		publishJSON(t, js, r.subj, r.rec)
+	}
+	// Output noise the checker must pass over, and the refusal it needs.
+	out, _ := events.OutSubject("t1", "s2")
+	for _, p := range []events.Payload{
+		events.RunStarted{Run: "r2", Cause: "dispatch"},
+		events.RunRefused{Reason: "run r2 was interrupted (lost contact) and not recovered: crash loop"},
+	} {
+		e, err := events.New("t1", "s2", "test", p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		msg, err := events.Encode(ctx, out, e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := js.PublishMsg(ctx, msg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sessions, err := js.KeyValue(ctx, bus.BucketSessions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"s1", "s2"} {
+		data, _ := json.Marshal(runner.SessionRecord{Tenant: "t1", Session: s, State: runner.StateIdle})
+		if _, err := sessions.Put(ctx, "t1."+s, data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	jobs, err := js.KeyValue(ctx, bus.BucketJobs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := jobs.Put(ctx, "t1.s2.1", []byte(`{"id":"1","session_id":"s2","tenant":"t1","status":"killed","worker":"w1"}`)); err != nil {
+		t.Fatal(err)
+	}
+
+	accepted := map[Session][]string{{"t1", "s1"}: {"e1"}, {"t1", "s2"}: {"e2", "e3"}}
+	ev, err := Collect(ctx, js, CollectConfig{Accepted: accepted, Jobs: true, WorkerPrefix: "invariant-test-nobody-"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(ev.Transcripts[Session{"t1", "s1"}]); n != 3 {
+		t.Errorf("s1 transcript has %d records, want 3", n)
+	}
+	if n := len(ev.Transcripts[Session{"t1", "s2"}]); n != 5 {
+		t.Errorf("s2 transcript has %d records, want 5", n)
+	}
+	if r := ev.Refusals[Session{"t1", "s2"}]; len(r) != 1 {
+		t.Errorf("s2 refusals %q, want one", r)
+	}
+	if len(ev.Sessions) != 2 || len(ev.Jobs) != 1 || ev.Jobs[0].Status != "killed" {
+		t.Errorf("sessions %v, jobs %+v", ev.Sessions, ev.Jobs)
+	}
+	rep := Check(ev)
+	if rep.Failed() != 0 || rep.Passed() != 10 {
+		t.Fatalf("want 10 passed, 0 failed; got %d passed, failures %+v", rep.Passed(), rep.Failures())
+	}
+}
+
+func TestCollect_of_an_empty_system_finds_nothing_to_fail(t *testing.T) {
+	_, _, js := bustest.StartProvisioned(t, bus.ProvisionConfig{})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	ev, err := Collect(ctx, js, CollectConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep := Check(ev); len(rep.Results) != 0 {
+		t.Fatalf("empty system produced checks: %+v", rep.Results)
+	}
+}
+
+func TestScanProcs_finds_a_live_process_with_the_task_marker_and_not_after_it_ends(t *testing.T) {
+	prefix := fmt.Sprintf("invariant-test-%d-", os.Getpid())
+	cmd := exec.Command("sleep", "60")
+	cmd.Env = append(os.Environ(), TaskMarkerEnv+"=task-under-test", WorkerMarkerEnv+"="+prefix+"w1")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waited := false
+	t.Cleanup(func() {
+		if !waited {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+	})
+	procs, err := ScanProcs("", prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(procs) != 1 || procs[0].PID != cmd.Process.Pid || procs[0].Marker != "task-under-test" {
+		t.Fatalf("scan found %+v, want pid %d", procs, cmd.Process.Pid)
+	}
+	// Another worker's processes are not ours to count.
+	if other, err := ScanProcs("", prefix+"someone-else"); err != nil || len(other) != 0 {
+		t.Fatalf("scan with another prefix found %+v (%v)", other, err)
+	}
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	waited = true
+	procs, err = ScanProcs("", prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(procs) != 0 {
+		t.Fatalf("scan still finds %+v after the process ended", procs)
+	}
+}
