@@ -198,6 +198,49 @@ func TestKill_session_ends_every_running_job(t *testing.T) {
 	}
 }
 
+func TestOutput_past_the_limit_is_dropped_and_the_job_says_so(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.startWorker("w1", func(c *jobs.Config) { c.Limits.MaxOutputBytes = 1000 })
+	res, err := e.cli.Run(bg, req("seq 1 10000"))
+	if err != nil || !res.Ended || !res.Job.Truncated || res.Job.Lines > 300 || !strings.Contains(res.Job.Line, "(truncated)") {
+		t.Fatalf("run = %+v, %v", res.Job, err)
+	}
+	if !strings.HasSuffix(res.Output, "output truncated: past the 1000 B limit") {
+		t.Errorf("output ends %q", res.Output[max(0, len(res.Output)-80):])
+	}
+}
+
+func TestStopping_the_worker_ends_a_waiting_call(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	w, err := jobs.New(jobs.Config{NC: e.nc, WorkerID: "w1", Root: e.root, Grace: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := e.run(w)
+	t.Cleanup(stop)
+	j := e.start("sleep 100")
+	got := make(chan error, 1)
+	go func() {
+		_, err := e.cli.Status(bg, tenant, session, j.ID, 10*time.Minute)
+		got <- err
+	}()
+	eventually(t, "the status call to wait", func() bool {
+		g, err := e.cli.Get(bg, tenant, session, j.ID)
+		return err == nil && g.Status == tasks.Running
+	})
+	stop()
+	select {
+	case err := <-got:
+		if err == nil {
+			t.Fatal("status answered without error after the worker stopped")
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("a waiting status call kept the worker from stopping")
+	}
+}
+
 func TestRunning_limit_is_a_409(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)

@@ -76,7 +76,11 @@ func (w *Worker) handler(op string, fn opFunc) micro.HandlerFunc {
 		w.reqMu.Unlock()
 		go func() {
 			defer w.reqs.Done()
-			res, err := fn(context.Background(), req.Data())
+			res, err := fn(w.reqCtx, req.Data())
+			if err != nil && w.reqCtx.Err() != nil {
+				err = &jobsapi.Error{Code: jobsapi.CodeUnavailable,
+					Message: fmt.Sprintf("worker %s stopped while the call was under way: %v", w.cfg.WorkerID, err)}
+			}
 			if err != nil {
 				code := errorCode(err)
 				if code == jobsapi.CodeInternal {

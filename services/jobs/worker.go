@@ -117,9 +117,11 @@ type Worker struct {
 	seqs     map[string]uint64               // function task key -> last notice seq
 	overdues map[string]int                  // task key -> overdue events so far
 
-	reqMu    sync.Mutex
-	stopping bool
-	reqs     sync.WaitGroup
+	reqMu     sync.Mutex
+	stopping  bool
+	reqs      sync.WaitGroup
+	reqCtx    context.Context // cancelled at shutdown: waits give up
+	reqCancel context.CancelFunc
 }
 
 // New checks cfg and returns a worker; Run starts it.
@@ -212,6 +214,8 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.mgr.SetOnOverdue(w.onOverdue)
 	w.restore(records)
 
+	w.reqCtx, w.reqCancel = context.WithCancel(context.Background())
+	defer w.reqCancel()
 	svc, err := w.startService()
 	if err != nil {
 		w.mgr.Close()
@@ -228,6 +232,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.reqMu.Lock()
 	w.stopping = true
 	w.reqMu.Unlock()
+	w.reqCancel()
 	w.reqs.Wait()
 	w.closing.Store(true)
 	w.mgr.Close()
