@@ -294,6 +294,27 @@ func (a *actor) handle(ctx context.Context, d delivery) bool {
 	if st, ok := d.ev.Payload.(events.Steer); ok {
 		return a.steer(ctx, d, st, run)
 	}
+	if _, ok := d.ev.Payload.(events.Resume); ok {
+		current, err := a.r.currentLayover(ctx, a.tenant, a.session, id)
+		if err != nil {
+			a.retryLater()
+			return false
+		}
+		if !current {
+			a.refuse(ctx, delivery{msg: d.msg, ev: d.ev, err: errStaleLayover})
+			return true
+		}
+		if run != nil {
+			// The session got other work meanwhile: the model hears what
+			// the layover was waiting for as a notice, in the run under way.
+			a.mu.Lock()
+			a.held[id] = d.msg
+			a.mu.Unlock()
+			run.guide.Push(id, text)
+			a.r.dropLayover(ctx, a.tenant, a.session, id)
+			return true
+		}
+	}
 	if run != nil {
 		// Busy: the event becomes a notice for the model's next call; it is
 		// acked when the turn that carries it is recorded.
@@ -344,6 +365,9 @@ func (a *actor) steer(ctx context.Context, d delivery, st events.Steer, run *liv
 	}
 	return a.start(ctx, plan{ins: []input{in}, steer: &steerReq{in: in, note: st.Note, at: d.ev.Time}})
 }
+
+// errStaleLayover refuses a resume whose layover was cancelled or replaced.
+var errStaleLayover = errors.New("stale layover: it was cancelled or replaced before it fired")
 
 // modelText is what the model reads for an event: typed input as it stands
 // when idle, every other event as its notice.

@@ -44,6 +44,9 @@ type SessionRecord struct {
 	// Inputs are the texts the live run was started with, given again to a
 	// run that recovers it.
 	Inputs []string `json:"inputs,omitempty"`
+	// Checks counts how often a chain of layovers has been picked up and
+	// found nothing yet (seed 003's check count).
+	Checks uint32 `json:"checks,omitempty"`
 	// TokensUsed is the session's token use over all runs (the Fuel rail).
 	TokensUsed int64 `json:"tokens_used,omitempty"`
 	// RecentRuns are the start times of its runs in the last hour.

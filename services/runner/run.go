@@ -102,9 +102,13 @@ func (a *actor) start(ctx context.Context, p plan) bool {
 		r := p.resume
 		h = handover.Resumed(handover.Resumption{BookedBy: r.BookedBy, WaitingFor: r.WaitingFor, BookedAt: r.BookedAt, Checks: int(r.Checks)}, rec.Inputs...)
 		rec.Attempts = handover.Attempts{}
+		rec.Checks = r.Checks + 1
 	default:
 		h = handover.Dispatch(text)
 		rec.Attempts, rec.Inputs = handover.Attempts{}, []string{text}
+	}
+	if p.resume == nil {
+		rec.Checks = 0
 	}
 	if reason, ok := a.r.rails.allow(ctx, &rec); !ok {
 		a.refuseRun(ctx, p, reason)
@@ -145,7 +149,10 @@ func (a *actor) start(ctx context.Context, p plan) bool {
 	for _, in := range p.ins {
 		_ = in.msg.DoubleAck(ctx)
 	}
-	a.launch(ctx, runID, cause, newRev, ids)
+	if p.resume != nil && len(ids) > 0 {
+		a.r.dropLayover(ctx, a.tenant, a.session, ids[0])
+	}
+	a.launch(ctx, runID, cause, newRev, ids, rec.Checks)
 	return true
 }
 
@@ -266,7 +273,7 @@ func causeName(k handover.CauseKind) string {
 }
 
 // launch starts the agent loop for a run whose first turn is recorded.
-func (a *actor) launch(ctx context.Context, runID, cause string, rev uint64, ids []string) {
+func (a *actor) launch(ctx context.Context, runID, cause string, rev uint64, ids []string, checks uint32) {
 	runCtx, cancel := context.WithCancel(context.Background())
 	lr := &liveRun{id: runID, cause: cause, start: time.Now(), guide: guide.NewNoticeGuide(), cancel: cancel, done: make(chan runResult, 1), rev: rev}
 	a.mu.Lock()
@@ -287,13 +294,14 @@ func (a *actor) launch(ctx context.Context, runID, cause string, rev uint64, ids
 		PermissionMode: a.r.cfg.Permissions,
 		Disallowed:     a.r.cfg.Deny,
 	}
+	tools := []tool.Tool{a.layoverTool(runID, checks)}
 	if a.r.cfg.Tools != nil {
-		reg, err := tool.NewRegistry(a.r.cfg.Tools(ref)...)
-		if err != nil {
-			a.log.Error().Err(err).Msg("tools")
-		} else {
-			in.Tools = reg
-		}
+		tools = append(tools, a.r.cfg.Tools(ref)...)
+	}
+	if reg, err := tool.NewRegistry(tools...); err != nil {
+		a.log.Error().Err(err).Msg("tools")
+	} else {
+		in.Tools = reg
 	}
 	if a.r.cfg.Configure != nil {
 		a.r.cfg.Configure(ref, &in)
