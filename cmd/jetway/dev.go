@@ -2,11 +2,16 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os/signal"
+	"path/filepath"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
 
+	"jetway/pkg/auth"
+	"jetway/pkg/client"
 	"jetway/pkg/telemetry"
 )
 
@@ -27,6 +32,13 @@ SIGINT or SIGTERM stops it cleanly.`,
 			if err != nil {
 				return err
 			}
+			// The runner picks the same provider; asking here too makes a
+			// bad model setting fail before anything starts, and names the
+			// model on stdout, where the person looks.
+			provider, err := modelFromEnv()
+			if err != nil {
+				return fmt.Errorf("model: %w", err)
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
 			shutdownTracing, err := telemetry.SetupTracing(ctx, telemetry.TracingConfig{ServiceName: "jetway-dev", ServiceVersion: version})
@@ -41,6 +53,9 @@ SIGINT or SIGTERM stops it cleanly.`,
 			cfg.Out = cmd.OutOrStdout()
 			cfg.Log = log
 			cfg.Components = devComponents
+			cfg.Notes = func(env *devEnv) []string {
+				return devNotes(env, provider.Name(), runnerTools(env.NC) != nil)
+			}
 			return runDev(ctx, cfg)
 		},
 	}
@@ -50,4 +65,35 @@ SIGINT or SIGTERM stops it cleanly.`,
 	f.StringVar(&cfg.HTTPAddr, "http", "127.0.0.1:8080", "host:port for /healthz, /readyz and /metrics (port 0: any free port)")
 	f.IntVar(&cfg.Partitions, "partitions", 0, "work partitions (0: keep the stored count, or 16 on first start)")
 	return cmd
+}
+
+// devNotes are the lines `jetway dev` prints for the person running it:
+// which model answers, whether runs get the jobs tools, where the tokens
+// are, and the command that attaches a chat to this stack.
+func devNotes(env *devEnv, model string, jobsTools bool) []string {
+	tools := "tools: none (the runner has no jobs tools in this build)"
+	if jobsTools {
+		tools = "tools: shell, background jobs and workspace files (jobs worker)"
+	}
+	tokens := filepath.Join(env.DataDir, auth.DevTokensFile)
+	return []string{
+		"model: " + model,
+		tools,
+		"tokens: " + tokens,
+		"chat: " + chatCommand(env.HTTPURL, tokens),
+	}
+}
+
+// chatCommand is the `jetway chat` line that reaches this stack, with
+// only the flags that differ from chat's defaults.
+func chatCommand(url, tokensFile string) string {
+	var b strings.Builder
+	b.WriteString("jetway chat SESSION")
+	if url != client.DefaultURL {
+		b.WriteString(" --url " + url)
+	}
+	if filepath.Clean(tokensFile) != filepath.Clean(client.DefaultTokensFile) {
+		b.WriteString(" --tokens-file " + tokensFile)
+	}
+	return b.String()
 }

@@ -36,6 +36,9 @@ func TestDev_provisions_serves_health_and_stops_cleanly_on_SIGTERM(t *testing.T)
 
 	natsURL := p.waitLine(t, "NATS URL: ", 60*time.Second)
 	httpLine := p.waitLine(t, "http: ", 30*time.Second)
+	if model := p.waitLine(t, "model: ", 30*time.Second); model == "" {
+		t.Error("the model line names no model")
+	}
 	p.waitLine(t, "ready;", 60*time.Second)
 	httpURL, _, _ := strings.Cut(httpLine, " ")
 
@@ -109,5 +112,18 @@ func TestDev_provisions_serves_health_and_stops_cleanly_on_SIGTERM(t *testing.T)
 	}
 	if code := p2.wait(t, 30*time.Second); code != 0 {
 		t.Fatalf("exit code %d after SIGINT, want 0\n%s", code, p2.output())
+	}
+}
+
+func TestChat_command_names_only_the_flags_that_differ_from_the_defaults(t *testing.T) {
+	for _, tc := range []struct{ url, tokens, want string }{
+		{"http://127.0.0.1:8080", ".jetway/tokens.json", "jetway chat SESSION"},
+		{"http://127.0.0.1:8080", "./.jetway/tokens.json", "jetway chat SESSION"},
+		{"http://127.0.0.1:9000", ".jetway/tokens.json", "jetway chat SESSION --url http://127.0.0.1:9000"},
+		{"http://127.0.0.1:8080", "/tmp/d/tokens.json", "jetway chat SESSION --tokens-file /tmp/d/tokens.json"},
+	} {
+		if got := chatCommand(tc.url, tc.tokens); got != tc.want {
+			t.Errorf("chatCommand(%q, %q) = %q, want %q", tc.url, tc.tokens, got, tc.want)
+		}
 	}
 }

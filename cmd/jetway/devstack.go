@@ -51,6 +51,7 @@ type devEnv struct {
 	Mux        *http.ServeMux // the --http server; a component may mount its routes here
 	DataDir    string         // the --data dir; a component keeps its files in a subdir
 	NATSURL    string
+	HTTPURL    string // the --http server's root, e.g. http://127.0.0.1:8080
 	Partitions int
 
 	ready *readiness
@@ -71,6 +72,10 @@ type devConfig struct {
 	Out        io.Writer // progress lines for the person running it
 	Log        zerolog.Logger
 	Components []devComponent
+	// Notes, if set, gives lines printed with the ready line — which model
+	// answers, which tools runs get, how to attach — so the person running
+	// it sees at once what they are talking to.
+	Notes func(env *devEnv) []string
 }
 
 // componentStopTimeout bounds how long runDev waits for components to
@@ -181,7 +186,8 @@ func runDev(ctx context.Context, cfg devConfig) error {
 
 	env := &devEnv{
 		NC: nc, JS: js, Log: cfg.Log, Metrics: reg, Mux: mux,
-		DataDir: cfg.DataDir, NATSURL: url, Partitions: partitions, ready: ready,
+		DataDir: cfg.DataDir, NATSURL: url, HTTPURL: "http://" + ln.Addr().String(),
+		Partitions: partitions, ready: ready,
 	}
 	compCtx, stopComponents := context.WithCancel(ctx)
 	defer stopComponents()
@@ -214,6 +220,11 @@ func runDev(ctx context.Context, cfg devConfig) error {
 		say("services: none registered in this build (running NATS + health/metrics only)")
 	} else {
 		say("services: %s", strings.Join(names, ", "))
+	}
+	if cfg.Notes != nil {
+		for _, line := range cfg.Notes(env) {
+			say("%s", line)
+		}
 	}
 	ready.markStarted()
 	// Wait for readiness aside, so a component failing meanwhile still
