@@ -14,9 +14,13 @@ build:
 	@mkdir -p bin
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/jetway
 
-# Everything on one machine: an embedded nats-server plus every service.
-run: build
-	./$(BIN) dev
+# Everything on one machine: `jetway dev` (an embedded nats-server plus every
+# service) in the background with its logs in .jetway/jetway.log, and a chat
+# on session demo in this terminal; leaving the chat stops it (scripts/run.sh).
+run:
+	@echo "building $(BIN) (the first build downloads the modules and compiles everything: a few minutes)"
+	@$(MAKE) --no-print-directory build
+	@JETWAY_BIN=$(BIN) scripts/run.sh
 
 test:
 	$(GO) mod download
@@ -36,3 +40,17 @@ clean:
 # Every figure next to raw JetStream measured in the same run (docs/BENCHMARKS.md).
 bench: build
 	./bin/jetway bench --json bench-results.json
+
+# A real three-node JetStream cluster on loopback, no container engine needed:
+# nats-server processes with deploy/nats (TLS, least-privilege users), the
+# streams provisioned as admin, then each service as its own NATS user.
+# State in .cluster/, secrets in deploy/secrets/ (both gitignored).
+.PHONY: certs cluster cluster-down
+certs:
+	$(GO) run ./deploy/certs/gen -out deploy/secrets -accounts deploy/nats/accounts.conf
+
+cluster: build certs
+	./scripts/cluster.sh up
+
+cluster-down:
+	./scripts/cluster.sh down
