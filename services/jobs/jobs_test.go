@@ -3,6 +3,7 @@ package jobs_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -19,6 +20,7 @@ import (
 	"jetway/pkg/events"
 	"jetway/pkg/handover"
 	"jetway/pkg/tasks"
+	"jetway/pkg/tasks/proctree"
 	"jetway/pkg/workspace"
 	"jetway/services/jobs"
 	"jetway/services/jobs/jobsapi"
@@ -211,6 +213,23 @@ func TestOutput_past_the_limit_is_dropped_and_the_job_says_so(t *testing.T) {
 	}
 }
 
+func TestProcess_limit_contains_a_fork_bomb_and_says_so(t *testing.T) {
+	t.Parallel()
+	if f := proctree.Detect(); !f.V2Pids && f.PidsV1 == "" {
+		t.Skipf("no process limit on this host: %s", f)
+	}
+	e := newEnv(t)
+	e.startWorker("w1", func(c *jobs.Config) { c.Limits.Tree.Processes = 16 })
+	res, err := e.cli.Run(bg, req(`i=0; while [ $i -lt 200 ]; do sleep 100 & i=$((i+1)); done; echo all spawned`))
+	if err != nil || !res.Ended {
+		t.Fatalf("run = %+v, %v", res, err)
+	}
+	if res.Job.Limit != "process limit (16)" || strings.Contains(res.Output, "all spawned") ||
+		!strings.HasSuffix(res.Output, "[tasks] ended by the process limit (16)") {
+		t.Errorf("limit %q, output ends %q", res.Job.Limit, res.Output[max(0, len(res.Output)-80):])
+	}
+}
+
 func TestStopping_the_worker_ends_a_waiting_call(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -238,6 +257,10 @@ func TestStopping_the_worker_ends_a_waiting_call(t *testing.T) {
 		}
 	case <-time.After(15 * time.Second):
 		t.Fatal("a waiting status call kept the worker from stopping")
+	}
+	st, err := e.cli.ChildState(bg, tenant, session, "r1")
+	if st != handover.ChildUnknown || !errors.Is(err, jobsapi.ErrUnavailable) {
+		t.Errorf("child state with the bound worker gone = %v, %v; want unknown and unavailable", st, err)
 	}
 }
 
