@@ -54,3 +54,11 @@ cluster: build certs
 
 cluster-down:
 	./scripts/cluster.sh down
+
+# The chaos suite's long run: real runners, a three-node cluster, random
+# faults for CHAOS_DURATION (default 10m), then the invariant checker
+# (docs/CHAOS.md). CHAOS_SEED=<n> replays a schedule.
+CHAOS_DURATION ?= 10m
+.PHONY: chaos
+chaos: build
+	CHAOS_DURATION=$(CHAOS_DURATION) JETWAY_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 40m -v -run TestChaos ./test/chaos/

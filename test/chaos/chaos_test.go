@@ -1,0 +1,484 @@
+package chaos
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"jetway/internal/invariant"
+	"jetway/pkg/bus"
+	"jetway/pkg/bus/bustest"
+	"jetway/pkg/events"
+	"jetway/pkg/llm/llmtest"
+	"jetway/services/runner"
+)
+
+var (
+	flagDuration = flag.Duration("chaos.duration", 0, "how long faults are injected (env CHAOS_DURATION; default: the short mode)")
+	flagSeed     = flag.Uint64("chaos.seed", 0, "seed of the fault and event schedule (env CHAOS_SEED; default: from the clock)")
+)
+
+// Short mode: light enough for `make test` on two shared cores, and the
+// whole test, quiescence included, stays under shortCap.
+const (
+	shortDuration = 50 * time.Second
+	shortCap      = 3 * time.Minute
+)
+
+// plan is what one chaos run does: how long, how big, and the seed every
+// random choice comes from.
+type plan struct {
+	seed     uint64
+	duration time.Duration
+	long     bool // an explicit duration: sized for `make chaos`
+	runners  int
+	sessions int
+	// eventGap and faultGap bound the random pauses between events and
+	// between faults.
+	eventGap [2]time.Duration
+	faultGap [2]time.Duration
+	// quiesce bounds the wait for every event to land after the faults.
+	quiesce time.Duration
+}
+
+func planFromEnv(t *testing.T) plan {
+	t.Helper()
+	p := plan{
+		duration: shortDuration,
+		runners:  3,
+		sessions: 8,
+		eventGap: [2]time.Duration{60 * time.Millisecond, 240 * time.Millisecond},
+		faultGap: [2]time.Duration{2 * time.Second, 6 * time.Second},
+		quiesce:  90 * time.Second,
+	}
+	if *flagDuration > 0 {
+		p.duration, p.long = *flagDuration, true
+	} else if v := os.Getenv("CHAOS_DURATION"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			t.Fatalf("CHAOS_DURATION=%q: want a positive Go duration such as 10m", v)
+		}
+		p.duration, p.long = d, true
+	}
+	if p.long {
+		p.sessions = 16
+		p.eventGap = [2]time.Duration{100 * time.Millisecond, 400 * time.Millisecond}
+		p.faultGap = [2]time.Duration{3 * time.Second, 10 * time.Second}
+		p.quiesce = 3 * time.Minute
+	}
+	p.seed = *flagSeed
+	if v := os.Getenv("CHAOS_SEED"); p.seed == 0 && v != "" {
+		s, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			t.Fatalf("CHAOS_SEED=%q: %v", v, err)
+		}
+		p.seed = s
+	}
+	if p.seed == 0 {
+		p.seed = uint64(time.Now().UnixNano())
+	}
+	return p
+}
+
+// between picks a duration in [r[0], r[1]).
+func between(rng *rand.Rand, r [2]time.Duration) time.Duration {
+	return r[0] + time.Duration(rng.Int64N(int64(r[1]-r[0])))
+}
+
+// pause waits d or until ctx ends: pacing, not synchronisation.
+func pause(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}
+
+// tally counts what the run did, for its summary.
+type tally struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (c *tally) add(what string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n == nil {
+		c.n = map[string]int{}
+	}
+	c.n[what]++
+}
+
+func (c *tally) String() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var keys []string
+	for k := range c.n {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var parts []string
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s %d", k, c.n[k]))
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// publisher sends input events to random sessions, one at a time, and
+// keeps the ones JetStream acknowledged, per session in publish order. A
+// publish that fails (a node is down) is retried with the same CloudEvents
+// id, so the server's dedupe stores it once.
+type publisher struct {
+	js       jetstream.JetStream
+	rng      *rand.Rand
+	sessions []invariant.Session
+
+	mu       sync.Mutex
+	accepted map[invariant.Session][]string
+	total    int
+	retries  int
+	given    int // publishes abandoned at the deadline (not accepted)
+}
+
+func (p *publisher) run(ctx context.Context, gap [2]time.Duration, retryUntil time.Time) error {
+	for n := 0; ctx.Err() == nil; n++ {
+		s := p.sessions[p.rng.IntN(len(p.sessions))]
+		ev, err := events.New(s.Tenant, s.Session, "chaos", events.Input{Text: fmt.Sprintf("%s message %d", s.Session, n)})
+		if err != nil {
+			return fmt.Errorf("new event: %w", err)
+		}
+		subj, err := events.EventsSubject(s.Tenant, s.Session)
+		if err != nil {
+			return err
+		}
+		msg, err := events.Encode(context.Background(), subj, ev)
+		if err != nil {
+			return fmt.Errorf("encode event: %w", err)
+		}
+		for {
+			pctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			_, err = p.js.PublishMsg(pctx, msg)
+			cancel()
+			if err == nil || time.Now().After(retryUntil) {
+				break
+			}
+			p.mu.Lock()
+			p.retries++
+			p.mu.Unlock()
+			pause(context.Background(), 100*time.Millisecond)
+		}
+		p.mu.Lock()
+		if err == nil {
+			p.accepted[s] = append(p.accepted[s], ev.ID())
+			p.total++
+		} else {
+			p.given++
+		}
+		p.mu.Unlock()
+		pause(ctx, between(p.rng, gap))
+	}
+	return nil
+}
+
+func (p *publisher) snapshot() (map[invariant.Session][]string, int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make(map[invariant.Session][]string, len(p.accepted))
+	for s, ids := range p.accepted {
+		out[s] = append([]string(nil), ids...)
+	}
+	return out, p.total
+}
+
+// Fault kinds.
+const (
+	faultRunnerKill    = "runner SIGKILL"
+	faultRunnerRestart = "runner graceful restart"
+	faultNodeRestart   = "NATS node stop+restart"
+)
+
+func TestChaos_every_accepted_event_reaches_the_model_once_through_faults(t *testing.T) {
+	if testing.Short() {
+		t.Skip("chaos suite: real processes and a three-node cluster")
+	}
+	p := planFromEnv(t)
+	if !p.long && os.Getenv("CHAOS") == "" {
+		// The suite finds real violations today (docs/CHAOS.md, Findings):
+		// per-session order breaks on takeover and a fenced recovery can
+		// leave a session running forever. Until the runner keeps them, the
+		// short mode would turn every CI run red, so it runs on request.
+		t.Skip("chaos short mode runs with CHAOS=1 (or CHAOS_DURATION, or make chaos): it currently finds the runner violations listed in docs/CHAOS.md")
+	}
+	budget := p.duration + p.quiesce + time.Minute
+	if !p.long {
+		budget = shortCap
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), budget)
+	defer cancel()
+	rng := rand.New(rand.NewPCG(p.seed, 0x6a657477))
+	t.Logf("chaos: seed %d (replay the schedule with CHAOS_SEED=%d), faults for %s, %d runners, %d sessions, 3 NATS nodes",
+		p.seed, p.seed, p.duration, p.runners, p.sessions)
+
+	bin := jetwayBinary(t)
+	var skipped []string
+	if !hasCommand(bin, "jobs-worker") {
+		skipped = append(skipped, "jobs worker SIGKILL and background jobs: this build has no `jetway jobs-worker` command and its runner starts no jobs")
+	}
+	skipped = append(skipped, "network partition: the in-process cluster's routes are direct loopback TCP; cutting them needs a proxy per route or firewall rules on a loopback other engineers share")
+
+	cl := bustest.StartCluster(t, 3)
+	urls := strings.Join(cl.URLs(), ",")
+	_, js := bustest.Connect(t, urls)
+	if err := bus.Provision(ctx, js, bus.ProvisionConfig{Replicas: 3, Partitions: 6, WorkAckWait: 2 * time.Second, WorkPinnedTTL: 2 * time.Second}); err != nil {
+		t.Fatalf("provision: %v", err)
+	}
+	model := llmtest.NewAnthropic(t)
+	model.SetRecording(false)
+	model.SetFallback(llmtest.Reply{Text: "noted", Latency: 80 * time.Millisecond})
+
+	var runners []*proc
+	for i := range p.runners {
+		id := fmt.Sprintf("chaos-r%d", i)
+		rp := newProc(t, id,
+			[]string{bin, "runner", "--nats", urls, "--id", id, "--heartbeat", "300ms", "--log-format", "json", "--log-level", "info"},
+			[]string{"ANTHROPIC_API_KEY=chaos-key", "ANTHROPIC_BASE_URL=" + model.URL(), "ANTHROPIC_MODEL=claude-test", "JETWAY_SCRIPT="})
+		if err := rp.start(); err != nil {
+			t.Fatal(err)
+		}
+		runners = append(runners, rp)
+	}
+
+	var sessions []invariant.Session
+	for i := range p.sessions {
+		sessions = append(sessions, invariant.Session{Tenant: "chaos", Session: fmt.Sprintf("s%02d", i)})
+	}
+	pub := &publisher{js: js, rng: rand.New(rand.NewPCG(p.seed, 0x6576656e)), sessions: sessions, accepted: map[invariant.Session][]string{}}
+	faultCtx, stopFaults := context.WithTimeout(ctx, p.duration)
+	defer stopFaults()
+	pubDone := make(chan error, 1)
+	go func() { pubDone <- pub.run(faultCtx, p.eventGap, time.Now().Add(p.duration+30*time.Second)) }()
+
+	// Faults run here, on the test goroutine, one at a time; the first
+	// three are one of each kind so even a short run sees them all.
+	var faults tally
+	kinds := []string{faultRunnerKill, faultRunnerRestart, faultNodeRestart}
+	rng.Shuffle(len(kinds), func(i, j int) { kinds[i], kinds[j] = kinds[j], kinds[i] })
+	for n := 0; ; n++ {
+		pause(faultCtx, between(rng, p.faultGap))
+		if faultCtx.Err() != nil {
+			break
+		}
+		kind := pickFault(rng, n, kinds)
+		switch kind {
+		case faultRunnerKill, faultRunnerRestart:
+			rp := runners[rng.IntN(len(runners))]
+			sig, what := syscall.SIGKILL, "killed"
+			if kind == faultRunnerRestart {
+				sig, what = syscall.SIGTERM, "stopped"
+			}
+			if err := rp.stop(sig); err != nil {
+				t.Errorf("fault %d: %v", n, err)
+			}
+			down := between(rng, [2]time.Duration{200 * time.Millisecond, 3 * time.Second})
+			t.Logf("fault %d: %s %s; back in %s", n, rp.name, what, down.Round(time.Millisecond))
+			pause(ctx, down)
+			if err := rp.start(); err != nil {
+				t.Fatalf("fault %d: %v", n, err)
+			}
+		case faultNodeRestart:
+			nd := cl.Nodes[rng.IntN(len(cl.Nodes))]
+			leads := ""
+			if l := cl.StreamLeader(bus.StreamWork); l == nd {
+				leads = " (leader of " + bus.StreamWork + ")"
+			}
+			down := between(rng, [2]time.Duration{1 * time.Second, 5 * time.Second})
+			t.Logf("fault %d: NATS node %s%s stopped; back in %s", n, nd.Name(), leads, down.Round(time.Millisecond))
+			nd.Stop()
+			pause(ctx, down)
+			nd.Restart(t)
+			cl.WaitReady()
+		}
+		faults.add(kind)
+	}
+	if err := <-pubDone; err != nil {
+		t.Fatalf("publisher: %v", err)
+	}
+	for _, rp := range runners {
+		if !rp.running() {
+			t.Errorf("%s exited on its own during the run:\n%s", rp.name, rp.tail(30))
+			if err := rp.start(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	accepted, total := pub.snapshot()
+	t.Logf("chaos: faults stopped: %s; %d events accepted (%d publish retries, %d abandoned); waiting up to %s for quiescence",
+		faults.String(), total, pub.retries, pub.given, p.quiesce)
+
+	// Quiescence: every accepted event is in a transcript (delivered or
+	// refused) and no session is running.
+	start := time.Now()
+	deadline := start.Add(p.quiesce)
+	var ev invariant.Evidence
+	for {
+		cctx, ccancel := context.WithTimeout(ctx, 30*time.Second)
+		var err error
+		ev, err = invariant.Collect(cctx, js, invariant.CollectConfig{Accepted: accepted})
+		ccancel()
+		if err == nil && quiescent(ev) {
+			break
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			t.Errorf("not quiescent after %s (last read error: %v): %s", p.quiesce, err, pending(ev))
+			break
+		}
+		pause(ctx, time.Second)
+	}
+	t.Logf("chaos: quiescent after %s", time.Since(start).Round(100*time.Millisecond))
+
+	if path := os.Getenv("CHAOS_EVIDENCE"); path != "" {
+		if err := dumpEvidence(path, ev); err != nil {
+			t.Errorf("dump evidence: %v", err)
+		} else {
+			t.Logf("chaos: evidence written to %s", path)
+		}
+	}
+	runs := runCauses(ev)
+	rep := invariant.Check(ev)
+	rep.Skipped = append(rep.Skipped, skipped...)
+	var out bytes.Buffer
+	fmt.Fprintf(&out, "chaos: seed %d, faults for %s, %d runners, %d sessions, 3 NATS nodes\n", p.seed, p.duration, p.runners, p.sessions)
+	fmt.Fprintf(&out, "chaos: faults injected: %s\n", faults.String())
+	fmt.Fprintf(&out, "chaos: events accepted: %d (%d publish retries during faults)\n", total, pub.retries)
+	fmt.Fprintf(&out, "chaos: runs seen: %s\n", runs.String())
+	if err := rep.Write(&out); err != nil {
+		t.Fatal(err)
+	}
+	t.Log("\n" + out.String())
+	if rep.Failed() > 0 {
+		t.Errorf("%d invariant violations (seed %d)", rep.Failed(), p.seed)
+	}
+	if total == 0 || faults.String() == "none" {
+		t.Errorf("the run proved nothing: %d events, faults %s", total, faults.String())
+	}
+}
+
+// pickFault returns the n-th fault's kind: the first len(first) in the
+// given order, then weighted at random.
+func pickFault(rng *rand.Rand, n int, first []string) string {
+	if n < len(first) {
+		return first[n]
+	}
+	switch x := rng.IntN(10); {
+	case x < 4:
+		return faultRunnerKill
+	case x < 7:
+		return faultRunnerRestart
+	default:
+		return faultNodeRestart
+	}
+}
+
+// quiescent reports whether every accepted event is accounted for in a
+// transcript and no session is running.
+func quiescent(ev invariant.Evidence) bool {
+	for s, ids := range ev.Accepted {
+		seen := accounted(ev.Transcripts[s])
+		for _, id := range ids {
+			if !seen[id] {
+				return false
+			}
+		}
+	}
+	for _, rec := range ev.Sessions {
+		if rec.State == runner.StateRunning {
+			return false
+		}
+	}
+	return true
+}
+
+// pending describes what quiescence still waits for.
+func pending(ev invariant.Evidence) string {
+	missing, running := 0, 0
+	for s, ids := range ev.Accepted {
+		seen := accounted(ev.Transcripts[s])
+		for _, id := range ids {
+			if !seen[id] {
+				missing++
+			}
+		}
+	}
+	for _, rec := range ev.Sessions {
+		if rec.State == runner.StateRunning {
+			running++
+		}
+	}
+	return fmt.Sprintf("%d accepted events not yet in a transcript, %d sessions running", missing, running)
+}
+
+// accounted is the set of CE ids a transcript delivered or refused.
+func accounted(recs []runner.Record) map[string]bool {
+	seen := map[string]bool{}
+	for _, r := range recs {
+		if r.Message != nil {
+			for _, id := range r.Message.Delivers {
+				seen[id] = true
+			}
+		}
+		if r.Kind == runner.RecordRefused && r.Event != "" {
+			seen[r.Event] = true
+		}
+	}
+	return seen
+}
+
+// dumpEvidence writes what the checker read as JSON, for a person to
+// follow a violation record by record.
+func dumpEvidence(path string, ev invariant.Evidence) error {
+	type session struct {
+		Session    string               `json:"session"`
+		Accepted   []string             `json:"accepted"`
+		Record     runner.SessionRecord `json:"record"`
+		Refusals   []string             `json:"refusals,omitempty"`
+		Transcript []runner.Record      `json:"transcript"`
+	}
+	var out []session
+	for s, recs := range ev.Transcripts {
+		out = append(out, session{Session: s.String(), Accepted: ev.Accepted[s], Record: ev.Sessions[s], Refusals: ev.Refusals[s], Transcript: recs})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Session < out[j].Session })
+	data, err := json.MarshalIndent(out, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, data, 0o644)
+}
+
+// runCauses counts the runs the transcripts recorded, by cause.
+func runCauses(ev invariant.Evidence) *tally {
+	c := &tally{}
+	for _, recs := range ev.Transcripts {
+		for _, r := range recs {
+			if r.Kind == runner.RecordRunStarted {
+				c.add(r.Cause)
+			}
+		}
+	}
+	return c
+}
