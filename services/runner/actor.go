@@ -51,6 +51,8 @@ type plan struct {
 	ins    []input
 	steer  *steerReq
 	resume *events.Resume
+	// trace carries the trace context of the event that started the run.
+	trace context.Context
 }
 
 // actor is the one place a session's events are handled inside a runner: an
@@ -75,7 +77,7 @@ type actor struct {
 	// go to the run a person starts.
 	parked []input
 	wake   chan struct{}
-	done chan struct{}
+	done   chan struct{}
 
 	// Owned by the actor goroutine (and the live run's recorder, under mu).
 	loaded bool
@@ -325,7 +327,7 @@ func (a *actor) handle(ctx context.Context, d delivery) bool {
 		return true
 	}
 	_, typed := d.ev.Payload.(events.Input)
-	p := plan{ins: []input{{id: id, text: text, msg: d.msg, person: typed}}}
+	p := plan{ins: []input{{id: id, text: text, msg: d.msg, person: typed}}, trace: d.ev.TraceContext(ctx)}
 	if rs, ok := d.ev.Payload.(events.Resume); ok {
 		// An idle session picks the work up as a Resumed run; the brief says
 		// what it was waiting for and which check this is.
@@ -363,7 +365,7 @@ func (a *actor) steer(ctx context.Context, d delivery, st events.Steer, run *liv
 		run.cancel()
 		return true
 	}
-	return a.start(ctx, plan{ins: []input{in}, steer: &steerReq{in: in, note: st.Note, at: d.ev.Time}})
+	return a.start(ctx, plan{ins: []input{in}, steer: &steerReq{in: in, note: st.Note, at: d.ev.Time}, trace: d.ev.TraceContext(ctx)})
 }
 
 // errStaleLayover refuses a resume whose layover was cancelled or replaced.

@@ -9,7 +9,12 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"jetway/pkg/agent"
+	"jetway/pkg/agent/compact"
 	"jetway/pkg/agent/guide"
 	"jetway/pkg/agent/tool"
 	"jetway/pkg/events"
@@ -152,7 +157,7 @@ func (a *actor) start(ctx context.Context, p plan) bool {
 	if p.resume != nil && len(ids) > 0 {
 		a.r.dropLayover(ctx, a.tenant, a.session, ids[0])
 	}
-	a.launch(ctx, runID, cause, newRev, ids, rec.Checks)
+	a.launch(ctx, p.trace, runID, cause, newRev, ids, rec.Checks)
 	return true
 }
 
@@ -273,7 +278,7 @@ func causeName(k handover.CauseKind) string {
 }
 
 // launch starts the agent loop for a run whose first turn is recorded.
-func (a *actor) launch(ctx context.Context, runID, cause string, rev uint64, ids []string, checks uint32) {
+func (a *actor) launch(ctx context.Context, parent context.Context, runID, cause string, rev uint64, ids []string, checks uint32) {
 	runCtx, cancel := context.WithCancel(context.Background())
 	lr := &liveRun{id: runID, cause: cause, start: time.Now(), guide: guide.NewNoticeGuide(), cancel: cancel, done: make(chan runResult, 1), rev: rev}
 	a.mu.Lock()
@@ -303,15 +308,33 @@ func (a *actor) launch(ctx context.Context, runID, cause string, rev uint64, ids
 	} else {
 		in.Tools = reg
 	}
+	in.Compactor = compact.New(compact.Config{ContextWindow: a.r.cfg.ContextWindow, Summariser: a.r.cfg.Provider})
 	if a.r.cfg.Configure != nil {
 		a.r.cfg.Configure(ref, &in)
 	}
+	// The run joins the trace of the event that started it.
+	if parent == nil {
+		parent = context.Background()
+	}
+	runCtx, span := otel.Tracer("jetway/runner").Start(trace.ContextWithRemoteSpanContext(runCtx, trace.SpanContextFromContext(parent)), "run",
+		trace.WithAttributes(attribute.String("jetway.tenant", a.tenant), attribute.String("jetway.session", a.session),
+			attribute.String("jetway.run", runID), attribute.String("jetway.cause", cause)))
 	go func() {
+		defer span.End()
 		var term *agent.Terminal
+		names := map[string]string{} // tool_use id -> tool name, for results
 		for ev, err := range agent.Query(runCtx, in, agent.QueryDeps{}) {
 			if err != nil {
 				a.log.Debug().Err(err).Str("run", runID).Msg("loop error")
 				continue
+			}
+			if ev.Kind == agent.KindToolUse && ev.ToolUse != nil {
+				names[ev.ToolUse.ID] = ev.ToolUse.Name
+			}
+			if ev.Kind == agent.KindToolResult && ev.ToolResult != nil && ev.ToolResult.Name == "" {
+				b := *ev.ToolResult
+				b.Name = names[b.ToolUseID]
+				ev.ToolResult = &b
 			}
 			a.r.publishRunEvent(runCtx, a.tenant, a.session, runID, ev)
 			if ev.Kind == agent.KindResult {
@@ -319,6 +342,7 @@ func (a *actor) launch(ctx context.Context, runID, cause string, rev uint64, ids
 			}
 		}
 		if term != nil {
+			span.SetAttributes(attribute.String("jetway.reason", string(term.Reason)), attribute.Int("jetway.turns", term.Turns))
 			a.log.Debug().Str("run", runID).Str("reason", string(term.Reason)).AnErr("error", term.Err).Int("turns", term.Turns).Msg("run ended")
 		}
 		fenced := term != nil && term.Reason == agent.ReasonRecordFailed && errors.Is(term.Err, ErrFenced)

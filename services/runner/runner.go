@@ -72,6 +72,10 @@ type Config struct {
 	// containment is the sandbox. Deny rules still apply.
 	Permissions permission.Mode
 	Deny        []string
+	// ContextWindow is the model's context size in tokens, for compaction
+	// (0 = 200000). Compaction folds old history behind a boundary and a
+	// summary the model writes; recorded history is never edited.
+	ContextWindow int
 	// Rails bound what sessions may spend.
 	Rails Rails
 	// MaxTurns and MaxDuration bound each run (0 = off).

@@ -1,0 +1,74 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"jetway/pkg/bus"
+	"jetway/pkg/events"
+	"jetway/pkg/llm/llmtest"
+)
+
+// TestIdle_sessions_cost_no_memory_once_evicted handles one event in each of
+// many sessions, lets them go idle, and checks the runner holds no actor for
+// any of them afterwards: memory follows live work, not the session count.
+// JETWAY_IDLE_SESSIONS sets the count (default 300, kept small because every
+// session is a whole run under the race detector; `jetway bench` measures
+// bytes per idle session at 10,000).
+func TestIdle_sessions_cost_no_memory_once_evicted(t *testing.T) {
+	n := 300
+	if v, err := strconv.Atoi(os.Getenv("JETWAY_IDLE_SESSIONS")); err == nil && v > 0 {
+		n = v
+	}
+	if testing.Short() {
+		n = 100
+	}
+	e := newEnv(t)
+	model, p := fakeModel(t)
+	model.SetFallback(llmtest.Reply{Text: "ok"})
+	model.SetRecording(false)
+	ctx, cancel := context.WithCancel(context.Background())
+	r, err := New(ctx, Config{NC: e.nc, ID: "r1", Provider: p, IdleEvict: 500 * time.Millisecond, KeepAlive: 250 * time.Millisecond,
+		Logger: zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.ErrorLevel)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	for i := range n {
+		ev, err := events.New("t1", fmt.Sprintf("s%05d", i), "test", events.Input{Text: "hi"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		subj, _ := events.EventsSubject("t1", fmt.Sprintf("s%05d", i))
+		msg, _ := events.Encode(context.Background(), subj, ev)
+		if _, err := e.js.PublishMsg(context.Background(), msg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "every session's run to end and the work stream to drain", 5*time.Minute, func() bool {
+		st, err := e.js.Stream(context.Background(), bus.StreamWork)
+		if err != nil {
+			return false
+		}
+		info, err := st.Info(context.Background())
+		return err == nil && info.State.Msgs == 0 && model.RequestCount() >= n
+	})
+	waitFor(t, "idle sessions to be evicted", 60*time.Second, func() bool { return r.sessions() == 0 })
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	t.Logf("%d sessions handled; %d actors held; heap in use %d KiB", n, r.sessions(), ms.HeapInuse/1024)
+	if model.RequestCount() != n {
+		t.Fatalf("model called %d times for %d sessions", model.RequestCount(), n)
+	}
+}
