@@ -4,8 +4,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"jetway/pkg/agent"
 	"jetway/pkg/events"
 	"jetway/pkg/handover"
@@ -38,8 +36,9 @@ func (r *Runner) publishOut(ctx context.Context, tenant, session string, p event
 	}
 }
 
-// publishDelta publishes streamed output without waiting for the store:
-// a text delta lost to a failure is in the transcript anyway.
+// publishDelta publishes streamed output as a core NATS message, which
+// JETWAY_OUT stores without an ack round trip: a delta lost to a failure is
+// in the transcript anyway, and a flood of deltas must not flood acks.
 func (r *Runner) publishDelta(ctx context.Context, tenant, session string, p events.Payload) {
 	subj, err := events.OutSubject(tenant, session)
 	if err != nil {
@@ -53,7 +52,7 @@ func (r *Runner) publishDelta(ctx context.Context, tenant, session string, p eve
 	if err != nil {
 		return
 	}
-	_, _ = r.js.PublishMsgAsync(msg, jetstream.WithMsgID(ev.ID()))
+	_ = r.cfg.NC.PublishMsg(msg)
 }
 
 // publishRunEvent turns one agent loop event into run output.
