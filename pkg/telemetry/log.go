@@ -11,6 +11,8 @@ import (
 	"github.com/rs/zerolog"
 	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/term"
+
+	"jetway/pkg/redact"
 )
 
 // Log formats accepted by LogConfig.Format.
@@ -63,7 +65,9 @@ func NewLogger(cfg LogConfig) (zerolog.Logger, error) {
 	default:
 		return zerolog.Nop(), fmt.Errorf("telemetry: log format %q: want auto, json or console", cfg.Format)
 	}
-	c := zerolog.New(w).Level(level).With().Timestamp()
+	// Secrets never reach a log: every event is redacted as JSON, before a
+	// console writer formats it.
+	c := zerolog.New(redact.Writer(w)).Level(level).With().Timestamp()
 	if cfg.Service != "" {
 		c = c.Str("service", cfg.Service)
 	}

@@ -124,3 +124,19 @@ func TestWithTrace_leaves_lines_alone_without_a_span(t *testing.T) {
 		}
 	}
 }
+
+func TestLogs_never_carry_a_secret(t *testing.T) {
+	var buf bytes.Buffer
+	log, err := telemetry.NewLogger(telemetry.LogConfig{Format: telemetry.FormatJSON, Out: &buf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	log.Info().Str("env", "GITHUB_TOKEN=ghp_abcdefghijklmnopqrstuvwxyz0123456789").Msg("starting with API_KEY=sk-ant-api03-verysecretvalue1234567890")
+	out := buf.String()
+	if strings.Contains(out, "ghp_abcdefghijklmnopqrstuvwxyz0123456789") || strings.Contains(out, "verysecretvalue") {
+		t.Fatalf("secret in log line: %s", out)
+	}
+	if !strings.Contains(out, "[REDACTED]") {
+		t.Fatalf("no redaction marker: %s", out)
+	}
+}
