@@ -480,6 +480,15 @@ func TestWorker_restart_reports_unfinished_jobs_lost(t *testing.T) {
 	fg.Run = "r1"
 	go func() { _, _ = e.cli.Run(bg, fg) }()
 	pids = append(pids, e.outputPids("2", 1)...)
+	kv, err := e.js.KeyValue(bg, bus.BucketJobs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the foreground command's record", func() bool {
+		entry, err := kv.Get(bg, tenant+"."+session+".2")
+		var rec jobs.Record
+		return err == nil && json.Unmarshal(entry.Value(), &rec) == nil && rec.Foreground
+	})
 
 	// The worker dies the hard way: nothing is closed or recorded.
 	if err := child.Process.Kill(); err != nil {

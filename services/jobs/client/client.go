@@ -26,8 +26,9 @@ import (
 
 // Defaults for zero Config fields.
 const (
-	DefaultTimeout  = 30 * time.Second
-	DefaultDiscover = 300 * time.Millisecond
+	DefaultTimeout      = 30 * time.Second
+	DefaultDiscoverWait = 3 * time.Second
+	DefaultDiscover     = 100 * time.Millisecond
 )
 
 // Config sets up a Client; NC is required.
@@ -36,9 +37,11 @@ type Config struct {
 	// Timeout bounds a request that does not wait for a job (default 30s);
 	// run and status calls get their own wait on top of it.
 	Timeout time.Duration
-	// Discover is how long binding a new session listens for live workers'
-	// answers to the micro PING (default 300ms).
-	Discover time.Duration
+	// DiscoverWait bounds the wait for the first live worker to answer the
+	// micro PING when a new session is bound (default 3s); Discover is how
+	// long to listen for more answers after it (default 100ms).
+	DiscoverWait time.Duration
+	Discover     time.Duration
 }
 
 // Client talks to jobs workers. It is safe for concurrent use.
@@ -51,6 +54,7 @@ type Client struct {
 	bindings map[string]string // "<tenant>.<session>" -> worker
 	live     []string          // workers found by the last discovery
 	liveAt   time.Time
+	discover sync.Mutex // one discovery at a time
 }
 
 // liveTTL is how long a discovery answers for: binding a burst of new
@@ -67,6 +71,9 @@ func New(cfg Config) (*Client, error) {
 	}
 	if cfg.Discover <= 0 {
 		cfg.Discover = DefaultDiscover
+	}
+	if cfg.DiscoverWait <= 0 {
+		cfg.DiscoverWait = DefaultDiscoverWait
 	}
 	js, err := bus.JetStream(cfg.NC)
 	if err != nil {
@@ -127,19 +134,9 @@ func (c *Client) Worker(ctx context.Context, tenant, session string) (string, er
 	if err != nil || w != "" {
 		return w, err
 	}
-	c.mu.Lock()
-	live := c.live
-	if time.Since(c.liveAt) > liveTTL {
-		live = nil
-	}
-	c.mu.Unlock()
-	if len(live) == 0 {
-		if live, err = c.Workers(ctx); err != nil {
-			return "", err
-		}
-		c.mu.Lock()
-		c.live, c.liveAt = live, time.Now()
-		c.mu.Unlock()
+	live, err := c.liveWorkers(ctx)
+	if err != nil {
+		return "", err
 	}
 	if len(live) == 0 {
 		return "", &jobsapi.Error{Code: jobsapi.CodeUnavailable, Message: "no jobs worker answers (is one running?)"}
@@ -166,8 +163,31 @@ func (c *Client) Worker(ctx context.Context, tenant, session string) (string, er
 	return w, nil
 }
 
+// liveWorkers is Workers, answered from the last discovery for liveTTL;
+// one discovery runs at a time, so a burst of new sessions shares it.
+func (c *Client) liveWorkers(ctx context.Context) ([]string, error) {
+	c.discover.Lock()
+	defer c.discover.Unlock()
+	c.mu.Lock()
+	live := c.live
+	fresh := time.Since(c.liveAt) <= liveTTL
+	c.mu.Unlock()
+	if fresh && len(live) > 0 {
+		return live, nil
+	}
+	live, err := c.Workers(ctx)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	c.live, c.liveAt = live, time.Now()
+	c.mu.Unlock()
+	return live, nil
+}
+
 // Workers lists the ids of the workers answering the micro PING of
-// jetway-jobs within Config.Discover.
+// jetway-jobs: it waits up to Config.DiscoverWait for the first answer and
+// Config.Discover more for the others.
 func (c *Client) Workers(ctx context.Context) ([]string, error) {
 	subject, err := micro.ControlSubject(micro.PingVerb, jobsapi.ServiceName, "")
 	if err != nil {
@@ -182,7 +202,7 @@ func (c *Client) Workers(ctx context.Context) ([]string, error) {
 	if err := c.cfg.NC.PublishRequest(subject, inbox, nil); err != nil {
 		return nil, fmt.Errorf("jobs client: discover workers: %w", err)
 	}
-	ctx, cancel := context.WithTimeout(ctx, c.cfg.Discover)
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.DiscoverWait)
 	defer cancel()
 	seen := map[string]bool{}
 	var out []string
@@ -190,6 +210,12 @@ func (c *Client) Workers(ctx context.Context) ([]string, error) {
 		msg, err := sub.NextMsgWithContext(ctx)
 		if err != nil {
 			return out, nil
+		}
+		if len(out) == 0 {
+			// The first answer is in: the others get a short while more.
+			var more context.CancelFunc
+			ctx, more = context.WithTimeout(ctx, c.cfg.Discover)
+			defer more()
 		}
 		var p micro.Ping
 		if json.Unmarshal(msg.Data, &p) != nil {
