@@ -261,3 +261,39 @@ func (c *Client) send(ctx context.Context, method, path string, q url.Values, co
 	}
 	return resp, nil
 }
+
+// Resume sends an interrupted session on (POST /v1/sessions/{s}/resume);
+// an empty note takes the server's default.
+func (c *Client) Resume(ctx context.Context, session, note string) (Accepted, error) {
+	var acc Accepted
+	err := c.doJSON(ctx, http.MethodPost, sessionPath(session, "resume"), nil, map[string]string{"note": note}, &acc)
+	return acc, err
+}
+
+// Layover is work the agent set down, waiting for something.
+type Layover struct {
+	Session    string    `json:"session"`
+	WaitingFor string    `json:"waiting_for"`
+	BookedBy   string    `json:"booked_by"`
+	BookedAt   time.Time `json:"booked_at"`
+	At         time.Time `json:"at"`
+	Checks     int       `json:"checks"`
+}
+
+// Layovers lists a session's layovers.
+func (c *Client) Layovers(ctx context.Context, session string) ([]Layover, error) {
+	var out struct {
+		Layovers []Layover `json:"layovers"`
+	}
+	err := c.doJSON(ctx, http.MethodGet, sessionPath(session, "layovers"), nil, nil, &out)
+	return out.Layovers, err
+}
+
+// CancelLayover cancels a session's layover; it reports whether there was one.
+func (c *Client) CancelLayover(ctx context.Context, session string) (bool, error) {
+	var out struct {
+		Cancelled bool `json:"cancelled"`
+	}
+	err := c.doJSON(ctx, http.MethodDelete, sessionPath(session, "layover"), nil, nil, &out)
+	return out.Cancelled, err
+}

@@ -3,7 +3,6 @@ package runner
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -11,8 +10,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"jetway/pkg/agent/tool"
-	"jetway/pkg/bus"
 	"jetway/pkg/events"
+	"jetway/services/runner/layovers"
 )
 
 // LayoverToolName is the tool a run uses to set its work down.
@@ -25,22 +24,8 @@ const (
 	MaxLayover = 7 * 24 * time.Hour
 )
 
-// Layover is work a run set down on purpose, waiting for something; a
-// JetStream message schedule fires an io.jetway.resume at At. It lives in
-// the control bucket under layover.<tenant>.<session>, one per session.
-type Layover struct {
-	Tenant     string    `json:"tenant"`
-	Session    string    `json:"session"`
-	ID         string    `json:"id"`    // the schedule id, also the resume event's CE id
-	Event      string    `json:"event"` // CE id of the io.jetway.resume it fires
-	WaitingFor string    `json:"waiting_for"`
-	BookedBy   string    `json:"booked_by"` // the run that set it down
-	BookedAt   time.Time `json:"booked_at"`
-	At         time.Time `json:"at"`
-	Checks     uint32    `json:"checks"`
-}
-
-func layoverKey(tenant, session string) string { return "layover." + tenant + "." + session }
+// Layover is work a run set down on purpose (see package layovers).
+type Layover = layovers.Layover
 
 // layoverInput is the tool's input.
 type layoverInput struct {
@@ -111,97 +96,34 @@ func (r *Runner) bookLayover(ctx context.Context, tenant, session, run, waitingF
 	if _, err := r.js.PublishMsg(ctx, msg, jetstream.WithScheduleAt(at), jetstream.WithScheduleTarget(target)); err != nil {
 		return Layover{}, fmt.Errorf("schedule resume: %w", err)
 	}
-	data, _ := json.Marshal(l)
-	if _, err := r.control.Put(ctx, layoverKey(tenant, session), data); err != nil {
-		return Layover{}, fmt.Errorf("record layover: %w", err)
+	if err := layovers.Put(ctx, r.control, l); err != nil {
+		return Layover{}, err
 	}
 	return l, nil
 }
 
 // Layovers lists the layovers of a tenant ("" for all tenants).
 func (r *Runner) Layovers(ctx context.Context, tenant string) ([]Layover, error) {
-	return ListLayovers(ctx, r.control, tenant)
+	return layovers.List(ctx, r.control, tenant, "")
 }
 
-// ListLayovers lists the layovers recorded in the control bucket.
-func ListLayovers(ctx context.Context, control jetstream.KeyValue, tenant string) ([]Layover, error) {
-	filter := "layover.>"
-	if tenant != "" {
-		filter = "layover." + tenant + ".*"
-	}
-	lister, err := control.ListKeysFiltered(ctx, filter)
-	if err != nil {
-		if errors.Is(err, jetstream.ErrNoKeysFound) {
-			return nil, nil
-		}
-		return nil, fmt.Errorf("list layovers: %w", err)
-	}
-	var out []Layover
-	for key := range lister.Keys() {
-		e, err := control.Get(ctx, key)
-		if err != nil {
-			continue
-		}
-		var l Layover
-		if json.Unmarshal(e.Value(), &l) == nil {
-			out = append(out, l)
-		}
-	}
-	return out, nil
-}
-
-// CancelLayover removes a session's layover: its schedule is purged so it
-// never fires, and its record deleted. Cancelling none is not an error.
+// CancelLayover removes a session's layover so it never fires.
 func (r *Runner) CancelLayover(ctx context.Context, tenant, session string) error {
-	return CancelLayover(ctx, r.js, r.control, tenant, session)
-}
-
-// CancelLayover is Runner.CancelLayover for any client with the rights.
-func CancelLayover(ctx context.Context, js jetstream.JetStream, control jetstream.KeyValue, tenant, session string) error {
-	e, err := control.Get(ctx, layoverKey(tenant, session))
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("cancel layover: %w", err)
-	}
-	var l Layover
-	if json.Unmarshal(e.Value(), &l) == nil && l.ID != "" {
-		holder, err := events.ScheduleSubject(tenant, session, l.ID)
-		if err == nil {
-			st, err := js.Stream(ctx, bus.StreamEvents)
-			if err != nil {
-				return fmt.Errorf("cancel layover: %w", err)
-			}
-			if err := st.Purge(ctx, jetstream.WithPurgeSubject(holder)); err != nil {
-				return fmt.Errorf("cancel layover: purge schedule: %w", err)
-			}
-		}
-	}
-	if err := control.Delete(ctx, layoverKey(tenant, session)); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
-		return fmt.Errorf("cancel layover: %w", err)
-	}
-	return nil
+	_, err := layovers.Cancel(ctx, r.js, r.control, tenant, session)
+	return err
 }
 
 // currentLayover reports whether a resume event belongs to the session's
 // current layover. A resume for a layover that was cancelled or replaced is
 // stale and refused.
 func (r *Runner) currentLayover(ctx context.Context, tenant, session, eventID string) (bool, error) {
-	e, err := r.control.Get(ctx, layoverKey(tenant, session))
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	var l Layover
-	return json.Unmarshal(e.Value(), &l) == nil && l.Event == eventID, nil
+	l, ok, err := layovers.Get(ctx, r.control, tenant, session)
+	return ok && l.Event == eventID, err
 }
 
 // dropLayover deletes the record of a layover whose resume was taken.
 func (r *Runner) dropLayover(ctx context.Context, tenant, session, eventID string) {
 	if ok, err := r.currentLayover(ctx, tenant, session, eventID); err == nil && ok {
-		_ = r.control.Delete(ctx, layoverKey(tenant, session))
+		_ = r.control.Delete(ctx, layovers.Key(tenant, session))
 	}
 }
