@@ -76,8 +76,10 @@ type actor struct {
 	// parked are events that arrived while the session is interrupted; they
 	// go to the run a person starts.
 	parked []input
-	wake   chan struct{}
-	done   chan struct{}
+	// tasks are the latest notices of function tasks, by task id.
+	tasks map[string]taskNotice
+	wake  chan struct{}
+	done  chan struct{}
 
 	// Owned by the actor goroutine (and the live run's recorder, under mu).
 	loaded bool
@@ -95,10 +97,11 @@ func (r *Runner) actorFor(tenant, session string, part int) *actor {
 	}
 	a := &actor{
 		r: r, tenant: tenant, session: session, key: key, part: part,
-		log:  r.log.With().Str("tenant", tenant).Str("session", session).Logger(),
-		held: make(map[string]jetstream.Msg),
-		wake: make(chan struct{}, 1),
-		done: make(chan struct{}),
+		log:   r.log.With().Str("tenant", tenant).Str("session", session).Logger(),
+		held:  make(map[string]jetstream.Msg),
+		tasks: make(map[string]taskNotice),
+		wake:  make(chan struct{}, 1),
+		done:  make(chan struct{}),
 	}
 	r.actors[key] = a
 	r.wg.Add(1)
@@ -320,6 +323,9 @@ func (a *actor) handle(ctx context.Context, d delivery) bool {
 	if run != nil {
 		// Busy: the event becomes a notice for the model's next call; it is
 		// acked when the turn that carries it is recorded.
+		if a.superseded(ctx, d, run) {
+			return true
+		}
 		a.mu.Lock()
 		a.held[id] = d.msg
 		a.mu.Unlock()
@@ -366,6 +372,64 @@ func (a *actor) steer(ctx context.Context, d delivery, st events.Steer, run *liv
 		return true
 	}
 	return a.start(ctx, plan{ins: []input{in}, steer: &steerReq{in: in, note: st.Note, at: d.ev.Time}, trace: d.ev.TraceContext(ctx)})
+}
+
+// superseded applies seed 002's rule for function tasks that report more
+// than once: a newer notice of the same task replaces an older one the model
+// has not read yet. The loser is recorded as refused (superseded) and acked;
+// it reports whether the event in hand is the loser.
+func (a *actor) superseded(ctx context.Context, d delivery, run *liveRun) bool {
+	var ref events.TaskRef
+	switch p := d.ev.Payload.(type) {
+	case events.JobExited:
+		ref = p.TaskRef
+	case events.JobOverdue:
+		ref = p.TaskRef
+	}
+	if ref.Task == "" || !d.ev.FromJobs {
+		return false
+	}
+	a.mu.Lock()
+	prev, ok := a.tasks[ref.Task]
+	a.mu.Unlock()
+	if ok && !ref.Supersedes(prev.ref) {
+		a.drop(ctx, d.ev.ID, d.ev.Type, d.msg, "superseded by a newer notice of task "+ref.Task)
+		return true
+	}
+	if ok && run.guide.Withdraw(prev.id) {
+		a.mu.Lock()
+		m := a.held[prev.id]
+		delete(a.held, prev.id)
+		a.mu.Unlock()
+		a.drop(ctx, prev.id, d.ev.Type, m, "superseded by a newer notice of task "+ref.Task)
+	}
+	a.mu.Lock()
+	a.tasks[ref.Task] = taskNotice{id: d.ev.ID, ref: ref}
+	a.mu.Unlock()
+	return false
+}
+
+// drop records that an event was not delivered, and why, then acks it.
+func (a *actor) drop(ctx context.Context, id, typ string, m jetstream.Msg, reason string) {
+	a.mu.Lock()
+	err := a.tr.append(ctx, Record{Kind: RecordRefused, Runner: a.r.cfg.ID, Event: id, Type: typ, Reason: reason})
+	if err == nil {
+		a.seen[id] = struct{}{}
+	}
+	a.mu.Unlock()
+	if err != nil {
+		a.lost(ctx, err)
+		return
+	}
+	if m != nil {
+		_ = m.Ack()
+	}
+}
+
+// taskNotice is the latest notice of a function task seen in this session.
+type taskNotice struct {
+	id  string
+	ref events.TaskRef
 }
 
 // errStaleLayover refuses a resume whose layover was cancelled or replaced.

@@ -312,3 +312,47 @@ func TestA_session_with_policy_never_or_manual_is_not_recovered_until_a_person_s
 		})
 	}
 }
+
+func TestA_newer_notice_of_a_function_task_supersedes_an_undelivered_older_one(t *testing.T) {
+	e := newEnv(t)
+	g := newGate()
+	model, p := fakeModel(t, llmtest.Reply{ToolCalls: []llmtest.ToolCall{{ID: "tu1", Name: "wait_for_gate", Input: `{}`}}})
+	model.SetFallback(llmtest.Reply{Text: "ok"})
+	r := e.startRunner("r1", p, func(SessionRef) []tool.Tool { return []tool.Tool{g.tool()} })
+	e.publish(events.KindEvents, "t1", "s1", events.Input{Text: "watch the deploy"})
+	waitGate(t, g)
+	older := e.publish(events.KindJobEvents, "t1", "s1", events.JobOverdue{ID: 4, Program: "watch", RunningForMS: 60_000, Tail: "progress 10%", TaskRef: events.TaskRef{Task: "4", Seq: 1}})
+	newer := e.publish(events.KindJobEvents, "t1", "s1", events.JobOverdue{ID: 4, Program: "watch", RunningForMS: 120_000, Tail: "progress 80%", TaskRef: events.TaskRef{Task: "4", Seq: 2}})
+	waitFor(t, "the newer notice to be held", 10*time.Second, func() bool {
+		a := e.actor(r, "t1", "s1")
+		if a == nil {
+			return false
+		}
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		_, ok := a.held[newer]
+		return ok
+	})
+	close(g.open)
+	waitFor(t, "the run to end", 20*time.Second, func() bool {
+		return countKind(e.records("t1", "s1"), RecordRunEnded) == 1
+	})
+	recs := e.records("t1", "s1")
+	d := deliveries(recs)
+	if d[newer] != 1 || d[older] != 0 {
+		t.Fatalf("deliveries: newer %d, older %d; want 1 and 0", d[newer], d[older])
+	}
+	body := string(model.Requests()[1].Body)
+	if strings.Contains(body, "progress 10%") || !strings.Contains(body, "progress 80%") {
+		t.Fatalf("the model read the superseded notice or missed the newer one:\n%s", body)
+	}
+	refused := false
+	for _, rec := range recs {
+		if rec.Kind == RecordRefused && rec.Event == older && strings.Contains(rec.Reason, "superseded") {
+			refused = true
+		}
+	}
+	if !refused {
+		t.Fatal("the superseded notice is not recorded")
+	}
+}

@@ -46,6 +46,20 @@ func (g *NoticeGuide) Push(id, text string) {
 	g.pending = append(g.pending, Notice{ID: id, Text: text})
 }
 
+// Withdraw removes a notice that is still pending — one a newer notice
+// supersedes before the model read it — and reports whether it was
+// pending. A notice already delivered cannot be withdrawn.
+func (g *NoticeGuide) Withdraw(id string) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	i := indexOf(g.pending, id)
+	if i < 0 {
+		return false
+	}
+	g.pending = append(g.pending[:i], g.pending[i+1:]...)
+	return true
+}
+
 // HasPending reports whether anything is still waiting for the model. A run
 // that ended with notices pending never let the model read them.
 func (g *NoticeGuide) HasPending() bool {

@@ -101,3 +101,19 @@ func TestNoticeGuide_is_safe_for_concurrent_use(t *testing.T) {
 		}
 	}
 }
+
+func TestWithdraw_removes_only_a_notice_still_pending(t *testing.T) {
+	g := NewNoticeGuide()
+	g.Push("a", "old progress")
+	g.Push("b", "other")
+	if !g.Withdraw("a") {
+		t.Fatal("a pending notice was not withdrawn")
+	}
+	turn, taken, ok := g.Turn()
+	if !ok || len(taken) != 1 || taken[0].ID != "b" || len(turn.Delivers) != 1 {
+		t.Fatalf("turn after withdraw = %+v %+v", turn, taken)
+	}
+	if g.Withdraw("b") {
+		t.Fatal("a delivered notice was withdrawn")
+	}
+}
