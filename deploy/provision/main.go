@@ -1,0 +1,96 @@
+// Command provision creates or updates jetway's streams, buckets and work
+// consumers on a NATS deployment, once, and exits.
+//
+// It exists so that provisioning runs with the admin user while the
+// long-running services keep users that cannot create, change or delete
+// streams (deploy/nats/accounts.conf). `make cluster` runs it before the
+// services start; Kubernetes runs it as a Job, compose as a one-shot service.
+//
+//	NATS_URL=tls://127.0.0.1:4222 NATS_USER=admin NATS_PASSWORD=… NATS_CA=ca.pem \
+//	    go run ./deploy/provision -replicas 3
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"jetway/pkg/bus"
+)
+
+func main() {
+	env := func(key, def string) string {
+		if v := os.Getenv(key); v != "" {
+			return v
+		}
+		return def
+	}
+	var (
+		conn    bus.ConnConfig
+		urls    string
+		pcfg    bus.ProvisionConfig
+		timeout time.Duration
+	)
+	flag.StringVar(&urls, "nats", env("NATS_URL", "nats://127.0.0.1:4222"), "NATS server URL(s), comma-separated (env NATS_URL)")
+	flag.StringVar(&conn.User, "nats-user", env("NATS_USER", ""), "NATS user with stream rights, e.g. admin (env NATS_USER)")
+	flag.StringVar(&conn.Password, "nats-password", env("NATS_PASSWORD", ""), "NATS password (env NATS_PASSWORD)")
+	flag.StringVar(&conn.CredsFile, "nats-creds", env("NATS_CREDS", ""), "NATS credentials file (env NATS_CREDS)")
+	flag.StringVar(&conn.TLSCAFile, "nats-ca", env("NATS_CA", ""), "CA file to verify the NATS server (env NATS_CA)")
+	flag.StringVar(&conn.TLSCertFile, "nats-cert", env("NATS_CERT", ""), "client certificate for mTLS (env NATS_CERT)")
+	flag.StringVar(&conn.TLSKeyFile, "nats-key", env("NATS_KEY", ""), "client key for mTLS (env NATS_KEY)")
+	flag.IntVar(&pcfg.Replicas, "replicas", 3, "replicas of every stream, bucket and consumer")
+	flag.IntVar(&pcfg.Partitions, "partitions", 0, "work partitions (0: the default, "+fmt.Sprint(bus.DefaultPartitions)+")")
+	flag.DurationVar(&timeout, "timeout", 2*time.Minute, "give up after this long (the cluster may still be electing its leader)")
+	flag.Parse()
+	conn.URLs = strings.Split(urls, ",")
+	conn.Name = "jetway-provision"
+	pcfg.Progress = func(line string) { fmt.Println(line) }
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if err := run(ctx, conn, pcfg); err != nil {
+		fmt.Fprintln(os.Stderr, "provision:", err)
+		os.Exit(1)
+	}
+}
+
+// run connects and provisions, retrying while the cluster is not ready
+// (no JetStream meta leader yet, or a stream still being placed): a fresh
+// cluster takes a few seconds after its servers accept clients.
+func run(ctx context.Context, conn bus.ConnConfig, pcfg bus.ProvisionConfig) error {
+	nc, err := bus.Connect(ctx, conn)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := bus.JetStream(nc)
+	if err != nil {
+		return err
+	}
+	for {
+		attempt, cancel := context.WithTimeout(ctx, 20*time.Second)
+		err := bus.Provision(attempt, js, pcfg)
+		cancel()
+		if err == nil {
+			fmt.Printf("provisioned on %s with %d replicas\n", nc.ConnectedUrlRedacted(), pcfg.Replicas)
+			return nil
+		}
+		if ctx.Err() != nil {
+			return errors.Join(err, ctx.Err())
+		}
+		fmt.Fprintf(os.Stderr, "provision: %v (retrying)\n", err)
+		select {
+		case <-time.After(time.Second):
+		case <-ctx.Done():
+			return errors.Join(err, ctx.Err())
+		}
+	}
+}

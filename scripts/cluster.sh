@@ -1,0 +1,204 @@
+#!/usr/bin/env bash
+# cluster.sh up|down|status — jetway's deployment topology as local processes
+# on loopback, for machines without a container engine (see
+# docs/OPERATIONS.md): three nats-server nodes with deploy/nats (TLS, the
+# least-privilege accounts), provisioning as admin, then the services, each
+# as its own NATS user. State lives in .cluster/ (gitignored): pids/, logs/,
+# nats/ (the rendered configuration and the JetStream stores).
+#
+# Environment: JETWAY_RUNNERS (default 2) runners to start;
+# JETWAY_HTTP (default 127.0.0.1:8080) the dispatcher's address.
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+STATE=$ROOT/.cluster
+SECRETS=$ROOT/deploy/secrets
+BIN=$ROOT/bin
+RUNNERS=${JETWAY_RUNNERS:-2}
+HTTP_ADDR=${JETWAY_HTTP:-127.0.0.1:8080}
+NODES=(node-1 node-2 node-3)
+CLIENT_PORTS=(4222 4223 4224)
+
+say() { printf 'cluster: %s\n' "$*"; }
+die() { printf 'cluster: %s\n' "$*" >&2; exit 1; }
+
+alive() { # alive NAME: the process recorded in pids/NAME.pid is running
+	local f=$STATE/pids/$1.pid
+	[[ -f $f ]] && kill -0 "$(cat "$f")" 2>/dev/null
+}
+
+# urls USER: every node, with USER's password, for NATS_URL.
+urls() {
+	local user=$1 var pw out=""
+	var="NATS_PASSWORD_$(echo "$user" | tr 'a-z-' 'A-Z_')"
+	pw=${!var:-}
+	[[ -n $pw ]] || die "no password for NATS user $user in $SECRETS/users.env (run make certs)"
+	for p in "${CLIENT_PORTS[@]}"; do out+="${out:+,}tls://$user:$pw@127.0.0.1:$p"; done
+	printf '%s' "$out"
+}
+
+# has_command NAME: bin/jetway has the subcommand NAME.
+has_command() {
+	"$BIN/jetway" --help 2>/dev/null | awk '/^Available Commands:/{on=1;next} on&&/^$/{exit} on{print $1}' | grep -qx "$1"
+}
+
+# start NAME USER ARGS...: run `bin/jetway ARGS` in the background as NATS
+# user USER, with its pid in pids/NAME.pid and its output in logs/NAME.log.
+# The password travels in the environment (NATS_URL), not on the command
+# line where `ps` would show it.
+start() {
+	local name=$1 user=$2
+	shift 2
+	if alive "$name"; then
+		say "$name already running (pid $(cat "$STATE/pids/$name.pid"))"
+		return
+	fi
+	NATS_URL=$(urls "$user") NATS_CA=$SECRETS/ca.pem SSL_CERT_FILE=$SECRETS/ca.pem \
+		JETWAY_LOG_FORMAT=json \
+		nohup "$BIN/jetway" "$@" >"$STATE/logs/$name.log" 2>&1 </dev/null &
+	echo $! >"$STATE/pids/$name.pid"
+	say "started $name (pid $!, NATS user $user): jetway $*"
+}
+
+# service NAME USER ARGS...: start the service if this build has it, or say
+# plainly that it is skipped.
+service() {
+	local cmd=$3
+	if has_command "$cmd"; then
+		start "$@"
+	else
+		say "skipped $1: this bin/jetway has no '$cmd' command yet"
+	fi
+}
+
+wait_healthy() { # wait_healthy PORT: the node's /healthz answers 200 (JetStream current)
+	local port=$1 i
+	for i in $(seq 1 300); do
+		if curl -fsS -o /dev/null "http://127.0.0.1:$port/healthz" 2>/dev/null; then return 0; fi
+		sleep 0.2
+	done
+	return 1
+}
+
+up() {
+	[[ -x $BIN/jetway ]] || die "no $BIN/jetway: run make build"
+	[[ -f $SECRETS/users.env ]] || die "no secrets in $SECRETS: run make certs"
+	mkdir -p "$STATE/pids" "$STATE/logs" "$STATE/nats"
+	chmod 700 "$STATE"
+	say "building nats-server (the version go.mod pins) and the provisioner"
+	go build -o "$BIN/nats-server" github.com/nats-io/nats-server/v2
+	go build -o "$BIN/jetway-provision" ./deploy/provision
+
+	# The servers run in .cluster/nats: the config's relative paths (secrets/,
+	# data/) resolve there.
+	cp deploy/nats/*.conf "$STATE/nats/"
+	ln -sfn "$SECRETS" "$STATE/nats/secrets"
+	set -a
+	# shellcheck disable=SC1091
+	. "$SECRETS/users.env"
+	set +a
+
+	for i in 0 1 2; do
+		local n=${NODES[$i]}
+		if alive "$n"; then
+			say "$n already running"
+			continue
+		fi
+		cd "$STATE/nats"
+		nohup "$BIN/nats-server" -c "$n.conf" >"$STATE/logs/$n.log" 2>&1 </dev/null &
+		echo $! >"$STATE/pids/$n.pid"
+		cd "$ROOT"
+		say "started $n (pid $(cat "$STATE/pids/$n.pid"), clients tls://127.0.0.1:${CLIENT_PORTS[$i]})"
+	done
+	if command -v curl >/dev/null; then
+		for p in 8222 8223 8224; do
+			wait_healthy "$p" || die "nats node with monitor port $p not healthy in 60s; see $STATE/logs/"
+		done
+		say "JetStream cluster healthy"
+	fi
+
+	NATS_URL=$(urls admin) NATS_CA=$SECRETS/ca.pem \
+		"$BIN/jetway-provision" -replicas 3 >"$STATE/logs/provision.log" 2>&1 ||
+		die "provisioning failed; see $STATE/logs/provision.log"
+	say "provisioned streams and buckets (R3) as admin"
+
+	if [[ ! -f $STATE/tokens.json ]]; then
+		local tok admin
+		tok=$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')
+		admin=$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')
+		umask 077
+		printf '{"tokens":[{"token":"%s","tenant":"acme"},{"token":"%s","tenant":"acme","admin":true}]}\n' "$tok" "$admin" >"$STATE/tokens.json"
+	fi
+
+	service dispatcher dispatcher dispatcher --http "$HTTP_ADDR" --tokens "$STATE/tokens.json"
+	for i in $(seq 1 "$RUNNERS"); do
+		service "runner-$i" runner runner --id "runner-$i"
+	done
+	mkdir -p "$STATE/jobs-1"
+	service jobs-1 jobs jobs-worker --id jobs-1 --root "$STATE/jobs-1"
+	service notifier notifier notifier
+
+	local token
+	token=$(sed -n 's/.*"token":"\([0-9a-f]*\)","tenant":"acme"}.*/\1/p' "$STATE/tokens.json" | head -1)
+	cat <<EOF
+
+jetway cluster is up.
+  NATS        tls://127.0.0.1:4222,4223,4224 (CA deploy/secrets/ca.pem, users in deploy/secrets/users.env)
+  dispatcher  http://$HTTP_ADDR   tokens in .cluster/tokens.json
+  logs        .cluster/logs/       pids .cluster/pids/
+Try:
+  JETWAY_URL=http://$HTTP_ADDR JETWAY_TOKEN=$token bin/jetway send demo "hello"
+Stop it with: make cluster-down
+EOF
+}
+
+# stop NAME: SIGTERM, up to 15 s to exit, then SIGKILL.
+stop() {
+	local name=$1 f=$STATE/pids/$1.pid pid i
+	[[ -f $f ]] || return 0
+	pid=$(cat "$f")
+	if kill -0 "$pid" 2>/dev/null; then
+		kill -TERM "$pid" 2>/dev/null || true
+		for i in $(seq 1 75); do
+			kill -0 "$pid" 2>/dev/null || break
+			sleep 0.2
+		done
+		if kill -0 "$pid" 2>/dev/null; then
+			kill -KILL "$pid" 2>/dev/null || true
+			say "killed $name (pid $pid) after 15s"
+		else
+			say "stopped $name (pid $pid)"
+		fi
+	fi
+	rm -f "$f"
+}
+
+down() {
+	[[ -d $STATE/pids ]] || { say "nothing running"; return 0; }
+	local f name
+	# Services first, so they do not spend their last seconds reconnecting.
+	for f in "$STATE"/pids/*.pid; do
+		[[ -e $f ]] || continue
+		name=$(basename "$f" .pid)
+		[[ $name == node-* ]] || stop "$name"
+	done
+	for name in "${NODES[@]}"; do stop "$name"; done
+	say "down (JetStream data kept in .cluster/nats/data; rm -rf .cluster to start afresh)"
+}
+
+status() {
+	local f name
+	for f in "$STATE"/pids/*.pid; do
+		[[ -e $f ]] || { say "nothing running"; return 0; }
+		name=$(basename "$f" .pid)
+		if alive "$name"; then say "$name running (pid $(cat "$f"))"; else say "$name dead (see .cluster/logs/$name.log)"; fi
+	done
+}
+
+case ${1:-} in
+up) up ;;
+down) down ;;
+status) status ;;
+*) die "usage: $0 up|down|status" ;;
+esac
