@@ -11,11 +11,14 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"jetway/pkg/auth"
+	"jetway/pkg/bus"
 	"jetway/pkg/events"
 	"jetway/services/dispatcher"
 	"jetway/services/notifier"
+	"jetway/services/runner/layovers"
 )
 
 // TestServices_work_under_their_own_users runs the real dispatcher and
@@ -123,6 +126,46 @@ func TestServices_work_under_their_own_users(t *testing.T) {
 			t.Fatalf("reply %q (%v), want an event id", reply.Data, err)
 		}
 		acme.noViolation(t)
+		disp.noViolation(t)
+	})
+
+	t.Run("runner_books_a_layover_the_dispatcher_cancels", func(t *testing.T) {
+		r := d.connect("runner")
+		holder, err := events.ScheduleSubject("acme", "s5", "l1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		target, err := events.EventsSubject("acme", "s5")
+		if err != nil {
+			t.Fatal(err)
+		}
+		// As the runner's bookLayover does: the schedule, then the record.
+		if _, err := r.js.PublishMsg(ctx, &nats.Msg{Subject: holder, Data: []byte(`{}`)},
+			jetstream.WithScheduleAt(time.Now().Add(time.Hour)), jetstream.WithScheduleTarget(target)); err != nil {
+			t.Fatalf("runner: schedule: %v", err)
+		}
+		control, err := r.js.KeyValue(ctx, bus.BucketControl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := layovers.Put(ctx, control, layovers.Layover{
+			Tenant: "acme", Session: "s5", ID: "l1", At: time.Now().Add(time.Hour), BookedAt: time.Now(),
+		}); err != nil {
+			t.Fatalf("runner: record layover: %v", err)
+		}
+		r.noViolation(t)
+
+		p, err := store.Authenticate(token)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A refused API call only times out; keep that short.
+		cctx, ccancel := context.WithTimeout(ctx, 15*time.Second)
+		defer ccancel()
+		ok, err := dsp.CancelLayover(cctx, p, "s5")
+		if err != nil || !ok {
+			t.Fatalf("dispatcher: cancel layover = %v, %v; want true", ok, err)
+		}
 		disp.noViolation(t)
 	})
 
