@@ -287,6 +287,17 @@ func (e *env) skip(name, unit, goal string, err error) {
 // bench has no jetway executable to start.
 var errNoBinary = errors.New("no jetway binary to start as a separate process (Config.JetwayBinary)")
 
+// patience is how long the bench waits for one thing the system under test
+// should do in milliseconds (an event reaching the model, a run ending)
+// before it gives up on the figure: short in quick mode, which must finish
+// within a minute even when something is stuck.
+func (e *env) patience() time.Duration {
+	if e.cfg.Quick {
+		return 15 * time.Second
+	}
+	return 60 * time.Second
+}
+
 // deadline bounds one wait of the bench: generous, since a slow machine is
 // a result, but never forever.
 func deadline(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {

@@ -1,0 +1,196 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"sync"
+	"syscall"
+	"time"
+
+	"jetway/pkg/bus"
+	"jetway/pkg/events"
+)
+
+// failoverSessions is how many sessions the failover figure spreads over
+// the two runners, so the victim surely owns some.
+const failoverSessions = 32
+
+// lockedBuffer collects a child's output for the error message.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.b.Len() > 64<<10 {
+		return len(p), nil
+	}
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// failover runs a real `jetway runner` process next to an in-process
+// runner, SIGKILLs the process once it owns sessions, and times until a
+// new event of each of those sessions reaches the model through the
+// survivor. The process gets its own fake model server, so which runner
+// handled a session is read from where its request arrived.
+func (rb *runnerBench) failover(ctx context.Context, run string) {
+	e := rb.e
+	const goal = "≤ 5 s"
+	if e.cfg.JetwayBinary == "" {
+		e.skip(FigRunnerFailover, "s", goal, errNoBinary)
+		return
+	}
+	frontA, err := newModelFront(e.cfg.ModelLatency)
+	if err != nil {
+		e.skip(FigRunnerFailover, "s", goal, err)
+		return
+	}
+	defer frontA.close()
+
+	e.progress("runner: starting a `jetway runner` process to SIGKILL")
+	victimID := "bench-victim-" + run
+	cmd := exec.Command(e.cfg.JetwayBinary, "runner", "--nats", e.url, "--id", victimID, "--log-format", "json", "--log-level", "warn")
+	cmd.Env = append(os.Environ(), "ANTHROPIC_API_KEY=bench", "ANTHROPIC_BASE_URL="+frontA.url(), "ANTHROPIC_MODEL=claude-bench")
+	var out lockedBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		e.skip(FigRunnerFailover, "s", goal, fmt.Errorf("start %s runner: %w", e.cfg.JetwayBinary, err))
+		return
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	defer func() {
+		_ = cmd.Process.Kill()
+		<-exited
+	}()
+	fail := func(err error) {
+		select {
+		case <-exited:
+			err = fmt.Errorf("%w (the runner process exited: %s)", err, oneLine(out.String()))
+		default:
+		}
+		e.skip(FigRunnerFailover, "s", goal, err)
+	}
+
+	tenant := "fo-" + run
+	// The process alone: it takes every partition; wait until it answers.
+	tok := "[fo-warm-" + run + "]"
+	arrived := frontA.expect(tok)
+	if err := e.publish(ctx, false, tenant, "warm", events.Input{Text: "warm " + tok}, false); err != nil {
+		fail(err)
+		return
+	}
+	select {
+	case <-arrived:
+	case <-exited:
+		fail(errors.New("runner process exited before consuming"))
+		return
+	case <-time.After(rb.e.patience()):
+		fail(fmt.Errorf("the runner process consumed nothing within %s", e.patience()))
+		return
+	}
+
+	survivor := "bench-survivor-" + run
+	stopB, err := rb.startRunner(ctx, survivor, rb.model)
+	if err != nil {
+		fail(err)
+		return
+	}
+	defer stopB()
+	if _, err := rb.waitBalanced(ctx, []string{victimID, survivor}); err != nil {
+		fail(err)
+		return
+	}
+
+	// Spread sessions; those answered on frontA are the victim's.
+	var victims []string
+	for i := range failoverSessions {
+		session := sessionName(i)
+		tok := fmt.Sprintf("[fo-own-%s-%d]", run, i)
+		onA, onB := frontA.expect(tok), rb.front.expect(tok)
+		if err := e.publish(ctx, false, tenant, session, events.Input{Text: "whose " + tok}, false); err != nil {
+			fail(err)
+			return
+		}
+		select {
+		case <-onA:
+			victims = append(victims, session)
+			rb.front.forget(tok)
+		case <-onB:
+			frontA.forget(tok)
+		case <-time.After(rb.e.patience()):
+			fail(fmt.Errorf("session %s reached neither runner within %s", session, e.patience()))
+			return
+		}
+		wctx, cancel := deadline(ctx, rb.e.patience())
+		err := rb.waitIdle(wctx, tenant, session, 1)
+		cancel()
+		if err != nil {
+			fail(err)
+			return
+		}
+	}
+	if len(victims) == 0 {
+		fail(fmt.Errorf("the runner process owned none of %d sessions", failoverSessions))
+		return
+	}
+
+	e.progress("runner: SIGKILL of the runner process owning %d of %d sessions", len(victims), failoverSessions)
+	waits := make([]<-chan time.Time, len(victims))
+	for i, session := range victims {
+		waits[i] = rb.front.expect(fmt.Sprintf("[fo-after-%s-%s]", run, session))
+	}
+	t0 := time.Now()
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		fail(fmt.Errorf("SIGKILL: %w", err))
+		return
+	}
+	for _, session := range victims {
+		tok := fmt.Sprintf("[fo-after-%s-%s]", run, session)
+		if err := e.publish(ctx, false, tenant, session, events.Input{Text: "still there? " + tok}, false); err != nil {
+			fail(err)
+			return
+		}
+	}
+	var first, last time.Duration
+	for i, ch := range waits {
+		select {
+		case t := <-ch:
+			d := t.Sub(t0)
+			if i == 0 || d < first {
+				first = d
+			}
+			last = max(last, d)
+		case <-time.After(rb.e.patience()):
+			fail(fmt.Errorf("session %s did not run elsewhere within %s of the SIGKILL", victims[i], e.patience()))
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
+	v := last.Seconds()
+	e.add(figure(FigRunnerFailover, "s", v).goal(goal, v <= 5).
+		note("a `jetway runner` process (default heartbeat 1s, pinned TTL %s) SIGKILLed while owning %d of %d sessions; time until the last of them ran on the surviving runner (first after %s)",
+			bus.DefaultWorkPinnedTTL, len(victims), failoverSessions, first.Round(time.Millisecond)))
+}
+
+// oneLine shortens a child's output for an error message.
+func oneLine(s string) string {
+	s = string(bytes.Join(bytes.Fields([]byte(s)), []byte(" ")))
+	if len(s) > 300 {
+		s = "…" + s[len(s)-300:]
+	}
+	return s
+}

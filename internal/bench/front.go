@@ -1,0 +1,220 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"jetway/pkg/events"
+	"jetway/pkg/llm"
+	"jetway/pkg/llm/anthropic"
+	"jetway/pkg/llm/llmtest"
+)
+
+// modelFront is the local fake model provider the runner figures talk to:
+// llmtest's Anthropic server behind a thin front that notes the moment each
+// request arrives and which bench tokens its body carries. "Run start" is
+// that moment: the request received by the provider.
+type modelFront struct {
+	fake *llmtest.Anthropic
+	srv  *httptest.Server
+
+	mu      sync.Mutex
+	waiters map[string]chan time.Time
+	// scan, when set, is given every request body (under mu), for figures
+	// that count thousands of tokens.
+	scan func(at time.Time, body []byte)
+}
+
+func newModelFront(latency time.Duration) (*modelFront, error) {
+	fake := llmtest.StartAnthropic()
+	fake.SetRecording(false)
+	fake.SetFallback(llmtest.Reply{Text: "noted", Latency: latency, Usage: llm.Usage{InputTokens: 20, OutputTokens: 2}})
+	target, err := url.Parse(fake.URL())
+	if err != nil {
+		fake.Close()
+		return nil, fmt.Errorf("fake model url: %w", err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	proxy.FlushInterval = -1 // stream server-sent events as they come
+	proxy.Transport = &http.Transport{MaxIdleConnsPerHost: 256, IdleConnTimeout: time.Minute}
+	m := &modelFront{fake: fake, waiters: map[string]chan time.Time{}}
+	m.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		at := time.Now()
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			return
+		}
+		m.mu.Lock()
+		for tok, ch := range m.waiters {
+			if bytes.Contains(body, []byte(tok)) {
+				ch <- at
+				delete(m.waiters, tok)
+			}
+		}
+		if m.scan != nil {
+			m.scan(at, body)
+		}
+		m.mu.Unlock()
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		proxy.ServeHTTP(w, r)
+	}))
+	return m, nil
+}
+
+func (m *modelFront) close() {
+	m.srv.Close()
+	m.fake.Close()
+}
+
+func (m *modelFront) url() string { return m.srv.URL }
+
+// expect returns a channel that receives the arrival time of the first
+// request whose body contains token. Register before causing the request.
+func (m *modelFront) expect(token string) <-chan time.Time {
+	ch := make(chan time.Time, 1)
+	m.mu.Lock()
+	m.waiters[token] = ch
+	m.mu.Unlock()
+	return ch
+}
+
+func (m *modelFront) forget(token string) {
+	m.mu.Lock()
+	delete(m.waiters, token)
+	m.mu.Unlock()
+}
+
+func (m *modelFront) setScan(f func(at time.Time, body []byte)) {
+	m.mu.Lock()
+	m.scan = f
+	m.mu.Unlock()
+}
+
+// provider is an Anthropic provider on the front. Its client keeps enough
+// idle connections for a runner's concurrent runs, as a production runner's
+// would after warm-up, instead of opening one per call.
+func (m *modelFront) provider() (llm.Provider, error) {
+	return anthropic.New(anthropic.Config{
+		APIKey: "bench", BaseURL: m.url(), Model: "claude-bench",
+		HTTPClient: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256, IdleConnTimeout: time.Minute}},
+	})
+}
+
+// tokenSet records which of a phase's numbered tokens reached the model.
+type tokenSet struct {
+	re   *regexp.Regexp
+	seen map[string]bool
+	last time.Time
+	want int
+	done chan struct{}
+}
+
+func newTokenSet(prefix string, want int) *tokenSet {
+	return &tokenSet{re: regexp.MustCompile(regexp.QuoteMeta(prefix) + `[0-9]+\b`), seen: map[string]bool{}, want: want, done: make(chan struct{})}
+}
+
+// scan is a modelFront scan function (called under the front's lock).
+func (s *tokenSet) scan(at time.Time, body []byte) {
+	if len(s.seen) >= s.want {
+		return
+	}
+	for _, m := range s.re.FindAll(body, -1) {
+		if !s.seen[string(m)] {
+			s.seen[string(m)] = true
+			s.last = at
+		}
+	}
+	if len(s.seen) >= s.want {
+		close(s.done)
+	}
+}
+
+// runWatch counts io.jetway.run.ended per session of one tenant, from the
+// runners' output subjects.
+type runWatch struct {
+	sub     *nats.Subscription
+	mu      sync.Mutex
+	started int
+	ended   map[string]int
+	changed chan struct{}
+}
+
+func watchRuns(nc *nats.Conn, tenant string) (*runWatch, error) {
+	w := &runWatch{ended: map[string]int{}, changed: make(chan struct{})}
+	prefix := "jetway.out." + tenant + "."
+	sub, err := nc.Subscribe(prefix+"*", func(m *nats.Msg) {
+		typ := m.Header.Get("ce-type")
+		if typ != events.TypeRunEnded && typ != events.TypeRunStarted {
+			return
+		}
+		session := strings.TrimPrefix(m.Subject, prefix)
+		w.mu.Lock()
+		if typ == events.TypeRunStarted {
+			w.started++
+		} else {
+			w.ended[session]++
+		}
+		close(w.changed)
+		w.changed = make(chan struct{})
+		w.mu.Unlock()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("watch run output: %w", err)
+	}
+	if err := nc.Flush(); err != nil {
+		_ = sub.Unsubscribe()
+		return nil, fmt.Errorf("watch run output: %w", err)
+	}
+	w.sub = sub
+	return w, nil
+}
+
+func (w *runWatch) stop() { _ = w.sub.Unsubscribe() }
+
+// wait blocks until cond (called under the lock with the per-session counts)
+// holds, or ctx ends.
+func (w *runWatch) wait(ctx context.Context, cond func(ended map[string]int) bool) error {
+	for {
+		w.mu.Lock()
+		ok := cond(w.ended)
+		ch := w.changed
+		w.mu.Unlock()
+		if ok {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// quiet waits until at least sessions sessions have ended a run and every
+// run started has ended.
+func (w *runWatch) quiet(ctx context.Context, sessions int) error {
+	return w.wait(ctx, func(ended map[string]int) bool {
+		return len(ended) >= sessions && total(ended) >= w.started
+	})
+}
+
+// total is how many runs of the tenant ended.
+func total(ended map[string]int) int {
+	n := 0
+	for _, c := range ended {
+		n += c
+	}
+	return n
+}
