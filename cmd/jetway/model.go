@@ -9,6 +9,8 @@ import (
 	"jetway/pkg/handover"
 	"jetway/pkg/llm"
 	"jetway/pkg/llm/providers"
+	jobsclient "jetway/services/jobs/client"
+	"jetway/services/jobs/jobtools"
 	"jetway/services/runner"
 )
 
@@ -17,11 +19,29 @@ import (
 // deterministic demo script (announced as such).
 func modelFromEnv() (llm.Provider, error) { return providers.FromEnv() }
 
-// runnerTools are the tools a run gets; nil until the jobs service is wired.
-func runnerTools(nc *nats.Conn) func(runner.SessionRef) []tool.Tool { return nil }
+// runnerTools are the tools a run gets: the shell, job and file tools of the
+// jobs service, executed on the session's jobs worker.
+func runnerTools(nc *nats.Conn) func(runner.SessionRef) []tool.Tool {
+	jc, err := jobsclient.New(jobsclient.Config{NC: nc})
+	if err != nil {
+		return nil
+	}
+	return func(s runner.SessionRef) []tool.Tool { return jobtools.Tools(jc, s.Tenant, s.Session, s.Run) }
+}
 
-// runnerChildState asks the jobs service about a run's processes; nil until
-// the jobs service is wired.
+// runnerChildState asks the session's jobs worker whether an interrupted
+// run's foreground commands are gone; an unreachable worker is "unknown",
+// which refuses recovery rather than risk a second copy of the work.
 func runnerChildState(nc *nats.Conn) func(context.Context, runner.SessionRef) handover.ChildState {
-	return nil
+	jc, err := jobsclient.New(jobsclient.Config{NC: nc})
+	if err != nil {
+		return nil
+	}
+	return func(ctx context.Context, s runner.SessionRef) handover.ChildState {
+		st, err := jc.ChildState(ctx, s.Tenant, s.Session, s.Run)
+		if err != nil {
+			return handover.ChildUnknown
+		}
+		return st
+	}
 }
