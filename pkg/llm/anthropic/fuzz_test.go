@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -103,6 +105,19 @@ func FuzzStreamSSE(f *testing.F) {
 		srv.serve(body)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
+		// A stream that ignores its context would hang the fuzzer without a
+		// word; this turns a hang into a failure with every stack.
+		finished := make(chan struct{})
+		defer close(finished)
+		go func() {
+			select {
+			case <-finished:
+			case <-time.After(20 * time.Second):
+				buf := make([]byte, 1<<20)
+				n := runtime.Stack(buf, true)
+				panic(fmt.Sprintf("stream hung past its context deadline; stacks:\n%s", buf[:n]))
+			}
+		}()
 		var (
 			ends    int
 			last    llm.StreamEvent
