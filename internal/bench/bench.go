@@ -106,7 +106,7 @@ func defaultSizes(quick bool) Sizes {
 			Probes:     100, SessionCounts: []int{1, 100, 1000},
 			IdleSessions:    1000,
 			SustainedEvents: 2000, SustainedSessions: 200,
-			TaskStarts: 100, CaptureBytes: 100 << 20,
+			TaskStarts: 100, CaptureBytes: 100_000_000,
 		}
 	}
 	return Sizes{
@@ -115,7 +115,7 @@ func defaultSizes(quick bool) Sizes {
 		Probes:     1000, SessionCounts: []int{1, 100, 1000},
 		IdleSessions:    10000,
 		SustainedEvents: 20000, SustainedSessions: 1000,
-		TaskStarts: 1000, CaptureBytes: 1 << 30,
+		TaskStarts: 1000, CaptureBytes: 1_000_000_000,
 	}
 }
 

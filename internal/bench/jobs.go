@@ -1,0 +1,209 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"jetway/pkg/redact"
+	"jetway/pkg/tasks"
+	"jetway/pkg/tasks/proctree"
+)
+
+// GroupJobs is the jobs service: task start latency, output capture and
+// the worker's memory.
+const GroupJobs = "jobs"
+
+// Names of the jobs figures.
+const (
+	FigTaskStartP50     = "jobs task start p50 (pkg/tasks)"
+	FigTaskStartP99     = "jobs task start p99 (pkg/tasks)"
+	FigJobStartNATSP50  = "jobs start over NATS p50 (jetway jobs-worker)"
+	FigJobStartNATSP99  = "jobs start over NATS p99 (jetway jobs-worker)"
+	FigCapture          = "jobs output capture (pkg/tasks)"
+	FigCaptureWorker    = "jobs output capture (jetway jobs-worker)"
+	FigWorkerPeakRSS    = "jobs worker peak RSS while a task writes"
+	startGoalText       = "within 2× bare + one NATS round trip"
+	captureGoalText     = "≥ half of cat >file"
+	peakRSSGoalText     = "< 64 MiB"
+	benchLine           = "the quick brown fox jumps over the lazy dog while the build prints another ordinary line of output"
+	benchTaskSession    = "bench"
+	benchCaptureCommand = "yes '%s' | head -c %d"
+)
+
+func init() {
+	AllGroups = append(AllGroups, GroupJobs)
+	measures[GroupJobs] = (*env).measureJobs
+}
+
+func (e *env) measureJobs(ctx context.Context) {
+	dir := filepath.Join(e.dir, "jobs")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		e.skip(FigTaskStartP99, "ms", startGoalText, err)
+		return
+	}
+	bare, ok := e.bareStarts(ctx)
+	e.taskStarts(ctx, dir, bare, ok)
+	base, ok := e.catCapture(ctx, dir)
+	e.taskCapture(ctx, dir, base, ok)
+	e.workerFigures(ctx, dir, bare, base)
+}
+
+// bareStarts times exec.Cmd.Start of /bin/true: the cost of a process start
+// with nothing around it.
+func (e *env) bareStarts(ctx context.Context) (samples, bool) {
+	n := e.sizes.TaskStarts
+	e.progress("jobs: %d bare os/exec starts", n)
+	var s samples
+	for i := range n + n/10 {
+		cmd := exec.CommandContext(ctx, "true")
+		t0 := time.Now()
+		if err := cmd.Start(); err != nil {
+			e.skip(FigTaskStartP99, "ms", startGoalText, fmt.Errorf("bare start: %w", err))
+			return nil, false
+		}
+		d := time.Since(t0)
+		_ = cmd.Wait()
+		if i >= n/10 {
+			s = append(s, d)
+		}
+	}
+	return s, true
+}
+
+// newManager is a tasks.Manager set up as the jobs worker sets up its own:
+// the worker's line cleaner, default containment.
+func newManager(dir string, maxOutput int64) *tasks.Manager {
+	limits := tasks.DefaultLimits
+	if maxOutput > 0 {
+		limits.MaxOutputBytes = maxOutput
+	}
+	return tasks.NewManager(tasks.Config{
+		Limits: limits,
+		Output: tasks.Files{Dir: filepath.Join(dir, "out")}.Output,
+		Clean:  redact.CleanLine,
+		Proc:   proctree.Config{},
+	})
+}
+
+// taskStarts times Manager.Start of the same /bin/true.
+func (e *env) taskStarts(ctx context.Context, dir string, bare samples, ok bool) {
+	if !ok {
+		return
+	}
+	m := newManager(dir, 0)
+	defer m.Close()
+	n := e.sizes.TaskStarts
+	e.progress("jobs: %d task starts through pkg/tasks", n)
+	tctx := tasks.WithSession(ctx, benchTaskSession)
+	var s samples
+	for i := range n + n/10 {
+		t0 := time.Now()
+		info, err := m.Start(tctx, tasks.Spec{Kind: "shell", Summary: "true", Cmd: exec.Command("true")})
+		d := time.Since(t0)
+		if err != nil {
+			e.skip(FigTaskStartP99, "ms", startGoalText, fmt.Errorf("task start: %w", err))
+			return
+		}
+		if _, _, err := m.Wait(ctx, benchTaskSession, info.ID, e.patience()); err != nil {
+			e.skip(FigTaskStartP99, "ms", startGoalText, fmt.Errorf("task wait: %w", err))
+			return
+		}
+		if i >= n/10 {
+			s = append(s, d)
+		}
+	}
+	// In process there is no NATS hop: the goal is plain 2× bare.
+	p50, p99 := s.pct(50), s.pct(99)
+	e.add(figure(FigTaskStartP50, "ms", p50).vs("bare os/exec start p50", bare.pct(50)).goal("≤ 2× bare (in process, no hop)", p50 <= 2*bare.pct(50)).
+		note("%d starts of /bin/true: Manager.Start returning the id (own process group, subreaper, cgroup where available, output file) vs exec.Cmd.Start", len(s)))
+	e.add(figure(FigTaskStartP99, "ms", p99).vs("bare os/exec start p99", bare.pct(99)).goal("≤ 2× bare (in process, no hop)", p99 <= 2*bare.pct(99)))
+}
+
+// captureCommand writes n bytes of ordinary 100-byte lines to stdout.
+func captureCommand(n int64) string {
+	return fmt.Sprintf(benchCaptureCommand, benchLine, n)
+}
+
+func (e *env) captureSize() string {
+	return fmt.Sprintf("%d MB", e.sizes.CaptureBytes/1_000_000)
+}
+
+// catCapture times the same output written by the shell to a file.
+func (e *env) catCapture(ctx context.Context, dir string) (float64, bool) {
+	n := e.sizes.CaptureBytes
+	e.progress("jobs: %s of lines through cat >file", e.captureSize())
+	out := filepath.Join(dir, "cat.out")
+	defer os.Remove(out)
+	cmd := exec.CommandContext(ctx, "/bin/sh", "-c", captureCommand(n)+" | cat >"+out)
+	t0 := time.Now()
+	if err := cmd.Run(); err != nil {
+		e.skip(FigCapture, "MB/s", captureGoalText, fmt.Errorf("cat >file: %w", err))
+		return 0, false
+	}
+	return float64(n) / 1e6 / time.Since(t0).Seconds(), true
+}
+
+// taskCapture times a task writing the same output through pkg/tasks: read
+// from the pipe, cleaned and redacted line by line, written to its file.
+func (e *env) taskCapture(ctx context.Context, dir string, base float64, ok bool) {
+	if !ok {
+		return
+	}
+	n := e.sizes.CaptureBytes
+	m := newManager(dir, 2*n)
+	defer m.Close()
+	e.progress("jobs: %s of lines captured by a task", e.captureSize())
+	tctx := tasks.WithSession(ctx, benchTaskSession)
+	t0 := time.Now()
+	info, err := m.Start(tctx, tasks.Spec{Kind: "shell", Summary: "yes | head", Cmd: exec.Command("/bin/sh", "-c", captureCommand(n))})
+	if err != nil {
+		e.skip(FigCapture, "MB/s", captureGoalText, err)
+		return
+	}
+	info, outcome, err := m.Wait(ctx, benchTaskSession, info.ID, 10*time.Minute)
+	elapsed := time.Since(t0)
+	if err != nil || outcome != tasks.WaitEnded {
+		e.skip(FigCapture, "MB/s", captureGoalText, fmt.Errorf("task did not end: %v %v", outcome, err))
+		return
+	}
+	defer os.Remove(info.Path)
+	if info.Bytes < n*9/10 {
+		e.skip(FigCapture, "MB/s", captureGoalText, fmt.Errorf("captured %d of %d bytes", info.Bytes, n))
+		return
+	}
+	v := float64(n) / 1e6 / elapsed.Seconds()
+	r := figure(FigCapture, "MB/s", v).vs("cat >file", base)
+	e.add(r.goal(captureGoalText, r.Ratio != nil && *r.Ratio >= 0.5).
+		note("%s of 100-byte lines (%d lines captured, cleaned and redacted line by line, to the output file)", e.captureSize(), info.Lines))
+}
+
+// vmHWM reads a process's peak resident set size in bytes.
+func vmHWM(pid int) (int64, error) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("VmHWM %q: %w", rest, err)
+			}
+			return kb << 10, nil
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return 0, err
+	}
+	return 0, errors.New("no VmHWM in /proc status")
+}

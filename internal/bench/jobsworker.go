@@ -1,0 +1,191 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"syscall"
+	"time"
+
+	"jetway/pkg/bus"
+	"jetway/services/jobs/client"
+	"jetway/services/jobs/jobsapi"
+)
+
+// workerFigures measures a real `jetway jobs-worker` process over NATS:
+// job start latency through the client, output capture, and the process's
+// peak RSS while a task writes Sizes.CaptureBytes.
+func (e *env) workerFigures(ctx context.Context, dir string, bare samples, catRate float64) {
+	skipAll := func(err error) {
+		e.skip(FigJobStartNATSP99, "ms", startGoalText, err)
+		e.skip(FigCaptureWorker, "MB/s", captureGoalText, err)
+		e.skip(FigWorkerPeakRSS, "MiB", peakRSSGoalText, err)
+	}
+	if e.cfg.JetwayBinary == "" {
+		skipAll(errNoBinary)
+		return
+	}
+	if len(bare) == 0 || !e.base.measured {
+		skipAll(errors.New("no bare os/exec or raw NATS baseline in this run"))
+		return
+	}
+	pctx, cancel := deadline(ctx, time.Minute)
+	err := bus.Provision(pctx, e.js, bus.ProvisionConfig{})
+	cancel()
+	if err != nil {
+		skipAll(fmt.Errorf("provision: %w", err))
+		return
+	}
+
+	n := e.sizes.CaptureBytes
+	id := "bench-jobs-" + uid()
+	root := filepath.Join(dir, "worker")
+	e.progress("jobs: starting a `jetway jobs-worker` process")
+	cmd := exec.Command(e.cfg.JetwayBinary, "jobs-worker", "--nats", e.url, "--id", id, "--root", root,
+		"--max-output", strconv.FormatInt(2*n, 10), "--log-format", "json", "--log-level", "warn")
+	var out lockedBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		skipAll(fmt.Errorf("start jobs-worker: %w", err))
+		return
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	defer func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(15 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+	}()
+	fail := func(err error) {
+		select {
+		case <-exited:
+			err = fmt.Errorf("%w (the worker exited: %s)", err, oneLine(out.String()))
+		default:
+		}
+		skipAll(err)
+	}
+
+	c, err := client.New(client.Config{NC: e.nc})
+	if err != nil {
+		fail(err)
+		return
+	}
+	wctx, cancel := deadline(ctx, e.patience())
+	for {
+		ws, err := c.Workers(wctx)
+		if err == nil && slices.Contains(ws, id) {
+			break
+		}
+		if wctx.Err() != nil {
+			cancel()
+			fail(fmt.Errorf("worker %s never answered discovery within %s", id, e.patience()))
+			return
+		}
+	}
+	cancel()
+	// A session bound to this worker (on a shared cluster another worker
+	// may be chosen: try other names).
+	tenant, session := "jobs-"+uid(), ""
+	for i := range 20 {
+		s := fmt.Sprintf("s%d", i)
+		w, err := c.Worker(ctx, tenant, s)
+		if err != nil {
+			fail(fmt.Errorf("bind a session: %w", err))
+			return
+		}
+		if w == id {
+			session = s
+			break
+		}
+	}
+	if session == "" {
+		fail(errors.New("no session could be bound to the bench's worker"))
+		return
+	}
+	sr := jobsapi.SessionRequest{Tenant: tenant, Session: session}
+
+	// Start latency: the client's Start returning the job, one at a time.
+	starts := e.sizes.TaskStarts
+	e.progress("jobs: %d job starts over NATS", starts)
+	var s samples
+	for i := range starts + starts/10 {
+		t0 := time.Now()
+		resp, err := c.Start(ctx, jobsapi.StartRequest{SessionRequest: sr, Command: "true"})
+		d := time.Since(t0)
+		if err != nil {
+			fail(fmt.Errorf("start: %w", err))
+			return
+		}
+		if _, err := c.Status(ctx, tenant, session, resp.Job.ID, e.patience()); err != nil {
+			fail(fmt.Errorf("status: %w", err))
+			return
+		}
+		if i >= starts/10 {
+			s = append(s, d)
+		}
+	}
+	p50, p99 := s.pct(50), s.pct(99)
+	lim50, lim99 := 2*bare.pct(50)+e.base.rttP50, 2*bare.pct(99)+e.base.rttP99
+	e.add(figure(FigJobStartNATSP50, "ms", p50).vs("bare os/exec start p50", bare.pct(50)).
+		goal(fmt.Sprintf("%s (≤ %s ms)", startGoalText, num(lim50)), p50 <= lim50).
+		note("%d client Start calls of `true` (sh -c) answered by a jetway jobs-worker process; limit = 2 × bare + raw request/reply of this run", len(s)))
+	e.add(figure(FigJobStartNATSP99, "ms", p99).vs("bare os/exec start p99", bare.pct(99)).
+		goal(fmt.Sprintf("%s (≤ %s ms)", startGoalText, num(lim99)), p99 <= lim99))
+
+	// Capture and memory: one task writes n bytes of lines.
+	e.progress("jobs: a task writes %s through the worker", e.captureSize())
+	t0 := time.Now()
+	resp, err := c.Start(ctx, jobsapi.StartRequest{SessionRequest: sr, Command: captureCommand(n)})
+	if err != nil {
+		fail(fmt.Errorf("start capture: %w", err))
+		return
+	}
+	var job jobsapi.Job
+	for {
+		wr, err := c.Status(ctx, tenant, session, resp.Job.ID, 5*time.Minute)
+		if err != nil {
+			fail(fmt.Errorf("wait for capture: %w", err))
+			return
+		}
+		if wr.Outcome == "ended" {
+			job = wr.Job
+			break
+		}
+		if time.Since(t0) > 20*time.Minute {
+			fail(errors.New("capture task still running after 20 minutes"))
+			return
+		}
+	}
+	elapsed := time.Since(t0)
+	peak, err := vmHWM(cmd.Process.Pid)
+	if err != nil {
+		e.skip(FigWorkerPeakRSS, "MiB", peakRSSGoalText, err)
+	}
+	size := e.captureSize()
+	if e.cfg.Quick {
+		size += " (--quick; the full run writes 1 GB)"
+	}
+	if job.Bytes < n*9/10 {
+		e.skip(FigCaptureWorker, "MB/s", captureGoalText, fmt.Errorf("the worker captured %d of %d bytes (%s)", job.Bytes, n, job.Line))
+	} else {
+		v := float64(n) / 1e6 / elapsed.Seconds()
+		r := figure(FigCaptureWorker, "MB/s", v).vs("cat >file", catRate)
+		e.add(r.goal(captureGoalText, r.Ratio != nil && *r.Ratio >= 0.5).
+			note("%s through a jetway jobs-worker process, timed from Start to the end seen by Status", size))
+	}
+	if err == nil {
+		mib := float64(peak) / (1 << 20)
+		e.add(figure(FigWorkerPeakRSS, "MiB", mib).goal(peakRSSGoalText, mib < 64).
+			note("VmHWM of the jetway jobs-worker process (its whole life: start, %d job starts, then a task writing %s)", starts+starts/10, size))
+	}
+	_ = os.RemoveAll(root)
+}
