@@ -1,0 +1,316 @@
+package deploytest
+
+import (
+	"bytes"
+	"cmp"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"go.yaml.in/yaml/v4"
+)
+
+// The manifests are checked offline: this machine (and CI) has no container
+// engine. Where kubectl or docker compose is installed, their own
+// validation runs as well.
+
+// obj is a decoded YAML mapping.
+type obj = map[string]any
+
+// decodeAll parses every YAML document in path.
+func decodeAll(t *testing.T, path string) []obj {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var docs []obj
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	for {
+		var d obj
+		err := dec.Decode(&d)
+		if errors.Is(err, io.EOF) {
+			return docs
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		if d != nil {
+			docs = append(docs, d)
+		}
+	}
+}
+
+// at walks a path of keys and indexes through decoded YAML.
+func at(v any, path ...any) any {
+	for _, p := range path {
+		switch k := p.(type) {
+		case string:
+			m, ok := v.(obj)
+			if !ok {
+				return nil
+			}
+			v = m[k]
+		case int:
+			l, ok := v.([]any)
+			if !ok || k >= len(l) {
+				return nil
+			}
+			v = l[k]
+		}
+	}
+	return v
+}
+
+func str(v any) string { s, _ := v.(string); return s }
+
+func list(v any) []any { l, _ := v.([]any); return l }
+
+// subcommands are the `jetway` subcommands, read from cmd/jetway's sources
+// so a manifest naming one that does not exist fails here.
+func subcommands(t *testing.T) []string {
+	t.Helper()
+	files, err := filepath.Glob("../../cmd/jetway/*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	use := regexp.MustCompile(`Use:\s+"([a-z-]+)`)
+	var cmds []string
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range use.FindAllSubmatch(data, -1) {
+			cmds = append(cmds, string(m[1]))
+		}
+	}
+	if len(cmds) == 0 {
+		t.Fatal("no subcommands found in cmd/jetway")
+	}
+	return cmds
+}
+
+// natsUser is the user a NATS_URL value logs in as ("tls://runner:…@…"),
+// or "" when the URL carries no credentials.
+func natsUser(url string) string {
+	rest, ok := strings.CutPrefix(url, "tls://")
+	if !ok {
+		return ""
+	}
+	cred, _, ok := strings.Cut(rest, "@")
+	if !ok {
+		return ""
+	}
+	user, _, _ := strings.Cut(cred, ":")
+	return user
+}
+
+func TestCompose_file_is_complete_and_consistent(t *testing.T) {
+	doc := decodeAll(t, "../docker-compose.yml")[0]
+	services, _ := doc["services"].(obj)
+	want := []string{"dispatcher", "jobs-1", "nats-1", "nats-2", "nats-3", "notifier", "provision", "runner-1", "runner-2"}
+	var got []string
+	for name := range services {
+		got = append(got, name)
+	}
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		t.Fatalf("compose services = %v, want %v", got, want)
+	}
+	cmds := subcommands(t)
+	wantUser := map[string]string{"dispatcher": "dispatcher", "runner-1": "runner", "runner-2": "runner", "jobs-1": "jobs", "notifier": "notifier"}
+	for name, user := range wantUser {
+		svc := services[name]
+		if c := str(at(svc, "command", 0)); !slices.Contains(cmds, c) {
+			t.Errorf("%s runs `jetway %s`, which is not a subcommand (have %v)", name, c, cmds)
+		}
+		if u := natsUser(str(at(svc, "environment", "NATS_URL"))); u != user {
+			t.Errorf("%s connects to NATS as %q, want %q", name, u, user)
+		}
+		if str(at(svc, "environment", "NATS_CA")) == "" {
+			t.Errorf("%s has no NATS_CA: it could not verify the servers", name)
+		}
+		if str(at(svc, "depends_on", "provision", "condition")) != "service_completed_successfully" {
+			t.Errorf("%s does not wait for provisioning", name)
+		}
+	}
+	if str(at(services["provision"], "environment", "NATS_USER")) != "admin" {
+		t.Error("provision does not run as admin")
+	}
+	if !slices.ContainsFunc(list(at(services["jobs-1"], "volumes")), func(v any) bool {
+		return strings.HasPrefix(str(v), "workspace:")
+	}) {
+		t.Error("jobs-1 has no workspace volume")
+	}
+	for i, node := range []string{"nats-1", "nats-2", "nats-3"} {
+		conf := str(at(services[node], "command", 1))
+		if conf != "node-"+string(rune('1'+i))+".conf" {
+			t.Errorf("%s runs config %q", node, conf)
+		}
+		if _, err := os.Stat(filepath.Join(confDir, conf)); err != nil {
+			t.Errorf("%s: %v", node, err)
+		}
+		if at(services[node], "healthcheck", "test") == nil {
+			t.Errorf("%s has no healthcheck, so provisioning could start before the cluster", node)
+		}
+	}
+	for _, v := range []string{"nats-1", "nats-2", "nats-3", "workspace"} {
+		if _, ok := at(doc, "volumes").(obj)[v]; !ok {
+			t.Errorf("volume %s is used but not declared", v)
+		}
+	}
+
+	if _, err := exec.LookPath("docker"); err == nil {
+		if out, err := exec.Command("docker", "compose", "version").CombinedOutput(); err == nil {
+			cmd := exec.Command("docker", "compose", "-f", "../docker-compose.yml", "config", "--quiet")
+			cmd.Env = append(os.Environ(), "NATS_PASSWORD_ADMIN=x", "JETWAY_TOKENS=t:acme")
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Errorf("docker compose config: %v\n%s", err, out)
+			}
+		} else {
+			t.Logf("docker compose not installed (%s); structural checks only", bytes.TrimSpace(out))
+		}
+	}
+}
+
+func TestDockerfile_builds_static_non_root_images(t *testing.T) {
+	data, err := os.ReadFile("../../Dockerfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	df := string(data)
+	for _, want := range []string{
+		"FROM golang:${GO_VERSION} AS build", "CGO_ENABLED=0", "./cmd/jetway", "./deploy/provision",
+		"AS jobs", "AS service", "distroless/static", "USER 65532", "USER 10001",
+	} {
+		if !strings.Contains(df, want) {
+			t.Errorf("Dockerfile lacks %q", want)
+		}
+	}
+	ignore, err := os.ReadFile("../../.dockerignore")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(ignore), "deploy/secrets") {
+		t.Error(".dockerignore does not keep deploy/secrets out of the build context")
+	}
+}
+
+func TestKubernetes_manifests_are_complete_and_consistent(t *testing.T) {
+	kust := decodeAll(t, "../k8s/kustomization.yaml")[0]
+	var docs []obj
+	for _, r := range list(kust["resources"]) {
+		docs = append(docs, decodeAll(t, filepath.Join("../k8s", str(r)))...)
+	}
+	cmds := subcommands(t)
+	kinds := map[string]obj{}
+	podLabels := map[string]obj{} // component -> pod template labels
+	for _, d := range docs {
+		kind, name := str(d["kind"]), str(at(d, "metadata", "name"))
+		kinds[kind+"/"+name] = d
+		spec := at(d, "spec", "template", "spec")
+		if spec == nil {
+			continue
+		}
+		if labels, ok := at(d, "spec", "template", "metadata", "labels").(obj); ok {
+			podLabels[str(labels["app.kubernetes.io/component"])] = labels
+		}
+		if at(spec, "securityContext", "runAsNonRoot") != true {
+			t.Errorf("%s/%s may run as root", kind, name)
+		}
+		for _, c := range list(at(spec, "containers")) {
+			cname := str(at(c, "name"))
+			if at(c, "resources", "requests") == nil || at(c, "resources", "limits") == nil {
+				t.Errorf("%s/%s container %s lacks resource requests or limits", kind, name, cname)
+			}
+			if a := str(at(c, "args", 0)); a != "" && !slices.Contains(cmds, a) {
+				t.Errorf("%s/%s runs `jetway %s`, not a subcommand", kind, name, a)
+			}
+			// NATS_URL's user and the password's secret key must agree.
+			var urlUser, envUser, key string
+			for _, e := range list(at(c, "env")) {
+				switch str(at(e, "name")) {
+				case "NATS_URL":
+					urlUser = natsUser(str(at(e, "value")))
+				case "NATS_USER":
+					envUser = str(at(e, "value"))
+				case "NATS_PASSWORD":
+					key = str(at(e, "valueFrom", "secretKeyRef", "key"))
+				}
+			}
+			user := cmp.Or(urlUser, envUser)
+			if urlUser != "" && envUser != "" && urlUser != envUser {
+				t.Errorf("%s/%s: NATS_URL user %q, NATS_USER %q", kind, name, urlUser, envUser)
+			}
+			if user == "" || key != "NATS_PASSWORD_"+strings.ToUpper(user) {
+				t.Errorf("%s/%s logs in as %q with secret key %q", kind, name, user, key)
+			}
+		}
+	}
+	for _, want := range []string{
+		"Deployment/dispatcher", "Deployment/runner", "Deployment/notifier", "StatefulSet/jobs",
+		"PodDisruptionBudget/runner", "Service/dispatcher", "Service/jobs", "ConfigMap/jetway-config", "Job/jetway-provision",
+	} {
+		if kinds[want] == nil {
+			t.Errorf("no %s", want)
+		}
+	}
+	disp := at(kinds["Deployment/dispatcher"], "spec", "template", "spec", "containers", 0)
+	if str(at(disp, "readinessProbe", "httpGet", "path")) != "/readyz" || str(at(disp, "livenessProbe", "httpGet", "path")) != "/healthz" {
+		t.Error("dispatcher probes are not /readyz (readiness) and /healthz (liveness)")
+	}
+	jobs := kinds["StatefulSet/jobs"]
+	claim := str(at(jobs, "spec", "volumeClaimTemplates", 0, "metadata", "name"))
+	mounted := slices.ContainsFunc(list(at(jobs, "spec", "template", "spec", "containers", 0, "volumeMounts")), func(m any) bool {
+		return str(at(m, "name")) == claim
+	})
+	if claim == "" || !mounted {
+		t.Errorf("jobs StatefulSet: claim template %q is not mounted", claim)
+	}
+	if at(kinds["Job/jetway-provision"], "spec", "template", "spec", "containers", 0, "env", 0, "value") != "admin" {
+		t.Error("the provision Job does not run as the admin user")
+	}
+	// Every selector picks the pods it is meant for.
+	for _, ref := range []string{"PodDisruptionBudget/runner", "Service/dispatcher", "Service/jobs", "Service/notifier"} {
+		sel, _ := at(kinds[ref], "spec", "selector").(obj)
+		if m, ok := sel["matchLabels"].(obj); ok {
+			sel = m
+		}
+		comp := str(sel["app.kubernetes.io/component"])
+		labels := podLabels[comp]
+		for k, v := range sel {
+			if labels[k] != v {
+				t.Errorf("%s selects %s=%v, which no pod template carries", ref, k, v)
+			}
+		}
+	}
+
+	values := decodeAll(t, "../k8s/nats-values.yaml")[0]
+	if at(values, "config", "cluster", "replicas") != 3 || at(values, "config", "jetstream", "enabled") != true ||
+		at(values, "config", "nats", "tls", "enabled") != true || at(values, "config", "cluster", "tls", "enabled") != true {
+		t.Error("nats-values.yaml: want 3 replicas, JetStream, and TLS for clients and routes")
+	}
+
+	kubectl, err := exec.LookPath("kubectl")
+	if err != nil {
+		t.Log("kubectl not installed; structural checks only")
+		return
+	}
+	out, err := exec.Command(kubectl, "kustomize", "../k8s").CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl kustomize: %v\n%s", err, out)
+	}
+	if n := len(regexp.MustCompile(`(?m)^kind: `).FindAll(out, -1)); n != len(docs) {
+		t.Errorf("kubectl kustomize rendered %d objects, want %d", n, len(docs))
+	}
+}
