@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -210,7 +211,20 @@ const (
 	faultRunnerKill    = "runner SIGKILL"
 	faultRunnerRestart = "runner graceful restart"
 	faultNodeRestart   = "NATS node stop+restart"
+	faultWorkerKill    = "jobs worker SIGKILL"
 )
+
+// jobsScript is the model when jobs are in play: every input starts a short
+// background job and ends the turn; the job's exit notice is answered.
+const jobsScript = `{
+  "description": "chaos: a background job per input",
+  "turns": [
+    {"text": "Starting a background job.",
+     "tool_calls": [{"name": "shell", "input": {"command": "sleep 1; echo chaos job done", "background": true}}]},
+    {"text": "The job runs in the background."},
+    {"when": {"notice_contains": "[background job notice]"}, "text": "Job report: {{notice}}"}
+  ]
+}`
 
 func TestChaos_every_accepted_event_reaches_the_model_once_through_faults(t *testing.T) {
 	if testing.Short() {
@@ -236,8 +250,9 @@ func TestChaos_every_accepted_event_reaches_the_model_once_through_faults(t *tes
 
 	bin := jetwayBinary(t)
 	var skipped []string
-	if !hasCommand(bin, "jobs-worker") {
-		skipped = append(skipped, "jobs worker SIGKILL and background jobs: this build has no `jetway jobs-worker` command and its runner starts no jobs")
+	withJobs := hasCommand(bin, "jobs-worker") && os.Getenv("CHAOS_NO_JOBS") == ""
+	if !withJobs {
+		skipped = append(skipped, "jobs worker SIGKILL and background jobs: no `jetway jobs-worker` in this build (or CHAOS_NO_JOBS set)")
 	}
 	skipped = append(skipped, "network partition: the in-process cluster's routes are direct loopback TCP; cutting them needs a proxy per route or firewall rules on a loopback other engineers share")
 
@@ -251,12 +266,34 @@ func TestChaos_every_accepted_event_reaches_the_model_once_through_faults(t *tes
 	model.SetRecording(false)
 	model.SetFallback(llmtest.Reply{Text: "noted", Latency: 80 * time.Millisecond})
 
+	modelEnv := []string{"ANTHROPIC_API_KEY=chaos-key", "ANTHROPIC_BASE_URL=" + model.URL(), "ANTHROPIC_MODEL=claude-test", "JETWAY_SCRIPT="}
+	// Every job worker id starts with workerPrefix, so the /proc scan
+	// counts this run's job processes and no one else's.
+	workerPrefix := fmt.Sprintf("chaos%x-w", p.seed&0xffffff)
+	var workers []*proc
+	if withJobs {
+		script := filepath.Join(t.TempDir(), "chaos-script.json")
+		if err := os.WriteFile(script, []byte(jobsScript), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		modelEnv = []string{"JETWAY_SCRIPT=" + script}
+		root := t.TempDir()
+		for i := range 2 {
+			id := fmt.Sprintf("%s%d", workerPrefix, i)
+			wp := newProc(t, id, []string{bin, "jobs-worker", "--nats", urls, "--id", id, "--root", filepath.Join(root, id), "--grace", "500ms", "--log-format", "json"}, nil)
+			if err := wp.start(); err != nil {
+				t.Fatal(err)
+			}
+			workers = append(workers, wp)
+		}
+	}
+
 	var runners []*proc
 	for i := range p.runners {
 		id := fmt.Sprintf("chaos-r%d", i)
 		rp := newProc(t, id,
 			[]string{bin, "runner", "--nats", urls, "--id", id, "--heartbeat", "300ms", "--log-format", "json", "--log-level", "info"},
-			[]string{"ANTHROPIC_API_KEY=chaos-key", "ANTHROPIC_BASE_URL=" + model.URL(), "ANTHROPIC_MODEL=claude-test", "JETWAY_SCRIPT="})
+			modelEnv)
 		if err := rp.start(); err != nil {
 			t.Fatal(err)
 		}
@@ -277,6 +314,9 @@ func TestChaos_every_accepted_event_reaches_the_model_once_through_faults(t *tes
 	// three are one of each kind so even a short run sees them all.
 	var faults tally
 	kinds := []string{faultRunnerKill, faultRunnerRestart, faultNodeRestart}
+	if withJobs {
+		kinds = append(kinds, faultWorkerKill)
+	}
 	rng.Shuffle(len(kinds), func(i, j int) { kinds[i], kinds[j] = kinds[j], kinds[i] })
 	for n := 0; ; n++ {
 		pause(faultCtx, between(rng, p.faultGap))
@@ -284,7 +324,21 @@ func TestChaos_every_accepted_event_reaches_the_model_once_through_faults(t *tes
 			break
 		}
 		kind := pickFault(rng, n, kinds)
+		if kind == faultWorkerKill && !withJobs {
+			kind = faultRunnerKill
+		}
 		switch kind {
+		case faultWorkerKill:
+			wp := workers[rng.IntN(len(workers))]
+			if err := wp.stop(syscall.SIGKILL); err != nil {
+				t.Errorf("fault %d: %v", n, err)
+			}
+			down := between(rng, [2]time.Duration{200 * time.Millisecond, 2 * time.Second})
+			t.Logf("fault %d: jobs worker %s killed; back in %s", n, wp.name, down.Round(time.Millisecond))
+			pause(ctx, down)
+			if err := wp.start(); err != nil {
+				t.Fatalf("fault %d: %v", n, err)
+			}
 		case faultRunnerKill, faultRunnerRestart:
 			rp := runners[rng.IntN(len(runners))]
 			sig, what := syscall.SIGKILL, "killed"
@@ -326,6 +380,14 @@ func TestChaos_every_accepted_event_reaches_the_model_once_through_faults(t *tes
 			}
 		}
 	}
+	for _, wp := range workers {
+		if !wp.running() {
+			t.Errorf("%s exited on its own during the run:\n%s", wp.name, wp.tail(30))
+			if err := wp.start(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
 	accepted, total := pub.snapshot()
 	t.Logf("chaos: faults stopped: %s; %d events accepted (%d publish retries, %d abandoned); waiting up to %s for quiescence",
 		faults.String(), total, pub.retries, pub.given, p.quiesce)
@@ -338,7 +400,7 @@ func TestChaos_every_accepted_event_reaches_the_model_once_through_faults(t *tes
 	for {
 		cctx, ccancel := context.WithTimeout(ctx, 30*time.Second)
 		var err error
-		ev, err = invariant.Collect(cctx, js, invariant.CollectConfig{Accepted: accepted})
+		ev, err = invariant.Collect(cctx, js, invariant.CollectConfig{Accepted: accepted, Jobs: withJobs, WorkerPrefix: workerPrefix})
 		ccancel()
 		if err == nil && quiescent(ev) {
 			break
@@ -366,6 +428,9 @@ func TestChaos_every_accepted_event_reaches_the_model_once_through_faults(t *tes
 	fmt.Fprintf(&out, "chaos: faults injected: %s\n", faults.String())
 	fmt.Fprintf(&out, "chaos: events accepted: %d (%d publish retries during faults)\n", total, pub.retries)
 	fmt.Fprintf(&out, "chaos: runs seen: %s\n", runs.String())
+	if withJobs {
+		fmt.Fprintf(&out, "chaos: background jobs recorded: %d, job processes alive: %d\n", len(ev.Jobs), len(ev.Procs))
+	}
 	if err := rep.Write(&out); err != nil {
 		t.Fatal(err)
 	}
@@ -385,12 +450,14 @@ func pickFault(rng *rand.Rand, n int, first []string) string {
 		return first[n]
 	}
 	switch x := rng.IntN(10); {
-	case x < 4:
+	case x < 3:
 		return faultRunnerKill
-	case x < 7:
+	case x < 5:
 		return faultRunnerRestart
-	default:
+	case x < 7 || len(first) < 4:
 		return faultNodeRestart
+	default:
+		return faultWorkerKill
 	}
 }
 
@@ -410,7 +477,12 @@ func quiescent(ev invariant.Evidence) bool {
 			return false
 		}
 	}
-	return true
+	for _, j := range ev.Jobs {
+		if j.Status == "running" {
+			return false
+		}
+	}
+	return len(ev.Procs) == 0
 }
 
 // pending describes what quiescence still waits for.
