@@ -45,3 +45,26 @@ func runnerChildState(nc *nats.Conn) func(context.Context, runner.SessionRef) ha
 		return st
 	}
 }
+
+// runnerKillRun kills an interrupted run's foreground commands on the
+// session's jobs worker; its background jobs go on.
+func runnerKillRun(nc *nats.Conn) func(context.Context, runner.SessionRef) error {
+	jc, err := jobsclient.New(jobsclient.Config{NC: nc})
+	if err != nil {
+		return nil
+	}
+	return func(ctx context.Context, s runner.SessionRef) error {
+		jobs, err := jc.List(ctx, s.Tenant, s.Session)
+		if err != nil {
+			return err
+		}
+		for _, j := range jobs {
+			if j.Foreground && j.RunID == s.Run {
+				if _, err := jc.Kill(ctx, s.Tenant, s.Session, j.ID); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+}

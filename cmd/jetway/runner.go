@@ -67,7 +67,7 @@ any service with provisioning rights, creates them).`,
 			r, err := runner.New(ctx, runner.Config{
 				NC: nc, ID: rf.id, Provider: provider, Logger: log,
 				Heartbeat: rf.heartbeat, MaxTurns: rf.maxTurns, MaxDuration: rf.maxDuration,
-				Tools: runnerTools(nc), ChildState: runnerChildState(nc),
+				Tools: runnerTools(nc), ChildState: runnerChildState(nc), KillRun: runnerKillRun(nc),
 			})
 			if err != nil {
 				return err
@@ -91,7 +91,7 @@ func runDevRunner(ctx context.Context, env *devEnv) error {
 	r, err := runner.New(ctx, runner.Config{
 		NC: env.NC, ID: "dev", Provider: provider, Logger: log,
 		MaxTurns: 50, MaxDuration: 30 * time.Minute,
-		Tools: runnerTools(env.NC), ChildState: runnerChildState(env.NC),
+		Tools: runnerTools(env.NC), ChildState: runnerChildState(env.NC), KillRun: runnerKillRun(env.NC),
 	})
 	if err != nil {
 		return err

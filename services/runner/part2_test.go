@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -354,5 +355,77 @@ func TestA_newer_notice_of_a_function_task_supersedes_an_undelivered_older_one(t
 	}
 	if !refused {
 		t.Fatal("the superseded notice is not recorded")
+	}
+}
+
+func TestA_run_whose_foreground_task_is_alive_is_recovered_only_once_it_is_confirmed_gone(t *testing.T) {
+	e := newEnv(t)
+	ghostRun(e, nil, 0)
+	model, p := fakeModel(t)
+	model.SetFallback(llmtest.Reply{Text: "recovered"})
+	var mu sync.Mutex
+	alive, asked, killed := true, 0, 0
+	ctx, cancel := context.WithCancel(context.Background())
+	r, err := New(ctx, Config{NC: e.nc, ID: "r1", Provider: p,
+		ChildState: func(_ context.Context, s SessionRef) handover.ChildState {
+			mu.Lock()
+			defer mu.Unlock()
+			asked++
+			if s.Run != "r-ghost" {
+				t.Errorf("asked about run %q, want the interrupted r-ghost", s.Run)
+			}
+			if alive {
+				return handover.ChildAlive
+			}
+			return handover.ChildGone
+		},
+		KillRun: func(context.Context, SessionRef) error {
+			mu.Lock()
+			defer mu.Unlock()
+			killed++
+			alive = false
+			return nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	waitFor(t, "the recovered run to end", 20*time.Second, func() bool {
+		return countKind(e.records("t1", "s1"), RecordRunEnded) == 1
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if killed != 1 || asked < 2 {
+		t.Fatalf("killed %d times, asked %d times; want a kill between two questions", killed, asked)
+	}
+	if rec := e.session("t1", "s1"); rec.Cause != "recovered" {
+		t.Fatalf("cause = %q", rec.Cause)
+	}
+}
+
+func TestA_run_whose_foreground_task_stays_alive_is_not_recovered(t *testing.T) {
+	e := newEnv(t)
+	ghostRun(e, nil, 0)
+	model, p := fakeModel(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	r, err := New(ctx, Config{NC: e.nc, ID: "r1", Provider: p,
+		ChildState: func(context.Context, SessionRef) handover.ChildState { return handover.ChildAlive },
+		KillRun:    func(context.Context, SessionRef) error { return nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	waitFor(t, "the session to be interrupted", 20*time.Second, func() bool {
+		return e.session("t1", "s1").State == StateInterrupted
+	})
+	if rec := e.session("t1", "s1"); !strings.Contains(rec.Reason, "still running") {
+		t.Fatalf("reason = %q", rec.Reason)
+	}
+	if model.RequestCount() != 0 {
+		t.Fatal("recovered beside a live process")
 	}
 }

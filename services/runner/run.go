@@ -203,7 +203,16 @@ func (a *actor) recover(ctx context.Context, rec *SessionRecord, rev *uint64, st
 	case selfCrashed:
 		intr.Kind = handover.Crashed
 	}
-	child := a.r.childState(ctx, SessionRef{Tenant: a.tenant, Session: a.session, Run: rec.Run})
+	old := SessionRef{Tenant: a.tenant, Session: a.session, Run: rec.Run}
+	child := a.r.childState(ctx, old)
+	if child == handover.ChildAlive && a.r.cfg.KillRun != nil {
+		// Definitely still running: end it, then ask again. Recovery beside
+		// a live copy of the work would do the work twice.
+		if err := a.r.cfg.KillRun(ctx, old); err != nil {
+			a.log.Warn().Err(err).Str("run", rec.Run).Msg("kill the interrupted run's processes")
+		}
+		child = a.r.childState(ctx, old)
+	}
 	settings := handover.DefaultRecoverySettings()
 	if rec.Policy != nil {
 		settings = settings.With(*rec.Policy)

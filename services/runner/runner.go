@@ -53,6 +53,10 @@ type Config struct {
 	// whose tools start no processes answers "gone", and one whose tools do
 	// answers "unknown", which refuses recovery.
 	ChildState func(ctx context.Context, s SessionRef) handover.ChildState
+	// KillRun, if set, kills an interrupted run's foreground processes, so
+	// that a definite "still alive" becomes "gone" before recovery is asked
+	// again (the run's background jobs are left alone).
+	KillRun func(ctx context.Context, s SessionRef) error
 	// Configure, if set, adjusts each run's agent input (budgets, hooks,
 	// permissions) before the run starts.
 	Configure func(s SessionRef, in *agent.QueryInput)
