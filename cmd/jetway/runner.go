@@ -25,6 +25,8 @@ type runnerFlags struct {
 	maxTurns    int
 	maxDuration time.Duration
 	heartbeat   time.Duration
+	rails       runner.Rails
+	window      int
 }
 
 func (rf *runnerFlags) register(cmd *cobra.Command) {
@@ -34,6 +36,10 @@ func (rf *runnerFlags) register(cmd *cobra.Command) {
 	f.IntVar(&rf.maxTurns, "max-turns", 50, "tool turns per run (0 = no limit)")
 	f.DurationVar(&rf.maxDuration, "max-duration", 30*time.Minute, "wall-clock budget per run, checked between turns (0 = none)")
 	f.DurationVar(&rf.heartbeat, "heartbeat", time.Second, "how often the runner announces itself; a runner silent for 3 beats is taken over")
+	f.Int64Var(&rf.rails.Fuel, "fuel", 0, "token budget per session over all its runs (0 = none)")
+	f.IntVar(&rf.rails.RunsPerHour, "runs-per-hour", 0, "runs one session may start in a rolling hour (0 = no cap)")
+	f.IntVar(&rf.rails.GlobalRunsPerHour, "global-runs-per-hour", 0, "runs all sessions together may start in a rolling hour (0 = no cap)")
+	f.IntVar(&rf.window, "context-window", 200000, "the model's context window in tokens, for compaction")
 }
 
 func newRunnerCmd(g *globals) *cobra.Command {
@@ -67,6 +73,7 @@ any service with provisioning rights, creates them).`,
 			r, err := runner.New(ctx, runner.Config{
 				NC: nc, ID: rf.id, Provider: provider, Logger: log,
 				Heartbeat: rf.heartbeat, MaxTurns: rf.maxTurns, MaxDuration: rf.maxDuration,
+				Rails: rf.rails, ContextWindow: rf.window,
 				Tools: runnerTools(nc), ChildState: runnerChildState(nc), KillRun: runnerKillRun(nc),
 			})
 			if err != nil {
