@@ -101,12 +101,12 @@ type Sizes struct {
 func defaultSizes(quick bool) Sizes {
 	if quick {
 		return Sizes{
-			RawMessages: 20000, RawSamples: 1000,
-			AgentTurns: 200,
-			Probes:     100, SessionCounts: []int{1, 100, 1000},
+			RawMessages: 10000, RawSamples: 500,
+			AgentTurns: 100,
+			Probes:     50, SessionCounts: []int{1, 100, 1000},
 			IdleSessions:    1000,
-			SustainedEvents: 2000, SustainedSessions: 200,
-			TaskStarts: 100, CaptureBytes: 100_000_000,
+			SustainedEvents: 1000, SustainedSessions: 100,
+			TaskStarts: 50, CaptureBytes: 100_000_000,
 		}
 	}
 	return Sizes{
@@ -293,7 +293,7 @@ var errNoBinary = errors.New("no jetway binary to start as a separate process (C
 // within a minute even when something is stuck.
 func (e *env) patience() time.Duration {
 	if e.cfg.Quick {
-		return 15 * time.Second
+		return 10 * time.Second
 	}
 	return 60 * time.Second
 }
