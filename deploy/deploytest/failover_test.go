@@ -79,7 +79,7 @@ func TestFailover_killing_a_node_while_publishing_loses_no_event(t *testing.T) {
 		return s.CachedInfo().State.Msgs
 	}
 	// Sourcing into JETWAY_WORK resumes on the server's own retry schedule
-	// (measured 15-20 s after losing the leader), hence the longer bound.
+	// (measured 15-45 s after losing the leader), hence the longer bound.
 	for _, stream := range []string{bus.StreamEvents, bus.StreamWork} {
 		var got uint64
 		waitForWithin(t, 90*time.Second, fmt.Sprintf("%s holds exactly %d events", stream, total), func() bool {
