@@ -83,6 +83,12 @@ func TestMake_run_starts_the_stack_opens_a_chat_and_stops_the_stack_when_the_cha
 	cmd.Env = cleanEnv("JETWAY_BIN="+jetwayBinary(t), "JETWAY_DATA="+data,
 		"JETWAY_HTTP=127.0.0.1:0", "JETWAY_NATS=127.0.0.1:0", "TERM=xterm")
 	term := startTerminal(t, cmd)
+	t.Cleanup(func() {
+		if t.Failed() {
+			log, _ := os.ReadFile(filepath.Join(data, "jetway.log"))
+			t.Logf("jetway.log:\n%s", log)
+		}
+	})
 
 	out := term.shows(t, startTimeout, "demo> ")
 	for _, want := range []string{"model: " + demoModel, "type:  build the project", "more terminals: ", "jetway chat with demo"} {
