@@ -70,6 +70,7 @@ stop_dev() {
 trap stop_dev EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
+trap 'exit 129' HUP
 
 echo "starting jetway dev (embedded NATS + dispatcher, runner, jobs worker, notifier); logs in $LOG"
 "$BIN" dev --data "$DATA" --http "$HTTP_ADDR" --nats "$NATS_ADDR" --log-format json </dev/null >>"$LOG" 2>&1 &
