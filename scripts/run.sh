@@ -40,9 +40,14 @@ if [ ! -x "$BIN" ]; then
 	exit 1
 fi
 
-# A jetway already serving here (another `make run`): attach to it instead
-# of failing on busy ports.
+# A jetway dev of this directory already serving (another `make run`):
+# attach to it instead of failing on busy ports.
 if [ "${HTTP_ADDR##*:}" != 0 ] && http_ok "http://$HTTP_ADDR/healthz"; then
+	if [ ! -f "$DATA/tokens.json" ]; then
+		echo "run.sh: something already serves http://$HTTP_ADDR, and $DATA/tokens.json does not exist, so it is not a jetway dev of this directory." >&2
+		echo "Stop it, or pick other ports: JETWAY_HTTP=127.0.0.1:8081 JETWAY_NATS=127.0.0.1:4223 make run" >&2
+		exit 1
+	fi
 	echo "jetway is already running at http://$HTTP_ADDR; attaching a chat to session $SESSION (it keeps running when you leave)"
 	exec "$BIN" chat --url "http://$HTTP_ADDR" --tokens-file "$DATA/tokens.json" "$SESSION"
 fi
