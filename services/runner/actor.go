@@ -76,6 +76,9 @@ type actor struct {
 	// parked are events that arrived while the session is interrupted; they
 	// go to the run a person starts.
 	parked []input
+	// waitingSince is when the head of the queue began waiting for another
+	// runner's live run; past releaseAfter the queue is given back.
+	waitingSince time.Time
 	// tasks are the latest notices of function tasks, by task id.
 	tasks map[string]taskNotice
 	wake  chan struct{}
@@ -223,21 +226,28 @@ func (a *actor) keepAlive() {
 
 // load reads the session's transcript once per actor life.
 func (a *actor) load(ctx context.Context) error {
-	if a.loaded {
+	a.mu.Lock()
+	loaded := a.loaded
+	a.mu.Unlock()
+	if loaded {
 		return nil
 	}
 	tr, recs, err := loadTranscript(ctx, a.r.js, a.tenant, a.session)
 	if err != nil {
 		return err
 	}
+	a.mu.Lock()
 	a.tr, a.hist, a.seen, a.loaded = tr, history(recs), delivered(recs), true
+	a.mu.Unlock()
 	return nil
 }
 
 // forget drops the cached transcript: after a lost fence, the next event
 // reloads what the session's real owner wrote.
 func (a *actor) forget() {
+	a.mu.Lock()
 	a.loaded, a.tr, a.hist, a.seen = false, nil, nil, nil
+	a.mu.Unlock()
 }
 
 // drain handles queued deliveries in order.
@@ -294,6 +304,9 @@ func (a *actor) handle(ctx context.Context, d delivery) bool {
 			_ = d.msg.Ack()
 		}
 		return true
+	}
+	if !a.inOrder(ctx, d) {
+		return false
 	}
 	text := modelText(d.ev, run != nil)
 	if st, ok := d.ev.Payload.(events.Steer); ok {
@@ -474,6 +487,39 @@ func (a *actor) refuse(ctx context.Context, d delivery) {
 	}
 	a.r.publishOut(ctx, a.tenant, a.session, events.RunRefused{Event: id, Type: typ, Reason: reason})
 	_ = d.msg.Term()
+}
+
+// releaseAfter is how long events wait for another runner's live run
+// before this actor gives them back to the stream (negative ack), so they
+// go to whoever holds the partition now instead of being kept alive here.
+const releaseAfter = 10 * time.Second
+
+// waitForOther is called while another runner's run of the session is
+// live: the events wait, and after releaseAfter they are given back.
+func (a *actor) waitForOther() {
+	a.mu.Lock()
+	if a.waitingSince.IsZero() {
+		a.waitingSince = time.Now()
+	}
+	release := time.Since(a.waitingSince) > releaseAfter
+	var give []jetstream.Msg
+	if release {
+		for _, d := range a.queue {
+			if d.msg != nil {
+				give = append(give, d.msg)
+			}
+		}
+		a.queue, a.waitingSince = nil, time.Time{}
+	}
+	a.mu.Unlock()
+	for _, m := range give {
+		_ = m.NakWithDelay(time.Second)
+	}
+	if release {
+		a.log.Info().Int("events", len(give)).Msg("another runner's run is live; events given back to the stream")
+		return
+	}
+	a.retryLater()
 }
 
 func (a *actor) retryLater() {

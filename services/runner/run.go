@@ -81,7 +81,7 @@ func (a *actor) start(ctx context.Context, p plan) bool {
 			if err != nil || st == alive {
 				// Another runner's run is live (a takeover in progress, or
 				// a stalled runner): never start a second one beside it.
-				a.retryLater()
+				a.waitForOther()
 				return false
 			}
 		}
@@ -124,12 +124,16 @@ func (a *actor) start(ctx context.Context, p plan) bool {
 	rec.State, rec.Run, rec.Runner, rec.Incarnation = StateRunning, runID, a.r.cfg.ID, a.r.incarnation
 	rec.Since, rec.Cause, rec.Reason = time.Now().UTC(), cause, ""
 	rec.Runs++
+	prev, _, _ := a.r.records.get(ctx, a.tenant, a.session)
 	newRev, err := a.r.records.put(ctx, rec, rev)
 	if err != nil {
 		a.log.Info().Err(err).Msg("session record changed; retrying")
 		a.retryLater()
 		return false
 	}
+	a.mu.Lock()
+	a.waitingSince = time.Time{}
+	a.mu.Unlock()
 	// Record before you act: the run's first turn is in the transcript
 	// before the model is called, and its events are acked only after that.
 	turn := llm.UserText(h.Compose())
@@ -148,6 +152,12 @@ func (a *actor) start(ctx context.Context, p plan) bool {
 	}
 	a.mu.Unlock()
 	if err != nil {
+		// Another runner wrote the transcript after we claimed the record:
+		// take the claim back (if nobody changed it since), so the record
+		// names the run that is really live, not one that never started.
+		if _, rerr := a.r.records.put(ctx, prev, newRev); rerr != nil {
+			a.log.Warn().Err(rerr).Msg("undo the claim on the session record")
+		}
 		a.lost(ctx, err)
 		return false
 	}
@@ -484,6 +494,13 @@ func (a *actor) lost(ctx context.Context, err error) {
 	a.queue = nil
 	a.mu.Unlock()
 	a.forget()
+	// A record that still names one of our runs would keep every other
+	// runner waiting on a run that no longer goes on: hand it back.
+	if rec, rev, err := a.r.records.get(ctx, a.tenant, a.session); err == nil &&
+		rec.State == StateRunning && rec.Runner == a.r.cfg.ID && rec.Incarnation == a.r.incarnation {
+		rec.State, rec.Reason = StateIdle, "lost the session's fence"
+		_, _ = a.r.records.put(ctx, rec, rev)
+	}
 }
 
 // recorder is the agent loop's Recorder for one run: the fenced transcript

@@ -115,6 +115,7 @@ type Runner struct {
 	runMu   sync.Mutex
 	running map[string]SessionRecord // live runs by session key, any runner's
 
+	work    jetstream.Stream
 	control jetstream.KeyValue
 	stopMu  sync.Mutex
 	stops   map[string]groundstop.Record // Ground Stop switches that are on
@@ -205,6 +206,9 @@ func (r *Runner) Run(ctx context.Context) error {
 	}
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	if err := r.openWork(ctx); err != nil {
+		return fmt.Errorf("runner: work stream: %w", err)
+	}
 	r.parts = make([]*partition, r.partitions)
 	for p := range r.parts {
 		cons, err := r.js.Consumer(ctx, bus.StreamWork, bus.WorkConsumerName(p))

@@ -114,6 +114,9 @@ func loadTranscript(ctx context.Context, js jetstream.JetStream, tenant, session
 
 // append writes one record, fenced. ErrFenced means the session is lost.
 func (t *transcript) append(ctx context.Context, r Record) error {
+	if t == nil {
+		return ErrFenced // forgotten after a lost fence
+	}
 	if r.Time.IsZero() {
 		r.Time = time.Now().UTC()
 	}
