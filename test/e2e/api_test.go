@@ -43,7 +43,12 @@ const otherTenantToken = "jw_e2e_other_tenant_token"
 // outside to the model and back to a person.
 func TestScripted_stack(t *testing.T) {
 	t.Parallel()
-	d := startDev(t, devOptions{Script: echoScript, Env: []string{auth.EnvTokens + "=" + otherTenantToken + ":acme"}})
+	hooks, webhooks := startFailingReceiver(t, 2)
+	d := startDev(t, devOptions{
+		Script: echoScript,
+		Env:    []string{auth.EnvTokens + "=" + otherTenantToken + ":acme"},
+		Files:  map[string]string{"webhooks.json": webhooks},
+	})
 
 	t.Run("input_starts_a_run_whose_lifecycle_and_text_stream_over_SSE", func(t *testing.T) {
 		t.Parallel()
@@ -149,6 +154,11 @@ func TestScripted_stack(t *testing.T) {
 	t.Run("SSE_resumed_after_a_disconnect_loses_nothing_and_repeats_nothing", func(t *testing.T) {
 		t.Parallel()
 		testResume(t, d)
+	})
+
+	t.Run("webhook_that_fails_twice_gets_the_same_signed_headline_until_it_accepts", func(t *testing.T) {
+		t.Parallel()
+		testWebhookRetries(t, d, hooks)
 	})
 
 	t.Run("chat_in_a_terminal_shows_a_headline_while_the_prompt_waits_for_input", func(t *testing.T) {

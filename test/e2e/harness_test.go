@@ -176,6 +176,9 @@ type devOptions struct {
 	Script string
 	// Env is added to the process environment (KEY=value).
 	Env []string
+	// Files are written into the data dir (mode 0600) before dev starts,
+	// e.g. webhooks.json.
+	Files map[string]string
 }
 
 // devStack is a running `jetway dev` and what a client needs to reach it.
@@ -208,6 +211,14 @@ func startDev(t *testing.T, o devOptions) *devStack {
 			t.Fatal(err)
 		}
 		env = append(env, "JETWAY_SCRIPT="+path)
+	}
+	if err := os.MkdirAll(d.Data, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for name, content := range o.Files {
+		if err := os.WriteFile(filepath.Join(d.Data, name), []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
 	}
 	logf, err := os.Create(d.log)
 	if err != nil {
