@@ -115,7 +115,7 @@ func TestA_killed_runner_s_sessions_continue_elsewhere_exactly_once(t *testing.T
 		t.Fatal(err)
 	}
 	model := llmtest.NewAnthropic(t)
-	model.SetFallback(llmtest.Reply{Text: "noted", Latency: 150 * time.Millisecond})
+	model.SetFallback(llmtest.Reply{Text: "noted", Latency: time.Second})
 
 	procs := []*runnerProc{
 		startRunnerProc(t, "ra", urls, model.URL()),

@@ -88,16 +88,23 @@ func (e *env) publish(kind events.Kind, tenant, session string, p events.Payload
 	return ev.ID()
 }
 
-// records reads a session's transcript.
+// records reads a session's transcript. A cluster that is electing a
+// leader answers "no responders" for a moment: reads retry within a bound.
 func (e *env) records(tenant, session string) []Record {
 	e.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	_, recs, err := loadTranscript(ctx, e.js, tenant, session)
-	if err != nil {
-		e.t.Fatal(err)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_, recs, err := loadTranscript(ctx, e.js, tenant, session)
+		cancel()
+		if err == nil {
+			return recs
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatal(err)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
-	return recs
 }
 
 // waitFor polls cond until it holds or the deadline passes.
@@ -141,11 +148,17 @@ func (e *env) session(tenant, session string) SessionRecord {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	rec, _, err := records{kv: kv}.get(context.Background(), tenant, session)
-	if err != nil {
-		e.t.Fatal(err)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		rec, _, err := records{kv: kv}.get(context.Background(), tenant, session)
+		if err == nil {
+			return rec
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatal(err)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
-	return rec
 }
 
 // gate is a tool that blocks until the test opens it, so a test can act
