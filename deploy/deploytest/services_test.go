@@ -12,21 +12,25 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
 
 	"jetway/pkg/auth"
 	"jetway/pkg/bus"
 	"jetway/pkg/events"
+	"jetway/pkg/llm/script"
 	"jetway/services/dispatcher"
+	"jetway/services/jobs"
 	"jetway/services/notifier"
+	"jetway/services/runner"
 	"jetway/services/runner/layovers"
 )
 
-// TestServices_work_under_their_own_users runs the real dispatcher and
-// notifier code on connections as their deployment users, so a service that
-// starts touching a subject its user may not is caught here rather than in
-// production: an event goes in through the dispatcher's HTTP API and over
-// its NATS API, a job event from the jobs user becomes a headline the tenant
-// user reads.
+// TestServices_work_under_their_own_users runs the real dispatcher,
+// runner, jobs worker and notifier code on connections as their deployment
+// users, so a service that starts touching a subject its user may not is
+// caught here rather than in production: an event goes in through the
+// dispatcher's HTTP API and over its NATS API, a runner runs the session, a
+// job event from the jobs user becomes a headline the tenant user reads.
 func TestServices_work_under_their_own_users(t *testing.T) {
 	d := render(t, renderOptions{})
 	d.startCluster()
@@ -67,6 +71,27 @@ func TestServices_work_under_their_own_users(t *testing.T) {
 	case <-ready.C:
 		t.Fatal("notifier not ready within 30s")
 	}
+
+	// A runner with the deterministic demo script for a model.
+	rconn := d.connect("runner")
+	demo, err := script.Demo()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rn, err := runner.New(ctx, runner.Config{NC: rconn.Conn, ID: "deploytest-runner", Provider: demo, Logger: zerolog.Nop()})
+	if err != nil {
+		t.Fatalf("runner as the runner user: %v", err)
+	}
+	startService(t, ctx, "runner", rn.Run, nil, rconn)
+
+	// A jobs worker: it registers its micro service, binds and keeps its
+	// table as the jobs user.
+	jconn := d.connect("jobs")
+	worker, err := jobs.New(jobs.Config{NC: jconn.Conn, WorkerID: "deploytest-jobs", Root: t.TempDir(), Log: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	startService(t, ctx, "jobs worker", worker.Run, worker.Ready(), jconn)
 
 	const token = "acme-token"
 	store, err := auth.New(auth.Grant{Token: token, Tenant: "acme"})
@@ -111,6 +136,39 @@ func TestServices_work_under_their_own_users(t *testing.T) {
 			t.Fatalf("sessions (reads the sessions bucket): %s %s", resp.Status, body)
 		}
 		disp.noViolation(t)
+	})
+
+	t.Run("runner_runs_the_session_the_tenant_sent_input_to", func(t *testing.T) {
+		outc := make(chan *nats.Msg, 64)
+		out, err := acme.ChanSubscribe("jetway.out.acme.s7", outc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer out.Unsubscribe()
+		acme.noViolation(t)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, api.URL+"/v1/sessions/s7/input", strings.NewReader(`{"text":"hello runner"}`))
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusAccepted {
+			t.Fatalf("input: %s", resp.Status)
+		}
+		// Any run output means the runner took the event from its work
+		// partition, recorded the turn and ran the model.
+		timer := time.NewTimer(30 * time.Second)
+		defer timer.Stop()
+		select {
+		case <-outc:
+		case err := <-rconn.errs:
+			t.Fatalf("runner: %v", err)
+		case <-timer.C:
+			t.Fatal("no run output for acme/s7 within 30s")
+		}
+		rconn.noViolation(t)
 	})
 
 	t.Run("dispatcher_nats_api_answers_a_tenant", func(t *testing.T) {
@@ -170,7 +228,7 @@ func TestServices_work_under_their_own_users(t *testing.T) {
 	})
 
 	t.Run("job_event_becomes_a_headline_the_tenant_reads", func(t *testing.T) {
-		jobs := d.connect("jobs")
+		jobsUser := d.connect("jobs")
 		ev, err := events.New("acme", "s1", "jetway/jobs", events.JobExited{
 			ID: 3, Program: "gh", ExitStatus: 0, RunningForMS: (21 * time.Minute).Milliseconds(), Status: events.StatusExited,
 		})
@@ -185,7 +243,7 @@ func TestServices_work_under_their_own_users(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := jobs.js.PublishMsg(ctx, m); err != nil {
+		if _, err := jobsUser.js.PublishMsg(ctx, m); err != nil {
 			t.Fatalf("jobs: publish job event: %v", err)
 		}
 		for {
@@ -202,6 +260,44 @@ func TestServices_work_under_their_own_users(t *testing.T) {
 			}
 			t.Logf("other headline: %s", got.Data())
 		}
-		jobs.noViolation(t)
+		jobsUser.noViolation(t)
 	})
+
+	// Nothing any service did in the background was refused either.
+	for _, c := range []*client{rconn, jconn, nconn, disp} {
+		c.noViolation(t)
+	}
+}
+
+// startService runs a service's Run in the background until the test ends,
+// and fails the test if it stops early, if ready (when given) does not close
+// within 30 s, or if the server refused anything on its connection while it
+// started (most likely a permission its user lacks).
+func startService(t *testing.T, ctx context.Context, name string, run func(context.Context) error, ready <-chan struct{}, c *client) {
+	t.Helper()
+	sctx, stop := context.WithCancel(ctx)
+	errc := make(chan error, 1)
+	go func() { errc <- run(sctx) }()
+	t.Cleanup(func() {
+		stop()
+		if err := <-errc; err != nil && ctx.Err() == nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	})
+	if ready == nil {
+		return
+	}
+	timer := time.NewTimer(30 * time.Second)
+	defer timer.Stop()
+	select {
+	case <-ready:
+	case err := <-errc:
+		errc <- err
+		t.Fatalf("%s stopped before it was ready: %v", name, err)
+	case err := <-c.errs:
+		t.Fatalf("%s: %v", name, err)
+	case <-timer.C:
+		t.Fatalf("%s not ready within 30s", name)
+	}
+	c.noViolation(t)
 }
