@@ -13,7 +13,6 @@ import (
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
 	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
-	"github.com/nats-io/nats.go"
 
 	"jetway/pkg/auth"
 	"jetway/pkg/client"
@@ -87,11 +86,7 @@ func TestScripted_stack(t *testing.T) {
 			if err := ce.SetData(cloudevents.ApplicationJSON, map[string]string{"marker": "e2e-via-http", "env": "staging"}); err != nil {
 				t.Fatal(err)
 			}
-			ctx := context.Background()
-			if mode == "structured" {
-				ctx = cloudevents.WithEncodingStructured(ctx)
-			}
-			if status := sendCE(t, d, d.User, ctx, ce); status != http.StatusAccepted {
+			if status := sendCE(t, d, d.User, ce, mode == "structured"); status != http.StatusAccepted {
 				t.Fatalf("POST /v1/events answered %d, want 202", status)
 			}
 			_, end, txt := s.runFor(t, ce.ID())
@@ -116,13 +111,9 @@ func TestScripted_stack(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		publish(t, d.jetStream(t), subject, e.ID(), func(ctx context.Context) (*nats.Msg, error) {
-			m, err := events.Encode(ctx, subject, e)
-			if err == nil && m.Header.Get("ce-specversion") == "" {
-				t.Errorf("not binary mode: headers %v", m.Header)
-			}
-			return m, err
-		})
+		if m := publishEvent(t, d.jetStream(t), subject, e); m.Header.Get("ce-specversion") == "" {
+			t.Errorf("not binary mode: headers %v", m.Header)
+		}
 		_, end, txt := s.runFor(t, e.ID())
 		if txt != "I read the event that came over the bus (e2e-via-bus)." || end.Reason != "completed" {
 			t.Errorf("run ended %+v with text %q", end, txt)
@@ -167,9 +158,10 @@ func TestScripted_stack(t *testing.T) {
 	})
 }
 
-// sendCE posts e to /v1/events with the CloudEvents SDK's HTTP client and
-// returns the HTTP status it got.
-func sendCE(t *testing.T, d *devStack, token string, ctx context.Context, e cloudevents.Event) int {
+// sendCE posts e to /v1/events with the CloudEvents SDK's HTTP client, in
+// binary content mode (the SDK's default) or structured, and returns the
+// HTTP status it got.
+func sendCE(t *testing.T, d *devStack, token string, e cloudevents.Event, structured bool) int {
 	t.Helper()
 	p, err := cloudevents.NewHTTP(cloudevents.WithTarget(d.URL+"/v1/events"), cloudevents.WithHeader("Authorization", "Bearer "+token))
 	if err != nil {
@@ -179,8 +171,11 @@ func sendCE(t *testing.T, d *devStack, token string, ctx context.Context, e clou
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	if structured {
+		ctx = cloudevents.WithEncodingStructured(ctx)
+	}
 	res := c.Send(ctx, e)
 	var hr *cehttp.Result
 	if !cloudevents.ResultAs(res, &hr) {
@@ -229,7 +224,7 @@ func testRefusals(t *testing.T, d *devStack) {
 	ce.SetSource("https://acme.example.com")
 	ce.SetSubject(auth.DefaultTenant + "/" + session)
 	_ = ce.SetData(cloudevents.ApplicationJSON, map[string]string{"x": "y"})
-	if status := sendCE(t, d, otherTenantToken, context.Background(), ce); status != http.StatusForbidden {
+	if status := sendCE(t, d, otherTenantToken, ce, false); status != http.StatusForbidden {
 		t.Errorf("another tenant's CloudEvent into the session: %d, want 403", status)
 	}
 
@@ -240,7 +235,7 @@ func testRefusals(t *testing.T, d *devStack) {
 	forged.SetSource("https://forger.example.com")
 	forged.SetSubject(auth.DefaultTenant + "/" + session)
 	_ = forged.SetData(cloudevents.ApplicationJSON, events.JobExited{ID: 1, Program: "rm", Status: events.StatusExited})
-	if status := sendCE(t, d, d.User, context.Background(), forged); status != http.StatusForbidden {
+	if status := sendCE(t, d, d.User, forged, false); status != http.StatusForbidden {
 		t.Errorf("a forged %s: %d, want 403", events.TypeJobExited, status)
 	}
 

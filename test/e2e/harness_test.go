@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cloudevents/sdk-go/v2/event"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -412,21 +413,24 @@ func publishJobExited(t *testing.T, js jetstream.JetStream, session string, job 
 	if err != nil {
 		t.Fatal(err)
 	}
-	publish(t, js, subject, e.ID(), func(ctx context.Context) (*nats.Msg, error) { return events.Encode(ctx, subject, e) })
+	publishEvent(t, js, subject, e)
 	return e.ID()
 }
 
-func publish(t *testing.T, js jetstream.JetStream, subject, id string, encode func(context.Context) (*nats.Msg, error)) {
+// publishEvent puts e on subject the way jetway's own publishers do
+// (binary content mode, pkg/events) and returns the message it sent.
+func publishEvent(t *testing.T, js jetstream.JetStream, subject string, e event.Event) *nats.Msg {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	m, err := encode(ctx)
+	m, err := events.Encode(ctx, subject, e)
 	if err != nil {
-		t.Fatalf("encode %s: %v", id, err)
+		t.Fatalf("encode %s: %v", e.ID(), err)
 	}
 	if _, err := js.PublishMsg(ctx, m); err != nil {
-		t.Fatalf("publish %s on %s: %v", id, subject, err)
+		t.Fatalf("publish %s on %s: %v", e.ID(), subject, err)
 	}
+	return m
 }
 
 // sse follows a session's stream over HTTP into a feed until cleanup.
