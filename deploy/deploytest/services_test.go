@@ -20,6 +20,8 @@ import (
 	"jetway/pkg/llm/script"
 	"jetway/services/dispatcher"
 	"jetway/services/jobs"
+	jobsclient "jetway/services/jobs/client"
+	"jetway/services/jobs/jobsapi"
 	"jetway/services/notifier"
 	"jetway/services/runner"
 	"jetway/services/runner/layovers"
@@ -261,6 +263,37 @@ func TestServices_work_under_their_own_users(t *testing.T) {
 			t.Logf("other headline: %s", got.Data())
 		}
 		jobsUser.noViolation(t)
+	})
+
+	t.Run("runner_starts_a_job_whose_exit_reaches_the_tenant", func(t *testing.T) {
+		notes, err := acme.SubscribeSync("jetway.notify.acme.s8")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer notes.Unsubscribe()
+		acme.noViolation(t)
+		// The runner's tools reach the jobs workers through this client:
+		// discovery ($SRV), the session binding (jetway_workers), requests.
+		jc, err := jobsclient.New(jobsclient.Config{NC: rconn.Conn})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := jc.Start(ctx, jobsapi.StartRequest{
+			SessionRequest: jobsapi.SessionRequest{Tenant: "acme", Session: "s8"}, Command: "true",
+		}); err != nil {
+			t.Fatalf("runner: start a job: %v", err)
+		}
+		for {
+			m, err := notes.NextMsg(30 * time.Second)
+			if err != nil {
+				t.Fatalf("no headline for the job's exit: %v", err)
+			}
+			if strings.Contains(string(m.Data), "job 1 (true) exited 0") {
+				break
+			}
+		}
+		rconn.noViolation(t)
+		jconn.noViolation(t)
 	})
 
 	// Nothing any service did in the background was refused either.
