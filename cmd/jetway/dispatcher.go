@@ -22,9 +22,10 @@ func init() {
 
 func newDispatcherCmd(g *globals) *cobra.Command {
 	var (
-		natsURL, addr, tokensFile string
-		provision                 bool
-		cfg                       dispatcher.Config
+		nf               natsFlags
+		addr, tokensFile string
+		provision        bool
+		cfg              dispatcher.Config
 	)
 	cmd := &cobra.Command{
 		Use:   "dispatcher",
@@ -58,7 +59,7 @@ With no token configured it refuses to start: there is no open mode.`,
 					log.Warn().Err(err).Msg("tracing shutdown")
 				}
 			}()
-			nc, err := bus.Connect(ctx, bus.ConnConfig{URLs: []string{natsURL}, Name: "jetway-dispatcher"})
+			nc, err := bus.Connect(ctx, nf.config("jetway-dispatcher"))
 			if err != nil {
 				return err
 			}
@@ -87,7 +88,7 @@ With no token configured it refuses to start: there is no open mode.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&natsURL, "nats", envOr("NATS_URL", "nats://127.0.0.1:4222"), "NATS server URL")
+	nf.register(f)
 	f.StringVar(&addr, "http", dispatcher.DefaultAddr, "host:port to serve the HTTP API on")
 	f.StringVar(&tokensFile, "tokens", envOr("JETWAY_TOKENS_FILE", ""), "tokens file (JSON, mode 0600); merged with $JETWAY_TOKENS and $JETWAY_ADMIN_TOKEN")
 	f.BoolVar(&provision, "provision", false, "create or update jetway's streams and buckets before serving")

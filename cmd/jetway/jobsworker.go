@@ -53,9 +53,10 @@ func (f *jobsWorkerFlags) apply(cfg *jobs.Config) {
 
 func newJobsWorkerCmd(g *globals) *cobra.Command {
 	var (
-		natsURL, id, root string
-		provision         bool
-		flags             jobsWorkerFlags
+		nf        natsFlags
+		id, root  string
+		provision bool
+		flags     jobsWorkerFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "jobs-worker",
@@ -81,7 +82,7 @@ its previous run left behind. The buckets must exist (jetway dev, or
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
-			nc, err := bus.Connect(ctx, bus.ConnConfig{URLs: []string{natsURL}, Name: "jetway-jobs-worker@" + id})
+			nc, err := bus.Connect(ctx, nf.config("jetway-jobs-worker@"+id))
 			if err != nil {
 				return err
 			}
@@ -112,7 +113,7 @@ its previous run left behind. The buckets must exist (jetway dev, or
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&natsURL, "nats", envOr("NATS_URL", "nats://127.0.0.1:4222"), "NATS server URL")
+	nf.register(f)
 	f.StringVar(&id, "id", envOr("JETWAY_JOBS_ID", defaultWorkerID()), "worker id: 1-64 of [A-Za-z0-9_-], stable across restarts")
 	f.StringVar(&root, "root", os.Getenv("JETWAY_JOBS_ROOT"), "directory of the workspaces and output files")
 	f.BoolVar(&provision, "provision", false, "create or update the streams and buckets first")

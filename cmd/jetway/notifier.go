@@ -29,7 +29,8 @@ func init() {
 }
 
 func newNotifierCmd(g *globals) *cobra.Command {
-	var natsURL, webhooksFile, metricsAddr string
+	var nf natsFlags
+	var webhooksFile, metricsAddr string
 	var retry notifier.Retry
 	cmd := &cobra.Command{
 		Use:   "notifier",
@@ -55,7 +56,7 @@ The webhooks file maps a tenant to its receivers:
 					return err
 				}
 			}
-			nc, err := bus.Connect(ctx, bus.ConnConfig{URLs: []string{natsURL}, Name: "jetway-notifier"})
+			nc, err := bus.Connect(ctx, nf.config("jetway-notifier"))
 			if err != nil {
 				return err
 			}
@@ -87,7 +88,7 @@ The webhooks file maps a tenant to its receivers:
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&natsURL, "nats", envOr("NATS_URL", "nats://127.0.0.1:4222"), "NATS server URL")
+	nf.register(f)
 	f.StringVar(&webhooksFile, "webhooks", "", "webhooks file (JSON, mode 0600)")
 	f.StringVar(&metricsAddr, "metrics", "", "host:port to serve /metrics on (default: none)")
 	f.DurationVar(&retry.Base, "retry-base", notifier.DefaultRetryBase, "first webhook retry delay (doubles each time)")
