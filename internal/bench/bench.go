@@ -241,7 +241,9 @@ func (e *env) start(ctx context.Context) error {
 		return fmt.Errorf("bench: connect %s: %w", e.url, err)
 	}
 	e.nc = nc
-	js, err := bus.JetStream(nc)
+	// Async publish acks that never come (a dropped ack on a slow host)
+	// must not hold the pending window shut for the rest of the run.
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncTimeout(2*time.Minute))
 	if err != nil {
 		e.stop()
 		return fmt.Errorf("bench: jetstream: %w", err)

@@ -49,6 +49,9 @@ func newModelFront(latency time.Duration) (*modelFront, error) {
 	proxy := httputil.NewSingleHostReverseProxy(target)
 	proxy.FlushInterval = -1 // stream server-sent events as they come
 	proxy.Transport = &http.Transport{MaxIdleConnsPerHost: 256, IdleConnTimeout: time.Minute}
+	// A runner that cancels a call (a run ending, a runner leaving) is
+	// normal here, not worth a log line.
+	proxy.ErrorHandler = func(w http.ResponseWriter, _ *http.Request, _ error) { w.WriteHeader(http.StatusBadGateway) }
 	m := &modelFront{fake: fake, waiters: map[string]chan time.Time{}}
 	m.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		at := time.Now()
@@ -142,8 +145,11 @@ func (s *tokenSet) scan(at time.Time, body []byte) {
 }
 
 // runWatch counts io.jetway.run.ended per session of one tenant, from the
-// runners' output subjects.
+// runners' output subjects, on a connection of its own: run output is
+// heavy (text deltas), and sharing the publisher's connection made it a
+// slow consumer that dropped publish acks.
 type runWatch struct {
+	nc      *nats.Conn
 	sub     *nats.Subscription
 	mu      sync.Mutex
 	started int
@@ -151,8 +157,12 @@ type runWatch struct {
 	changed chan struct{}
 }
 
-func watchRuns(nc *nats.Conn, tenant string) (*runWatch, error) {
-	w := &runWatch{ended: map[string]int{}, changed: make(chan struct{})}
+func watchRuns(url, tenant string) (*runWatch, error) {
+	nc, err := nats.Connect(url, nats.Name("jetway-bench-watch"))
+	if err != nil {
+		return nil, fmt.Errorf("watch run output: %w", err)
+	}
+	w := &runWatch{nc: nc, ended: map[string]int{}, changed: make(chan struct{})}
 	prefix := "jetway.out." + tenant + "."
 	sub, err := nc.Subscribe(prefix+"*", func(m *nats.Msg) {
 		typ := m.Header.Get("ce-type")
@@ -170,18 +180,21 @@ func watchRuns(nc *nats.Conn, tenant string) (*runWatch, error) {
 		w.changed = make(chan struct{})
 		w.mu.Unlock()
 	})
-	if err != nil {
-		return nil, fmt.Errorf("watch run output: %w", err)
+	if err == nil {
+		err = sub.SetPendingLimits(-1, -1)
 	}
-	if err := nc.Flush(); err != nil {
-		_ = sub.Unsubscribe()
+	if err == nil {
+		err = nc.Flush()
+	}
+	if err != nil {
+		nc.Close()
 		return nil, fmt.Errorf("watch run output: %w", err)
 	}
 	w.sub = sub
 	return w, nil
 }
 
-func (w *runWatch) stop() { _ = w.sub.Unsubscribe() }
+func (w *runWatch) stop() { w.nc.Close() }
 
 // wait blocks until cond (called under the lock with the per-session counts)
 // holds, or ctx ends.
