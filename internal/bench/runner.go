@@ -586,4 +586,3 @@ func debugLog(id string) zerolog.Logger {
 	}
 	return zerolog.New(os.Stderr).Level(zerolog.InfoLevel).With().Str("runner", id).Logger()
 }
-
