@@ -58,7 +58,15 @@ func (r *Runner) wantPull(ctx context.Context, p *partition) bool {
 		return true
 	}
 	target := (r.partitions + live - 1) / live
-	return len(r.held()) < target
+	if len(r.held()) < target {
+		return true
+	}
+	// A partition no live runner holds is pulled by everyone, whatever
+	// their share: the shares are computed from heartbeats that lag, and a
+	// partition every runner thinks is someone else's is never delivered
+	// again (its events sat in the stream until the end of a chaos run).
+	_, claimed := r.peers.holders(ctx)[p.n]
+	return !claimed
 }
 
 // consume pulls partition p while this runner wants it.
@@ -73,7 +81,7 @@ func (r *Runner) consume(ctx context.Context, p *partition) {
 			}
 			continue
 		}
-		it, err := p.cons.Messages(jetstream.PullPriorityGroup(bus.WorkGroup), jetstream.PullMaxMessages(256))
+		it, err := p.cons.Messages(jetstream.PullPriorityGroup(bus.WorkGroup), jetstream.PullMaxMessages(256), jetstream.PullExpiry(pullExpiry(p.cons)))
 		if err != nil {
 			log.Warn().Err(err).Msg("pull")
 			select {
@@ -122,7 +130,19 @@ func (r *Runner) watchRelease(ctx context.Context, p *partition, it jetstream.Me
 			return
 		case <-r.rebalanceTick():
 		}
-		if !p.holding() || r.busyIn(p.n) {
+		if !p.holding() {
+			continue
+		}
+		if !r.stillPinned(ctx, p) {
+			// The server moved the pin (this runner stalled past the
+			// pinned TTL): the client keeps pulling without a word, so the
+			// runner would go on claiming the partition in its heartbeat,
+			// count it in its share and, worse, unpin the real holder.
+			r.log.Info().Int("partition", p.n).Msg("partition moved to another runner")
+			it.Stop()
+			return
+		}
+		if r.busyIn(p.n) {
 			continue
 		}
 		live, err := r.peers.live(ctx)
@@ -134,6 +154,9 @@ func (r *Runner) watchRelease(ctx context.Context, p *partition, it jetstream.Me
 		if len(held) <= target || held[len(held)-1] != p.n {
 			continue // release from the top, one at a time
 		}
+		if !r.mayRelease() {
+			continue
+		}
 		r.log.Info().Int("partition", p.n).Int("held", len(held)).Int("target", target).Msg("releasing partition to rebalance")
 		it.Stop()
 		p.mu.Lock()
@@ -142,6 +165,63 @@ func (r *Runner) watchRelease(ctx context.Context, p *partition, it jetstream.Me
 		r.unpin(ctx, p.n)
 		return
 	}
+}
+
+// pullExpiry is how long one pull request waits. The server renews a pin
+// only when its holder sends a new pull request; with the client's default
+// 30 s expiry a quiet partition's pin lapsed after PinnedTTL and moved to
+// whichever runner had a request waiting, every few seconds, each move a
+// reset that redelivered every held event. Pulling again well within the
+// TTL keeps the pin where it is until its holder really stops.
+func pullExpiry(c jetstream.Consumer) time.Duration {
+	const minExpiry = time.Second // the client's floor
+	ttl := c.CachedInfo().Config.PinnedTTL
+	if ttl <= 0 {
+		ttl = bus.DefaultWorkPinnedTTL
+	}
+	return max(ttl/2, minExpiry)
+}
+
+// releaseGap is the least time between two partitions this runner gives
+// up. Runner counts flicker while runners restart; without a pause every
+// flicker moved partitions back and forth, and every move is a consumer
+// reset that redelivers the partition's held events.
+const releaseGap = 5 * time.Second
+
+// mayRelease reports whether a partition may be released now, and if so
+// starts the next releaseGap.
+func (r *Runner) mayRelease() bool {
+	r.relMu.Lock()
+	defer r.relMu.Unlock()
+	if time.Since(r.lastRelease) < releaseGap {
+		return false
+	}
+	r.lastRelease = time.Now()
+	return true
+}
+
+// stillPinned asks the server whether p's pin is still the one this runner
+// was given. An unanswered question counts as yes: a runner that cannot
+// reach the server cannot be served either.
+func (r *Runner) stillPinned(ctx context.Context, p *partition) bool {
+	p.mu.Lock()
+	pin := p.pin
+	p.mu.Unlock()
+	if pin == "" {
+		return true
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	info, err := p.cons.Info(ctx)
+	if err != nil {
+		return true
+	}
+	for _, g := range info.PriorityGroups {
+		if g.Group == bus.WorkGroup {
+			return g.PinnedClientID == pin || g.PinnedClientID == ""
+		}
+	}
+	return true
 }
 
 func (r *Runner) rebalanceTick() <-chan time.Time {
@@ -196,6 +276,7 @@ func (r *Runner) deliver(ctx context.Context, p *partition, m jetstream.Msg) {
 	if p.resetting {
 		if md.Sequence.Consumer != 1 {
 			p.mu.Unlock()
+			r.log.Debug().Int("partition", p.n).Uint64("seq", md.Sequence.Stream).Uint64("cseq", md.Sequence.Consumer).Msg("ignored while resetting")
 			return
 		}
 		p.resetting = false
@@ -214,6 +295,8 @@ func (r *Runner) deliver(ctx context.Context, p *partition, m jetstream.Msg) {
 		}
 		tenant, session = sub.Tenant, sub.Session
 	}
+	r.log.Debug().Int("partition", p.n).Str("session", session).Str("event", he.ID).Uint64("seq", md.Sequence.Stream).
+		Uint64("cseq", md.Sequence.Consumer).Uint64("delivered", md.NumDelivered).Msg("event in")
 	r.actorFor(tenant, session, p.n).enqueue(delivery{msg: m, ev: he, err: decErr})
 }
 

@@ -112,6 +112,9 @@ type Runner struct {
 	mu     sync.Mutex
 	actors map[string]*actor // key: tenant.session
 
+	relMu       sync.Mutex
+	lastRelease time.Time // when this runner last gave a partition up
+
 	runMu   sync.Mutex
 	running map[string]SessionRecord // live runs by session key, any runner's
 

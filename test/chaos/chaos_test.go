@@ -292,7 +292,7 @@ func TestChaos_every_accepted_event_reaches_the_model_once_through_faults(t *tes
 	for i := range p.runners {
 		id := fmt.Sprintf("chaos-r%d", i)
 		rp := newProc(t, id,
-			[]string{bin, "runner", "--nats", urls, "--id", id, "--heartbeat", "300ms", "--log-format", "json", "--log-level", "info"},
+			[]string{bin, "runner", "--nats", urls, "--id", id, "--heartbeat", "300ms", "--log-format", "json", "--log-level", logLevel()},
 			modelEnv)
 		if err := rp.start(); err != nil {
 			t.Fatal(err)
@@ -437,6 +437,11 @@ func TestChaos_every_accepted_event_reaches_the_model_once_through_faults(t *tes
 	t.Log("\n" + out.String())
 	if rep.Failed() > 0 {
 		t.Errorf("%d invariant violations (seed %d)", rep.Failed(), p.seed)
+	}
+	if rep.Failed() > 0 || !quiescent(ev) {
+		wctx, wcancel := context.WithTimeout(context.Background(), 30*time.Second)
+		t.Logf("what is left in the work stream:\n%s", workState(wctx, js, 6))
+		wcancel()
 	}
 	if total == 0 || faults.String() == "none" {
 		t.Errorf("the run proved nothing: %d events, faults %s", total, faults.String())

@@ -42,6 +42,15 @@ func hasCommand(bin, name string) bool {
 	return err == nil && !strings.Contains(string(out), "unknown command")
 }
 
+// logLevel is the runners' log level: CHAOS_LOG_LEVEL (e.g. debug, to
+// follow a missing event decision by decision), else info.
+func logLevel() string {
+	if v := os.Getenv("CHAOS_LOG_LEVEL"); v != "" {
+		return v
+	}
+	return "info"
+}
+
 // proc is one long-lived jetway process (a runner) that the suite kills and
 // starts again under the same identity. Its output goes to a log file that
 // survives restarts, shown when the test fails.
@@ -58,7 +67,13 @@ type proc struct {
 
 // newProc prepares a process and makes sure it is gone when the test ends.
 func newProc(t *testing.T, name string, args, env []string) *proc {
-	p := &proc{name: name, args: args, env: env, log: filepath.Join(t.TempDir(), name+".log")}
+	dir := os.Getenv("CHAOS_LOGS")
+	if dir == "" {
+		dir = t.TempDir()
+	} else if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatalf("CHAOS_LOGS: %v", err)
+	}
+	p := &proc{name: name, args: args, env: env, log: filepath.Join(dir, name+".log")}
 	t.Cleanup(func() {
 		if err := p.stop(syscall.SIGTERM); err != nil {
 			t.Errorf("%s: %v", name, err)
