@@ -83,6 +83,11 @@ type actor struct {
 	tasks map[string]taskNotice
 	wake  chan struct{}
 	done  chan struct{}
+	// evicted: the actor's loop has ended; deliveries go to a new actor.
+	evicted bool
+	// dropped counts lost() calls: a queue it emptied must not be popped
+	// by the drain that was handling its old head.
+	dropped int
 
 	// Owned by the actor goroutine (and the live run's recorder, under mu).
 	loaded bool
@@ -121,6 +126,13 @@ func (r *Runner) sessions() int {
 
 func (a *actor) enqueue(d delivery) {
 	a.mu.Lock()
+	if a.evicted {
+		// Evicted between actorFor and here: its loop is gone, and an event
+		// queued here would wait un-handled until its AckWait ran out.
+		a.mu.Unlock()
+		a.r.actorFor(a.tenant, a.session, a.part).enqueue(d)
+		return
+	}
 	a.queue = append(a.queue, d)
 	a.mu.Unlock()
 	a.poke()
@@ -184,6 +196,7 @@ func (a *actor) evict() bool {
 		return false
 	}
 	delete(a.r.actors, a.key)
+	a.evicted = true
 	return true
 }
 
@@ -259,11 +272,18 @@ func (a *actor) drain(ctx context.Context) {
 			return
 		}
 		d := a.queue[0]
+		gen := a.dropped
 		a.mu.Unlock()
 		if !a.handle(ctx, d) {
 			return // retry later, the delivery stays first in line
 		}
 		a.mu.Lock()
+		if gen != a.dropped {
+			// lost() emptied the queue while d was handled (a refused
+			// append in drop or refuseRun): there is nothing to pop.
+			a.mu.Unlock()
+			return
+		}
 		a.queue = a.queue[1:]
 		a.mu.Unlock()
 	}

@@ -492,6 +492,7 @@ func (a *actor) lost(ctx context.Context, err error) {
 	}
 	a.held = make(map[string]jetstream.Msg)
 	a.queue = nil
+	a.dropped++
 	a.mu.Unlock()
 	a.forget()
 	// A record that still names one of our runs would keep every other
