@@ -586,3 +586,23 @@ func debugLog(id string) zerolog.Logger {
 	}
 	return zerolog.New(os.Stderr).Level(zerolog.InfoLevel).With().Str("runner", id).Logger()
 }
+
+// waitLive waits until a runner's heartbeat is in the runners bucket.
+func (rb *runnerBench) waitLive(ctx context.Context, id string) error {
+	kv, err := rb.e.js.KeyValue(ctx, bus.BucketRunners)
+	if err != nil {
+		return fmt.Errorf("runners bucket: %w", err)
+	}
+	wctx, cancel := deadline(ctx, rb.e.patience())
+	defer cancel()
+	for {
+		if _, err := kv.Get(wctx, id); err == nil {
+			return nil
+		}
+		select {
+		case <-wctx.Done():
+			return fmt.Errorf("runner %s never announced itself: %w", id, wctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
