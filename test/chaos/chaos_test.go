@@ -39,6 +39,9 @@ const (
 	shortCap      = 3 * time.Minute
 )
 
+// workPartitions is how many partitions the suite's work stream has.
+const workPartitions = 6
+
 // plan is what one chaos run does: how long, how big, and the seed every
 // random choice comes from.
 type plan struct {
@@ -259,7 +262,7 @@ func TestChaos_every_accepted_event_reaches_the_model_once_through_faults(t *tes
 	cl := bustest.StartCluster(t, 3)
 	urls := strings.Join(cl.URLs(), ",")
 	_, js := bustest.Connect(t, urls)
-	if err := bus.Provision(ctx, js, bus.ProvisionConfig{Replicas: 3, Partitions: 6, WorkAckWait: 2 * time.Second, WorkPinnedTTL: 2 * time.Second}); err != nil {
+	if err := bus.Provision(ctx, js, bus.ProvisionConfig{Replicas: 3, Partitions: workPartitions, WorkAckWait: 2 * time.Second, WorkPinnedTTL: 2 * time.Second}); err != nil {
 		t.Fatalf("provision: %v", err)
 	}
 	model := llmtest.NewAnthropic(t)
@@ -440,7 +443,7 @@ func TestChaos_every_accepted_event_reaches_the_model_once_through_faults(t *tes
 	}
 	if rep.Failed() > 0 || !quiescent(ev) {
 		wctx, wcancel := context.WithTimeout(context.Background(), 30*time.Second)
-		t.Logf("what is left in the work stream:\n%s", workState(wctx, js, 6))
+		t.Logf("what is left in the work stream:\n%s", workState(wctx, js, workPartitions))
 		wcancel()
 	}
 	if total == 0 || faults.String() == "none" {
