@@ -235,11 +235,10 @@ func TestChaos_every_accepted_event_reaches_the_model_once_through_faults(t *tes
 	}
 	p := planFromEnv(t)
 	if !p.long && os.Getenv("CHAOS") == "" {
-		// The suite finds real violations today (docs/CHAOS.md, Findings):
-		// per-session order breaks on takeover and a fenced recovery can
-		// leave a session running forever. Until the runner keeps them, the
-		// short mode would turn every CI run red, so it runs on request.
-		t.Skip("chaos short mode runs with CHAOS=1 (or CHAOS_DURATION, or make chaos): it currently finds the runner violations listed in docs/CHAOS.md")
+		// The runner passed its first chaos runs only recently (docs/CHAOS.md,
+		// Results); a flaky CI is worse than a skipped suite, so the short
+		// mode runs on request until it has been green run after run.
+		t.Skip("chaos short mode runs with CHAOS=1 (or CHAOS_DURATION, or make chaos); it joins make test once it has been green repeatedly (docs/CHAOS.md)")
 	}
 	budget := p.duration + p.quiesce + time.Minute
 	if !p.long {
