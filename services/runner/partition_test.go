@@ -55,3 +55,34 @@ func TestA_quiet_partition_keeps_its_pin_past_the_pinned_TTL(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 }
+
+// Shares come from heartbeats that lag: when every runner counts its share
+// as full, a partition none of them holds must still be pulled by someone,
+// or its events wait in the stream for ever.
+func TestA_runner_with_its_share_full_still_pulls_a_partition_no_one_claims(t *testing.T) {
+	e := newEnv(t) // 4 partitions
+	_, p := fakeModel(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	r, err := New(ctx, Config{NC: e.nc, ID: "r1", Provider: p, Heartbeat: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.parts = make([]*partition, 4)
+	for n := range r.parts {
+		r.parts[n] = &partition{n: n, held: n < 2} // r1 holds 0 and 1
+	}
+	if err := r.peers.put(ctx, "r1", beat{Incarnation: r.incarnation, Partitions: []int{0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.peers.put(ctx, "r2", beat{Incarnation: "other", Partitions: []int{2}}); err != nil {
+		t.Fatal(err)
+	}
+	// Two live runners, four partitions: r1's share of two is full.
+	if r.wantPull(ctx, r.parts[2]) {
+		t.Errorf("r1 pulls partition 2, which live runner r2 holds, beyond its share")
+	}
+	if !r.wantPull(ctx, r.parts[3]) {
+		t.Errorf("r1 does not pull partition 3, which no live runner holds: its events would never be delivered")
+	}
+}
