@@ -20,14 +20,14 @@ import (
 // session's oldest event still in the stream; if that is an older one this
 // actor does not have in hand, the event waits for it.
 
-// oldestPending returns the stream sequence of the session's oldest event
-// still in JETWAY_WORK (0 if none).
-func (r *Runner) oldestPending(ctx context.Context, part int, tenant, session string) (uint64, error) {
+// pendingFrom returns the stream sequence of the session's first event
+// still in JETWAY_WORK at or after sequence from (0 if none).
+func (r *Runner) pendingFrom(ctx context.Context, part int, tenant, session string, from uint64) (uint64, error) {
 	if r.work == nil {
 		return 0, nil
 	}
 	filter := strconv.Itoa(part) + ".jetway.*." + tenant + "." + session
-	m, err := r.work.GetMsg(ctx, 1, jetstream.WithGetMsgSubject(filter))
+	m, err := r.work.GetMsg(ctx, max(from, 1), jetstream.WithGetMsgSubject(filter))
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return 0, nil
 	}
@@ -58,60 +58,72 @@ func seqOf(m jetstream.Msg) uint64 {
 	return md.Sequence.Stream
 }
 
-// inHand reports whether the actor holds the event with stream sequence
-// seq (queued, held as a notice, parked or steering), and moves it to the
-// head of the queue when it is queued, so it is handled next.
-func (a *actor) inHand(seq uint64) bool {
+// Where an event is, for inHand.
+const (
+	notInHand   = iota
+	queuedFirst // queued here, and now first in line
+	takenInHand // held as a notice, parked or steering: already handed on in order
+)
+
+// inHand tells where the actor holds the event with stream sequence seq,
+// and moves it to the head of the queue when it is queued, so it is
+// handled next.
+func (a *actor) inHand(seq uint64) int {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for _, m := range a.held {
 		if seqOf(m) == seq {
-			return true
+			return takenInHand
 		}
 	}
 	for _, in := range a.parked {
 		if seqOf(in.msg) == seq {
-			return true
+			return takenInHand
 		}
 	}
 	if a.steering != nil && seqOf(a.steering.in.msg) == seq {
-		return true
+		return takenInHand
 	}
 	for i, d := range a.queue {
 		if seqOf(d.msg) == seq {
 			if i > 0 {
 				a.queue = append([]delivery{d}, append(a.queue[:i:i], a.queue[i+1:]...)...)
 			}
-			return true
+			return queuedFirst
 		}
 	}
-	return false
+	return notInHand
 }
 
-// inOrder reports whether d may be handled now: no older event of its
-// session is still in the stream outside this actor's hands. When the older
-// one is queued here, it has been moved to the head of the queue and d
-// waits behind it.
+// inOrder reports whether d may be handled now: every older event of its
+// session still in the stream is already in this actor's hands. Looking at
+// the oldest alone is not enough: with #50 held as a notice, #54 went to
+// the model before #52 and #53, which were still on their way (a 10-minute
+// chaos run). An older one queued here is moved to the head of the queue
+// and d waits behind it.
 func (a *actor) inOrder(ctx context.Context, d delivery) bool {
 	seq := seqOf(d.msg)
 	if seq == 0 {
 		return true
 	}
-	oldest, err := a.r.oldestPending(ctx, a.part, a.tenant, a.session)
-	if err != nil || oldest == 0 || oldest >= seq {
-		return err == nil
-	}
-	if a.inHand(oldest) {
-		a.mu.Lock()
-		moved := len(a.queue) > 0 && seqOf(a.queue[0].msg) == oldest
-		a.mu.Unlock()
-		if moved {
-			a.poke()
+	for from := uint64(1); ; {
+		older, err := a.r.pendingFrom(ctx, a.part, a.tenant, a.session, from)
+		if err != nil {
+			a.retryLater()
 			return false
 		}
-		return true // held as a notice, parked or steering: already in order
+		if older == 0 || older >= seq {
+			return true
+		}
+		switch a.inHand(older) {
+		case queuedFirst:
+			a.poke()
+			return false
+		case notInHand:
+			a.log.Debug().Uint64("waiting_for", older).Uint64("event", seq).Msg("an older event of the session is elsewhere; waiting for it")
+			a.retryLater()
+			return false
+		}
+		from = older + 1
 	}
-	a.log.Debug().Uint64("waiting_for", oldest).Uint64("event", seq).Msg("an older event of the session is elsewhere; waiting for it")
-	a.retryLater()
-	return false
 }
