@@ -406,11 +406,24 @@ func (a *actor) finishRun(ctx context.Context, res runResult) {
 		return
 	default:
 	}
+	// A run whose end is not in the transcript reads as interrupted: the
+	// record would say idle while the transcript says the run never ended.
+	// So the end is written through a store that is briefly away (outside
+	// the lock: deliveries must not wait on it; the run is over, so nothing
+	// else writes the transcript meanwhile).
 	a.mu.Lock()
-	_ = a.tr.append(ctx, Record{Kind: RecordRunEnded, Run: lr.id, Runner: a.r.cfg.ID, Reason: reason})
+	tr := a.tr
 	steer := a.steering
 	a.steering = nil
 	a.mu.Unlock()
+	err := tr.appendSure(ctx, Record{Kind: RecordRunEnded, Run: lr.id, Runner: a.r.cfg.ID, Reason: reason}, 15*time.Second)
+	if errors.Is(err, ErrFenced) {
+		a.lost(ctx, err)
+		return
+	}
+	if err != nil {
+		a.log.Warn().Err(err).Str("run", lr.id).Msg("record the end of the run")
+	}
 
 	// Notices the model never got go to the next run, in order.
 	var ins []input

@@ -136,6 +136,59 @@ func (t *transcript) append(ctx context.Context, r Record) error {
 	return nil
 }
 
+// appendSure writes a record that must not be skipped (a run's end), trying
+// again for up to patience when the store does not answer (a node restart,
+// a leader election). A try that landed although its answer was lost makes
+// the next one look fenced; the transcript's last record tells the two
+// apart.
+func (t *transcript) appendSure(ctx context.Context, r Record, patience time.Duration) error {
+	if r.Time.IsZero() {
+		r.Time = time.Now().UTC()
+	}
+	deadline := time.Now().Add(patience)
+	unsure := false
+	for {
+		err := t.append(ctx, r)
+		if err == nil {
+			return nil
+		}
+		if errors.Is(err, ErrFenced) {
+			if unsure && t.landed(ctx, r) {
+				return nil
+			}
+			return err
+		}
+		unsure = true
+		if time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// landed reports whether r is the subject's last record (an earlier try
+// that landed), and if so moves the fence past it.
+func (t *transcript) landed(ctx context.Context, r Record) bool {
+	st, err := t.js.Stream(ctx, bus.StreamTranscripts)
+	if err != nil {
+		return false
+	}
+	m, err := st.GetLastMsgForSubject(ctx, t.subject)
+	if err != nil {
+		return false
+	}
+	var got Record
+	if json.Unmarshal(m.Data, &got) != nil || got.Kind != r.Kind || got.Run != r.Run || got.Runner != r.Runner || !got.Time.Equal(r.Time) {
+		return false
+	}
+	t.last = m.Sequence
+	return true
+}
+
 // history is the conversation a transcript holds: its message records in
 // order, boundaries included as their marker messages.
 func history(recs []Record) []llm.Message {
