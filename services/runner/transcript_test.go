@@ -1,0 +1,45 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+)
+
+// A try whose answer was lost may still have landed; the next try is then
+// refused by the fence the first one moved. landed tells this apart from
+// another runner's write, so the run's end is not mistaken for a lost
+// session, and never mistakes someone else's record for ours.
+func TestA_record_that_landed_without_an_answer_is_recognised_not_taken_for_a_lost_fence(t *testing.T) {
+	e := newEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	tr, _, err := loadTranscript(ctx, e.js, "t1", "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	end := Record{Kind: RecordRunEnded, Run: "r-1", Runner: "a", Reason: "completed", Time: time.Now().UTC()}
+	if err := tr.append(ctx, end); err != nil {
+		t.Fatal(err)
+	}
+	landedAt := tr.last
+	tr.last = 0 // the answer was lost: the fence did not move here
+	if err := tr.append(ctx, end); !errors.Is(err, ErrFenced) {
+		t.Fatalf("second try: %v, want ErrFenced", err)
+	}
+	other := end
+	other.Runner = "b"
+	if tr.landed(ctx, other) {
+		t.Fatal("another runner's record was taken for ours")
+	}
+	if !tr.landed(ctx, end) {
+		t.Fatal("our own landed record was not recognised")
+	}
+	if tr.last != landedAt {
+		t.Fatalf("fence at %d after recognising the record, want %d", tr.last, landedAt)
+	}
+	if err := tr.append(ctx, Record{Kind: RecordRunStarted, Run: "r-2", Runner: "a"}); err != nil {
+		t.Fatalf("append after the fence moved past our record: %v", err)
+	}
+}
