@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -102,6 +103,19 @@ The webhooks file maps a tenant to its receivers:
 // GET /v1/notifier/deadletters behind the dev tokens.
 func runDevNotifier(ctx context.Context, env *devEnv) error {
 	log := env.Log.With().Str("component", "notifier").Logger()
+	// Ready only once its consumers exist: a new notifier consumer starts
+	// with new messages, so a run started before it would have no headlines.
+	var started atomic.Pointer[notifier.Notifier]
+	env.AddReadyCheck("notifier", func(context.Context) error {
+		if n := started.Load(); n != nil {
+			select {
+			case <-n.Ready():
+				return nil
+			default:
+			}
+		}
+		return errors.New("starting")
+	})
 	var hooks notifier.Webhooks
 	path := filepath.Join(env.DataDir, devWebhooksFile)
 	if _, err := os.Stat(path); err == nil {
@@ -115,6 +129,7 @@ func runDevNotifier(ctx context.Context, env *devEnv) error {
 	if err != nil {
 		return err
 	}
+	started.Store(n)
 	if dt, err := auth.EnsureDevTokens(env.DataDir); err != nil {
 		log.Warn().Err(err).Msg("dead-letter endpoint not mounted: no dev tokens")
 	} else if store, err := auth.Load(auth.Sources{File: dt.Path}); err != nil {
