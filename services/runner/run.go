@@ -155,8 +155,12 @@ func (a *actor) start(ctx context.Context, p plan) bool {
 		// Another runner wrote the transcript after we claimed the record:
 		// take the claim back (if nobody changed it since), so the record
 		// names the run that is really live, not one that never started.
-		if _, rerr := a.r.records.put(ctx, prev, newRev); rerr != nil {
-			a.log.Warn().Err(rerr).Msg("undo the claim on the session record")
+		// An append without an answer may have landed: then the run did
+		// start, and lost() hands it over for recovery instead.
+		if errors.Is(err, ErrFenced) {
+			if _, rerr := a.r.records.put(ctx, prev, newRev); rerr != nil {
+				a.log.Warn().Err(rerr).Msg("undo the claim on the session record")
+			}
 		}
 		a.lost(ctx, err)
 		return false
@@ -509,10 +513,13 @@ func (a *actor) lost(ctx context.Context, err error) {
 	a.mu.Unlock()
 	a.forget()
 	// A record that still names one of our runs would keep every other
-	// runner waiting on a run that no longer goes on: hand it back.
+	// runner waiting on a run that no longer goes on: hand it back. Not as
+	// idle: the run may have recorded turns but not its end (an append whose
+	// answer was lost landed, and ours then looked fenced), so it is handed
+	// over for recovery, as if its runner had restarted.
 	if rec, rev, err := a.r.records.get(ctx, a.tenant, a.session); err == nil &&
 		rec.State == StateRunning && rec.Runner == a.r.cfg.ID && rec.Incarnation == a.r.incarnation {
-		rec.State, rec.Reason = StateIdle, "lost the session's fence"
+		rec.Incarnation, rec.Reason = "", "lost the session's fence"
 		_, _ = a.r.records.put(ctx, rec, rev)
 	}
 }
