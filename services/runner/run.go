@@ -421,12 +421,13 @@ func (a *actor) finishRun(ctx context.Context, res runResult) {
 	a.steering = nil
 	a.mu.Unlock()
 	err := tr.appendSure(ctx, Record{Kind: RecordRunEnded, Run: lr.id, Runner: a.r.cfg.ID, Reason: reason}, 15*time.Second)
-	if errors.Is(err, ErrFenced) {
+	if err != nil {
+		// Fenced, or the store stayed away: the end is not recorded, so the
+		// run must not be called finished. lost() hands it over for
+		// recovery and leaves its events to be redelivered.
+		a.log.Warn().Err(err).Str("run", lr.id).Msg("record the end of the run")
 		a.lost(ctx, err)
 		return
-	}
-	if err != nil {
-		a.log.Warn().Err(err).Str("run", lr.id).Msg("record the end of the run")
 	}
 
 	// Notices the model never got go to the next run, in order.
