@@ -141,6 +141,7 @@ func (a *actor) start(ctx context.Context, p plan) bool {
 	turn.Delivers = ids
 	a.mu.Lock()
 	err = a.tr.append(ctx, Record{Kind: RecordRunStarted, Run: runID, Runner: a.r.cfg.ID, Cause: cause})
+	started := err == nil
 	if err == nil {
 		err = a.tr.append(ctx, Record{Kind: RecordMessage, Run: runID, Runner: a.r.cfg.ID, Message: &turn})
 	}
@@ -155,9 +156,11 @@ func (a *actor) start(ctx context.Context, p plan) bool {
 		// Another runner wrote the transcript after we claimed the record:
 		// take the claim back (if nobody changed it since), so the record
 		// names the run that is really live, not one that never started.
-		// An append without an answer may have landed: then the run did
-		// start, and lost() hands it over for recovery instead.
-		if errors.Is(err, ErrFenced) {
+		// But once run_started is in the transcript (or may be: an append
+		// without an answer can land), the run exists and must end or be
+		// recovered; undoing the claim left it "never ended" with the
+		// session idle. Then lost() hands it over for recovery instead.
+		if errors.Is(err, ErrFenced) && !started {
 			if _, rerr := a.r.records.put(ctx, prev, newRev); rerr != nil {
 				a.log.Warn().Err(rerr).Msg("undo the claim on the session record")
 			}
