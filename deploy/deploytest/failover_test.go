@@ -78,20 +78,27 @@ func TestFailover_killing_a_node_while_publishing_loses_no_event(t *testing.T) {
 		}
 		return s.CachedInfo().State.Msgs
 	}
-	// Sourcing into JETWAY_WORK resumes on the server's own retry schedule
-	// (measured 15-45 s after losing the leader), hence the longer bound.
-	for _, stream := range []string{bus.StreamEvents, bus.StreamWork} {
-		var got uint64
-		waitForWithin(t, 90*time.Second, fmt.Sprintf("%s holds exactly %d events", stream, total), func() bool {
-			got = count(stream)
-			return got == total
-		})
-		t.Logf("%s holds %d events (%v after the kill)", stream, got, time.Since(killed).Round(time.Millisecond))
-	}
+	// The log of record holds every event while the node is still down.
+	var got uint64
+	waitForWithin(t, 90*time.Second, fmt.Sprintf("%s holds exactly %d events", bus.StreamEvents, total), func() bool {
+		got = count(bus.StreamEvents)
+		return got == total
+	})
+	t.Logf("%s holds %d events (%v after the kill)", bus.StreamEvents, got, time.Since(killed).Round(time.Millisecond))
 
 	// The killed node comes back and catches up from its peers.
 	d.start(victim)
 	d.waitHTTP(victim, "/healthz")
+
+	// Sourcing into JETWAY_WORK resumes on the server's own retry schedule
+	// (measured 15-45 s after losing the leader, once over 90 s on a loaded
+	// machine), so it is counted after the node is back, with a long bound:
+	// late is a latency finding (docs/OPERATIONS.md), missing would be loss.
+	waitForWithin(t, 150*time.Second, fmt.Sprintf("%s holds exactly %d events", bus.StreamWork, total), func() bool {
+		got = count(bus.StreamWork)
+		return got == total
+	})
+	t.Logf("%s holds %d events (%v after the kill)", bus.StreamWork, got, time.Since(killed).Round(time.Millisecond))
 	waitFor(t, victim.name+" current again", func() bool {
 		s, err := admin.js.Stream(ctx, bus.StreamEvents)
 		if err != nil || s.CachedInfo().Cluster == nil {

@@ -2,6 +2,7 @@ package bus
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -89,7 +90,11 @@ func (c ProvisionConfig) progress(format string, args ...any) {
 func Provision(ctx context.Context, js jetstream.JetStream, cfg ProvisionConfig) error {
 	cfg = cfg.withDefaults()
 	for _, sc := range StreamConfigs(cfg) {
-		s, err := js.CreateOrUpdateStream(ctx, sc)
+		var s jetstream.Stream
+		err := whilePlacing(ctx, func() (err error) {
+			s, err = js.CreateOrUpdateStream(ctx, sc)
+			return err
+		})
 		if err != nil {
 			return fmt.Errorf("bus: provision stream %s: %w", sc.Name, err)
 		}
@@ -101,7 +106,11 @@ func Provision(ctx context.Context, js jetstream.JetStream, cfg ProvisionConfig)
 		cfg.progress("stream %s ready (%s)", sc.Name, describeStream(sc))
 	}
 	for _, kc := range BucketConfigs(cfg) {
-		if _, err := js.CreateOrUpdateKeyValue(ctx, kc); err != nil {
+		err := whilePlacing(ctx, func() error {
+			_, err := js.CreateOrUpdateKeyValue(ctx, kc)
+			return err
+		})
+		if err != nil {
 			return fmt.Errorf("bus: provision bucket %s: %w", kc.Bucket, err)
 		}
 		cfg.progress("bucket %s ready", kc.Bucket)
@@ -225,4 +234,31 @@ func Partitions(ctx context.Context, js jetstream.JetStream) (int, error) {
 		return 0, fmt.Errorf("bus: read partitions: bad %q metadata %q", MetadataPartitions, v)
 	}
 	return p, nil
+}
+
+// errNoSuitablePeers is JetStream's "no suitable peers for placement": a
+// cluster that has just formed (or lost a node) may not yet count every peer
+// as online for a replicated stream.
+const errNoSuitablePeers jetstream.ErrorCode = 10005
+
+// placementPatience bounds how long provisioning waits for a cluster's
+// peers to be placeable.
+const placementPatience = 30 * time.Second
+
+// whilePlacing runs create until it succeeds, fails with anything but "no
+// suitable peers", placementPatience passes, or ctx ends.
+func whilePlacing(ctx context.Context, create func() error) error {
+	deadline := time.Now().Add(placementPatience)
+	for {
+		err := create()
+		var apiErr *jetstream.APIError
+		if err == nil || !errors.As(err, &apiErr) || apiErr.ErrorCode != errNoSuitablePeers || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
 }
