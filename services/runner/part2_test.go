@@ -429,3 +429,64 @@ func TestA_run_whose_foreground_task_stays_alive_is_not_recovered(t *testing.T) 
 		t.Fatal("recovered beside a live process")
 	}
 }
+
+// railRunner runs one runner with rails until the test ends.
+func railRunner(t *testing.T, e *env, p llm.Provider, rails Rails) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	r, err := New(ctx, Config{NC: e.nc, ID: "r1", Provider: p, Rails: rails})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
+// refusal returns the reason recorded for event id, or "".
+func refusal(recs []Record, id string) string {
+	for _, r := range recs {
+		if r.Kind == RecordRefused && r.Event == id {
+			return r.Reason
+		}
+	}
+	return ""
+}
+
+func TestA_session_out_of_fuel_is_refused_clearly(t *testing.T) {
+	e := newEnv(t)
+	model, p := fakeModel(t)
+	model.SetFallback(llmtest.Reply{Text: "ok", Usage: llm.Usage{InputTokens: 60, OutputTokens: 50}})
+	railRunner(t, e, p, Rails{Fuel: 100})
+	e.publish(events.KindEvents, "t1", "s1", events.Input{Text: "one"})
+	waitFor(t, "the first run to end", 20*time.Second, func() bool {
+		return countKind(e.records("t1", "s1"), RecordRunEnded) == 1
+	})
+	second := e.publish(events.KindEvents, "t1", "s1", events.Input{Text: "two"})
+	waitFor(t, "the refusal", 20*time.Second, func() bool { return refusal(e.records("t1", "s1"), second) != "" })
+	if got := refusal(e.records("t1", "s1"), second); !strings.Contains(got, "out of fuel: the session has used 110 of its 100 tokens") {
+		t.Fatalf("refusal = %q", got)
+	}
+	if model.RequestCount() != 1 {
+		t.Fatalf("model called %d times, want 1", model.RequestCount())
+	}
+}
+
+func TestThe_global_run_reserve_is_shared_by_every_session(t *testing.T) {
+	e := newEnv(t)
+	model, p := fakeModel(t)
+	model.SetFallback(llmtest.Reply{Text: "ok"})
+	railRunner(t, e, p, Rails{GlobalRunsPerHour: 1})
+	e.publish(events.KindEvents, "t1", "s1", events.Input{Text: "one"})
+	waitFor(t, "the first run to end", 20*time.Second, func() bool {
+		return countKind(e.records("t1", "s1"), RecordRunEnded) == 1
+	})
+	other := e.publish(events.KindEvents, "t1", "s2", events.Input{Text: "another session"})
+	waitFor(t, "the refusal", 20*time.Second, func() bool { return refusal(e.records("t1", "s2"), other) != "" })
+	if got := refusal(e.records("t1", "s2"), other); !strings.Contains(got, "global run reserve spent") {
+		t.Fatalf("refusal = %q", got)
+	}
+	if model.RequestCount() != 1 {
+		t.Fatalf("model called %d times, want 1", model.RequestCount())
+	}
+}
