@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 
@@ -91,11 +92,31 @@ func (w *Worker) handler(op string, fn opFunc) micro.HandlerFunc {
 				if errors.As(err, &ae) {
 					msg = ae.Message
 				}
-				_ = req.Error(strconv.Itoa(code), msg, nil)
+				w.reply(req, nil, nats.Header{micro.ErrorHeader: {msg}, micro.ErrorCodeHeader: {strconv.Itoa(code)}})
 				return
 			}
-			_ = req.RespondJSON(res)
+			data, err := json.Marshal(res)
+			if err != nil {
+				w.reply(req, nil, nats.Header{micro.ErrorHeader: {"encode answer: " + err.Error()}, micro.ErrorCodeHeader: {strconv.Itoa(jobsapi.CodeInternal)}})
+				return
+			}
+			w.reply(req, data, nil)
 		}()
+	}
+}
+
+// reply answers a request from the goroutine that served it. It publishes
+// to the reply subject itself: micro.Request's Respond and Error record
+// their outcome in the request, which micro reads once the handler has
+// returned — a data race when the answer comes later from another
+// goroutine. The micro error headers keep the answer the same on the wire.
+func (w *Worker) reply(req micro.Request, data []byte, h nats.Header) {
+	if req.Reply() == "" {
+		return
+	}
+	msg := &nats.Msg{Subject: req.Reply(), Data: data, Header: h}
+	if err := w.cfg.NC.PublishMsg(msg); err != nil {
+		w.cfg.Log.Warn().Err(err).Msg("jobs: reply")
 	}
 }
 
