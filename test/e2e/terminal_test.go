@@ -131,16 +131,33 @@ func testChatHeadlineWhileTyping(t *testing.T, d *devStack) {
 		i := strings.Index(out, headline)
 		return i >= 0 && strings.Contains(out[i:], prompt+"half a thou")
 	})
-	// The job's end also woke the session; its answer shows up as well.
-	term.shows(t, runTimeout, "Job news: job 9 (make) exited 0 after 21m. Last line: build ok")
+	// The job's end also woke the session; its answer shows up as well —
+	// streamed, so a headline may land between two of its deltas.
+	term.until(t, runTimeout, "the agent's answer to the job's end", func(out string) bool {
+		return wordsInOrder(out, "Job news: job 9 (make) exited 0 after 21m. Last line: build ok")
+	})
 
 	before := len(term.screen.snapshot())
 	term.typeIn(t, "ght\r")
 	term.until(t, runTimeout, "the answer to the whole line, sent with Enter", func(out string) bool {
-		return strings.Contains(out[before:], "You wrote half a thought, typed around a headline.")
+		return wordsInOrder(out[before:], "You wrote half a thought, typed around a headline.")
 	})
 	term.typeIn(t, "/quit\r")
 	if err := term.exit(t, stopTimeout); err != nil {
 		t.Fatalf("chat exited with %v after /quit", err)
 	}
+}
+
+// wordsInOrder reports whether every word of want appears in out, in order:
+// streamed text is written delta by delta, and a headline may be printed
+// (with the prompt redrawn) between two deltas.
+func wordsInOrder(out, want string) bool {
+	for _, w := range strings.Fields(want) {
+		i := strings.Index(out, w)
+		if i < 0 {
+			return false
+		}
+		out = out[i+len(w):]
+	}
+	return true
 }
