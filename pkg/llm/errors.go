@@ -15,6 +15,11 @@ const (
 	// ErrKindMaxTokens: the model stopped at its output cap. The loop
 	// escalates the cap or asks the model to continue.
 	ErrKindMaxTokens ErrorKind = "max_tokens"
+	// ErrKindImage: an image was refused — an unsupported media type, too
+	// large, or data the provider could not process — by the API or by the
+	// provider's check before sending. Retrying the same request cannot
+	// help; the loop ends with image_error.
+	ErrKindImage ErrorKind = "image"
 	// ErrKindModel: anything else the provider refused or failed with, after
 	// retries.
 	ErrKindModel ErrorKind = "model_error"
@@ -52,3 +57,6 @@ func KindOf(err error) ErrorKind {
 
 // IsOverflow reports whether err says the prompt was too long.
 func IsOverflow(err error) bool { return KindOf(err) == ErrKindOverflow }
+
+// IsImage reports whether err says an image was refused.
+func IsImage(err error) bool { return KindOf(err) == ErrKindImage }

@@ -31,6 +31,8 @@ const (
 	BlockThinking   BlockType = "thinking"
 	BlockToolUse    BlockType = "tool_use"
 	BlockToolResult BlockType = "tool_result"
+	// BlockImage shows the model a picture (user turns only).
+	BlockImage BlockType = "image"
 )
 
 // ContentBlock is one part of a message. Only the fields of its Type are set.
@@ -46,10 +48,14 @@ type ContentBlock struct {
 	ID    string          `json:"id,omitempty"`
 	Name  string          `json:"name,omitempty"`
 	Input json.RawMessage `json:"input,omitempty"`
-	// ToolUseID, Content and IsError describe a tool_result block.
-	ToolUseID string `json:"tool_use_id,omitempty"`
-	Content   string `json:"content,omitempty"`
-	IsError   bool   `json:"is_error,omitempty"`
+	// ToolUseID, Content, Images and IsError describe a tool_result block.
+	// Images are pictures the tool returned, shown after its text.
+	ToolUseID string  `json:"tool_use_id,omitempty"`
+	Content   string  `json:"content,omitempty"`
+	Images    []Image `json:"images,omitempty"`
+	IsError   bool    `json:"is_error,omitempty"`
+	// Image is the picture of an image block.
+	Image *Image `json:"image,omitempty"`
 }
 
 // MessageKind marks messages the host or the loop made, so views and

@@ -196,14 +196,18 @@ func mergeUsers(ms []Message) []Message {
 }
 
 // EstimateTokens is a rough, provider-neutral size of msgs in tokens (about
-// four characters each), for compaction gates before a provider has reported
-// a real count.
+// four characters each, and ImageTokens per image), for compaction gates
+// before a provider has reported a real count.
 func EstimateTokens(msgs []Message) int {
 	n := 0
 	for _, m := range msgs {
 		n += 4
 		for _, b := range m.Content {
 			n += (len(b.Text) + len(b.Content) + len(b.Input) + len(b.Name) + 3) / 4
+			n += ImageTokens * len(b.Images)
+			if b.Image != nil {
+				n += ImageTokens
+			}
 		}
 	}
 	return n

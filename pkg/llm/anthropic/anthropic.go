@@ -282,7 +282,8 @@ func verdict(err error) retry.Verdict {
 
 // classifyErr turns a final failure into what the loop acts on: the
 // context's own error when the call was cancelled, an overflow when the
-// prompt did not fit, a model error otherwise.
+// prompt did not fit, an image error when an image was refused, a model
+// error otherwise.
 func classifyErr(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
 		return fmt.Errorf("anthropic: %w", ctx.Err())
@@ -296,8 +297,11 @@ func classifyErr(ctx context.Context, err error) error {
 		if apiErr.StatusCode >= 400 {
 			e.StatusCode = apiErr.StatusCode
 		}
-		if isOverflow(apiErr) {
+		switch {
+		case isOverflow(apiErr):
 			e.Kind = llm.ErrKindOverflow
+		case isImageRefusal(apiErr):
+			e.Kind = llm.ErrKindImage
 		}
 	}
 	return e
@@ -314,4 +318,20 @@ func isOverflow(e *sdk.Error) bool {
 	}
 	text := strings.ToLower(e.Message + " " + e.RawJSON())
 	return strings.Contains(text, "prompt is too long")
+}
+
+// isImageRefusal recognises the API's 400s about an image: "Could not
+// process image", "…image.source.base64: image exceeds 5 MB maximum",
+// "…image.source.base64.media_type: Input should be 'image/jpeg', …", "At
+// least one of the image dimensions exceed max allowed size", "Image does
+// not match the provided media type". Every one names the image, and
+// retrying the same request cannot cure any.
+func isImageRefusal(e *sdk.Error) bool {
+	if e.StatusCode != http.StatusBadRequest {
+		return false
+	}
+	if strings.HasPrefix(string(e.ErrorCode()), "image_") { // image_dimensions_too_large
+		return true
+	}
+	return strings.Contains(strings.ToLower(e.RawJSON()+" "+e.Message), "image")
 }

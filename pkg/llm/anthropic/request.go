@@ -26,6 +26,11 @@ func (p *Provider) params(req llm.CompletionRequest) (sdk.MessageNewParams, []op
 	if model == "" {
 		return sdk.MessageNewParams{}, nil, &llm.Error{Kind: llm.ErrKindModel, Provider: "anthropic", Err: errors.New("no model: set it in the request or the provider config")}
 	}
+	// An image the API would refuse fails here, with the same class as
+	// the API's refusal, and costs no round trip.
+	if err := llm.CheckImages("anthropic", ImagePolicy(), req.Messages); err != nil {
+		return sdk.MessageNewParams{}, nil, err
+	}
 	maxTokens := req.MaxTokens
 	if maxTokens <= 0 {
 		maxTokens = p.cfg.MaxTokens
@@ -98,7 +103,7 @@ type turn struct {
 
 // messages shapes the history the way the API requires: blocks it refuses
 // are left out (empty text, thinking without the signature only the API
-// can make), consecutive messages of one role are merged, and tool results
+// can make, images outside user turns), consecutive messages of one role are merged, and tool results
 // come first in their user message.
 func messages(history []llm.Message) []sdk.MessageParam {
 	var turns []turn
@@ -108,6 +113,7 @@ func messages(history []llm.Message) []sdk.MessageParam {
 			switch {
 			case b.Type == llm.BlockText && b.Text == "":
 			case b.Type == llm.BlockThinking && (b.Signature == "" || m.Role != llm.RoleAssistant):
+			case b.Type == llm.BlockImage && (b.Image == nil || m.Role != llm.RoleUser):
 			default:
 				blocks = append(blocks, b)
 			}
@@ -167,10 +173,15 @@ func blockParams(blocks []llm.ContentBlock) []sdk.ContentBlockParamUnion {
 				input = json.RawMessage("{}")
 			}
 			out = append(out, sdk.ContentBlockParamUnion{OfToolUse: &sdk.ToolUseBlockParam{ID: b.ID, Name: b.Name, Input: input}})
+		case llm.BlockImage:
+			out = append(out, sdk.ContentBlockParamUnion{OfImage: imageParam(*b.Image)})
 		case llm.BlockToolResult:
 			r := sdk.ToolResultBlockParam{ToolUseID: b.ToolUseID}
 			if b.Content != "" {
 				r.Content = []sdk.ToolResultBlockParamContentUnion{{OfText: &sdk.TextBlockParam{Text: b.Content}}}
+			}
+			for _, img := range b.Images {
+				r.Content = append(r.Content, sdk.ToolResultBlockParamContentUnion{OfImage: imageParam(img)})
 			}
 			if b.IsError {
 				r.IsError = sdk.Bool(true)
@@ -179,6 +190,28 @@ func blockParams(blocks []llm.ContentBlock) []sdk.ContentBlockParamUnion {
 		}
 	}
 	return out
+}
+
+// imageParam is the API's image block: a base64 source, or a URL source
+// the API fetches itself.
+func imageParam(img llm.Image) *sdk.ImageBlockParam {
+	if img.URL != "" {
+		return &sdk.ImageBlockParam{Source: sdk.ImageBlockParamSourceUnion{OfURL: &sdk.URLImageSourceParam{URL: img.URL}}}
+	}
+	return &sdk.ImageBlockParam{Source: sdk.ImageBlockParamSourceUnion{OfBase64: &sdk.Base64ImageSourceParam{
+		Data: img.Data, MediaType: sdk.Base64ImageSourceMediaType(img.MediaType),
+	}}}
+}
+
+// ImagePolicy is what the Messages API accepts as images: JPEG, PNG, GIF
+// and WebP, at most 5 MB of base64 and 8000 pixels a side each. The
+// provider checks every image against it before sending.
+func ImagePolicy() llm.ImagePolicy {
+	return llm.ImagePolicy{
+		MediaTypes:     []string{"image/jpeg", "image/png", "image/gif", "image/webp"},
+		MaxBase64Bytes: 5 << 20,
+		MaxDimension:   8000,
+	}
 }
 
 // cacheLastBlock puts a cache breakpoint on the last block of m that can
@@ -203,6 +236,9 @@ func cacheLastBlock(m sdk.MessageParam) {
 			return
 		case c.OfToolUse != nil:
 			c.OfToolUse.CacheControl = sdk.NewCacheControlEphemeralParam()
+			return
+		case c.OfImage != nil:
+			c.OfImage.CacheControl = sdk.NewCacheControlEphemeralParam()
 			return
 		}
 	}

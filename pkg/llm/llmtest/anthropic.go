@@ -1,6 +1,7 @@
 package llmtest
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -21,8 +22,10 @@ import (
 // Like the real API it refuses a request without an API key or
 // anthropic-version header, a tool_use without its tool_result in the next
 // message, a tool_result whose tool_use is not in the previous message, an
-// empty text block and more than four cache_control breakpoints, so tests
-// see the shaping mistakes the real API would refuse.
+// empty text block, more than four cache_control breakpoints, and an image
+// outside a user message, of a media type it does not take, over 5 MB of
+// base64 or not base64 at all, so tests see the shaping mistakes the real
+// API would refuse, in its words.
 type Anthropic struct {
 	server
 	ids atomic.Int64
@@ -133,6 +136,12 @@ func anthropicErrorBody(e *APIError) string {
 		switch {
 		case e.Code == "context_length_exceeded":
 			msg = "prompt is too long: 210000 tokens > 200000 maximum"
+		case e.Code == codeInvalidImage:
+			msg = "Could not process image"
+		case e.Code == codeImageTooLarge:
+			msg = "messages.0.content.0.image.source.base64: image exceeds 5 MB maximum: 5404560 bytes > 5242880 bytes"
+		case e.Code == codeImageDimensions:
+			msg = "messages.0.content.1.image.source.base64.data: At least one of the image dimensions exceed max allowed size: 8000 pixels"
 		case e.Status == 429:
 			msg = "Number of request tokens has exceeded your per-minute rate limit"
 		case e.Status == 529:
@@ -141,9 +150,13 @@ func anthropicErrorBody(e *APIError) string {
 			msg = http.StatusText(e.Status)
 		}
 	}
+	body := map[string]any{"type": typ, "message": msg}
+	if e.Code == codeImageDimensions {
+		body["details"] = map[string]any{"error_code": codeImageDimensions, "max_side_length_pixels": 8000, "paths": []string{"messages.0.content.1"}}
+	}
 	return string(mustJSON(map[string]any{
 		"type":       "error",
-		"error":      map[string]any{"type": typ, "message": msg},
+		"error":      body,
 		"request_id": "req_llmtest_error",
 	}))
 }
@@ -299,6 +312,9 @@ type anthropicRequest struct {
 			ID           string          `json:"id"`
 			ToolUseID    string          `json:"tool_use_id"`
 			CacheControl json.RawMessage `json:"cache_control"`
+			Source       *imageSource    `json:"source"`
+			// Content is a tool_result's: a string or a list of blocks.
+			Content json.RawMessage `json:"content"`
 		} `json:"content"`
 	} `json:"messages"`
 	Tools []struct {
@@ -338,7 +354,7 @@ func (req *anthropicRequest) validate() string {
 			return fmt.Sprintf("messages.%d: all messages must have non-empty content", i)
 		}
 		var uses, results []string
-		for _, b := range m.Content {
+		for j, b := range m.Content {
 			if len(b.CacheControl) > 0 {
 				breakpoints++
 			}
@@ -351,6 +367,33 @@ func (req *anthropicRequest) validate() string {
 				uses = append(uses, b.ID)
 			case "tool_result":
 				results = append(results, b.ToolUseID)
+				var inner []struct {
+					Type   string       `json:"type"`
+					Source *imageSource `json:"source"`
+				}
+				if len(b.Content) > 0 && b.Content[0] == '[' {
+					if err := json.Unmarshal(b.Content, &inner); err != nil {
+						return fmt.Sprintf("messages.%d.content.%d.tool_result.content: %v", i, j, err)
+					}
+				}
+				for k, c := range inner {
+					if c.Type != "image" {
+						continue
+					}
+					if m.Role != "user" {
+						return fmt.Sprintf("messages.%d.content.%d: images are only allowed in user messages", i, j)
+					}
+					if msg := c.Source.validate(fmt.Sprintf("messages.%d.content.%d.tool_result.content.%d.image.source", i, j, k)); msg != "" {
+						return msg
+					}
+				}
+			case "image":
+				if m.Role != "user" {
+					return fmt.Sprintf("messages.%d.content.%d: images are only allowed in user messages", i, j)
+				}
+				if msg := b.Source.validate(fmt.Sprintf("messages.%d.content.%d.image.source", i, j)); msg != "" {
+					return msg
+				}
 			}
 		}
 		if len(pendingUses) > 0 {
@@ -373,6 +416,45 @@ func (req *anthropicRequest) validate() string {
 	}
 	if breakpoints > 4 {
 		return fmt.Sprintf("A maximum of 4 blocks with cache_control may be provided. Found %d.", breakpoints)
+	}
+	return ""
+}
+
+// imageSource is an image block's source.
+type imageSource struct {
+	Type      string `json:"type"`
+	MediaType string `json:"media_type"`
+	Data      string `json:"data"`
+	URL       string `json:"url"`
+}
+
+// maxImageBase64 is the API's limit on an image's base64 text.
+const maxImageBase64 = 5 << 20
+
+// validate returns the API's refusal of the source at path, or "".
+func (src *imageSource) validate(path string) string {
+	if src == nil {
+		return path + ": Field required"
+	}
+	switch src.Type {
+	case "base64":
+		switch src.MediaType {
+		case "image/jpeg", "image/png", "image/gif", "image/webp":
+		default:
+			return path + ".base64.media_type: Input should be 'image/jpeg', 'image/png', 'image/gif' or 'image/webp'"
+		}
+		if len(src.Data) > maxImageBase64 {
+			return fmt.Sprintf("%s.base64: image exceeds 5 MB maximum: %d bytes > %d bytes", path, len(src.Data), maxImageBase64)
+		}
+		if _, err := base64.StdEncoding.DecodeString(src.Data); err != nil || src.Data == "" {
+			return "Could not process image"
+		}
+	case "url":
+		if !strings.HasPrefix(src.URL, "https://") && !strings.HasPrefix(src.URL, "http://") {
+			return path + ".url.url: Input should be a valid URL"
+		}
+	default:
+		return path + ": Input tag '" + src.Type + "' found using 'type' does not match any of the expected tags: 'base64', 'url', 'file'"
 	}
 	return ""
 }

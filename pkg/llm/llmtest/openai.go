@@ -21,8 +21,9 @@ import (
 // /v1) as its base URL.
 //
 // Like the real API it refuses a request without a bearer token, an
-// assistant tool call without a tool message answering it, and a tool
-// message that answers no call.
+// assistant tool call without a tool message answering it, a tool
+// message that answers no call, and an image part in a message whose role
+// is not user (tool messages cannot carry images).
 type OpenAI struct {
 	server
 	ids atomic.Int64
@@ -108,6 +109,15 @@ func openaiErrorBody(e *APIError) string {
 		code = e.Code
 	}
 	switch {
+	case e.Code == codeImageDimensions:
+		code = codeInvalidImage
+		if msg == "" {
+			msg = "Invalid image."
+		}
+	case e.Code == codeInvalidImage && msg == "":
+		msg = "Invalid image."
+	case e.Code == codeImageTooLarge && msg == "":
+		msg = "You uploaded an unsupported image. Please make sure your image is below 20 MB in size and is of one the following formats: ['png', 'jpeg', 'gif', 'webp']."
 	case e.Code == "context_length_exceeded":
 		param = "messages"
 		if msg == "" {
@@ -267,13 +277,18 @@ type openaiRequest struct {
 	StreamOptions struct {
 		IncludeUsage bool `json:"include_usage"`
 	} `json:"stream_options"`
-	Messages []struct {
-		Role       string `json:"role"`
-		ToolCallID string `json:"tool_call_id"`
-		ToolCalls  []struct {
-			ID string `json:"id"`
-		} `json:"tool_calls"`
-	} `json:"messages"`
+	Messages []openaiMessage `json:"messages"`
+}
+
+// openaiMessage is the part of a message the server checks.
+type openaiMessage struct {
+	Role string `json:"role"`
+	// Content is a string or a list of parts.
+	Content    json.RawMessage `json:"content"`
+	ToolCallID string          `json:"tool_call_id"`
+	ToolCalls  []struct {
+		ID string `json:"id"`
+	} `json:"tool_calls"`
 }
 
 func (req *openaiRequest) validate() string {
@@ -284,7 +299,11 @@ func (req *openaiRequest) validate() string {
 		return "[] is too short - 'messages'"
 	}
 	var open []string // calls of the last assistant message not yet answered
-	for i, m := range req.Messages {
+	for i := range req.Messages {
+		m := &req.Messages[i]
+		if msg := m.imageRefusal(i); msg != "" {
+			return msg
+		}
 		if m.Role == "tool" {
 			j := slices.Index(open, m.ToolCallID)
 			if j < 0 {
@@ -301,6 +320,35 @@ func (req *openaiRequest) validate() string {
 			for _, tc := range m.ToolCalls {
 				open = append(open, tc.ID)
 			}
+		}
+	}
+	return ""
+}
+
+// imageRefusal is the API's refusal of message i's image parts, or "": only
+// user messages may carry images, and an image is an http(s) or data: URL.
+func (m *openaiMessage) imageRefusal(i int) string {
+	if len(m.Content) == 0 || m.Content[0] != '[' {
+		return ""
+	}
+	var parts []struct {
+		Type     string `json:"type"`
+		ImageURL *struct {
+			URL string `json:"url"`
+		} `json:"image_url"`
+	}
+	if err := json.Unmarshal(m.Content, &parts); err != nil {
+		return fmt.Sprintf("Invalid 'messages[%d].content': %v", i, err)
+	}
+	for _, p := range parts {
+		if p.Type != "image_url" {
+			continue
+		}
+		if m.Role != "user" {
+			return fmt.Sprintf("Invalid 'messages[%d]'. Image URLs are only allowed for messages with role 'user', but this message with role '%s' contains an image URL.", i, m.Role)
+		}
+		if p.ImageURL == nil || !(strings.HasPrefix(p.ImageURL.URL, "data:image/") || strings.HasPrefix(p.ImageURL.URL, "https://") || strings.HasPrefix(p.ImageURL.URL, "http://")) {
+			return "Invalid image."
 		}
 	}
 	return ""

@@ -52,6 +52,10 @@ type Config struct {
 	Retry retry.Policy
 	// HTTPClient, if set, carries the requests.
 	HTTPClient *http.Client
+	// Images, if set, replaces ImagePolicy() as what images are checked
+	// against before a request is sent, for compatible servers that take
+	// other types or sizes.
+	Images *llm.ImagePolicy
 }
 
 // Provider is an llm.Provider for Chat Completions.
@@ -315,7 +319,8 @@ func verdict(err error) retry.Verdict {
 
 // classifyErr turns a final failure into what the loop acts on: the
 // context's own error when the call was cancelled, an overflow when the
-// prompt did not fit, a model error otherwise. The SDK's error text leaves
+// prompt did not fit, an image error when an image was refused, a model
+// error otherwise. The SDK's error text leaves
 // out the server's message, so it is added.
 func classifyErr(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
@@ -333,9 +338,12 @@ func classifyErr(ctx context.Context, err error) error {
 		if apiErr.Message != "" {
 			e.Err = fmt.Errorf("%w: %s", err, apiErr.Message)
 		}
-		if apiErr.Code == "context_length_exceeded" || apiErr.Type == "exceed_context_size_error" ||
-			((apiErr.StatusCode == 400 || apiErr.StatusCode == 413) && overflowText(apiErr.Message+" "+apiErr.RawJSON())) {
+		switch {
+		case apiErr.Code == "context_length_exceeded" || apiErr.Type == "exceed_context_size_error" ||
+			((apiErr.StatusCode == 400 || apiErr.StatusCode == 413) && overflowText(apiErr.Message+" "+apiErr.RawJSON())):
 			e.Kind = llm.ErrKindOverflow
+		case isImageRefusal(apiErr):
+			e.Kind = llm.ErrKindImage
 		}
 	case errors.As(err, &streamErr):
 		if overflowText(streamErr.Message) {
@@ -343,6 +351,18 @@ func classifyErr(ctx context.Context, err error) error {
 		}
 	}
 	return e
+}
+
+// isImageRefusal recognises a 400 about an image: OpenAI's "Invalid
+// image." (code invalid_image), invalid_image_format, image_parse_error,
+// invalid_image_url, and a compatible server's refusal of images it cannot
+// take ("image input is not supported", "At most 0 image(s) may be
+// provided"). Every one names the image; retrying cannot cure any.
+func isImageRefusal(e *sdk.Error) bool {
+	if e.StatusCode != http.StatusBadRequest {
+		return false
+	}
+	return strings.Contains(strings.ToLower(e.Code+" "+e.Message+" "+e.RawJSON()), "image")
 }
 
 // overflowText recognises the ways OpenAI and the compatible servers say

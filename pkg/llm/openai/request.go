@@ -22,6 +22,11 @@ func (p *Provider) params(req llm.CompletionRequest) (sdk.ChatCompletionNewParam
 	if model == "" {
 		return sdk.ChatCompletionNewParams{}, &llm.Error{Kind: llm.ErrKindModel, Provider: "openai", Err: errors.New("no model: set it in the request or the provider config")}
 	}
+	// An image the server would refuse fails here, with the same class as
+	// the server's refusal, and costs no round trip.
+	if err := llm.CheckImages("openai", p.imagePolicy(), req.Messages); err != nil {
+		return sdk.ChatCompletionNewParams{}, err
+	}
 	params := sdk.ChatCompletionNewParams{Model: shared.ChatModel(model), Messages: messages(req.System, req.Messages)}
 	if len(params.Messages) == 0 {
 		return sdk.ChatCompletionNewParams{}, &llm.Error{Kind: llm.ErrKindModel, Provider: "openai", Err: errors.New("request has no message with content")}
@@ -61,12 +66,24 @@ type turn struct {
 	blocks []llm.ContentBlock
 }
 
+// Texts that carry a tool's images across: Chat Completions takes images
+// only in user messages, so a tool message whose result has images says so
+// (ToolImagesNote) and the images follow in the next user message, each
+// result's under a header naming its call (ToolImagesHeader), before the
+// turn's own text and images.
+const (
+	ToolImagesNote   = "[%d image(s) from this result follow in the next user message]"
+	ToolImagesHeader = "[images from tool call %s]"
+)
+
 // messages shapes the conversation for Chat Completions: the system blocks
 // as one system message (several confuse the chat templates of local
 // servers), consecutive messages of one role merged, and each user turn's
 // tool results first, as tool-role messages right after the assistant
-// message that made the calls, then its text as a user message. Thinking
-// is left out.
+// message that made the calls, then its text (and images, the tools' first)
+// as a user message. A user message without images stays a plain string,
+// which every compatible server's chat template takes. Thinking is left
+// out.
 func messages(system []string, history []llm.Message) []sdk.ChatCompletionMessageParamUnion {
 	var out []sdk.ChatCompletionMessageParamUnion
 	var sys []string
@@ -89,6 +106,10 @@ func messages(system []string, history []llm.Message) []sdk.ChatCompletionMessag
 				}
 			case llm.BlockToolUse, llm.BlockToolResult:
 				blocks = append(blocks, b)
+			case llm.BlockImage:
+				if b.Image != nil && m.Role == llm.RoleUser {
+					blocks = append(blocks, b)
+				}
 			}
 		}
 		if len(blocks) == 0 {
@@ -106,6 +127,7 @@ func messages(system []string, history []llm.Message) []sdk.ChatCompletionMessag
 			continue
 		}
 		var texts []string
+		var toolParts, parts []sdk.ChatCompletionContentPartUnionParam
 		for _, b := range t.blocks {
 			switch b.Type {
 			case llm.BlockToolResult:
@@ -113,12 +135,28 @@ func messages(system []string, history []llm.Message) []sdk.ChatCompletionMessag
 				if b.IsError {
 					content = "error: " + content
 				}
+				if n := len(b.Images); n > 0 {
+					if content != "" {
+						content += "\n\n"
+					}
+					content += fmt.Sprintf(ToolImagesNote, n)
+					toolParts = append(toolParts, sdk.TextContentPart(fmt.Sprintf(ToolImagesHeader, b.ToolUseID)))
+					for _, img := range b.Images {
+						toolParts = append(toolParts, imagePart(img))
+					}
+				}
 				out = append(out, sdk.ToolMessage(content, b.ToolUseID))
 			case llm.BlockText:
 				texts = append(texts, b.Text)
+				parts = append(parts, sdk.TextContentPart(b.Text))
+			case llm.BlockImage:
+				parts = append(parts, imagePart(*b.Image))
 			}
 		}
-		if len(texts) > 0 {
+		switch {
+		case len(toolParts) > 0 || len(parts) > len(texts):
+			out = append(out, sdk.UserMessage(append(toolParts, parts...)))
+		case len(texts) > 0:
 			out = append(out, sdk.UserMessage(strings.Join(texts, "\n\n")))
 		}
 	}
@@ -147,4 +185,27 @@ func assistant(blocks []llm.ContentBlock) sdk.ChatCompletionMessageParamUnion {
 		a.Content.OfString = sdk.String(strings.Join(texts, ""))
 	}
 	return sdk.ChatCompletionMessageParamUnion{OfAssistant: &a}
+}
+
+// imagePart is an image_url content part: the image's URL, or a data: URL
+// carrying its bytes.
+func imagePart(img llm.Image) sdk.ChatCompletionContentPartUnionParam {
+	return sdk.ImageContentPart(sdk.ChatCompletionContentPartImageImageURLParam{URL: img.DataURL()})
+}
+
+// ImagePolicy is what OpenAI's Chat Completions accepts as images: PNG,
+// JPEG, GIF and WebP up to 20 MB (about 26.7 MB of base64). Compatible
+// servers differ; Config.Images replaces it.
+func ImagePolicy() llm.ImagePolicy {
+	return llm.ImagePolicy{
+		MediaTypes:     []string{"image/png", "image/jpeg", "image/gif", "image/webp"},
+		MaxBase64Bytes: (20 << 20) / 3 * 4,
+	}
+}
+
+func (p *Provider) imagePolicy() llm.ImagePolicy {
+	if p.cfg.Images != nil {
+		return *p.cfg.Images
+	}
+	return ImagePolicy()
 }
