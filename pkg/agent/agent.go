@@ -49,9 +49,9 @@ const (
 	// it ended still truncated after MaxOutputTokensRecoveries resumes.
 	ReasonCompleted     TerminalReason = "completed"
 	ReasonBlockingLimit TerminalReason = "blocking_limit" // hard context limit hit before a request
-	// ReasonImageError is for unsupported media. The llm types carry no
-	// images yet, so the loop never ends with it today; it is defined so the
-	// contract does not change when they do.
+	// ReasonImageError: the provider refused an image (unsupported media
+	// type, too large, unreadable), before sending or from the API
+	// (llm.ErrKindImage). Terminal.Err says which image and why.
 	ReasonImageError        TerminalReason = "image_error"
 	ReasonModelError        TerminalReason = "model_error"         // provider/API failure
 	ReasonAbortedStreaming  TerminalReason = "aborted_streaming"   // cancelled during streaming (or between turns)

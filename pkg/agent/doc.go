@@ -46,6 +46,12 @@
 //     without waiting.
 //   - The iterator's error is always nil; failures are in Terminal.Err, so a
 //     consumer that skips pairs with an error still sees the terminal event.
-//   - ReasonImageError is defined but never produced: the llm types carry no
-//     images yet.
+//   - A tool may return images (tool.Result.Images); they travel in its
+//     tool_result. When the provider refuses an image — its check before
+//     sending, or the API's 400 — the run ends with ReasonImageError rather
+//     than ReasonModelError, since retrying the same request cannot help;
+//     the results are recorded before the call, so no tool call is left
+//     without its result. The image stays in the history (it is
+//     append-only): a host that goes on with the session should tell the
+//     model, or drop the image in its ContextView.
 package agent

@@ -234,8 +234,15 @@ func (l *loop) run(ctx context.Context, yield func(Event, error) bool) (term *Te
 				l.continueWith(ContinueReactiveCompactRetry)
 				continue
 			}
-			if llm.KindOf(res.err) == llm.ErrKindMaxTokens && l.escalate() {
-				continue
+			switch llm.KindOf(res.err) {
+			case llm.ErrKindMaxTokens:
+				if l.escalate() {
+					continue
+				}
+			case llm.ErrKindImage:
+				// The same request would be refused again. Every result is
+				// already recorded, so the history stays whole.
+				return l.end(ReasonImageError, res.err), true
 			}
 			return l.end(ReasonModelError, res.err), true
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sync"
 
 	"go.opentelemetry.io/otel"
@@ -286,12 +287,12 @@ func (e *Executor) run(c *call) Outcome {
 		span.SetStatus(codes.Error, "tool reported an error")
 	}
 	out := Outcome{
-		Block:       llm.ContentBlock{Type: llm.BlockToolResult, ToolUseID: c.use.ID, Content: content, IsError: r.IsError},
+		Block:       llm.ContentBlock{Type: llm.BlockToolResult, ToolUseID: c.use.ID, Content: content, Images: slices.Clone(r.Images), IsError: r.IsError},
 		Stop:        r.Stop,
 		StopMessage: r.StopMessage,
 	}
 	if e.cfg.After != nil {
-		if stop, msg := e.cfg.After(ctx, c.use.Name, input, Result{Content: content, IsError: r.IsError}); stop {
+		if stop, msg := e.cfg.After(ctx, c.use.Name, input, Result{Content: content, Images: out.Block.Images, IsError: r.IsError}); stop {
 			out.Stop, out.StopMessage = true, msg
 		}
 	}

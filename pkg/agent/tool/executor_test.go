@@ -292,3 +292,33 @@ func TestExecutor_gate_denies_and_after_stops(t *testing.T) {
 		t.Errorf("progress = %v", progress)
 	}
 }
+
+func TestA_tools_images_reach_its_result_block_and_the_After_hook_whole(t *testing.T) {
+	img := llm.Image{MediaType: "image/png", Data: "iVBORw0KGgo="}
+	shot := Func{Name: "shot", IsReadOnly: true, Fn: func(context.Context, Call) (Result, error) {
+		return Result{Content: strings.Repeat("x", 50), Images: []llm.Image{img}}, nil
+	}}
+	reg, err := NewRegistry(shot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seen []llm.Image
+	e := NewExecutor(t.Context(), ExecutorConfig{Registry: reg, MaxOutputChars: 10, After: func(_ context.Context, _ string, _ json.RawMessage, r Result) (bool, string) {
+		seen = r.Images
+		return false, ""
+	}})
+	defer e.Discard()
+	e.Add(llm.ContentBlock{Type: llm.BlockToolUse, ID: "t1", Name: "shot", Input: json.RawMessage(`{}`)})
+	e.Release()
+	u, ok := e.Next()
+	if !ok || u.Outcome == nil {
+		t.Fatal("no outcome")
+	}
+	b := u.Outcome.Block
+	if len(b.Images) != 1 || b.Images[0] != img || !strings.Contains(b.Content, "output truncated") {
+		t.Fatalf("result block %+v: the text is capped, the image kept whole", b)
+	}
+	if len(seen) != 1 || seen[0] != img {
+		t.Fatalf("After saw images %+v", seen)
+	}
+}

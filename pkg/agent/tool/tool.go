@@ -26,6 +26,10 @@ type Call struct {
 // Result is what a tool hands back to the model.
 type Result struct {
 	Content string
+	// Images are pictures the tool returns (a screenshot, a rendered
+	// chart), shown to the model after Content. The provider checks them
+	// before sending: one it cannot take ends the run with image_error.
+	Images  []llm.Image
 	IsError bool
 	// Stop asks the loop to end after this tool turn instead of calling the
 	// model again (the run ends with hook_stopped); StopMessage says why.
