@@ -26,6 +26,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -75,6 +76,9 @@ type Condition struct {
 	ToolResultFor string `json:"tool_result_for,omitempty"`
 	// ToolResultContains: a tool result of the latest user turn contains it.
 	ToolResultContains string `json:"tool_result_contains,omitempty"`
+	// HasImage: the latest user turn shows the model an image, its own or
+	// in a tool result (a script cannot look at it, but can say it got one).
+	HasImage bool `json:"has_image,omitempty"`
 }
 
 // Duration is a time.Duration written as a Go duration string in JSON.
@@ -346,6 +350,9 @@ func (c *Condition) holds(history, latest []llm.Message) bool {
 	if c.NoticeContains != "" && notice(latest, c.NoticeContains) == "" {
 		return false
 	}
+	if c.HasImage && !slices.ContainsFunc(latest, func(m llm.Message) bool { return len(m.Images()) > 0 }) {
+		return false
+	}
 	if c.ToolResultFor != "" || c.ToolResultContains != "" {
 		names := toolNames(history)
 		found := false
@@ -533,6 +540,11 @@ func summary(ms []llm.Message) string {
 				parts = append(parts, firstLine(b.Text))
 			case llm.BlockToolResult:
 				parts = append(parts, "tool result: "+firstLine(b.Content))
+				if n := len(b.Images); n > 0 {
+					parts = append(parts, fmt.Sprintf("%d image(s)", n))
+				}
+			case llm.BlockImage:
+				parts = append(parts, "an image")
 			}
 		}
 	}

@@ -256,3 +256,45 @@ func BenchmarkStream(b *testing.B) {
 		}
 	}
 }
+
+func TestImages_in_the_turn_leave_notice_and_tool_conditions_working(t *testing.T) {
+	p, err := script.FromTurns([]script.Turn{
+		{When: &script.Condition{UserContains: "look"}, Text: "Taking a screenshot.", ToolCalls: []script.ToolCall{{Name: "screenshot"}}},
+		{When: &script.Condition{NoticeContains: "job 3"}, Text: "Noted: {{notice}}"},
+		{When: &script.Condition{ToolResultFor: "screenshot", HasImage: true}, Text: "I got the screenshot: {{tool_result}}"},
+		{When: &script.Condition{ToolResultFor: "screenshot"}, Text: "The screenshot came back without an image."},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	img := llm.Image{MediaType: "image/png", Data: "iVBORw0KGgo="}
+	h := []llm.Message{llm.UserImages("look at this", img)}
+	m, _ := stream(t, p, h)
+	if len(m.ToolUses()) != 1 {
+		t.Fatalf("user_contains did not match beside an image: %+v", m)
+	}
+	withImage := results(m, "1280x800")
+	withImage.Content[0].Images = []llm.Image{img}
+	if got, _ := stream(t, p, append(append([]llm.Message(nil), h...), m, withImage)); got.Text() != "I got the screenshot: 1280x800" {
+		t.Fatalf("has_image: got %q", got.Text())
+	}
+	if got, _ := stream(t, p, append(append([]llm.Message(nil), h...), m, results(m, "1280x800"))); got.Text() != "The screenshot came back without an image." {
+		t.Fatalf("has_image held with no image: got %q", got.Text())
+	}
+	n := jobNotice(3)
+	n.Content = append(n.Content, llm.ImageBlock(img))
+	if got, _ := stream(t, p, append(append([]llm.Message(nil), h...), m, withImage, llm.Message{Role: llm.RoleAssistant, Content: []llm.ContentBlock{{Type: llm.BlockText, Text: "I got the screenshot: 1280x800"}}}, n)); !strings.HasPrefix(got.Text(), "Noted: job 3 (sleep) exited 0") {
+		t.Fatalf("notice_contains beside an image: got %q", got.Text())
+	}
+}
+
+func TestAn_unmatched_request_with_images_says_so(t *testing.T) {
+	p, err := script.FromTurns([]script.Turn{{When: &script.Condition{UserContains: "deploy"}, Text: "Deploying."}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, _, err = p.Complete(context.Background(), llm.CompletionRequest{Messages: []llm.Message{llm.UserImages("what is this", llm.Image{MediaType: "image/png", Data: "AAAA"})}})
+	if err == nil || !strings.Contains(err.Error(), "what is this | an image") {
+		t.Fatalf("got %v", err)
+	}
+}
