@@ -98,9 +98,13 @@ func (c *Compactor) tokens(f float64) int { return int(f * float64(c.cfg.Context
 // ClearedToolResult is what View puts in place of an old large tool result.
 const ClearedToolResult = "[old tool result cleared to save context (%d characters); run the tool again if you need it]"
 
+// ClearedToolImages is what View puts in place of an old tool result's
+// images: each costs about llm.ImageTokens, whatever its result's text.
+const ClearedToolImages = "[%d old image(s) cleared to save context; run the tool again if you need to see them]"
+
 // View is the request view: llm.MessagesForAPI, then, once the context is
-// past ClearAt, the older large tool results replaced by a short note. It
-// is pure: msgs is never modified.
+// past ClearAt, the older large tool results and the older results' images
+// replaced by a short note. It is pure: msgs is never modified.
 func (c *Compactor) View(_ context.Context, msgs []llm.Message) []llm.Message {
 	view := llm.MessagesForAPI(msgs)
 	if c.cfg.Estimate(view) < c.tokens(c.cfg.ClearAt) {
@@ -118,14 +122,24 @@ func (c *Compactor) View(_ context.Context, msgs []llm.Message) []llm.Message {
 	copied := map[int]bool{}
 	for _, p := range results[:max(0, len(results)-c.cfg.KeepToolResults)] {
 		b := view[p.m].Content[p.b]
-		if len(b.Content) <= c.cfg.ClearOver {
+		large := len(b.Content) > c.cfg.ClearOver
+		if !large && len(b.Images) == 0 {
 			continue
 		}
 		if !copied[p.m] {
 			view[p.m].Content = append([]llm.ContentBlock(nil), view[p.m].Content...)
 			copied[p.m] = true
 		}
-		b.Content = fmt.Sprintf(ClearedToolResult, len(b.Content))
+		if large {
+			b.Content = fmt.Sprintf(ClearedToolResult, len(b.Content))
+		}
+		if n := len(b.Images); n > 0 {
+			if b.Content != "" {
+				b.Content += "\n"
+			}
+			b.Content += fmt.Sprintf(ClearedToolImages, n)
+			b.Images = nil
+		}
 		view[p.m].Content[p.b] = b
 	}
 	return view
@@ -295,6 +309,9 @@ func fold(prev string, msgs []llm.Message) string {
 				mark := ""
 				if bl.IsError {
 					mark = " [error]"
+				}
+				if n := len(bl.Images); n > 0 {
+					mark += fmt.Sprintf(" [+%d image(s)]", n)
 				}
 				fmt.Fprintf(&b, "  → %s%s\n", clip(line, 120), mark)
 			}

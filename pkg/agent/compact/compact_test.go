@@ -103,6 +103,43 @@ func TestView_clears_old_large_tool_results_and_never_edits_history(t *testing.T
 	}
 }
 
+func TestView_clears_the_images_of_old_tool_results_and_keeps_the_newest(t *testing.T) {
+	c := compact.New(compact.Config{ContextWindow: 10000, ClearOver: 1000, KeepToolResults: 1})
+	hist := history(4, 10) // small texts: only the images put it past ClearAt
+	img := llm.Image{MediaType: "image/png", Data: "iVBORw0KGgo="}
+	for i := range hist {
+		for j := range hist[i].Content {
+			if hist[i].Content[j].Type == llm.BlockToolResult {
+				hist[i].Content[j].Images = []llm.Image{img, img}
+			}
+		}
+	}
+	before := deepCopy(t, hist)
+	view := c.View(t.Context(), hist)
+	if !reflect.DeepEqual(hist, before) {
+		t.Fatal("View edited the history")
+	}
+	var results []llm.ContentBlock
+	for _, m := range view {
+		for _, b := range m.Content {
+			if b.Type == llm.BlockToolResult {
+				results = append(results, b)
+			}
+		}
+	}
+	for i, b := range results[:3] {
+		if len(b.Images) != 0 || b.Content != "xxxxxxxxxx\n"+fmt.Sprintf(compact.ClearedToolImages, 2) {
+			t.Errorf("old result %d: %q with %d images", i, b.Content, len(b.Images))
+		}
+	}
+	if last := results[3]; len(last.Images) != 2 || last.Content != "xxxxxxxxxx" {
+		t.Errorf("the newest result changed: %q with %d images", last.Content, len(last.Images))
+	}
+	if llm.EstimateTokens(view) >= llm.EstimateTokens(llm.MessagesForAPI(hist)) {
+		t.Error("clearing images did not shrink the estimate")
+	}
+}
+
 func TestPre_does_nothing_under_the_threshold(t *testing.T) {
 	c := compact.New(compact.Config{ContextWindow: 1000000})
 	comp, err := c.Pre(t.Context(), history(3, 100), 0)
