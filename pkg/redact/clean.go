@@ -15,6 +15,7 @@ package redact
 import (
 	"strings"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // maxLineRunes bounds the terminal emulation of one line, so that a stream of
@@ -42,12 +43,49 @@ const maxLineRunes = 1 << 20
 // The result is valid UTF-8, holds no control character but tab, and
 // CleanLine(CleanLine(x)) == CleanLine(x).
 func CleanLine(line []byte) string {
-	if plain(line) {
-		return Secrets(string(line))
+	// The common line is printable ASCII with nothing to redact: one pass
+	// over it (scan) and the copy it is returned as.
+	s := string(line)
+	raw, sus := scan(s)
+	switch {
+	case raw:
+		return cleanRaw(line, Secrets)
+	case sus && len(s) >= 8:
+		return applyRules(s, false)
 	}
+	return s
+}
+
+// AppendCleanLine appends CleanLine(line) to dst and returns the extended
+// slice. A line that needs no change is copied as it is, with no
+// allocation: a job's output goes through here line by line.
+func AppendCleanLine(dst, line []byte) []byte {
+	// A read-only view of line, used only during this call.
+	s := unsafe.String(unsafe.SliceData(line), len(line))
+	raw, sus := scan(s)
+	switch {
+	case raw:
+		return append(dst, cleanRaw(line, Secrets)...)
+	case sus && len(s) >= 8:
+		return append(dst, applyRules(s, false)...)
+	}
+	return append(dst, line...)
+}
+
+// cleanLine is CleanLine with the redaction step as a parameter and no fast
+// path, so tests can hold CleanLine to it.
+func cleanLine(line []byte, redact func(string) string) string {
+	if plain(line) {
+		return redact(string(line))
+	}
+	return cleanRaw(line, redact)
+}
+
+// cleanRaw decodes and emulates a line that is not plain, then redacts it.
+func cleanRaw(line []byte, redact func(string) string) string {
 	var t term
 	t.run(line)
-	return Secrets(string(t.buf))
+	return redact(string(t.buf))
 }
 
 // plain reports whether line is printable ASCII and tabs only, the common case

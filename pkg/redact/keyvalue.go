@@ -183,25 +183,7 @@ func keyValues(s string, inJSON bool) string {
 		}
 		// The key, backwards: blanks, an optional closing quote (maybe
 		// backslash-escaped), then name bytes.
-		k := i
-		for k > 0 && isBlank(s[k-1]) {
-			k--
-		}
-		var keyQuote byte
-		escaped := false
-		if k > 0 && (s[k-1] == '"' || s[k-1] == '\'') {
-			keyQuote = s[k-1]
-			k--
-			if k > 0 && s[k-1] == '\\' {
-				escaped = true
-				k--
-			}
-		}
-		nameEnd := k
-		for k > 0 && isNameByte(s[k-1]) {
-			k--
-		}
-		name := s[k:nameEnd]
+		name, keyQuote, escaped, k := keyBefore(s, i)
 		if name == "" || k < last {
 			continue
 		}

@@ -76,9 +76,14 @@ const maxPasses = 8
 // neighbours are markers. Running to the fixed point is what makes
 // Secrets(Secrets(s)) == Secrets(s). Text without secrets takes one pass.
 func secrets(s string, inJSON bool) string {
-	if len(s) < 8 {
+	if len(s) < 8 || !suspect(s) {
 		return s
 	}
+	return applyRules(s, inJSON)
+}
+
+// applyRules runs the rules to their fixed point, without the fast path.
+func applyRules(s string, inJSON bool) string {
 	for range maxPasses {
 		t := pass(s, inJSON)
 		if t == s {
