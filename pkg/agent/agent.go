@@ -51,7 +51,9 @@ const (
 	ReasonBlockingLimit TerminalReason = "blocking_limit" // hard context limit hit before a request
 	// ReasonImageError: the provider refused an image (unsupported media
 	// type, too large, unreadable), before sending or from the API
-	// (llm.ErrKindImage). Terminal.Err says which image and why.
+	// (llm.ErrKindImage). Terminal.Err says which image and why; the last
+	// message is the llm.ImageRefusal record that keeps later requests of
+	// the session from sending the refused image again.
 	ReasonImageError        TerminalReason = "image_error"
 	ReasonModelError        TerminalReason = "model_error"         // provider/API failure
 	ReasonAbortedStreaming  TerminalReason = "aborted_streaming"   // cancelled during streaming (or between turns)

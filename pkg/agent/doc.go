@@ -51,7 +51,9 @@
 //     sending, or the API's 400 — the run ends with ReasonImageError rather
 //     than ReasonModelError, since retrying the same request cannot help;
 //     the results are recorded before the call, so no tool call is left
-//     without its result. The image stays in the history (it is
-//     append-only): a host that goes on with the session should tell the
-//     model, or drop the image in its ContextView.
+//     without its result. The loop then records an llm.ImageRefusal turn:
+//     the history is append-only, so the refused image stays in it, and
+//     without that record every later request of the session would be
+//     refused again; with it the request view shows the earlier images as
+//     notes and the model reads why.
 package agent

@@ -84,8 +84,11 @@ func TestQuery_ends_with_image_error_when_a_tool_returns_an_image_the_provider_c
 			}
 			assertPaired(t, term.Messages)
 			got := rec.recorded()
-			if len(got) != 2 || got[1].Content[0].Type != llm.BlockToolResult || len(got[1].Images()) != 1 {
+			if len(got) != 3 || got[1].Content[0].Type != llm.BlockToolResult || len(got[1].Images()) != 1 {
 				t.Fatalf("the tool turn and its result with the image must be recorded: %+v", texts(got))
+			}
+			if got[2].Kind != llm.KindImageRefused || !strings.Contains(got[2].Text(), "toolu_1") {
+				t.Fatalf("the refusal is not recorded last: %+v", got[2])
 			}
 		})
 	}
@@ -105,8 +108,37 @@ func TestQuery_ends_with_image_error_when_the_API_refuses_an_image(t *testing.T)
 		t.Fatalf("terminal %s: %v", term.Reason, term.Err)
 	}
 	assertPaired(t, term.Messages)
-	if last := term.Messages[len(term.Messages)-1]; len(last.Content) != 2 || last.Content[0].ToolUseID != "toolu_1" || last.Content[1].ToolUseID != "toolu_2" {
-		t.Fatalf("the history does not end with both results: %+v", last)
+	if last := term.Messages[len(term.Messages)-2]; len(last.Content) != 2 || last.Content[0].ToolUseID != "toolu_1" || last.Content[1].ToolUseID != "toolu_2" {
+		t.Fatalf("the history does not end with both results and the refusal: %+v", last)
+	}
+	if last := term.Messages[len(term.Messages)-1]; last.Kind != llm.KindImageRefused || !strings.Contains(last.Text(), "Could not process image") {
+		t.Fatalf("the refusal record %+v", last)
+	}
+}
+
+func TestQuery_the_session_goes_on_after_an_image_error_without_the_refused_image(t *testing.T) {
+	s := llmtest.NewAnthropic(t,
+		llmtest.Reply{Text: "Let me look.", ToolCalls: []llmtest.ToolCall{{ID: "toolu_1", Name: "screenshot"}}},
+		llmtest.Reply{Text: "I could not see the screenshot; its format was refused."},
+	)
+	p := anthropicProvider(t, s)
+	bad := llm.NewImage("image/bmp", llmtest.BMP(64, 64))
+	reg := registry(t, screenshot(bad))
+	_, first := run(t, t.Context(), agent.QueryInput{Provider: p, Messages: userInput("what is on screen?"), Tools: reg}, agent.QueryDeps{})
+	if first.Reason != agent.ReasonImageError {
+		t.Fatalf("first run: %s %v", first.Reason, first.Err)
+	}
+	next := append(first.Messages, llm.UserText("what happened?"))
+	_, second := run(t, t.Context(), agent.QueryInput{Provider: p, Messages: next, Tools: reg}, agent.QueryDeps{})
+	if second.Reason != agent.ReasonCompleted {
+		t.Fatalf("second run: %s %v", second.Reason, second.Err)
+	}
+	body := string(s.Requests()[1].Body)
+	if strings.Contains(body, bad.Data) || !strings.Contains(body, "1 image(s) removed") || !strings.Contains(body, "[image refused]") {
+		t.Fatalf("the next request still carries the refused image or does not say why: %.600s", body)
+	}
+	if imgs := second.Messages[2].Images(); len(imgs) != 1 {
+		t.Errorf("the recorded history lost the image: %+v", second.Messages[2])
 	}
 }
 

@@ -240,8 +240,13 @@ func (l *loop) run(ctx context.Context, yield func(Event, error) bool) (term *Te
 					continue
 				}
 			case llm.ErrKindImage:
-				// The same request would be refused again. Every result is
-				// already recorded, so the history stays whole.
+				// The same request would be refused again: the run ends.
+				// Every result is already recorded, so the history stays
+				// whole; the refusal is recorded too, so later requests
+				// leave the refused images out and the session goes on.
+				if err := l.appendMessage(llm.ImageRefusal(res.err), llm.Usage{}); err != nil {
+					return l.end(ReasonRecordFailed, errors.Join(res.err, err)), true
+				}
 				return l.end(ReasonImageError, res.err), true
 			}
 			return l.end(ReasonModelError, res.err), true

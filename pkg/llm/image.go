@@ -78,6 +78,32 @@ func (m Message) Images() []Image {
 	return out
 }
 
+// Texts of a refused image. A refusal is recorded as a KindImageRefused
+// user turn (ImageRefusal); the request view then shows every image
+// recorded before it as a note, so the next request is not refused again
+// for the same picture. The provider does not always say which image it
+// refused, so all earlier ones go: the model is told, and can ask again.
+const (
+	ImageRefusedText      = "[image refused] The model provider refused an image, so the images before this point are no longer shown. Reason: "
+	ImageRemovedNote      = "[image removed: the model provider refused an image in this conversation]"
+	ToolImagesRemovedNote = "[%d image(s) removed: the model provider refused an image in this conversation]"
+)
+
+// ImageRefusal is the record of a refused image: a KindImageRefused user
+// turn saying why (err, cut to a few hundred characters).
+func ImageRefusal(err error) Message {
+	why := "unknown"
+	if err != nil {
+		why = err.Error()
+	}
+	if r := []rune(why); len(r) > 400 {
+		why = string(r[:400]) + "…"
+	}
+	m := UserText(ImageRefusedText + why)
+	m.Kind = KindImageRefused
+	return m
+}
+
 // ImageTokens is what EstimateTokens counts for one image: about what
 // Anthropic charges for a picture at the size it scales every larger one
 // down to (width × height / 750 at 1.15 megapixels). Counting the base64

@@ -140,3 +140,16 @@ func TestEstimateTokens_counts_an_image_as_ImageTokens_not_its_base64_text(t *te
 		t.Errorf("two tool-result images estimate %d tokens", got)
 	}
 }
+
+func TestImageRefusal_is_a_refusal_record_saying_why_in_a_few_hundred_characters(t *testing.T) {
+	m := llm.ImageRefusal(errors.New(strings.Repeat("é", 1000)))
+	if m.Role != llm.RoleUser || m.Kind != llm.KindImageRefused || !strings.HasPrefix(m.Text(), llm.ImageRefusedText) {
+		t.Fatalf("record %+v", m)
+	}
+	if n := len([]rune(m.Text())); n > len([]rune(llm.ImageRefusedText))+401 {
+		t.Errorf("reason not cut: %d runes", n)
+	}
+	if got := llm.ImageRefusal(nil).Text(); got != llm.ImageRefusedText+"unknown" {
+		t.Errorf("nil error: %q", got)
+	}
+}

@@ -76,6 +76,10 @@ const (
 	// KindReminder is a system reminder (todos, settlement, continuation)
 	// injected by the loop as a user turn.
 	KindReminder MessageKind = "reminder"
+	// KindImageRefused records that a provider refused an image (see
+	// ImageRefusal): the request view shows the images recorded before it
+	// as notes, so the session can go on.
+	KindImageRefused MessageKind = "image_refused"
 )
 
 // Message is one turn of the conversation, as recorded and replayed.

@@ -2,6 +2,7 @@ package llm
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 )
 
@@ -76,16 +77,32 @@ func VisibleRange(msgs []Message) (boundary, summary int, keep []int) {
 // Delivers), gives every tool call a result (InterruptedToolResult where the
 // history has none, so recovered runs replay), drops results whose call is
 // not in view, puts tool results first in their user turn and merges
-// consecutive user turns. msgs is never modified: the history is append-only
-// and the request is only a view of it.
+// consecutive user turns. Images recorded before the last KindImageRefused
+// record are shown as a note instead, so a session goes on after a refused
+// image. msgs is never modified: the history is append-only and the request
+// is only a view of it.
 func MessagesForAPI(msgs []Message) []Message {
 	_, summary, keep := VisibleRange(msgs)
+	refused := -1
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Kind == KindImageRefused {
+			refused = i
+			break
+		}
+	}
 	src := make([]Message, 0, len(keep)+1)
+	add := func(i int) {
+		if i < refused {
+			src = append(src, withoutImages(msgs[i]))
+			return
+		}
+		src = append(src, msgs[i])
+	}
 	if summary >= 0 {
-		src = append(src, msgs[summary])
+		add(summary)
 	}
 	for _, i := range keep {
-		src = append(src, msgs[i])
+		add(i)
 	}
 
 	out := make([]Message, 0, len(src))
@@ -193,6 +210,28 @@ func mergeUsers(ms []Message) []Message {
 		out = append(out, m)
 	}
 	return out
+}
+
+// withoutImages copies m with its images replaced by notes.
+func withoutImages(m Message) Message {
+	if len(m.Images()) == 0 {
+		return m
+	}
+	m.Content = append([]ContentBlock(nil), m.Content...)
+	for j, b := range m.Content {
+		switch {
+		case b.Type == BlockImage:
+			m.Content[j] = ContentBlock{Type: BlockText, Text: ImageRemovedNote}
+		case b.Type == BlockToolResult && len(b.Images) > 0:
+			if b.Content != "" {
+				b.Content += "\n"
+			}
+			b.Content += fmt.Sprintf(ToolImagesRemovedNote, len(b.Images))
+			b.Images = nil
+			m.Content[j] = b
+		}
+	}
+	return m
 }
 
 // EstimateTokens is a rough, provider-neutral size of msgs in tokens (about

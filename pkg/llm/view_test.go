@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -234,4 +235,35 @@ func FuzzMessagesForAPI(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestMessagesForAPI_shows_images_before_a_refusal_as_notes_and_keeps_later_ones(t *testing.T) {
+	img := Image{MediaType: "image/png", Data: "iVBORw0KGgo="}
+	hist := []Message{
+		UserImages("look", img),
+		{Role: RoleAssistant, Content: []ContentBlock{toolUse("t1", "shot")}},
+		{Role: RoleUser, Content: []ContentBlock{{Type: BlockToolResult, ToolUseID: "t1", Content: "shot", Images: []Image{img, img}}}},
+		ImageRefusal(fmt.Errorf("Could not process image")),
+		UserImages("try this one", img),
+	}
+	before := deepCopy(t, hist)
+	v := MessagesForAPI(hist)
+	if !reflect.DeepEqual(hist, before) {
+		t.Fatal("the history was modified")
+	}
+	if len(v) != 3 {
+		t.Fatalf("view has %d messages: %+v", len(v), v)
+	}
+	if b := v[0].Content[1]; b.Type != BlockText || b.Text != ImageRemovedNote {
+		t.Errorf("the first image is %+v, want the note", b)
+	}
+	if b := v[2].Content[0]; b.Type != BlockToolResult || len(b.Images) != 0 || b.Content != "shot\n"+fmt.Sprintf(ToolImagesRemovedNote, 2) {
+		t.Errorf("the tool result is %+v", b)
+	}
+	if !strings.Contains(v[2].Text(), ImageRefusedText+"Could not process image") {
+		t.Errorf("the refusal is not shown: %q", v[2].Text())
+	}
+	if imgs := v[2].Images(); len(imgs) != 1 {
+		t.Errorf("the image after the refusal was removed too: %+v", v[2])
+	}
 }
