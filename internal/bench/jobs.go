@@ -86,10 +86,10 @@ func newManager(dir string, maxOutput int64) *tasks.Manager {
 		limits.MaxOutputBytes = maxOutput
 	}
 	return tasks.NewManager(tasks.Config{
-		Limits: limits,
-		Output: tasks.Files{Dir: filepath.Join(dir, "out")}.Output,
-		Clean:  redact.CleanLine,
-		Proc:   proctree.Config{},
+		Limits:      limits,
+		Output:      tasks.Files{Dir: filepath.Join(dir, "out")}.Output,
+		AppendClean: redact.AppendCleanLine,
+		Proc:        proctree.Config{},
 	})
 }
 

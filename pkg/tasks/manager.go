@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"os"
 	"os/exec"
@@ -224,9 +223,14 @@ func (m *Manager) register(sid string, spec Spec, checkRunning bool, started tim
 		m.abort(t)
 		return nil, fmt.Errorf("tasks: output file: %w", err)
 	}
-	clean := spec.Clean
-	if clean == nil {
-		clean = m.cfg.Clean
+	var clean func(dst, line []byte) []byte
+	switch {
+	case spec.Clean != nil:
+		clean = appendWith(spec.Clean)
+	case m.cfg.AppendClean != nil:
+		clean = m.cfg.AppendClean
+	case m.cfg.Clean != nil:
+		clean = appendWith(m.cfg.Clean)
 	}
 	t.out = newOutput(f, clean, m.lim.MaxOutputBytes)
 	t.info.Path, t.info.Ref = path, ref
@@ -273,6 +277,7 @@ func (m *Manager) startCommand(t *task) error {
 	if err != nil {
 		return fmt.Errorf("tasks: output pipe: %w", err)
 	}
+	growPipe(r)
 	cmd.Stdout, cmd.Stderr = w, w
 	lim := t.spec.Limits
 	if lim.IsZero() {
@@ -288,7 +293,7 @@ func (m *Manager) startCommand(t *task) error {
 	copied := make(chan struct{})
 	go func() {
 		defer close(copied)
-		_, _ = io.Copy(t.out, r)
+		t.out.readFrom(r)
 	}()
 	go func() {
 		err := tree.Wait()

@@ -10,7 +10,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"unicode/utf8"
+
+	"golang.org/x/sys/unix"
 
 	"jetway/pkg/tasks/proctree"
 )
@@ -36,13 +39,18 @@ func KeepUTF8(line []byte) string {
 // output writes a task's output to its file one cleaned line at a time, and
 // keeps the counters and tail a snapshot shows. It is the io.Writer a
 // function task gets and what a command's pipe is copied into.
+//
+// Cleaned lines are appended to buf and written to the file in batches
+// (one write per Write call, per gulp of a command's pipe); the tail is
+// brought up to date once per batch from the last lines of it, so the
+// common line costs its cleaning and a copy, nothing per line besides.
 type output struct {
 	mu        sync.Mutex
 	f         *os.File
-	clean     func([]byte) string
+	clean     func(dst, line []byte) []byte
 	max       int64
 	partial   []byte
-	buf       []byte // lines of one Write, written with one syscall
+	buf       []byte // cleaned lines not yet written, each ending in '\n'
 	bytes     int64
 	lines     int
 	truncated bool
@@ -52,9 +60,16 @@ type output struct {
 	err       error
 }
 
-func newOutput(f *os.File, clean func([]byte) string, max int64) *output {
+// appendWith turns a Clean function into an appending one.
+func appendWith(clean func([]byte) string) func(dst, line []byte) []byte {
+	return func(dst, line []byte) []byte { return append(dst, clean(line)...) }
+}
+
+// newOutput writes to f; clean appends a cleaned line to its first
+// argument (nil keeps valid UTF-8, KeepUTF8).
+func newOutput(f *os.File, clean func(dst, line []byte) []byte, max int64) *output {
 	if clean == nil {
-		clean = KeepUTF8
+		clean = appendWith(KeepUTF8)
 	}
 	return &output{f: f, clean: clean, max: max}
 }
@@ -64,10 +79,19 @@ func newOutput(f *os.File, clean func([]byte) string, max int64) *output {
 func (o *output) Write(p []byte) (int, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	o.take(p)
+	o.flush()
+	return len(p), nil
+}
+
+// take cleans the whole lines of p into the pending buffer and keeps the
+// rest of an unfinished line for later. A line longer than maxLine is cut
+// into pieces of maxLine. Called with mu held.
+func (o *output) take(p []byte) {
 	if o.closed {
-		return len(p), nil
+		return
 	}
-	n := len(p)
+	start := len(o.buf)
 	for len(p) > 0 {
 		i := bytes.IndexByte(p, '\n')
 		if i < 0 {
@@ -78,17 +102,20 @@ func (o *output) Write(p []byte) (int, error) {
 			}
 			break
 		}
-		if len(o.partial) > 0 {
+		if len(o.partial) == 0 && i < maxLine {
+			o.line(p[:i])
+		} else {
 			o.partial = append(o.partial, p[:i]...)
+			for len(o.partial) >= maxLine {
+				o.line(o.partial[:maxLine])
+				o.partial = append(o.partial[:0], o.partial[maxLine:]...)
+			}
 			o.line(o.partial)
 			o.partial = o.partial[:0]
-		} else {
-			o.line(p[:i])
 		}
 		p = p[i+1:]
 	}
-	o.flush()
-	return n, nil
+	o.updateTail(start)
 }
 
 // line adds one cleaned line to the pending buffer. Called with mu held.
@@ -96,29 +123,143 @@ func (o *output) line(raw []byte) {
 	if o.truncated {
 		return
 	}
-	text := o.clean(raw)
-	if o.max > 0 && o.bytes+int64(len(text))+1 > o.max {
+	start := len(o.buf)
+	o.buf = o.clean(o.buf, raw)
+	n := len(o.buf) - start
+	if o.max > 0 && o.bytes+int64(n)+1 > o.max {
+		o.buf = o.buf[:start]
 		o.truncated = true
 		return
 	}
-	o.put(text)
+	o.end(start)
+}
+
+// end finishes the line that starts at buf[start]: a newline a cleaner left
+// in it becomes a space, so one line stays one line, and it is counted.
+func (o *output) end(start int) {
+	text := o.buf[start:]
+	for {
+		i := bytes.IndexByte(text, '\n')
+		if i < 0 {
+			break
+		}
+		text[i] = ' '
+		text = text[i+1:]
+	}
+	o.bytes += int64(len(o.buf)-start) + 1
+	o.lines++
+	o.buf = append(o.buf, '\n')
 }
 
 // put appends a line regardless of the limit (the manager's own notes).
 func (o *output) put(text string) {
-	text = strings.ReplaceAll(text, "\n", " ")
+	start := len(o.buf)
 	o.buf = append(o.buf, text...)
-	o.buf = append(o.buf, '\n')
-	o.bytes += int64(len(text)) + 1
-	o.lines++
-	if len(text) > tailBytes {
-		text = text[:tailBytes]
+	o.end(start)
+	o.updateTail(start)
+}
+
+// updateTail moves the lines of buf from start on into the tail: the last
+// tailLines lines, each cut to tailBytes, and no more than tailBytes in all
+// unless one line is all there is. Only the last tailLines of them can
+// stay, so only those are looked at.
+func (o *output) updateTail(start int) {
+	b := o.buf[start:]
+	if len(b) == 0 {
+		return
 	}
-	o.tail = append(o.tail, text)
-	o.tailSize += len(text)
+	// b ends with '\n': find where the last tailLines lines begin.
+	from := len(b) - 1
+	for n := 0; n < tailLines; n++ {
+		i := bytes.LastIndexByte(b[:from], '\n')
+		from = i // the '\n' before the line, or -1
+		if i < 0 {
+			break
+		}
+	}
+	for _, l := range bytes.SplitAfter(b[from+1:], []byte{'\n'}) {
+		if len(l) == 0 {
+			continue
+		}
+		l = l[:len(l)-1]
+		if len(l) > tailBytes {
+			l = l[:tailBytes]
+		}
+		o.tail = append(o.tail, string(l))
+		o.tailSize += len(l)
+	}
 	for len(o.tail) > tailLines || (o.tailSize > tailBytes && len(o.tail) > 1) {
 		o.tailSize -= len(o.tail[0])
 		o.tail = o.tail[1:]
+	}
+}
+
+// Pipe reading. A command's output is read in large gulps and its cleaned
+// lines written to the file in large batches, which is what makes capture
+// cheap; but a line must not wait in memory while the command is quiet, or
+// ReadLines on a running task would not see it. So the batch is written
+// whenever the pipe has nothing more to read right now (the read would
+// block), and otherwise once it reaches flushSize.
+const (
+	readSize  = 256 << 10
+	flushSize = 256 << 10
+	// pipeSize is asked for the output pipe (F_SETPIPE_SZ): a command
+	// writing fast fills it while the reader works, instead of stopping
+	// every 64 KiB (the default) for a context switch.
+	pipeSize = 1 << 20
+)
+
+// readFrom copies the command's output pipe r into the output until the
+// pipe is closed by every writer or r is closed.
+func (o *output) readFrom(r *os.File) {
+	rc, err := r.SyscallConn()
+	if err != nil {
+		_, _ = io.Copy(o, r)
+		return
+	}
+	buf := make([]byte, readSize)
+	for {
+		var n int
+		var rerr error
+		err := rc.Read(func(fd uintptr) bool {
+			for {
+				n, rerr = syscall.Read(int(fd), buf)
+				if rerr != syscall.EINTR {
+					break
+				}
+			}
+			if rerr == syscall.EAGAIN {
+				// Nothing more for now: what was read goes to the file
+				// before the wait for more.
+				o.mu.Lock()
+				o.flush()
+				o.mu.Unlock()
+				return false
+			}
+			return true
+		})
+		if err != nil || rerr != nil || n <= 0 {
+			break // closed, failed, or every writer is gone
+		}
+		o.mu.Lock()
+		o.take(buf[:n])
+		if len(o.buf) >= flushSize {
+			o.flush()
+		}
+		o.mu.Unlock()
+	}
+	o.mu.Lock()
+	o.flush()
+	o.mu.Unlock()
+}
+
+// growPipe asks for a larger pipe buffer; the default works too, so a
+// refusal (an unprivileged process past pipe-max-size) is ignored.
+func growPipe(r *os.File) {
+	if rc, err := r.SyscallConn(); err == nil {
+		_ = rc.Control(func(fd uintptr) {
+			_, _ = unix.FcntlInt(fd, unix.F_SETPIPE_SZ, pipeSize)
+		})
 	}
 }
 

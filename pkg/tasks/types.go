@@ -52,6 +52,11 @@ type Config struct {
 	// Clean cleans output lines of tasks whose Spec.Clean is nil (e.g.
 	// decoding, ANSI stripping, secret redaction); nil keeps valid UTF-8.
 	Clean func(line []byte) string
+	// AppendClean, when set, is used instead of Clean: it appends the
+	// cleaned line to dst and returns the extended slice, so that a line
+	// that needs no change costs a copy and no allocation
+	// (redact.AppendCleanLine). A Spec.Clean still wins for its task.
+	AppendClean func(dst, line []byte) []byte
 	// Proc configures process containment: the SIGTERM-to-SIGKILL grace
 	// period, whether to use cgroups, the logger.
 	Proc proctree.Config

@@ -204,11 +204,11 @@ func (w *Worker) Run(ctx context.Context) error {
 	go func() { defer close(outDone); w.out.run() }()
 
 	w.mgr = tasks.NewManager(tasks.Config{
-		Limits:   w.cfg.Limits,
-		Output:   w.outputFile,
-		OnNotice: w.onNotice,
-		Clean:    redact.CleanLine,
-		Proc:     proctree.Config{Grace: w.cfg.Grace, NoCgroups: w.cfg.NoCgroups, Log: log},
+		Limits:      w.cfg.Limits,
+		Output:      w.outputFile,
+		OnNotice:    w.onNotice,
+		AppendClean: redact.AppendCleanLine,
+		Proc:        proctree.Config{Grace: w.cfg.Grace, NoCgroups: w.cfg.NoCgroups, Log: log},
 	})
 	w.mgr.SetOnEnd(w.onEnd)
 	w.mgr.SetOnOverdue(w.onOverdue)

@@ -1,0 +1,76 @@
+package tasks
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestOutput_of_a_burst_reaches_the_file_while_the_command_is_quiet(t *testing.T) {
+	// A burst far larger than one batch, then silence: every line of it,
+	// the last included, must be readable while the command still runs,
+	// not only once it ends.
+	m := newManager(t)
+	gate := filepath.Join(t.TempDir(), "gate")
+	info := startSh(t, m, `yes 'burst line' | head -n 100000; echo last; while [ ! -e `+gate+` ]; do sleep 0.01; done`)
+	t.Cleanup(func() { os.WriteFile(gate, nil, 0o644) })
+	eventually(t, "the whole burst in the file", func() bool {
+		_, total, _, _ := ReadLines(info.Path, 1, 0)
+		return total == 100001
+	})
+	lines, _, _, err := ReadLines(info.Path, 100001, 1)
+	if err != nil || len(lines) != 1 || lines[0] != "last" {
+		t.Errorf("last line = %q, %v", lines, err)
+	}
+	cur, err := m.Get(sid, info.ID)
+	if err != nil || cur.Status != Running || cur.Lines != 100001 || TailText(cur, 2) != "burst line\nlast" {
+		t.Errorf("snapshot while quiet: %+v, %v", cur, err)
+	}
+}
+
+func TestOutput_tail_is_the_last_lines_whatever_the_batches(t *testing.T) {
+	// The tail is brought up to date once per batch; it must be what
+	// line-by-line bookkeeping would keep: the last 20 lines, each cut to
+	// 4 KiB, and at most 4 KiB in all unless one line is all there is.
+	var all []string
+	for i := range 60 {
+		all = append(all, fmt.Sprintf("line %d %s", i, strings.Repeat("x", (i*397)%900)))
+	}
+	all = append(all, strings.Repeat("y", tailBytes+100), "short", "")
+	want := func(lines []string) []string {
+		var tail []string
+		size := 0
+		for _, l := range lines {
+			if len(l) > tailBytes {
+				l = l[:tailBytes]
+			}
+			tail = append(tail, l)
+			size += len(l)
+			for len(tail) > tailLines || (size > tailBytes && len(tail) > 1) {
+				size -= len(tail[0])
+				tail = tail[1:]
+			}
+		}
+		return tail
+	}
+	for _, chunk := range []int{1, 7, 100, 5000, 1 << 20} {
+		f, err := os.CreateTemp(t.TempDir(), "out")
+		if err != nil {
+			t.Fatal(err)
+		}
+		o := newOutput(f, nil, 0)
+		text := []byte(strings.Join(all, "\n") + "\n")
+		for len(text) > 0 {
+			k := min(chunk, len(text))
+			o.Write(text[:k])
+			text = text[k:]
+		}
+		if got := o.stats().tail; !slices.Equal(got, want(all)) {
+			t.Errorf("chunks of %d: tail = %d lines %q…, want %d lines", chunk, len(got), got[:min(2, len(got))], len(want(all)))
+		}
+		o.close()
+	}
+}
