@@ -5,6 +5,10 @@
 // The types are the transcript's types too: what a runner records is exactly
 // what a provider is later sent (through a pure per-request view), so they are
 // plain JSON-friendly structs with no provider-specific fields.
+//
+// Images (Image) travel in user turns as image blocks and inside tool results.
+// Each provider checks them against what its API accepts (ImagePolicy) before
+// sending; a refusal, local or the API's, is an Error of kind ErrKindImage.
 package llm
 
 import (

@@ -11,6 +11,11 @@
 //
 // A max_tokens stop is not an error: the assembled message is returned with
 // llm.StopMaxTokens and the loop decides whether to escalate or continue.
+//
+// Images go as `image` blocks (a base64 or url source) in user turns and
+// inside `tool_result` content after the result's text. Each is checked
+// against ImagePolicy before the request is sent, and the API's own 400s
+// about an image are classified llm.ErrKindImage, like the local refusal.
 package anthropic
 
 import (

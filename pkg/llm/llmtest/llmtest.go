@@ -7,7 +7,10 @@
 // Each server plays a queue of scripted Replies (text, thinking, tool calls,
 // stop reason, usage, latency, or an HTTP error exactly as the API returns
 // it) and records every request it receives, so a test can assert what the
-// model was sent.
+// model was sent. Image tests get real pictures (PNG, JPEG, GIF, BMP) and
+// the APIs' image refusals (InvalidImage, ImageTooLarge,
+// ImageDimensionsTooLarge), and the servers refuse the image shapes the
+// real APIs refuse.
 package llmtest
 
 import (

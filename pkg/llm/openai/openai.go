@@ -9,6 +9,13 @@
 // emitted as one EventToolUse once a later call starts or the choice
 // finishes. A finish_reason of "length" is llm.StopMaxTokens with the
 // assembled message, not an error: the loop decides what to do.
+//
+// Images go as `image_url` content parts (a data: URL, or the image's own
+// URL) in user messages. Tool messages cannot carry images, so a tool
+// result's images follow in the user message after the tool messages, the
+// tool message saying so (ToolImagesNote, ToolImagesHeader). Images are
+// checked against ImagePolicy (or Config.Images) before sending, and a 400
+// about an image is llm.ErrKindImage, like the local refusal.
 package openai
 
 import (
