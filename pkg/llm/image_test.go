@@ -58,6 +58,7 @@ func TestImagePolicy_accepts_real_png_jpeg_and_gif_and_https_URLs(t *testing.T) 
 		llm.NewImage("image/png", llmtest.PNG(4, 3)),
 		llm.NewImage("image/jpeg", llmtest.JPEG(4, 3)),
 		llm.NewImage("image/gif", llmtest.GIF(4, 3)),
+		llm.NewImage("image/webp", []byte("RIFF\x24\x00\x00\x00WEBPVP8 \x18\x00\x00\x00")),
 		llm.ImageAt("https://example.com/cat.jpg"),
 	} {
 		if err := anthropicLike.Check(img); err != nil {
