@@ -29,6 +29,8 @@ type Manager struct {
 	onEnd     func(Info)
 	onOverdue func(Info)
 	wg        sync.WaitGroup // task goroutines
+
+	spares spares // output files made ahead of time
 }
 
 type session struct {
@@ -218,7 +220,7 @@ func (m *Manager) register(sid string, spec Spec, checkRunning bool, started tim
 		m.abort(t)
 		return nil, fmt.Errorf("tasks: output dir: %w", err)
 	}
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY|os.O_APPEND, 0o644)
+	f, err := m.spares.create(path)
 	if err != nil {
 		m.abort(t)
 		return nil, fmt.Errorf("tasks: output file: %w", err)
@@ -709,6 +711,7 @@ func (m *Manager) Close() {
 	}
 	m.killAll(running)
 	m.wg.Wait()
+	m.spares.close()
 }
 
 // TakeNotices returns the session's ended tasks whose notice is pending, and

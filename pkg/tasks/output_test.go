@@ -74,3 +74,43 @@ func TestOutput_tail_is_the_last_lines_whatever_the_batches(t *testing.T) {
 		o.close()
 	}
 }
+
+func TestSpares_give_empty_distinct_files_and_leave_nothing_else(t *testing.T) {
+	dir := t.TempDir()
+	var s spares
+	var names []string
+	for i := range 5 {
+		path := filepath.Join(dir, fmt.Sprintf("%d.out", i))
+		f, err := s.create(path)
+		if err != nil {
+			t.Fatalf("create %s: %v", path, err)
+		}
+		fmt.Fprintf(f, "file %d\n", i)
+		f.Close()
+		names = append(names, filepath.Base(path))
+		// Let the refill run, so later creates take spares.
+		eventually(t, "spares made", func() bool {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			return !s.filling
+		})
+	}
+	s.close()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range ents {
+		got = append(got, e.Name())
+	}
+	if !slices.Equal(got, names) {
+		t.Errorf("directory holds %q, want only %q", got, names)
+	}
+	for i, n := range names {
+		b, err := os.ReadFile(filepath.Join(dir, n))
+		if want := fmt.Sprintf("file %d\n", i); err != nil || string(b) != want {
+			t.Errorf("%s = %q, %v; want %q", n, b, err, want)
+		}
+	}
+}
