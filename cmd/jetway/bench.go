@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
@@ -23,6 +24,7 @@ func newBenchCmd(*globals) *cobra.Command {
 		groups       string
 		modelLatency time.Duration
 		workDir      string
+		cpuProfile   string
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -48,6 +50,17 @@ few minutes.`,
 			}
 			if exe, err := os.Executable(); err == nil {
 				cfg.JetwayBinary = exe
+			}
+			if cpuProfile != "" {
+				f, err := os.Create(cpuProfile)
+				if err != nil {
+					return fmt.Errorf("bench: %w", err)
+				}
+				defer f.Close()
+				if err := pprof.StartCPUProfile(f); err != nil {
+					return fmt.Errorf("bench: cpu profile: %w", err)
+				}
+				defer pprof.StopCPUProfile()
 			}
 			start := time.Now()
 			errOut := cmd.ErrOrStderr()
@@ -88,5 +101,6 @@ few minutes.`,
 	f.StringVar(&groups, "groups", "", "comma-separated groups to run (raw, agent, runner, jobs; default all)")
 	f.DurationVar(&modelLatency, "model-latency", 0, "how long the fake model waits before answering (0 measures the host's own overhead)")
 	f.StringVar(&workDir, "dir", "", "keep the embedded server's store and task output here instead of a temporary directory")
+	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to FILE (go tool pprof FILE), to see where a figure's time goes")
 	return cmd
 }

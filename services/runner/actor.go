@@ -85,6 +85,14 @@ type actor struct {
 	done  chan struct{}
 	// evicted: the actor's loop has ended; deliveries go to a new actor.
 	evicted bool
+	// acking are the stream sequences of events being acked (settle.go):
+	// still in the work stream, but no longer waiting for anything.
+	acking map[uint64]int
+	acked  map[uint64]time.Time
+	// ordered is how far the session's order is known to hold (order.go).
+	ordered orderMark
+	// recCopy is the session record as this actor last read or wrote it.
+	recCopy recordCopy
 	// dropped counts lost() calls: a queue it emptied must not be popped
 	// by the drain that was handling its old head.
 	dropped int
@@ -255,11 +263,33 @@ func (a *actor) load(ctx context.Context) error {
 	return nil
 }
 
+// transcript is the session's transcript as loaded (nil once forgotten).
+// Appends go through it outside a.mu: it has its own lock.
+func (a *actor) transcript() *transcript {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.tr
+}
+
+// noteSeen marks ids as recorded, unless the transcript they were recorded
+// in has been forgotten meanwhile (the next load reads them back).
+func (a *actor) noteSeen(tr *transcript, ids ...string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.tr != tr || a.seen == nil {
+		return
+	}
+	for _, id := range ids {
+		a.seen[id] = struct{}{}
+	}
+}
+
 // forget drops the cached transcript: after a lost fence, the next event
 // reloads what the session's real owner wrote.
 func (a *actor) forget() {
 	a.mu.Lock()
 	a.loaded, a.tr, a.hist, a.seen = false, nil, nil, nil
+	a.recCopy = recordCopy{}
 	a.mu.Unlock()
 }
 
@@ -321,7 +351,7 @@ func (a *actor) handle(ctx context.Context, d delivery) bool {
 	a.mu.Unlock()
 	if dup {
 		if run == nil {
-			_ = d.msg.Ack()
+			a.settle(d.msg)
 		}
 		return true
 	}
@@ -444,19 +474,16 @@ func (a *actor) superseded(ctx context.Context, d delivery, run *liveRun) bool {
 
 // drop records that an event was not delivered, and why, then acks it.
 func (a *actor) drop(ctx context.Context, id, typ string, m jetstream.Msg, reason string) {
-	a.mu.Lock()
-	err := a.tr.append(ctx, Record{Kind: RecordRefused, Runner: a.r.cfg.ID, Event: id, Type: typ, Reason: reason})
+	tr := a.transcript()
+	err := tr.append(ctx, Record{Kind: RecordRefused, Runner: a.r.cfg.ID, Event: id, Type: typ, Reason: reason})
 	if err == nil {
-		a.seen[id] = struct{}{}
+		a.noteSeen(tr, id)
 	}
-	a.mu.Unlock()
 	if err != nil {
 		a.lost(ctx, err)
 		return
 	}
-	if m != nil {
-		_ = m.Ack()
-	}
+	a.settle(m)
 }
 
 // taskNotice is the latest notice of a function task seen in this session.
@@ -497,16 +524,18 @@ func (a *actor) refuse(ctx context.Context, d delivery) {
 	typ := d.msg.Headers().Get("ce-type")
 	reason := d.err.Error()
 	a.log.Warn().Str("event", id).Str("type", typ).Str("reason", reason).Msg("event refused")
-	a.mu.Lock()
-	err := a.tr.append(ctx, Record{Kind: RecordRefused, Runner: a.r.cfg.ID, Event: id, Type: typ, Reason: reason})
-	a.mu.Unlock()
+	err := a.transcript().append(ctx, Record{Kind: RecordRefused, Runner: a.r.cfg.ID, Event: id, Type: typ, Reason: reason})
 	if errors.Is(err, ErrFenced) {
 		a.forget()
 	} else if err != nil {
 		a.log.Warn().Err(err).Msg("record refusal")
 	}
 	a.r.publishOut(ctx, a.tenant, a.session, events.RunRefused{Event: id, Type: typ, Reason: reason})
-	_ = d.msg.Term()
+	if d.msg.Term() == nil {
+		a.mu.Lock()
+		a.markAcked(seqOf(d.msg))
+		a.mu.Unlock()
+	}
 }
 
 // releaseAfter is how long events wait for another runner's live run
@@ -530,6 +559,7 @@ func (a *actor) waitForOther() {
 			}
 		}
 		a.queue, a.waitingSince = nil, time.Time{}
+		a.ordered = orderMark{}
 	}
 	a.mu.Unlock()
 	for _, m := range give {

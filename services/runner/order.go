@@ -71,6 +71,9 @@ const (
 func (a *actor) inHand(seq uint64) int {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if a.settling(seq) {
+		return takenInHand
+	}
 	for _, m := range a.held {
 		if seqOf(m) == seq {
 			return takenInHand
@@ -95,6 +98,18 @@ func (a *actor) inHand(seq uint64) int {
 	return notInHand
 }
 
+// orderMark remembers how far an actor has checked its session's order:
+// every event of the session below sequence below that is still in the work
+// stream is in the actor's hands. An event in hand leaves them only acked
+// (gone from the stream) or by lost() and waitForOther(), which clear the
+// mark, so the next check starts from below instead of from the start of
+// the stream: one lookup per event, not one per held notice. A new tenure
+// of the partition (a takeover, a reset) clears it too.
+type orderMark struct {
+	tenure uint64
+	below  uint64
+}
+
 // inOrder reports whether d may be handled now: every older event of its
 // session still in the stream is already in this actor's hands. Looking at
 // the oldest alone is not enough: with #50 held as a notice, #54 went to
@@ -106,13 +121,23 @@ func (a *actor) inOrder(ctx context.Context, d delivery) bool {
 	if seq == 0 {
 		return true
 	}
-	for from := uint64(1); ; {
+	tenure := a.r.tenureOf(a.part)
+	a.mu.Lock()
+	from := uint64(1)
+	if a.ordered.tenure == tenure && a.ordered.below > 0 {
+		from = a.ordered.below
+	}
+	a.mu.Unlock()
+	for {
 		older, err := a.r.pendingFrom(ctx, a.part, a.tenant, a.session, from)
 		if err != nil {
 			a.retryLater()
 			return false
 		}
 		if older == 0 || older >= seq {
+			a.mu.Lock()
+			a.ordered = orderMark{tenure: tenure, below: max(seq+1, from)}
+			a.mu.Unlock()
 			return true
 		}
 		switch a.inHand(older) {

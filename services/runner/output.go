@@ -13,7 +13,10 @@ import (
 const source = "jetway/runner"
 
 // publishOut publishes one run output event on jetway.out.<tenant>.<session>
-// and waits for JETWAY_OUT to store it: lifecycle events must not be lost.
+// with JetStream's ack, so a lifecycle event JETWAY_OUT did not store is
+// logged, not silently lost. The ack is awaited off the run's path: the
+// connection keeps the order of what follows (deltas, the next lifecycle
+// event), and a run must not wait a round trip to say it started.
 func (r *Runner) publishOut(ctx context.Context, tenant, session string, p events.Payload) {
 	subj, err := events.OutSubject(tenant, session)
 	if err != nil {
@@ -29,12 +32,25 @@ func (r *Runner) publishOut(ctx context.Context, tenant, session string, p event
 		r.log.Warn().Err(err).Msg("output event")
 		return
 	}
-	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	if _, err := r.js.PublishMsg(pctx, msg); err != nil {
+	fut, err := r.js.PublishMsgAsync(msg)
+	if err != nil {
 		r.log.Warn().Err(err).Str("type", p.EventType()).Msg("publish output")
+		return
 	}
+	go func() {
+		select {
+		case <-fut.Ok():
+		case err := <-fut.Err():
+			r.log.Warn().Err(err).Str("type", p.EventType()).Msg("publish output")
+		case <-time.After(outAckWait):
+			r.log.Warn().Str("type", p.EventType()).Msg("publish output: no ack from JETWAY_OUT")
+		}
+	}()
 }
+
+// outAckWait is how long an output event's ack may take before it is
+// logged as missing.
+const outAckWait = 5 * time.Second
 
 // publishDelta publishes streamed output as a core NATS message, which
 // JETWAY_OUT stores without an ack round trip: a delta lost to a failure is

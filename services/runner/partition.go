@@ -26,6 +26,21 @@ type partition struct {
 	resetting bool
 	// held: this runner has received messages under the current pin.
 	held bool
+	// tenure counts the times this runner took the partition: what an
+	// actor learnt about its session's order holds within one tenure.
+	tenure uint64
+}
+
+// tenureOf is partition n's current tenure (0 for one this runner never
+// took).
+func (r *Runner) tenureOf(n int) uint64 {
+	if n < 0 || n >= len(r.parts) || r.parts[n] == nil {
+		return 0
+	}
+	p := r.parts[n]
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.tenure
 }
 
 func (p *partition) holding() bool {
@@ -154,7 +169,7 @@ func (r *Runner) watchRelease(ctx context.Context, p *partition, it jetstream.Me
 		if len(held) <= target || held[len(held)-1] != p.n {
 			continue // release from the top, one at a time
 		}
-		if !r.mayRelease() {
+		if !r.mayRelease(live) {
 			continue
 		}
 		r.log.Info().Int("partition", p.n).Int("held", len(held)).Int("target", target).Msg("releasing partition to rebalance")
@@ -182,21 +197,32 @@ func pullExpiry(c jetstream.Consumer) time.Duration {
 	return max(ttl/2, minExpiry)
 }
 
-// releaseGap is the least time between two partitions this runner gives
-// up. Runner counts flicker while runners restart; without a pause every
-// flicker moved partitions back and forth, and every move is a consumer
-// reset that redelivers the partition's held events.
-const releaseGap = 5 * time.Second
+// releaseGap is how long the number of live runners must hold still
+// before this runner gives partitions up. Runner counts flicker while
+// runners restart; without a pause every flicker moved partitions back and
+// forth, and every move is a consumer reset that redelivers the partition's
+// held events. Once the count has held, partitions go one per releaseStep,
+// so three runners balance sixteen partitions in seconds, not half a
+// minute.
+const (
+	releaseGap  = 5 * time.Second
+	releaseStep = time.Second
+)
 
-// mayRelease reports whether a partition may be released now, and if so
-// starts the next releaseGap.
-func (r *Runner) mayRelease() bool {
+// mayRelease reports whether a partition may be released now, with live
+// runners counted, and if so starts the next releaseStep.
+func (r *Runner) mayRelease(live int) bool {
 	r.relMu.Lock()
 	defer r.relMu.Unlock()
-	if time.Since(r.lastRelease) < releaseGap {
+	now := time.Now()
+	if live != r.lastLive {
+		r.lastLive, r.liveSince = live, now
 		return false
 	}
-	r.lastRelease = time.Now()
+	if now.Sub(r.liveSince) < releaseGap || now.Sub(r.lastRelease) < releaseStep {
+		return false
+	}
+	r.lastRelease = now
 	return true
 }
 
@@ -262,6 +288,7 @@ func (r *Runner) deliver(ctx context.Context, p *partition, m jetstream.Msg) {
 		p.pin = pin
 		p.resetting = true
 		p.held = true
+		p.tenure++
 		p.mu.Unlock()
 		if _, err := r.js.ResetConsumer(ctx, bus.StreamWork, bus.WorkConsumerName(p.n)); err != nil {
 			r.log.Warn().Err(err).Int("partition", p.n).Msg("reset on takeover")
@@ -303,10 +330,18 @@ func (r *Runner) deliver(ctx context.Context, p *partition, m jetstream.Msg) {
 // busyIn reports whether any session of partition n has work in hand
 // (a live run, queued or held events).
 func (r *Runner) busyIn(n int) bool {
+	// Collect first, ask after: asking takes each actor's lock, and the
+	// runner's must not wait on those while deliveries need it.
 	r.mu.Lock()
-	defer r.mu.Unlock()
+	var in []*actor
 	for _, a := range r.actors {
-		if a.part == n && a.busy() {
+		if a.part == n {
+			in = append(in, a)
+		}
+	}
+	r.mu.Unlock()
+	for _, a := range in {
+		if a.busy() {
 			return true
 		}
 	}

@@ -55,6 +55,22 @@ type SessionRecord struct {
 	Policy *handover.RecoveryOverride `json:"policy,omitempty"`
 }
 
+// clone is a copy of r that shares no slice or pointer with it.
+func (r SessionRecord) clone() SessionRecord {
+	c := r
+	c.Inputs = append([]string(nil), r.Inputs...)
+	c.RecentRuns = append([]time.Time(nil), r.RecentRuns...)
+	if r.Attempts.Last != nil {
+		last := *r.Attempts.Last
+		c.Attempts.Last = &last
+	}
+	if r.Policy != nil {
+		p := *r.Policy
+		c.Policy = &p
+	}
+	return c
+}
+
 // sessionKey is the session's key in the sessions bucket.
 func sessionKey(tenant, session string) string { return tenant + "." + session }
 
@@ -108,4 +124,55 @@ func (r records) put(ctx context.Context, rec SessionRecord, rev uint64) (uint64
 func isWrongSequence(err error) bool {
 	var apiErr *jetstream.APIError
 	return errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence
+}
+
+// recordCopy is an actor's copy of its session record as it last read or
+// wrote it. Every write is still a compare-and-swap on the revision, so a
+// copy that went stale (another runner, an operator's policy change) costs
+// one refused write and a fresh read, never a wrong decision: a write made
+// on the strength of the copy lands only if nobody wrote since.
+type recordCopy struct {
+	rec SessionRecord
+	rev uint64
+	ok  bool
+}
+
+// record returns the session record, from the actor's copy when it has
+// one; cached says which, so a refused write knows to read and try again.
+func (a *actor) record(ctx context.Context) (rec SessionRecord, rev uint64, cached bool, err error) {
+	a.mu.Lock()
+	c := a.recCopy
+	a.mu.Unlock()
+	if c.ok {
+		return c.rec.clone(), c.rev, true, nil
+	}
+	rec, rev, err = a.r.records.get(ctx, a.tenant, a.session)
+	if err == nil {
+		a.keepRecord(rec, rev)
+	}
+	return rec, rev, false, err
+}
+
+// putRecord CAS-writes the session record and keeps the copy in step: the
+// new revision on success, no copy after a refusal.
+func (a *actor) putRecord(ctx context.Context, rec SessionRecord, rev uint64) (uint64, error) {
+	n, err := a.r.records.put(ctx, rec, rev)
+	if err != nil {
+		a.dropRecord()
+		return 0, err
+	}
+	a.keepRecord(rec, n)
+	return n, nil
+}
+
+func (a *actor) keepRecord(rec SessionRecord, rev uint64) {
+	a.mu.Lock()
+	a.recCopy = recordCopy{rec: rec.clone(), rev: rev, ok: true}
+	a.mu.Unlock()
+}
+
+func (a *actor) dropRecord() {
+	a.mu.Lock()
+	a.recCopy = recordCopy{}
+	a.mu.Unlock()
 }

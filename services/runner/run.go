@@ -48,12 +48,13 @@ func (a *actor) start(ctx context.Context, p plan) bool {
 		a.log.Debug().Str("reason", stop.Reason).Msg("ground stop: holding events")
 		return false // the watcher pokes every actor when it lifts
 	}
-	rec, rev, err := a.r.records.get(ctx, a.tenant, a.session)
+	rec, rev, cached, err := a.record(ctx)
 	if err != nil {
 		a.log.Warn().Err(err).Msg("read session record")
 		a.retryLater()
 		return false
 	}
+	stored := rec.clone() // what revision rev holds, to undo a claim
 	text, ids := joinInputs(p.ins)
 	if len(p.ins) == 0 && rec.State != StateRunning {
 		return true // a recovery someone else already made
@@ -124,9 +125,11 @@ func (a *actor) start(ctx context.Context, p plan) bool {
 	rec.State, rec.Run, rec.Runner, rec.Incarnation = StateRunning, runID, a.r.cfg.ID, a.r.incarnation
 	rec.Since, rec.Cause, rec.Reason = time.Now().UTC(), cause, ""
 	rec.Runs++
-	prev, _, _ := a.r.records.get(ctx, a.tenant, a.session)
-	newRev, err := a.r.records.put(ctx, rec, rev)
+	newRev, err := a.putRecord(ctx, rec, rev)
 	if err != nil {
+		if cached && errors.Is(err, ErrLostSession) {
+			return a.start(ctx, p) // the copy was stale: decide again on a fresh read
+		}
 		a.log.Info().Err(err).Msg("session record changed; retrying")
 		a.retryLater()
 		return false
@@ -139,19 +142,24 @@ func (a *actor) start(ctx context.Context, p plan) bool {
 	turn := llm.UserText(h.Compose())
 	turn.ID = newID("m-")
 	turn.Delivers = ids
-	a.mu.Lock()
-	err = a.tr.append(ctx, Record{Kind: RecordRunStarted, Run: runID, Runner: a.r.cfg.ID, Cause: cause})
+	tr := a.transcript()
+	err = tr.append(ctx, Record{Kind: RecordRunStarted, Run: runID, Runner: a.r.cfg.ID, Cause: cause})
 	started := err == nil
 	if err == nil {
-		err = a.tr.append(ctx, Record{Kind: RecordMessage, Run: runID, Runner: a.r.cfg.ID, Message: &turn})
+		err = tr.append(ctx, Record{Kind: RecordMessage, Run: runID, Runner: a.r.cfg.ID, Message: &turn})
 	}
 	if err == nil {
-		a.hist = append(a.hist, turn)
-		for _, id := range ids {
-			a.seen[id] = struct{}{}
+		a.mu.Lock()
+		if a.tr != tr {
+			err = ErrFenced // forgotten meanwhile
+		} else {
+			a.hist = append(a.hist, turn)
+			for _, id := range ids {
+				a.seen[id] = struct{}{}
+			}
 		}
+		a.mu.Unlock()
 	}
-	a.mu.Unlock()
 	if err != nil {
 		// Another runner wrote the transcript after we claimed the record:
 		// take the claim back (if nobody changed it since), so the record
@@ -161,16 +169,14 @@ func (a *actor) start(ctx context.Context, p plan) bool {
 		// recovered; undoing the claim left it "never ended" with the
 		// session idle. Then lost() hands it over for recovery instead.
 		if errors.Is(err, ErrFenced) && !started {
-			if _, rerr := a.r.records.put(ctx, prev, newRev); rerr != nil {
+			if _, rerr := a.putRecord(ctx, stored, newRev); rerr != nil {
 				a.log.Warn().Err(rerr).Msg("undo the claim on the session record")
 			}
 		}
 		a.lost(ctx, err)
 		return false
 	}
-	for _, in := range p.ins {
-		_ = in.msg.DoubleAck(ctx)
-	}
+	a.settle(msgsOf(p.ins)...)
 	if p.resume != nil && len(ids) > 0 {
 		a.r.dropLayover(ctx, a.tenant, a.session, ids[0])
 	}
@@ -193,19 +199,15 @@ func personInput(p plan) bool {
 // transcript with their ids.
 func (a *actor) refuseRun(ctx context.Context, p plan, reason string) {
 	a.log.Warn().Str("reason", reason).Msg("run refused")
-	a.mu.Lock()
+	tr := a.transcript()
 	for _, in := range p.ins {
-		if err := a.tr.append(ctx, Record{Kind: RecordRefused, Runner: a.r.cfg.ID, Event: in.id, Reason: reason}); err != nil {
-			a.mu.Unlock()
+		if err := tr.append(ctx, Record{Kind: RecordRefused, Runner: a.r.cfg.ID, Event: in.id, Reason: reason}); err != nil {
 			a.lost(ctx, err)
 			return
 		}
-		a.seen[in.id] = struct{}{}
+		a.noteSeen(tr, in.id)
 	}
-	a.mu.Unlock()
-	for _, in := range p.ins {
-		_ = in.msg.DoubleAck(ctx)
-	}
+	a.settle(msgsOf(p.ins)...)
 	a.r.publishOut(ctx, a.tenant, a.session, events.RunRefused{Reason: reason})
 }
 
@@ -238,7 +240,7 @@ func (a *actor) recover(ctx context.Context, rec *SessionRecord, rev *uint64, st
 		reason := fmt.Sprintf("run %s was interrupted (%s) and not recovered: %v", rec.Run, intr, err)
 		a.log.Warn().Str("run", rec.Run).Err(err).Msg("recovery refused")
 		rec.State, rec.Reason = StateInterrupted, reason
-		if n, err := a.r.records.put(ctx, *rec, *rev); err == nil {
+		if n, err := a.putRecord(ctx, *rec, *rev); err == nil {
 			*rev = n
 		}
 		a.r.publishOut(ctx, a.tenant, a.session, events.RunRefused{Reason: reason})
@@ -472,7 +474,7 @@ func (a *actor) finishRun(ctx context.Context, res runResult) {
 // stopped by Ground Stop. A record that no longer names the run means
 // another runner took the session.
 func (a *actor) setState(ctx context.Context, lr *liveRun, state, reason string) bool {
-	rec, rev, err := a.r.records.get(ctx, a.tenant, a.session)
+	rec, rev, cached, err := a.record(ctx)
 	if err != nil || rec.Run != lr.id || rec.Incarnation != a.r.incarnation {
 		a.lost(ctx, fmt.Errorf("%w: record names run %s", ErrLostSession, rec.Run))
 		return false
@@ -482,7 +484,10 @@ func (a *actor) setState(ctx context.Context, lr *liveRun, state, reason string)
 	if !strings.HasPrefix(reason, "aborted") && reason != string(agent.ReasonModelError) {
 		rec.Attempts = handover.Attempts{}
 	}
-	if _, err := a.r.records.put(ctx, rec, rev); err != nil {
+	if _, err := a.putRecord(ctx, rec, rev); err != nil {
+		if cached && errors.Is(err, ErrLostSession) {
+			return a.setState(ctx, lr, state, reason) // decide again on a fresh read
+		}
 		a.lost(ctx, err)
 		return false
 	}
@@ -513,6 +518,7 @@ func (a *actor) lost(ctx context.Context, err error) {
 	}
 	a.held = make(map[string]jetstream.Msg)
 	a.queue = nil
+	a.ordered = orderMark{}
 	a.dropped++
 	a.mu.Unlock()
 	a.forget()
@@ -521,6 +527,7 @@ func (a *actor) lost(ctx context.Context, err error) {
 	// idle: the run may have recorded turns but not its end (an append whose
 	// answer was lost landed, and ours then looked fenced), so it is handed
 	// over for recovery, as if its runner had restarted.
+	a.dropRecord()
 	if rec, rev, err := a.r.records.get(ctx, a.tenant, a.session); err == nil &&
 		rec.State == StateRunning && rec.Runner == a.r.cfg.ID && rec.Incarnation == a.r.incarnation {
 		rec.Incarnation, rec.Reason = "", "lost the session's fence"
@@ -543,15 +550,17 @@ func (rc *recorder) RecordMessage(m llm.Message, usage llm.Usage) error {
 	if usage != (llm.Usage{}) {
 		u = &usage
 	}
-	a.mu.Lock()
-	if a.tr == nil {
-		a.mu.Unlock()
-		return ErrFenced
+	tr := a.transcript()
+	if err := tr.append(ctx, Record{Kind: RecordMessage, Run: rc.run, Runner: a.r.cfg.ID, Message: &m, Usage: u}); err != nil {
+		return err
 	}
-	err := a.tr.append(ctx, Record{Kind: RecordMessage, Run: rc.run, Runner: a.r.cfg.ID, Message: &m, Usage: u})
-	var acks []jetstream.Msg
-	if err == nil {
+	var err error
+	a.mu.Lock()
+	if a.tr != tr {
+		err = ErrFenced // the session was lost while the append was under way
+	} else {
 		a.hist = append(a.hist, m)
+		var acks []jetstream.Msg
 		for _, id := range m.Delivers {
 			a.seen[id] = struct{}{}
 			if msg, ok := a.held[id]; ok {
@@ -559,24 +568,17 @@ func (rc *recorder) RecordMessage(m llm.Message, usage llm.Usage) error {
 				delete(a.held, id)
 			}
 		}
+		a.settleLocked(acks...)
 	}
 	a.mu.Unlock()
-	if err != nil {
-		return err
-	}
-	for _, msg := range acks {
-		_ = msg.DoubleAck(ctx)
-	}
-	return nil
+	return err
 }
 
 func (rc *recorder) RecordBoundary(meta llm.BoundaryMeta) {
 	a := rc.a
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.tr != nil {
-		_ = a.tr.append(ctx, Record{Kind: RecordBoundary, Run: rc.run, Runner: a.r.cfg.ID, Boundary: &meta})
+	if tr := a.transcript(); tr != nil {
+		_ = tr.append(ctx, Record{Kind: RecordBoundary, Run: rc.run, Runner: a.r.cfg.ID, Boundary: &meta})
 	}
 }

@@ -114,6 +114,8 @@ type Runner struct {
 
 	relMu       sync.Mutex
 	lastRelease time.Time // when this runner last gave a partition up
+	lastLive    int       // the live runner count it last saw
+	liveSince   time.Time // since when that count has held
 
 	runMu   sync.Mutex
 	running map[string]SessionRecord // live runs by session key, any runner's

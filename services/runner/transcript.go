@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -51,9 +52,15 @@ var ErrFenced = errors.New("runner: session fenced: another runner wrote its tra
 // transcript appends to one session's transcript subject, fenced by the
 // expected last sequence per subject: an append that races another
 // runner's is refused by the server, never interleaved.
+//
+// Its own lock orders the appends of the live run's recorder and the
+// actor (a refusal recorded mid-run). It is held across the round trip, so
+// it is not the actor's lock: deliveries and heartbeats must not wait on
+// the store.
 type transcript struct {
 	js      jetstream.JetStream
 	subject string
+	mu      sync.Mutex
 	last    uint64 // sequence of the last record on the subject; 0 = none
 }
 
@@ -117,6 +124,12 @@ func (t *transcript) append(ctx context.Context, r Record) error {
 	if t == nil {
 		return ErrFenced // forgotten after a lost fence
 	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.appendLocked(ctx, r)
+}
+
+func (t *transcript) appendLocked(ctx context.Context, r Record) error {
 	if r.Time.IsZero() {
 		r.Time = time.Now().UTC()
 	}
@@ -142,13 +155,18 @@ func (t *transcript) append(ctx context.Context, r Record) error {
 // the next one look fenced; the transcript's last record tells the two
 // apart.
 func (t *transcript) appendSure(ctx context.Context, r Record, patience time.Duration) error {
+	if t == nil {
+		return ErrFenced
+	}
 	if r.Time.IsZero() {
 		r.Time = time.Now().UTC()
 	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	deadline := time.Now().Add(patience)
 	unsure := false
 	for {
-		err := t.append(ctx, r)
+		err := t.appendLocked(ctx, r)
 		if err == nil {
 			return nil
 		}
