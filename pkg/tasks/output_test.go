@@ -94,6 +94,12 @@ func TestSpares_give_empty_distinct_files_and_leave_nothing_else(t *testing.T) {
 			defer s.mu.Unlock()
 			return !s.filling
 		})
+		s.mu.Lock()
+		ready := len(s.ready)
+		s.mu.Unlock()
+		if ready != spareCount {
+			t.Fatalf("%d spares ready after a refill, want %d", ready, spareCount)
+		}
 	}
 	s.close()
 	ents, err := os.ReadDir(dir)

@@ -81,6 +81,7 @@ type Host struct {
 	mu    sync.Mutex
 	trees map[*Tree]struct{}
 	done  bool
+	reuse []reusable // empty task cgroups of ended trees (reuse.go)
 }
 
 var hostSeq atomic.Int64
@@ -218,18 +219,32 @@ func (h *Host) Start(cmd *exec.Cmd, lim Limits) (*Tree, error) {
 	}
 	name := fmt.Sprintf("t%d", n)
 	var shim shimSpec
+	// Limits written into the v2 cgroup need a cgroup nothing used before.
+	t.v2Limits = (lim.Processes > 0 && h.feat.V2Pids) || (lim.Memory > 0 && h.feat.V2Memory)
 	if h.v2 != "" {
-		dir := filepath.Join(h.v2, name)
-		if err := os.Mkdir(dir, 0o755); err != nil {
-			return nil, fmt.Errorf("proctree: create cgroup: %w", err)
+		if c, ok := h.takeCgroup(); ok && !t.v2Limits {
+			t.v2, t.v2fd = c.dir, c.fd
+		} else {
+			if ok && !h.keepCgroup(c.dir, c.fd) {
+				_ = syscall.Close(c.fd)
+				_ = removeCgroup(c.dir)
+			}
+			dir := filepath.Join(h.v2, name)
+			if err := os.Mkdir(dir, 0o755); err != nil {
+				return nil, fmt.Errorf("proctree: create cgroup: %w", err)
+			}
+			t.v2 = dir
+			fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+			if err != nil {
+				t.Close()
+				return nil, fmt.Errorf("proctree: open cgroup: %w", err)
+			}
+			t.v2fd = fd
 		}
-		t.v2 = dir
-		fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			t.Close()
-			return nil, fmt.Errorf("proctree: open cgroup: %w", err)
+		if lim.CPUTime > 0 {
+			// A reused cgroup counts the CPU time of the trees before.
+			t.cpuBase = eventCount(filepath.Join(t.v2, "cpu.stat"), "usage_usec")
 		}
-		t.v2fd = fd
 	}
 	fail := func(err error) (*Tree, error) {
 		t.Close()
@@ -390,6 +405,7 @@ func (h *Host) Close() {
 		h.killOrphans()
 	}
 	reapOrphans()
+	h.dropReused()
 	for _, d := range []string{h.v2, h.pids, h.mem} {
 		if d != "" {
 			if err := removeCgroup(d); err != nil {

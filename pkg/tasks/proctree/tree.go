@@ -24,8 +24,12 @@ type Tree struct {
 
 	v2      string // the tree's v2 cgroup, "" without
 	v2fd    int
-	pidsDir string // v1 cgroups, "" without
-	memDir  string
+	cpuBase int64 // usage_usec of the cgroup before the root was born
+	// v2Limits: limits were written into the v2 cgroup, so it is not
+	// reused (see reuse.go).
+	v2Limits bool
+	pidsDir  string // v1 cgroups, "" without
+	memDir   string
 
 	cpuHit atomic.Bool
 	killMu sync.Mutex // one Kill at a time
@@ -83,7 +87,7 @@ func (t *Tree) watchCPU(limit time.Duration) {
 			return
 		case <-tick.C:
 		}
-		if time.Duration(eventCount(path, "usage_usec"))*time.Microsecond >= limit {
+		if time.Duration(eventCount(path, "usage_usec")-t.cpuBase)*time.Microsecond >= limit {
 			t.cpuHit.Store(true)
 			t.signal(syscall.SIGKILL, true)
 			return
@@ -334,10 +338,13 @@ func (t *Tree) Close() {
 			t.limitHit = t.computeLimitHit()
 		}
 		t.closed.Store(true)
-		if t.v2fd >= 0 {
+		v2 := t.v2
+		if v2 != "" && t.v2fd >= 0 && !t.v2Limits && t.h.keepCgroup(v2, t.v2fd) {
+			v2 = "" // kept for a later tree, with its descriptor
+		} else if t.v2fd >= 0 {
 			_ = syscall.Close(t.v2fd)
 		}
-		for _, d := range []string{t.v2, t.pidsDir, t.memDir} {
+		for _, d := range []string{v2, t.pidsDir, t.memDir} {
 			if d == "" {
 				continue
 			}
