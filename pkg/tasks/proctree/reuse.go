@@ -19,6 +19,11 @@ const reuseCount = 4
 // later tree is born into it instead of into a new one. Each tree still has
 // a cgroup of its own for its whole life, and is born into it.
 //
+// A cgroup that was ever killed through cgroup.kill is not reused either:
+// on this kernel (6.18) a process later born into it with CLONE_INTO_CGROUP
+// was SIGKILLed at birth (cgroup's kill sequence number is compared with
+// the one the fork started from).
+//
 // Only cgroups without limits are reused, for trees without limits: the
 // limit files and the counters that tell a limit was hit (pids.events,
 // memory.events) then never carry over. The CPU time a cgroup used before
@@ -40,6 +45,7 @@ func (h *Host) takeCgroup() (reusable, bool) {
 	}
 	c := h.reuse[n-1]
 	h.reuse = h.reuse[:n-1]
+
 	return c, true
 }
 
@@ -55,6 +61,7 @@ func (h *Host) keepCgroup(dir string, fd int) bool {
 		return false
 	}
 	h.reuse = append(h.reuse, reusable{dir: dir, fd: fd})
+
 	return true
 }
 

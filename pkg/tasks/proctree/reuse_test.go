@@ -85,3 +85,26 @@ func TestCgroup_with_a_child_cgroup_is_not_reused(t *testing.T) {
 		t.Errorf("cgroup %s with a child cgroup was kept", tr.Cgroup())
 	}
 }
+
+func TestTree_after_a_killed_one_is_not_killed_at_birth(t *testing.T) {
+	// A process born into a cgroup that cgroup.kill was once written to
+	// was SIGKILLed at birth on this kernel: such a cgroup must never be
+	// handed to a later tree.
+	h := newHost(t, Config{})
+	killed, _ := start(t, h, Limits{}, `sleep 5`)
+	if err := killed.KillNow(); err != nil {
+		t.Fatal(err)
+	}
+	_ = killed.Wait()
+	killed.Close()
+	for range 3 {
+		tr, err := h.Start(exec.Command("true"), Limits{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := tr.Wait(); err != nil {
+			t.Fatalf("a tree started after a killed one ended with %v (cgroup %s, the killed one's %s)", err, tr.Cgroup(), killed.Cgroup())
+		}
+		tr.Close()
+	}
+}

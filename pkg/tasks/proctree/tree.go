@@ -25,9 +25,11 @@ type Tree struct {
 	v2      string // the tree's v2 cgroup, "" without
 	v2fd    int
 	cpuBase int64 // usage_usec of the cgroup before the root was born
-	// v2Limits: limits were written into the v2 cgroup, so it is not
+	// v2Limits: limits were written into the v2 cgroup; cgKilled (guarded
+	// by killMu): cgroup.kill was written. Either keeps it from being
 	// reused (see reuse.go).
 	v2Limits bool
+	cgKilled bool
 	pidsDir  string // v1 cgroups, "" without
 	memDir   string
 
@@ -89,7 +91,11 @@ func (t *Tree) watchCPU(limit time.Duration) {
 		}
 		if time.Duration(eventCount(path, "usage_usec")-t.cpuBase)*time.Microsecond >= limit {
 			t.cpuHit.Store(true)
-			t.signal(syscall.SIGKILL, true)
+			t.killMu.Lock()
+			if !t.closed.Load() {
+				t.signal(syscall.SIGKILL, true)
+			}
+			t.killMu.Unlock()
 			return
 		}
 	}
@@ -181,6 +187,7 @@ func (t *Tree) signal(sig syscall.Signal, full bool) int {
 	// down from the root.
 	members := t.members(full)
 	if sig == syscall.SIGKILL && t.v2 != "" {
+		t.cgKilled = true
 		_ = os.WriteFile(filepath.Join(t.v2, "cgroup.kill"), []byte("1"), 0)
 	}
 	if !t.isReaped() {
@@ -227,6 +234,10 @@ func (t *Tree) KillNow() error { return t.kill(0) }
 func (t *Tree) kill(grace time.Duration) error {
 	t.killMu.Lock()
 	defer t.killMu.Unlock()
+	if t.closed.Load() {
+		// Close ended the tree, and its cgroup may be another tree's now.
+		return nil
+	}
 	full := t.v2 == ""
 	// A cgroup cannot be left by the escapes a command can make (setsid,
 	// double fork, dropping the marker), so an empty cgroup after the root
@@ -337,9 +348,14 @@ func (t *Tree) Close() {
 			_ = t.KillNow()
 			t.limitHit = t.computeLimitHit()
 		}
+		// From here on no kill touches the cgroup, which may be handed to
+		// another tree below.
+		t.killMu.Lock()
 		t.closed.Store(true)
+		reusable := !t.v2Limits && !t.cgKilled
+		t.killMu.Unlock()
 		v2 := t.v2
-		if v2 != "" && t.v2fd >= 0 && !t.v2Limits && t.h.keepCgroup(v2, t.v2fd) {
+		if v2 != "" && t.v2fd >= 0 && reusable && t.h.keepCgroup(v2, t.v2fd) {
 			v2 = "" // kept for a later tree, with its descriptor
 		} else if t.v2fd >= 0 {
 			_ = syscall.Close(t.v2fd)
