@@ -68,9 +68,10 @@ func (w *Worker) command(ctx context.Context, r jobsapi.StartRequest) (*exec.Cmd
 	return cmd, sessionKey(r.Tenant, r.Session), nil
 }
 
-// opStart starts a background job; the answer comes once its record is
-// stored, so a job the caller heard of survives a worker restart as a
-// record (reported lost if it never ended).
+// opStart starts a background job; the answer goes out once its record's
+// write is on the connection ahead of it (persistSent), so a job the caller
+// heard of survives a worker restart as a record (reported lost if it never
+// ended) without the answer waiting a round trip for the acknowledgement.
 func (w *Worker) opStart(ctx context.Context, data []byte) (any, error) {
 	r, err := decode[jobsapi.StartRequest](data)
 	if err != nil {
@@ -87,9 +88,7 @@ func (w *Worker) opStart(ctx context.Context, data []byte) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := <-w.out.persist(taskKey(sid, i.ID)); err != nil {
-		w.cfg.Log.Warn().Err(err).Str("task", i.ID).Msg("jobs: record of a started job not stored")
-	}
+	<-w.out.persistSent(taskKey(sid, i.ID))
 	return jobsapi.StartResponse{Job: w.wire(i)}, nil
 }
 

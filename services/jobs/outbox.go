@@ -44,6 +44,17 @@ type outItem struct {
 	msg  *nats.Msg // an event to publish, or
 	task string    // a task whose current record to write
 	done chan error
+	// sent, when set, is closed once the record's write is on the
+	// connection (or the item is given up): see persistSent.
+	sent     chan struct{}
+	sentOnce *sync.Once
+}
+
+// markSent closes sent, once.
+func (it outItem) markSent() {
+	if it.sent != nil {
+		it.sentOnce.Do(func() { close(it.sent) })
+	}
 }
 
 func newOutbox(js jetstream.JetStream, kv jetstream.KeyValue, record func(string) (string, []byte, bool), log zerolog.Logger) *outbox {
@@ -62,6 +73,19 @@ func (o *outbox) persist(task string) <-chan error {
 	return done
 }
 
+// persistSent queues a write of the task's record like persist, and returns
+// a channel closed as soon as the write is on the worker's connection,
+// before the server has acknowledged it. An answer the worker publishes
+// after that on the same connection reaches the server after the write
+// does, so a caller who got the answer knows the record is at the server:
+// a worker that dies the moment after cannot take it back. The outbox
+// still waits for the acknowledgement, and retries, as for any record.
+func (o *outbox) persistSent(task string) <-chan struct{} {
+	sent := make(chan struct{})
+	o.add(outItem{task: task, sent: sent, sentOnce: new(sync.Once)})
+	return sent
+}
+
 func (o *outbox) add(it outItem) {
 	o.mu.Lock()
 	if o.closed {
@@ -69,6 +93,7 @@ func (o *outbox) add(it outItem) {
 		if it.done != nil {
 			it.done <- errOutboxClosed
 		}
+		it.markSent()
 		o.log.Error().Str("task", it.task).Msg("jobs: outbox closed; dropped an event or record")
 		return
 	}
@@ -116,6 +141,7 @@ func (o *outbox) run() {
 		if it.done != nil {
 			it.done <- err
 		}
+		it.markSent()
 	}
 }
 
@@ -158,6 +184,23 @@ func (o *outbox) try(it outItem) error {
 	if !ok {
 		return nil
 	}
-	_, err := o.kv.Put(ctx, key, value)
-	return err
+	if it.sent == nil {
+		_, err := o.kv.Put(ctx, key, value)
+		return err
+	}
+	// The KV put, published by hand so that the moment it is on the
+	// connection can be told (kv.Put only returns once acknowledged).
+	ack, err := o.js.PublishMsgAsync(&nats.Msg{Subject: "$KV." + o.kv.Bucket() + "." + key, Data: value})
+	if err != nil {
+		return err
+	}
+	it.markSent()
+	select {
+	case <-ack.Ok():
+		return nil
+	case err := <-ack.Err():
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
