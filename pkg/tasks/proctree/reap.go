@@ -49,9 +49,13 @@ func isTracked(pid int) bool {
 // exec.Cmd waits for. Children in this process's own process group are left
 // alone: they were started by other code (task roots and their descendants
 // always run in a group of their own).
+//
+// The scan runs without startMu, which every start takes (shared): a scan
+// reads a file per thread and would hold starts up. Each zombie it finds is
+// confirmed untracked under the lock before it is reaped; a root that
+// exited before its start tracked it is tracked by the time the lock is
+// had.
 func reapOrphans() {
-	startMu.Lock()
-	defer startMu.Unlock()
 	self := syscall.Getpgrp()
 	for _, pid := range childrenOfSelf() {
 		if isTracked(pid) {
@@ -61,8 +65,12 @@ func reapOrphans() {
 		if !ok || p.state != 'Z' || p.pgrp == self {
 			continue
 		}
-		var ws unix.WaitStatus
-		_, _ = unix.Wait4(pid, &ws, unix.WNOHANG, nil)
+		startMu.Lock()
+		if !isTracked(pid) {
+			var ws unix.WaitStatus
+			_, _ = unix.Wait4(pid, &ws, unix.WNOHANG, nil)
+		}
+		startMu.Unlock()
 	}
 }
 
