@@ -85,6 +85,7 @@ func newManager(dir string, maxOutput int64) *tasks.Manager {
 		Limits:      limits,
 		Output:      tasks.Files{Dir: filepath.Join(dir, "out")}.Output,
 		AppendClean: redact.AppendCleanLine,
+		Unchanged:   redact.Unchanged,
 		Proc:        proctree.Config{},
 	})
 }

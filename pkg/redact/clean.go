@@ -46,7 +46,7 @@ func CleanLine(line []byte) string {
 	// The common line is printable ASCII with nothing to redact: one pass
 	// over it (scan) and the copy it is returned as.
 	s := string(line)
-	raw, sus := scan(s)
+	raw, sus := scan(s, false)
 	switch {
 	case raw:
 		return cleanRaw(line, Secrets)
@@ -62,7 +62,7 @@ func CleanLine(line []byte) string {
 func AppendCleanLine(dst, line []byte) []byte {
 	// A read-only view of line, used only during this call.
 	s := unsafe.String(unsafe.SliceData(line), len(line))
-	raw, sus := scan(s)
+	raw, sus := scan(s, false)
 	switch {
 	case raw:
 		return append(dst, cleanRaw(line, Secrets)...)

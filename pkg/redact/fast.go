@@ -56,8 +56,19 @@ const minPrefixedRun = len("xoxb-") + 10
 // suspect reports whether a rule of Secrets could change s. False means
 // Secrets(s) == s; true means only that the rules must look.
 func suspect(s string) bool {
-	_, sus := scan(s)
+	_, sus := scan(s, false)
 	return sus
+}
+
+// Unchanged reports whether CleanLine returns every line of text (lines
+// separated by '\n') as it is. It is the fast path for a block of lines at
+// once, one pass over all of them: a job's output, read in large gulps, is
+// mostly blocks of such lines, which can be copied whole. False means only
+// that the lines must be cleaned one by one.
+func Unchanged(text []byte) bool {
+	// A read-only view of text, used only during this call.
+	raw, sus := scan(unsafe.String(unsafe.SliceData(text), len(text)), true)
+	return !raw && !sus
 }
 
 // SWAR constants: a byte of ones, and the top bit of every byte.
@@ -115,7 +126,12 @@ func classifyBytes(x uint64) (raw bool, word, token, mark uint8) {
 // without a run of minPrefixedRun of them (most prose and build output) is
 // done. Only a line with such a run (a path, a URL, a long identifier) is
 // read again for the exact runs.
-func scan(s string) (raw, sus bool) {
+func scan(s string, lines bool) (raw, sus bool) {
+	// In a block of lines a newline is no raw byte; it ends runs as any
+	// byte below space does, and the key of a mark is never read across it
+	// (keyBefore stops at it), so each line is judged as it would be alone
+	// (user info conservatively: "://" and '@' on different lines count).
+
 	// A read-only view of the string's bytes, for word loads.
 	b := unsafe.Slice(unsafe.StringData(s), len(s))
 	var visible, longest int
@@ -132,7 +148,11 @@ func scan(s string) (raw, sus bool) {
 			// Bytes below 0x20 and DEL (0x7f + 1 sets the top bit); a tab
 			// among them is fine, so such a word is looked at exactly.
 			if (^(x+0x60*lsb)|(x+lsb))&msb != 0 {
-				raw = raw || (^(x+0x60*lsb)&^eqMask(x, '\t')|eqMask(x, 0x7f))&msb != 0
+				ok := eqMask(x, '\t')
+				if lines {
+					ok |= eqMask(x, '\n')
+				}
+				raw = raw || (^(x+0x60*lsb)&^ok|eqMask(x, 0x7f))&msb != 0
 			}
 			v = gather((x + (0x80-0x21)*lsb) & msb)
 			// '=' ':' '@' 'B' 'J' all lie in ':'..'J', and 'b' apart; the

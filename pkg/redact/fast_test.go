@@ -2,6 +2,7 @@ package redact
 
 import (
 	"math/rand/v2"
+	"strings"
 	"testing"
 )
 
@@ -137,4 +138,56 @@ func BenchmarkAppendCleanLine_ordinary(b *testing.B) {
 	for b.Loop() {
 		buf = AppendCleanLine(buf[:0], line)
 	}
+}
+
+// checkUnchanged fails when Unchanged says a block is unchanged while
+// CleanLine changes one of its lines.
+func checkUnchanged(t *testing.T, lines []string) {
+	t.Helper()
+	text := strings.Join(lines, "\n")
+	if !Unchanged([]byte(text)) {
+		return
+	}
+	for _, l := range strings.Split(text, "\n") {
+		if got := CleanLine([]byte(l)); got != l {
+			t.Fatalf("Unchanged(%q) = true, but CleanLine(%q) = %q", text, l, got)
+		}
+	}
+}
+
+func TestUnchanged_agrees_with_CleanLine_line_by_line(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 12))
+	gens := []func(*rand.Rand) string{soup, runsOf}
+	for range 4 * soupRounds {
+		var lines []string
+		for range r.IntN(4) + 1 {
+			lines = append(lines, gens[r.IntN(len(gens))](r))
+		}
+		checkUnchanged(t, lines)
+	}
+	ordinary := []string{
+		"the quick brown fox jumps over the lazy dog while the build prints another ordinary line of output",
+		"ok  \tjetway/pkg/redact\t0.220s",
+		"main.go:12:3: undefined: foo",
+		"",
+	}
+	if !Unchanged([]byte(strings.Join(ordinary, "\n") + "\n")) {
+		t.Errorf("a block of ordinary lines is not Unchanged")
+	}
+	for _, bad := range []string{"a\r\nb\n", "x\n\x1b[1mred\n", "token=abc\n", "caf\xe9\n", "user@h\nhttps://x\n"} {
+		if Unchanged([]byte(bad)) {
+			t.Errorf("Unchanged(%q) = true", bad)
+		}
+	}
+}
+
+// FuzzUnchanged holds the block fast path to CleanLine on any input.
+func FuzzUnchanged(f *testing.F) {
+	r := rand.New(rand.NewPCG(13, 14))
+	for range 32 {
+		f.Add(soup(r) + "\n" + runsOf(r))
+	}
+	f.Fuzz(func(t *testing.T, text string) {
+		checkUnchanged(t, strings.Split(text, "\n"))
+	})
 }

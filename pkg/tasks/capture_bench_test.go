@@ -13,12 +13,14 @@ import (
 const benchOutputLine = "the quick brown fox jumps over the lazy dog while the build prints another ordinary line of output"
 
 // BenchmarkCapture measures a command's output going through the manager to
-// its file, cleaned by redact.AppendCleanLine as the jobs worker does it.
+// its file, cleaned by redact.AppendCleanLine (and redact.Unchanged) as the
+// jobs worker does it.
 func BenchmarkCapture(b *testing.B) {
 	const size = 64 << 20
 	m := NewManager(Config{
 		Output:      Files{Dir: b.TempDir()}.Output,
 		AppendClean: redact.AppendCleanLine,
+		Unchanged:   redact.Unchanged,
 		Limits:      Limits{MaxOutputBytes: 2 * size},
 	})
 	b.Cleanup(m.Close)

@@ -235,6 +235,9 @@ func (m *Manager) register(sid string, spec Spec, checkRunning bool, started tim
 		clean = appendWith(m.cfg.Clean)
 	}
 	t.out = newOutput(f, clean, m.lim.MaxOutputBytes)
+	if spec.Clean == nil {
+		t.out.unchanged = m.cfg.Unchanged
+	}
 	t.info.Path, t.info.Ref = path, ref
 	return t, nil
 }

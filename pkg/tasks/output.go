@@ -48,6 +48,7 @@ type output struct {
 	mu        sync.Mutex
 	f         *os.File
 	clean     func(dst, line []byte) []byte
+	unchanged func(text []byte) bool // Config.Unchanged, or nil
 	max       int64
 	partial   []byte
 	buf       []byte // cleaned lines not yet written, each ending in '\n'
@@ -92,7 +93,18 @@ func (o *output) take(p []byte) {
 		return
 	}
 	start := len(o.buf)
+	tried := o.unchanged == nil
 	for len(p) > 0 {
+		// Once the line left unfinished before is done, the whole lines of
+		// p go in as they are when none needs cleaning (tried once: a block
+		// that must go line by line is not looked at again).
+		if !tried && len(o.partial) == 0 && !o.truncated {
+			tried = true
+			if k := bytes.LastIndexByte(p, '\n'); k >= 0 && o.block(p[:k+1]) {
+				p = p[k+1:]
+				continue
+			}
+		}
 		i := bytes.IndexByte(p, '\n')
 		if i < 0 {
 			o.partial = append(o.partial, p...)
@@ -116,6 +128,31 @@ func (o *output) take(p []byte) {
 		p = p[i+1:]
 	}
 	o.updateTail(start)
+}
+
+// block copies text, whole lines each ending in '\n', into the pending
+// buffer when none of them needs cleaning, cutting or splitting, and
+// reports whether it did; otherwise the lines go one by one. Called with mu
+// held.
+func (o *output) block(text []byte) bool {
+	if o.max > 0 && o.bytes+int64(len(text)) > o.max {
+		return false
+	}
+	// No line of maxLine bytes or more: a line that long would hold one of
+	// these aligned windows of half that size whole, without a newline.
+	const half = maxLine / 2
+	for k := 0; k+half <= len(text); k += half {
+		if bytes.IndexByte(text[k:k+half], '\n') < 0 {
+			return false
+		}
+	}
+	if !o.unchanged(text) {
+		return false
+	}
+	o.buf = append(o.buf, text...)
+	o.bytes += int64(len(text))
+	o.lines += bytes.Count(text, []byte{'\n'})
+	return true
 }
 
 // line adds one cleaned line to the pending buffer. Called with mu held.

@@ -2,11 +2,15 @@ package tasks
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
+
+	"jetway/pkg/redact"
 )
 
 func TestOutput_of_a_burst_reaches_the_file_while_the_command_is_quiet(t *testing.T) {
@@ -117,6 +121,84 @@ func TestSpares_give_empty_distinct_files_and_leave_nothing_else(t *testing.T) {
 		b, err := os.ReadFile(filepath.Join(dir, n))
 		if want := fmt.Sprintf("file %d\n", i); err != nil || string(b) != want {
 			t.Errorf("%s = %q, %v; want %q", n, b, err, want)
+		}
+	}
+}
+
+func TestOutput_blocks_copied_whole_match_line_by_line_cleaning(t *testing.T) {
+	// The block path (Config.Unchanged) must write what cleaning line by
+	// line writes, whatever the lines and however they are cut into writes:
+	// ordinary lines, lines to clean or redact, lines past maxLine, and an
+	// output limit reached midway.
+	r := rand.New(rand.NewPCG(21, 22))
+	kinds := []func() string{
+		func() string { return "the quick brown fox jumps over the lazy dog" },
+		func() string { return fmt.Sprintf("line %d ok", r.IntN(1000)) },
+		func() string { return "\x1b[1;31mred\x1b[0m and \r\n" },
+		func() string { return "GITHUB_TOKEN=abc123 password: x" },
+		func() string { return "" },
+		func() string { return strings.Repeat("y", maxLine+r.IntN(100)) },
+		func() string { return strings.Repeat("z ", r.IntN(40000)) },
+		func() string { return "caf\xe9" },
+	}
+	ordinary := strings.Repeat("an ordinary line\n", 500)
+	fixed := []struct {
+		text  string
+		limit int64
+	}{
+		{ordinary, 4000}, // the limit inside a clean block
+		{ordinary + strings.Repeat("z ", 40000) + "\n" + ordinary, 0}, // a clean line past maxLine
+	}
+	for round := range 30 + len(fixed) {
+		var b strings.Builder
+		for range r.IntN(60) + 1 {
+			b.WriteString(kinds[r.IntN(len(kinds))]())
+			b.WriteByte('\n')
+		}
+		if r.IntN(2) == 0 {
+			b.WriteString("no newline at the end")
+		}
+		text := []byte(b.String())
+		limit := int64(0)
+		if round%3 == 0 {
+			limit = int64(r.IntN(len(text) + 1))
+		}
+		whole := false
+		if round >= 30 {
+			text, limit, whole = []byte(fixed[round-30].text), fixed[round-30].limit, true
+		}
+		var files [2]string
+		var stats [2]outStats
+		for k := range 2 {
+			f, err := os.CreateTemp(t.TempDir(), "out")
+			if err != nil {
+				t.Fatal(err)
+			}
+			o := newOutput(f, redact.AppendCleanLine, limit)
+			if k == 1 {
+				o.unchanged = redact.Unchanged
+			}
+			for p := text; len(p) > 0; {
+				n := min(len(p), 1+r.IntN(200000))
+				if whole {
+					n = len(p)
+				}
+				o.Write(p[:n])
+				p = p[n:]
+			}
+			stats[k] = o.stats()
+			o.close()
+			b, err := os.ReadFile(f.Name())
+			if err != nil {
+				t.Fatal(err)
+			}
+			files[k] = string(b)
+		}
+		if files[0] != files[1] {
+			t.Fatalf("round %d (limit %d): the block path wrote %d bytes, line by line %d", round, limit, len(files[1]), len(files[0]))
+		}
+		if !reflect.DeepEqual(stats[0], stats[1]) {
+			t.Fatalf("round %d: stats differ:\nline by line %+v\nblocks       %+v", round, stats[0].lines, stats[1].lines)
 		}
 	}
 }

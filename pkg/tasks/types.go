@@ -57,6 +57,12 @@ type Config struct {
 	// that needs no change costs a copy and no allocation
 	// (redact.AppendCleanLine). A Spec.Clean still wins for its task.
 	AppendClean func(dst, line []byte) []byte
+	// Unchanged, when set, reports whether every line of a block of lines
+	// ('\n'-separated) comes out of the cleaner (Clean or AppendClean) as it
+	// is; such a block is then copied whole instead of line by line. It may
+	// answer false when unsure, never true wrongly (redact.Unchanged). Not
+	// used for a task with its own Spec.Clean.
+	Unchanged func(text []byte) bool
 	// Proc configures process containment: the SIGTERM-to-SIGKILL grace
 	// period, whether to use cgroups, the logger.
 	Proc proctree.Config

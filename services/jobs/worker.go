@@ -208,6 +208,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		Output:      w.outputFile,
 		OnNotice:    w.onNotice,
 		AppendClean: redact.AppendCleanLine,
+		Unchanged:   redact.Unchanged,
 		Proc:        proctree.Config{Grace: w.cfg.Grace, NoCgroups: w.cfg.NoCgroups, Log: log},
 	})
 	w.mgr.SetOnEnd(w.onEnd)

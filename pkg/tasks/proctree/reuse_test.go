@@ -33,7 +33,7 @@ func TestEnded_trees_cgroup_is_reused_empty_and_only_without_limits(t *testing.T
 	}
 
 	// The next tree is born into it, alone.
-	tr, lines := start(t, h, Limits{}, `echo $$; sleep 5`)
+	tr, lines := start(t, h, Limits{}, `echo $$; exec sleep 5`)
 	if tr.Cgroup() != dir {
 		t.Fatalf("next tree's cgroup %s, want the kept %s", tr.Cgroup(), dir)
 	}
