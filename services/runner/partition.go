@@ -26,6 +26,9 @@ type partition struct {
 	resetting bool
 	// held: this runner has received messages under the current pin.
 	held bool
+	// unclaimedSince is when this runner first saw the partition held by
+	// no live runner (zero while someone holds it).
+	unclaimedSince time.Time
 	// tenure counts the times this runner took the partition: what an
 	// actor learnt about its session's order holds within one tenure.
 	tenure uint64
@@ -80,9 +83,26 @@ func (r *Runner) wantPull(ctx context.Context, p *partition) bool {
 	// their share: the shares are computed from heartbeats that lag, and a
 	// partition every runner thinks is someone else's is never delivered
 	// again (its events sat in the stream until the end of a chaos run).
+	// Runners under their share go first: the server pins whichever
+	// request waits at the head of its queue, and when runners at their
+	// share competed too, one of them took every released partition while
+	// a new runner got none.
 	_, claimed := r.peers.holders(ctx)[p.n]
-	return !claimed
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if claimed {
+		p.unclaimedSince = time.Time{}
+		return false
+	}
+	if p.unclaimedSince.IsZero() {
+		p.unclaimedSince = time.Now()
+	}
+	return time.Since(p.unclaimedSince) >= orphanGrace
 }
+
+// orphanGrace is how long a partition nobody claims is left to the runners
+// under their share before the others pull it too.
+const orphanGrace = 3 * time.Second
 
 // consume pulls partition p while this runner wants it.
 func (r *Runner) consume(ctx context.Context, p *partition) {

@@ -82,7 +82,15 @@ func TestA_runner_with_its_share_full_still_pulls_a_partition_no_one_claims(t *t
 	if r.wantPull(ctx, r.parts[2]) {
 		t.Errorf("r1 pulls partition 2, which live runner r2 holds, beyond its share")
 	}
+	// Runners under their share get the first go at an unclaimed
+	// partition; once it has stayed unclaimed for orphanGrace, r1 pulls it.
+	if r.wantPull(ctx, r.parts[3]) {
+		t.Errorf("r1, its share full, pulls partition 3 at once instead of leaving it to a runner under its share first")
+	}
+	r.parts[3].mu.Lock()
+	r.parts[3].unclaimedSince = time.Now().Add(-orphanGrace)
+	r.parts[3].mu.Unlock()
 	if !r.wantPull(ctx, r.parts[3]) {
-		t.Errorf("r1 does not pull partition 3, which no live runner holds: its events would never be delivered")
+		t.Errorf("r1 does not pull partition 3, which no live runner has held for %s: its events would never be delivered", orphanGrace)
 	}
 }

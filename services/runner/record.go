@@ -126,11 +126,14 @@ func isWrongSequence(err error) bool {
 	return errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence
 }
 
-// recordCopy is an actor's copy of its session record as it last read or
-// wrote it. Every write is still a compare-and-swap on the revision, so a
-// copy that went stale (another runner, an operator's policy change) costs
-// one refused write and a fresh read, never a wrong decision: a write made
-// on the strength of the copy lands only if nobody wrote since.
+// recordCopy is an actor's copy of its session record as it last wrote
+// it. Every write is still a compare-and-swap on the revision, so a copy
+// that went stale (another runner, an operator's policy change) costs one
+// refused write and a fresh read, never a wrong decision: a write made on
+// the strength of the copy lands only if nobody wrote since. Only writes
+// are kept: a record read while another runner's run is live leads to
+// waiting, not writing, and a kept copy of it would have the actor wait on
+// that run for ever.
 type recordCopy struct {
 	rec SessionRecord
 	rev uint64
@@ -138,7 +141,7 @@ type recordCopy struct {
 }
 
 // record returns the session record, from the actor's copy when it has
-// one; cached says which, so a refused write knows to read and try again.
+// one (see recordCopy); cached says which, so a refused write knows to read and try again.
 func (a *actor) record(ctx context.Context) (rec SessionRecord, rev uint64, cached bool, err error) {
 	a.mu.Lock()
 	c := a.recCopy
@@ -147,9 +150,6 @@ func (a *actor) record(ctx context.Context) (rec SessionRecord, rev uint64, cach
 		return c.rec.clone(), c.rev, true, nil
 	}
 	rec, rev, err = a.r.records.get(ctx, a.tenant, a.session)
-	if err == nil {
-		a.keepRecord(rec, rev)
-	}
 	return rec, rev, false, err
 }
 

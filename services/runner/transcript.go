@@ -87,10 +87,14 @@ func loadTranscript(ctx context.Context, js jetstream.JetStream, tenant, session
 	t.last = last.Sequence
 	cons, err := js.OrderedConsumer(ctx, bus.StreamTranscripts, jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{subj},
+		// A reader lives for one load; left to the 5-minute default, a
+		// busy runner kept thousands of them and the server refused more.
+		InactiveThreshold: readerInactive,
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("transcript %s: reader: %w", subj, err)
 	}
+	defer dropReader(js, cons)
 	var recs []Record
 	for {
 		batch, err := cons.Fetch(256, jetstream.FetchMaxWait(2*time.Second))
@@ -117,6 +121,21 @@ func loadTranscript(ctx context.Context, js jetstream.JetStream, tenant, session
 			return nil, nil, fmt.Errorf("transcript %s: read stopped before sequence %d", subj, t.last)
 		}
 	}
+}
+
+// readerInactive is how long the server keeps a transcript reader that
+// was not deleted (its runner died mid-load).
+const readerInactive = 10 * time.Second
+
+// dropReader deletes a transcript reader once the load is done. It does
+// not hold the load up: the deletion is a round trip nobody waits for.
+func dropReader(js jetstream.JetStream, cons jetstream.Consumer) {
+	name := cons.CachedInfo().Name
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = js.DeleteConsumer(ctx, bus.StreamTranscripts, name)
+	}()
 }
 
 // append writes one record, fenced. ErrFenced means the session is lost.
