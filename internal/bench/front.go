@@ -129,9 +129,15 @@ func newTokenSet(prefix string, want int) *tokenSet {
 }
 
 // scan is a modelFront scan function (called under the front's lock).
+// Only the part of the body after the last assistant turn can hold a token
+// not seen before (a request repeats the whole history), so only that part
+// is searched: the harness must not cost more than what it measures.
 func (s *tokenSet) scan(at time.Time, body []byte) {
 	if len(s.seen) >= s.want {
 		return
+	}
+	if i := bytes.LastIndex(body, []byte(`"role":"assistant"`)); i >= 0 {
+		body = body[i:]
 	}
 	for _, m := range s.re.FindAll(body, -1) {
 		if !s.seen[string(m)] {
