@@ -246,6 +246,13 @@ const (
 	pipeSize = 1 << 20
 )
 
+// readBufs holds the read buffers of readers that finished: a worker
+// starting many short tasks reuses a few instead of allocating one each.
+var readBufs = sync.Pool{New: func() any {
+	b := make([]byte, readSize)
+	return &b
+}}
+
 // readFrom copies the command's output pipe r into the output until the
 // pipe is closed by every writer or r is closed.
 func (o *output) readFrom(r *os.File) {
@@ -254,7 +261,9 @@ func (o *output) readFrom(r *os.File) {
 		_, _ = io.Copy(o, r)
 		return
 	}
-	buf := make([]byte, readSize)
+	bp := readBufs.Get().(*[]byte)
+	defer readBufs.Put(bp)
+	buf := *bp
 	for {
 		var n int
 		var rerr error
