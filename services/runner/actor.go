@@ -82,8 +82,12 @@ type actor struct {
 	// tasks are the latest notices of function tasks, by task id.
 	tasks map[string]taskNotice
 	wake  chan struct{}
-	done  chan struct{}
-	// evicted: the actor's loop has ended; deliveries go to a new actor.
+	// running: the actor's goroutine is live; a parked actor has none.
+	running bool
+	// idleSince is when it last parked.
+	idleSince time.Time
+	// evicted: the actor is gone from the runner; deliveries go to a new
+	// actor.
 	evicted bool
 	// acking are the stream sequences of events being acked (settle.go):
 	// still in the work stream, but no longer waiting for anything.
@@ -113,16 +117,29 @@ func (r *Runner) actorFor(tenant, session string, part int) *actor {
 	}
 	a := &actor{
 		r: r, tenant: tenant, session: session, key: key, part: part,
-		log:   r.log.With().Str("tenant", tenant).Str("session", session).Logger(),
-		held:  make(map[string]jetstream.Msg),
-		tasks: make(map[string]taskNotice),
-		wake:  make(chan struct{}, 1),
-		done:  make(chan struct{}),
+		log:       r.log.With().Str("tenant", tenant).Str("session", session).Logger(),
+		held:      make(map[string]jetstream.Msg),
+		tasks:     make(map[string]taskNotice),
+		wake:      make(chan struct{}, 1),
+		idleSince: time.Now(),
 	}
 	r.actors[key] = a
-	r.wg.Add(1)
-	go func() { defer r.wg.Done(); a.loop() }()
 	return a
+}
+
+// goroutines reports how many session actors have a live goroutine.
+func (r *Runner) goroutines() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, a := range r.actors {
+		a.mu.Lock()
+		if a.running {
+			n++
+		}
+		a.mu.Unlock()
+	}
+	return n
 }
 
 // sessions reports how many session actors the runner holds in memory.
@@ -146,26 +163,59 @@ func (a *actor) enqueue(d delivery) {
 	a.poke()
 }
 
+// poke wakes the actor, starting its goroutine if it is parked.
+// Never call it with a.mu held.
 func (a *actor) poke() {
 	select {
 	case a.wake <- struct{}{}:
 	default:
 	}
+	a.r.mu.Lock()
+	defer a.r.mu.Unlock()
+	if a.r.closing {
+		return
+	}
+	a.mu.Lock()
+	start := !a.running && !a.evicted
+	a.running = a.running || start
+	a.mu.Unlock()
+	if start {
+		a.r.actorWG.Add(1)
+		go func() { defer a.r.actorWG.Done(); a.loop() }()
+	}
+}
+
+// park ends the actor's goroutine when it has nothing in hand: an idle
+// session costs its cached state, not a goroutine and a ticker (thousands
+// of idle sessions woke a thousand tickers a second). A poke starts it
+// again; one that came after the last drain keeps it running.
+func (a *actor) park() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.busyLocked() || len(a.wake) > 0 {
+		return false
+	}
+	a.running = false
+	a.idleSince = time.Now()
+	return true
 }
 
 // busy reports whether the session has work in hand.
 func (a *actor) busy() bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	return a.busyLocked()
+}
+
+func (a *actor) busyLocked() bool {
 	return a.run != nil || len(a.queue) > 0 || len(a.held) > 0 || a.steering != nil || len(a.parked) > 0
 }
 
+// loop handles the session's events while it has work in hand, then parks.
 func (a *actor) loop() {
-	defer close(a.done)
 	ctx := context.Background()
 	keep := time.NewTicker(a.r.cfg.KeepAlive)
 	defer keep.Stop()
-	idleSince := time.Now()
 	stopping := a.r.stopping()
 	for {
 		var runDone <-chan runResult
@@ -180,32 +230,51 @@ func (a *actor) loop() {
 			a.finishRun(ctx, res)
 		case <-keep.C:
 			a.keepAlive()
-			if !a.busy() && time.Since(idleSince) > a.r.cfg.IdleEvict && a.evict() {
-				return
-			}
 		case <-stopping:
 			a.shutdown()
 			return
 		}
+		select {
+		case <-stopping:
+			a.shutdown() // leaving: nothing new starts here
+			return
+		default:
+		}
 		a.drain(ctx)
-		if a.busy() {
-			idleSince = time.Now()
+		if a.park() {
+			return
 		}
 	}
 }
 
-// evict drops an idle actor so memory stays bounded with many sessions.
-func (a *actor) evict() bool {
-	a.r.mu.Lock()
-	defer a.r.mu.Unlock()
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.run != nil || len(a.queue) > 0 || len(a.held) > 0 || len(a.parked) > 0 || a.steering != nil {
-		return false
+// evictIdle drops parked actors idle past IdleEvict, so memory stays
+// bounded with many sessions: their cached history goes with them.
+func (r *Runner) evictIdle() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for key, a := range r.actors {
+		a.mu.Lock()
+		if !a.running && !a.busyLocked() && time.Since(a.idleSince) > r.cfg.IdleEvict {
+			delete(r.actors, key)
+			a.evicted = true
+		}
+		a.mu.Unlock()
 	}
-	delete(a.r.actors, a.key)
-	a.evicted = true
-	return true
+}
+
+// evictLoop runs evictIdle a few times per IdleEvict.
+func (r *Runner) evictLoop(ctx context.Context) {
+	every := min(max(r.cfg.IdleEvict/4, 10*time.Millisecond), 15*time.Second)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			r.evictIdle()
+		}
+	}
 }
 
 // shutdown ends a live run at its next safe point and leaves every un-acked

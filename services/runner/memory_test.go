@@ -72,3 +72,52 @@ func TestIdle_sessions_cost_no_memory_once_evicted(t *testing.T) {
 		t.Fatalf("model called %d times for %d sessions", model.RequestCount(), n)
 	}
 }
+
+// An idle session keeps its cached state until eviction, but no goroutine:
+// thousands of idle sessions must not mean thousands of goroutines and
+// tickers.
+func TestAn_idle_session_holds_no_goroutine(t *testing.T) {
+	const n = 50
+	e := newEnv(t)
+	model, p := fakeModel(t)
+	model.SetFallback(llmtest.Reply{Text: "ok"})
+	model.SetRecording(false)
+	ctx, cancel := context.WithCancel(context.Background())
+	r, err := New(ctx, Config{NC: e.nc, ID: "r1", Provider: p, IdleEvict: time.Hour,
+		Logger: zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.ErrorLevel)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	for i := range n {
+		session := fmt.Sprintf("g%03d", i)
+		ev, err := events.New("t1", session, "test", events.Input{Text: "hi"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		subj, _ := events.EventsSubject("t1", session)
+		msg, _ := events.Encode(context.Background(), subj, ev)
+		if _, err := e.js.PublishMsg(context.Background(), msg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "every session's run to end", time.Minute, func() bool { return model.RequestCount() >= n && r.sessions() == n })
+	waitFor(t, "every idle session's goroutine to end", 30*time.Second, func() bool { return r.goroutines() == 0 })
+	if got := r.sessions(); got != n {
+		t.Fatalf("%d sessions cached after they went idle, want %d (eviction is an hour away)", got, n)
+	}
+	// A parked actor wakes for its next event.
+	ev, err := events.New("t1", "g000", "test", events.Input{Text: "again"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	subj, _ := events.EventsSubject("t1", "g000")
+	msg, _ := events.Encode(context.Background(), subj, ev)
+	if _, err := e.js.PublishMsg(context.Background(), msg); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the parked session to handle its next event", 30*time.Second, func() bool { return model.RequestCount() >= n+1 })
+}

@@ -48,8 +48,10 @@ func TestAn_event_waits_for_every_older_event_of_its_session_not_only_the_oldest
 	if len(msgs) != 3 {
 		t.Fatalf("fetched %d of 3 events from the work stream", len(msgs))
 	}
+	// The test drives the actor by hand: running keeps a poke from
+	// starting its goroutine.
 	a := &actor{r: r, tenant: "t1", session: "s1", part: part, log: r.log,
-		held: map[string]jetstream.Msg{"first": msgs[0]}, wake: make(chan struct{}, 1)}
+		held: map[string]jetstream.Msg{"first": msgs[0]}, wake: make(chan struct{}, 1), running: true}
 
 	if a.inOrder(ctx, delivery{msg: msgs[2]}) {
 		t.Fatal("the third event may be handled while the second is still in the stream and not in hand")

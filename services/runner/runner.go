@@ -128,6 +128,10 @@ type Runner struct {
 
 	stop chan struct{} // closed when the runner leaves
 	wg   sync.WaitGroup
+	// actorWG counts live actor goroutines; closing (under mu) stops new
+	// ones from starting once the runner is leaving.
+	actorWG sync.WaitGroup
+	closing bool
 }
 
 // New checks the configuration and connects to the buckets and streams that
@@ -222,8 +226,9 @@ func (r *Runner) Run(ctx context.Context) error {
 		}
 		r.parts[p] = &partition{n: p, cons: cons}
 	}
-	r.wg.Add(3)
+	r.wg.Add(4)
 	go func() { defer r.wg.Done(); r.beatLoop(runCtx) }()
+	go func() { defer r.wg.Done(); r.evictLoop(runCtx) }()
 	go func() { defer r.wg.Done(); r.watchRunning(runCtx) }()
 	go func() { defer r.wg.Done(); r.watchGroundStop(runCtx) }()
 	for _, part := range r.parts {
@@ -233,8 +238,12 @@ func (r *Runner) Run(ctx context.Context) error {
 	r.log.Info().Int("partitions", r.partitions).Str("incarnation", r.incarnation).Msg("runner started")
 	<-ctx.Done()
 	cancel()
+	r.mu.Lock()
+	r.closing = true // no actor starts from here on
+	r.mu.Unlock()
 	close(r.stop)
 	r.wg.Wait()
+	r.actorWG.Wait()
 	leaveCtx, done := context.WithTimeout(context.Background(), 2*time.Second)
 	defer done()
 	r.unpinHeld(leaveCtx)
