@@ -6,6 +6,7 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -92,33 +93,63 @@ func startReaper() bool {
 		defer signal.Stop(sig)
 		tick := time.NewTicker(time.Second)
 		defer tick.Stop()
+		// again looks once more after a task root was the zombie found:
+		// an orphan may be listed after it.
+		again := time.NewTimer(time.Hour)
+		again.Stop()
+		defer again.Stop()
 		for {
 			select {
 			case <-stop:
 				return
 			case <-sig:
-				// Most SIGCHLDs are task roots that exec.Cmd.Wait reaps
-				// itself; a scan of every thread's children costs far
-				// more than the look that there is a zombie at all.
-				if !zombieChild() {
-					continue
-				}
+			case <-again.C:
 			case <-tick.C:
+				reapOrphans()
+				continue
 			}
-			reapOrphans()
+			// Most SIGCHLDs are task roots that exec.Cmd.Wait reaps
+			// itself; a scan of every thread's children costs far more
+			// (a few hundred µs of CPU, right when the next task may be
+			// starting) than a look at which child exited.
+			pid, ok := zombieChild()
+			switch {
+			case !ok:
+			case pid > 0 && isTracked(pid):
+				again.Reset(recheck)
+			default:
+				reapOrphans()
+			}
 		}
 	}()
 	return sub
 }
 
+// recheck is how soon the reaper looks again after the zombie it found was
+// a task root, which its exec.Cmd.Wait reaps in the meantime.
+const recheck = 20 * time.Millisecond
+
 // zombieChild reports whether a child of this process has exited and not
-// been waited for, without waiting for it (WNOWAIT), so exec.Cmd.Wait still
-// gets its own.
-func zombieChild() bool {
+// been waited for, and its pid when it can tell (0 otherwise), without
+// waiting for it (WNOWAIT), so exec.Cmd.Wait still gets its own.
+func zombieChild() (int, bool) {
 	// Linux zeroes the info when no child is waitable (WNOHANG).
 	var info unix.Siginfo
 	err := unix.Waitid(unix.P_ALL, 0, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil)
-	return err == nil && info.Signo != 0
+	if err != nil || info.Signo == 0 {
+		return 0, false
+	}
+	return siginfoPid(&info), true
+}
+
+// siginfoPid reads si_pid, which x/sys/unix does not export: on 64-bit
+// Linux it follows signo, errno, code and four bytes of padding. Elsewhere
+// it answers 0, which makes the reaper scan as it always may.
+func siginfoPid(info *unix.Siginfo) int {
+	if unsafe.Sizeof(uintptr(0)) != 8 {
+		return 0
+	}
+	return int(*(*int32)(unsafe.Add(unsafe.Pointer(info), 16)))
 }
 
 func stopReaper() {
