@@ -172,6 +172,7 @@ type baselines struct {
 	syncP50, syncP99 float64 // ms
 	asyncRate        float64 // msgs/s
 	consumeRate      float64 // msgs/s
+	sourcedRate      float64 // msgs/s, through a sourced work queue
 	rttP50, rttP99   float64 // ms, request/reply
 	measured         bool
 }

@@ -497,8 +497,13 @@ func (rb *runnerBench) sustained(ctx context.Context, name, tenant string, ids [
 	rb.front.mu.Unlock()
 	v := rate(total, elapsed)
 	r := figure(name, "events/s", v).vs("raw async publish", e.base.asyncRate)
+	ceiling := ""
+	if e.base.sourcedRate > 0 && e.base.asyncRate > 0 {
+		ceiling = fmt.Sprintf("; the sourced work queue alone ran at %.0f msgs/s (%.0f%% of raw async publish) in this run, the ceiling before any runner work",
+			e.base.sourcedRate, 100*e.base.sourcedRate/e.base.asyncRate)
+	}
 	e.add(r.goal(goal, r.Ratio != nil && *r.Ratio >= 0.25).
-		note("%d events over %d sessions, %s from the first publish to the last event in a model request; events for a busy session ride in as notices", total, sessions, elapsed.Round(time.Millisecond)))
+		note("%d events over %d sessions, %s from the first publish to the last event in a model request; events for a busy session ride in as notices%s", total, sessions, elapsed.Round(time.Millisecond), ceiling))
 	// Let the runs finish before the next figure.
 	_ = w.quiet(wctx, sessions)
 }
