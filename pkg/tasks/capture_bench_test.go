@@ -14,8 +14,18 @@ const benchOutputLine = "the quick brown fox jumps over the lazy dog while the b
 
 // BenchmarkCapture measures a command's output going through the manager to
 // its file, cleaned by redact.AppendCleanLine (and redact.Unchanged) as the
-// jobs worker does it.
+// jobs worker does it: ordinary lines, and the same with one coloured line
+// in every hundred.
 func BenchmarkCapture(b *testing.B) {
+	b.Run("ordinary", func(b *testing.B) {
+		benchCapture(b, fmt.Sprintf("yes '%s'", benchOutputLine))
+	})
+	b.Run("one_in_100_coloured", func(b *testing.B) {
+		benchCapture(b, fmt.Sprintf(`yes '%s' | awk 'NR %% 100 == 0 { printf "\033[1;31m%%s\033[0m\n", $0; next } { print }'`, benchOutputLine))
+	})
+}
+
+func benchCapture(b *testing.B, source string) {
 	const size = 64 << 20
 	m := NewManager(Config{
 		Output:      Files{Dir: b.TempDir()}.Output,
@@ -26,7 +36,7 @@ func BenchmarkCapture(b *testing.B) {
 	b.Cleanup(m.Close)
 	b.SetBytes(size)
 	for b.Loop() {
-		cmd := exec.Command("sh", "-c", fmt.Sprintf("yes '%s' | head -c %d", benchOutputLine, size))
+		cmd := exec.Command("sh", "-c", fmt.Sprintf("%s | head -c %d", source, size))
 		info, err := m.Start(bg, Spec{Summary: "yes", Cmd: cmd})
 		if err != nil {
 			b.Fatal(err)

@@ -93,19 +93,28 @@ func (o *output) take(p []byte) {
 		return
 	}
 	start := len(o.buf)
-	tried := o.unchanged == nil
+	// Once the line left unfinished before is done, p goes in blocks of
+	// whole lines (blockSize and on to the end of the line there): a block
+	// none of whose lines needs cleaning is copied as it is, the lines of
+	// any other one are cleaned one by one (single, bytes of them left).
+	single := 0
 	for len(p) > 0 {
-		// Once the line left unfinished before is done, the whole lines of
-		// p go in as they are when none needs cleaning (tried once: a block
-		// that must go line by line is not looked at again).
-		if !tried && len(o.partial) == 0 && !o.truncated {
-			tried = true
-			if k := bytes.LastIndexByte(p, '\n'); k >= 0 && o.block(p[:k+1]) {
+		if o.unchanged != nil && single <= 0 && len(o.partial) == 0 && !o.truncated {
+			end := len(p)
+			if end > blockSize {
+				if k := bytes.IndexByte(p[blockSize:], '\n'); k >= 0 {
+					end = blockSize + k + 1
+				}
+			}
+			k := bytes.LastIndexByte(p[:end], '\n')
+			if k >= 0 && o.block(p[:k+1]) {
 				p = p[k+1:]
 				continue
 			}
+			single = k + 1
 		}
 		i := bytes.IndexByte(p, '\n')
+		single -= i + 1
 		if i < 0 {
 			o.partial = append(o.partial, p...)
 			for len(o.partial) >= maxLine {
@@ -129,6 +138,13 @@ func (o *output) take(p []byte) {
 	}
 	o.updateTail(start)
 }
+
+// blockSize is about how much output is judged at once for copying whole:
+// small enough that one line to clean among many ordinary ones sends only
+// its neighbours line by line. Measured on output.Write with 100-byte lines
+// (MB/s, all ordinary / one in 100 coloured / one in 10): one block per
+// 256 KiB gulp 780/350/270, 16 KiB 690/280/215, 2 KiB 700/590/240.
+const blockSize = 2 << 10
 
 // block copies text, whole lines each ending in '\n', into the pending
 // buffer when none of them needs cleaning, cutting or splitting, and
