@@ -538,7 +538,7 @@ func (rb *runnerBench) waitBalanced(ctx context.Context, ids []string) (map[stri
 	}
 	defer w.stop()
 	share := (p + len(ids) - 1) / len(ids)
-	wctx, cancel := deadline(ctx, 2*e.patience())
+	wctx, cancel := deadline(ctx, 3*e.patience()) // a new runner waits 5 s for the count to settle, then takes a partition every half second
 	defer cancel()
 	sent := 0
 	for {

@@ -226,7 +226,7 @@ func pullExpiry(c jetstream.Consumer) time.Duration {
 // minute.
 const (
 	releaseGap  = 5 * time.Second
-	releaseStep = time.Second
+	releaseStep = 500 * time.Millisecond
 )
 
 // mayRelease reports whether a partition may be released now, with live
