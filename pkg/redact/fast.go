@@ -184,6 +184,11 @@ func scan(s string, lines bool) (raw, sus bool) {
 				sus = sus || (j >= 2 && s[j-2] == 'e' && s[j-1] == 'y') // a JWT's header
 			}
 		}
+		if lines && (raw || sus) {
+			// A block is settled at its first line that needs cleaning:
+			// the caller goes on in smaller blocks.
+			return raw, true
+		}
 	}
 	// User info, a prefixed credential, a long token or base64 run.
 	sus = sus || (at && scheme) || (longest >= minPrefixedRun && longRuns(s))

@@ -94,21 +94,27 @@ func (o *output) take(p []byte) {
 	}
 	start := len(o.buf)
 	// Once the line left unfinished before is done, p goes in blocks of
-	// whole lines (blockSize and on to the end of the line there): a block
-	// none of whose lines needs cleaning is copied as it is, the lines of
-	// any other one are cleaned one by one (single, bytes of them left).
-	single := 0
+	// whole lines: a block none of whose lines needs cleaning is copied as
+	// it is, the lines of any other one are cleaned one by one (single,
+	// bytes of them left). The first block is all of p's whole lines, the
+	// common case; after one fails, blocks of blockSize (and on to the end
+	// of the line there).
+	single, size := 0, len(p)
 	for len(p) > 0 {
 		if o.unchanged != nil && single <= 0 && len(o.partial) == 0 && !o.truncated {
 			end := len(p)
-			if end > blockSize {
-				if k := bytes.IndexByte(p[blockSize:], '\n'); k >= 0 {
-					end = blockSize + k + 1
+			if end > size {
+				if k := bytes.IndexByte(p[size:], '\n'); k >= 0 {
+					end = size + k + 1
 				}
 			}
 			k := bytes.LastIndexByte(p[:end], '\n')
 			if k >= 0 && o.block(p[:k+1]) {
 				p = p[k+1:]
+				continue
+			}
+			if k >= 0 && size != blockSize {
+				size = blockSize // the whole did not do: judge smaller blocks
 				continue
 			}
 			single = k + 1
@@ -143,7 +149,8 @@ func (o *output) take(p []byte) {
 // small enough that one line to clean among many ordinary ones sends only
 // its neighbours line by line. Measured on output.Write with 100-byte lines
 // (MB/s, all ordinary / one in 100 coloured / one in 10): one block per
-// 256 KiB gulp 780/350/270, 16 KiB 690/280/215, 2 KiB 700/590/240.
+// 256 KiB gulp 780/350/270, 16 KiB 690/280/215, 2 KiB 700/590/240; so a
+// gulp is first judged whole, and in blocks of this size once that fails.
 const blockSize = 2 << 10
 
 // block copies text, whole lines each ending in '\n', into the pending
