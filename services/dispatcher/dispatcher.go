@@ -103,6 +103,10 @@ type Dispatcher struct {
 
 	kvMu sync.Mutex
 	kvs  map[string]jetstream.KeyValue
+
+	// beforeRecordWrite, when set (tests only), runs between reading a
+	// session record and writing it back, so a test can write in between.
+	beforeRecordWrite func(key string)
 }
 
 // New checks cfg and builds a Dispatcher; it does not listen yet.

@@ -31,6 +31,9 @@ const (
 	SubjectSessions = APISubjectPrefix + ".sessions" // {} → {"sessions"}; {"session"} → one session
 	SubjectJobs     = APISubjectPrefix + ".jobs"     // {"session"} → {"jobs"}
 	SubjectStop     = APISubjectPrefix + ".stop"     // {"action":"on"|"off"|"get","session"?,"reason"?}
+	// SubjectRecovery reads or changes a session's recovery override:
+	// {"session","action":"get"|"set"|"clear","policy"?,"max_attempts"?} → the recovery state.
+	SubjectRecovery = APISubjectPrefix + ".recovery"
 )
 
 // NATSRequest is the body of the NATS API requests that name a session.
@@ -42,6 +45,9 @@ type NATSRequest struct {
 	// Action (stop only): "on", "off" or "get" (default).
 	Action string `json:"action,omitempty"`
 	Reason string `json:"reason,omitempty"`
+	// Policy and MaxAttempts (recovery "set" only) are RecoveryRequest's.
+	Policy      *string `json:"policy,omitempty"`
+	MaxAttempts *int    `json:"max_attempts,omitempty"`
 }
 
 // StartNATS registers the jetway-dispatcher micro service on the
@@ -51,7 +57,7 @@ func (d *Dispatcher) StartNATS() (micro.Service, error) {
 		Name:        ServiceName,
 		Version:     semver(d.cfg.Version),
 		Metadata:    map[string]string{"build": d.cfg.Version},
-		Description: "jetway front door: input, steer, CloudEvents, sessions, jobs, Ground Stop",
+		Description: "jetway front door: input, steer, CloudEvents, sessions, jobs, recovery policy, Ground Stop",
 	})
 	if err != nil {
 		return nil, fmt.Errorf("dispatcher: start NATS API: %w", err)
@@ -64,6 +70,7 @@ func (d *Dispatcher) StartNATS() (micro.Service, error) {
 		"sessions": d.natsSessions,
 		"jobs":     d.natsJobs,
 		"stop":     d.natsStop,
+		"recovery": d.natsRecovery,
 	}
 	for name, fn := range endpoints {
 		if err := g.AddEndpoint(name, d.natsHandler(name, fn)); err != nil {
@@ -241,4 +248,21 @@ func (d *Dispatcher) natsStop(ctx context.Context, p auth.Principal, req micro.R
 	}
 	return nil, problemf(http.StatusBadRequest, "bad-request", "Unknown action",
 		"action %q: want on, off or get", shortenQ(r.Action))
+}
+
+func (d *Dispatcher) natsRecovery(ctx context.Context, p auth.Principal, req micro.Request) (any, error) {
+	r, err := decodeNATS(req, false)
+	if err != nil {
+		return nil, err
+	}
+	switch r.Action {
+	case "set":
+		return d.SetRecovery(ctx, p, r.Session, RecoveryRequest{Policy: r.Policy, MaxAttempts: r.MaxAttempts})
+	case "clear":
+		return d.ClearRecovery(ctx, p, r.Session)
+	case "", "get":
+		return d.Recovery(ctx, p, r.Session)
+	}
+	return nil, problemf(http.StatusBadRequest, "bad-request", "Unknown action",
+		"action %q: want set, clear or get", shortenQ(r.Action))
 }
