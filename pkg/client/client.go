@@ -1,6 +1,7 @@
 // Package client is a small Go client for the dispatcher's HTTP API: send
-// input and steers, publish CloudEvents, list sessions and jobs, flip Ground
-// Stop, and follow a session's output as Server-Sent Events.
+// input and steers, publish CloudEvents, list sessions and jobs, set a
+// session's recovery policy, flip Ground Stop, and follow a session's output
+// as Server-Sent Events.
 //
 // Its errors are written for the person at the terminal: a dispatcher that
 // cannot be reached says so and asks whether `jetway dev` is running, and a
@@ -296,4 +297,54 @@ func (c *Client) CancelLayover(ctx context.Context, session string) (bool, error
 	}
 	err := c.doJSON(ctx, http.MethodDelete, sessionPath(session, "layover"), nil, nil, &out)
 	return out.Cancelled, err
+}
+
+// RecoveryOverride is what a session record sets of its recovery rule;
+// a nil field keeps the default.
+type RecoveryOverride struct {
+	// Policy is "automatic", "manual" or "never".
+	Policy *string `json:"policy,omitempty"`
+	// MaxAttempts is how many restarts are allowed; 0 means none on its own.
+	MaxAttempts *int `json:"max_attempts,omitempty"`
+}
+
+// RecoverySettings is the recovery rule in effect: the defaults with the
+// session's override applied.
+type RecoverySettings struct {
+	Policy      string `json:"policy"`
+	MaxAttempts int    `json:"max_attempts"`
+}
+
+// Recovery is a session's recovery override and the settings in effect.
+type Recovery struct {
+	Session string `json:"session"`
+	// Override is nil when the session sets nothing.
+	Override  *RecoveryOverride `json:"override"`
+	Effective RecoverySettings  `json:"effective"`
+	// Revision is the session record's revision; 0 when it has none.
+	Revision uint64 `json:"revision"`
+}
+
+// Recovery reads a session's recovery policy
+// (GET /v1/sessions/{session}/recovery).
+func (c *Client) Recovery(ctx context.Context, session string) (Recovery, error) {
+	var out Recovery
+	err := c.doJSON(ctx, http.MethodGet, sessionPath(session, "recovery"), nil, nil, &out)
+	return out, err
+}
+
+// SetRecovery replaces a session's recovery override with o
+// (PUT /v1/sessions/{session}/recovery): a nil field clears that part.
+func (c *Client) SetRecovery(ctx context.Context, session string, o RecoveryOverride) (Recovery, error) {
+	var out Recovery
+	err := c.doJSON(ctx, http.MethodPut, sessionPath(session, "recovery"), nil, o, &out)
+	return out, err
+}
+
+// ClearRecovery removes a session's recovery override, so the defaults
+// apply again (DELETE /v1/sessions/{session}/recovery).
+func (c *Client) ClearRecovery(ctx context.Context, session string) (Recovery, error) {
+	var out Recovery
+	err := c.doJSON(ctx, http.MethodDelete, sessionPath(session, "recovery"), nil, nil, &out)
+	return out, err
 }
