@@ -173,6 +173,25 @@ func TestServices_work_under_their_own_users(t *testing.T) {
 		rconn.noViolation(t)
 	})
 
+	t.Run("dispatcher_sets_a_session_s_recovery_policy", func(t *testing.T) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPut, api.URL+"/v1/sessions/s9/recovery", strings.NewReader(`{"policy":"manual"}`))
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("set recovery as the dispatcher user: %s %s", resp.Status, body)
+		}
+		if !strings.Contains(string(body), `"manual"`) {
+			t.Fatalf("recovery answer %s does not name the policy it set", body)
+		}
+		disp.noViolation(t)
+	})
+
 	t.Run("dispatcher_nats_api_answers_a_tenant", func(t *testing.T) {
 		msg := nats.NewMsg(dispatcher.SubjectInput)
 		msg.Header.Set("Authorization", "Bearer "+token)
