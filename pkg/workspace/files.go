@@ -35,6 +35,11 @@ type ReadRequest struct {
 	Offset int `json:"offset,omitempty"`
 	// Limit is how many lines to return; 0 means Config.ReadLines.
 	Limit int `json:"limit,omitempty"`
+	// Images asks for a file whose bytes are an image (one of ImageTypes)
+	// to come back whole in ReadResult.Image instead of as text; Offset and
+	// Limit do not apply to it. It is an option so one request, and one
+	// open file, both detects and reads the image.
+	Images bool `json:"images,omitempty"`
 }
 
 // ReadResult is a range of lines. Content holds them numbered like cat -n
@@ -48,6 +53,9 @@ type ReadResult struct {
 	// Truncated says Content stopped before Limit lines (and before the
 	// end of the file) because it reached Config.MaxReadBytes.
 	Truncated bool `json:"truncated,omitempty"`
+	// Image is the file when the request set Images and the file is an
+	// image; the line fields are then zero.
+	Image *Image `json:"image,omitempty"`
 }
 
 // lineCut ends a line shortened to Config.MaxLineBytes.
@@ -56,7 +64,9 @@ const lineCut = " [… line truncated]"
 // Read returns lines Offset to Offset+Limit-1 of a text file, numbered, with
 // the file's total line count. Lines longer than Config.MaxLineBytes are cut
 // and the text is capped at Config.MaxReadBytes; invalid UTF-8 is shown as
-// U+FFFD. A file with NUL bytes is refused with ErrBinary.
+// U+FFFD. A file with NUL bytes is refused with ErrBinary. With Images set,
+// an image file is returned whole instead (see ReadImage for the limits),
+// and a picture of another type is refused with ErrNotImage.
 func (w *Workspace) Read(ctx context.Context, req ReadRequest) (ReadResult, error) {
 	rel, err := w.resolve(req.Path)
 	if err != nil {
@@ -70,7 +80,7 @@ func (w *Workspace) Read(ctx context.Context, req ReadRequest) (ReadResult, erro
 	if limit == 0 {
 		limit = w.cfg.ReadLines
 	}
-	f, _, err := w.openRegular("read", req.Path, rel)
+	f, fi, err := w.openRegular("read", req.Path, rel)
 	if err != nil {
 		return ReadResult{}, err
 	}
@@ -79,7 +89,20 @@ func (w *Workspace) Read(ctx context.Context, req ReadRequest) (ReadResult, erro
 	res := ReadResult{Path: filepath.ToSlash(rel)}
 	var out strings.Builder
 	br := bufio.NewReaderSize(f, 64<<10)
-	if head, _ := br.Peek(8000); bytes.IndexByte(head, 0) >= 0 {
+	head, _ := br.Peek(8000)
+	if req.Images {
+		if mt := ImageType(head); mt != "" {
+			img, err := w.readImage(ctx, req.Path, rel, br, fi.Size(), mt)
+			if err != nil {
+				return ReadResult{}, err
+			}
+			return ReadResult{Path: img.Path, Image: &img}, nil
+		}
+		if err := unsupportedImage(req.Path, head); err != nil {
+			return ReadResult{}, err
+		}
+	}
+	if bytes.IndexByte(head, 0) >= 0 {
 		return ReadResult{}, fmt.Errorf("workspace: read %s: %w", req.Path, ErrBinary)
 	}
 	n := 0

@@ -89,6 +89,9 @@ type Config struct {
 	// MaxFileBytes is the largest file Write accepts and Edit and Grep open
 	// (16 MiB).
 	MaxFileBytes int64
+	// MaxImageBytes is the largest image a read returns
+	// (DefaultMaxImageBytes); a bigger one is refused, never cut.
+	MaxImageBytes int64
 	// MaxGlobResults caps the paths one Glob returns (1000).
 	MaxGlobResults int
 	// MaxGrepResults caps the lines one Grep returns (1000; a request
@@ -113,6 +116,9 @@ func (c Config) withDefaults() Config {
 	def(&c.MaxWalk, 200000)
 	if c.MaxFileBytes <= 0 {
 		c.MaxFileBytes = 16 << 20
+	}
+	if c.MaxImageBytes <= 0 {
+		c.MaxImageBytes = DefaultMaxImageBytes
 	}
 	return c
 }
