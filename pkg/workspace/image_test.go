@@ -85,7 +85,10 @@ func TestRead_refuses_an_image_over_the_limit_naming_both_sizes(t *testing.T) {
 	data := pngBytes(t, 64, 64, true)
 	writeFile(t, w, "big.png", string(data))
 	for _, read := range []func() error{
-		func() error { _, err := w.Read(context.Background(), ReadRequest{Path: "big.png", Images: true}); return err },
+		func() error {
+			_, err := w.Read(context.Background(), ReadRequest{Path: "big.png", Images: true})
+			return err
+		},
 		func() error { _, err := w.ReadImage(context.Background(), ImageRequest{Path: "big.png"}); return err },
 	} {
 		err := read()
