@@ -100,6 +100,13 @@ func (w *Worker) handler(op string, fn opFunc) micro.HandlerFunc {
 				w.reply(req, nil, nats.Header{micro.ErrorHeader: {"encode answer: " + err.Error()}, micro.ErrorCodeHeader: {strconv.Itoa(jobsapi.CodeInternal)}})
 				return
 			}
+			if limit := w.cfg.NC.MaxPayload(); int64(len(data)) > limit {
+				// Publishing it would fail and leave the caller waiting for
+				// its timeout; say why at once instead.
+				w.reply(req, nil, nats.Header{micro.ErrorHeader: {fmt.Sprintf("the answer is %d bytes, more than the %d one NATS message carries (max_payload); ask for less", len(data), limit)},
+					micro.ErrorCodeHeader: {strconv.Itoa(jobsapi.CodeConflict)}})
+				return
+			}
 			w.reply(req, data, nil)
 		}()
 	}

@@ -358,7 +358,8 @@ func (c *Client) ChildState(ctx context.Context, tenant, session, run string) (h
 	return res.State, nil
 }
 
-// Read returns lines of a workspace file.
+// Read returns lines of a workspace file or, when r.Images is set and the
+// file's bytes are an image, the image whole (res.Image).
 func (c *Client) Read(ctx context.Context, tenant, session string, r workspace.ReadRequest) (workspace.ReadResult, error) {
 	var res workspace.ReadResult
 	s := jobsapi.SessionRequest{Tenant: tenant, Session: session}

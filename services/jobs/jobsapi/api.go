@@ -41,7 +41,7 @@ const (
 	OpList        = "list"         // SessionRequest → ListResponse
 	OpGet         = "get"          // JobRequest → Job (does not count as the model seeing an end)
 	OpChildState  = "child_state"  // ChildStateRequest → ChildStateResponse
-	OpRead        = "read"         // ReadRequest → workspace.ReadResult
+	OpRead        = "read"         // ReadRequest → workspace.ReadResult (lines, or with Images an image whole)
 	OpWrite       = "write"        // WriteRequest → workspace.WriteResult
 	OpEdit        = "edit"         // EditRequest → workspace.EditResult
 	OpGlob        = "glob"         // GlobRequest → workspace.GlobResult

@@ -4,6 +4,8 @@
 // write_file, edit_file, glob, grep), each a tool.Tool that calls a jobs
 // worker through the client. Results are short text built around the task
 // line (tasks.Describe), which is what the model reads everywhere else too.
+// read_file alone may return a picture: a file whose bytes are an image
+// comes back in tool.Result.Images with one line naming it.
 //
 // The names shell_job_status and shell_job_kill are fixed: the overdue
 // notice the model reads (pkg/events) tells it to use them.
@@ -19,6 +21,7 @@ import (
 	"time"
 
 	"jetway/pkg/agent/tool"
+	"jetway/pkg/llm"
 	"jetway/pkg/workspace"
 	"jetway/services/jobs/client"
 	"jetway/services/jobs/jobsapi"
@@ -63,8 +66,10 @@ func Tools(c *client.Client, tenant, session, run string) []tool.Tool {
 			"limit lines from offset (1-based), the last tail lines, or the lines matching grep (an RE2 regular expression)."},
 		tool.Func{Name: JobKill, Schema: idSchema, Fn: t.kill, Description: "Stop a background job and every process it started."},
 		tool.Func{Name: JobList, Schema: emptySchema, Fn: t.list, IsReadOnly: true, Description: "List the session's jobs."},
-		tool.Func{Name: ReadFile, Schema: readSchema, Fn: t.read, IsReadOnly: true, Description: "Read a text file of the " +
-			"workspace, lines numbered; offset (1-based) and limit select a range."},
+		tool.Func{Name: ReadFile, Schema: readSchema, Fn: t.read, IsReadOnly: true, Description: "Read a file of the " +
+			"workspace. A text file comes back with its lines numbered; offset (1-based) and limit select a range. " +
+			"A PNG, JPEG, GIF or WebP image (up to 512 KB) comes back as the image itself, so you can look at it " +
+			"(a screenshot, a chart, a rendered page); export a bigger one smaller first."},
 		tool.Func{Name: WriteFile, Schema: writeSchema, Fn: t.write, Description: "Create or replace a file of the workspace."},
 		tool.Func{Name: EditFile, Schema: editSchema, Fn: t.edit, Description: "Replace old_string with new_string in a file. " +
 			"old_string must match exactly (whitespace included) and occur once, unless replace_all is set."},
@@ -336,9 +341,13 @@ func (t *tools) read(ctx context.Context, call tool.Call) (tool.Result, error) {
 	if err := input(call, &in); err != nil {
 		return tool.Result{}, err
 	}
+	in.Images = true
 	res, err := t.c.Read(ctx, t.tenant, t.session, in)
 	if err != nil {
 		return answer("", err)
+	}
+	if img := res.Image; img != nil {
+		return tool.Result{Content: imageLine(*img), Images: []llm.Image{llm.NewImage(img.MediaType, img.Data)}}, nil
 	}
 	if res.TotalLines == 0 {
 		return answer(res.Path+" is empty", nil)
@@ -426,4 +435,23 @@ func (t *tools) grep(ctx context.Context, call tool.Call) (tool.Result, error) {
 		text += fmt.Sprintf("\n(%d binary or large files skipped)", res.Skipped)
 	}
 	return answer(text, nil)
+}
+
+// imageFormats names the image types in the line the model reads.
+var imageFormats = map[string]string{"image/png": "PNG", "image/jpeg": "JPEG", "image/gif": "GIF", "image/webp": "WebP"}
+
+// imageLine is the text beside an image read_file returns:
+// "shot.png: PNG image, 1280×720, 84 KB" (the size in pixels left out when
+// the header could not be read). The model sees the picture; the line
+// names the file and what it costs.
+func imageLine(img workspace.Image) string {
+	format := imageFormats[img.MediaType]
+	if format == "" {
+		format = img.MediaType
+	}
+	text := img.Path + ": " + format + " image"
+	if img.Width > 0 && img.Height > 0 {
+		text += fmt.Sprintf(", %d×%d", img.Width, img.Height)
+	}
+	return text + ", " + workspace.SizeText(int64(len(img.Data)))
 }

@@ -28,6 +28,15 @@ func TestMain(m *testing.M) {
 // of run r1 of acme/s1 in a registry, with the client.
 func setup(t *testing.T) (*tool.Registry, *client.Client) {
 	t.Helper()
+	reg, cli, _ := setupRoot(t)
+	return reg, cli
+}
+
+// setupRoot is setup that also returns the worker's root directory, under
+// which acme/s1 is the session's workspace.
+func setupRoot(t *testing.T) (*tool.Registry, *client.Client, string) {
+	t.Helper()
+	root := t.TempDir()
 	srv := bustest.StartServer(t)
 	nc, js := bustest.Connect(t, srv.ClientURL())
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -35,7 +44,7 @@ func setup(t *testing.T) (*tool.Registry, *client.Client) {
 	if err := bus.Provision(ctx, js, bus.ProvisionConfig{Partitions: 1}); err != nil {
 		t.Fatal(err)
 	}
-	w, err := jobs.New(jobs.Config{NC: nc, WorkerID: "w1", Root: t.TempDir(), Grace: 200 * time.Millisecond})
+	w, err := jobs.New(jobs.Config{NC: nc, WorkerID: "w1", Root: root, Grace: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +74,7 @@ func setup(t *testing.T) (*tool.Registry, *client.Client) {
 	if err != nil {
 		t.Fatalf("the tools do not register: %v", err)
 	}
-	return reg, cli
+	return reg, cli, root
 }
 
 // call runs one tool as the agent loop would: input checked against the
