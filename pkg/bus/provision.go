@@ -169,9 +169,6 @@ func StreamConfigs(cfg ProvisionConfig) []jetstream.StreamConfig {
 			Storage:     jetstream.FileStorage,
 			Replicas:    cfg.Replicas,
 			MaxAge:      cfg.TranscriptsMaxAge,
-			// A run's start and its first turn land together or not at
-			// all, in one round trip (an atomic batch, fenced once).
-			AllowAtomicPublish: true,
 		},
 		{
 			Name:        StreamOut,

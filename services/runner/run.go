@@ -143,11 +143,11 @@ func (a *actor) start(ctx context.Context, p plan) bool {
 	turn.ID = newID("m-")
 	turn.Delivers = ids
 	tr := a.transcript()
-	err = tr.appendPair(ctx, Record{Kind: RecordRunStarted, Run: runID, Runner: a.r.cfg.ID, Cause: cause},
-		Record{Kind: RecordMessage, Run: runID, Runner: a.r.cfg.ID, Message: &turn})
-	// Both records or neither: refused (fenced), run_started did not land;
-	// any other error may hide a batch that landed.
-	started := err == nil || !errors.Is(err, ErrFenced)
+	err = tr.append(ctx, Record{Kind: RecordRunStarted, Run: runID, Runner: a.r.cfg.ID, Cause: cause})
+	started := err == nil
+	if err == nil {
+		err = tr.append(ctx, Record{Kind: RecordMessage, Run: runID, Runner: a.r.cfg.ID, Message: &turn})
+	}
 	if err == nil {
 		a.mu.Lock()
 		if a.tr != tr {

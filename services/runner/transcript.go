@@ -5,11 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"jetway/pkg/bus"
@@ -169,76 +167,6 @@ func (t *transcript) appendLocked(ctx context.Context, r Record) error {
 	t.last = ack.Sequence
 	return nil
 }
-
-// appendPair writes two records as one atomic batch, fenced once: both
-// land or neither does, in one round trip instead of two. A run's start
-// and its first turn go this way; everything else is one record.
-func (t *transcript) appendPair(ctx context.Context, first, second Record) error {
-	if t == nil {
-		return ErrFenced
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	now := time.Now().UTC()
-	for _, r := range []*Record{&first, &second} {
-		if r.Time.IsZero() {
-			r.Time = now
-		}
-	}
-	d1, err := json.Marshal(first)
-	if err != nil {
-		return fmt.Errorf("transcript %s: encode: %w", t.subject, err)
-	}
-	d2, err := json.Marshal(second)
-	if err != nil {
-		return fmt.Errorf("transcript %s: encode: %w", t.subject, err)
-	}
-	batch := newID("b-")
-	m1 := nats.NewMsg(t.subject)
-	m1.Data = d1
-	m1.Header.Set(hdrBatchID, batch)
-	m1.Header.Set(hdrBatchSeq, "1")
-	// The fence goes on the first message only: the server checks the
-	// second against the batch itself.
-	m1.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(t.last, 10))
-	if err := t.js.Conn().PublishMsg(m1); err != nil {
-		return fmt.Errorf("transcript %s: append: %w", t.subject, err)
-	}
-	m2 := nats.NewMsg(t.subject)
-	m2.Data = d2
-	m2.Header.Set(hdrBatchID, batch)
-	m2.Header.Set(hdrBatchSeq, "2")
-	m2.Header.Set(hdrBatchCommit, "1")
-	ack, err := t.js.PublishMsg(ctx, m2)
-	if err != nil {
-		var apiErr *jetstream.APIError
-		if errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeAtomicPublishDisabled {
-			// A stream provisioned before batches were used: one record at
-			// a time, as before (the server stored neither message).
-			if err := t.appendLocked(ctx, first); err != nil {
-				return err
-			}
-			return t.appendLocked(ctx, second)
-		}
-		if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence {
-			return fmt.Errorf("%w (%s after sequence %d)", ErrFenced, t.subject, t.last)
-		}
-		return fmt.Errorf("transcript %s: append: %w", t.subject, err)
-	}
-	t.last = ack.Sequence
-	return nil
-}
-
-// errCodeAtomicPublishDisabled is the server's "atomic publish is
-// disabled" (JSAtomicPublishDisabledErr).
-const errCodeAtomicPublishDisabled jetstream.ErrorCode = 10174
-
-// The atomic batch headers (ADR-50); nats.go has no batch API yet.
-const (
-	hdrBatchID     = "Nats-Batch-Id"
-	hdrBatchSeq    = "Nats-Batch-Sequence"
-	hdrBatchCommit = "Nats-Batch-Commit"
-)
 
 // appendSure writes a record that must not be skipped (a run's end), trying
 // again for up to patience when the store does not answer (a node restart,
