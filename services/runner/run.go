@@ -54,6 +54,15 @@ func (a *actor) start(ctx context.Context, p plan) bool {
 		a.retryLater()
 		return false
 	}
+	if cached && (len(p.ins) == 0 || rec.State != StateIdle) {
+		// The copy speaks only for the hot path, an idle session starting a
+		// run, where the claim's compare-and-swap checks it. A decision to
+		// do nothing (a recovery "someone else made", events parked) would
+		// rest on it unchecked: a sweep asking this actor to recover a dead
+		// runner's run found its own old "idle" and did nothing, for ever.
+		a.dropRecord()
+		return a.start(ctx, p)
+	}
 	stored := rec.clone() // what revision rev holds, to undo a claim
 	text, ids := joinInputs(p.ins)
 	if len(p.ins) == 0 && rec.State != StateRunning {

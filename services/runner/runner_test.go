@@ -353,3 +353,39 @@ func TestA_redelivered_event_reaches_the_model_once(t *testing.T) {
 		t.Fatalf("model called %d times, want 2", model.RequestCount())
 	}
 }
+
+// An actor's copy of its session record speaks only for a claim the
+// compare-and-swap checks. Here the actor's copy says idle (its own run
+// ended), then a runner that has since died leaves a run of the session
+// behind: the sweep must have it recovered, not skipped as "already idle".
+func TestA_dead_runner_s_run_is_recovered_by_an_actor_whose_copy_says_idle(t *testing.T) {
+	e := newEnv(t)
+	_, p := fakeModel(t, llmtest.Reply{Text: "first"}, llmtest.Reply{Text: "recovered"})
+	r := e.startRunner("r1", p, nil)
+	e.publish(events.KindEvents, "t1", "s1", events.Input{Text: "hi"})
+	waitFor(t, "the first run to end and the session to go idle", 20*time.Second, func() bool {
+		return countKind(e.records("t1", "s1"), RecordRunEnded) == 1 && e.session("t1", "s1").State == StateIdle
+	})
+	if r.sessions() != 1 {
+		t.Fatalf("%d actors cached, want the session's (its copy of the record is the point)", r.sessions())
+	}
+
+	// A runner that is gone (no heartbeat) left a run of s1 running.
+	kv, err := e.js.KeyValue(context.Background(), bus.BucketSessions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs := records{kv: kv}
+	rec, rev, err := recs.get(context.Background(), "t1", "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.State, rec.Run, rec.Runner, rec.Incarnation, rec.Cause = StateRunning, "r-ghost", "ghost", "gone", "dispatch"
+	if _, err := recs.put(context.Background(), rec, rev); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the dead runner's run to be recovered", 30*time.Second, func() bool {
+		got := e.session("t1", "s1")
+		return got.Run != "r-ghost" && got.Cause == "recovered"
+	})
+}
