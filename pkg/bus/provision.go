@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -91,7 +92,7 @@ func Provision(ctx context.Context, js jetstream.JetStream, cfg ProvisionConfig)
 	cfg = cfg.withDefaults()
 	for _, sc := range StreamConfigs(cfg) {
 		var s jetstream.Stream
-		err := whilePlacing(ctx, func() (err error) {
+		err := whilePlacing(ctx, func(ctx context.Context) (err error) {
 			s, err = js.CreateOrUpdateStream(ctx, sc)
 			return err
 		})
@@ -106,7 +107,7 @@ func Provision(ctx context.Context, js jetstream.JetStream, cfg ProvisionConfig)
 		cfg.progress("stream %s ready (%s)", sc.Name, describeStream(sc))
 	}
 	for _, kc := range BucketConfigs(cfg) {
-		err := whilePlacing(ctx, func() error {
+		err := whilePlacing(ctx, func(ctx context.Context) error {
 			_, err := js.CreateOrUpdateKeyValue(ctx, kc)
 			return err
 		})
@@ -242,17 +243,25 @@ func Partitions(ctx context.Context, js jetstream.JetStream) (int, error) {
 const errNoSuitablePeers jetstream.ErrorCode = 10005
 
 // placementPatience bounds how long provisioning waits for a cluster's
-// peers to be placeable.
-const placementPatience = 30 * time.Second
+// peers to be placeable; attemptTimeout bounds one request. A cluster that
+// has just formed can drop a request in a leader election, and without its
+// own timeout one unanswered create held the whole provisioning (a chaos
+// run sat three minutes on it).
+const (
+	placementPatience = 60 * time.Second
+	attemptTimeout    = 10 * time.Second
+)
 
 // whilePlacing runs create until it succeeds, fails with anything but "no
-// suitable peers", placementPatience passes, or ctx ends.
-func whilePlacing(ctx context.Context, create func() error) error {
+// suitable peers" or an unanswered request, placementPatience passes, or
+// ctx ends.
+func whilePlacing(ctx context.Context, create func(context.Context) error) error {
 	deadline := time.Now().Add(placementPatience)
 	for {
-		err := create()
-		var apiErr *jetstream.APIError
-		if err == nil || !errors.As(err, &apiErr) || apiErr.ErrorCode != errNoSuitablePeers || time.Now().After(deadline) {
+		actx, cancel := context.WithTimeout(ctx, attemptTimeout)
+		err := create(actx)
+		cancel()
+		if err == nil || !retryablePlacement(ctx, err) || time.Now().After(deadline) {
 			return err
 		}
 		select {
@@ -261,4 +270,15 @@ func whilePlacing(ctx context.Context, create func() error) error {
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
+}
+
+// retryablePlacement: no suitable peers yet, or the attempt went
+// unanswered while the caller still has time.
+func retryablePlacement(ctx context.Context, err error) bool {
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) {
+		return apiErr.ErrorCode == errNoSuitablePeers
+	}
+	unanswered := errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, nats.ErrNoResponders)
+	return unanswered && ctx.Err() == nil
 }
