@@ -84,7 +84,11 @@ func EnsureWorkConsumers(ctx context.Context, js jetstream.JetStream, cfg Provis
 	cfg = cfg.withDefaults()
 	for p := range cfg.Partitions {
 		cc := WorkConsumerConfig(p, cfg)
-		if _, err := js.CreateOrUpdateConsumer(ctx, StreamWork, cc); err != nil {
+		err := whilePlacing(ctx, func(ctx context.Context) error {
+			_, err := js.CreateOrUpdateConsumer(ctx, StreamWork, cc)
+			return err
+		})
+		if err != nil {
 			return fmt.Errorf("bus: work consumer %s: %w", cc.Durable, err)
 		}
 	}
