@@ -114,28 +114,11 @@ func TestServices_work_under_their_own_users(t *testing.T) {
 	t.Cleanup(api.Close)
 
 	t.Run("dispatcher_http_input_lands_in_the_session", func(t *testing.T) {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, api.URL+"/v1/sessions/s1/input", strings.NewReader(`{"text":"hello"}`))
-		req.Header.Set("Authorization", "Bearer "+token)
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
+		if status, body := call(t, ctx, http.MethodPost, api.URL+"/v1/sessions/s1/input", token, `{"text":"hello"}`); status != http.StatusAccepted {
+			t.Fatalf("input: %d %s", status, body)
 		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusAccepted {
-			t.Fatalf("input: %s %s", resp.Status, body)
-		}
-		req, _ = http.NewRequestWithContext(ctx, http.MethodGet, api.URL+"/v1/sessions", nil)
-		req.Header.Set("Authorization", "Bearer "+token)
-		resp, err = http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, _ = io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("sessions (reads the sessions bucket): %s %s", resp.Status, body)
+		if status, body := call(t, ctx, http.MethodGet, api.URL+"/v1/sessions", token, ""); status != http.StatusOK {
+			t.Fatalf("sessions (reads the sessions bucket): %d %s", status, body)
 		}
 		disp.noViolation(t)
 	})
@@ -148,16 +131,8 @@ func TestServices_work_under_their_own_users(t *testing.T) {
 		}
 		defer out.Unsubscribe()
 		acme.noViolation(t)
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, api.URL+"/v1/sessions/s7/input", strings.NewReader(`{"text":"hello runner"}`))
-		req.Header.Set("Authorization", "Bearer "+token)
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusAccepted {
-			t.Fatalf("input: %s", resp.Status)
+		if status, body := call(t, ctx, http.MethodPost, api.URL+"/v1/sessions/s7/input", token, `{"text":"hello runner"}`); status != http.StatusAccepted {
+			t.Fatalf("input: %d %s", status, body)
 		}
 		// Any run output means the runner took the event from its work
 		// partition, recorded the turn and ran the model.
@@ -174,17 +149,9 @@ func TestServices_work_under_their_own_users(t *testing.T) {
 	})
 
 	t.Run("dispatcher_sets_a_session_s_recovery_policy", func(t *testing.T) {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPut, api.URL+"/v1/sessions/s9/recovery", strings.NewReader(`{"policy":"manual"}`))
-		req.Header.Set("Authorization", "Bearer "+token)
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("set recovery as the dispatcher user: %s %s", resp.Status, body)
+		status, body := call(t, ctx, http.MethodPut, api.URL+"/v1/sessions/s9/recovery", token, `{"policy":"manual"}`)
+		if status != http.StatusOK {
+			t.Fatalf("set recovery as the dispatcher user: %d %s", status, body)
 		}
 		if !strings.Contains(string(body), `"manual"`) {
 			t.Fatalf("recovery answer %s does not name the policy it set", body)
@@ -352,4 +319,25 @@ func startService(t *testing.T, ctx context.Context, name string, run func(conte
 		t.Fatalf("%s not ready within 30s", name)
 	}
 	c.noViolation(t)
+}
+
+// call makes one request to the dispatcher's HTTP API as a tenant's token
+// and returns the status and the body.
+func call(t *testing.T, ctx context.Context, method, url, token, body string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, url, err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(data)
 }

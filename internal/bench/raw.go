@@ -61,14 +61,7 @@ func (e *env) measureRaw(ctx context.Context) {
 	}
 	defer func() { _ = e.js.DeleteStream(context.WithoutCancel(ctx), name) }()
 
-	// Without Nats-Msg-Id: identical ids would be deduplicated into one
-	// stored message, and raw means no dedupe.
-	hdr := nats.Header{}
-	for k, v := range msg.Header {
-		if k != jetstream.MsgIDHeader {
-			hdr[k] = v
-		}
-	}
+	hdr := withoutMsgID(msg.Header)
 	out := func(subject string) *nats.Msg {
 		return &nats.Msg{Subject: subject, Header: hdr, Data: msg.Data}
 	}
@@ -152,6 +145,18 @@ func (e *env) measureRaw(ctx context.Context) {
 	e.base.measured = true
 }
 
+// withoutMsgID is h without Nats-Msg-Id: identical ids would be
+// deduplicated into one stored message, and raw means no dedupe.
+func withoutMsgID(h nats.Header) nats.Header {
+	out := nats.Header{}
+	for k, v := range h {
+		if k != jetstream.MsgIDHeader {
+			out[k] = v
+		}
+	}
+	return out
+}
+
 // measureSourced times what every jetway event costs before a runner sees
 // it: an async publish into a stream that a work queue stream sources with
 // the partition transform, as JETWAY_EVENTS → JETWAY_WORK, timed until the
@@ -189,12 +194,7 @@ func (e *env) measureSourced(ctx context.Context) {
 	n := e.sizes.RawMessages
 	e.progress("raw: %d async publishes through a sourced work queue", n)
 	t0 := time.Now()
-	hdr := nats.Header{}
-	for k, v := range msg.Header {
-		if k != jetstream.MsgIDHeader { // no dedupe, like the raw stream
-			hdr[k] = v
-		}
-	}
+	hdr := withoutMsgID(msg.Header)
 	for i := range n {
 		m := &nats.Msg{Subject: fmt.Sprintf("%s.t.s%03d", prefix, i%200), Header: hdr, Data: msg.Data}
 		if _, err := e.js.PublishMsgAsync(m); err != nil {

@@ -90,12 +90,13 @@ type actor struct {
 	// actor.
 	evicted bool
 	// acking are the stream sequences of events being acked (settle.go):
-	// still in the work stream, but no longer waiting for anything.
+	// still in the work stream, but no longer waiting for anything; acked
+	// those whose ack was confirmed moments ago (ackedMemory).
 	acking map[uint64]int
 	acked  map[uint64]time.Time
 	// ordered is how far the session's order is known to hold (order.go).
 	ordered orderMark
-	// recCopy is the session record as this actor last read or wrote it.
+	// recCopy is the session record as this actor last wrote it.
 	recCopy recordCopy
 	// dropped counts lost() calls: a queue it emptied must not be popped
 	// by the drain that was handling its old head.

@@ -17,8 +17,8 @@ import (
 // session's events un-acked, and the new owner must not hand the model a
 // later event first. JETWAY_WORK is a work queue: an event leaves it only
 // when acked. So before an event is handled, the actor looks up the
-// session's oldest event still in the stream; if that is an older one this
-// actor does not have in hand, the event waits for it.
+// session's older events still in the stream; if one of them is not in
+// this actor's hands, the event waits for it.
 
 // pendingFrom returns the stream sequence of the session's first event
 // still in JETWAY_WORK at or after sequence from (0 if none).

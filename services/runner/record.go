@@ -127,13 +127,12 @@ func isWrongSequence(err error) bool {
 }
 
 // recordCopy is an actor's copy of its session record as it last wrote
-// it. Every write is still a compare-and-swap on the revision, so a copy
-// that went stale (another runner, an operator's policy change) costs one
-// refused write and a fresh read, never a wrong decision: a write made on
-// the strength of the copy lands only if nobody wrote since. Only writes
-// are kept: a record read while another runner's run is live leads to
-// waiting, not writing, and a kept copy of it would have the actor wait on
-// that run for ever.
+// it, which spares an idle session's next run a read. It is trusted only
+// where a compare-and-swap checks it (start uses it for an idle session's
+// claim, setState to end its own run): a copy that went stale (another
+// runner, an operator's policy change) then costs one refused write and a
+// fresh read. A decision to wait or to do nothing writes nothing, so it
+// always reads afresh; and only writes are kept, never reads.
 type recordCopy struct {
 	rec SessionRecord
 	rev uint64
@@ -141,7 +140,8 @@ type recordCopy struct {
 }
 
 // record returns the session record, from the actor's copy when it has
-// one (see recordCopy); cached says which, so a refused write knows to read and try again.
+// one (see recordCopy); cached says which, so a refused write knows to
+// read and try again.
 func (a *actor) record(ctx context.Context) (rec SessionRecord, rev uint64, cached bool, err error) {
 	a.mu.Lock()
 	c := a.recCopy

@@ -484,6 +484,10 @@ func (a *actor) finishRun(ctx context.Context, res runResult) {
 // another runner took the session.
 func (a *actor) setState(ctx context.Context, lr *liveRun, state, reason string) bool {
 	rec, rev, cached, err := a.record(ctx)
+	if cached && (rec.Run != lr.id || rec.Incarnation != a.r.incarnation) {
+		a.dropRecord() // giving the session up is decided on a fresh read
+		return a.setState(ctx, lr, state, reason)
+	}
 	if err != nil || rec.Run != lr.id || rec.Incarnation != a.r.incarnation {
 		a.lost(ctx, fmt.Errorf("%w: record names run %s", ErrLostSession, rec.Run))
 		return false

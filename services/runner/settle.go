@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -32,11 +33,12 @@ func (a *actor) settle(msgs ...jetstream.Msg) {
 // neither held nor being acked.
 func (a *actor) settleLocked(msgs ...jetstream.Msg) {
 	a.pruneAcked()
+	msgs = slices.DeleteFunc(slices.Clone(msgs), func(m jetstream.Msg) bool { return m == nil })
+	if len(msgs) == 0 {
+		return // most recorded turns deliver no event: nothing to ack
+	}
 	var seqs []uint64
 	for _, m := range msgs {
-		if m == nil {
-			continue
-		}
 		if seq := seqOf(m); seq != 0 {
 			if a.acking == nil {
 				a.acking = make(map[uint64]int)
@@ -50,9 +52,6 @@ func (a *actor) settleLocked(msgs ...jetstream.Msg) {
 		defer cancel()
 		var wg sync.WaitGroup
 		for _, m := range msgs {
-			if m == nil {
-				continue
-			}
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
