@@ -152,8 +152,14 @@ func (a *actor) start(ctx context.Context, p plan) bool {
 	turn.ID = newID("m-")
 	turn.Delivers = ids
 	tr := a.transcript()
-	err = tr.append(ctx, Record{Kind: RecordRunStarted, Run: runID, Runner: a.r.cfg.ID, Cause: cause})
-	started := err == nil
+	begun := Record{Kind: RecordRunStarted, Run: runID, Runner: a.r.cfg.ID, Cause: cause, Time: time.Now().UTC()}
+	err = tr.append(ctx, begun)
+	// A refusal may be our own append answering late: the client retries a
+	// publish whose answer was lost (a node restart), and the retry finds
+	// the first try's record in the way. Then run_started is in the
+	// transcript, and undoing the claim would leave it "never ended" with
+	// the session idle (chaos finding 5, seen again in CI).
+	started := err == nil || (errors.Is(err, ErrFenced) && tr.landedAtFence(ctx, begun))
 	if err == nil {
 		err = tr.append(ctx, Record{Kind: RecordMessage, Run: runID, Runner: a.r.cfg.ID, Message: &turn})
 	}

@@ -207,6 +207,27 @@ func (t *transcript) appendSure(ctx context.Context, r Record, patience time.Dur
 	}
 }
 
+// landedAtFence reports whether r is the first record after the fence, as
+// an append fenced at t.last that landed would be, even if others wrote
+// after it. The fence does not move: the session is lost either way.
+func (t *transcript) landedAtFence(ctx context.Context, r Record) bool {
+	if t == nil {
+		return false
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	st, err := t.js.Stream(ctx, bus.StreamTranscripts)
+	if err != nil {
+		return false
+	}
+	m, err := st.GetMsg(ctx, t.last+1, jetstream.WithGetMsgSubject(t.subject))
+	if err != nil {
+		return false
+	}
+	var got Record
+	return json.Unmarshal(m.Data, &got) == nil && got.Kind == r.Kind && got.Run == r.Run && got.Runner == r.Runner && got.Time.Equal(r.Time)
+}
+
 // landed reports whether r is the subject's last record (an earlier try
 // that landed), and if so moves the fence past it.
 func (t *transcript) landed(ctx context.Context, r Record) bool {

@@ -43,3 +43,44 @@ func TestA_record_that_landed_without_an_answer_is_recognised_not_taken_for_a_lo
 		t.Fatalf("append after the fence moved past our record: %v", err)
 	}
 }
+
+// A run_started whose answer was lost may still have landed, and the
+// client's retry then comes back "fenced". landedAtFence finds it as the
+// first record after the fence, even with another runner's records after
+// it, so start() does not undo the claim of a run that exists.
+func TestA_run_start_that_landed_behind_a_refusal_is_found_at_the_fence(t *testing.T) {
+	e := newEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	tr, _, err := loadTranscript(ctx, e.js, "t1", "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.append(ctx, Record{Kind: RecordRunEnded, Run: "r-0", Runner: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	fence := tr.last
+	begun := Record{Kind: RecordRunStarted, Run: "r-1", Runner: "a", Time: time.Now().UTC()}
+	if err := tr.append(ctx, begun); err != nil {
+		t.Fatal(err)
+	}
+	other, _, err := loadTranscript(ctx, e.js, "t1", "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := other.append(ctx, Record{Kind: RecordRefused, Runner: "b", Event: "e-1"}); err != nil {
+		t.Fatal(err)
+	}
+	tr.last = fence // the answer was lost: this runner's fence did not move
+	if !tr.landedAtFence(ctx, begun) {
+		t.Fatal("our run_started, first after the fence, was not found")
+	}
+	notOurs := begun
+	notOurs.Run = "r-2"
+	if tr.landedAtFence(ctx, notOurs) {
+		t.Fatal("a run_started that never landed was taken for ours")
+	}
+	if tr.last != fence {
+		t.Fatalf("the fence moved to %d; a lost session's fence stays", tr.last)
+	}
+}
