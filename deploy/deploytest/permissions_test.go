@@ -2,6 +2,7 @@ package deploytest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -152,9 +153,16 @@ func TestPermissions(t *testing.T) {
 		if _, err := kv.Put(ctx, "w1.acme.s4.1", []byte(`{}`)); err != nil {
 			t.Fatalf("jobs: put: %v", err)
 		}
-		if _, err := kv.Get(ctx, "w1.acme.s4.1"); err != nil {
-			t.Fatalf("jobs: get: %v", err)
-		}
+		// A replicated bucket answers reads from any replica (direct get),
+		// so a follower may not have the put yet: not found is "not yet".
+		var getErr error
+		waitFor(t, "the jobs user to read back its put", func() bool {
+			_, getErr = kv.Get(ctx, "w1.acme.s4.1")
+			if getErr != nil && !errors.Is(getErr, jetstream.ErrKeyNotFound) {
+				t.Fatalf("jobs: get: %v", getErr)
+			}
+			return getErr == nil
+		})
 		j.noViolation(t)
 		j.refusePublish(t, "jetway.events.acme.s4")
 	})
