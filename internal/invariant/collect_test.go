@@ -167,3 +167,57 @@ func TestScanProcs_finds_a_live_process_with_the_task_marker_and_not_after_it_en
 		t.Fatalf("scan still finds %+v after the process ended", procs)
 	}
 }
+
+// A run that starts and ends while the evidence is read must not look
+// "never ended" beside an idle record: the record is read first, as a
+// runner writes it last (chaos finding 5 was this race in the checker).
+func TestCollect_a_run_ending_during_the_read_never_looks_unended_beside_an_idle_record(t *testing.T) {
+	_, _, js := bustest.StartProvisioned(t, bus.ProvisionConfig{})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	sessions, err := js.KeyValue(ctx, bus.BucketSessions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	subj, _ := events.TranscriptSubject("t1", "s1")
+	s := Session{"t1", "s1"}
+	put := func(state, run string) {
+		data, _ := json.Marshal(runner.SessionRecord{Tenant: "t1", Session: "s1", State: state, Run: run})
+		if _, err := sessions.Put(ctx, "t1.s1", data); err != nil {
+			t.Error(err)
+		}
+	}
+	// One whole run, in the order a runner writes it.
+	run := func(i int) {
+		id := fmt.Sprintf("r%d", i)
+		m := llm.UserText("hi")
+		m.Delivers = []string{fmt.Sprintf("e%d", i)}
+		put(runner.StateRunning, id)
+		publishJSON(t, js, subj, runner.Record{Kind: runner.RecordRunStarted, Run: id, Cause: "dispatch"})
+		publishJSON(t, js, subj, runner.Record{Kind: runner.RecordMessage, Run: id, Message: &m})
+		publishJSON(t, js, subj, runner.Record{Kind: runner.RecordRunEnded, Run: id, Reason: "completed"})
+		put(runner.StateIdle, id)
+	}
+	run(0)
+	idle := 0
+	for i := 1; i <= 30; i++ {
+		done := make(chan struct{})
+		go func() { defer close(done); run(i) }()
+		ev, err := Collect(ctx, js, CollectConfig{})
+		<-done
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := ev.Sessions[s]
+		if rec.State != runner.StateIdle {
+			continue // not quiescent: the checker is not asked
+		}
+		idle++
+		if res := checkRecovery(s, ev.Transcripts[s], rec, nil); !res.OK {
+			t.Fatalf("collect %d: %s", i, res.Detail)
+		}
+	}
+	if idle == 0 {
+		t.Fatal("no collect saw the session idle: the test checked nothing")
+	}
+}
