@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -9,6 +10,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -56,6 +59,8 @@ func (e *env) workerFigures(ctx context.Context, dir string, bare samples, catBe
 	}
 	exited := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(exited) }()
+	mem := sampleMem(cmd.Process.Pid, 20*time.Millisecond)
+	defer mem.stop()
 	defer func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		select {
@@ -173,6 +178,7 @@ func (e *env) workerFigures(ctx context.Context, dir string, bare samples, catBe
 		}
 	}
 	elapsed := time.Since(t0)
+	split, splitErr := mem.stop()
 	peak, err := vmHWM(cmd.Process.Pid)
 	if err != nil {
 		e.skip(FigWorkerPeakRSS, "MiB", peakRSSGoalText, err)
@@ -192,7 +198,117 @@ func (e *env) workerFigures(ctx context.Context, dir string, bare samples, catBe
 	if err == nil {
 		mib := float64(peak) / (1 << 20)
 		e.add(figure(FigWorkerPeakRSS, "MiB", mib).goal(peakRSSGoalText, mib < 64).
-			note("VmHWM of the jetway jobs-worker process (its whole life: start, %d job starts, then a task writing %s)", starts+starts/10, size))
+			note("VmHWM of the jetway jobs-worker process (its whole life: start, %d job starts, then a task writing %s); %s",
+				starts+starts/10, size, split.describe(splitErr)))
 	}
 	_ = os.RemoveAll(root)
+}
+
+// memSplit is one reading of a process's resident memory from
+// /proc/PID/status, in bytes. The split matters because the parts move for
+// different reasons: RssAnon is the worker's heap and stacks, RssFile is
+// mostly pages of its own executable mapped at start, whose count depends
+// on the binary's size and on how the kernel holds the file in page cache.
+type memSplit struct {
+	RSS, Anon, File, Shmem int64
+}
+
+// readMemSplit reads the VmRSS line and its three parts.
+func readMemSplit(pid int) (memSplit, error) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return memSplit{}, err
+	}
+	defer f.Close()
+	var m memSplit
+	fields := map[string]*int64{"VmRSS:": &m.RSS, "RssAnon:": &m.Anon, "RssFile:": &m.File, "RssShmem:": &m.Shmem}
+	seen := 0
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		name, rest, ok := strings.Cut(sc.Text(), "\t")
+		dst := fields[name]
+		if !ok || dst == nil {
+			continue
+		}
+		kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+		if err != nil {
+			return memSplit{}, fmt.Errorf("%s %q in /proc/%d/status: %w", name, rest, pid, err)
+		}
+		*dst = kb << 10
+		seen++
+	}
+	if err := sc.Err(); err != nil {
+		return memSplit{}, fmt.Errorf("read /proc/%d/status: %w", pid, err)
+	}
+	if seen != len(fields) {
+		return memSplit{}, fmt.Errorf("/proc/%d/status lacks VmRSS, RssAnon, RssFile or RssShmem", pid)
+	}
+	return m, nil
+}
+
+// describe is the split for a figure's note, or why there is none.
+func (m memSplit) describe(err error) string {
+	if err != nil {
+		return fmt.Sprintf("no RSS split: %v", err)
+	}
+	mib := func(b int64) string { return num(float64(b) / (1 << 20)) }
+	s := fmt.Sprintf("at the highest sampled VmRSS (%s MiB): RssAnon %s MiB, RssFile %s MiB", mib(m.RSS), mib(m.Anon), mib(m.File))
+	if m.Shmem > 0 {
+		s += fmt.Sprintf(", RssShmem %s MiB", mib(m.Shmem))
+	}
+	return s
+}
+
+// memSampler polls a process's status and keeps the reading with the
+// highest VmRSS, since VmHWM alone does not say which part peaked.
+type memSampler struct {
+	quit chan struct{}
+	done chan struct{}
+	once sync.Once
+
+	peak memSplit
+	err  error // the last failed read, kept only while no read has succeeded
+}
+
+// sampleMem starts polling pid every interval until stop.
+func sampleMem(pid int, every time.Duration) *memSampler {
+	s := &memSampler{quit: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(s.done)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			s.sample(pid)
+			select {
+			case <-s.quit:
+				s.sample(pid)
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return s
+}
+
+func (s *memSampler) sample(pid int) {
+	m, err := readMemSplit(pid)
+	switch {
+	case err != nil:
+		if s.peak.RSS == 0 {
+			s.err = err
+		}
+	case m.RSS > s.peak.RSS:
+		s.peak, s.err = m, nil
+	}
+}
+
+// stop ends the polling (taking one last reading) and returns the reading
+// at the highest VmRSS; a second call returns the same.
+func (s *memSampler) stop() (memSplit, error) {
+	s.once.Do(func() { close(s.quit) })
+	<-s.done
+	if s.peak.RSS == 0 && s.err == nil {
+		return memSplit{}, errors.New("no reading of the process's status")
+	}
+	return s.peak, s.err
 }
