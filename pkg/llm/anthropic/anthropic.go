@@ -69,6 +69,7 @@ type Config struct {
 type Provider struct {
 	cfg    Config
 	client sdk.Client
+	turns  *encodedTurns
 }
 
 var _ llm.Provider = (*Provider)(nil)
@@ -94,7 +95,7 @@ func New(cfg Config) (*Provider, error) {
 	if cfg.HTTPClient != nil {
 		opts = append(opts, option.WithHTTPClient(cfg.HTTPClient))
 	}
-	return &Provider{cfg: cfg, client: sdk.NewClient(opts...)}, nil
+	return &Provider{cfg: cfg, client: sdk.NewClient(opts...), turns: newEncodedTurns(encodedLimit)}, nil
 }
 
 // Name is "anthropic <model>".

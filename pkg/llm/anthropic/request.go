@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	sdk "github.com/anthropics/anthropic-sdk-go/v2"
@@ -39,18 +40,12 @@ func (p *Provider) params(req llm.CompletionRequest) (sdk.MessageNewParams, []op
 		Model:     sdk.Model(model),
 		MaxTokens: int64(maxTokens),
 		System:    system(req.System, req.DynamicBoundary, !p.cfg.DisableCache),
-		Messages:  messages(req.Messages),
 	}
-	if len(params.Messages) == 0 {
+	turns := shape(req.Messages)
+	if len(turns) == 0 {
 		return sdk.MessageNewParams{}, nil, &llm.Error{Kind: llm.ErrKindModel, Provider: "anthropic", Err: errors.New("request has no message with content")}
 	}
-	if !p.cfg.DisableCache {
-		cacheLastBlock(params.Messages[len(params.Messages)-1])
-	}
 	var opts []option.RequestOption
-	if req.Temperature != nil {
-		opts = append(opts, option.WithJSONSet("temperature", *req.Temperature))
-	}
 	switch {
 	case req.ThinkingBudget > 0 && p.cfg.AdaptiveThinking:
 		params.Thinking = sdk.ThinkingConfigParamUnion{OfAdaptive: &sdk.ThinkingConfigAdaptiveParam{}}
@@ -69,7 +64,42 @@ func (p *Provider) params(req llm.CompletionRequest) (sdk.MessageNewParams, []op
 		}
 		params.Tools = append(params.Tools, sdk.ToolUnionParam{OfTool: &tool})
 	}
+	// The body is the SDK's encoding of everything but the messages, which
+	// go in already encoded, each earlier turn from the provider's cache
+	// (see encodedTurns).
+	body, err := p.body(params, turns)
+	if err != nil {
+		return sdk.MessageNewParams{}, nil, &llm.Error{Kind: llm.ErrKindModel, Provider: "anthropic", Err: err}
+	}
+	opts = append([]option.RequestOption{option.WithRequestBody("application/json", body)}, opts...)
+	if req.Temperature != nil {
+		opts = append(opts, option.WithJSONSet("temperature", *req.Temperature))
+	}
 	return params, opts, nil
+}
+
+// body is the request body: params (which holds no messages) with the
+// encoded turns as its "messages".
+func (p *Provider) body(params sdk.MessageNewParams, turns []turn) ([]byte, error) {
+	head, err := json.Marshal(params)
+	if err != nil {
+		return nil, fmt.Errorf("encode request: %w", err)
+	}
+	msgs, err := p.turns.encode(turns, !p.cfg.DisableCache)
+	if err != nil {
+		return nil, fmt.Errorf("encode messages: %w", err)
+	}
+	if len(head) < 2 || head[len(head)-1] != '}' {
+		return nil, fmt.Errorf("encode request: not a JSON object: %.40s", head)
+	}
+	body := make([]byte, 0, len(head)+len(msgs)+16)
+	body = append(body, head[:len(head)-1]...)
+	if len(head) > 2 {
+		body = append(body, ',')
+	}
+	body = append(body, `"messages":`...)
+	body = append(body, msgs...)
+	return append(body, '}'), nil
 }
 
 // system builds the system blocks, with a cache breakpoint on the last
@@ -101,46 +131,78 @@ type turn struct {
 	blocks []llm.ContentBlock
 }
 
-// messages shapes the history the way the API requires: blocks it refuses
-// are left out (empty text, thinking without the signature only the API
-// can make, images outside user turns), consecutive messages of one role are merged, and tool results
-// come first in their user message.
-func messages(history []llm.Message) []sdk.MessageParam {
-	var turns []turn
+// shape turns the history into the API's turns: blocks it refuses are left
+// out (empty text, thinking without the signature only the API can make,
+// images outside user turns), consecutive messages of one role are merged,
+// and tool results come first in their user message.
+func shape(history []llm.Message) []turn {
+	turns := make([]turn, 0, len(history))
 	for _, m := range history {
-		var blocks []llm.ContentBlock
-		for _, b := range m.Content {
-			switch {
-			case b.Type == llm.BlockText && b.Text == "":
-			case b.Type == llm.BlockThinking && (b.Signature == "" || m.Role != llm.RoleAssistant):
-			case b.Type == llm.BlockImage && (b.Image == nil || m.Role != llm.RoleUser):
-			default:
-				blocks = append(blocks, b)
-			}
-		}
+		blocks := kept(m)
 		if len(blocks) == 0 {
 			continue
 		}
 		if n := len(turns); n > 0 && turns[n-1].role == m.Role {
-			turns[n-1].blocks = append(turns[n-1].blocks, blocks...)
+			// Clip: the merge must copy, never append into the history.
+			turns[n-1].blocks = append(slices.Clip(turns[n-1].blocks), blocks...)
 			continue
 		}
 		turns = append(turns, turn{role: m.Role, blocks: blocks})
 	}
-	out := make([]sdk.MessageParam, 0, len(turns))
-	for _, t := range turns {
+	for i, t := range turns {
 		if t.role == llm.RoleUser {
-			out = append(out, sdk.MessageParam{OfUser: &sdk.UserMessageParam{Content: blockParams(resultsFirst(t.blocks))}})
-		} else {
-			out = append(out, sdk.MessageParam{OfAssistant: &sdk.AssistantMessageParam{Content: blockParams(t.blocks)}})
+			turns[i].blocks = resultsFirst(t.blocks)
 		}
 	}
-	return out
+	return turns
+}
+
+// kept returns m's blocks the API takes: m.Content itself (read only) when
+// it takes them all, as it almost always does.
+func kept(m llm.Message) []llm.ContentBlock {
+	keep := func(b llm.ContentBlock) bool {
+		switch {
+		case b.Type == llm.BlockText && b.Text == "":
+		case b.Type == llm.BlockThinking && (b.Signature == "" || m.Role != llm.RoleAssistant):
+		case b.Type == llm.BlockImage && (b.Image == nil || m.Role != llm.RoleUser):
+		default:
+			return true
+		}
+		return false
+	}
+	for i, b := range m.Content {
+		if keep(b) {
+			continue
+		}
+		out := m.Content[:i:i] // appending copies
+		for _, b := range m.Content[i+1:] {
+			if keep(b) {
+				out = append(out, b)
+			}
+		}
+		return out
+	}
+	return m.Content
+}
+
+// param is the SDK's message for t.
+func (t turn) param() sdk.MessageParam {
+	if t.role == llm.RoleUser {
+		return sdk.MessageParam{OfUser: &sdk.UserMessageParam{Content: blockParams(t.blocks)}}
+	}
+	return sdk.MessageParam{OfAssistant: &sdk.AssistantMessageParam{Content: blockParams(t.blocks)}}
 }
 
 // resultsFirst returns the blocks with tool results moved to the front,
 // keeping the order within each group.
 func resultsFirst(blocks []llm.ContentBlock) []llm.ContentBlock {
+	ordered := true
+	for i := 1; i < len(blocks) && ordered; i++ {
+		ordered = blocks[i].Type != llm.BlockToolResult || blocks[i-1].Type == llm.BlockToolResult
+	}
+	if ordered {
+		return blocks
+	}
 	out := make([]llm.ContentBlock, 0, len(blocks))
 	for _, b := range blocks {
 		if b.Type == llm.BlockToolResult {

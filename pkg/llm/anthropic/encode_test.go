@@ -1,0 +1,171 @@
+package anthropic
+
+import (
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+
+	sdk "github.com/anthropics/anthropic-sdk-go/v2"
+
+	"jetway/pkg/llm"
+)
+
+// sdkEncoding is what the SDK itself sends as the messages of turns: the
+// reference the cache must reproduce.
+func sdkEncoding(t *testing.T, turns []turn, breakpoint bool) any {
+	t.Helper()
+	params := make([]sdk.MessageParam, len(turns))
+	for i, tu := range turns {
+		params[i] = tu.param()
+	}
+	if breakpoint {
+		cacheLastBlock(params[len(params)-1])
+	}
+	body, err := json.Marshal(sdk.MessageNewParams{Model: "m", MaxTokens: 1, Messages: params})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(body, &m); err != nil {
+		t.Fatal(err)
+	}
+	return m["messages"]
+}
+
+func decoded(t *testing.T, raw json.RawMessage) any {
+	t.Helper()
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		t.Fatalf("encoding is not JSON: %v\n%s", err, raw)
+	}
+	return v
+}
+
+// history is a session with every kind of block the shaping keeps.
+func history() []llm.Message {
+	png := &llm.Image{MediaType: "image/png", Data: "iVBORw0KGgo="}
+	return []llm.Message{
+		llm.UserText("list the files"),
+		{Role: llm.RoleAssistant, Content: []llm.ContentBlock{
+			{Type: llm.BlockThinking, Text: "look first", Signature: "sig-1"},
+			{Type: llm.BlockText, Text: "Looking."},
+			{Type: llm.BlockToolUse, ID: "tu1", Name: "glob", Input: json.RawMessage(`{"pattern":"*"}`)},
+		}},
+		{Role: llm.RoleUser, Content: []llm.ContentBlock{
+			{Type: llm.BlockToolResult, ToolUseID: "tu1", Content: "a.go\nb.png", Images: []llm.Image{*png}},
+		}},
+		llm.UserText("[background job notice] job 3 (gh) exited 0"),
+		{Role: llm.RoleAssistant, Content: []llm.ContentBlock{
+			{Type: llm.BlockToolUse, ID: "tu2", Name: "shell", Input: json.RawMessage(`{"command":"false"}`)},
+		}},
+		{Role: llm.RoleUser, Content: []llm.ContentBlock{
+			{Type: llm.BlockToolResult, ToolUseID: "tu2", Content: "exit 1", IsError: true},
+			{Type: llm.BlockImage, Image: png},
+		}},
+		{Role: llm.RoleAssistant, Content: []llm.ContentBlock{{Type: llm.BlockText, Text: "It failed."}}},
+	}
+}
+
+func TestEncodedTurns_send_what_the_SDK_would_send_first_time_and_from_the_cache(t *testing.T) {
+	c := newEncodedTurns(encodedLimit)
+	h := history()
+	for n := 1; n <= len(h); n++ {
+		turns := shape(h[:n])
+		for _, breakpoint := range []bool{true, false} {
+			got, err := c.encode(turns, breakpoint)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := sdkEncoding(t, turns, breakpoint); !reflect.DeepEqual(decoded(t, got), want) {
+				t.Fatalf("history of %d, breakpoint %v:\n got %s\nwant %v", n, breakpoint, got, want)
+			}
+		}
+	}
+	if c.cached() == 0 {
+		t.Fatal("nothing was cached: the test did not exercise the cache")
+	}
+}
+
+// A turn whose content changes (an image shown later as a note, a merged
+// turn that grew) is a different key, never the old bytes.
+func TestEncodedTurns_never_serve_a_changed_turn_its_old_encoding(t *testing.T) {
+	c := newEncodedTurns(encodedLimit)
+	h := history()
+	if _, err := c.encode(shape(h), false); err != nil {
+		t.Fatal(err)
+	}
+	h[2].Content[0].Images = nil
+	h[2].Content[0].Content = "a.go\nb.png\n[image b.png was refused by the model]"
+	turns := shape(h)
+	got, err := c.encode(turns, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(got), "refused by the model") {
+		t.Fatalf("changed turn served stale: %s", got)
+	}
+	if want := sdkEncoding(t, turns, false); !reflect.DeepEqual(decoded(t, got), want) {
+		t.Fatalf("got %s\nwant %v", got, want)
+	}
+}
+
+func TestEncodedTurns_stay_within_their_limit(t *testing.T) {
+	const limit = 64 << 10
+	c := newEncodedTurns(limit)
+	for i := range 2000 {
+		turns := shape([]llm.Message{llm.UserText(fmt.Sprintf("event %d with some text to take room", i)), llm.UserText("x")})
+		turns = append(turns, turn{role: llm.RoleAssistant, blocks: []llm.ContentBlock{{Type: llm.BlockText, Text: "noted"}}})
+		if _, err := c.encode(turns, true); err != nil {
+			t.Fatal(err)
+		}
+		c.mu.Lock()
+		held := c.size
+		for k, v := range c.old {
+			held += len(k) + len(v)
+		}
+		c.mu.Unlock()
+		if held > limit {
+			t.Fatalf("after %d requests the cache holds %d bytes, over its limit of %d", i+1, held, limit)
+		}
+	}
+}
+
+// BenchmarkRequestBody compares a request's body built through the turn
+// cache (every turn but the last sent before) with the SDK encoding the
+// whole history, for a session of n messages.
+func BenchmarkRequestBody(b *testing.B) {
+	for _, n := range []int{20, 200, 2000} {
+		var h []llm.Message
+		for i := range n / 2 {
+			h = append(h, llm.UserText(fmt.Sprintf("event %d: job 3 (gh) exited 0 after 4s", i)),
+				llm.Message{Role: llm.RoleAssistant, Content: []llm.ContentBlock{{Type: llm.BlockText, Text: "noted"}}})
+		}
+		req := llm.CompletionRequest{Messages: append(h, llm.UserText("go")), MaxTokens: 1024}
+		b.Run(fmt.Sprintf("cached/%d", n), func(b *testing.B) {
+			p, _ := New(Config{APIKey: "k", Model: "m"})
+			if _, _, err := p.params(req); err != nil {
+				b.Fatal(err)
+			}
+			for b.Loop() {
+				if _, _, err := p.params(req); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("sdk/%d", n), func(b *testing.B) {
+			for b.Loop() {
+				turns := shape(req.Messages)
+				params := sdk.MessageNewParams{Model: "m", MaxTokens: 1024}
+				for _, t := range turns {
+					params.Messages = append(params.Messages, t.param())
+				}
+				cacheLastBlock(params.Messages[len(params.Messages)-1])
+				if _, err := json.Marshal(params); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
