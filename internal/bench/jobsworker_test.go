@@ -1,8 +1,10 @@
 package bench
 
 import (
+	"bytes"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -59,5 +61,30 @@ func TestMemSampler_of_a_gone_process_reports_why(t *testing.T) {
 	}
 	if note := (memSplit{}).describe(err); !strings.Contains(note, "no RSS split") {
 		t.Fatalf("note %q does not say the split is missing", note)
+	}
+}
+
+func TestInstalled_copies_the_binary_whole_and_runnable(t *testing.T) {
+	dir := t.TempDir()
+	path, err := installed("/bin/true", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := os.ReadFile("/bin/true")
+	got, err := os.ReadFile(path)
+	if err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("copy differs from /bin/true (%d vs %d bytes, err %v)", len(got), len(want), err)
+	}
+	if err := exec.Command(path).Run(); err != nil {
+		t.Fatalf("the copy does not run: %v", err)
+	}
+	if _, err := installed(filepath.Join(dir, "missing"), dir); err == nil || !strings.Contains(err.Error(), "copy the jetway binary") {
+		t.Fatalf("a missing binary gave %v", err)
+	}
+}
+
+func TestFilePmdMapped_reads_the_huge_file_mappings_of_a_live_process(t *testing.T) {
+	if got := filePmdMapped(os.Getpid()); !strings.HasPrefix(got, "FilePmdMapped ") || !strings.HasSuffix(got, "kB at the end") {
+		t.Fatalf("own process: %q", got)
 	}
 }
