@@ -2,9 +2,12 @@ package anthropic
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"sync"
+
+	"jetway/pkg/llm"
 )
 
 // encodedTurns keeps the wire encoding of turns the provider has sent.
@@ -15,9 +18,9 @@ import (
 // start. A session's history only grows, so all of a request but its last
 // turn was encoded, byte for byte, by the call before.
 //
-// A turn's key is its role and its blocks as JSON: exactly what its
-// encoding is made from, so a changed turn can never be served a stale
-// encoding. The cache holds two generations of at most limit/2 bytes each;
+// A turn's key is its role and every field of its blocks (appendKey):
+// exactly what its encoding is made from, so a changed turn can never be
+// served a stale encoding. The cache holds two generations of at most limit/2 bytes each;
 // when the newer fills up, the older is dropped, so memory stays bounded
 // however many sessions a runner has, and turns in use stay warm.
 type encodedTurns struct {
@@ -47,6 +50,7 @@ func newEncodedTurns(limit int) *encodedTurns {
 func (c *encodedTurns) encode(turns []turn, breakpoint bool) (json.RawMessage, error) {
 	var buf bytes.Buffer
 	buf.Grow(len(turns) * 96)
+	var scratch []byte
 	buf.WriteByte('[')
 	for i, t := range turns {
 		if i > 0 {
@@ -62,7 +66,7 @@ func (c *encodedTurns) encode(turns []turn, breakpoint bool) (json.RawMessage, e
 			cacheLastBlock(m)
 			enc, err = json.Marshal(m)
 		} else {
-			enc, err = c.turn(t)
+			enc, err = c.turn(t, &scratch)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("turn %d (%s): %w", i, t.role, err)
@@ -74,34 +78,76 @@ func (c *encodedTurns) encode(turns []turn, breakpoint bool) (json.RawMessage, e
 }
 
 // turn returns t's encoding, from the cache when it was sent before.
-func (c *encodedTurns) turn(t turn) (json.RawMessage, error) {
-	blocks, err := json.Marshal(t.blocks)
-	if err != nil {
-		return nil, err
-	}
-	if len(blocks) > encodedMaxKey {
+// scratch is a buffer the caller reuses for keys.
+func (c *encodedTurns) turn(t turn, scratch *[]byte) (json.RawMessage, error) {
+	key := appendKey((*scratch)[:0], t)
+	*scratch = key
+	if len(key) > encodedMaxKey {
 		return json.Marshal(t.param())
 	}
-	key := string(t.role) + "\x00" + string(blocks)
 	c.mu.Lock()
-	enc, ok := c.cur[key]
+	enc, ok := c.cur[string(key)]
 	if !ok {
-		if enc, ok = c.old[key]; ok {
-			c.storeLocked(key, enc)
+		if enc, ok = c.old[string(key)]; ok {
+			c.storeLocked(string(key), enc)
 		}
 	}
 	c.mu.Unlock()
 	if ok {
 		return enc, nil
 	}
-	enc, err = json.Marshal(t.param())
+	enc, err := json.Marshal(t.param())
 	if err != nil {
 		return nil, err
 	}
 	c.mu.Lock()
-	c.storeLocked(key, enc)
+	c.storeLocked(string(key), enc)
 	c.mu.Unlock()
 	return enc, nil
+}
+
+// appendKey appends t's cache key: its role and every field of every
+// block, each string preceded by its length, so two different turns never
+// share a key. It reads every field of llm.ContentBlock and llm.Image (a
+// test fails when either gains one this does not know).
+func appendKey(b []byte, t turn) []byte {
+	str := func(s string) {
+		b = binary.AppendUvarint(b, uint64(len(s)))
+		b = append(b, s...)
+	}
+	img := func(i llm.Image) {
+		str(i.MediaType)
+		str(i.Data)
+		str(i.URL)
+	}
+	str(string(t.role))
+	b = binary.AppendUvarint(b, uint64(len(t.blocks)))
+	for _, x := range t.blocks {
+		str(string(x.Type))
+		str(x.Text)
+		str(x.Signature)
+		str(x.ID)
+		str(x.Name)
+		str(string(x.Input))
+		str(x.ToolUseID)
+		str(x.Content)
+		b = binary.AppendUvarint(b, uint64(len(x.Images)))
+		for _, i := range x.Images {
+			img(i)
+		}
+		flags := byte(0)
+		if x.IsError {
+			flags |= 1
+		}
+		if x.Image != nil {
+			flags |= 2
+		}
+		b = append(b, flags)
+		if x.Image != nil {
+			img(*x.Image)
+		}
+	}
+	return b
 }
 
 func (c *encodedTurns) storeLocked(key string, enc json.RawMessage) {

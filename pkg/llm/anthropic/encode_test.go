@@ -169,3 +169,60 @@ func BenchmarkRequestBody(b *testing.B) {
 		})
 	}
 }
+
+// The cache key must read every field a turn's encoding is made from: a
+// field added to llm.ContentBlock or llm.Image must be added to appendKey,
+// or two turns differing only in it would share an encoding.
+func TestAppendKey_knows_every_field_of_a_block(t *testing.T) {
+	known := map[reflect.Type][]string{
+		reflect.TypeFor[llm.ContentBlock](): {"Type", "Text", "Signature", "ID", "Name", "Input", "ToolUseID", "Content", "Images", "IsError", "Image"},
+		reflect.TypeFor[llm.Image]():        {"MediaType", "Data", "URL"},
+	}
+	for typ, names := range known {
+		var got []string
+		for f := range typ.Fields() {
+			got = append(got, f.Name)
+		}
+		if !reflect.DeepEqual(got, names) {
+			t.Errorf("%s has fields %v; appendKey knows %v: add the new ones to the key", typ, got, names)
+		}
+	}
+	// And each field changes the key.
+	base := llm.ContentBlock{Type: llm.BlockToolResult, Image: &llm.Image{}}
+	variants := []func(*llm.ContentBlock){
+		func(b *llm.ContentBlock) { b.Type = llm.BlockText },
+		func(b *llm.ContentBlock) { b.Text = "x" },
+		func(b *llm.ContentBlock) { b.Signature = "x" },
+		func(b *llm.ContentBlock) { b.ID = "x" },
+		func(b *llm.ContentBlock) { b.Name = "x" },
+		func(b *llm.ContentBlock) { b.Input = json.RawMessage(`{}`) },
+		func(b *llm.ContentBlock) { b.ToolUseID = "x" },
+		func(b *llm.ContentBlock) { b.Content = "x" },
+		func(b *llm.ContentBlock) { b.Images = []llm.Image{{}} },
+		func(b *llm.ContentBlock) { b.IsError = true },
+		func(b *llm.ContentBlock) { b.Image = nil },
+		func(b *llm.ContentBlock) { b.Image = &llm.Image{MediaType: "x"} },
+		func(b *llm.ContentBlock) { b.Image = &llm.Image{Data: "x"} },
+		func(b *llm.ContentBlock) { b.Image = &llm.Image{URL: "x"} },
+		// Moving bytes from one field to the next is a different turn too.
+		func(b *llm.ContentBlock) { b.Text, b.Signature = "ab", "" },
+	}
+	seen := map[string]int{string(appendKey(nil, turn{role: llm.RoleUser, blocks: []llm.ContentBlock{base}})): -1}
+	for i, vary := range variants {
+		b := base
+		vary(&b)
+		k := string(appendKey(nil, turn{role: llm.RoleUser, blocks: []llm.ContentBlock{b}}))
+		if j, dup := seen[k]; dup {
+			t.Errorf("variant %d has the key of %d", i, j)
+		}
+		seen[k] = i
+	}
+	shifted := string(appendKey(nil, turn{role: llm.RoleUser, blocks: []llm.ContentBlock{{Text: "a", Signature: "b"}}}))
+	if shifted == string(appendKey(nil, turn{role: llm.RoleUser, blocks: []llm.ContentBlock{{Text: "ab"}}})) {
+		t.Error("text and signature run together in the key")
+	}
+	if string(appendKey(nil, turn{role: llm.RoleUser, blocks: []llm.ContentBlock{{Text: "a"}}})) ==
+		string(appendKey(nil, turn{role: llm.RoleAssistant, blocks: []llm.ContentBlock{{Text: "a"}}})) {
+		t.Error("role is not in the key")
+	}
+}
