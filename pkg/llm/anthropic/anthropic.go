@@ -69,7 +69,7 @@ type Config struct {
 type Provider struct {
 	cfg    Config
 	client sdk.Client
-	turns  *encodedTurns
+	enc    *encodings
 }
 
 var _ llm.Provider = (*Provider)(nil)
@@ -95,7 +95,7 @@ func New(cfg Config) (*Provider, error) {
 	if cfg.HTTPClient != nil {
 		opts = append(opts, option.WithHTTPClient(cfg.HTTPClient))
 	}
-	return &Provider{cfg: cfg, client: sdk.NewClient(opts...), turns: newEncodedTurns(encodedLimit)}, nil
+	return &Provider{cfg: cfg, client: sdk.NewClient(opts...), enc: newEncodings(encodedLimit)}, nil
 }
 
 // Name is "anthropic <model>".

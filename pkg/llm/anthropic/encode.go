@@ -7,23 +7,28 @@ import (
 	"fmt"
 	"sync"
 
+	sdk "github.com/anthropics/anthropic-sdk-go/v2"
+	"github.com/anthropics/anthropic-sdk-go/v2/packages/param"
+
 	"jetway/pkg/llm"
 )
 
-// encodedTurns keeps the wire encoding of turns the provider has sent.
+// encodings keeps the wire encoding of what the provider has sent: the
+// turns of the history, and the tools and system blocks.
 //
 // Every call sends the whole history, and the SDK's encoder costs several
 // microseconds per message: a 2000-message session spent more time
 // encoding its request than the runner spent on everything else of a run
 // start. A session's history only grows, so all of a request but its last
-// turn was encoded, byte for byte, by the call before.
+// turn was encoded, byte for byte, by the call before; its tools and system
+// prompt, too.
 //
-// A turn's key is its role and every field of its blocks (appendKey):
-// exactly what its encoding is made from, so a changed turn can never be
-// served a stale encoding. The cache holds two generations of at most limit/2 bytes each;
-// when the newer fills up, the older is dropped, so memory stays bounded
-// however many sessions a runner has, and turns in use stay warm.
-type encodedTurns struct {
+// A key holds everything its encoding is made from (appendKey for turns),
+// so a changed turn or tool is never served a stale encoding. The cache
+// holds two generations of at most limit/2 bytes each; when the newer fills
+// up, the older is dropped, so memory stays bounded however many sessions
+// a runner has, and what is in use stays warm.
+type encodings struct {
 	mu    sync.Mutex
 	cur   map[string]json.RawMessage
 	old   map[string]json.RawMessage
@@ -39,51 +44,15 @@ const (
 	encodedMaxKey = 64 << 10
 )
 
-func newEncodedTurns(limit int) *encodedTurns {
-	return &encodedTurns{cur: map[string]json.RawMessage{}, old: map[string]json.RawMessage{}, limit: limit}
+func newEncodings(limit int) *encodings {
+	return &encodings{cur: map[string]json.RawMessage{}, old: map[string]json.RawMessage{}, limit: limit}
 }
 
-// encode returns the JSON array of turns as the API takes it. With
-// breakpoint, the last turn carries a cache breakpoint (incremental
-// prompt caching) and is encoded afresh: it is the only one that differs
-// from its cached form.
-func (c *encodedTurns) encode(turns []turn, breakpoint bool) (json.RawMessage, error) {
-	var buf bytes.Buffer
-	buf.Grow(len(turns) * 96)
-	var scratch []byte
-	buf.WriteByte('[')
-	for i, t := range turns {
-		if i > 0 {
-			buf.WriteByte(',')
-		}
-		last := i == len(turns)-1
-		var (
-			enc []byte
-			err error
-		)
-		if last && breakpoint {
-			m := t.param()
-			cacheLastBlock(m)
-			enc, err = json.Marshal(m)
-		} else {
-			enc, err = c.turn(t, &scratch)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("turn %d (%s): %w", i, t.role, err)
-		}
-		buf.Write(enc)
-	}
-	buf.WriteByte(']')
-	return buf.Bytes(), nil
-}
-
-// turn returns t's encoding, from the cache when it was sent before.
-// scratch is a buffer the caller reuses for keys.
-func (c *encodedTurns) turn(t turn, scratch *[]byte) (json.RawMessage, error) {
-	key := appendKey((*scratch)[:0], t)
-	*scratch = key
+// get returns the encoding cached under key, or encodes, caches and
+// returns it. A key over encodedMaxKey is encoded each time and not kept.
+func (c *encodings) get(key []byte, encode func() (json.RawMessage, error)) (json.RawMessage, error) {
 	if len(key) > encodedMaxKey {
-		return json.Marshal(t.param())
+		return encode()
 	}
 	c.mu.Lock()
 	enc, ok := c.cur[string(key)]
@@ -96,7 +65,7 @@ func (c *encodedTurns) turn(t turn, scratch *[]byte) (json.RawMessage, error) {
 	if ok {
 		return enc, nil
 	}
-	enc, err := json.Marshal(t.param())
+	enc, err := encode()
 	if err != nil {
 		return nil, err
 	}
@@ -106,15 +75,130 @@ func (c *encodedTurns) turn(t turn, scratch *[]byte) (json.RawMessage, error) {
 	return enc, nil
 }
 
+func (c *encodings) storeLocked(key string, enc json.RawMessage) {
+	if c.size+len(key)+len(enc) > c.limit/2 {
+		c.old, c.cur, c.size = c.cur, map[string]json.RawMessage{}, 0
+	}
+	c.cur[key] = enc
+	c.size += len(key) + len(enc)
+}
+
+// cached reports how many encodings the cache holds (for tests).
+func (c *encodings) cached() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.cur) + len(c.old)
+}
+
+// turns returns the JSON array of turns as the API takes it. With
+// breakpoint, the last turn carries a cache breakpoint (incremental
+// prompt caching) and is encoded afresh: it is the only one that differs
+// from its cached form.
+func (c *encodings) turns(turns []turn, breakpoint bool) (json.RawMessage, error) {
+	var buf bytes.Buffer
+	buf.Grow(len(turns) * 96)
+	var key []byte
+	buf.WriteByte('[')
+	for i, t := range turns {
+		if i > 0 {
+			buf.WriteByte(',')
+		}
+		var (
+			enc []byte
+			err error
+		)
+		if i == len(turns)-1 && breakpoint {
+			m := t.param()
+			cacheLastBlock(m)
+			enc, err = json.Marshal(m)
+		} else {
+			key = appendKey(append(key[:0], 'm'), t)
+			enc, err = c.get(key, func() (json.RawMessage, error) { return json.Marshal(t.param()) })
+		}
+		if err != nil {
+			return nil, fmt.Errorf("turn %d (%s): %w", i, t.role, err)
+		}
+		buf.Write(enc)
+	}
+	buf.WriteByte(']')
+	return buf.Bytes(), nil
+}
+
+// tools returns the JSON array of the request's tools, or nil for none.
+func (c *encodings) tools(tools []llm.ToolSpec) (json.RawMessage, error) {
+	if len(tools) == 0 {
+		return nil, nil
+	}
+	var buf bytes.Buffer
+	var key []byte
+	buf.WriteByte('[')
+	for i, t := range tools {
+		if i > 0 {
+			buf.WriteByte(',')
+		}
+		key = append(key[:0], 't')
+		for _, s := range []string{t.Name, t.Description, string(t.InputSchema)} {
+			key = appendString(key, s)
+		}
+		enc, err := c.get(key, func() (json.RawMessage, error) {
+			schema, err := inputSchema(t.InputSchema)
+			if err != nil {
+				return nil, err
+			}
+			tool := sdk.ToolParam{Name: t.Name, InputSchema: schema}
+			if t.Description != "" {
+				tool.Description = sdk.String(t.Description)
+			}
+			return json.Marshal(sdk.ToolUnionParam{OfTool: &tool})
+		})
+		if err != nil {
+			return nil, fmt.Errorf("tool %s: %w", t.Name, err)
+		}
+		buf.Write(enc)
+	}
+	buf.WriteByte(']')
+	return buf.Bytes(), nil
+}
+
+// system returns the JSON array of the system blocks, or nil for none.
+func (c *encodings) system(blocks []sdk.TextBlockParam) (json.RawMessage, error) {
+	if len(blocks) == 0 {
+		return nil, nil
+	}
+	var buf bytes.Buffer
+	var key []byte
+	buf.WriteByte('[')
+	for i, b := range blocks {
+		if i > 0 {
+			buf.WriteByte(',')
+		}
+		key = appendString(append(key[:0], 's'), b.Text)
+		if !param.IsOmitted(b.CacheControl) {
+			key = append(key, 'c')
+		}
+		enc, err := c.get(key, func() (json.RawMessage, error) { return json.Marshal(b) })
+		if err != nil {
+			return nil, fmt.Errorf("system block %d: %w", i, err)
+		}
+		buf.Write(enc)
+	}
+	buf.WriteByte(']')
+	return buf.Bytes(), nil
+}
+
+// appendString appends s preceded by its length, so that keys made of
+// several strings never run together.
+func appendString(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
 // appendKey appends t's cache key: its role and every field of every
 // block, each string preceded by its length, so two different turns never
 // share a key. It reads every field of llm.ContentBlock and llm.Image (a
 // test fails when either gains one this does not know).
 func appendKey(b []byte, t turn) []byte {
-	str := func(s string) {
-		b = binary.AppendUvarint(b, uint64(len(s)))
-		b = append(b, s...)
-	}
+	str := func(s string) { b = appendString(b, s) }
 	img := func(i llm.Image) {
 		str(i.MediaType)
 		str(i.Data)
@@ -148,19 +232,4 @@ func appendKey(b []byte, t turn) []byte {
 		}
 	}
 	return b
-}
-
-func (c *encodedTurns) storeLocked(key string, enc json.RawMessage) {
-	if c.size+len(key)+len(enc) > c.limit/2 {
-		c.old, c.cur, c.size = c.cur, map[string]json.RawMessage{}, 0
-	}
-	c.cur[key] = enc
-	c.size += len(key) + len(enc)
-}
-
-// cached reports how many turns the cache holds (for tests).
-func (c *encodedTurns) cached() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.cur) + len(c.old)
 }

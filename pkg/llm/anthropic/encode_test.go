@@ -2,6 +2,7 @@ package anthropic
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	sdk "github.com/anthropics/anthropic-sdk-go/v2"
 
 	"jetway/pkg/llm"
+	"jetway/pkg/llm/llmtest"
 )
 
 // sdkEncoding is what the SDK itself sends as the messages of turns: the
@@ -45,7 +47,8 @@ func decoded(t *testing.T, raw json.RawMessage) any {
 
 // history is a session with every kind of block the shaping keeps.
 func history() []llm.Message {
-	png := &llm.Image{MediaType: "image/png", Data: "iVBORw0KGgo="}
+	shot := llm.NewImage("image/png", llmtest.PNG(3, 2))
+	png := &shot
 	return []llm.Message{
 		llm.UserText("list the files"),
 		{Role: llm.RoleAssistant, Content: []llm.ContentBlock{
@@ -69,12 +72,12 @@ func history() []llm.Message {
 }
 
 func TestEncodedTurns_send_what_the_SDK_would_send_first_time_and_from_the_cache(t *testing.T) {
-	c := newEncodedTurns(encodedLimit)
+	c := newEncodings(encodedLimit)
 	h := history()
 	for n := 1; n <= len(h); n++ {
 		turns := shape(h[:n])
 		for _, breakpoint := range []bool{true, false} {
-			got, err := c.encode(turns, breakpoint)
+			got, err := c.turns(turns, breakpoint)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -91,15 +94,15 @@ func TestEncodedTurns_send_what_the_SDK_would_send_first_time_and_from_the_cache
 // A turn whose content changes (an image shown later as a note, a merged
 // turn that grew) is a different key, never the old bytes.
 func TestEncodedTurns_never_serve_a_changed_turn_its_old_encoding(t *testing.T) {
-	c := newEncodedTurns(encodedLimit)
+	c := newEncodings(encodedLimit)
 	h := history()
-	if _, err := c.encode(shape(h), false); err != nil {
+	if _, err := c.turns(shape(h), false); err != nil {
 		t.Fatal(err)
 	}
 	h[2].Content[0].Images = nil
 	h[2].Content[0].Content = "a.go\nb.png\n[image b.png was refused by the model]"
 	turns := shape(h)
-	got, err := c.encode(turns, false)
+	got, err := c.turns(turns, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,11 +116,11 @@ func TestEncodedTurns_never_serve_a_changed_turn_its_old_encoding(t *testing.T) 
 
 func TestEncodedTurns_stay_within_their_limit(t *testing.T) {
 	const limit = 64 << 10
-	c := newEncodedTurns(limit)
+	c := newEncodings(limit)
 	for i := range 2000 {
 		turns := shape([]llm.Message{llm.UserText(fmt.Sprintf("event %d with some text to take room", i)), llm.UserText("x")})
 		turns = append(turns, turn{role: llm.RoleAssistant, blocks: []llm.ContentBlock{{Type: llm.BlockText, Text: "noted"}}})
-		if _, err := c.encode(turns, true); err != nil {
+		if _, err := c.turns(turns, true); err != nil {
 			t.Fatal(err)
 		}
 		c.mu.Lock()
@@ -224,5 +227,78 @@ func TestAppendKey_knows_every_field_of_a_block(t *testing.T) {
 	if string(appendKey(nil, turn{role: llm.RoleUser, blocks: []llm.ContentBlock{{Text: "a"}}})) ==
 		string(appendKey(nil, turn{role: llm.RoleAssistant, blocks: []llm.ContentBlock{{Text: "a"}}})) {
 		t.Error("role is not in the key")
+	}
+}
+
+// The whole body — system blocks with their breakpoint, tools, thinking,
+// messages — is what the SDK makes of the same request, on the first call
+// and on a later one served from the encodings.
+func TestBody_is_what_the_SDK_would_send(t *testing.T) {
+	p, err := New(Config{APIKey: "k", Model: "claude-test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := llm.CompletionRequest{
+		System:          []string{"You are jetway's agent.", "", "Today is Tuesday."},
+		DynamicBoundary: 2,
+		Messages:        history(),
+		MaxTokens:       2048,
+		ThinkingBudget:  2000,
+		Tools: []llm.ToolSpec{
+			{Name: "shell", Description: "Run a command.", InputSchema: json.RawMessage(`{"type":"object","properties":{"command":{"type":"string"}},"required":["command"]}`)},
+			{Name: "todo_write", InputSchema: json.RawMessage(`{"type":"object","additionalProperties":false}`)},
+		},
+	}
+	want := func() any {
+		params := sdk.MessageNewParams{Model: "claude-test", MaxTokens: 2048,
+			System: system(req.System, req.DynamicBoundary, true), Thinking: sdk.ThinkingConfigParamOfEnabled(2000)}
+		for _, tl := range req.Tools {
+			schema, err := inputSchema(tl.InputSchema)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tp := sdk.ToolParam{Name: tl.Name, InputSchema: schema}
+			if tl.Description != "" {
+				tp.Description = sdk.String(tl.Description)
+			}
+			params.Tools = append(params.Tools, sdk.ToolUnionParam{OfTool: &tp})
+		}
+		for _, tu := range shape(req.Messages) {
+			params.Messages = append(params.Messages, tu.param())
+		}
+		cacheLastBlock(params.Messages[len(params.Messages)-1])
+		body, err := json.Marshal(params)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return decoded(t, body)
+	}()
+	for call := range 2 {
+		turns := shape(req.Messages)
+		params, _, err := p.params(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := p.body(params, req, turns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := decoded(t, body); !reflect.DeepEqual(got, want) {
+			t.Fatalf("call %d:\n got %s\nwant %v", call+1, body, want)
+		}
+	}
+	if p.enc.cached() == 0 {
+		t.Fatal("nothing was cached")
+	}
+}
+
+func TestBody_names_a_tool_whose_schema_is_not_JSON(t *testing.T) {
+	p, _ := New(Config{APIKey: "k", Model: "m"})
+	req := llm.CompletionRequest{Messages: []llm.Message{llm.UserText("hi")},
+		Tools: []llm.ToolSpec{{Name: "broken", InputSchema: json.RawMessage(`{"type":`)}}}
+	_, _, err := p.params(req)
+	var le *llm.Error
+	if !errors.As(err, &le) || le.Kind != llm.ErrKindModel || !strings.Contains(err.Error(), "tool broken") {
+		t.Fatalf("got %v", err)
 	}
 }

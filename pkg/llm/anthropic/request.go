@@ -39,13 +39,11 @@ func (p *Provider) params(req llm.CompletionRequest) (sdk.MessageNewParams, []op
 	params := sdk.MessageNewParams{
 		Model:     sdk.Model(model),
 		MaxTokens: int64(maxTokens),
-		System:    system(req.System, req.DynamicBoundary, !p.cfg.DisableCache),
 	}
 	turns := shape(req.Messages)
 	if len(turns) == 0 {
 		return sdk.MessageNewParams{}, nil, &llm.Error{Kind: llm.ErrKindModel, Provider: "anthropic", Err: errors.New("request has no message with content")}
 	}
-	var opts []option.RequestOption
 	switch {
 	case req.ThinkingBudget > 0 && p.cfg.AdaptiveThinking:
 		params.Thinking = sdk.ThinkingConfigParamUnion{OfAdaptive: &sdk.ThinkingConfigAdaptiveParam{}}
@@ -53,52 +51,57 @@ func (p *Provider) params(req llm.CompletionRequest) (sdk.MessageNewParams, []op
 		// 1024 is the API's floor for a thinking budget.
 		params.Thinking = sdk.ThinkingConfigParamOfEnabled(int64(max(req.ThinkingBudget, 1024)))
 	}
-	for _, t := range req.Tools {
-		schema, err := inputSchema(t.InputSchema)
-		if err != nil {
-			return sdk.MessageNewParams{}, nil, &llm.Error{Kind: llm.ErrKindModel, Provider: "anthropic", Err: fmt.Errorf("tool %s: %w", t.Name, err)}
-		}
-		tool := sdk.ToolParam{Name: t.Name, InputSchema: schema}
-		if t.Description != "" {
-			tool.Description = sdk.String(t.Description)
-		}
-		params.Tools = append(params.Tools, sdk.ToolUnionParam{OfTool: &tool})
-	}
-	// The body is the SDK's encoding of everything but the messages, which
-	// go in already encoded, each earlier turn from the provider's cache
-	// (see encodedTurns).
-	body, err := p.body(params, turns)
+	body, err := p.body(params, req, turns)
 	if err != nil {
 		return sdk.MessageNewParams{}, nil, &llm.Error{Kind: llm.ErrKindModel, Provider: "anthropic", Err: err}
 	}
-	opts = append([]option.RequestOption{option.WithRequestBody("application/json", body)}, opts...)
+	opts := []option.RequestOption{option.WithRequestBody("application/json", body)}
 	if req.Temperature != nil {
 		opts = append(opts, option.WithJSONSet("temperature", *req.Temperature))
 	}
 	return params, opts, nil
 }
 
-// body is the request body: params (which holds no messages) with the
-// encoded turns as its "messages".
-func (p *Provider) body(params sdk.MessageNewParams, turns []turn) ([]byte, error) {
+// body is the request body: the SDK's encoding of params, which holds
+// neither system prompt, tools nor messages, with those three spliced in
+// from the provider's encodings (see encodings).
+func (p *Provider) body(params sdk.MessageNewParams, req llm.CompletionRequest, turns []turn) ([]byte, error) {
 	head, err := json.Marshal(params)
 	if err != nil {
 		return nil, fmt.Errorf("encode request: %w", err)
 	}
-	msgs, err := p.turns.encode(turns, !p.cfg.DisableCache)
-	if err != nil {
-		return nil, fmt.Errorf("encode messages: %w", err)
-	}
 	if len(head) < 2 || head[len(head)-1] != '}' {
 		return nil, fmt.Errorf("encode request: not a JSON object: %.40s", head)
 	}
-	body := make([]byte, 0, len(head)+len(msgs)+16)
-	body = append(body, head[:len(head)-1]...)
-	if len(head) > 2 {
-		body = append(body, ',')
+	sys, err := p.enc.system(system(req.System, req.DynamicBoundary, !p.cfg.DisableCache))
+	if err != nil {
+		return nil, err
 	}
-	body = append(body, `"messages":`...)
-	body = append(body, msgs...)
+	tools, err := p.enc.tools(req.Tools)
+	if err != nil {
+		return nil, err
+	}
+	msgs, err := p.enc.turns(turns, !p.cfg.DisableCache)
+	if err != nil {
+		return nil, fmt.Errorf("encode messages: %w", err)
+	}
+	body := make([]byte, 0, len(head)+len(sys)+len(tools)+len(msgs)+40)
+	body = append(body, head[:len(head)-1]...)
+	for _, f := range []struct {
+		name string
+		raw  json.RawMessage
+	}{{"system", sys}, {"tools", tools}, {"messages", msgs}} {
+		if f.raw == nil {
+			continue
+		}
+		if len(body) > 1 {
+			body = append(body, ',')
+		}
+		body = append(body, '"')
+		body = append(body, f.name...)
+		body = append(body, `":`...)
+		body = append(body, f.raw...)
+	}
 	return append(body, '}'), nil
 }
 
