@@ -3,6 +3,7 @@ package llm
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -179,6 +180,9 @@ func pairResults(uses []ContentBlock, next *Message) Message {
 }
 
 func dropToolResults(bs []ContentBlock) []ContentBlock {
+	if !slices.ContainsFunc(bs, func(b ContentBlock) bool { return b.Type == BlockToolResult }) {
+		return bs // nothing to drop: no second copy
+	}
 	out := bs[:0:0]
 	for _, b := range bs {
 		if b.Type != BlockToolResult {
