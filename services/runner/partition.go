@@ -135,6 +135,7 @@ func (r *Runner) consume(ctx context.Context, p *partition) {
 			it.Stop()
 		}()
 		go r.watchRelease(ctx, p, it, stop)
+		go r.watchOrphan(ctx, p, stop)
 		for {
 			m, err := it.Next()
 			if err != nil {
@@ -202,6 +203,56 @@ func (r *Runner) watchRelease(ctx context.Context, p *partition, it jetstream.Me
 	}
 }
 
+// watchOrphan takes back a partition's events from a runner that died
+// holding them. The server moves a pin only with a delivery: when every
+// pending event was already delivered to the dead runner (a run in
+// progress, its notices, events that arrived as it died), the pin lapses
+// after the pinned TTL with nothing left to deliver, and the events came
+// back only when their AckWait ran out. So while this runner waits for p,
+// a partition no live runner claims, pinned to nobody, with events out
+// for acks, is reset: its events are delivered again, from the first
+// un-acked one, to whoever waits for it.
+func (r *Runner) watchOrphan(ctx context.Context, p *partition, stop <-chan struct{}) {
+	reset := time.Time{}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-stop:
+			return
+		case <-r.rebalanceTick():
+		}
+		if p.holding() {
+			return
+		}
+		if _, claimed := r.peers.holders(ctx)[p.n]; claimed || time.Since(reset) < orphanGrace {
+			continue
+		}
+		ictx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		info, err := p.cons.Info(ictx)
+		cancel()
+		if err != nil || info.NumAckPending == 0 || pinnedTo(info) != "" {
+			continue
+		}
+		if _, err := r.js.ResetConsumer(ctx, bus.StreamWork, bus.WorkConsumerName(p.n)); err != nil {
+			r.log.Warn().Err(err).Int("partition", p.n).Msg("reset an orphaned partition")
+			continue
+		}
+		reset = time.Now()
+		r.log.Info().Int("partition", p.n).Int("unacked", info.NumAckPending).Msg("reset an orphaned partition: its events were out to a runner that is gone")
+	}
+}
+
+// pinnedTo is the pin of the work group in a consumer's info ("" for none).
+func pinnedTo(info *jetstream.ConsumerInfo) string {
+	for _, g := range info.PriorityGroups {
+		if g.Group == bus.WorkGroup {
+			return g.PinnedClientID
+		}
+	}
+	return ""
+}
+
 // pullExpiry is how long one pull request waits. The server renews a pin
 // only when its holder sends a new pull request; with the client's default
 // 30 s expiry a quiet partition's pin lapsed after PinnedTTL and moved to
@@ -262,12 +313,8 @@ func (r *Runner) stillPinned(ctx context.Context, p *partition) bool {
 	if err != nil {
 		return true
 	}
-	for _, g := range info.PriorityGroups {
-		if g.Group == bus.WorkGroup {
-			return g.PinnedClientID == pin || g.PinnedClientID == ""
-		}
-	}
-	return true
+	got := pinnedTo(info)
+	return got == pin || got == ""
 }
 
 func (r *Runner) rebalanceTick() <-chan time.Time {
