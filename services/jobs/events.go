@@ -148,7 +148,7 @@ func (w *Worker) emit(i tasks.Info, id string, p events.Payload) {
 		w.cfg.Log.Error().Err(err).Str("session", i.SessionID).Str("task", i.ID).Msg("jobs: build event")
 		return
 	}
-	w.out.publish(msg)
+	w.out.publish(taskKey(i.SessionID, i.ID), msg)
 }
 
 func buildEvent(tenant, session, source, id string, p events.Payload) (*nats.Msg, error) {

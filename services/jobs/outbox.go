@@ -3,6 +3,7 @@ package jobs
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 
@@ -43,6 +44,8 @@ type outbox struct {
 type outItem struct {
 	msg  *nats.Msg // an event to publish, or
 	task string    // a task whose current record to write
+	// of is the task the item is about: its items keep their order.
+	of   string
 	done chan error
 	// sent, when set, is closed once the record's write is on the
 	// connection (or the item is given up): see persistSent.
@@ -61,15 +64,15 @@ func newOutbox(js jetstream.JetStream, kv jetstream.KeyValue, record func(string
 	return &outbox{js: js, kv: kv, record: record, log: log, wake: make(chan struct{}, 1), stopped: make(chan struct{})}
 }
 
-// publish queues an event.
-func (o *outbox) publish(msg *nats.Msg) { o.add(outItem{msg: msg}) }
+// publish queues an event about task.
+func (o *outbox) publish(task string, msg *nats.Msg) { o.add(outItem{msg: msg, of: task}) }
 
 // persist queues a write of the task's record as it is when the write
 // happens (so writes of one task never go back in time) and returns a
 // channel told when it is stored.
 func (o *outbox) persist(task string) <-chan error {
 	done := make(chan error, 1)
-	o.add(outItem{task: task, done: done})
+	o.add(outItem{task: task, of: task, done: done})
 	return done
 }
 
@@ -82,7 +85,7 @@ func (o *outbox) persist(task string) <-chan error {
 // still waits for the acknowledgement, and retries, as for any record.
 func (o *outbox) persistSent(task string) <-chan struct{} {
 	sent := make(chan struct{})
-	o.add(outItem{task: task, sent: sent, sentOnce: new(sync.Once)})
+	o.add(outItem{task: task, of: task, sent: sent, sentOnce: new(sync.Once)})
 	return sent
 }
 
@@ -97,7 +100,21 @@ func (o *outbox) add(it outItem) {
 		o.log.Error().Str("task", it.task).Msg("jobs: outbox closed; dropped an event or record")
 		return
 	}
-	o.queue = append(o.queue, it)
+	if it.sent != nil {
+		// An answer waits on this write: it goes ahead of other tasks'
+		// items (each sent with a round trip: a Start waited behind the
+		// previous job's end event and record), never ahead of its own
+		// task's, whose order is what the outbox keeps.
+		at := 0
+		for j, q := range o.queue {
+			if q.of == it.of {
+				at = j + 1
+			}
+		}
+		o.queue = slices.Insert(o.queue, at, it)
+	} else {
+		o.queue = append(o.queue, it)
+	}
 	o.mu.Unlock()
 	select {
 	case o.wake <- struct{}{}:
