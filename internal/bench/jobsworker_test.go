@@ -2,6 +2,11 @@ package bench
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
+	"github.com/nats-io/nats.go/micro"
+	"jetway/pkg/bus/bustest"
+	"jetway/services/jobs/jobsapi"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -86,5 +91,36 @@ func TestInstalled_copies_the_binary_whole_and_runnable(t *testing.T) {
 func TestFilePmdMapped_reads_the_huge_file_mappings_of_a_live_process(t *testing.T) {
 	if got := filePmdMapped(os.Getpid()); !strings.HasPrefix(got, "FilePmdMapped ") || !strings.HasSuffix(got, "kB at the end") {
 		t.Fatalf("own process: %q", got)
+	}
+}
+
+func TestWorkerPing_finds_the_one_worker_among_several(t *testing.T) {
+	srv := bustest.StartServer(t)
+	nc, _ := bustest.Connect(t, srv.ClientURL())
+	ids := map[string]string{}
+	for _, w := range []string{"w1", "w2", "w3"} {
+		svc, err := micro.AddService(nc, micro.Config{Name: jobsapi.ServiceName, Version: "0.0.1", Metadata: map[string]string{jobsapi.MetadataWorker: w}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = svc.Stop() })
+		ids[w] = svc.Info().ID
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	subj, err := workerPing(ctx, nc, "w2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, err := nc.Request(subj, nil, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p micro.Ping
+	if err := json.Unmarshal(msg.Data, &p); err != nil || p.ID != ids["w2"] {
+		t.Fatalf("ping answered by %+v (err %v), want w2's instance %s", p, err, ids["w2"])
+	}
+	if _, err := workerPing(ctx, nc, "nobody"); err == nil || !strings.Contains(err.Error(), "nobody") {
+		t.Fatalf("an absent worker gave %v", err)
 	}
 }
