@@ -220,19 +220,24 @@ func (r *Runner) watchOrphan(ctx context.Context, p *partition, stop <-chan stru
 			return
 		case <-stop:
 			return
-		case <-r.rebalanceTick():
+		case <-time.After(orphanCheck):
 		}
 		if p.holding() {
 			return
 		}
-		if _, claimed := r.peers.holders(ctx)[p.n]; claimed || time.Since(reset) < orphanGrace {
+		if time.Since(reset) < orphanGrace {
 			continue
 		}
+		// The consumer's own state first: one request, and for a quiet
+		// partition (nothing out for acks) the only one.
 		ictx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		info, err := p.cons.Info(ictx)
 		cancel()
 		if err != nil || info.NumAckPending == 0 || pinnedTo(info) != "" {
 			continue
+		}
+		if _, claimed := r.peers.holders(ctx)[p.n]; claimed {
+			continue // a live runner says it holds p: its acks are on their way
 		}
 		if _, err := r.js.ResetConsumer(ctx, bus.StreamWork, bus.WorkConsumerName(p.n)); err != nil {
 			r.log.Warn().Err(err).Int("partition", p.n).Msg("reset an orphaned partition")
@@ -242,6 +247,10 @@ func (r *Runner) watchOrphan(ctx context.Context, p *partition, stop <-chan stru
 		r.log.Info().Int("partition", p.n).Int("unacked", info.NumAckPending).Msg("reset an orphaned partition: its events were out to a runner that is gone")
 	}
 }
+
+// orphanCheck is how often a runner waiting for a partition looks for
+// events stranded with a runner that is gone.
+const orphanCheck = time.Second
 
 // pinnedTo is the pin of the work group in a consumer's info ("" for none).
 func pinnedTo(info *jetstream.ConsumerInfo) string {
