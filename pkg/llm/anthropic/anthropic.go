@@ -34,6 +34,7 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 
 	"jetway/pkg/llm"
+	"jetway/pkg/llm/internal/wirecache"
 	"jetway/pkg/llm/retry"
 )
 
@@ -95,7 +96,7 @@ func New(cfg Config) (*Provider, error) {
 	if cfg.HTTPClient != nil {
 		opts = append(opts, option.WithHTTPClient(cfg.HTTPClient))
 	}
-	return &Provider{cfg: cfg, client: sdk.NewClient(opts...), enc: newEncodings(encodedLimit)}, nil
+	return &Provider{cfg: cfg, client: sdk.NewClient(opts...), enc: newEncodings(wirecache.Limit)}, nil
 }
 
 // Name is "anthropic <model>".

@@ -11,6 +11,7 @@ import (
 	sdk "github.com/anthropics/anthropic-sdk-go/v2"
 
 	"jetway/pkg/llm"
+	"jetway/pkg/llm/internal/wirecache"
 	"jetway/pkg/llm/llmtest"
 )
 
@@ -72,7 +73,7 @@ func history() []llm.Message {
 }
 
 func TestEncodedTurns_send_what_the_SDK_would_send_first_time_and_from_the_cache(t *testing.T) {
-	c := newEncodings(encodedLimit)
+	c := newEncodings(wirecache.Limit)
 	h := history()
 	for n := 1; n <= len(h); n++ {
 		turns := shape(h[:n])
@@ -86,7 +87,7 @@ func TestEncodedTurns_send_what_the_SDK_would_send_first_time_and_from_the_cache
 			}
 		}
 	}
-	if c.cached() == 0 {
+	if c.Len() == 0 {
 		t.Fatal("nothing was cached: the test did not exercise the cache")
 	}
 }
@@ -94,7 +95,7 @@ func TestEncodedTurns_send_what_the_SDK_would_send_first_time_and_from_the_cache
 // A turn whose content changes (an image shown later as a note, a merged
 // turn that grew) is a different key, never the old bytes.
 func TestEncodedTurns_never_serve_a_changed_turn_its_old_encoding(t *testing.T) {
-	c := newEncodings(encodedLimit)
+	c := newEncodings(wirecache.Limit)
 	h := history()
 	if _, err := c.turns(shape(h), false); err != nil {
 		t.Fatal(err)
@@ -111,27 +112,6 @@ func TestEncodedTurns_never_serve_a_changed_turn_its_old_encoding(t *testing.T) 
 	}
 	if want := sdkEncoding(t, turns, false); !reflect.DeepEqual(decoded(t, got), want) {
 		t.Fatalf("got %s\nwant %v", got, want)
-	}
-}
-
-func TestEncodedTurns_stay_within_their_limit(t *testing.T) {
-	const limit = 64 << 10
-	c := newEncodings(limit)
-	for i := range 2000 {
-		turns := shape([]llm.Message{llm.UserText(fmt.Sprintf("event %d with some text to take room", i)), llm.UserText("x")})
-		turns = append(turns, turn{role: llm.RoleAssistant, blocks: []llm.ContentBlock{{Type: llm.BlockText, Text: "noted"}}})
-		if _, err := c.turns(turns, true); err != nil {
-			t.Fatal(err)
-		}
-		c.mu.Lock()
-		held := c.size
-		for k, v := range c.old {
-			held += len(k) + len(v)
-		}
-		c.mu.Unlock()
-		if held > limit {
-			t.Fatalf("after %d requests the cache holds %d bytes, over its limit of %d", i+1, held, limit)
-		}
 	}
 }
 
@@ -170,63 +150,6 @@ func BenchmarkRequestBody(b *testing.B) {
 				}
 			}
 		})
-	}
-}
-
-// The cache key must read every field a turn's encoding is made from: a
-// field added to llm.ContentBlock or llm.Image must be added to appendKey,
-// or two turns differing only in it would share an encoding.
-func TestAppendKey_knows_every_field_of_a_block(t *testing.T) {
-	known := map[reflect.Type][]string{
-		reflect.TypeFor[llm.ContentBlock](): {"Type", "Text", "Signature", "ID", "Name", "Input", "ToolUseID", "Content", "Images", "IsError", "Image"},
-		reflect.TypeFor[llm.Image]():        {"MediaType", "Data", "URL"},
-	}
-	for typ, names := range known {
-		var got []string
-		for f := range typ.Fields() {
-			got = append(got, f.Name)
-		}
-		if !reflect.DeepEqual(got, names) {
-			t.Errorf("%s has fields %v; appendKey knows %v: add the new ones to the key", typ, got, names)
-		}
-	}
-	// And each field changes the key.
-	base := llm.ContentBlock{Type: llm.BlockToolResult, Image: &llm.Image{}}
-	variants := []func(*llm.ContentBlock){
-		func(b *llm.ContentBlock) { b.Type = llm.BlockText },
-		func(b *llm.ContentBlock) { b.Text = "x" },
-		func(b *llm.ContentBlock) { b.Signature = "x" },
-		func(b *llm.ContentBlock) { b.ID = "x" },
-		func(b *llm.ContentBlock) { b.Name = "x" },
-		func(b *llm.ContentBlock) { b.Input = json.RawMessage(`{}`) },
-		func(b *llm.ContentBlock) { b.ToolUseID = "x" },
-		func(b *llm.ContentBlock) { b.Content = "x" },
-		func(b *llm.ContentBlock) { b.Images = []llm.Image{{}} },
-		func(b *llm.ContentBlock) { b.IsError = true },
-		func(b *llm.ContentBlock) { b.Image = nil },
-		func(b *llm.ContentBlock) { b.Image = &llm.Image{MediaType: "x"} },
-		func(b *llm.ContentBlock) { b.Image = &llm.Image{Data: "x"} },
-		func(b *llm.ContentBlock) { b.Image = &llm.Image{URL: "x"} },
-		// Moving bytes from one field to the next is a different turn too.
-		func(b *llm.ContentBlock) { b.Text, b.Signature = "ab", "" },
-	}
-	seen := map[string]int{string(appendKey(nil, turn{role: llm.RoleUser, blocks: []llm.ContentBlock{base}})): -1}
-	for i, vary := range variants {
-		b := base
-		vary(&b)
-		k := string(appendKey(nil, turn{role: llm.RoleUser, blocks: []llm.ContentBlock{b}}))
-		if j, dup := seen[k]; dup {
-			t.Errorf("variant %d has the key of %d", i, j)
-		}
-		seen[k] = i
-	}
-	shifted := string(appendKey(nil, turn{role: llm.RoleUser, blocks: []llm.ContentBlock{{Text: "a", Signature: "b"}}}))
-	if shifted == string(appendKey(nil, turn{role: llm.RoleUser, blocks: []llm.ContentBlock{{Text: "ab"}}})) {
-		t.Error("text and signature run together in the key")
-	}
-	if string(appendKey(nil, turn{role: llm.RoleUser, blocks: []llm.ContentBlock{{Text: "a"}}})) ==
-		string(appendKey(nil, turn{role: llm.RoleAssistant, blocks: []llm.ContentBlock{{Text: "a"}}})) {
-		t.Error("role is not in the key")
 	}
 }
 
@@ -287,7 +210,7 @@ func TestBody_is_what_the_SDK_would_send(t *testing.T) {
 			t.Fatalf("call %d:\n got %s\nwant %v", call+1, body, want)
 		}
 	}
-	if p.enc.cached() == 0 {
+	if p.enc.Len() == 0 {
 		t.Fatal("nothing was cached")
 	}
 }

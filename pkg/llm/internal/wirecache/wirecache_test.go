@@ -1,0 +1,117 @@
+package wirecache
+
+import (
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"testing"
+
+	"jetway/pkg/llm"
+)
+
+// The cache key must read every field a turn's encoding is made from: a
+// field added to llm.ContentBlock or llm.Image must be added to AppendTurn,
+// or two turns differing only in it would share an encoding.
+func TestAppendTurn_knows_every_field_of_a_block(t *testing.T) {
+	known := map[reflect.Type][]string{
+		reflect.TypeFor[llm.ContentBlock](): {"Type", "Text", "Signature", "ID", "Name", "Input", "ToolUseID", "Content", "Images", "IsError", "Image"},
+		reflect.TypeFor[llm.Image]():        {"MediaType", "Data", "URL"},
+	}
+	for typ, names := range known {
+		var got []string
+		for f := range typ.Fields() {
+			got = append(got, f.Name)
+		}
+		if !reflect.DeepEqual(got, names) {
+			t.Errorf("%s has fields %v; AppendTurn knows %v: add the new ones to the key", typ, got, names)
+		}
+	}
+	// And each field changes the key.
+	base := llm.ContentBlock{Type: llm.BlockToolResult, Image: &llm.Image{}}
+	variants := []func(*llm.ContentBlock){
+		func(b *llm.ContentBlock) { b.Type = llm.BlockText },
+		func(b *llm.ContentBlock) { b.Text = "x" },
+		func(b *llm.ContentBlock) { b.Signature = "x" },
+		func(b *llm.ContentBlock) { b.ID = "x" },
+		func(b *llm.ContentBlock) { b.Name = "x" },
+		func(b *llm.ContentBlock) { b.Input = json.RawMessage(`{}`) },
+		func(b *llm.ContentBlock) { b.ToolUseID = "x" },
+		func(b *llm.ContentBlock) { b.Content = "x" },
+		func(b *llm.ContentBlock) { b.Images = []llm.Image{{}} },
+		func(b *llm.ContentBlock) { b.IsError = true },
+		func(b *llm.ContentBlock) { b.Image = nil },
+		func(b *llm.ContentBlock) { b.Image = &llm.Image{MediaType: "x"} },
+		func(b *llm.ContentBlock) { b.Image = &llm.Image{Data: "x"} },
+		func(b *llm.ContentBlock) { b.Image = &llm.Image{URL: "x"} },
+		// Moving bytes from one field to the next is a different turn too.
+		func(b *llm.ContentBlock) { b.Text, b.Signature = "ab", "" },
+	}
+	seen := map[string]int{string(AppendTurn(nil, llm.RoleUser, []llm.ContentBlock{base})): -1}
+	for i, vary := range variants {
+		b := base
+		vary(&b)
+		k := string(AppendTurn(nil, llm.RoleUser, []llm.ContentBlock{b}))
+		if j, dup := seen[k]; dup {
+			t.Errorf("variant %d has the key of %d", i, j)
+		}
+		seen[k] = i
+	}
+	shifted := string(AppendTurn(nil, llm.RoleUser, []llm.ContentBlock{{Text: "a", Signature: "b"}}))
+	if shifted == string(AppendTurn(nil, llm.RoleUser, []llm.ContentBlock{{Text: "ab"}})) {
+		t.Error("text and signature run together in the key")
+	}
+	if string(AppendTurn(nil, llm.RoleUser, []llm.ContentBlock{{Text: "a"}})) ==
+		string(AppendTurn(nil, llm.RoleAssistant, []llm.ContentBlock{{Text: "a"}})) {
+		t.Error("role is not in the key")
+	}
+}
+
+func TestCache_stays_within_its_limit(t *testing.T) {
+	const limit = 64 << 10
+	c := New(limit)
+	for i := range 5000 {
+		key := AppendString(nil, fmt.Sprintf("event %d with some text to take room", i))
+		enc, err := c.Get(key, func() (json.RawMessage, error) { return json.Marshal(fmt.Sprintf("encoded %d", i)) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want, _ := json.Marshal(fmt.Sprintf("encoded %d", i)); string(enc) != string(want) {
+			t.Fatalf("entry %d: got %s, want %s", i, enc, want)
+		}
+		if held := c.Bytes(); held > limit {
+			t.Fatalf("after %d entries the cache holds %d bytes, over its limit of %d", i+1, held, limit)
+		}
+	}
+}
+
+func TestCache_encodes_a_key_once_and_never_keeps_a_failure(t *testing.T) {
+	c := New(Limit)
+	calls := 0
+	encode := func() (json.RawMessage, error) { calls++; return json.RawMessage(`"x"`), nil }
+	for range 3 {
+		if _, err := c.Get([]byte("k"), encode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if calls != 1 {
+		t.Fatalf("encoded %d times, want once", calls)
+	}
+	boom := fmt.Errorf("boom")
+	for range 2 {
+		if _, err := c.Get([]byte("bad"), func() (json.RawMessage, error) { return nil, boom }); err != boom {
+			t.Fatalf("got %v, want the encoder's error", err)
+		}
+	}
+	if c.Len() != 1 {
+		t.Fatalf("cache holds %d entries, want only the good one", c.Len())
+	}
+	big := make([]byte, MaxKey+1)
+	for range 2 {
+		if _, err := c.Get(big, encode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if calls != 3 || c.Len() != 1 {
+		t.Fatalf("a key over MaxKey: %d encodes, %d entries; want it encoded each time and not kept", calls, c.Len())
+	}
+}
