@@ -34,6 +34,7 @@ import (
 	"github.com/openai/openai-go/v3/packages/ssestream"
 
 	"jetway/pkg/llm"
+	"jetway/pkg/llm/internal/wirecache"
 	"jetway/pkg/llm/retry"
 )
 
@@ -69,6 +70,7 @@ type Config struct {
 type Provider struct {
 	cfg    Config
 	client sdk.Client
+	enc    *wirecache.Cache // the messages it has encoded (see body)
 }
 
 var _ llm.Provider = (*Provider)(nil)
@@ -89,7 +91,7 @@ func New(cfg Config) (*Provider, error) {
 	if cfg.HTTPClient != nil {
 		opts = append(opts, option.WithHTTPClient(cfg.HTTPClient))
 	}
-	return &Provider{cfg: cfg, client: sdk.NewClient(opts...)}, nil
+	return &Provider{cfg: cfg, client: sdk.NewClient(opts...), enc: wirecache.New(wirecache.Limit)}, nil
 }
 
 // Name is "openai <model>", with the server's host when it is not OpenAI.
@@ -107,12 +109,17 @@ func (p *Provider) Name() string {
 // repeat what the caller has already seen.
 func (p *Provider) Stream(ctx context.Context, req llm.CompletionRequest) iter.Seq2[llm.StreamEvent, error] {
 	return func(yield func(llm.StreamEvent, error) bool) {
-		params, err := p.params(req)
+		params, conv, err := p.request(req)
 		if err != nil {
 			yield(llm.StreamEvent{}, err)
 			return
 		}
 		params.StreamOptions.IncludeUsage = sdk.Bool(true)
+		body, err := p.body(params, conv)
+		if err != nil {
+			yield(llm.StreamEvent{}, &llm.Error{Kind: llm.ErrKindModel, Provider: "openai", Err: err})
+			return
+		}
 		yielded, stopped := false, false
 		emit := func(ev llm.StreamEvent) {
 			yielded = true
@@ -127,7 +134,7 @@ func (p *Provider) Stream(ctx context.Context, req llm.CompletionRequest) iter.S
 			return verdict(err)
 		}
 		err = p.cfg.Retry.Do(ctx, classify, func(ctx context.Context) error {
-			return p.streamOnce(ctx, params, emit, func() bool { return stopped })
+			return p.streamOnce(ctx, params, body, emit, func() bool { return stopped })
 		})
 		if stopped {
 			return
@@ -151,8 +158,8 @@ func (c *call) block() llm.ContentBlock {
 	return llm.ContentBlock{Type: llm.BlockToolUse, ID: c.id, Name: c.name, Input: arguments(c.args.String())}
 }
 
-func (p *Provider) streamOnce(ctx context.Context, params sdk.ChatCompletionNewParams, emit func(llm.StreamEvent), stopped func() bool) error {
-	stream := p.client.Chat.Completions.NewStreaming(ctx, params)
+func (p *Provider) streamOnce(ctx context.Context, params sdk.ChatCompletionNewParams, body []byte, emit func(llm.StreamEvent), stopped func() bool) error {
+	stream := p.client.Chat.Completions.NewStreaming(ctx, params, requestBody(body))
 	defer stream.Close()
 	var (
 		text   strings.Builder
@@ -235,14 +242,18 @@ func (p *Provider) streamOnce(ctx context.Context, params sdk.ChatCompletionNewP
 
 // Complete performs one non-streaming call.
 func (p *Provider) Complete(ctx context.Context, req llm.CompletionRequest) (llm.Message, llm.StopReason, llm.Usage, error) {
-	params, err := p.params(req)
+	params, conv, err := p.request(req)
 	if err != nil {
 		return llm.Message{}, "", llm.Usage{}, err
+	}
+	body, err := p.body(params, conv)
+	if err != nil {
+		return llm.Message{}, "", llm.Usage{}, &llm.Error{Kind: llm.ErrKindModel, Provider: "openai", Err: err}
 	}
 	var res *sdk.ChatCompletion
 	err = p.cfg.Retry.Do(ctx, verdict, func(ctx context.Context) error {
 		var err error
-		res, err = p.client.Chat.Completions.New(ctx, params)
+		res, err = p.client.Chat.Completions.New(ctx, params, requestBody(body))
 		return err
 	})
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	sdk "github.com/openai/openai-go/v3"
@@ -12,25 +13,29 @@ import (
 	"jetway/pkg/llm"
 )
 
-// params builds the API request for req: a pure view that copies what it
+// request builds the API request for req: a pure view that copies what it
 // needs and never writes to req.
-func (p *Provider) params(req llm.CompletionRequest) (sdk.ChatCompletionNewParams, error) {
+//
+// The params hold no messages: they go into the body already encoded (see
+// body), made from the conversation returned beside them.
+func (p *Provider) request(req llm.CompletionRequest) (sdk.ChatCompletionNewParams, conversation, error) {
 	model := req.Model
 	if model == "" {
 		model = p.cfg.Model
 	}
 	if model == "" {
-		return sdk.ChatCompletionNewParams{}, &llm.Error{Kind: llm.ErrKindModel, Provider: "openai", Err: errors.New("no model: set it in the request or the provider config")}
+		return sdk.ChatCompletionNewParams{}, conversation{}, &llm.Error{Kind: llm.ErrKindModel, Provider: "openai", Err: errors.New("no model: set it in the request or the provider config")}
 	}
 	// An image the server would refuse fails here, with the same class as
 	// the server's refusal, and costs no round trip.
 	if err := llm.CheckImages("openai", p.imagePolicy(), req.Messages); err != nil {
-		return sdk.ChatCompletionNewParams{}, err
+		return sdk.ChatCompletionNewParams{}, conversation{}, err
 	}
-	params := sdk.ChatCompletionNewParams{Model: shared.ChatModel(model), Messages: messages(req.System, req.Messages)}
-	if len(params.Messages) == 0 {
-		return sdk.ChatCompletionNewParams{}, &llm.Error{Kind: llm.ErrKindModel, Provider: "openai", Err: errors.New("request has no message with content")}
+	conv := conversation{system: systemText(req.System), turns: shape(req.Messages)}
+	if conv.system == "" && !slices.ContainsFunc(conv.turns, func(t turn) bool { return len(t.messages()) > 0 }) {
+		return sdk.ChatCompletionNewParams{}, conversation{}, &llm.Error{Kind: llm.ErrKindModel, Provider: "openai", Err: errors.New("request has no message with content")}
 	}
+	params := sdk.ChatCompletionNewParams{Model: shared.ChatModel(model)}
 	maxTokens := req.MaxTokens
 	if maxTokens <= 0 {
 		maxTokens = p.cfg.MaxTokens
@@ -52,12 +57,12 @@ func (p *Provider) params(req llm.CompletionRequest) (sdk.ChatCompletionNewParam
 		}
 		if len(t.InputSchema) > 0 {
 			if err := json.Unmarshal(t.InputSchema, &fn.Parameters); err != nil {
-				return sdk.ChatCompletionNewParams{}, &llm.Error{Kind: llm.ErrKindModel, Provider: "openai", Err: fmt.Errorf("tool %s: input schema: %w", t.Name, err)}
+				return sdk.ChatCompletionNewParams{}, conversation{}, &llm.Error{Kind: llm.ErrKindModel, Provider: "openai", Err: fmt.Errorf("tool %s: input schema: %w", t.Name, err)}
 			}
 		}
 		params.Tools = append(params.Tools, sdk.ChatCompletionFunctionTool(fn))
 	}
-	return params, nil
+	return params, conv, nil
 }
 
 // turn is a message of the view being shaped.
@@ -76,25 +81,33 @@ const (
 	ToolImagesHeader = "[images from tool call %s]"
 )
 
-// messages shapes the conversation for Chat Completions: the system blocks
-// as one system message (several confuse the chat templates of local
-// servers), consecutive messages of one role merged, and each user turn's
-// tool results first, as tool-role messages right after the assistant
-// message that made the calls, then its text (and images, the tools' first)
-// as a user message. A user message without images stays a plain string,
-// which every compatible server's chat template takes. Thinking is left
-// out.
-func messages(system []string, history []llm.Message) []sdk.ChatCompletionMessageParamUnion {
-	var out []sdk.ChatCompletionMessageParamUnion
+// conversation is what a request's messages are made from, shaped for
+// Chat Completions: the system blocks as one system message (several
+// confuse the chat templates of local servers), consecutive messages of one
+// role merged into turns, and each user turn's tool results first, as
+// tool-role messages right after the assistant message that made the
+// calls, then its text (and images, the tools' first) as a user message. A
+// user message without images stays a plain string, which every compatible
+// server's chat template takes. Thinking is left out.
+type conversation struct {
+	system string
+	turns  []turn
+}
+
+// systemText joins the non-empty system blocks.
+func systemText(system []string) string {
 	var sys []string
 	for _, s := range system {
 		if s != "" {
 			sys = append(sys, s)
 		}
 	}
-	if len(sys) > 0 {
-		out = append(out, sdk.SystemMessage(strings.Join(sys, "\n\n")))
-	}
+	return strings.Join(sys, "\n\n")
+}
+
+// shape keeps the blocks Chat Completions takes and merges consecutive
+// messages of one role into turns.
+func shape(history []llm.Message) []turn {
 	var turns []turn
 	for _, m := range history {
 		var blocks []llm.ContentBlock
@@ -121,44 +134,48 @@ func messages(system []string, history []llm.Message) []sdk.ChatCompletionMessag
 		}
 		turns = append(turns, turn{role: m.Role, blocks: blocks})
 	}
-	for _, t := range turns {
-		if t.role == llm.RoleAssistant {
-			out = append(out, assistant(t.blocks))
-			continue
-		}
-		var texts []string
-		var toolParts, parts []sdk.ChatCompletionContentPartUnionParam
-		for _, b := range t.blocks {
-			switch b.Type {
-			case llm.BlockToolResult:
-				content := b.Content
-				if b.IsError {
-					content = "error: " + content
-				}
-				if n := len(b.Images); n > 0 {
-					if content != "" {
-						content += "\n\n"
-					}
-					content += fmt.Sprintf(ToolImagesNote, n)
-					toolParts = append(toolParts, sdk.TextContentPart(fmt.Sprintf(ToolImagesHeader, b.ToolUseID)))
-					for _, img := range b.Images {
-						toolParts = append(toolParts, imagePart(img))
-					}
-				}
-				out = append(out, sdk.ToolMessage(content, b.ToolUseID))
-			case llm.BlockText:
-				texts = append(texts, b.Text)
-				parts = append(parts, sdk.TextContentPart(b.Text))
-			case llm.BlockImage:
-				parts = append(parts, imagePart(*b.Image))
+	return turns
+}
+
+// messages are the Chat Completions messages of one turn: an assistant
+// message, or a user turn's tool messages and then its user message.
+func (t turn) messages() []sdk.ChatCompletionMessageParamUnion {
+	if t.role == llm.RoleAssistant {
+		return []sdk.ChatCompletionMessageParamUnion{assistant(t.blocks)}
+	}
+	var out []sdk.ChatCompletionMessageParamUnion
+	var texts []string
+	var toolParts, parts []sdk.ChatCompletionContentPartUnionParam
+	for _, b := range t.blocks {
+		switch b.Type {
+		case llm.BlockToolResult:
+			content := b.Content
+			if b.IsError {
+				content = "error: " + content
 			}
+			if n := len(b.Images); n > 0 {
+				if content != "" {
+					content += "\n\n"
+				}
+				content += fmt.Sprintf(ToolImagesNote, n)
+				toolParts = append(toolParts, sdk.TextContentPart(fmt.Sprintf(ToolImagesHeader, b.ToolUseID)))
+				for _, img := range b.Images {
+					toolParts = append(toolParts, imagePart(img))
+				}
+			}
+			out = append(out, sdk.ToolMessage(content, b.ToolUseID))
+		case llm.BlockText:
+			texts = append(texts, b.Text)
+			parts = append(parts, sdk.TextContentPart(b.Text))
+		case llm.BlockImage:
+			parts = append(parts, imagePart(*b.Image))
 		}
-		switch {
-		case len(toolParts) > 0 || len(parts) > len(texts):
-			out = append(out, sdk.UserMessage(append(toolParts, parts...)))
-		case len(texts) > 0:
-			out = append(out, sdk.UserMessage(strings.Join(texts, "\n\n")))
-		}
+	}
+	switch {
+	case len(toolParts) > 0 || len(parts) > len(texts):
+		out = append(out, sdk.UserMessage(append(toolParts, parts...)))
+	case len(texts) > 0:
+		out = append(out, sdk.UserMessage(strings.Join(texts, "\n\n")))
 	}
 	return out
 }

@@ -1,0 +1,86 @@
+package openai
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+
+	sdk "github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+
+	"jetway/pkg/llm/internal/wirecache"
+)
+
+// body is the request body: the SDK's encoding of params, which holds no
+// messages, with the conversation's messages spliced in. Each turn's
+// messages come from the provider's cache (see wirecache) when the turn
+// was sent before, as all but the newest were: a turn maps to its messages
+// by itself alone.
+func (p *Provider) body(params sdk.ChatCompletionNewParams, conv conversation) ([]byte, error) {
+	head, err := json.Marshal(params)
+	if err != nil {
+		return nil, fmt.Errorf("encode request: %w", err)
+	}
+	if len(head) < 2 || head[len(head)-1] != '}' {
+		return nil, fmt.Errorf("encode request: not a JSON object: %.40s", head)
+	}
+	var buf bytes.Buffer
+	buf.Grow(len(head) + len(conv.turns)*96)
+	buf.Write(head[:len(head)-1])
+	if len(head) > 2 {
+		buf.WriteByte(',')
+	}
+	buf.WriteString(`"messages":[`)
+	first := true
+	add := func(enc []byte) {
+		if len(enc) == 0 {
+			return
+		}
+		if !first {
+			buf.WriteByte(',')
+		}
+		buf.Write(enc)
+		first = false
+	}
+	var key []byte
+	if conv.system != "" {
+		key = wirecache.AppendString(append(key[:0], 's'), conv.system)
+		enc, err := p.enc.Get(key, func() (json.RawMessage, error) { return json.Marshal(sdk.SystemMessage(conv.system)) })
+		if err != nil {
+			return nil, fmt.Errorf("encode the system message: %w", err)
+		}
+		add(enc)
+	}
+	for i, t := range conv.turns {
+		key = wirecache.AppendTurn(append(key[:0], 't'), t.role, t.blocks)
+		enc, err := p.enc.Get(key, func() (json.RawMessage, error) { return encodeAll(t.messages()) })
+		if err != nil {
+			return nil, fmt.Errorf("encode turn %d (%s): %w", i, t.role, err)
+		}
+		add(enc)
+	}
+	buf.WriteString("]}")
+	return buf.Bytes(), nil
+}
+
+// encodeAll is msgs encoded one by one and joined by commas: a piece of a
+// JSON array ("" for none).
+func encodeAll(msgs []sdk.ChatCompletionMessageParamUnion) (json.RawMessage, error) {
+	var out []byte
+	for i, m := range msgs {
+		enc, err := json.Marshal(m)
+		if err != nil {
+			return nil, err
+		}
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, enc...)
+	}
+	return out, nil
+}
+
+// requestBody is the request option that sends body.
+func requestBody(body []byte) option.RequestOption {
+	return option.WithRequestBody("application/json", body)
+}

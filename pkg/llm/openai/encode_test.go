@@ -1,0 +1,97 @@
+package openai
+
+import (
+	"encoding/json"
+	"errors"
+	"reflect"
+	"testing"
+
+	sdk "github.com/openai/openai-go/v3"
+
+	"jetway/pkg/llm"
+	"jetway/pkg/llm/llmtest"
+)
+
+// sdkMessages is the conversation as the SDK encodes it from Messages: the
+// reference the body's spliced messages must equal.
+func sdkMessages(system []string, history []llm.Message) []sdk.ChatCompletionMessageParamUnion {
+	var out []sdk.ChatCompletionMessageParamUnion
+	if s := systemText(system); s != "" {
+		out = append(out, sdk.SystemMessage(s))
+	}
+	for _, t := range shape(history) {
+		out = append(out, t.messages()...)
+	}
+	return out
+}
+
+func decoded(t *testing.T, raw []byte) any {
+	t.Helper()
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, raw)
+	}
+	return v
+}
+
+// The body — system, tool messages, images, tool calls — is what the SDK
+// makes of the same request, on the first call and on a later one whose
+// turns come from the cache, for every prefix of a varied history.
+func TestBody_is_what_the_SDK_would_send(t *testing.T) {
+	p, err := New(Config{APIKey: "k", Model: "gpt-test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	shot := llm.NewImage("image/png", llmtest.PNG(3, 2))
+	hist := []llm.Message{
+		llm.UserText("list the files"),
+		{Role: llm.RoleAssistant, Content: []llm.ContentBlock{
+			{Type: llm.BlockThinking, Text: "look first", Signature: "sig"},
+			{Type: llm.BlockText, Text: "Looking."},
+			{Type: llm.BlockToolUse, ID: "c1", Name: "glob", Input: json.RawMessage(`{"pattern":"*"}`)},
+			{Type: llm.BlockToolUse, ID: "c2", Name: "shell"},
+		}},
+		{Role: llm.RoleUser, Content: []llm.ContentBlock{
+			{Type: llm.BlockToolResult, ToolUseID: "c1", Content: "a.go\nb.png", Images: []llm.Image{shot}},
+			{Type: llm.BlockToolResult, ToolUseID: "c2", Content: "exit 1", IsError: true},
+		}},
+		llm.UserText("[background job notice] job 3 (gh) exited 0"),
+		{Role: llm.RoleUser, Content: []llm.ContentBlock{{Type: llm.BlockImage, Image: &shot}, {Type: llm.BlockText, Text: "and this?"}}},
+		{Role: llm.RoleAssistant, Content: []llm.ContentBlock{{Type: llm.BlockText, Text: "A picture."}}},
+	}
+	for n := 1; n <= len(hist); n++ {
+		req := llm.CompletionRequest{System: []string{"You are jetway's agent.", "", "Today is Tuesday."}, Messages: hist[:n], MaxTokens: 512,
+			Tools: []llm.ToolSpec{{Name: "shell", Description: "Run a command.", InputSchema: json.RawMessage(`{"type":"object","properties":{"command":{"type":"string"}}}`)}}}
+		for call := range 2 {
+			params, conv, err := p.request(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			params.StreamOptions.IncludeUsage = sdk.Bool(true)
+			body, err := p.body(params, conv)
+			if err != nil {
+				t.Fatal(err)
+			}
+			params.Messages = sdkMessages(req.System, req.Messages)
+			want, err := json.Marshal(params)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := decoded(t, body); !reflect.DeepEqual(got, decoded(t, want)) {
+				t.Fatalf("history of %d, call %d:\n got %s\nwant %s", n, call+1, body, want)
+			}
+		}
+	}
+	if p.enc.Len() == 0 {
+		t.Fatal("nothing was cached")
+	}
+}
+
+func TestRequest_without_any_message_is_refused_before_sending(t *testing.T) {
+	p, _ := New(Config{APIKey: "k", Model: "m"})
+	_, _, err := p.request(llm.CompletionRequest{Messages: []llm.Message{{Role: llm.RoleUser, Content: []llm.ContentBlock{{Type: llm.BlockText}}}}})
+	var le *llm.Error
+	if !errors.As(err, &le) || le.Kind != llm.ErrKindModel {
+		t.Fatalf("got %v, want a model error", err)
+	}
+}
