@@ -3,6 +3,7 @@ package openai
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"testing"
 
@@ -93,5 +94,44 @@ func TestRequest_without_any_message_is_refused_before_sending(t *testing.T) {
 	var le *llm.Error
 	if !errors.As(err, &le) || le.Kind != llm.ErrKindModel {
 		t.Fatalf("got %v, want a model error", err)
+	}
+}
+
+// BenchmarkRequestBody compares a request's body built through the turn
+// cache (every turn sent before) with the SDK encoding the whole history,
+// for a session of n messages.
+func BenchmarkRequestBody(b *testing.B) {
+	for _, n := range []int{20, 200, 2000} {
+		var h []llm.Message
+		for i := range n / 2 {
+			h = append(h, llm.UserText(fmt.Sprintf("event %d: job 3 (gh) exited 0 after 4s", i)),
+				llm.Message{Role: llm.RoleAssistant, Content: []llm.ContentBlock{{Type: llm.BlockText, Text: "noted"}}})
+		}
+		req := llm.CompletionRequest{System: []string{"You are jetway's agent."}, Messages: append(h, llm.UserText("go")), MaxTokens: 1024}
+		b.Run(fmt.Sprintf("cached/%d", n), func(b *testing.B) {
+			p, _ := New(Config{APIKey: "k", Model: "m"})
+			for b.Loop() {
+				params, conv, err := p.request(req)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := p.body(params, conv); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("sdk/%d", n), func(b *testing.B) {
+			p, _ := New(Config{APIKey: "k", Model: "m"})
+			for b.Loop() {
+				params, _, err := p.request(req)
+				if err != nil {
+					b.Fatal(err)
+				}
+				params.Messages = sdkMessages(req.System, req.Messages)
+				if _, err := json.Marshal(params); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
