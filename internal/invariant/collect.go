@@ -156,34 +156,80 @@ func readStream(ctx context.Context, js jetstream.JetStream, stream, filter stri
 	if want == 0 {
 		return nil
 	}
-	cons, err := js.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}})
+	// A reader that fails part-way (its server restarted, or it was placed
+	// on a replica still catching up after many restarts) is replaced by
+	// one that starts after the last message read, until the context ends:
+	// a partial read would be evidence of nothing.
+	r := reader{js: js, stream: stream, filter: filter, want: want, fn: fn}
+	for {
+		err := r.read(ctx)
+		if err == nil {
+			return nil
+		}
+		if errors.Is(err, errHandler) {
+			return r.failed
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("read %s: %d of %d messages: %w", stream, r.got, want, err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// errHandler marks an error of the caller's fn: it ends the read at once.
+var errHandler = errors.New("handler")
+
+// reader reads a stream's messages on a filter with an ordered consumer,
+// resuming after the last one read when it is made again.
+type reader struct {
+	js             jetstream.JetStream
+	stream, filter string
+	want, got      uint64
+	next           uint64 // stream sequence to resume from; 0: the start
+	fn             func(jetstream.Msg) error
+	failed         error // fn's error, which ends the read
+}
+
+func (r *reader) read(ctx context.Context) error {
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{r.filter}}
+	if r.next > 0 {
+		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, r.next
+	}
+	cons, err := r.js.OrderedConsumer(ctx, r.stream, cfg)
 	if err != nil {
-		return fmt.Errorf("read %s: consumer: %w", stream, err)
+		return fmt.Errorf("consumer: %w", err)
 	}
 	defer func() {
 		// Collect runs every second while a chaos run waits for
 		// quiescence: leave no reader behind for the server to expire.
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
-		_ = js.DeleteConsumer(dctx, stream, cons.CachedInfo().Name)
+		_ = r.js.DeleteConsumer(dctx, r.stream, cons.CachedInfo().Name)
 	}()
-	got := uint64(0)
-	for got < want {
+	for r.got < r.want {
 		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("read %s: %d of %d messages: %w", stream, got, want, err)
+			return err
 		}
-		batch, err := cons.Fetch(int(min(want-got, 512)), jetstream.FetchMaxWait(2*time.Second))
+		batch, err := cons.Fetch(int(min(r.want-r.got, 512)), jetstream.FetchMaxWait(2*time.Second))
 		if err != nil {
-			return fmt.Errorf("read %s: fetch: %w", stream, err)
+			return fmt.Errorf("fetch: %w", err)
 		}
 		for m := range batch.Messages() {
-			got++
-			if err := fn(m); err != nil {
-				return err
+			md, err := m.Metadata()
+			if err != nil {
+				return fmt.Errorf("metadata: %w", err)
 			}
+			if err := r.fn(m); err != nil {
+				r.failed = err
+				return errHandler
+			}
+			r.got, r.next = r.got+1, md.Sequence.Stream+1
 		}
 		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) {
-			return fmt.Errorf("read %s: %w", stream, err)
+			return err
 		}
 	}
 	return nil

@@ -221,3 +221,60 @@ func TestCollect_a_run_ending_during_the_read_never_looks_unended_beside_an_idle
 		t.Fatal("no collect saw the session idle: the test checked nothing")
 	}
 }
+
+// A reader that dies part-way (its consumer gone, as when its server
+// restarts) is replaced by one that resumes after the last message read:
+// every message once, in order, never a partial read.
+func TestReadStream_reads_every_message_once_in_order_when_its_reader_is_lost(t *testing.T) {
+	_, _, js := bustest.StartProvisioned(t, bus.ProvisionConfig{})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	subj, _ := events.TranscriptSubject("t1", "s1")
+	const n = 1500
+	for i := range n {
+		if _, err := js.PublishAsync(subj, []byte(fmt.Sprintf(`{"kind":"message","run":"r%d"}`, i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case <-js.PublishAsyncComplete():
+	case <-ctx.Done():
+		t.Fatal("publishes not acknowledged")
+	}
+	var seqs []uint64
+	lost := 0
+	err := readStream(ctx, js, bus.StreamTranscripts, events.Filter(events.KindTranscript), func(m jetstream.Msg) error {
+		md, err := m.Metadata()
+		if err != nil {
+			return err
+		}
+		seqs = append(seqs, md.Sequence.Stream)
+		if len(seqs) == 600 || len(seqs) == 1100 {
+			// Take the reader away from under it.
+			st, err := js.Stream(ctx, bus.StreamTranscripts)
+			if err != nil {
+				return err
+			}
+			for name := range st.ConsumerNames(ctx).Name() {
+				if err := st.DeleteConsumer(ctx, name); err == nil {
+					lost++
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lost < 2 {
+		t.Fatalf("the reader was taken away %d times, want 2: the test did not test a resume", lost)
+	}
+	if len(seqs) != n {
+		t.Fatalf("read %d messages, want %d", len(seqs), n)
+	}
+	for i := 1; i < len(seqs); i++ {
+		if seqs[i] <= seqs[i-1] {
+			t.Fatalf("message %d has sequence %d after %d: out of order or twice", i, seqs[i], seqs[i-1])
+		}
+	}
+}
