@@ -46,12 +46,7 @@ func (r rails) allow(ctx context.Context, rec *SessionRecord) (string, bool) {
 	if r.cfg.Fuel > 0 && rec.TokensUsed >= r.cfg.Fuel {
 		return fmt.Sprintf("out of fuel: the session has used %d of its %d tokens", rec.TokensUsed, r.cfg.Fuel), false
 	}
-	recent := rec.RecentRuns[:0:0]
-	for _, t := range rec.RecentRuns {
-		if now.Sub(t) < time.Hour {
-			recent = append(recent, t)
-		}
-	}
+	recent := r.recentRuns(rec.RecentRuns, now)
 	if r.cfg.RunsPerHour > 0 && len(recent) >= r.cfg.RunsPerHour {
 		return fmt.Sprintf("run cap: the session started %d runs in the last hour (limit %d); next at %s",
 			len(recent), r.cfg.RunsPerHour, recent[0].Add(time.Hour).UTC().Format(time.RFC3339)), false
@@ -61,8 +56,31 @@ func (r rails) allow(ctx context.Context, rec *SessionRecord) (string, bool) {
 			return reason, false
 		}
 	}
-	rec.RecentRuns = append(recent, now.UTC())
+	rec.RecentRuns = nil
+	if r.cfg.RunsPerHour > 0 {
+		rec.RecentRuns = append(recent, now.UTC())
+	}
 	return "", true
+}
+
+// recentRuns keeps the start times the run cap needs: those of the last
+// hour, and of them only the newest RunsPerHour. An older one cannot change
+// the verdict (the cap is reached exactly when the cap-th newest is inside
+// the hour), and every start time kept is written and read with the session
+// record on every run: a busy session's record grew to a thousand of them,
+// and its run start with it. With no cap, none is kept.
+func (r rails) recentRuns(all []time.Time, now time.Time) []time.Time {
+	keep := r.cfg.RunsPerHour
+	if keep <= 0 {
+		return nil
+	}
+	var recent []time.Time
+	for _, t := range all {
+		if now.Sub(t) < time.Hour {
+			recent = append(recent, t)
+		}
+	}
+	return recent[max(0, len(recent)-keep):]
 }
 
 // takeGlobal counts one run in the global sliding window: this hour's
