@@ -91,43 +91,49 @@ func MessagesForAPI(msgs []Message) []Message {
 			break
 		}
 	}
-	src := make([]Message, 0, len(keep)+1)
-	add := func(i int) {
-		if i < refused {
-			src = append(src, withoutImages(msgs[i]))
-			return
-		}
-		src = append(src, msgs[i])
-	}
+	order := keep
 	if summary >= 0 {
-		add(summary)
+		order = append([]int{summary}, keep...)
 	}
-	for _, i := range keep {
-		add(i)
+	at := func(k int) Message {
+		i := order[k]
+		if i < refused {
+			return withoutImages(msgs[i])
+		}
+		return msgs[i]
 	}
-
-	out := make([]Message, 0, len(src))
-	for i := 0; i < len(src); i++ {
-		m := src[i]
+	// Every request carries the whole visible history, so the view is built
+	// with one allocation for its messages and one for their blocks instead
+	// of one per message: at thousands of messages the garbage was most of
+	// a run start's cost.
+	blocks := 0
+	for _, i := range order {
+		blocks += len(msgs[i].Content)
+	}
+	c := copier{arena: make([]ContentBlock, 0, blocks)}
+	out := make([]Message, 0, len(order))
+	for k := 0; k < len(order); k++ {
+		m := at(k)
 		if len(m.Content) == 0 {
 			continue
 		}
 		if m.Role == RoleAssistant {
-			out = append(out, cleanCopy(m))
+			out = append(out, c.clean(m))
 			uses := m.ToolUses()
 			if len(uses) == 0 {
 				continue
 			}
 			// The results for these calls must open the next user turn.
 			var next *Message
-			if i+1 < len(src) && src[i+1].Role == RoleUser {
-				next = &src[i+1]
-				i++
+			if k+1 < len(order) && msgs[order[k+1]].Role == RoleUser {
+				n := at(k + 1)
+				next = &n
+				k++
 			}
 			out = append(out, pairResults(uses, next))
 			continue
 		}
-		u := cleanCopy(m)
+		u := c.clean(m)
 		u.Content = dropToolResults(u.Content) // results whose call is not in view
 		if len(u.Content) == 0 {
 			continue
@@ -137,9 +143,15 @@ func MessagesForAPI(msgs []Message) []Message {
 	return mergeUsers(out)
 }
 
-// cleanCopy copies m without host-only fields, with its own Content slice.
-func cleanCopy(m Message) Message {
-	return Message{ID: m.ID, Role: m.Role, Content: append([]ContentBlock(nil), m.Content...)}
+// copier copies messages without their host-only fields, their blocks
+// carved from one arena. Each copy's Content is capped at its own length,
+// so an append to it reallocates instead of writing over the next one's.
+type copier struct{ arena []ContentBlock }
+
+func (c *copier) clean(m Message) Message {
+	from := len(c.arena)
+	c.arena = append(c.arena, m.Content...)
+	return Message{ID: m.ID, Role: m.Role, Content: c.arena[from:len(c.arena):len(c.arena)]}
 }
 
 // pairResults builds the user turn that follows an assistant turn with tool
@@ -193,25 +205,31 @@ func dropToolResults(bs []ContentBlock) []ContentBlock {
 }
 
 // mergeUsers folds runs of user turns into one (tool results first), as
-// providers want strictly alternating roles.
+// providers want strictly alternating roles. It works in place: ms is the
+// view's own slice. A run of n turns is folded in one pass, not n.
 func mergeUsers(ms []Message) []Message {
-	out := ms[:0:0]
-	for _, m := range ms {
-		if n := len(out); n > 0 && m.Role == RoleUser && out[n-1].Role == RoleUser {
-			prev := out[n-1]
+	out := ms[:0]
+	for i := 0; i < len(ms); {
+		m := ms[i]
+		j := i + 1
+		for j < len(ms) && m.Role == RoleUser && ms[j].Role == RoleUser {
+			j++
+		}
+		if j > i+1 {
 			var results, other []ContentBlock
-			for _, b := range append(append([]ContentBlock(nil), prev.Content...), m.Content...) {
-				if b.Type == BlockToolResult {
-					results = append(results, b)
-				} else {
-					other = append(other, b)
+			for _, u := range ms[i:j] {
+				for _, b := range u.Content {
+					if b.Type == BlockToolResult {
+						results = append(results, b)
+					} else {
+						other = append(other, b)
+					}
 				}
 			}
-			prev.Content = append(results, other...)
-			out[n-1] = prev
-			continue
+			m.Content = append(results, other...)
 		}
 		out = append(out, m)
+		i = j
 	}
 	return out
 }
