@@ -326,7 +326,9 @@ func (a *actor) launch(ctx context.Context, parent context.Context, runID, cause
 	lr := &liveRun{id: runID, cause: cause, start: time.Now(), guide: guide.NewNoticeGuide(), cancel: cancel, done: make(chan runResult, 1), rev: rev}
 	a.mu.Lock()
 	a.run = lr
-	hist := append([]llm.Message(nil), a.hist...)
+	// The loop makes its own copy of the history; the run's recorder only
+	// ever appends to a.hist, past what this slice can see.
+	hist := a.hist[:len(a.hist):len(a.hist)]
 	a.mu.Unlock()
 	ref := SessionRef{Tenant: a.tenant, Session: a.session, Run: runID}
 	a.r.publishOut(ctx, a.tenant, a.session, events.RunStarted{Run: runID, Cause: cause, Model: a.r.cfg.Provider.Name(), Runner: a.r.cfg.ID, Events: ids})

@@ -109,7 +109,7 @@ func (p *Provider) Name() string { return "anthropic " + p.cfg.Model }
 // repeat what the caller has already seen.
 func (p *Provider) Stream(ctx context.Context, req llm.CompletionRequest) iter.Seq2[llm.StreamEvent, error] {
 	return func(yield func(llm.StreamEvent, error) bool) {
-		params, opts, err := p.params(req)
+		params, opts, err := p.params(req, true)
 		if err != nil {
 			yield(llm.StreamEvent{}, err)
 			return
@@ -191,7 +191,7 @@ func (p *Provider) streamOnce(ctx context.Context, params sdk.MessageNewParams, 
 // networks drop idle connections) is streamed and collected instead, so
 // the loop can escalate the output cap in non-streaming mode too.
 func (p *Provider) Complete(ctx context.Context, req llm.CompletionRequest) (llm.Message, llm.StopReason, llm.Usage, error) {
-	params, opts, err := p.params(req)
+	params, opts, err := p.params(req, false)
 	if err != nil {
 		return llm.Message{}, "", llm.Usage{}, err
 	}

@@ -128,11 +128,11 @@ func BenchmarkRequestBody(b *testing.B) {
 		req := llm.CompletionRequest{Messages: append(h, llm.UserText("go")), MaxTokens: 1024}
 		b.Run(fmt.Sprintf("cached/%d", n), func(b *testing.B) {
 			p, _ := New(Config{APIKey: "k", Model: "m"})
-			if _, _, err := p.params(req); err != nil {
+			if _, _, err := p.params(req, false); err != nil {
 				b.Fatal(err)
 			}
 			for b.Loop() {
-				if _, _, err := p.params(req); err != nil {
+				if _, _, err := p.params(req, false); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -198,11 +198,11 @@ func TestBody_is_what_the_SDK_would_send(t *testing.T) {
 	}()
 	for call := range 2 {
 		turns := shape(req.Messages)
-		params, _, err := p.params(req)
+		params, _, err := p.params(req, false)
 		if err != nil {
 			t.Fatal(err)
 		}
-		body, err := p.body(params, req, turns)
+		body, err := p.body(params, req, turns, false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -219,7 +219,7 @@ func TestBody_names_a_tool_whose_schema_is_not_JSON(t *testing.T) {
 	p, _ := New(Config{APIKey: "k", Model: "m"})
 	req := llm.CompletionRequest{Messages: []llm.Message{llm.UserText("hi")},
 		Tools: []llm.ToolSpec{{Name: "broken", InputSchema: json.RawMessage(`{"type":`)}}}
-	_, _, err := p.params(req)
+	_, _, err := p.params(req, false)
 	var le *llm.Error
 	if !errors.As(err, &le) || le.Kind != llm.ErrKindModel || !strings.Contains(err.Error(), "tool broken") {
 		t.Fatalf("got %v", err)

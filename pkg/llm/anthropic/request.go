@@ -18,8 +18,8 @@ import (
 //
 // This SDK version has no temperature field (newer models fix it), so a
 // request's Temperature travels as a raw JSON field of the body; models
-// that refuse it answer with a 400.
-func (p *Provider) params(req llm.CompletionRequest) (sdk.MessageNewParams, []option.RequestOption, error) {
+// that refuse it answer with a 400. stream is whether the call streams.
+func (p *Provider) params(req llm.CompletionRequest, stream bool) (sdk.MessageNewParams, []option.RequestOption, error) {
 	model := req.Model
 	if model == "" {
 		model = p.cfg.Model
@@ -51,7 +51,7 @@ func (p *Provider) params(req llm.CompletionRequest) (sdk.MessageNewParams, []op
 		// 1024 is the API's floor for a thinking budget.
 		params.Thinking = sdk.ThinkingConfigParamOfEnabled(int64(max(req.ThinkingBudget, 1024)))
 	}
-	body, err := p.body(params, req, turns)
+	body, err := p.body(params, req, turns, stream)
 	if err != nil {
 		return sdk.MessageNewParams{}, nil, &llm.Error{Kind: llm.ErrKindModel, Provider: "anthropic", Err: err}
 	}
@@ -65,7 +65,12 @@ func (p *Provider) params(req llm.CompletionRequest) (sdk.MessageNewParams, []op
 // body is the request body: the SDK's encoding of params, which holds
 // neither system prompt, tools nor messages, with those three spliced in
 // from the provider's encodings (see encodings).
-func (p *Provider) body(params sdk.MessageNewParams, req llm.CompletionRequest, turns []turn) ([]byte, error) {
+//
+// A streaming body opens with "stream":true. The SDK sets that field on
+// the finished body (sjson), which finds a first key at once but has to
+// read a body without it to its end before appending: a whole history,
+// every call.
+func (p *Provider) body(params sdk.MessageNewParams, req llm.CompletionRequest, turns []turn, stream bool) ([]byte, error) {
 	head, err := json.Marshal(params)
 	if err != nil {
 		return nil, fmt.Errorf("encode request: %w", err)
@@ -85,8 +90,17 @@ func (p *Provider) body(params sdk.MessageNewParams, req llm.CompletionRequest, 
 	if err != nil {
 		return nil, fmt.Errorf("encode messages: %w", err)
 	}
-	body := make([]byte, 0, len(head)+len(sys)+len(tools)+len(msgs)+40)
-	body = append(body, head[:len(head)-1]...)
+	body := make([]byte, 0, len(head)+len(sys)+len(tools)+len(msgs)+60)
+	body = append(body, '{')
+	if stream {
+		body = append(body, `"stream":true`...)
+	}
+	if fields := head[1 : len(head)-1]; len(fields) > 0 {
+		if len(body) > 1 {
+			body = append(body, ',')
+		}
+		body = append(body, fields...)
+	}
 	for _, f := range []struct {
 		name string
 		raw  json.RawMessage

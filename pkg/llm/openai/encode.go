@@ -16,7 +16,12 @@ import (
 // messages come from the provider's cache (see wirecache) when the turn
 // was sent before, as all but the newest were: a turn maps to its messages
 // by itself alone.
-func (p *Provider) body(params sdk.ChatCompletionNewParams, conv conversation) ([]byte, error) {
+//
+// A streaming body opens with "stream":true. The SDK sets that field on
+// the finished body (sjson), which finds a first key at once but has to
+// read a body without it to its end before appending: a whole history,
+// every call.
+func (p *Provider) body(params sdk.ChatCompletionNewParams, conv conversation, stream bool) ([]byte, error) {
 	head, err := json.Marshal(params)
 	if err != nil {
 		return nil, fmt.Errorf("encode request: %w", err)
@@ -26,8 +31,12 @@ func (p *Provider) body(params sdk.ChatCompletionNewParams, conv conversation) (
 	}
 	var buf bytes.Buffer
 	buf.Grow(len(head) + len(conv.turns)*96)
-	buf.Write(head[:len(head)-1])
-	if len(head) > 2 {
+	buf.WriteByte('{')
+	if stream {
+		buf.WriteString(`"stream":true,`)
+	}
+	if fields := head[1 : len(head)-1]; len(fields) > 0 {
+		buf.Write(fields)
 		buf.WriteByte(',')
 	}
 	buf.WriteString(`"messages":[`)

@@ -69,7 +69,7 @@ func TestBody_is_what_the_SDK_would_send(t *testing.T) {
 				t.Fatal(err)
 			}
 			params.StreamOptions.IncludeUsage = sdk.Bool(true)
-			body, err := p.body(params, conv)
+			body, err := p.body(params, conv, false)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -115,7 +115,7 @@ func BenchmarkRequestBody(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				if _, err := p.body(params, conv); err != nil {
+				if _, err := p.body(params, conv, false); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -115,7 +115,7 @@ func (p *Provider) Stream(ctx context.Context, req llm.CompletionRequest) iter.S
 			return
 		}
 		params.StreamOptions.IncludeUsage = sdk.Bool(true)
-		body, err := p.body(params, conv)
+		body, err := p.body(params, conv, true)
 		if err != nil {
 			yield(llm.StreamEvent{}, &llm.Error{Kind: llm.ErrKindModel, Provider: "openai", Err: err})
 			return
@@ -246,7 +246,7 @@ func (p *Provider) Complete(ctx context.Context, req llm.CompletionRequest) (llm
 	if err != nil {
 		return llm.Message{}, "", llm.Usage{}, err
 	}
-	body, err := p.body(params, conv)
+	body, err := p.body(params, conv, false)
 	if err != nil {
 		return llm.Message{}, "", llm.Usage{}, &llm.Error{Kind: llm.ErrKindModel, Provider: "openai", Err: err}
 	}

@@ -355,3 +355,27 @@ func BenchmarkStream(b *testing.B) {
 		}
 	}
 }
+
+// A streamed body opens with "stream":true, once: the SDK's own setting of
+// the field then finds it first instead of reading the whole history to
+// append it.
+func TestStream_body_opens_with_stream_true_once(t *testing.T) {
+	s := llmtest.NewOpenAI(t, llmtest.Reply{Text: "one"}, llmtest.Reply{Text: "two"})
+	p, _ := newProvider(t, s)
+	req := llm.CompletionRequest{MaxTokens: 1024, System: []string{"be brief"}, Messages: []llm.Message{llm.UserText("hi")}}
+	for _, err := range p.Stream(context.Background(), req) {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, _, _, err := p.Complete(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	streamed, whole := string(s.Requests()[0].Body), string(s.Requests()[1].Body)
+	if !strings.HasPrefix(streamed, `{"stream":true,`) || strings.Count(streamed, `"stream"`) != 1 {
+		t.Fatalf("streamed body: %s", streamed)
+	}
+	if strings.Contains(whole, `"stream"`) {
+		t.Fatalf("non-streaming body names stream: %s", whole)
+	}
+}
