@@ -25,6 +25,8 @@ type delivery struct {
 	// taken is an event already turned into an input once (a notice the
 	// model never got, a steer), put back in line in its original form.
 	taken *input
+	// tenure is the partition's tenure it was delivered in.
+	tenure uint64
 }
 
 // input is an event taken for a run's first turn or as a notice.

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 
 	"jetway/pkg/bus"
 	"jetway/pkg/events"
+	"jetway/pkg/llm/llmtest"
 )
 
 // With the session's oldest pending event already held as a notice, a
@@ -67,5 +69,124 @@ func TestAn_event_waits_for_every_older_event_of_its_session_not_only_the_oldest
 	a.held["second"] = msgs[1]
 	if !a.inOrder(ctx, delivery{msg: msgs[2]}) {
 		t.Fatal("the third event waits although every older one is held as a notice")
+	}
+}
+
+// After the reset that begins a tenure, deliveries numbered 1, 2, 3 … and
+// each delivered for the first time are the partition's events in stream
+// order. A gap (a delivery that went to a dropped pull) or a redelivery
+// breaks that for the rest of the tenure; only the next reset restores it.
+func TestA_tenure_is_in_stream_order_until_a_gap_or_a_redelivery(t *testing.T) {
+	md := func(cseq, delivered uint64) *jetstream.MsgMetadata {
+		return &jetstream.MsgMetadata{Sequence: jetstream.SequencePair{Consumer: cseq, Stream: 100 + cseq}, NumDelivered: delivered}
+	}
+	p := &partition{}
+	if p.streamOrder(md(1, 1)) {
+		t.Fatal("in order with no reset behind it")
+	}
+	p.unbroken, p.nextCseq = true, 1 // what the reset's first delivery sets
+	for c := uint64(1); c <= 3; c++ {
+		if !p.streamOrder(md(c, 1)) {
+			t.Fatalf("delivery %d of an unbroken tenure is out of order", c)
+		}
+	}
+	if p.streamOrder(md(5, 1)) {
+		t.Fatal("in order across a gap in the consumer sequence")
+	}
+	if p.streamOrder(md(6, 1)) {
+		t.Fatal("a gap did not break the rest of the tenure")
+	}
+	p.unbroken, p.nextCseq = true, 1
+	if !p.streamOrder(md(1, 1)) || p.streamOrder(md(2, 2)) {
+		t.Fatal("a redelivery did not break the tenure")
+	}
+}
+
+// While a tenure is unbroken, a session's events need one lookup in the
+// work stream, for its first event; the order check of every later one is
+// answered from what the runner has seen.
+func TestA_session_s_events_in_an_unbroken_tenure_need_one_order_lookup(t *testing.T) {
+	e := newEnv(t)
+	model, p := fakeModel(t)
+	model.SetFallback(llmtest.Reply{Text: "noted"})
+	r := e.startRunner("r1", p, nil)
+	const n = 5
+	var ids []string
+	for i := range n {
+		ids = append(ids, e.publish(events.KindEvents, "t1", "s1", events.Input{Text: fmt.Sprintf("event %d", i)}))
+		waitFor(t, fmt.Sprintf("run %d to end", i+1), 20*time.Second, func() bool {
+			rec := e.session("t1", "s1")
+			return rec.State == StateIdle && rec.Runs == i+1
+		})
+	}
+	recs := e.records("t1", "s1")
+	for _, id := range ids {
+		if got := deliveries(recs)[id]; got != 1 {
+			t.Fatalf("event %s delivered %d times, want once", id, got)
+		}
+	}
+	if got := r.orderLookups.Load(); got != 1 {
+		t.Fatalf("%d order lookups for %d events of one session, want 1", got, n)
+	}
+}
+
+// An event given back (lost, waitForOther) and redelivered breaks the
+// tenure; a newer event delivered before the break must then be checked
+// against the stream, not waved through: a chaos run handed the model #422
+// before #404, which had come back and queued behind it.
+func TestAn_event_delivered_before_a_redelivery_is_checked_against_the_stream(t *testing.T) {
+	e := newEnv(t)
+	_, p := fakeModel(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	r, err := New(ctx, Config{NC: e.nc, ID: "r1", Provider: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.openWork(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		e.publish(events.KindEvents, "t1", "s1", events.Input{Text: string(rune('a' + i))})
+	}
+	part := bus.PartitionFor("t1", "s1", 4)
+	cons, err := e.js.Consumer(ctx, bus.StreamWork, bus.WorkConsumerName(part))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var msgs []jetstream.Msg
+	deadline := time.Now().Add(10 * time.Second)
+	for len(msgs) < 3 && time.Now().Before(deadline) {
+		batch, err := cons.Fetch(3-len(msgs), jetstream.FetchPriorityGroup(bus.WorkGroup), jetstream.FetchMaxWait(time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for m := range batch.Messages() {
+			msgs = append(msgs, m)
+		}
+	}
+	if len(msgs) != 3 {
+		t.Fatalf("fetched %d of 3 events from the work stream", len(msgs))
+	}
+	// Tenure 1 delivered all three in order; the first is held, the second
+	// was given back and the third is queued.
+	pt := &partition{n: part, tenure: 1, unbroken: true, nextCseq: 4}
+	r.parts = make([]*partition, 4)
+	r.parts[part] = pt
+	a := &actor{r: r, tenant: "t1", session: "s1", part: part, log: r.log,
+		held: map[string]jetstream.Msg{"first": msgs[0]}, wake: make(chan struct{}, 1), running: true,
+		ordered: orderMark{tenure: 1, below: seqOf(msgs[0]) + 1}}
+	third := delivery{msg: msgs[2], tenure: 1}
+
+	// The second comes back as a redelivery and queues behind the third.
+	pt.mu.Lock()
+	pt.streamOrder(&jetstream.MsgMetadata{Sequence: jetstream.SequencePair{Consumer: 4, Stream: seqOf(msgs[1])}, NumDelivered: 2})
+	pt.mu.Unlock()
+	a.queue = []delivery{third, {msg: msgs[1], tenure: 1}}
+	if a.inOrder(ctx, third) {
+		t.Fatal("the third event may be handled before the second, redelivered and queued behind it")
+	}
+	if got := seqOf(a.queue[0].msg); got != seqOf(msgs[1]) {
+		t.Fatalf("queue head is stream sequence %d, want the second event's %d", got, seqOf(msgs[1]))
 	}
 }

@@ -32,18 +32,38 @@ type partition struct {
 	// tenure counts the times this runner took the partition: what an
 	// actor learnt about its session's order holds within one tenure.
 	tenure uint64
+	// unbroken: every delivery of this tenure so far came in stream order
+	// from the reset that began it, none missed and none again (see
+	// streamOrder); nextCseq is the consumer sequence that keeps it so.
+	unbroken bool
+	nextCseq uint64
+}
+
+// streamOrder records one delivery of the tenure and reports whether the
+// tenure is still unbroken. A reset leaves the consumer at its ack floor
+// with no pending or redelivery state, so from there it hands out the
+// partition's events in stream order, consumer sequence 1, 2, 3, …, each
+// delivered for the first time. While that holds, every older event of the
+// partition still in the stream came through this runner earlier in the
+// tenure. A gap in the consumer sequence (a delivery that went to a pull
+// this runner dropped) or a redelivery (a nak, an expired AckWait) breaks
+// it for the rest of the tenure. Call with p.mu held.
+func (p *partition) streamOrder(md *jetstream.MsgMetadata) bool {
+	p.unbroken = p.unbroken && md.Sequence.Consumer == p.nextCseq && md.NumDelivered == 1
+	p.nextCseq = md.Sequence.Consumer + 1
+	return p.unbroken
 }
 
 // tenureOf is partition n's current tenure (0 for one this runner never
-// took).
-func (r *Runner) tenureOf(n int) uint64 {
+// took), and whether it is unbroken so far (see streamOrder).
+func (r *Runner) tenureOf(n int) (tenure uint64, unbroken bool) {
 	if n < 0 || n >= len(r.parts) || r.parts[n] == nil {
-		return 0
+		return 0, false
 	}
 	p := r.parts[n]
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.tenure
+	return p.tenure, p.unbroken
 }
 
 func (p *partition) holding() bool {
@@ -365,11 +385,12 @@ func (r *Runner) deliver(ctx context.Context, p *partition, m jetstream.Msg) {
 		p.resetting = true
 		p.held = true
 		p.tenure++
+		p.unbroken = false
 		p.mu.Unlock()
 		if _, err := r.js.ResetConsumer(ctx, bus.StreamWork, bus.WorkConsumerName(p.n)); err != nil {
 			r.log.Warn().Err(err).Int("partition", p.n).Msg("reset on takeover")
 			p.mu.Lock()
-			p.resetting = false
+			p.resetting = false // delivery goes on, but with no reset behind it: never unbroken
 			p.mu.Unlock()
 		} else {
 			r.log.Info().Int("partition", p.n).Msg("took partition")
@@ -383,8 +404,11 @@ func (r *Runner) deliver(ctx context.Context, p *partition, m jetstream.Msg) {
 			return
 		}
 		p.resetting = false
+		p.unbroken, p.nextCseq = true, 1
 	}
 	p.held = true
+	p.streamOrder(md)
+	tenure := p.tenure
 	p.mu.Unlock()
 
 	he, decErr := events.Decode(m.Subject(), m.Headers(), m.Data())
@@ -400,7 +424,7 @@ func (r *Runner) deliver(ctx context.Context, p *partition, m jetstream.Msg) {
 	}
 	r.log.Debug().Int("partition", p.n).Str("session", session).Str("event", he.ID).Uint64("seq", md.Sequence.Stream).
 		Uint64("cseq", md.Sequence.Consumer).Uint64("delivered", md.NumDelivered).Msg("event in")
-	r.actorFor(tenant, session, p.n).enqueue(delivery{msg: m, ev: he, err: decErr})
+	r.actorFor(tenant, session, p.n).enqueue(delivery{msg: m, ev: he, err: decErr, tenure: tenure})
 }
 
 // busyIn reports whether any session of partition n has work in hand

@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -120,11 +121,14 @@ type Runner struct {
 	runMu   sync.Mutex
 	running map[string]SessionRecord // live runs by session key, any runner's
 
-	work    jetstream.Stream
-	control jetstream.KeyValue
-	stopMu  sync.Mutex
-	stops   map[string]groundstop.Record // Ground Stop switches that are on
-	rails   rails
+	work jetstream.Stream
+	// orderLookups counts the order checks that asked the work stream
+	// (order.go); a test reads it.
+	orderLookups atomic.Int64
+	control      jetstream.KeyValue
+	stopMu       sync.Mutex
+	stops        map[string]groundstop.Record // Ground Stop switches that are on
+	rails        rails
 
 	stop chan struct{} // closed when the runner leaves
 	wg   sync.WaitGroup
