@@ -17,39 +17,9 @@ import (
 // newer event must still wait for the ones in between that are elsewhere:
 // a 10-minute chaos run delivered #54 before #52 and #53 that way.
 func TestAn_event_waits_for_every_older_event_of_its_session_not_only_the_oldest(t *testing.T) {
-	e := newEnv(t)
-	_, p := fakeModel(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	r, err := New(ctx, Config{NC: e.nc, ID: "r1", Provider: p})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := r.openWork(ctx); err != nil {
-		t.Fatal(err)
-	}
-	for i := range 3 {
-		e.publish(events.KindEvents, "t1", "s1", events.Input{Text: string(rune('a' + i))})
-	}
-	part := bus.PartitionFor("t1", "s1", 4)
-	cons, err := e.js.Consumer(ctx, bus.StreamWork, bus.WorkConsumerName(part))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var msgs []jetstream.Msg
-	deadline := time.Now().Add(10 * time.Second)
-	for len(msgs) < 3 && time.Now().Before(deadline) {
-		batch, err := cons.Fetch(3-len(msgs), jetstream.FetchPriorityGroup(bus.WorkGroup), jetstream.FetchMaxWait(time.Second))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for m := range batch.Messages() {
-			msgs = append(msgs, m)
-		}
-	}
-	if len(msgs) != 3 {
-		t.Fatalf("fetched %d of 3 events from the work stream", len(msgs))
-	}
+	r, part, msgs := threeEventsInHand(t, ctx)
 	// The test drives the actor by hand: running keeps a poke from
 	// starting its goroutine.
 	a := &actor{r: r, tenant: "t1", session: "s1", part: part, log: r.log,
@@ -135,10 +105,39 @@ func TestA_session_s_events_in_an_unbroken_tenure_need_one_order_lookup(t *testi
 // against the stream, not waved through: a chaos run handed the model #422
 // before #404, which had come back and queued behind it.
 func TestAn_event_delivered_before_a_redelivery_is_checked_against_the_stream(t *testing.T) {
-	e := newEnv(t)
-	_, p := fakeModel(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
+	r, part, msgs := threeEventsInHand(t, ctx)
+	// Tenure 1 delivered all three in order; the first is held, the second
+	// was given back and the third is queued.
+	pt := &partition{n: part, tenure: 1, unbroken: true, nextCseq: 4}
+	r.parts = make([]*partition, 4)
+	r.parts[part] = pt
+	a := &actor{r: r, tenant: "t1", session: "s1", part: part, log: r.log,
+		held: map[string]jetstream.Msg{"first": msgs[0]}, wake: make(chan struct{}, 1), running: true,
+		ordered: orderMark{tenure: 1, below: seqOf(msgs[0]) + 1}}
+	third := delivery{msg: msgs[2], tenure: 1}
+
+	// The second comes back as a redelivery and queues behind the third.
+	pt.mu.Lock()
+	pt.streamOrder(&jetstream.MsgMetadata{Sequence: jetstream.SequencePair{Consumer: 4, Stream: seqOf(msgs[1])}, NumDelivered: 2})
+	pt.mu.Unlock()
+	a.queue = []delivery{third, {msg: msgs[1], tenure: 1}}
+	if a.inOrder(ctx, third) {
+		t.Fatal("the third event may be handled before the second, redelivered and queued behind it")
+	}
+	if got := seqOf(a.queue[0].msg); got != seqOf(msgs[1]) {
+		t.Fatalf("queue head is stream sequence %d, want the second event's %d", got, seqOf(msgs[1]))
+	}
+}
+
+// threeEventsInHand publishes three events of session t1/s1 and fetches
+// them from its work partition by hand, for a runner that is not running
+// (so nothing else takes them); it returns the runner and the partition.
+func threeEventsInHand(t *testing.T, ctx context.Context) (*Runner, int, []jetstream.Msg) {
+	t.Helper()
+	e := newEnv(t)
+	_, p := fakeModel(t)
 	r, err := New(ctx, Config{NC: e.nc, ID: "r1", Provider: p})
 	if err != nil {
 		t.Fatal(err)
@@ -168,25 +167,5 @@ func TestAn_event_delivered_before_a_redelivery_is_checked_against_the_stream(t 
 	if len(msgs) != 3 {
 		t.Fatalf("fetched %d of 3 events from the work stream", len(msgs))
 	}
-	// Tenure 1 delivered all three in order; the first is held, the second
-	// was given back and the third is queued.
-	pt := &partition{n: part, tenure: 1, unbroken: true, nextCseq: 4}
-	r.parts = make([]*partition, 4)
-	r.parts[part] = pt
-	a := &actor{r: r, tenant: "t1", session: "s1", part: part, log: r.log,
-		held: map[string]jetstream.Msg{"first": msgs[0]}, wake: make(chan struct{}, 1), running: true,
-		ordered: orderMark{tenure: 1, below: seqOf(msgs[0]) + 1}}
-	third := delivery{msg: msgs[2], tenure: 1}
-
-	// The second comes back as a redelivery and queues behind the third.
-	pt.mu.Lock()
-	pt.streamOrder(&jetstream.MsgMetadata{Sequence: jetstream.SequencePair{Consumer: 4, Stream: seqOf(msgs[1])}, NumDelivered: 2})
-	pt.mu.Unlock()
-	a.queue = []delivery{third, {msg: msgs[1], tenure: 1}}
-	if a.inOrder(ctx, third) {
-		t.Fatal("the third event may be handled before the second, redelivered and queued behind it")
-	}
-	if got := seqOf(a.queue[0].msg); got != seqOf(msgs[1]) {
-		t.Fatalf("queue head is stream sequence %d, want the second event's %d", got, seqOf(msgs[1]))
-	}
+	return r, part, msgs
 }
