@@ -16,9 +16,10 @@ import (
 // when a partition moves, the runner that had it may still hold one of the
 // session's events un-acked, and the new owner must not hand the model a
 // later event first. JETWAY_WORK is a work queue: an event leaves it only
-// when acked. So before an event is handled, the actor looks up the
-// session's older events still in the stream; if one of them is not in
-// this actor's hands, the event waits for it.
+// when acked. So before an event is handled, the actor makes sure the
+// session's older events still in the stream are all in its hands; if one
+// is not, the event waits for it. It looks the stream up unless the
+// partition's delivery proves it (partition.streamOrder).
 
 // pendingFrom returns the stream sequence of the session's first event
 // still in JETWAY_WORK at or after sequence from (0 if none).
