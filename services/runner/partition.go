@@ -39,8 +39,7 @@ type partition struct {
 	nextCseq uint64
 }
 
-// streamOrder records one delivery of the tenure and reports whether the
-// tenure is still unbroken. A reset leaves the consumer at its ack floor
+// streamOrder records one delivery of the tenure in p.unbroken. A reset leaves the consumer at its ack floor
 // with no pending or redelivery state, so from there it hands out the
 // partition's events in stream order, consumer sequence 1, 2, 3, …, each
 // delivered for the first time. While that holds, every older event of the
@@ -48,10 +47,9 @@ type partition struct {
 // tenure. A gap in the consumer sequence (a delivery that went to a pull
 // this runner dropped) or a redelivery (a nak, an expired AckWait) breaks
 // it for the rest of the tenure. Call with p.mu held.
-func (p *partition) streamOrder(md *jetstream.MsgMetadata) bool {
+func (p *partition) streamOrder(md *jetstream.MsgMetadata) {
 	p.unbroken = p.unbroken && md.Sequence.Consumer == p.nextCseq && md.NumDelivered == 1
 	p.nextCseq = md.Sequence.Consumer + 1
-	return p.unbroken
 }
 
 // tenureOf is partition n's current tenure (0 for one this runner never
