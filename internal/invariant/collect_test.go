@@ -168,9 +168,12 @@ func TestScanProcs_finds_a_live_process_with_the_task_marker_and_not_after_it_en
 	}
 }
 
-// A run that starts and ends while the evidence is read must not look
-// "never ended" beside an idle record: the record is read first, as a
-// runner writes it last (chaos finding 5 was this race in the checker).
+// A run that ends while the evidence is read must not look "never ended"
+// beside an idle record: the record is read first, as a runner writes it
+// last (chaos finding 5 was this race in the checker). A run that starts
+// during the read is another matter: the record read before it may say
+// idle beside its start, which is why the chaos suite judges only a
+// quiescent cluster (two equal reads); so each run here starts first.
 func TestCollect_a_run_ending_during_the_read_never_looks_unended_beside_an_idle_record(t *testing.T) {
 	_, _, js := bustest.StartProvisioned(t, bus.ProvisionConfig{})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -187,22 +190,27 @@ func TestCollect_a_run_ending_during_the_read_never_looks_unended_beside_an_idle
 			t.Error(err)
 		}
 	}
-	// One whole run, in the order a runner writes it.
-	run := func(i int) {
+	// A run, in the order a runner writes it: begin, then end.
+	begin := func(i int) {
 		id := fmt.Sprintf("r%d", i)
 		m := llm.UserText("hi")
 		m.Delivers = []string{fmt.Sprintf("e%d", i)}
 		put(runner.StateRunning, id)
 		publishJSON(t, js, subj, runner.Record{Kind: runner.RecordRunStarted, Run: id, Cause: "dispatch"})
 		publishJSON(t, js, subj, runner.Record{Kind: runner.RecordMessage, Run: id, Message: &m})
+	}
+	end := func(i int) {
+		id := fmt.Sprintf("r%d", i)
 		publishJSON(t, js, subj, runner.Record{Kind: runner.RecordRunEnded, Run: id, Reason: "completed"})
 		put(runner.StateIdle, id)
 	}
-	run(0)
+	begin(0)
+	end(0)
 	idle := 0
 	for i := 1; i <= 30; i++ {
+		begin(i)
 		done := make(chan struct{})
-		go func() { defer close(done); run(i) }()
+		go func() { defer close(done); end(i) }()
 		ev, err := Collect(ctx, js, CollectConfig{})
 		<-done
 		if err != nil {

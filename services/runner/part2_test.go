@@ -53,6 +53,25 @@ func (e *env) actor(r *Runner, tenant, session string) *actor {
 	return r.actors[sessionKey(tenant, session)]
 }
 
+// waitNotice waits until event id is a notice waiting in the live run's
+// guide. Its being held is not enough: the actor holds an event a moment
+// before it pushes the notice, and a gate opened in that moment lets the
+// model's next call go without it.
+func (e *env) waitNotice(r *Runner, tenant, session, id string) {
+	e.t.Helper()
+	waitFor(e.t, "event "+id+" to wait as a notice", 10*time.Second, func() bool {
+		a := e.actor(r, tenant, session)
+		if a == nil {
+			return false
+		}
+		a.mu.Lock()
+		run := a.run
+		_, held := a.held[id]
+		a.mu.Unlock()
+		return held && run != nil && run.guide.IsPending(id)
+	})
+}
+
 func waitGate(t *testing.T, g *gate) {
 	t.Helper()
 	select {
@@ -324,16 +343,7 @@ func TestA_newer_notice_of_a_function_task_supersedes_an_undelivered_older_one(t
 	waitGate(t, g)
 	older := e.publish(events.KindJobEvents, "t1", "s1", events.JobOverdue{ID: 4, Program: "watch", RunningForMS: 60_000, Tail: "progress 10%", TaskRef: events.TaskRef{Task: "4", Seq: 1}})
 	newer := e.publish(events.KindJobEvents, "t1", "s1", events.JobOverdue{ID: 4, Program: "watch", RunningForMS: 120_000, Tail: "progress 80%", TaskRef: events.TaskRef{Task: "4", Seq: 2}})
-	waitFor(t, "the newer notice to be held", 10*time.Second, func() bool {
-		a := e.actor(r, "t1", "s1")
-		if a == nil {
-			return false
-		}
-		a.mu.Lock()
-		defer a.mu.Unlock()
-		_, ok := a.held[newer]
-		return ok
-	})
+	e.waitNotice(r, "t1", "s1", newer)
 	close(g.open)
 	waitFor(t, "the run to end", 20*time.Second, func() bool {
 		return countKind(e.records("t1", "s1"), RecordRunEnded) == 1

@@ -249,18 +249,7 @@ func TestA_busy_session_hands_the_event_to_the_model_before_its_next_call(t *tes
 		t.Fatal("the run never reached its tool call")
 	}
 	jobID := e.publish(events.KindJobEvents, "t1", "s1", events.JobExited{ID: 3, Program: "gh", ExitStatus: 0, RunningForMS: 21 * 60 * 1000, Tail: "all checks passed", Status: events.StatusExited})
-	waitFor(t, "the job event to be held as a notice", 10*time.Second, func() bool {
-		r.mu.Lock()
-		a := r.actors[sessionKey("t1", "s1")]
-		r.mu.Unlock()
-		if a == nil {
-			return false
-		}
-		a.mu.Lock()
-		defer a.mu.Unlock()
-		_, ok := a.held[jobID]
-		return ok
-	})
+	e.waitNotice(r, "t1", "s1", jobID)
 	close(g.open)
 	waitFor(t, "the run to end", 20*time.Second, func() bool {
 		return countKind(e.records("t1", "s1"), RecordRunEnded) == 1

@@ -68,6 +68,13 @@ func (g *NoticeGuide) HasPending() bool {
 	return len(g.pending) > 0
 }
 
+// IsPending reports whether the notice id waits for the model's next call.
+func (g *NoticeGuide) IsPending(id string) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return indexOf(g.pending, id) >= 0
+}
+
 // TakePending takes what is still waiting, e.g. to be the next run's input.
 func (g *NoticeGuide) TakePending() []Notice {
 	g.mu.Lock()

@@ -16,8 +16,8 @@ func TestTurn_appends_one_user_turn_and_only_when_pending(t *testing.T) {
 	}
 	g.Push("ce-1", "one")
 	g.Push("ce-2", "two")
-	if !g.HasPending() {
-		t.Fatal("HasPending false after Push")
+	if !g.HasPending() || !g.IsPending("ce-2") || g.IsPending("ce-3") {
+		t.Fatal("HasPending/IsPending wrong after Push")
 	}
 	turn, taken, ok := g.Turn()
 	if !ok || len(taken) != 2 {
@@ -32,7 +32,7 @@ func TestTurn_appends_one_user_turn_and_only_when_pending(t *testing.T) {
 	if !reflect.DeepEqual(turn.Delivers, []string{"ce-1", "ce-2"}) {
 		t.Errorf("Delivers = %v", turn.Delivers)
 	}
-	if g.HasPending() {
+	if g.HasPending() || g.IsPending("ce-1") {
 		t.Error("still pending after Turn")
 	}
 	if got := g.TakeDelivered(); !reflect.DeepEqual(got, []Notice{{"ce-1", "one"}, {"ce-2", "two"}}) {
