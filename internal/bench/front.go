@@ -4,11 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"net/http"
-	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"regexp"
 	"strings"
 	"sync"
@@ -23,12 +19,17 @@ import (
 )
 
 // modelFront is the local fake model provider the runner figures talk to:
-// llmtest's Anthropic server behind a thin front that notes the moment each
-// request arrives and which bench tokens its body carries. "Run start" is
-// that moment: the request received by the provider.
+// llmtest's Anthropic server, watched as each request arrives for the bench
+// tokens its body carries. "Run start" is that moment: the request received
+// by the provider.
+//
+// The fake shares this process with the runner it measures, so it reads
+// only the head of each request (llmtest.SetChecking(false)): decoding
+// every 2000-message history in full, as a real provider does on its own
+// machines, took a third of the process's CPU and most of its garbage, and
+// the runner paid for both.
 type modelFront struct {
 	fake *llmtest.Anthropic
-	srv  *httptest.Server
 
 	mu      sync.Mutex
 	waiters map[string]chan time.Time
@@ -40,48 +41,31 @@ type modelFront struct {
 func newModelFront(latency time.Duration) (*modelFront, error) {
 	fake := llmtest.StartAnthropic()
 	fake.SetRecording(false)
+	fake.SetChecking(false)
 	fake.SetFallback(llmtest.Reply{Text: "noted", Latency: latency, Usage: llm.Usage{InputTokens: 20, OutputTokens: 2}})
-	target, err := url.Parse(fake.URL())
-	if err != nil {
-		fake.Close()
-		return nil, fmt.Errorf("fake model url: %w", err)
-	}
-	proxy := httputil.NewSingleHostReverseProxy(target)
-	proxy.FlushInterval = -1 // stream server-sent events as they come
-	proxy.Transport = &http.Transport{MaxIdleConnsPerHost: 256, IdleConnTimeout: time.Minute}
-	// A runner that cancels a call (a run ending, a runner leaving) is
-	// normal here, not worth a log line.
-	proxy.ErrorHandler = func(w http.ResponseWriter, _ *http.Request, _ error) { w.WriteHeader(http.StatusBadGateway) }
 	m := &modelFront{fake: fake, waiters: map[string]chan time.Time{}}
-	m.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		at := time.Now()
-		body, err := io.ReadAll(r.Body)
-		if err != nil {
-			return
-		}
-		m.mu.Lock()
-		for tok, ch := range m.waiters {
-			if bytes.Contains(body, []byte(tok)) {
-				ch <- at
-				delete(m.waiters, tok)
-			}
-		}
-		if m.scan != nil {
-			m.scan(at, body)
-		}
-		m.mu.Unlock()
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		proxy.ServeHTTP(w, r)
-	}))
+	fake.Observe(m.arrived)
 	return m, nil
 }
 
-func (m *modelFront) close() {
-	m.srv.Close()
-	m.fake.Close()
+// arrived notes a request: the waiters whose token it carries, and the scan.
+func (m *modelFront) arrived(at time.Time, body []byte) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for tok, ch := range m.waiters {
+		if bytes.Contains(body, []byte(tok)) {
+			ch <- at
+			delete(m.waiters, tok)
+		}
+	}
+	if m.scan != nil {
+		m.scan(at, body)
+	}
 }
 
-func (m *modelFront) url() string { return m.srv.URL }
+func (m *modelFront) close() { m.fake.Close() }
+
+func (m *modelFront) url() string { return m.fake.URL() }
 
 // expect returns a channel that receives the arrival time of the first
 // request whose body contains token. Register before causing the request.

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // Anthropic is a fake Anthropic Messages API: `POST /v1/messages`, streamed
@@ -52,6 +53,7 @@ func StartAnthropic(replies ...Reply) *Anthropic {
 func (s *Anthropic) URL() string { return s.srv.URL }
 
 func (s *Anthropic) serve(w http.ResponseWriter, r *http.Request) {
+	at := time.Now()
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
 		return
@@ -60,7 +62,7 @@ func (s *Anthropic) serve(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, &APIError{Status: http.StatusNotFound, Type: "not_found_error", Message: "Not found: " + r.Method + " " + r.URL.Path})
 		return
 	}
-	s.record(r, body)
+	s.record(at, r, body)
 	if r.Header.Get("x-api-key") == "" && r.Header.Get("authorization") == "" {
 		s.writeError(w, &APIError{Status: http.StatusUnauthorized, Message: "x-api-key header is required"})
 		return
@@ -70,12 +72,16 @@ func (s *Anthropic) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req anthropicRequest
-	if err := json.Unmarshal(body, &req); err != nil {
-		s.writeError(w, &APIError{Status: http.StatusBadRequest, Message: "There was an error parsing the body: " + err.Error()})
-		return
+	if !s.checking() {
+		err = peek(body, map[string]any{"model": &req.Model, "stream": &req.Stream})
+	} else if err = json.Unmarshal(body, &req); err == nil {
+		if msg := req.validate(); msg != "" {
+			s.writeError(w, &APIError{Status: http.StatusBadRequest, Message: msg})
+			return
+		}
 	}
-	if msg := req.validate(); msg != "" {
-		s.writeError(w, &APIError{Status: http.StatusBadRequest, Message: msg})
+	if err != nil {
+		s.writeError(w, &APIError{Status: http.StatusBadRequest, Message: "There was an error parsing the body: " + err.Error()})
 		return
 	}
 	rep, ok := s.next()

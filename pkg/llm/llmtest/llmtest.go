@@ -14,6 +14,7 @@
 package llmtest
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -137,6 +138,9 @@ type server struct {
 	requests  []Request
 	noRecord  bool
 	nRequests int
+	observe   func(at time.Time, body []byte)
+	// unchecked: read only the fields a reply is made from (SetChecking).
+	unchecked bool
 }
 
 func (s *server) start(h http.Handler) {
@@ -164,6 +168,35 @@ func (s *server) SetRecording(on bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.noRecord = !on
+}
+
+// Observe has f called with every request that arrives: when its handler
+// began (its headers read) and its body. A benchmark times arrivals with
+// it. f runs on the request's goroutine, before the reply; keep it short
+// and never keep body.
+func (s *server) Observe(f func(at time.Time, body []byte)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.observe = f
+}
+
+// SetChecking turns the request checks on (the default) or off. Off, the
+// server reads only the fields its reply is made from (the model, whether
+// to stream) and refuses nothing: for a benchmark, where the fake shares a
+// process with the system under measurement, and decoding every request in
+// full, as a real provider does on its own machines, was a third of that
+// process's CPU with a long history.
+func (s *server) SetChecking(on bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.unchecked = !on
+}
+
+// checking reports whether requests are checked in full.
+func (s *server) checking() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return !s.unchecked
 }
 
 // Requests returns a copy of the requests received so far, in order.
@@ -194,15 +227,50 @@ func (s *server) Disconnect() { s.srv.CloseClientConnections() }
 // Close shuts the server down.
 func (s *server) Close() { s.srv.Close() }
 
-// record stores the request.
-func (s *server) record(r *http.Request, body []byte) {
+// record stores the request and shows it to the observer.
+func (s *server) record(at time.Time, r *http.Request, body []byte) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.nRequests++
 	if !s.noRecord {
 		s.requests = append(s.requests, Request{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Body: body})
 	}
+	if s.observe != nil {
+		s.observe(at, body)
+	}
 }
+
+// peek decodes the top-level fields of the JSON object body named in
+// fields into the values they point to, and stops reading once each has
+// been seen: the head of a request, not the history behind it.
+func peek(body []byte, fields map[string]any) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return fmt.Errorf("not a JSON object (%v)", err)
+	}
+	for left := len(fields); left > 0 && dec.More(); {
+		tok, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		key, _ := tok.(string)
+		into, ok := fields[key]
+		if !ok {
+			into = &skipped{}
+		} else {
+			left--
+		}
+		if err := dec.Decode(into); err != nil {
+			return fmt.Errorf("%s: %w", key, err)
+		}
+	}
+	return nil
+}
+
+// skipped takes a JSON value and keeps nothing of it.
+type skipped struct{}
+
+func (*skipped) UnmarshalJSON([]byte) error { return nil }
 
 // next takes the next reply: a request the API would refuse is answered
 // with its refusal and takes none.

@@ -260,3 +260,66 @@ func TestOpenAI_refuses_a_tool_call_without_a_tool_message(t *testing.T) {
 		t.Fatalf("want a refusal naming call_x, got %v", err)
 	}
 }
+
+// A benchmark's fake reads only the head of a request: it answers one the
+// checks would refuse, from the model and stream fields alone, and the
+// observer sees every request with its arrival time.
+func TestAnthropic_unchecked_answers_from_the_head_and_the_observer_sees_each_request(t *testing.T) {
+	s := llmtest.NewAnthropic(t, llmtest.Reply{Text: "refused"}, llmtest.Reply{Text: "answered"})
+	var seen []string
+	var ats []time.Time
+	s.Observe(func(at time.Time, body []byte) {
+		seen = append(seen, string(body))
+		ats = append(ats, at)
+	})
+	p := anthropicParams()
+	p.Messages = append(p.Messages,
+		anthropic.NewAssistantMessage(anthropic.NewToolUseBlock("toolu_x", map[string]any{}, "ls")),
+		anthropic.NewUserMessage(anthropic.NewTextBlock("and?")),
+	)
+	before := time.Now()
+	if _, err := anthropicClient(s).Messages.New(context.Background(), p); err == nil {
+		t.Fatal("a checking server answered a tool use without its result")
+	}
+	s.SetChecking(false)
+	stream := anthropicClient(s).Messages.NewStreaming(context.Background(), p)
+	msg := anthropic.Message{}
+	for stream.Next() {
+		if err := msg.Accumulate(stream.Current()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatalf("unchecked server refused: %v", err)
+	}
+	if msg.Model != "claude-test" || len(msg.Content) != 1 || msg.Content[0].Text != "refused" {
+		t.Fatalf("reply = %+v, want the first scripted reply, for model claude-test", msg)
+	}
+	if len(seen) != 2 || !strings.Contains(seen[1], "toolu_x") || ats[0].Before(before) || ats[1].Before(ats[0]) {
+		t.Fatalf("observer saw %d requests at %v", len(seen), ats)
+	}
+}
+
+func TestOpenAI_unchecked_reads_model_stream_and_usage_option(t *testing.T) {
+	s := llmtest.NewOpenAI(t, llmtest.Reply{Text: "hi", Usage: llm.Usage{InputTokens: 3, OutputTokens: 1}})
+	params := openai.ChatCompletionNewParams{
+		Model:         "gpt-test",
+		Messages:      []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi"), openai.ToolMessage("a result nobody asked for", "call_zz")},
+		StreamOptions: openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)},
+	}
+	if _, err := openaiClient(s).Chat.Completions.New(context.Background(), params); err == nil {
+		t.Fatal("a checking server answered a tool message without its call")
+	}
+	s.SetChecking(false)
+	stream := openaiClient(s).Chat.Completions.NewStreaming(context.Background(), params)
+	acc := openai.ChatCompletionAccumulator{}
+	for stream.Next() {
+		acc.AddChunk(stream.Current())
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if acc.Model != "gpt-test" || len(acc.Choices) != 1 || acc.Choices[0].Message.Content != "hi" || acc.Usage.CompletionTokens != 1 {
+		t.Fatalf("completion = %+v", acc.ChatCompletion)
+	}
+}

@@ -50,6 +50,7 @@ func StartOpenAI(replies ...Reply) *OpenAI {
 func (s *OpenAI) URL() string { return s.srv.URL + "/v1" }
 
 func (s *OpenAI) serve(w http.ResponseWriter, r *http.Request) {
+	at := time.Now()
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
 		return
@@ -58,18 +59,22 @@ func (s *OpenAI) serve(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, &APIError{Status: http.StatusNotFound, Message: "Invalid URL (" + r.Method + " " + r.URL.Path + ")"})
 		return
 	}
-	s.record(r, body)
+	s.record(at, r, body)
 	if !strings.HasPrefix(r.Header.Get("authorization"), "Bearer ") {
 		s.writeError(w, &APIError{Status: http.StatusUnauthorized, Message: "You didn't provide an API key."})
 		return
 	}
 	var req openaiRequest
-	if err := json.Unmarshal(body, &req); err != nil {
-		s.writeError(w, &APIError{Status: http.StatusBadRequest, Message: "We could not parse the JSON body of your request: " + err.Error()})
-		return
+	if !s.checking() {
+		err = peek(body, map[string]any{"model": &req.Model, "stream": &req.Stream, "stream_options": &req.StreamOptions})
+	} else if err = json.Unmarshal(body, &req); err == nil {
+		if msg := req.validate(); msg != "" {
+			s.writeError(w, &APIError{Status: http.StatusBadRequest, Message: msg})
+			return
+		}
 	}
-	if msg := req.validate(); msg != "" {
-		s.writeError(w, &APIError{Status: http.StatusBadRequest, Message: msg})
+	if err != nil {
+		s.writeError(w, &APIError{Status: http.StatusBadRequest, Message: "We could not parse the JSON body of your request: " + err.Error()})
 		return
 	}
 	rep, ok := s.next()
