@@ -38,6 +38,9 @@ const (
 	DefaultSettlementTurns = 2
 	defaultTodoTurns       = 10
 	budgetDiminishingDelta = 500
+	// histRoom is the room the loop's copy of the history has for the
+	// run's turns before it must grow.
+	histRoom = 16
 )
 
 // Texts the loop injects as user turns.
@@ -124,7 +127,9 @@ func newLoop(in QueryInput, deps QueryDeps) *loop {
 			Mode: in.PermissionMode, ModeFunc: in.PermissionModeFunc,
 			Allow: in.Allowed, Deny: in.Disallowed, CanUseTool: in.CanUseTool,
 		},
-		hist:      slices.Clone(in.Messages),
+		// Room for the run's own turns: a clone of exactly the history's
+		// length is copied again by the first append.
+		hist:      append(make([]llm.Message, 0, len(in.Messages)+histRoom), in.Messages...),
 		maxTokens: in.MaxTokens,
 	}
 	if l.maxTokens <= 0 {
@@ -353,7 +358,7 @@ func (l *loop) end(r TerminalReason, err error) *Terminal {
 		Err:       err,
 		Usage:     l.usage,
 		Turns:     l.turns,
-		Messages:  slices.Clone(l.hist),
+		Messages:  l.hist[:len(l.hist):len(l.hist)], // the loop is done with it
 		Continues: slices.Clone(l.continues),
 	}
 	for i := len(l.hist) - 1; i >= 0; i-- {

@@ -119,8 +119,7 @@ func MessagesForAPI(msgs []Message) []Message {
 		}
 		if m.Role == RoleAssistant {
 			out = append(out, c.clean(m))
-			uses := m.ToolUses()
-			if len(uses) == 0 {
+			if !slices.ContainsFunc(m.Content, isToolUse) {
 				continue
 			}
 			// The results for these calls must open the next user turn.
@@ -130,7 +129,7 @@ func MessagesForAPI(msgs []Message) []Message {
 				next = &n
 				k++
 			}
-			out = append(out, pairResults(uses, next))
+			out = append(out, c.pairResults(m, next))
 			continue
 		}
 		u := c.clean(m)
@@ -154,42 +153,50 @@ func (c *copier) clean(m Message) Message {
 	return Message{ID: m.ID, Role: m.Role, Content: c.arena[from:len(c.arena):len(c.arena)]}
 }
 
-// pairResults builds the user turn that follows an assistant turn with tool
-// calls: one result per call in call order (synthesised where missing), then
-// the rest of the next user turn's content.
-func pairResults(uses []ContentBlock, next *Message) Message {
-	have := map[string]ContentBlock{}
-	var rest []ContentBlock
-	if next != nil {
-		for _, b := range next.Content {
-			if b.Type == BlockToolResult {
-				if _, dup := have[b.ToolUseID]; !dup {
-					have[b.ToolUseID] = b
-				}
-				continue
-			}
-			rest = append(rest, b)
+// pairResults builds the user turn that follows the assistant turn m with
+// tool calls: one result per call in call order (the first the next user
+// turn has for it, synthesised where it has none), then the rest of the
+// next user turn's content. Results for calls of other turns cannot be
+// paired and are left out.
+func (c *copier) pairResults(m Message, next *Message) Message {
+	from := len(c.arena)
+	for _, t := range m.Content {
+		if t.Type != BlockToolUse {
+			continue
 		}
+		r, ok := resultFor(next, t.ID)
+		if !ok {
+			r = ContentBlock{Type: BlockToolResult, ToolUseID: t.ID, Content: InterruptedToolResult, IsError: true}
+		}
+		c.arena = append(c.arena, r)
 	}
 	u := Message{Role: RoleUser}
 	if next != nil {
 		u.ID = next.ID
-	}
-	for _, t := range uses {
-		if r, ok := have[t.ID]; ok {
-			u.Content = append(u.Content, r)
-			continue
-		}
-		u.Content = append(u.Content, ContentBlock{Type: BlockToolResult, ToolUseID: t.ID, Content: InterruptedToolResult, IsError: true})
-	}
-	// Results for calls of other turns cannot be paired: leave them out.
-	for _, b := range rest {
-		if b.Type != BlockToolResult {
-			u.Content = append(u.Content, b)
+		for _, b := range next.Content {
+			if b.Type != BlockToolResult {
+				c.arena = append(c.arena, b)
+			}
 		}
 	}
+	u.Content = c.arena[from:len(c.arena):len(c.arena)]
 	return u
 }
+
+// resultFor returns the first tool result for call id in m.
+func resultFor(m *Message, id string) (ContentBlock, bool) {
+	if m == nil {
+		return ContentBlock{}, false
+	}
+	for _, b := range m.Content {
+		if b.Type == BlockToolResult && b.ToolUseID == id {
+			return b, true
+		}
+	}
+	return ContentBlock{}, false
+}
+
+func isToolUse(b ContentBlock) bool { return b.Type == BlockToolUse }
 
 func dropToolResults(bs []ContentBlock) []ContentBlock {
 	if !slices.ContainsFunc(bs, func(b ContentBlock) bool { return b.Type == BlockToolResult }) {

@@ -93,6 +93,12 @@ func randomHistory(r *rand.Rand, n int) []Message {
 					m.Content = append(m.Content, b)
 				}
 			}
+			if len(open) > 0 && r.IntN(6) == 0 {
+				m.Content = append(m.Content, toolResult(open[0], "a second result for the same call"))
+			}
+			if r.IntN(4) == 0 {
+				r.Shuffle(len(m.Content), func(i, j int) { m.Content[i], m.Content[j] = m.Content[j], m.Content[i] })
+			}
 			if r.IntN(4) == 0 {
 				m.Content = append(m.Content, toolResult("stale"+next(), "old"))
 			}
@@ -159,7 +165,7 @@ func referenceMessagesForAPI(msgs []Message) []Message {
 				next = &src[i+1]
 				i++
 			}
-			out = append(out, pairResults(uses, next))
+			out = append(out, referencePairResults(uses, next))
 			continue
 		}
 		u := clean(m)
@@ -188,4 +194,38 @@ func referenceMessagesForAPI(msgs []Message) []Message {
 		merged = append(merged, m)
 	}
 	return merged
+}
+
+// referencePairResults is the plain pairing the arena's replaced.
+func referencePairResults(uses []ContentBlock, next *Message) Message {
+	have := map[string]ContentBlock{}
+	var rest []ContentBlock
+	if next != nil {
+		for _, b := range next.Content {
+			if b.Type == BlockToolResult {
+				if _, dup := have[b.ToolUseID]; !dup {
+					have[b.ToolUseID] = b
+				}
+				continue
+			}
+			rest = append(rest, b)
+		}
+	}
+	u := Message{Role: RoleUser}
+	if next != nil {
+		u.ID = next.ID
+	}
+	for _, t := range uses {
+		if r, ok := have[t.ID]; ok {
+			u.Content = append(u.Content, r)
+			continue
+		}
+		u.Content = append(u.Content, ContentBlock{Type: BlockToolResult, ToolUseID: t.ID, Content: InterruptedToolResult, IsError: true})
+	}
+	for _, b := range rest {
+		if b.Type != BlockToolResult {
+			u.Content = append(u.Content, b)
+		}
+	}
+	return u
 }

@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"jetway/pkg/agent"
@@ -56,7 +57,46 @@ type Config struct {
 }
 
 // Compactor implements agent.Compactor and agent.ContextView.
-type Compactor struct{ cfg Config }
+type Compactor struct {
+	cfg Config
+
+	mu    sync.Mutex
+	spare spareView
+}
+
+// spareView is the view Pre built to size a history, kept for the View of
+// the request that follows, which would build the same one again: at 2000
+// messages each view is half a megabyte of garbage, twice per call. It is
+// handed out once, so no two callers share a view; and a recorded history
+// is only ever appended to, so the same first message and length mean the
+// same messages.
+type spareView struct {
+	first *llm.Message
+	n     int
+	view  []llm.Message
+}
+
+// keep stores view as the spare view of msgs.
+func (c *Compactor) keep(msgs, view []llm.Message) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.spare = spareView{}
+	if len(msgs) > 0 {
+		c.spare = spareView{first: &msgs[0], n: len(msgs), view: view}
+	}
+}
+
+// takeSpare returns the spare view of msgs, if there is one, and forgets it.
+func (c *Compactor) takeSpare(msgs []llm.Message) ([]llm.Message, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	sp := c.spare
+	c.spare = spareView{}
+	if sp.view == nil || len(msgs) != sp.n || &msgs[0] != sp.first {
+		return nil, false
+	}
+	return sp.view, true
+}
 
 var (
 	_ agent.Compactor   = (*Compactor)(nil)
@@ -106,6 +146,9 @@ const ClearedToolImages = "[%d old image(s) cleared to save context; run the too
 // past ClearAt, the older large tool results and the older results' images
 // replaced by a short note. It is pure: msgs is never modified.
 func (c *Compactor) View(_ context.Context, msgs []llm.Message) []llm.Message {
+	if view, ok := c.takeSpare(msgs); ok {
+		return view
+	}
 	view := llm.MessagesForAPI(msgs)
 	if c.cfg.Estimate(view) < c.tokens(c.cfg.ClearAt) {
 		return view
@@ -152,8 +195,10 @@ func (c *Compactor) IsOverflow(err error) bool { return llm.IsOverflow(err) }
 // compaction aiming under Target; agent.ErrBlockingLimit when the view
 // would still be past HardLimit.
 func (c *Compactor) Pre(ctx context.Context, msgs []llm.Message, lastInputTokens int) (*agent.Compaction, error) {
-	gate := max(c.cfg.Estimate(c.View(ctx, msgs)), lastInputTokens)
+	view := c.View(ctx, msgs)
+	gate := max(c.cfg.Estimate(view), lastInputTokens)
 	if gate < c.tokens(c.cfg.Threshold) {
+		c.keep(msgs, view) // the request's view, unless the history changes first
 		return nil, nil
 	}
 	comp := c.compact(ctx, msgs, "proactive", c.tokens(c.cfg.Keep), c.tokens(c.cfg.Target), gate)

@@ -418,3 +418,39 @@ func TestQuery_compacts_proactively_from_the_reported_context_size(t *testing.T)
 		t.Fatalf("no proactive compaction: %+v (terminal %v)", rec.boundaries, term.Reason)
 	}
 }
+
+// Pre's view of the history is the request's view: the View after it does
+// not build a second one. It is handed out once (the next View builds its
+// own, so no two callers share one), and never for a history that changed.
+func TestPre_hands_its_view_to_the_next_View_of_the_same_history_once(t *testing.T) {
+	ctx := t.Context()
+	msgs := history(200, 50)
+	want := deepCopy(t, compact.New(compact.Config{ContextWindow: 1000000}).View(ctx, msgs))
+
+	c := compact.New(compact.Config{ContextWindow: 1000000})
+	if comp, err := c.Pre(ctx, msgs, 0); comp != nil || err != nil {
+		t.Fatalf("Pre = %+v, %v", comp, err)
+	}
+	first := c.View(ctx, msgs)
+	second := c.View(ctx, msgs)
+	if !reflect.DeepEqual(first, want) || !reflect.DeepEqual(second, want) {
+		t.Fatal("a view after Pre differs from a fresh one")
+	}
+	if &first[0] == &second[0] || &first[0].Content[0] == &second[0].Content[0] {
+		t.Fatal("two Views after one Pre share a view")
+	}
+
+	grown := append(msgs[:len(msgs):len(msgs)], llm.UserText("one more"))
+	if _, err := c.Pre(ctx, msgs, 0); err != nil {
+		t.Fatal(err)
+	}
+	if v := c.View(ctx, grown); !strings.HasSuffix(v[len(v)-1].Text(), "one more") {
+		t.Fatalf("View of a grown history ends %q: it got the spare of the shorter one", v[len(v)-1].Text())
+	}
+
+	viewTwice := testing.AllocsPerRun(20, func() { c.View(ctx, msgs); c.View(ctx, msgs) })
+	preThenView := testing.AllocsPerRun(20, func() { _, _ = c.Pre(ctx, msgs, 0); c.View(ctx, msgs) })
+	if preThenView >= viewTwice {
+		t.Fatalf("Pre then View allocates %.0f times, two Views %.0f: the view was built twice", preThenView, viewTwice)
+	}
+}

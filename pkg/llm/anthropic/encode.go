@@ -18,38 +18,49 @@ type encodings struct{ *wirecache.Cache }
 
 func newEncodings(limit int) *encodings { return &encodings{wirecache.New(limit)} }
 
-// turns returns the JSON array of turns as the API takes it. With
-// breakpoint, the last turn carries a cache breakpoint (incremental
-// prompt caching) and is encoded afresh: it is the only one that differs
-// from its cached form.
-func (c *encodings) turns(turns []turn, breakpoint bool) (json.RawMessage, error) {
-	var buf bytes.Buffer
-	buf.Grow(len(turns) * 96)
+// turns returns each turn's encoding as the API takes it (the cached bytes
+// themselves: read them, never change them). With breakpoint, the last
+// turn carries a cache breakpoint (incremental prompt caching) and is
+// encoded afresh: it is the only one that differs from its cached form.
+func (c *encodings) turns(turns []turn, breakpoint bool) ([]json.RawMessage, error) {
+	parts := make([]json.RawMessage, len(turns))
 	var key []byte
-	buf.WriteByte('[')
 	for i, t := range turns {
-		if i > 0 {
-			buf.WriteByte(',')
-		}
-		var (
-			enc []byte
-			err error
-		)
+		var err error
 		if i == len(turns)-1 && breakpoint {
 			m := t.param()
 			cacheLastBlock(m)
-			enc, err = json.Marshal(m)
+			parts[i], err = json.Marshal(m)
 		} else {
 			key = wirecache.AppendTurn(append(key[:0], 'm'), t.role, t.blocks)
-			enc, err = c.Get(key, func() (json.RawMessage, error) { return json.Marshal(t.param()) })
+			parts[i], err = c.Get(key, func() (json.RawMessage, error) { return json.Marshal(t.param()) })
 		}
 		if err != nil {
 			return nil, fmt.Errorf("turn %d (%s): %w", i, t.role, err)
 		}
-		buf.Write(enc)
 	}
-	buf.WriteByte(']')
-	return buf.Bytes(), nil
+	return parts, nil
+}
+
+// arrayLen is the length of parts as one JSON array.
+func arrayLen(parts []json.RawMessage) int {
+	n := 2 + max(len(parts)-1, 0)
+	for _, p := range parts {
+		n += len(p)
+	}
+	return n
+}
+
+// appendArray appends parts to dst as one JSON array.
+func appendArray(dst []byte, parts []json.RawMessage) []byte {
+	dst = append(dst, '[')
+	for i, p := range parts {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, p...)
+	}
+	return append(dst, ']')
 }
 
 // tools returns the JSON array of the request's tools, or nil for none.

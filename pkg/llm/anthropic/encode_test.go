@@ -78,9 +78,13 @@ func TestEncodedTurns_send_what_the_SDK_would_send_first_time_and_from_the_cache
 	for n := 1; n <= len(h); n++ {
 		turns := shape(h[:n])
 		for _, breakpoint := range []bool{true, false} {
-			got, err := c.turns(turns, breakpoint)
+			parts, err := c.turns(turns, breakpoint)
 			if err != nil {
 				t.Fatal(err)
+			}
+			got := appendArray(nil, parts)
+			if len(got) != arrayLen(parts) {
+				t.Fatalf("arrayLen %d, array is %d bytes: the body buffer would grow", arrayLen(parts), len(got))
 			}
 			if want := sdkEncoding(t, turns, breakpoint); !reflect.DeepEqual(decoded(t, got), want) {
 				t.Fatalf("history of %d, breakpoint %v:\n got %s\nwant %v", n, breakpoint, got, want)
@@ -103,10 +107,11 @@ func TestEncodedTurns_never_serve_a_changed_turn_its_old_encoding(t *testing.T) 
 	h[2].Content[0].Images = nil
 	h[2].Content[0].Content = "a.go\nb.png\n[image b.png was refused by the model]"
 	turns := shape(h)
-	got, err := c.turns(turns, false)
+	parts, err := c.turns(turns, false)
 	if err != nil {
 		t.Fatal(err)
 	}
+	got := appendArray(nil, parts)
 	if !strings.Contains(string(got), "refused by the model") {
 		t.Fatalf("changed turn served stale: %s", got)
 	}

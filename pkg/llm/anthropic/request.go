@@ -90,7 +90,8 @@ func (p *Provider) body(params sdk.MessageNewParams, req llm.CompletionRequest, 
 	if err != nil {
 		return nil, fmt.Errorf("encode messages: %w", err)
 	}
-	body := make([]byte, 0, len(head)+len(sys)+len(tools)+len(msgs)+60)
+	// One buffer, sized up front: the history is copied once, into it.
+	body := make([]byte, 0, len(head)+len(sys)+len(tools)+arrayLen(msgs)+60)
 	body = append(body, '{')
 	if stream {
 		body = append(body, `"stream":true`...)
@@ -104,7 +105,7 @@ func (p *Provider) body(params sdk.MessageNewParams, req llm.CompletionRequest, 
 	for _, f := range []struct {
 		name string
 		raw  json.RawMessage
-	}{{"system", sys}, {"tools", tools}, {"messages", msgs}} {
+	}{{"system", sys}, {"tools", tools}} {
 		if f.raw == nil {
 			continue
 		}
@@ -116,6 +117,11 @@ func (p *Provider) body(params sdk.MessageNewParams, req llm.CompletionRequest, 
 		body = append(body, `":`...)
 		body = append(body, f.raw...)
 	}
+	if len(body) > 1 {
+		body = append(body, ',')
+	}
+	body = append(body, `"messages":`...)
+	body = appendArray(body, msgs)
 	return append(body, '}'), nil
 }
 
