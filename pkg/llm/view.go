@@ -82,6 +82,11 @@ func VisibleRange(msgs []Message) (boundary, summary int, keep []int) {
 // record are shown as a note instead, so a session goes on after a refused
 // image. msgs is never modified: the history is append-only and the request
 // is only a view of it.
+//
+// A message the view leaves as it is shares its blocks with the history
+// (its Content capped, so an append to it copies): the view's blocks are
+// read-only. Copy a message's Content before changing a block of it, as
+// the compactor and the providers do.
 func MessagesForAPI(msgs []Message) []Message {
 	_, summary, keep := VisibleRange(msgs)
 	refused := -1
@@ -103,14 +108,10 @@ func MessagesForAPI(msgs []Message) []Message {
 		return msgs[i]
 	}
 	// Every request carries the whole visible history, so the view is built
-	// with one allocation for its messages and one for their blocks instead
-	// of one per message: at thousands of messages the garbage was most of
-	// a run start's cost.
-	blocks := 0
-	for _, i := range order {
-		blocks += len(msgs[i].Content)
-	}
-	c := copier{arena: make([]ContentBlock, 0, blocks)}
+	// with one allocation for its messages, and their blocks are the
+	// history's own wherever the view leaves them as they are: at thousands
+	// of messages, copies were most of a run start's garbage.
+	var c copier
 	out := make([]Message, 0, len(order))
 	for k := 0; k < len(order); k++ {
 		m := at(k)
@@ -142,15 +143,14 @@ func MessagesForAPI(msgs []Message) []Message {
 	return mergeUsers(out)
 }
 
-// copier copies messages without their host-only fields, their blocks
-// carved from one arena. Each copy's Content is capped at its own length,
-// so an append to it reallocates instead of writing over the next one's.
+// copier copies messages without their host-only fields. Blocks the view
+// makes (paired tool results) are carved from one arena. Every Content it
+// hands out is capped at its length, so an append to one reallocates
+// instead of writing over the next message's blocks or the history's.
 type copier struct{ arena []ContentBlock }
 
 func (c *copier) clean(m Message) Message {
-	from := len(c.arena)
-	c.arena = append(c.arena, m.Content...)
-	return Message{ID: m.ID, Role: m.Role, Content: c.arena[from:len(c.arena):len(c.arena)]}
+	return Message{ID: m.ID, Role: m.Role, Content: m.Content[:len(m.Content):len(m.Content)]}
 }
 
 // pairResults builds the user turn that follows the assistant turn m with
@@ -159,6 +159,9 @@ func (c *copier) clean(m Message) Message {
 // next user turn's content. Results for calls of other turns cannot be
 // paired and are left out.
 func (c *copier) pairResults(m Message, next *Message) Message {
+	if next != nil && paired(m, *next) {
+		return c.clean(*next) // as recorded: nothing to make
+	}
 	from := len(c.arena)
 	for _, t := range m.Content {
 		if t.Type != BlockToolUse {
@@ -181,6 +184,27 @@ func (c *copier) pairResults(m Message, next *Message) Message {
 	}
 	u.Content = c.arena[from:len(c.arena):len(c.arena)]
 	return u
+}
+
+// paired reports whether next already is the turn pairResults would make
+// after m: one result per call of m, in call order, then everything else.
+func paired(m, next Message) bool {
+	k := 0
+	for _, t := range m.Content {
+		if t.Type != BlockToolUse {
+			continue
+		}
+		if k >= len(next.Content) || next.Content[k].Type != BlockToolResult || next.Content[k].ToolUseID != t.ID {
+			return false
+		}
+		k++
+	}
+	for _, b := range next.Content[k:] {
+		if b.Type == BlockToolResult {
+			return false
+		}
+	}
+	return true
 }
 
 // resultFor returns the first tool result for call id in m.

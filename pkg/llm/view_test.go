@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -29,6 +30,10 @@ func deepCopy(t *testing.T, ms []Message) []Message {
 	return out
 }
 
+// The view shares the blocks of the messages it leaves as they are (its
+// blocks are read-only), but building it never changes the history, and an
+// append to a view message copies instead of writing into the history's
+// spare capacity.
 func TestMessagesForAPI_never_mutates_its_input(t *testing.T) {
 	hist := []Message{
 		{ID: "1", Role: RoleUser, Content: []ContentBlock{{Type: BlockText, Text: "hi"}}},
@@ -42,14 +47,20 @@ func TestMessagesForAPI_never_mutates_its_input(t *testing.T) {
 	if !reflect.DeepEqual(before, hist) {
 		t.Fatalf("input changed:\nbefore %+v\nafter  %+v", before, hist)
 	}
-	// Writing to the view must not reach the history either.
+	for i := range hist {
+		hist[i].Content = slices.Grow(hist[i].Content, 4) // spare capacity an append could reach
+	}
+	view = MessagesForAPI(hist)
 	for i := range view {
-		for j := range view[i].Content {
-			view[i].Content[j].Text = "scribbled"
+		view[i].Content = append(view[i].Content, ContentBlock{Type: BlockText, Text: "scribbled"})
+	}
+	for i := range hist {
+		if spare := hist[i].Content[:cap(hist[i].Content)]; slices.ContainsFunc(spare, func(b ContentBlock) bool { return b.Text == "scribbled" }) {
+			t.Fatalf("an append to the view wrote into message %d of the history", i)
 		}
 	}
 	if !reflect.DeepEqual(before, hist) {
-		t.Fatal("the view shares content with the history")
+		t.Fatal("appending to the view changed the history")
 	}
 }
 
