@@ -54,7 +54,7 @@ func (s *Anthropic) URL() string { return s.srv.URL }
 
 func (s *Anthropic) serve(w http.ResponseWriter, r *http.Request) {
 	at := time.Now()
-	body, err := io.ReadAll(r.Body)
+	body, err := readBody(r)
 	if err != nil {
 		return
 	}

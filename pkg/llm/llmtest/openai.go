@@ -51,7 +51,7 @@ func (s *OpenAI) URL() string { return s.srv.URL + "/v1" }
 
 func (s *OpenAI) serve(w http.ResponseWriter, r *http.Request) {
 	at := time.Now()
-	body, err := io.ReadAll(r.Body)
+	body, err := readBody(r)
 	if err != nil {
 		return
 	}
