@@ -213,8 +213,9 @@ func dimensions(img Image) (w, h int, err error) {
 // CheckImages checks every image of msgs against p; the first refusal is
 // an *Error of kind ErrKindImage naming where the image is, for provider.
 func CheckImages(provider string, p ImagePolicy, msgs []Message) error {
-	for i, m := range msgs {
-		for j, b := range m.Content {
+	for i := range msgs {
+		for j := range msgs[i].Content {
+			b := &msgs[i].Content[j] // no copy: this walks every block of every request
 			var imgs []Image
 			switch b.Type {
 			case BlockImage:

@@ -3,7 +3,6 @@ package llm
 import (
 	"encoding/json"
 	"fmt"
-	"slices"
 	"strings"
 )
 
@@ -120,7 +119,7 @@ func MessagesForAPI(msgs []Message) []Message {
 		}
 		if m.Role == RoleAssistant {
 			out = append(out, c.clean(m))
-			if !slices.ContainsFunc(m.Content, isToolUse) {
+			if !hasBlock(m.Content, BlockToolUse) {
 				continue
 			}
 			// The results for these calls must open the next user turn.
@@ -220,10 +219,19 @@ func resultFor(m *Message, id string) (ContentBlock, bool) {
 	return ContentBlock{}, false
 }
 
-func isToolUse(b ContentBlock) bool { return b.Type == BlockToolUse }
+// hasBlock reports whether bs has a block of type t. It reads the blocks in
+// place: a block is 176 bytes, and slices.ContainsFunc copies each one.
+func hasBlock(bs []ContentBlock, t BlockType) bool {
+	for i := range bs {
+		if bs[i].Type == t {
+			return true
+		}
+	}
+	return false
+}
 
 func dropToolResults(bs []ContentBlock) []ContentBlock {
-	if !slices.ContainsFunc(bs, func(b ContentBlock) bool { return b.Type == BlockToolResult }) {
+	if !hasBlock(bs, BlockToolResult) {
 		return bs // nothing to drop: no second copy
 	}
 	out := bs[:0:0]
@@ -292,9 +300,10 @@ func withoutImages(m Message) Message {
 // before a provider has reported a real count.
 func EstimateTokens(msgs []Message) int {
 	n := 0
-	for _, m := range msgs {
+	for i := range msgs {
 		n += 4
-		for _, b := range m.Content {
+		for j := range msgs[i].Content {
+			b := &msgs[i].Content[j]
 			n += (len(b.Text) + len(b.Content) + len(b.Input) + len(b.Name) + 3) / 4
 			n += ImageTokens * len(b.Images)
 			if b.Image != nil {

@@ -183,7 +183,9 @@ func shape(history []llm.Message) []turn {
 // kept returns m's blocks the API takes: m.Content itself (read only) when
 // it takes them all, as it almost always does.
 func kept(m llm.Message) []llm.ContentBlock {
-	keep := func(b llm.ContentBlock) bool {
+	// Blocks are looked at through pointers: a block is 176 bytes, and
+	// copying each one per request was a tenth of shaping a long history.
+	keep := func(b *llm.ContentBlock) bool {
 		switch {
 		case b.Type == llm.BlockText && b.Text == "":
 		case b.Type == llm.BlockThinking && (b.Signature == "" || m.Role != llm.RoleAssistant):
@@ -193,14 +195,14 @@ func kept(m llm.Message) []llm.ContentBlock {
 		}
 		return false
 	}
-	for i, b := range m.Content {
-		if keep(b) {
+	for i := range m.Content {
+		if keep(&m.Content[i]) {
 			continue
 		}
 		out := m.Content[:i:i] // appending copies
-		for _, b := range m.Content[i+1:] {
-			if keep(b) {
-				out = append(out, b)
+		for j := i + 1; j < len(m.Content); j++ {
+			if keep(&m.Content[j]) {
+				out = append(out, m.Content[j])
 			}
 		}
 		return out

@@ -117,7 +117,8 @@ func AppendTurn(b []byte, role llm.Role, blocks []llm.ContentBlock) []byte {
 	}
 	str(string(role))
 	b = binary.AppendUvarint(b, uint64(len(blocks)))
-	for _, x := range blocks {
+	for k := range blocks {
+		x := &blocks[k] // not a copy of the block: this runs for every block of every request
 		str(string(x.Type))
 		str(x.Text)
 		str(x.Signature)
