@@ -24,7 +24,6 @@ func newEncodings(limit int) *encodings { return &encodings{wirecache.New(limit)
 // encoded afresh: it is the only one that differs from its cached form.
 func (c *encodings) turns(turns []turn, breakpoint bool) ([]json.RawMessage, error) {
 	parts := make([]json.RawMessage, len(turns))
-	var key []byte
 	for i, t := range turns {
 		var err error
 		if i == len(turns)-1 && breakpoint {
@@ -32,8 +31,7 @@ func (c *encodings) turns(turns []turn, breakpoint bool) ([]json.RawMessage, err
 			cacheLastBlock(m)
 			parts[i], err = json.Marshal(m)
 		} else {
-			key = wirecache.AppendTurn(append(key[:0], 'm'), t.role, t.blocks)
-			parts[i], err = c.Get(key, func() (json.RawMessage, error) { return json.Marshal(t.param()) })
+			parts[i], err = c.Turn('m', t.role, t.blocks, func() (json.RawMessage, error) { return json.Marshal(t.param()) })
 		}
 		if err != nil {
 			return nil, fmt.Errorf("turn %d (%s): %w", i, t.role, err)

@@ -61,8 +61,7 @@ func (p *Provider) body(params sdk.ChatCompletionNewParams, conv conversation, s
 		add(enc)
 	}
 	for i, t := range conv.turns {
-		key = wirecache.AppendTurn(append(key[:0], 't'), t.role, t.blocks)
-		enc, err := p.enc.Get(key, func() (json.RawMessage, error) { return encodeAll(t.messages()) })
+		enc, err := p.enc.Turn('t', t.role, t.blocks, func() (json.RawMessage, error) { return encodeAll(t.messages()) })
 		if err != nil {
 			return nil, fmt.Errorf("encode turn %d (%s): %w", i, t.role, err)
 		}

@@ -13,7 +13,9 @@ package wirecache
 import (
 	"encoding/binary"
 	"encoding/json"
+	"slices"
 	"sync"
+	"unsafe"
 
 	"jetway/pkg/llm"
 )
@@ -36,11 +38,110 @@ type Cache struct {
 	old   map[string]json.RawMessage
 	size  int // bytes of keys and values in cur
 	limit int
+	// seen and seenOld find a turn's encoding by the identity of its
+	// blocks, the address of the first (see Turn); they turn over with
+	// cur and old.
+	seen, seenOld map[*llm.ContentBlock]seenTurn
 }
+
+// seenTurn is a turn that was encoded: its kind and role, what its blocks
+// held (a shallow copy: their strings are shared), and the encoding.
+type seenTurn struct {
+	kind   byte
+	role   llm.Role
+	blocks []llm.ContentBlock
+	enc    json.RawMessage
+}
+
+// is reports whether st is the turn of kind and role made of blocks.
+func (st seenTurn) is(kind byte, role llm.Role, blocks []llm.ContentBlock) bool {
+	return st.kind == kind && st.role == role && sameBlocks(st.blocks, blocks)
+}
+
+// blockSize is what a shallow copy of one block costs the cache.
+const blockSize = int(unsafe.Sizeof(llm.ContentBlock{}))
 
 // New returns a Cache of at most limit bytes of keys and encodings.
 func New(limit int) *Cache {
-	return &Cache{cur: map[string]json.RawMessage{}, old: map[string]json.RawMessage{}, limit: limit}
+	return &Cache{
+		cur: map[string]json.RawMessage{}, old: map[string]json.RawMessage{}, limit: limit,
+		seen: map[*llm.ContentBlock]seenTurn{}, seenOld: map[*llm.ContentBlock]seenTurn{},
+	}
+}
+
+// Turn returns the encoding of a turn of role made of blocks, as encode
+// makes it; kind tells a provider's encodings of turns apart. A request
+// holds the history's own blocks (the view shares them), so a turn sent
+// before arrives in the same blocks: those are found by identity and
+// checked field by field against what they held (strings compare by
+// pointer first), a few nanoseconds where a key made of every field of
+// every block cost a quarter of a microsecond per turn, for every turn of
+// every request. Other turns (merged ones, a history read back from its
+// transcript) are found by their key, as Get does.
+func (c *Cache) Turn(kind byte, role llm.Role, blocks []llm.ContentBlock, encode func() (json.RawMessage, error)) (json.RawMessage, error) {
+	if len(blocks) == 0 {
+		return c.Get(AppendTurn([]byte{kind}, role, blocks), encode)
+	}
+	id := &blocks[0]
+	c.mu.Lock()
+	st, ok := c.seen[id]
+	if !ok {
+		if st, ok = c.seenOld[id]; ok && st.is(kind, role, blocks) {
+			c.rememberLocked(id, st)
+		}
+	}
+	c.mu.Unlock()
+	if ok && st.is(kind, role, blocks) {
+		return st.enc, nil
+	}
+	key := AppendTurn([]byte{kind}, role, blocks)
+	enc, err := c.Get(key, encode)
+	if err != nil || len(key) > MaxKey {
+		return enc, err
+	}
+	c.mu.Lock()
+	c.rememberLocked(id, seenTurn{kind: kind, role: role, blocks: slices.Clone(blocks), enc: enc})
+	c.mu.Unlock()
+	return enc, nil
+}
+
+func (c *Cache) rememberLocked(id *llm.ContentBlock, st seenTurn) {
+	cost := len(st.blocks)*blockSize + 64
+	if c.size+cost > c.limit/2 {
+		c.rotateLocked()
+	}
+	c.seen[id] = st
+	c.size += cost
+}
+
+// rotateLocked drops the older generation: the newer becomes the older.
+func (c *Cache) rotateLocked() {
+	c.old, c.cur, c.size = c.cur, map[string]json.RawMessage{}, 0
+	c.seenOld, c.seen = c.seen, map[*llm.ContentBlock]seenTurn{}
+}
+
+// sameBlocks reports whether a and b hold the same blocks, field by field.
+func sameBlocks(a, b []llm.ContentBlock) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		x, y := &a[i], &b[i]
+		if x.Type != y.Type || x.Text != y.Text || x.Signature != y.Signature || x.ID != y.ID ||
+			x.Name != y.Name || string(x.Input) != string(y.Input) || x.ToolUseID != y.ToolUseID ||
+			x.Content != y.Content || x.IsError != y.IsError || !sameImage(x.Image, y.Image) ||
+			!slices.Equal(x.Images, y.Images) {
+			return false
+		}
+	}
+	return true
+}
+
+func sameImage(a, b *llm.Image) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
 }
 
 // Get returns the encoding cached under key, or encodes, caches and
@@ -73,7 +174,7 @@ func (c *Cache) Get(key []byte, encode func() (json.RawMessage, error)) (json.Ra
 
 func (c *Cache) storeLocked(key string, enc json.RawMessage) {
 	if c.size+len(key)+len(enc) > c.limit/2 {
-		c.old, c.cur, c.size = c.cur, map[string]json.RawMessage{}, 0
+		c.rotateLocked()
 	}
 	c.cur[key] = enc
 	c.size += len(key) + len(enc)
@@ -86,13 +187,17 @@ func (c *Cache) Len() int {
 	return len(c.cur) + len(c.old)
 }
 
-// Bytes reports how many bytes of keys and encodings the cache holds.
+// Bytes reports how many bytes of keys, encodings and remembered blocks
+// the cache holds.
 func (c *Cache) Bytes() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	n := c.size
 	for k, v := range c.old {
 		n += len(k) + len(v)
+	}
+	for _, st := range c.seenOld {
+		n += len(st.blocks)*blockSize + 64
 	}
 	return n
 }

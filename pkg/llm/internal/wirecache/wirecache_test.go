@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
 	"testing"
 
 	"jetway/pkg/llm"
@@ -27,25 +28,7 @@ func TestAppendTurn_knows_every_field_of_a_block(t *testing.T) {
 		}
 	}
 	// And each field changes the key.
-	base := llm.ContentBlock{Type: llm.BlockToolResult, Image: &llm.Image{}}
-	variants := []func(*llm.ContentBlock){
-		func(b *llm.ContentBlock) { b.Type = llm.BlockText },
-		func(b *llm.ContentBlock) { b.Text = "x" },
-		func(b *llm.ContentBlock) { b.Signature = "x" },
-		func(b *llm.ContentBlock) { b.ID = "x" },
-		func(b *llm.ContentBlock) { b.Name = "x" },
-		func(b *llm.ContentBlock) { b.Input = json.RawMessage(`{}`) },
-		func(b *llm.ContentBlock) { b.ToolUseID = "x" },
-		func(b *llm.ContentBlock) { b.Content = "x" },
-		func(b *llm.ContentBlock) { b.Images = []llm.Image{{}} },
-		func(b *llm.ContentBlock) { b.IsError = true },
-		func(b *llm.ContentBlock) { b.Image = nil },
-		func(b *llm.ContentBlock) { b.Image = &llm.Image{MediaType: "x"} },
-		func(b *llm.ContentBlock) { b.Image = &llm.Image{Data: "x"} },
-		func(b *llm.ContentBlock) { b.Image = &llm.Image{URL: "x"} },
-		// Moving bytes from one field to the next is a different turn too.
-		func(b *llm.ContentBlock) { b.Text, b.Signature = "ab", "" },
-	}
+	base, variants := blockVariants()
 	seen := map[string]int{string(AppendTurn(nil, llm.RoleUser, []llm.ContentBlock{base})): -1}
 	for i, vary := range variants {
 		b := base
@@ -63,6 +46,30 @@ func TestAppendTurn_knows_every_field_of_a_block(t *testing.T) {
 	if string(AppendTurn(nil, llm.RoleUser, []llm.ContentBlock{{Text: "a"}})) ==
 		string(AppendTurn(nil, llm.RoleAssistant, []llm.ContentBlock{{Text: "a"}})) {
 		t.Error("role is not in the key")
+	}
+}
+
+// blockVariants is a block and changes to it, one per field of a block
+// and of its image.
+func blockVariants() (llm.ContentBlock, []func(*llm.ContentBlock)) {
+	base := llm.ContentBlock{Type: llm.BlockToolResult, Image: &llm.Image{}}
+	return base, []func(*llm.ContentBlock){
+		func(b *llm.ContentBlock) { b.Type = llm.BlockText },
+		func(b *llm.ContentBlock) { b.Text = "x" },
+		func(b *llm.ContentBlock) { b.Signature = "x" },
+		func(b *llm.ContentBlock) { b.ID = "x" },
+		func(b *llm.ContentBlock) { b.Name = "x" },
+		func(b *llm.ContentBlock) { b.Input = json.RawMessage(`{}`) },
+		func(b *llm.ContentBlock) { b.ToolUseID = "x" },
+		func(b *llm.ContentBlock) { b.Content = "x" },
+		func(b *llm.ContentBlock) { b.Images = []llm.Image{{}} },
+		func(b *llm.ContentBlock) { b.IsError = true },
+		func(b *llm.ContentBlock) { b.Image = nil },
+		func(b *llm.ContentBlock) { b.Image = &llm.Image{MediaType: "x"} },
+		func(b *llm.ContentBlock) { b.Image = &llm.Image{Data: "x"} },
+		func(b *llm.ContentBlock) { b.Image = &llm.Image{URL: "x"} },
+		// Moving bytes from one field to the next is a different turn too.
+		func(b *llm.ContentBlock) { b.Text, b.Signature = "ab", "" },
 	}
 }
 
@@ -113,5 +120,70 @@ func TestCache_encodes_a_key_once_and_never_keeps_a_failure(t *testing.T) {
 	}
 	if calls != 3 || c.Len() != 1 {
 		t.Fatalf("a key over MaxKey: %d encodes, %d entries; want it encoded each time and not kept", calls, c.Len())
+	}
+}
+
+// A turn sent again in the very blocks it was sent in is found by their
+// identity, encoded once; a copy of it is found by its key, not encoded
+// again; and blocks changed in place, or the same blocks in another role,
+// are never served the old encoding.
+func TestTurn_finds_the_same_blocks_and_never_serves_changed_ones(t *testing.T) {
+	c := New(Limit)
+	calls := 0
+	encodeOf := func(role llm.Role, bs []llm.ContentBlock) func() (json.RawMessage, error) {
+		return func() (json.RawMessage, error) {
+			calls++
+			return json.Marshal(map[string]any{"role": role, "blocks": bs})
+		}
+	}
+	get := func(role llm.Role, bs []llm.ContentBlock) string {
+		t.Helper()
+		enc, err := c.Turn('m', role, bs, encodeOf(role, bs))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _ := encodeOf(role, bs)()
+		calls--
+		if string(enc) != string(want) {
+			t.Fatalf("served %s, want %s", enc, want)
+		}
+		return string(enc)
+	}
+	blocks := []llm.ContentBlock{{Type: llm.BlockText, Text: "hello"}, {Type: llm.BlockToolUse, ID: "t1", Name: "ls", Input: json.RawMessage(`{}`)}}
+	get(llm.RoleAssistant, blocks)
+	get(llm.RoleAssistant, blocks)
+	get(llm.RoleAssistant, slices.Clone(blocks))
+	if calls != 1 {
+		t.Fatalf("encoded %d times, want once for the same blocks and their copy", calls)
+	}
+	get(llm.RoleUser, blocks)
+	if calls != 2 {
+		t.Fatalf("the same blocks in another role: %d encodes, want a second one", calls)
+	}
+
+	base, variants := blockVariants()
+	for i, vary := range variants {
+		bs := []llm.ContentBlock{base}
+		get(llm.RoleUser, bs)
+		vary(&bs[0]) // in place: same array, same length
+		before := calls
+		get(llm.RoleUser, bs)
+		if calls != before+1 {
+			t.Errorf("variant %d changed in place was served its old encoding", i)
+		}
+	}
+}
+
+func TestTurn_stays_within_the_limit(t *testing.T) {
+	const limit = 64 << 10
+	c := New(limit)
+	for i := range 3000 {
+		bs := []llm.ContentBlock{{Type: llm.BlockText, Text: fmt.Sprintf("event %d", i)}}
+		if _, err := c.Turn('m', llm.RoleUser, bs, func() (json.RawMessage, error) { return json.Marshal(bs) }); err != nil {
+			t.Fatal(err)
+		}
+		if held := c.Bytes(); held > limit {
+			t.Fatalf("after %d turns the cache holds %d bytes, over its limit of %d", i+1, held, limit)
+		}
 	}
 }
