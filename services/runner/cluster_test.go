@@ -19,12 +19,25 @@ import (
 	"jetway/pkg/llm/llmtest"
 )
 
+// binDir holds the jetway binary the cluster tests build; TestMain removes
+// it (a 130 MB binary left in the temporary directory by every run).
+var binDir string
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
 // buildJetway builds the jetway binary once per test binary.
 var buildJetway = sync.OnceValues(func() (string, error) {
 	dir, err := os.MkdirTemp("", "jetway-bin-")
 	if err != nil {
 		return "", err
 	}
+	binDir = dir
 	bin := filepath.Join(dir, "jetway")
 	cmd := exec.Command("go", "build", "-o", bin, "jetway/cmd/jetway")
 	if out, err := cmd.CombinedOutput(); err != nil {
