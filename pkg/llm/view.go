@@ -62,6 +62,7 @@ func VisibleRange(msgs []Message) (boundary, summary int, keep []int) {
 			}
 		}
 	}
+	keep = make([]int, 0, len(msgs)-from)
 	for i := from; i < len(msgs); i++ {
 		if msgs[i].Kind == KindCompactBoundary || msgs[i].Kind == KindCompactSummary {
 			continue
