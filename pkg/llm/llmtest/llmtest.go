@@ -11,6 +11,10 @@
 // the APIs' image refusals (InvalidImage, ImageTooLarge,
 // ImageDimensionsTooLarge), and the servers refuse the image shapes the
 // real APIs refuse.
+//
+// A benchmark sharing a process with what it measures turns recording and
+// the request checks off (SetRecording, SetChecking) and times arrivals
+// with Observe.
 package llmtest
 
 import (
