@@ -149,9 +149,15 @@ func (c *Compactor) View(_ context.Context, msgs []llm.Message) []llm.Message {
 	if view, ok := c.takeSpare(msgs); ok {
 		return view
 	}
+	view, _ := c.build(msgs)
+	return view
+}
+
+// build is View with the view's estimated size in tokens.
+func (c *Compactor) build(msgs []llm.Message) ([]llm.Message, int) {
 	view := llm.MessagesForAPI(msgs)
-	if c.cfg.Estimate(view) < c.tokens(c.cfg.ClearAt) {
-		return view
+	if tokens := c.cfg.Estimate(view); tokens < c.tokens(c.cfg.ClearAt) {
+		return view, tokens
 	}
 	type pos struct{ m, b int }
 	var results []pos
@@ -185,7 +191,7 @@ func (c *Compactor) View(_ context.Context, msgs []llm.Message) []llm.Message {
 		}
 		view[p.m].Content[p.b] = b
 	}
-	return view
+	return view, c.cfg.Estimate(view)
 }
 
 // IsOverflow implements agent.Compactor.
@@ -195,8 +201,8 @@ func (c *Compactor) IsOverflow(err error) bool { return llm.IsOverflow(err) }
 // compaction aiming under Target; agent.ErrBlockingLimit when the view
 // would still be past HardLimit.
 func (c *Compactor) Pre(ctx context.Context, msgs []llm.Message, lastInputTokens int) (*agent.Compaction, error) {
-	view := c.View(ctx, msgs)
-	gate := max(c.cfg.Estimate(view), lastInputTokens)
+	view, tokens := c.build(msgs)
+	gate := max(tokens, lastInputTokens)
 	if gate < c.tokens(c.cfg.Threshold) {
 		c.keep(msgs, view) // the request's view, unless the history changes first
 		return nil, nil
