@@ -108,33 +108,51 @@ func systemText(system []string) string {
 // shape keeps the blocks Chat Completions takes and merges consecutive
 // messages of one role into turns.
 func shape(history []llm.Message) []turn {
-	var turns []turn
+	turns := make([]turn, 0, len(history))
 	for _, m := range history {
-		var blocks []llm.ContentBlock
-		for _, b := range m.Content {
-			switch b.Type {
-			case llm.BlockText:
-				if b.Text != "" {
-					blocks = append(blocks, b)
-				}
-			case llm.BlockToolUse, llm.BlockToolResult:
-				blocks = append(blocks, b)
-			case llm.BlockImage:
-				if b.Image != nil && m.Role == llm.RoleUser {
-					blocks = append(blocks, b)
-				}
-			}
-		}
+		blocks := kept(m)
 		if len(blocks) == 0 {
 			continue
 		}
 		if n := len(turns); n > 0 && turns[n-1].role == m.Role {
-			turns[n-1].blocks = append(turns[n-1].blocks, blocks...)
+			// Clip: the merge must copy, never append into the history.
+			turns[n-1].blocks = append(slices.Clip(turns[n-1].blocks), blocks...)
 			continue
 		}
 		turns = append(turns, turn{role: m.Role, blocks: blocks})
 	}
 	return turns
+}
+
+// kept returns m's blocks Chat Completions takes (text that is not empty,
+// tool calls and results, images in user messages): m.Content itself (read
+// only) when it takes them all, so a turn sent before is found in the
+// encoding cache by its blocks' identity.
+func kept(m llm.Message) []llm.ContentBlock {
+	keep := func(b *llm.ContentBlock) bool {
+		switch b.Type {
+		case llm.BlockText:
+			return b.Text != ""
+		case llm.BlockToolUse, llm.BlockToolResult:
+			return true
+		case llm.BlockImage:
+			return b.Image != nil && m.Role == llm.RoleUser
+		}
+		return false
+	}
+	for i := range m.Content {
+		if keep(&m.Content[i]) {
+			continue
+		}
+		out := m.Content[:i:i] // appending copies
+		for j := i + 1; j < len(m.Content); j++ {
+			if keep(&m.Content[j]) {
+				out = append(out, m.Content[j])
+			}
+		}
+		return out
+	}
+	return m.Content
 }
 
 // messages are the Chat Completions messages of one turn: an assistant
