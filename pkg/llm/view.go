@@ -100,12 +100,15 @@ func MessagesForAPI(msgs []Message) []Message {
 	if summary >= 0 {
 		order = append([]int{summary}, keep...)
 	}
-	at := func(k int) Message {
+	// at is the k-th message in view order, by pointer: a Message is 96
+	// bytes, and this runs for every message of every request.
+	at := func(k int) *Message {
 		i := order[k]
 		if i < refused {
-			return withoutImages(msgs[i])
+			m := withoutImages(msgs[i])
+			return &m
 		}
-		return msgs[i]
+		return &msgs[i]
 	}
 	// Every request carries the whole visible history, so the view is built
 	// with one allocation for its messages, and their blocks are the
@@ -126,19 +129,17 @@ func MessagesForAPI(msgs []Message) []Message {
 			// The results for these calls must open the next user turn.
 			var next *Message
 			if k+1 < len(order) && msgs[order[k+1]].Role == RoleUser {
-				n := at(k + 1)
-				next = &n
+				next = at(k + 1)
 				k++
 			}
 			out = append(out, c.pairResults(m, next))
 			continue
 		}
-		u := c.clean(m)
-		u.Content = dropToolResults(u.Content) // results whose call is not in view
-		if len(u.Content) == 0 {
+		content := dropToolResults(m.Content) // results whose call is not in view
+		if len(content) == 0 {
 			continue
 		}
-		out = append(out, u)
+		out = append(out, Message{ID: m.ID, Role: m.Role, Content: content[:len(content):len(content)]})
 	}
 	return mergeUsers(out)
 }
@@ -149,7 +150,7 @@ func MessagesForAPI(msgs []Message) []Message {
 // instead of writing over the next message's blocks or the history's.
 type copier struct{ arena []ContentBlock }
 
-func (c *copier) clean(m Message) Message {
+func (c *copier) clean(m *Message) Message {
 	return Message{ID: m.ID, Role: m.Role, Content: m.Content[:len(m.Content):len(m.Content)]}
 }
 
@@ -158,9 +159,9 @@ func (c *copier) clean(m Message) Message {
 // turn has for it, synthesised where it has none), then the rest of the
 // next user turn's content. Results for calls of other turns cannot be
 // paired and are left out.
-func (c *copier) pairResults(m Message, next *Message) Message {
-	if next != nil && paired(m, *next) {
-		return c.clean(*next) // as recorded: nothing to make
+func (c *copier) pairResults(m, next *Message) Message {
+	if next != nil && paired(m, next) {
+		return c.clean(next) // as recorded: nothing to make
 	}
 	from := len(c.arena)
 	for _, t := range m.Content {
@@ -188,7 +189,7 @@ func (c *copier) pairResults(m Message, next *Message) Message {
 
 // paired reports whether next already is the turn pairResults would make
 // after m: one result per call of m, in call order, then everything else.
-func paired(m, next Message) bool {
+func paired(m, next *Message) bool {
 	k := 0
 	for _, t := range m.Content {
 		if t.Type != BlockToolUse {
@@ -248,8 +249,15 @@ func dropToolResults(bs []ContentBlock) []ContentBlock {
 // providers want strictly alternating roles. It works in place: ms is the
 // view's own slice. A run of n turns is folded in one pass, not n.
 func mergeUsers(ms []Message) []Message {
-	out := ms[:0]
-	for i := 0; i < len(ms); {
+	first := 1 // the first message a fold changes: the usual view has none
+	for first < len(ms) && !(ms[first].Role == RoleUser && ms[first-1].Role == RoleUser) {
+		first++
+	}
+	if first >= len(ms) {
+		return ms
+	}
+	out := ms[:first-1]
+	for i := first - 1; i < len(ms); {
 		m := ms[i]
 		j := i + 1
 		for j < len(ms) && m.Role == RoleUser && ms[j].Role == RoleUser {
