@@ -233,16 +233,27 @@ func hasBlock(bs []ContentBlock, t BlockType) bool {
 }
 
 func dropToolResults(bs []ContentBlock) []ContentBlock {
-	if !hasBlock(bs, BlockToolResult) {
-		return bs // nothing to drop: no second copy
-	}
-	out := bs[:0:0]
-	for _, b := range bs {
-		if b.Type != BlockToolResult {
-			out = append(out, b)
+	return KeepBlocks(bs, func(b *ContentBlock) bool { return b.Type != BlockToolResult })
+}
+
+// KeepBlocks returns the blocks of bs that keep accepts: bs itself when it
+// accepts them all, as it almost always does (no copy, and a request that
+// sends the history's own blocks lets a provider find their encodings by
+// identity), else a new slice. keep reads each block in place.
+func KeepBlocks(bs []ContentBlock, keep func(*ContentBlock) bool) []ContentBlock {
+	for i := range bs {
+		if keep(&bs[i]) {
+			continue
 		}
+		out := bs[:i:i] // appending copies
+		for j := i + 1; j < len(bs); j++ {
+			if keep(&bs[j]) {
+				out = append(out, bs[j])
+			}
+		}
+		return out
 	}
-	return out
+	return bs
 }
 
 // mergeUsers folds runs of user turns into one (tool results first), as

@@ -183,9 +183,7 @@ func shape(history []llm.Message) []turn {
 // kept returns m's blocks the API takes: m.Content itself (read only) when
 // it takes them all, as it almost always does.
 func kept(m llm.Message) []llm.ContentBlock {
-	// Blocks are looked at through pointers: a block is 176 bytes, and
-	// copying each one per request was a tenth of shaping a long history.
-	keep := func(b *llm.ContentBlock) bool {
+	return llm.KeepBlocks(m.Content, func(b *llm.ContentBlock) bool {
 		switch {
 		case b.Type == llm.BlockText && b.Text == "":
 		case b.Type == llm.BlockThinking && (b.Signature == "" || m.Role != llm.RoleAssistant):
@@ -194,20 +192,7 @@ func kept(m llm.Message) []llm.ContentBlock {
 			return true
 		}
 		return false
-	}
-	for i := range m.Content {
-		if keep(&m.Content[i]) {
-			continue
-		}
-		out := m.Content[:i:i] // appending copies
-		for j := i + 1; j < len(m.Content); j++ {
-			if keep(&m.Content[j]) {
-				out = append(out, m.Content[j])
-			}
-		}
-		return out
-	}
-	return m.Content
+	})
 }
 
 // param is the SDK's message for t.

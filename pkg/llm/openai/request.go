@@ -129,7 +129,7 @@ func shape(history []llm.Message) []turn {
 // only) when it takes them all, so a turn sent before is found in the
 // encoding cache by its blocks' identity.
 func kept(m llm.Message) []llm.ContentBlock {
-	keep := func(b *llm.ContentBlock) bool {
+	return llm.KeepBlocks(m.Content, func(b *llm.ContentBlock) bool {
 		switch b.Type {
 		case llm.BlockText:
 			return b.Text != ""
@@ -139,20 +139,7 @@ func kept(m llm.Message) []llm.ContentBlock {
 			return b.Image != nil && m.Role == llm.RoleUser
 		}
 		return false
-	}
-	for i := range m.Content {
-		if keep(&m.Content[i]) {
-			continue
-		}
-		out := m.Content[:i:i] // appending copies
-		for j := i + 1; j < len(m.Content); j++ {
-			if keep(&m.Content[j]) {
-				out = append(out, m.Content[j])
-			}
-		}
-		return out
-	}
-	return m.Content
+	})
 }
 
 // messages are the Chat Completions messages of one turn: an assistant
