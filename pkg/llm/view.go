@@ -135,11 +135,12 @@ func MessagesForAPI(msgs []Message) []Message {
 			out = append(out, c.pairResults(m, next))
 			continue
 		}
-		content := dropToolResults(m.Content) // results whose call is not in view
-		if len(content) == 0 {
+		u := c.clean(m)
+		u.Content = dropToolResults(u.Content) // results whose call is not in view
+		if len(u.Content) == 0 {
 			continue
 		}
-		out = append(out, Message{ID: m.ID, Role: m.Role, Content: content[:len(content):len(content)]})
+		out = append(out, u)
 	}
 	return mergeUsers(out)
 }
