@@ -74,7 +74,7 @@ func New(limit int) *Cache {
 // holds the history's own blocks (the view shares them), so a turn sent
 // before arrives in the same blocks: those are found by identity and
 // checked field by field against what they held (strings compare by
-// pointer first), a few nanoseconds where a key made of every field of
+// pointer first): tens of nanoseconds, where a key made of every field of
 // every block cost a quarter of a microsecond per turn, for every turn of
 // every request. Other turns (merged ones, a history read back from its
 // transcript) are found by their key, as Get does.
@@ -120,7 +120,8 @@ func (c *Cache) rotateLocked() {
 	c.seenOld, c.seen = c.seen, map[*llm.ContentBlock]seenTurn{}
 }
 
-// sameBlocks reports whether a and b hold the same blocks, field by field.
+// sameBlocks reports whether a and b hold the same blocks, field by field:
+// every field AppendTurn reads (a test changes each one in place).
 func sameBlocks(a, b []llm.ContentBlock) bool {
 	if len(a) != len(b) {
 		return false

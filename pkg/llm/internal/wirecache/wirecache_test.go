@@ -24,7 +24,7 @@ func TestAppendTurn_knows_every_field_of_a_block(t *testing.T) {
 			got = append(got, f.Name)
 		}
 		if !reflect.DeepEqual(got, names) {
-			t.Errorf("%s has fields %v; AppendTurn knows %v: add the new ones to the key", typ, got, names)
+			t.Errorf("%s has fields %v; AppendTurn knows %v: add the new ones to the key, to sameBlocks and to blockVariants", typ, got, names)
 		}
 	}
 	// And each field changes the key.
