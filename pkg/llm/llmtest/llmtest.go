@@ -262,8 +262,12 @@ func readBody(r *http.Request) ([]byte, error) {
 // been seen: the head of a request, not the history behind it.
 func peek(body []byte, fields map[string]any) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return fmt.Errorf("not a JSON object (%v)", err)
+	tok, err := dec.Token()
+	if err != nil {
+		return fmt.Errorf("not a JSON object: %w", err)
+	}
+	if tok != json.Delim('{') {
+		return fmt.Errorf("not a JSON object: starts with %v", tok)
 	}
 	for left := len(fields); left > 0 && dec.More(); {
 		tok, err := dec.Token()

@@ -3,6 +3,8 @@ package llmtest_test
 import (
 	"context"
 	"errors"
+	"io"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -321,5 +323,29 @@ func TestOpenAI_unchecked_reads_model_stream_and_usage_option(t *testing.T) {
 	}
 	if acc.Model != "gpt-test" || len(acc.Choices) != 1 || acc.Choices[0].Message.Content != "hi" || acc.Usage.CompletionTokens != 1 {
 		t.Fatalf("completion = %+v", acc.ChatCompletion)
+	}
+}
+
+// Unchecked, a body that is not a JSON object is still refused, in the
+// API's words, with what was wrong.
+func TestUnchecked_refuses_a_body_that_is_not_an_object(t *testing.T) {
+	s := llmtest.NewAnthropic(t, llmtest.Reply{Text: "unused"})
+	s.SetChecking(false)
+	for body, want := range map[string]string{`[1]`: "starts with [", `{"model":`: "model", ``: "EOF"} {
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, s.URL()+"/v1/messages", strings.NewReader(body))
+		req.Header.Set("x-api-key", "k")
+		req.Header.Set("anthropic-version", "2023-06-01")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(raw), "error parsing the body") || !strings.Contains(string(raw), want) {
+			t.Errorf("body %q: %d %s, want a 400 naming %q", body, resp.StatusCode, raw, want)
+		}
+	}
+	if s.Pending() != 1 {
+		t.Fatal("a refused request consumed the scripted reply")
 	}
 }
