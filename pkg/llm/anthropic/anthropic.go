@@ -32,6 +32,7 @@ import (
 
 	sdk "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
+	"github.com/anthropics/anthropic-sdk-go/v2/packages/ssestream"
 
 	"jetway/pkg/llm"
 	"jetway/pkg/llm/internal/wirecache"
@@ -141,8 +142,19 @@ func (p *Provider) Stream(ctx context.Context, req llm.CompletionRequest) iter.S
 
 var errIncomplete = errors.New("stream ended before message_stop")
 
+// newStreaming opens a stream as Messages.NewStreaming does, through the
+// same client (its auth, headers, retries and decoder), without setting
+// "stream": true on the finished body: sjson makes that edit on a copy of
+// the whole body, a whole history every call, and the body made here
+// already opens with the field (see body).
+func (p *Provider) newStreaming(ctx context.Context, params sdk.MessageNewParams, opts []option.RequestOption) *ssestream.Stream[sdk.MessageStreamEventUnion] {
+	var raw *http.Response
+	err := p.client.Post(ctx, "v1/messages", params, &raw, opts...)
+	return ssestream.NewStream[sdk.MessageStreamEventUnion](ssestream.NewDecoder(raw), err)
+}
+
 func (p *Provider) streamOnce(ctx context.Context, params sdk.MessageNewParams, opts []option.RequestOption, emit func(llm.StreamEvent), stopped func() bool) error {
-	stream := p.client.Messages.NewStreaming(ctx, params, opts...)
+	stream := p.newStreaming(ctx, params, opts)
 	defer stream.Close()
 	var acc sdk.Message
 	done := false

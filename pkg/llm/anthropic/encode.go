@@ -24,14 +24,20 @@ func newEncodings(limit int) *encodings { return &encodings{wirecache.New(limit)
 // encoded afresh: it is the only one that differs from its cached form.
 func (c *encodings) turns(turns []turn, breakpoint bool) ([]json.RawMessage, error) {
 	parts := make([]json.RawMessage, len(turns))
+	if len(turns) == 0 {
+		return parts, nil
+	}
+	seq := c.Sequence('m', turns[0].blocks)
+	defer seq.Done()
 	for i, t := range turns {
 		var err error
 		if i == len(turns)-1 && breakpoint {
 			m := t.param()
 			cacheLastBlock(m)
 			parts[i], err = json.Marshal(m)
+			seq.Skip()
 		} else {
-			parts[i], err = c.Turn('m', t.role, t.blocks, func() (json.RawMessage, error) { return json.Marshal(t.param()) })
+			parts[i], err = seq.Turn(t.role, t.blocks, func() (json.RawMessage, error) { return json.Marshal(t.param()) })
 		}
 		if err != nil {
 			return nil, fmt.Errorf("turn %d (%s): %w", i, t.role, err)

@@ -62,7 +62,9 @@ func (s *Anthropic) serve(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, &APIError{Status: http.StatusNotFound, Type: "not_found_error", Message: "Not found: " + r.Method + " " + r.URL.Path})
 		return
 	}
-	s.record(at, r, body)
+	if !s.record(at, r, body) {
+		defer releaseBody(body)
+	}
 	if r.Header.Get("x-api-key") == "" && r.Header.Get("authorization") == "" {
 		s.writeError(w, &APIError{Status: http.StatusUnauthorized, Message: "x-api-key header is required"})
 		return

@@ -59,7 +59,9 @@ func (s *OpenAI) serve(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, &APIError{Status: http.StatusNotFound, Message: "Invalid URL (" + r.Method + " " + r.URL.Path + ")"})
 		return
 	}
-	s.record(at, r, body)
+	if !s.record(at, r, body) {
+		defer releaseBody(body)
+	}
 	if !strings.HasPrefix(r.Header.Get("authorization"), "Bearer ") {
 		s.writeError(w, &APIError{Status: http.StatusUnauthorized, Message: "You didn't provide an API key."})
 		return

@@ -8,6 +8,7 @@ import (
 	sdk "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
+	"jetway/pkg/llm"
 	"jetway/pkg/llm/internal/wirecache"
 )
 
@@ -60,8 +61,14 @@ func (p *Provider) body(params sdk.ChatCompletionNewParams, conv conversation, s
 		}
 		add(enc)
 	}
+	var opening []llm.ContentBlock
+	if len(conv.turns) > 0 {
+		opening = conv.turns[0].blocks
+	}
+	seq := p.enc.Sequence('t', opening)
+	defer seq.Done()
 	for i, t := range conv.turns {
-		enc, err := p.enc.Turn('t', t.role, t.blocks, func() (json.RawMessage, error) { return encodeAll(t.messages()) })
+		enc, err := seq.Turn(t.role, t.blocks, func() (json.RawMessage, error) { return encodeAll(t.messages()) })
 		if err != nil {
 			return nil, fmt.Errorf("encode turn %d (%s): %w", i, t.role, err)
 		}

@@ -41,7 +41,11 @@ type Cache struct {
 	// seen and seenOld find a turn's encoding by the identity of its
 	// blocks, the address of the first (see Turn); they turn over with
 	// cur and old.
-	seen, seenOld map[*llm.ContentBlock]seenTurn
+	seen, seenOld map[*llm.ContentBlock]*seenTurn
+	// chains and chainsOld hold the turns of the last request of each
+	// history, by the identity of its first block (see Sequence); they turn
+	// over with cur and old.
+	chains, chainsOld map[chainKey]*chain
 }
 
 // seenTurn is a turn that was encoded: its kind and role, what its blocks
@@ -54,7 +58,7 @@ type seenTurn struct {
 }
 
 // is reports whether st is the turn of kind and role made of blocks.
-func (st seenTurn) is(kind byte, role llm.Role, blocks []llm.ContentBlock) bool {
+func (st *seenTurn) is(kind byte, role llm.Role, blocks []llm.ContentBlock) bool {
 	return st.kind == kind && st.role == role && sameBlocks(st.blocks, blocks)
 }
 
@@ -65,7 +69,8 @@ const blockSize = int(unsafe.Sizeof(llm.ContentBlock{}))
 func New(limit int) *Cache {
 	return &Cache{
 		cur: map[string]json.RawMessage{}, old: map[string]json.RawMessage{}, limit: limit,
-		seen: map[*llm.ContentBlock]seenTurn{}, seenOld: map[*llm.ContentBlock]seenTurn{},
+		seen: map[*llm.ContentBlock]*seenTurn{}, seenOld: map[*llm.ContentBlock]*seenTurn{},
+		chains: map[chainKey]*chain{}, chainsOld: map[chainKey]*chain{},
 	}
 }
 
@@ -79,8 +84,20 @@ func New(limit int) *Cache {
 // every request. Other turns (merged ones, a history read back from its
 // transcript) are found by their key, as Get does.
 func (c *Cache) Turn(kind byte, role llm.Role, blocks []llm.ContentBlock, encode func() (json.RawMessage, error)) (json.RawMessage, error) {
+	st, err := c.turn(kind, role, blocks, encode)
+	if err != nil {
+		return nil, err
+	}
+	return st.enc, nil
+}
+
+// turn is Turn, returning what it found or made. The seenTurn is shared
+// when it can be found by identity again (its blocks are set), a bare
+// encoding when it cannot (no blocks, or a key over MaxKey).
+func (c *Cache) turn(kind byte, role llm.Role, blocks []llm.ContentBlock, encode func() (json.RawMessage, error)) (*seenTurn, error) {
 	if len(blocks) == 0 {
-		return c.Get(AppendTurn([]byte{kind}, role, blocks), encode)
+		enc, err := c.Get(AppendTurn([]byte{kind}, role, blocks), encode)
+		return &seenTurn{enc: enc}, err
 	}
 	id := &blocks[0]
 	c.mu.Lock()
@@ -92,20 +109,21 @@ func (c *Cache) Turn(kind byte, role llm.Role, blocks []llm.ContentBlock, encode
 	}
 	c.mu.Unlock()
 	if ok && st.is(kind, role, blocks) {
-		return st.enc, nil
+		return st, nil
 	}
 	key := AppendTurn([]byte{kind}, role, blocks)
 	enc, err := c.Get(key, encode)
 	if err != nil || len(key) > MaxKey {
-		return enc, err
+		return &seenTurn{enc: enc}, err
 	}
+	st = &seenTurn{kind: kind, role: role, blocks: slices.Clone(blocks), enc: enc}
 	c.mu.Lock()
-	c.rememberLocked(id, seenTurn{kind: kind, role: role, blocks: slices.Clone(blocks), enc: enc})
+	c.rememberLocked(id, st)
 	c.mu.Unlock()
-	return enc, nil
+	return st, nil
 }
 
-func (c *Cache) rememberLocked(id *llm.ContentBlock, st seenTurn) {
+func (c *Cache) rememberLocked(id *llm.ContentBlock, st *seenTurn) {
 	cost := len(st.blocks)*blockSize + 64
 	if c.size+cost > c.limit/2 {
 		c.rotateLocked()
@@ -117,7 +135,8 @@ func (c *Cache) rememberLocked(id *llm.ContentBlock, st seenTurn) {
 // rotateLocked drops the older generation: the newer becomes the older.
 func (c *Cache) rotateLocked() {
 	c.old, c.cur, c.size = c.cur, map[string]json.RawMessage{}, 0
-	c.seenOld, c.seen = c.seen, map[*llm.ContentBlock]seenTurn{}
+	c.seenOld, c.seen = c.seen, map[*llm.ContentBlock]*seenTurn{}
+	c.chainsOld, c.chains = c.chains, map[chainKey]*chain{}
 }
 
 // sameBlocks reports whether a and b hold the same blocks, field by field:
@@ -199,6 +218,9 @@ func (c *Cache) Bytes() int {
 	}
 	for _, st := range c.seenOld {
 		n += len(st.blocks)*blockSize + 64
+	}
+	for _, ch := range c.chainsOld {
+		n += ch.cost()
 	}
 	return n
 }
