@@ -151,8 +151,11 @@ func (a *actor) start(ctx context.Context, p plan) bool {
 	turn := llm.UserText(h.Compose())
 	turn.ID = newID("m-")
 	turn.Delivers = ids
+	// The run's start and its first turn are one record, one fenced
+	// append: a round trip off every run start, and no run can be recorded
+	// as started without the turn it started with.
 	tr := a.transcript()
-	begun := Record{Kind: RecordRunStarted, Run: runID, Runner: a.r.cfg.ID, Cause: cause, Time: time.Now().UTC()}
+	begun := Record{Kind: RecordRunStarted, Run: runID, Runner: a.r.cfg.ID, Cause: cause, Time: time.Now().UTC(), Message: &turn}
 	err = tr.append(ctx, begun)
 	// A refusal may be our own append answering late: the client retries a
 	// publish whose answer was lost (a node restart), and the retry finds
@@ -160,9 +163,6 @@ func (a *actor) start(ctx context.Context, p plan) bool {
 	// transcript, and undoing the claim would leave it "never ended" with
 	// the session idle (chaos finding 5, seen again in CI).
 	started := err == nil || (errors.Is(err, ErrFenced) && tr.landedAtFence(ctx, begun))
-	if err == nil {
-		err = tr.append(ctx, Record{Kind: RecordMessage, Run: runID, Runner: a.r.cfg.ID, Message: &turn})
-	}
 	if err == nil {
 		a.mu.Lock()
 		if a.tr != tr {

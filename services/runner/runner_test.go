@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -222,6 +223,17 @@ func TestAn_idle_session_starts_a_run_with_the_event_as_its_input(t *testing.T) 
 	msgs := history(recs)
 	if len(msgs) != 2 || msgs[0].Text() != "hi" || msgs[1].Text() != "hello there" {
 		t.Fatalf("history = %+v", msgs)
+	}
+	// The run's start and its first turn are one record, one append.
+	var kinds []string
+	for _, r := range recs {
+		kinds = append(kinds, r.Kind)
+	}
+	if want := []string{RecordRunStarted, RecordMessage, RecordRunEnded}; !slices.Equal(kinds, want) {
+		t.Fatalf("records %v, want %v", kinds, want)
+	}
+	if first := recs[0].Message; first == nil || first.Text() != "hi" || !slices.Equal(first.Delivers, []string{id}) {
+		t.Fatalf("run_started carries %+v, want the run's first turn delivering %s", first, id)
 	}
 	if model.RequestCount() != 1 {
 		t.Fatalf("model called %d times, want 1", model.RequestCount())

@@ -19,15 +19,16 @@ import (
 const (
 	RecordMessage    = "message"     // one llm.Message, in birth order
 	RecordBoundary   = "boundary"    // a compaction boundary (observability)
-	RecordRunStarted = "run_started" // a run began (cause, brief)
+	RecordRunStarted = "run_started" // a run began (cause), with its first turn (Message)
 	RecordRunEnded   = "run_ended"   // a run ended (reason)
 	RecordRefused    = "refused"     // an event refused and why; never sent to the model
 )
 
 // Record is one entry of jetway.transcript.<tenant>.<session>. The
 // transcript is the session's memory and the chaos suite's evidence: every
-// event that reached the model is named in exactly one message record's
-// Delivers.
+// event that reached the model is named in exactly one record's
+// Message.Delivers (a message record, or the run_started record that
+// carries a run's first turn).
 type Record struct {
 	Kind     string            `json:"kind"`
 	Run      string            `json:"run,omitempty"`
@@ -247,12 +248,15 @@ func (t *transcript) landed(ctx context.Context, r Record) bool {
 	return true
 }
 
-// history is the conversation a transcript holds: its message records in
-// order, boundaries included as their marker messages.
+// history is the conversation a transcript holds: its message records and
+// the first turns its run_started records carry, in order, boundaries
+// included as their marker messages. (Transcripts written before a run's
+// first turn rode in its run_started record hold it as a message record
+// after it: both read the same.)
 func history(recs []Record) []llm.Message {
 	var out []llm.Message
 	for _, r := range recs {
-		if r.Kind == RecordMessage && r.Message != nil {
+		if (r.Kind == RecordMessage || r.Kind == RecordRunStarted) && r.Message != nil {
 			out = append(out, *r.Message)
 		}
 	}

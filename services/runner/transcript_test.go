@@ -5,6 +5,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"jetway/pkg/llm"
 )
 
 // A try whose answer was lost may still have landed; the next try is then
@@ -82,5 +84,33 @@ func TestA_run_start_that_landed_behind_a_refusal_is_found_at_the_fence(t *testi
 	}
 	if tr.last != fence {
 		t.Fatalf("the fence moved to %d; a lost session's fence stays", tr.last)
+	}
+}
+
+// A run's first turn rides in its run_started record; transcripts written
+// before that hold it in a message record after run_started. Both read as
+// the same conversation, each turn once.
+func TestHistory_reads_a_run_s_first_turn_in_either_layout(t *testing.T) {
+	first, reply := llm.UserText("hi"), llm.Message{Role: llm.RoleAssistant, Content: []llm.ContentBlock{{Type: llm.BlockText, Text: "hello"}}}
+	first.Delivers = []string{"ce-1"}
+	now := []Record{
+		{Kind: RecordRunStarted, Run: "r-1", Cause: "dispatch", Message: &first},
+		{Kind: RecordMessage, Run: "r-1", Message: &reply},
+		{Kind: RecordRunEnded, Run: "r-1"},
+	}
+	before := []Record{
+		{Kind: RecordRunStarted, Run: "r-1", Cause: "dispatch"},
+		{Kind: RecordMessage, Run: "r-1", Message: &first},
+		{Kind: RecordMessage, Run: "r-1", Message: &reply},
+		{Kind: RecordRunEnded, Run: "r-1"},
+	}
+	for name, recs := range map[string][]Record{"now": now, "before": before} {
+		h := history(recs)
+		if len(h) != 2 || h[0].Text() != "hi" || h[1].Text() != "hello" {
+			t.Errorf("%s: history = %+v, want the first turn then the reply", name, h)
+		}
+		if _, ok := delivered(recs)["ce-1"]; !ok {
+			t.Errorf("%s: the first turn's event is not counted as delivered", name)
+		}
 	}
 }
