@@ -65,6 +65,7 @@ func TestCluster_keeps_every_message_when_a_node_stops_and_comes_back(t *testing
 		victim = c.StreamLeader(bus.StreamEvents)
 		return victim != nil
 	})
+	stopped := time.Now()
 	victim.Stop()
 	publish()
 	victim.Restart(t)
@@ -96,10 +97,14 @@ func TestCluster_keeps_every_message_when_a_node_stops_and_comes_back(t *testing
 		t.Fatalf("work stream: %v", err)
 	}
 	// When the JETWAY_EVENTS leader dies, the server notices its source
-	// consumer stalled only after its fixed 10 s source health check, so
-	// sourcing into JETWAY_WORK resumes 10-20 s later (measured ~19 s).
-	waitFor(t, 45*time.Second, fmt.Sprintf("%d messages sourced into %s", n, bus.StreamWork), func() bool {
+	// consumer stalled only at its fixed 10 s source health check, and a
+	// retry that finds no leader yet backs off: sourcing into JETWAY_WORK
+	// resumes 2–27 s later on a quiet machine, and went past 45 s in CI
+	// beside the other packages' tests. The deployment test allows the
+	// same 90 s (docs/OPERATIONS.md).
+	waitFor(t, 90*time.Second, fmt.Sprintf("%d messages sourced into %s", n, bus.StreamWork), func() bool {
 		info, err := work.Info(ctx)
 		return err == nil && info.State.Msgs == uint64(n)
 	})
+	t.Logf("%s held all %d messages %s after the node stopped", bus.StreamWork, n, time.Since(stopped).Round(time.Millisecond))
 }
