@@ -142,6 +142,7 @@ func (e *env) measureRaw(ctx context.Context) {
 
 	e.measureRequest(ctx)
 	e.measureSourced(ctx)
+	e.measureFloor(ctx)
 	e.base.measured = true
 }
 

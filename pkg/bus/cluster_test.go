@@ -2,7 +2,9 @@ package bus_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -107,4 +109,60 @@ func TestCluster_keeps_every_message_when_a_node_stops_and_comes_back(t *testing
 		return err == nil && info.State.Msgs == uint64(n)
 	})
 	t.Logf("%s held all %d messages %s after the node stopped", bus.StreamWork, n, time.Since(stopped).Round(time.Millisecond))
+}
+
+func TestOpenBucket_waits_for_a_cluster_that_is_coming_back(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a 3-node cluster")
+	}
+	c := bustest.StartCluster(t, 3)
+	ctx := testContext(t)
+	_, js := bustest.Connect(t, c.URLs()...)
+	if err := bus.Provision(ctx, js, bus.ProvisionConfig{Replicas: 3, Partitions: 2}); err != nil {
+		t.Fatalf("provision R3: %v", err)
+	}
+	// The whole cluster down, as when every node restarts at once: until
+	// it is back and has elected its leaders nothing answers.
+	for _, nd := range c.Nodes {
+		nd.Stop()
+	}
+	opened := make(chan error, 1)
+	go func() {
+		_, err := bus.OpenBucket(ctx, js, bus.BucketSessions)
+		opened <- err
+	}()
+	select {
+	case err := <-opened:
+		t.Fatalf("OpenBucket returned with the cluster down (err %v); it should wait", err)
+	case <-time.After(6 * time.Second): // past one request's own timeout
+	}
+	for _, nd := range c.Nodes {
+		nd.Restart(t)
+	}
+	select {
+	case err := <-opened:
+		if err != nil {
+			t.Fatalf("OpenBucket after the cluster came back: %v", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("OpenBucket still waiting after the cluster came back")
+	}
+}
+
+func TestOpenBucket_refuses_a_missing_bucket_at_once(t *testing.T) {
+	srv := bustest.StartServer(t)
+	_, js := bustest.Connect(t, srv.ClientURL())
+	ctx := testContext(t)
+	_, err := bus.OpenBucket(ctx, js, "no_such_bucket")
+	if err == nil || !strings.Contains(err.Error(), "no_such_bucket") {
+		t.Fatalf("OpenBucket(no_such_bucket) = %v, want an error naming the bucket", err)
+	}
+	if !errors.Is(err, jetstream.ErrBucketNotFound) {
+		t.Fatalf("OpenBucket(no_such_bucket) = %v, want ErrBucketNotFound", err)
+	}
+	// A missing bucket is an answer, not silence: it must not be retried
+	// until the test's own deadline.
+	if ctx.Err() != nil {
+		t.Fatalf("OpenBucket waited out the context (%v) on a missing bucket", ctx.Err())
+	}
 }

@@ -222,7 +222,11 @@ func BucketConfigs(cfg ProvisionConfig) []jetstream.KeyValueConfig {
 
 // Partitions reads P back from the JETWAY_WORK stream.
 func Partitions(ctx context.Context, js jetstream.JetStream) (int, error) {
-	s, err := js.Stream(ctx, StreamWork)
+	var s jetstream.Stream
+	err := whilePlacing(ctx, func(ctx context.Context) (err error) {
+		s, err = js.Stream(ctx, StreamWork)
+		return err
+	})
 	if err != nil {
 		return 0, fmt.Errorf("bus: read partitions: %w", err)
 	}
@@ -251,6 +255,22 @@ const (
 	placementPatience = 60 * time.Second
 	attemptTimeout    = 10 * time.Second
 )
+
+// OpenBucket binds the key-value bucket name, waiting out a cluster that
+// answers nobody yet (leaders being elected after a restart or a fresh
+// provision, for seconds on a loaded machine): a service started beside
+// its cluster waits for it instead of exiting.
+func OpenBucket(ctx context.Context, js jetstream.JetStream, name string) (jetstream.KeyValue, error) {
+	var kv jetstream.KeyValue
+	err := whilePlacing(ctx, func(ctx context.Context) (err error) {
+		kv, err = js.KeyValue(ctx, name)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("bus: bucket %s: %w", name, err)
+	}
+	return kv, nil
+}
 
 // whilePlacing runs create until it succeeds, fails with anything but "no
 // suitable peers" or an unanswered request, placementPatience passes, or

@@ -182,11 +182,11 @@ func (w *Worker) ID() string { return w.cfg.WorkerID }
 func (w *Worker) Run(ctx context.Context) error {
 	log := w.cfg.Log
 	var err error
-	if w.jobsKV, err = w.js.KeyValue(ctx, bus.BucketJobs); err != nil {
-		return fmt.Errorf("jobs: bucket %s (is the bus provisioned?): %w", bus.BucketJobs, err)
+	if w.jobsKV, err = bus.OpenBucket(ctx, w.js, bus.BucketJobs); err != nil {
+		return fmt.Errorf("jobs: %w (is the bus provisioned?)", err)
 	}
-	if w.bindKV, err = w.js.KeyValue(ctx, bus.BucketWorkers); err != nil {
-		return fmt.Errorf("jobs: bucket %s (is the bus provisioned?): %w", bus.BucketWorkers, err)
+	if w.bindKV, err = bus.OpenBucket(ctx, w.js, bus.BucketWorkers); err != nil {
+		return fmt.Errorf("jobs: %w (is the bus provisioned?)", err)
 	}
 	if err := os.MkdirAll(w.cfg.Root, 0o755); err != nil {
 		return fmt.Errorf("jobs: root: %w", err)

@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
 )
 
 // beat is a runner's heartbeat value in the runners bucket.
@@ -31,9 +33,98 @@ const (
 
 // peers reads the runners bucket: heartbeats older than staleAfter do not
 // count. A missing bucket entry and a stale one mean the same thing.
+//
+// The balance rule asks how many runners live and who holds what twice a
+// second per partition; view answers that from a copy of the bucket kept
+// by one watcher (see watchPeers), where listing the bucket each time made
+// the server create and delete some thirty consumers a second per runner.
+// Whether one given runner is alive (status) is always read afresh: a
+// recovery rests on it.
 type peers struct {
 	kv         jetstream.KeyValue
 	staleAfter time.Duration
+	view       *peerView
+}
+
+// peerView is a copy of the runners bucket, current while ready.
+type peerView struct {
+	mu    sync.Mutex
+	ready bool
+	beats map[string]seenBeat
+}
+
+type seenBeat struct {
+	beat
+	at time.Time // when the server stored it
+}
+
+// fresh returns the heartbeats younger than staleAfter, or false when the
+// copy is not current (the watcher has not caught up, or has stopped).
+func (v *peerView) fresh(staleAfter time.Duration) (map[string]beat, bool) {
+	if v == nil {
+		return nil, false
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if !v.ready {
+		return nil, false
+	}
+	out := make(map[string]beat, len(v.beats))
+	for id, b := range v.beats {
+		if time.Since(b.at) <= staleAfter {
+			out[id] = b.beat
+		}
+	}
+	return out, true
+}
+
+func (v *peerView) reset() {
+	v.mu.Lock()
+	v.ready, v.beats = false, make(map[string]seenBeat)
+	v.mu.Unlock()
+}
+
+func (v *peerView) apply(e jetstream.KeyValueEntry) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if e == nil { // the watcher has handed over every stored heartbeat
+		v.ready = true
+		return
+	}
+	if e.Operation() != jetstream.KeyValuePut {
+		delete(v.beats, e.Key())
+		return
+	}
+	var b beat
+	if json.Unmarshal(e.Value(), &b) != nil {
+		delete(v.beats, e.Key())
+		return
+	}
+	v.beats[e.Key()] = seenBeat{beat: b, at: e.Created()}
+}
+
+// watchPeers keeps p.view current until ctx ends. An entry that expires
+// leaves no marker in the bucket; the age check in fresh drops it. While
+// the watcher is down the copy is not ready, and live and holders read the
+// bucket themselves.
+func (p peers) watchPeers(ctx context.Context, log zerolog.Logger) {
+	for ctx.Err() == nil {
+		p.view.reset()
+		w, err := p.kv.WatchAll(ctx)
+		if err != nil {
+			log.Debug().Err(err).Msg("watch runner heartbeats")
+		} else {
+			for e := range w.Updates() {
+				p.view.apply(e)
+			}
+			_ = w.Stop()
+		}
+		p.view.reset()
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
 }
 
 func (p peers) put(ctx context.Context, id string, b beat) error {
@@ -79,6 +170,9 @@ func (p peers) status(ctx context.Context, id, incarnation string) (liveness, er
 
 // live counts runners with a fresh heartbeat (at least 1: the caller).
 func (p peers) live(ctx context.Context) (int, error) {
+	if beats, ok := p.view.fresh(p.staleAfter); ok {
+		return max(len(beats), 1), nil
+	}
 	lister, err := p.kv.ListKeys(ctx)
 	if err != nil {
 		if errors.Is(err, jetstream.ErrNoKeysFound) {
@@ -105,6 +199,14 @@ func (p peers) live(ctx context.Context) (int, error) {
 // holders maps each partition to the live runner that says it holds it.
 func (p peers) holders(ctx context.Context) map[int]string {
 	out := map[int]string{}
+	if beats, ok := p.view.fresh(p.staleAfter); ok {
+		for id, b := range beats {
+			for _, n := range b.Partitions {
+				out[n] = id
+			}
+		}
+		return out
+	}
 	lister, err := p.kv.ListKeys(ctx)
 	if err != nil {
 		return out

@@ -173,17 +173,17 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 	if err != nil {
 		return nil, fmt.Errorf("runner: %w", err)
 	}
-	sessions, err := js.KeyValue(ctx, bus.BucketSessions)
+	sessions, err := bus.OpenBucket(ctx, js, bus.BucketSessions)
 	if err != nil {
-		return nil, fmt.Errorf("runner: sessions bucket: %w", err)
+		return nil, fmt.Errorf("runner: %w", err)
 	}
-	runners, err := js.KeyValue(ctx, bus.BucketRunners)
+	runners, err := bus.OpenBucket(ctx, js, bus.BucketRunners)
 	if err != nil {
-		return nil, fmt.Errorf("runner: runners bucket: %w", err)
+		return nil, fmt.Errorf("runner: %w", err)
 	}
-	control, err := js.KeyValue(ctx, bus.BucketControl)
+	control, err := bus.OpenBucket(ctx, js, bus.BucketControl)
 	if err != nil {
-		return nil, fmt.Errorf("runner: control bucket: %w", err)
+		return nil, fmt.Errorf("runner: %w", err)
 	}
 	p, err := bus.Partitions(ctx, js)
 	if err != nil {
@@ -195,7 +195,7 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 		incarnation: newID(""),
 		log:         cfg.Logger.With().Str("runner", cfg.ID).Logger(),
 		records:     records{kv: sessions},
-		peers:       peers{kv: runners, staleAfter: cfg.StaleAfter},
+		peers:       peers{kv: runners, staleAfter: cfg.StaleAfter, view: &peerView{}},
 		partitions:  p,
 		actors:      make(map[string]*actor),
 		running:     make(map[string]SessionRecord),
@@ -230,7 +230,8 @@ func (r *Runner) Run(ctx context.Context) error {
 		}
 		r.parts[p] = &partition{n: p, cons: cons}
 	}
-	r.wg.Add(4)
+	r.wg.Add(5)
+	go func() { defer r.wg.Done(); r.peers.watchPeers(runCtx, r.log) }()
 	go func() { defer r.wg.Done(); r.beatLoop(runCtx) }()
 	go func() { defer r.wg.Done(); r.evictLoop(runCtx) }()
 	go func() { defer r.wg.Done(); r.watchRunning(runCtx) }()

@@ -1,0 +1,115 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"jetway/pkg/bus"
+)
+
+// FigRawFloor is the transport a runner stands on, with nothing of a
+// runner in it.
+const FigRawFloor = "raw js sourced work queue, pinned pulls, double-acked"
+
+// measureFloor times what moving an event costs before any runner work:
+// async publishes into a stream that a work queue sources with the
+// partition transform, consumed by one client through the P pinned
+// partition consumers jetway's runners use, each message double-acked (as
+// a runner acks a recorded event), from the first publish to the last
+// confirmed ack. A runner's sustained rate cannot pass this: it adds, per
+// event, a session actor, the transcript and the model call.
+func (e *env) measureFloor(ctx context.Context) {
+	const goal = "baseline"
+	name := "BENCH_FLOOR_" + uid()
+	prefix := "bench.floor." + name
+	partitions := bus.DefaultPartitions
+	if _, err := e.js.CreateStream(ctx, jetstream.StreamConfig{
+		Name: name, Subjects: []string{prefix + ".>"}, Storage: jetstream.FileStorage, Replicas: 1,
+	}); err != nil {
+		e.skip(FigRawFloor, "msgs/s", goal, fmt.Errorf("create stream: %w", err))
+		return
+	}
+	defer func() { _ = e.js.DeleteStream(context.WithoutCancel(ctx), name) }()
+	work, err := e.js.CreateStream(ctx, jetstream.StreamConfig{
+		Name: name + "_WORK", Retention: jetstream.WorkQueuePolicy, Storage: jetstream.FileStorage, Replicas: 1,
+		Sources: []*jetstream.StreamSource{{Name: name, SubjectTransforms: []jetstream.SubjectTransformConfig{{
+			Source:      prefix + ".*.*",
+			Destination: fmt.Sprintf("{{partition(%d,1,2)}}.%s.{{wildcard(1)}}.{{wildcard(2)}}", partitions, prefix),
+		}}}},
+	})
+	if err != nil {
+		e.skip(FigRawFloor, "msgs/s", goal, fmt.Errorf("create work queue: %w", err))
+		return
+	}
+	defer func() { _ = e.js.DeleteStream(context.WithoutCancel(ctx), name+"_WORK") }()
+
+	n := e.sizes.RawMessages
+	var acked atomic.Int64
+	done := make(chan struct{})
+	var acks sync.WaitGroup
+	var stops []func()
+	defer func() {
+		for _, stop := range stops {
+			stop()
+		}
+		acks.Wait()
+	}()
+	for p := range partitions {
+		cc := bus.WorkConsumerConfig(p, bus.ProvisionConfig{})
+		cc.Replicas = 1
+		cons, err := work.CreateOrUpdateConsumer(ctx, cc)
+		if err != nil {
+			e.skip(FigRawFloor, "msgs/s", goal, fmt.Errorf("create consumer %s: %w", cc.Durable, err))
+			return
+		}
+		cctx, err := cons.Consume(func(m jetstream.Msg) {
+			// A runner's acks go out concurrently, each confirmed.
+			acks.Go(func() {
+				actx, cancel := context.WithTimeout(ctx, 10*time.Second)
+				defer cancel()
+				if m.DoubleAck(actx) == nil && acked.Add(1) == int64(n) {
+					close(done)
+				}
+			})
+		}, jetstream.PullPriorityGroup(bus.WorkGroup), jetstream.PullMaxMessages(256))
+		if err != nil {
+			e.skip(FigRawFloor, "msgs/s", goal, fmt.Errorf("consume %s: %w", cc.Durable, err))
+			return
+		}
+		stops = append(stops, cctx.Stop)
+	}
+
+	msg, err := sampleEvent()
+	if err != nil {
+		e.skip(FigRawFloor, "msgs/s", goal, err)
+		return
+	}
+	e.progress("raw: %d async publishes through a sourced work queue, consumed by %d pinned pulls and double-acked", n, partitions)
+	hdr := withoutMsgID(msg.Header)
+	t0 := time.Now()
+	for i := range n {
+		m := &nats.Msg{Subject: fmt.Sprintf("%s.t.s%03d", prefix, i%200), Header: hdr, Data: msg.Data}
+		if _, err := e.js.PublishMsgAsync(m); err != nil {
+			e.skip(FigRawFloor, "msgs/s", goal, fmt.Errorf("async publish: %w", err))
+			return
+		}
+	}
+	wctx, cancel := deadline(ctx, 2*time.Minute)
+	defer cancel()
+	select {
+	case <-done:
+	case <-wctx.Done():
+		e.skip(FigRawFloor, "msgs/s", goal, fmt.Errorf("%d of %d messages acked: %w", acked.Load(), n, wctx.Err()))
+		return
+	}
+	v := rate(n, time.Since(t0))
+	e.base.floorRate = v
+	r := figure(FigRawFloor, "msgs/s", v).vs("raw async publish", e.base.asyncRate).info("baseline")
+	e.add(r.note("%d messages published async through the sourced work queue, pulled through %d pinned partition consumers (jetway's work consumer configuration) and each double-acked, to the last confirmed ack: what moving an event costs with no runner work at all", n, partitions))
+}
