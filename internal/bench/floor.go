@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -36,7 +37,7 @@ func (e *env) measureFloor(ctx context.Context) {
 		return
 	}
 	defer func() { _ = e.js.DeleteStream(context.WithoutCancel(ctx), name) }()
-	work, err := e.js.CreateStream(ctx, jetstream.StreamConfig{
+	_, err := e.js.CreateStream(ctx, jetstream.StreamConfig{
 		Name: name + "_WORK", Retention: jetstream.WorkQueuePolicy, Storage: jetstream.FileStorage, Replicas: 1,
 		Sources: []*jetstream.StreamSource{{Name: name, SubjectTransforms: []jetstream.SubjectTransformConfig{{
 			Source:      prefix + ".*.*",
@@ -48,6 +49,24 @@ func (e *env) measureFloor(ctx context.Context) {
 		return
 	}
 	defer func() { _ = e.js.DeleteStream(context.WithoutCancel(ctx), name+"_WORK") }()
+
+	// The consumers have a connection of their own, as runners do.
+	cnc, err := nats.Connect(e.url, nats.Name("jetway-bench-floor"))
+	if err != nil {
+		e.skip(FigRawFloor, "msgs/s", goal, fmt.Errorf("connect: %w", err))
+		return
+	}
+	defer cnc.Close()
+	cjs, err := jetstream.New(cnc)
+	if err != nil {
+		e.skip(FigRawFloor, "msgs/s", goal, err)
+		return
+	}
+	cwork, err := cjs.Stream(ctx, name+"_WORK")
+	if err != nil {
+		e.skip(FigRawFloor, "msgs/s", goal, err)
+		return
+	}
 
 	n := e.sizes.RawMessages
 	var acked atomic.Int64
@@ -63,7 +82,7 @@ func (e *env) measureFloor(ctx context.Context) {
 	for p := range partitions {
 		cc := bus.WorkConsumerConfig(p, bus.ProvisionConfig{})
 		cc.Replicas = 1
-		cons, err := work.CreateOrUpdateConsumer(ctx, cc)
+		cons, err := cwork.CreateOrUpdateConsumer(ctx, cc)
 		if err != nil {
 			e.skip(FigRawFloor, "msgs/s", goal, fmt.Errorf("create consumer %s: %w", cc.Durable, err))
 			return
@@ -95,7 +114,7 @@ func (e *env) measureFloor(ctx context.Context) {
 	t0 := time.Now()
 	for i := range n {
 		m := &nats.Msg{Subject: fmt.Sprintf("%s.t.s%03d", prefix, i%200), Header: hdr, Data: msg.Data}
-		if _, err := e.js.PublishMsgAsync(m); err != nil {
+		if err := publishWhenRoom(ctx, e.js, m); err != nil {
 			e.skip(FigRawFloor, "msgs/s", goal, fmt.Errorf("async publish: %w", err))
 			return
 		}
@@ -112,4 +131,22 @@ func (e *env) measureFloor(ctx context.Context) {
 	e.base.floorRate = v
 	r := figure(FigRawFloor, "msgs/s", v).vs("raw async publish", e.base.asyncRate).info("baseline")
 	e.add(r.note("%d messages published async through the sourced work queue, pulled through %d pinned partition consumers (jetway's work consumer configuration) and each double-acked, to the last confirmed ack: what moving an event costs with no runner work at all", n, partitions))
+}
+
+// publishWhenRoom publishes m async, waiting while the client's window of
+// unacknowledged publishes is full: with consumers acking on the same
+// server, the stream acks publishes more slowly than they are sent, and the
+// client refuses a publish that stalls longer than its stall wait.
+func publishWhenRoom(ctx context.Context, js jetstream.JetStream, m *nats.Msg) error {
+	for {
+		_, err := js.PublishMsgAsync(m)
+		if !errors.Is(err, jetstream.ErrTooManyStalledMsgs) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Millisecond):
+		}
+	}
 }
