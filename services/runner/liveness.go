@@ -44,6 +44,10 @@ type peers struct {
 	kv         jetstream.KeyValue
 	staleAfter time.Duration
 	view       *peerView
+	// self is this runner's own key: the copy is trusted only while it
+	// holds a fresh heartbeat of self, which proves the watcher is still
+	// delivering (a stalled one would age every runner out, self too).
+	self string
 }
 
 // peerView is a copy of the runners bucket, current while ready.
@@ -59,14 +63,18 @@ type seenBeat struct {
 }
 
 // fresh returns the heartbeats younger than staleAfter, or false when the
-// copy is not current (the watcher has not caught up, or has stopped).
-func (v *peerView) fresh(staleAfter time.Duration) (map[string]beat, bool) {
+// copy is not current: the watcher has not caught up, has stopped, or no
+// longer delivers self's own heartbeats.
+func (v *peerView) fresh(self string, staleAfter time.Duration) (map[string]beat, bool) {
 	if v == nil {
 		return nil, false
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if !v.ready {
+		return nil, false
+	}
+	if own, ok := v.beats[self]; self != "" && (!ok || time.Since(own.at) > staleAfter) {
 		return nil, false
 	}
 	out := make(map[string]beat, len(v.beats))
@@ -170,7 +178,7 @@ func (p peers) status(ctx context.Context, id, incarnation string) (liveness, er
 
 // live counts runners with a fresh heartbeat (at least 1: the caller).
 func (p peers) live(ctx context.Context) (int, error) {
-	if beats, ok := p.view.fresh(p.staleAfter); ok {
+	if beats, ok := p.view.fresh(p.self, p.staleAfter); ok {
 		return max(len(beats), 1), nil
 	}
 	lister, err := p.kv.ListKeys(ctx)
@@ -199,7 +207,7 @@ func (p peers) live(ctx context.Context) (int, error) {
 // holders maps each partition to the live runner that says it holds it.
 func (p peers) holders(ctx context.Context) map[int]string {
 	out := map[int]string{}
-	if beats, ok := p.view.fresh(p.staleAfter); ok {
+	if beats, ok := p.view.fresh(p.self, p.staleAfter); ok {
 		for id, b := range beats {
 			for _, n := range b.Partitions {
 				out[n] = id

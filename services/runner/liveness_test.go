@@ -39,7 +39,7 @@ func TestThe_peer_view_follows_the_runners_bucket(t *testing.T) {
 			if err != nil || gotLive != live {
 				return false
 			}
-			if _, ok := watched.view.fresh(stale); !ok {
+			if _, ok := watched.view.fresh("", stale); !ok {
 				return false // the answer must come from the view
 			}
 			return maps.Equal(watched.holders(ctx), holders)
@@ -71,7 +71,7 @@ func TestThe_peer_view_follows_the_runners_bucket(t *testing.T) {
 	// rb goes silent: its last heartbeat ages past staleAfter and stops
 	// counting, with no marker in the bucket to say so.
 	waitFor(t, "rb's heartbeat to go stale", 10*time.Second, func() bool {
-		beats, ok := watched.view.fresh(stale)
+		beats, ok := watched.view.fresh("", stale)
 		return ok && len(beats) == 0
 	})
 	if got := watched.holders(ctx); len(got) != 0 {
@@ -80,4 +80,17 @@ func TestThe_peer_view_follows_the_runners_bucket(t *testing.T) {
 	if n, _ := watched.live(ctx); n != 1 {
 		t.Fatalf("live = %d with no fresh heartbeat, want 1 (the caller)", n)
 	}
+
+	// A runner trusts the copy only while its own heartbeat in it is
+	// fresh: that is what shows the watcher still delivers.
+	if _, ok := watched.view.fresh("rb", stale); ok {
+		t.Fatal("the copy was trusted by rb with rb's own heartbeat stale in it")
+	}
+	if err := watched.put(ctx, "rb", beat{Incarnation: "i2", Partitions: []int{1}}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "rb's fresh heartbeat in the copy", 10*time.Second, func() bool {
+		beats, ok := watched.view.fresh("rb", stale)
+		return ok && slices.Equal(beats["rb"].Partitions, []int{1})
+	})
 }

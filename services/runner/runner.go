@@ -195,7 +195,7 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 		incarnation: newID(""),
 		log:         cfg.Logger.With().Str("runner", cfg.ID).Logger(),
 		records:     records{kv: sessions},
-		peers:       peers{kv: runners, staleAfter: cfg.StaleAfter, view: &peerView{}},
+		peers:       peers{kv: runners, staleAfter: cfg.StaleAfter, view: &peerView{}, self: cfg.ID},
 		partitions:  p,
 		actors:      make(map[string]*actor),
 		running:     make(map[string]SessionRecord),
