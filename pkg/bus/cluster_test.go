@@ -78,7 +78,7 @@ func TestCluster_keeps_every_message_when_a_node_stops_and_comes_back(t *testing
 		s := victim.Server()
 		return s != nil && s.JetStreamIsStreamCurrent(server.DEFAULT_GLOBAL_ACCOUNT, bus.StreamEvents)
 	})
-	info, err := ev.Info(ctx)
+	info, err := ev.Info(callContext(t))
 	if err != nil {
 		t.Fatalf("stream info: %v", err)
 	}
@@ -86,7 +86,7 @@ func TestCluster_keeps_every_message_when_a_node_stops_and_comes_back(t *testing
 		t.Fatalf("%s holds %d messages, want %d", bus.StreamEvents, info.State.Msgs, n)
 	}
 	for seq := uint64(1); seq <= uint64(n); seq++ {
-		m, err := ev.GetMsg(ctx, seq)
+		m, err := ev.GetMsg(callContext(t), seq)
 		if err != nil {
 			t.Fatalf("get %d: %v", seq, err)
 		}
@@ -94,18 +94,19 @@ func TestCluster_keeps_every_message_when_a_node_stops_and_comes_back(t *testing
 			t.Fatalf("message %d = %q, want %q (lost or duplicated)", seq, m.Data, want)
 		}
 	}
-	work, err := js.Stream(ctx, bus.StreamWork)
+	work, err := js.Stream(callContext(t), bus.StreamWork)
 	if err != nil {
 		t.Fatalf("work stream: %v", err)
 	}
 	// When the JETWAY_EVENTS leader dies, the server notices its source
 	// consumer stalled only at its fixed 10 s source health check, and a
 	// retry that finds no leader yet backs off: sourcing into JETWAY_WORK
-	// resumes 2–27 s later on a quiet machine, and went past 45 s in CI
-	// beside the other packages' tests. The deployment test allows the
-	// same 90 s (docs/OPERATIONS.md).
+	// resumes 2–27 s later here. The deployment test allows 90 s too
+	// (docs/OPERATIONS.md). Each call has a context of its own: the
+	// test's 30 s one ran out under load before sourcing resumed, and
+	// every later check failed with it.
 	waitFor(t, 90*time.Second, fmt.Sprintf("%d messages sourced into %s", n, bus.StreamWork), func() bool {
-		info, err := work.Info(ctx)
+		info, err := work.Info(callContext(t))
 		return err == nil && info.State.Msgs == uint64(n)
 	})
 	t.Logf("%s held all %d messages %s after the node stopped", bus.StreamWork, n, time.Since(stopped).Round(time.Millisecond))
@@ -116,7 +117,10 @@ func TestOpenBucket_waits_for_a_cluster_that_is_coming_back(t *testing.T) {
 		t.Skip("starts a 3-node cluster")
 	}
 	c := bustest.StartCluster(t, 3)
-	ctx := testContext(t)
+	// Longer than OpenBucket's own 60 s patience: a cluster restarting
+	// under load may take most of it.
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
 	_, js := bustest.Connect(t, c.URLs()...)
 	if err := bus.Provision(ctx, js, bus.ProvisionConfig{Replicas: 3, Partitions: 2}); err != nil {
 		t.Fatalf("provision R3: %v", err)
@@ -165,4 +169,11 @@ func TestOpenBucket_refuses_a_missing_bucket_at_once(t *testing.T) {
 	if ctx.Err() != nil {
 		t.Fatalf("OpenBucket waited out the context (%v) on a missing bucket", ctx.Err())
 	}
+}
+
+// callContext bounds one request, independent of how long the test has run.
+func callContext(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	t.Cleanup(cancel)
+	return ctx
 }
