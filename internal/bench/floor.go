@@ -28,27 +28,13 @@ const FigRawFloor = "raw js sourced work queue, pinned pulls, double-acked"
 func (e *env) measureFloor(ctx context.Context) {
 	const goal = "baseline"
 	name := "BENCH_FLOOR_" + uid()
-	prefix := "bench.floor." + name
 	partitions := bus.DefaultPartitions
-	if _, err := e.js.CreateStream(ctx, jetstream.StreamConfig{
-		Name: name, Subjects: []string{prefix + ".>"}, Storage: jetstream.FileStorage, Replicas: 1,
-	}); err != nil {
-		e.skip(FigRawFloor, "msgs/s", goal, fmt.Errorf("create stream: %w", err))
-		return
-	}
-	defer func() { _ = e.js.DeleteStream(context.WithoutCancel(ctx), name) }()
-	_, err := e.js.CreateStream(ctx, jetstream.StreamConfig{
-		Name: name + "_WORK", Retention: jetstream.WorkQueuePolicy, Storage: jetstream.FileStorage, Replicas: 1,
-		Sources: []*jetstream.StreamSource{{Name: name, SubjectTransforms: []jetstream.SubjectTransformConfig{{
-			Source:      prefix + ".*.*",
-			Destination: fmt.Sprintf("{{partition(%d,1,2)}}.%s.{{wildcard(1)}}.{{wildcard(2)}}", partitions, prefix),
-		}}}},
-	})
+	prefix, _, drop, err := e.sourcedPair(ctx, name)
 	if err != nil {
-		e.skip(FigRawFloor, "msgs/s", goal, fmt.Errorf("create work queue: %w", err))
+		e.skip(FigRawFloor, "msgs/s", goal, err)
 		return
 	}
-	defer func() { _ = e.js.DeleteStream(context.WithoutCancel(ctx), name+"_WORK") }()
+	defer drop()
 
 	// The consumers have a connection of their own, as runners do.
 	cnc, err := nats.Connect(e.url, nats.Name("jetway-bench-floor"))

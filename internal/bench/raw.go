@@ -164,29 +164,12 @@ func withoutMsgID(h nats.Header) nats.Header {
 // work queue holds every message. No runner can go faster than this hop.
 func (e *env) measureSourced(ctx context.Context) {
 	const goal = "baseline"
-	name := "BENCH_SRC_" + uid()
-	prefix := "bench.src." + name
-	if _, err := e.js.CreateStream(ctx, jetstream.StreamConfig{
-		Name: name, Subjects: []string{prefix + ".>"}, Storage: jetstream.FileStorage, Replicas: 1,
-	}); err != nil {
-		e.skip(FigRawSourced, "msgs/s", goal, fmt.Errorf("create stream: %w", err))
-		return
-	}
-	work, err := e.js.CreateStream(ctx, jetstream.StreamConfig{
-		Name: name + "_WORK", Retention: jetstream.WorkQueuePolicy, Storage: jetstream.FileStorage, Replicas: 1,
-		Sources: []*jetstream.StreamSource{{Name: name, SubjectTransforms: []jetstream.SubjectTransformConfig{{
-			Source:      prefix + ".*.*",
-			Destination: fmt.Sprintf("{{partition(%d,1,2)}}.%s.{{wildcard(1)}}.{{wildcard(2)}}", bus.DefaultPartitions, prefix),
-		}}}},
-	})
+	prefix, work, drop, err := e.sourcedPair(ctx, "BENCH_SRC_"+uid())
 	if err != nil {
-		e.skip(FigRawSourced, "msgs/s", goal, fmt.Errorf("create work queue: %w", err))
+		e.skip(FigRawSourced, "msgs/s", goal, err)
 		return
 	}
-	defer func() {
-		_ = e.js.DeleteStream(context.WithoutCancel(ctx), name+"_WORK")
-		_ = e.js.DeleteStream(context.WithoutCancel(ctx), name)
-	}()
+	defer drop()
 	msg, err := sampleEvent()
 	if err != nil {
 		e.skip(FigRawSourced, "msgs/s", goal, err)
@@ -221,6 +204,35 @@ func (e *env) measureSourced(ctx context.Context) {
 	e.base.sourcedRate = v
 	r := figure(FigRawSourced, "msgs/s", v).vs("raw async publish", e.base.asyncRate).info("baseline")
 	e.add(r.note("%d messages published async into a stream that a work queue sources with the partition transform (JETWAY_EVENTS → JETWAY_WORK), until the work queue holds them all: the ceiling of any sustained runner figure", n))
+}
+
+// sourcedPair creates a stream of the bench's own and a work queue stream
+// that sources it with the partition transform, as JETWAY_EVENTS →
+// JETWAY_WORK, and returns the subject prefix to publish under (then
+// ".<tenant>.<session>"), the work queue, and a func that deletes both.
+func (e *env) sourcedPair(ctx context.Context, name string) (prefix string, work jetstream.Stream, drop func(), err error) {
+	prefix = "bench." + name
+	if _, err := e.js.CreateStream(ctx, jetstream.StreamConfig{
+		Name: name, Subjects: []string{prefix + ".>"}, Storage: jetstream.FileStorage, Replicas: 1,
+	}); err != nil {
+		return "", nil, nil, fmt.Errorf("create stream: %w", err)
+	}
+	dropOrigin := func() { _ = e.js.DeleteStream(context.WithoutCancel(ctx), name) }
+	work, err = e.js.CreateStream(ctx, jetstream.StreamConfig{
+		Name: name + "_WORK", Retention: jetstream.WorkQueuePolicy, Storage: jetstream.FileStorage, Replicas: 1,
+		Sources: []*jetstream.StreamSource{{Name: name, SubjectTransforms: []jetstream.SubjectTransformConfig{{
+			Source:      prefix + ".*.*",
+			Destination: fmt.Sprintf("{{partition(%d,1,2)}}.%s.{{wildcard(1)}}.{{wildcard(2)}}", bus.DefaultPartitions, prefix),
+		}}}},
+	})
+	if err != nil {
+		dropOrigin()
+		return "", nil, nil, fmt.Errorf("create work queue: %w", err)
+	}
+	return prefix, work, func() {
+		_ = e.js.DeleteStream(context.WithoutCancel(ctx), name+"_WORK")
+		dropOrigin()
+	}, nil
 }
 
 // measureRequest times core NATS request/reply to a responder on its own
