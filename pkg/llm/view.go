@@ -89,17 +89,31 @@ func VisibleRange(msgs []Message) (boundary, summary int, keep []int) {
 // the compactor and the providers do.
 func MessagesForAPI(msgs []Message) []Message {
 	_, summary, keep := VisibleRange(msgs)
-	refused := -1
-	for i := len(msgs) - 1; i >= 0; i-- {
-		if msgs[i].Kind == KindImageRefused {
-			refused = i
-			break
-		}
-	}
 	order := keep
 	if summary >= 0 {
 		order = append([]int{summary}, keep...)
 	}
+	out, _, _ := scanView(msgs, order, lastRefusal(msgs))
+	return mergeUsers(out)
+}
+
+// lastRefusal is the index of the last KindImageRefused record (-1 if none).
+func lastRefusal(msgs []Message) int {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Kind == KindImageRefused {
+			return i
+		}
+	}
+	return -1
+}
+
+// scanView builds the view of the messages of msgs that order names, in
+// view order, before user turns are merged. Images of messages before
+// refused are shown as notes. It also reports the position in the result
+// of the last assistant turn (-1 if none) and that turn's index in msgs:
+// nothing before an assistant turn depends on what follows it, which is
+// what lets ViewCache build a growing history's view from its end.
+func scanView(msgs []Message, order []int, refused int) (out []Message, lastAssistant, from int) {
 	// at is the k-th message in view order, by pointer: a Message is 96
 	// bytes, and this runs for every message of every request.
 	at := func(k int) *Message {
@@ -115,13 +129,15 @@ func MessagesForAPI(msgs []Message) []Message {
 	// history's own wherever the view leaves them as they are: at thousands
 	// of messages, copies were most of a run start's garbage.
 	var c copier
-	out := make([]Message, 0, len(order))
+	out = make([]Message, 0, len(order))
+	lastAssistant, from = -1, -1
 	for k := 0; k < len(order); k++ {
 		m := at(k)
 		if len(m.Content) == 0 {
 			continue
 		}
 		if m.Role == RoleAssistant {
+			lastAssistant, from = len(out), order[k]
 			out = append(out, c.clean(m))
 			if !hasBlock(m.Content, BlockToolUse) {
 				continue
@@ -142,7 +158,7 @@ func MessagesForAPI(msgs []Message) []Message {
 		}
 		out = append(out, u)
 	}
-	return mergeUsers(out)
+	return out, lastAssistant, from
 }
 
 // copier copies messages without their host-only fields. Blocks the view

@@ -109,6 +109,9 @@ type actor struct {
 	tr     *transcript
 	hist   []llm.Message
 	seen   map[string]struct{} // CE ids already in the transcript
+	// views builds each run's request views from what hist added since the
+	// last run's, instead of from all of it (used by one run at a time).
+	views llm.ViewCache
 }
 
 func (r *Runner) actorFor(tenant, session string, part int) *actor {

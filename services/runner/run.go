@@ -353,7 +353,7 @@ func (a *actor) launch(ctx context.Context, parent context.Context, runID, cause
 	} else {
 		in.Tools = reg
 	}
-	in.Compactor = compact.New(compact.Config{ContextWindow: a.r.cfg.ContextWindow, Summariser: a.r.cfg.Provider})
+	in.Compactor = compact.New(compact.Config{ContextWindow: a.r.cfg.ContextWindow, Summariser: a.r.cfg.Provider, Views: &a.views})
 	if a.r.cfg.Configure != nil {
 		a.r.cfg.Configure(ref, &in)
 	}

@@ -19,6 +19,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"unicode/utf8"
@@ -54,11 +55,16 @@ type Config struct {
 	SummaryMaxTokens int // 0 = 4096
 	// Estimate sizes a request view in tokens (0 = llm.EstimateTokens).
 	Estimate func([]llm.Message) int
+	// Views, when set, builds the views of this history from what it added
+	// since the last (llm.ViewCache): a runner keeps one per session, so a
+	// run start costs what the session added, not a walk over all of it.
+	Views *llm.ViewCache
 }
 
 // Compactor implements agent.Compactor and agent.ContextView.
 type Compactor struct {
-	cfg Config
+	cfg           Config
+	plainEstimate bool // cfg.Estimate is llm.EstimateTokens, which Views computes as it goes
 
 	mu    sync.Mutex
 	spare spareView
@@ -127,10 +133,11 @@ func New(cfg Config) *Compactor {
 	if cfg.SummaryMaxTokens <= 0 {
 		cfg.SummaryMaxTokens = 4096
 	}
-	if cfg.Estimate == nil {
+	plain := cfg.Estimate == nil
+	if plain {
 		cfg.Estimate = llm.EstimateTokens
 	}
-	return &Compactor{cfg: cfg}
+	return &Compactor{cfg: cfg, plainEstimate: plain}
 }
 
 func (c *Compactor) tokens(f float64) int { return int(f * float64(c.cfg.ContextWindow)) }
@@ -155,9 +162,12 @@ func (c *Compactor) View(_ context.Context, msgs []llm.Message) []llm.Message {
 
 // build is View with the view's estimated size in tokens.
 func (c *Compactor) build(msgs []llm.Message) ([]llm.Message, int) {
-	view := llm.MessagesForAPI(msgs)
-	if tokens := c.cfg.Estimate(view); tokens < c.tokens(c.cfg.ClearAt) {
+	view, tokens := c.view(msgs)
+	if tokens < c.tokens(c.cfg.ClearAt) {
 		return view, tokens
+	}
+	if c.cfg.Views != nil {
+		view = slices.Clone(view) // the cache's view is read-only, and changed below
 	}
 	type pos struct{ m, b int }
 	var results []pos
@@ -192,6 +202,19 @@ func (c *Compactor) build(msgs []llm.Message) ([]llm.Message, int) {
 		view[p.m].Content[p.b] = b
 	}
 	return view, c.cfg.Estimate(view)
+}
+
+// view is llm.MessagesForAPI(msgs) and its size, through Views when set.
+func (c *Compactor) view(msgs []llm.Message) ([]llm.Message, int) {
+	if c.cfg.Views == nil {
+		view := llm.MessagesForAPI(msgs)
+		return view, c.cfg.Estimate(view)
+	}
+	view, tokens := c.cfg.Views.View(msgs)
+	if !c.plainEstimate {
+		tokens = c.cfg.Estimate(view)
+	}
+	return view, tokens
 }
 
 // IsOverflow implements agent.Compactor.
