@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -93,6 +94,11 @@ func Provision(ctx context.Context, js jetstream.JetStream, cfg ProvisionConfig)
 	for _, sc := range StreamConfigs(cfg) {
 		var s jetstream.Stream
 		err := whilePlacing(ctx, func(ctx context.Context) (err error) {
+			if len(sc.Sources) > 0 {
+				if sc, err = carryOver(ctx, js, sc, cfg); err != nil {
+					return err
+				}
+			}
 			s, err = js.CreateOrUpdateStream(ctx, sc)
 			return err
 		})
@@ -120,6 +126,27 @@ func Provision(ctx context.Context, js jetstream.JetStream, cfg ProvisionConfig)
 		return err
 	}
 	return nil
+}
+
+// carryOver gives sc the sources of the stream as it exists, carried over
+// (continueSources); a stream not yet made keeps sc's.
+func carryOver(ctx context.Context, js jetstream.JetStream, sc jetstream.StreamConfig, cfg ProvisionConfig) (jetstream.StreamConfig, error) {
+	st, err := js.Stream(ctx, sc.Name)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return sc, nil
+	}
+	if err != nil {
+		return sc, err
+	}
+	sources, ok := continueSources(st.CachedInfo(), sc.Sources)
+	if !ok {
+		cfg.progress("stream %s keeps its old sources: the server does not say where they got to, and a changed source would queue every event again", sc.Name)
+		if old, _ := strconv.Atoi(st.CachedInfo().Config.Metadata[MetadataPartitions]); old > 0 {
+			sc.Metadata = map[string]string{MetadataPartitions: strconv.Itoa(old)} // the old sources' partitions
+		}
+	}
+	sc.Sources = sources
+	return sc, nil
 }
 
 func describeStream(sc jetstream.StreamConfig) string {
@@ -185,16 +212,69 @@ func StreamConfigs(cfg ProvisionConfig) []jetstream.StreamConfig {
 
 // WorkTransforms are the source transforms from JETWAY_EVENTS into
 // JETWAY_WORK. They hash tenant and session only, so a session's events and
-// job events share a partition; schedule holders match neither and are not
-// sourced (only what they fire onto the events subject is).
+// job events share a partition; schedule holders (five tokens) match
+// neither and are not sourced (only what they fire onto the events subject
+// is).
+//
+// It is one transform for both kinds, not one per kind: a source with two
+// transforms reads its origin through a consumer with two filters, and the
+// server then matches every subject of a message block against them for
+// each message it sources. With a thousand sessions that capped sourcing
+// at about a thousand events a second, where one filter ran at 45–52 k
+// (docs/BENCHMARKS.md). The partitions are the same either way: the hash
+// is of the same two tokens.
 func WorkTransforms(partitions int) []jetstream.SubjectTransformConfig {
-	tf := func(kind string) jetstream.SubjectTransformConfig {
-		return jetstream.SubjectTransformConfig{
-			Source:      "jetway." + kind + ".*.*",
-			Destination: fmt.Sprintf("{{partition(%d,1,2)}}.jetway.%s.{{wildcard(1)}}.{{wildcard(2)}}", partitions, kind),
+	return []jetstream.SubjectTransformConfig{{
+		Source:      "jetway.*.*.*",
+		Destination: fmt.Sprintf("{{partition(%d,2,3)}}.jetway.{{wildcard(1)}}.{{wildcard(2)}}.{{wildcard(3)}}", partitions),
+	}}
+}
+
+// continueSources carries an existing JETWAY_WORK's sourcing over to the
+// sources wanted now. The server takes a source whose filter or transforms
+// changed for a new one and sources it from the start: every event still in
+// JETWAY_EVENTS would be queued again. So a changed source starts after
+// the last event the old one sourced, as the stream reports it; a source
+// that did not change keeps its start as it was. A few events sourced
+// between the report and the update may be queued twice, which the
+// runners drop as already recorded (by CE id); none is skipped. When the
+// server does not report where the old source got to, the old source is
+// kept as it is, and ok is false.
+func continueSources(info *jetstream.StreamInfo, want []*jetstream.StreamSource) (sources []*jetstream.StreamSource, ok bool) {
+	out := make([]*jetstream.StreamSource, 0, len(want))
+	ok = true
+	for _, w := range want {
+		w := *w
+		old := sourceNamed(info.Config.Sources, w.Name)
+		switch {
+		case old == nil:
+		case old.FilterSubject == w.FilterSubject && slices.Equal(old.SubjectTransforms, w.SubjectTransforms):
+			w.OptStartSeq, w.OptStartTime = old.OptStartSeq, old.OptStartTime
+		default:
+			seq := uint64(0)
+			for _, si := range info.Sources {
+				if si != nil && si.Name == w.Name {
+					seq = si.Seq
+				}
+			}
+			if seq == 0 {
+				w, ok = *old, false
+				break
+			}
+			w.OptStartSeq, w.OptStartTime = seq+1, nil
+		}
+		out = append(out, &w)
+	}
+	return out, ok
+}
+
+func sourceNamed(sources []*jetstream.StreamSource, name string) *jetstream.StreamSource {
+	for _, s := range sources {
+		if s != nil && s.Name == name {
+			return s
 		}
 	}
-	return []jetstream.SubjectTransformConfig{tf("events"), tf("jobevents")}
+	return nil
 }
 
 // BucketConfigs returns the configuration of every jetway key-value bucket.

@@ -252,3 +252,112 @@ func TestWorkConsumerName_names_partitions(t *testing.T) {
 		t.Errorf("WorkConsumerName(7) = %q, want work-7", got)
 	}
 }
+
+// A deployment made before the work source became one transform has the
+// two-transform source. Provisioning it again moves the source over
+// without queueing again what the old one sourced (a changed source is a
+// new one to the server, sourced from the start), keeps every session in
+// its partition, and a provision after that changes nothing.
+func TestProvision_moves_an_old_work_source_over_without_queueing_events_again(t *testing.T) {
+	s := bustest.StartServer(t)
+	_, js := bustest.Connect(t, s.ClientURL())
+	ctx := testContext(t)
+	const P = 4
+	cfg := bus.ProvisionConfig{Partitions: P}
+	if err := bus.Provision(ctx, js, cfg); err != nil {
+		t.Fatalf("provision: %v", err)
+	}
+	old := func(kind string) jetstream.SubjectTransformConfig {
+		return jetstream.SubjectTransformConfig{Source: "jetway." + kind + ".*.*", Destination: fmt.Sprintf("{{partition(%d,1,2)}}.jetway.%s.{{wildcard(1)}}.{{wildcard(2)}}", P, kind)}
+	}
+	work, err := js.Stream(ctx, bus.StreamWork)
+	if err != nil {
+		t.Fatalf("work stream: %v", err)
+	}
+	wc := work.CachedInfo().Config
+	wc.Sources = []*jetstream.StreamSource{{Name: bus.StreamEvents, SubjectTransforms: []jetstream.SubjectTransformConfig{old("events"), old("jobevents")}}}
+	if _, err := js.UpdateStream(ctx, wc); err != nil {
+		t.Fatalf("give the work stream the old source: %v", err)
+	}
+
+	publish := func(subj string) {
+		t.Helper()
+		if _, err := js.Publish(ctx, subj, nil); err != nil {
+			t.Fatalf("publish %s: %v", subj, err)
+		}
+	}
+	// count waits for the marker, published last: sourcing keeps order,
+	// so an event queued again would be in the stream before it.
+	count := func(marker string) uint64 {
+		t.Helper()
+		publish(marker)
+		var n uint64
+		waitFor(t, 20*time.Second, marker+" in JETWAY_WORK", func() bool {
+			info, err := work.Info(ctx)
+			if err != nil || info.State.Msgs == 0 {
+				return false
+			}
+			last, err := work.GetMsg(ctx, info.State.LastSeq)
+			n = info.State.Msgs
+			return err == nil && strings.HasSuffix(last.Subject, marker[len("jetway"):])
+		})
+		return n
+	}
+	for i := range 30 {
+		publish(fmt.Sprintf("jetway.events.acme.s%d", i%10))
+		publish(fmt.Sprintf("jetway.jobevents.acme.s%d", i%10))
+	}
+	if n := count("jetway.events.acme.marker1"); n != 61 {
+		t.Fatalf("the old source queued %d events, want 61", n)
+	}
+	partOf := map[string]string{}
+	for seq := uint64(1); seq <= 61; seq++ {
+		m, err := work.GetMsg(ctx, seq)
+		if err != nil {
+			t.Fatalf("get %d: %v", seq, err)
+		}
+		dot := strings.Index(m.Subject, ".")
+		partOf[m.Subject[dot:]] = m.Subject[:dot]
+	}
+
+	var lines []string
+	cfg.Progress = func(l string) { lines = append(lines, l) }
+	if err := bus.Provision(ctx, js, cfg); err != nil {
+		t.Fatalf("provision over the old source: %v", err)
+	}
+	info, err := work.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := info.Config.Sources[0]
+	if len(src.SubjectTransforms) != 1 || src.OptStartSeq != 62 {
+		t.Fatalf("work source after provision: %d transforms, start %d; want 1 transform starting at 62 (after the 61 sourced)", len(src.SubjectTransforms), src.OptStartSeq)
+	}
+	for i := range 10 {
+		publish(fmt.Sprintf("jetway.events.acme.s%d", i))
+		publish(fmt.Sprintf("jetway.jobevents.acme.s%d", i))
+	}
+	if n := count("jetway.events.acme.marker2"); n != 61+21 {
+		t.Fatalf("after the move JETWAY_WORK holds %d events, want %d: events were queued again or lost", n, 61+21)
+	}
+	for seq := uint64(62); seq <= 81; seq++ {
+		m, err := work.GetMsg(ctx, seq)
+		if err != nil {
+			t.Fatalf("get %d: %v", seq, err)
+		}
+		dot := strings.Index(m.Subject, ".")
+		if was := partOf[m.Subject[dot:]]; was != m.Subject[:dot] {
+			t.Errorf("%s moved from partition %s to %s", m.Subject[dot:], was, m.Subject[:dot])
+		}
+	}
+
+	if err := bus.Provision(ctx, js, cfg); err != nil {
+		t.Fatalf("provision again: %v", err)
+	}
+	if info, _ := work.Info(ctx); info.Config.Sources[0].OptStartSeq != 62 {
+		t.Errorf("a provision with nothing changed moved the source's start to %d", info.Config.Sources[0].OptStartSeq)
+	}
+	if n := count("jetway.events.acme.marker3"); n != 61+21+1 {
+		t.Fatalf("after a second provision JETWAY_WORK holds %d events, want %d", n, 61+21+1)
+	}
+}
