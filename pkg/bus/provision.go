@@ -237,7 +237,8 @@ func WorkTransforms(partitions int) []jetstream.SubjectTransformConfig {
 // the last event the old one sourced, as the stream reports it; a source
 // that did not change keeps its start as it was. A few events sourced
 // between the report and the update may be queued twice, which the
-// runners drop as already recorded (by CE id); none is skipped. When the
+// runners drop as already recorded (by CE id); none is skipped. A stream
+// that never stored anything takes the new source as it is. When the
 // server does not report where the old source got to, the old source is
 // kept as it is, and ok is false.
 func continueSources(info *jetstream.StreamInfo, want []*jetstream.StreamSource) (sources []*jetstream.StreamSource, ok bool) {
@@ -256,6 +257,9 @@ func continueSources(info *jetstream.StreamInfo, want []*jetstream.StreamSource)
 				if si != nil && si.Name == w.Name {
 					seq = si.Seq
 				}
+			}
+			if seq == 0 && info.State.LastSeq == 0 {
+				break // nothing sourced yet: the new source starts where the old would have
 			}
 			if seq == 0 {
 				w, ok = *old, false
