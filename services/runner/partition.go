@@ -211,6 +211,9 @@ func (r *Runner) watchRelease(ctx context.Context, p *partition, it jetstream.Me
 		if !r.mayRelease(live) {
 			continue
 		}
+		if !r.pinnedNow(ctx, p) {
+			continue // moved meanwhile: the check above says so next tick
+		}
 		r.log.Info().Int("partition", p.n).Int("held", len(held)).Int("target", target).Msg("releasing partition to rebalance")
 		it.Stop()
 		p.mu.Lock()
@@ -324,10 +327,32 @@ func (r *Runner) mayRelease(live int) bool {
 	return true
 }
 
-// stillPinned asks the server whether p's pin is still the one this runner
-// was given. An unanswered question counts as yes: a runner that cannot
-// reach the server cannot be served either.
+// stillPinned reports whether p's pin is still the one this runner was
+// given, as the work consumers' pins were listed at most pinFresh ago. An
+// unanswered question counts as yes: a runner that cannot reach the server
+// cannot be served either.
+//
+// Every held partition asks twice a second; asked one consumer at a time
+// that was a request per partition per tick (32 a second for a runner
+// holding 16), where one listing of the stream's consumers answers them
+// all. A listing can be half a second old, so a decision that could harm
+// another runner (an unpin) asks afresh first (pinnedNow).
 func (r *Runner) stillPinned(ctx context.Context, p *partition) bool {
+	p.mu.Lock()
+	pin := p.pin
+	p.mu.Unlock()
+	if pin == "" {
+		return true
+	}
+	got, ok := r.pins.pinOf(ctx, r, p.n)
+	if !ok {
+		return r.pinnedNow(ctx, p) // no listing (a permission, an election): ask the consumer
+	}
+	return got == pin || got == ""
+}
+
+// pinnedNow is stillPinned asked of p's consumer alone, now.
+func (r *Runner) pinnedNow(ctx context.Context, p *partition) bool {
 	p.mu.Lock()
 	pin := p.pin
 	p.mu.Unlock()
@@ -342,6 +367,56 @@ func (r *Runner) stillPinned(ctx context.Context, p *partition) bool {
 	}
 	got := pinnedTo(info)
 	return got == pin || got == ""
+}
+
+// pinFresh is how old a listing of the pins may be for stillPinned: under
+// one rebalance tick, so each tick lists once.
+const pinFresh = 400 * time.Millisecond
+
+// pinList is the work consumers' pins, listed for all of them at once.
+type pinList struct {
+	mu   sync.Mutex
+	at   time.Time
+	pins map[int]string // partition -> pin ("" for none); absent: not listed
+}
+
+// pinOf returns partition n's pin from a listing at most pinFresh old,
+// listing again if it is older; ok is false when the listing failed or did
+// not include n.
+func (l *pinList) pinOf(ctx context.Context, r *Runner, n int) (pin string, ok bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if time.Since(l.at) >= pinFresh {
+		l.pins, l.at = r.listPins(ctx), time.Now()
+	}
+	pin, ok = l.pins[n]
+	return pin, ok
+}
+
+// listPins lists every work consumer's pin in one request (nil when the
+// server does not answer).
+func (r *Runner) listPins(ctx context.Context) map[int]string {
+	if r.work == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	r.pinListings.Add(1)
+	names := make(map[string]int, r.partitions)
+	for n := range r.partitions {
+		names[bus.WorkConsumerName(n)] = n
+	}
+	pins := make(map[int]string, r.partitions)
+	lister := r.work.ListConsumers(ctx)
+	for info := range lister.Info() {
+		if n, ok := names[info.Name]; ok {
+			pins[n] = pinnedTo(info)
+		}
+	}
+	if lister.Err() != nil {
+		return nil
+	}
+	return pins
 }
 
 func (r *Runner) rebalanceTick() <-chan time.Time {

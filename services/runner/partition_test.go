@@ -2,8 +2,11 @@ package runner
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"jetway/pkg/bus"
 	"jetway/pkg/events"
@@ -92,5 +95,71 @@ func TestA_runner_with_its_share_full_still_pulls_a_partition_no_one_claims(t *t
 	r.parts[3].mu.Unlock()
 	if !r.wantPull(ctx, r.parts[3]) {
 		t.Errorf("r1 does not pull partition 3, which no live runner has held for %s: its events would never be delivered", orphanGrace)
+	}
+}
+
+// Every held partition checks twice a second that its pin is still this
+// runner's. One listing of the work consumers answers them all (not a
+// request per partition), and it tells a pin that moved from one that
+// did not.
+func TestThe_pin_checks_of_all_held_partitions_share_one_listing(t *testing.T) {
+	e := newEnv(t) // 4 partitions
+	_, p := fakeModel(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	r, err := New(ctx, Config{NC: e.nc, ID: "r1", Provider: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.openWork(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r.parts = make([]*partition, 4)
+	for n := range r.parts {
+		cons, err := e.js.Consumer(ctx, bus.StreamWork, bus.WorkConsumerName(n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.parts[n] = &partition{n: n, cons: cons, held: true, pin: "r1-pin"}
+	}
+	// Partition 2 is pinned to someone else: a pull of the test's own.
+	var session string
+	for i := 0; session == ""; i++ {
+		if s := fmt.Sprintf("s%d", i); bus.PartitionFor("t1", s, 4) == 2 {
+			session = s
+		}
+	}
+	e.publish(events.KindEvents, "t1", session, events.Input{Text: "hi"})
+	batch, err := r.parts[2].cons.Fetch(1, jetstream.FetchMaxWait(10*time.Second), jetstream.FetchPriorityGroup(bus.WorkGroup))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range batch.Messages() {
+	}
+	other := e.pinOf(2)
+	if other == "" {
+		t.Fatal("the test's pull was not pinned")
+	}
+
+	before := r.pinListings.Load()
+	for _, n := range []int{0, 1, 3} {
+		if !r.stillPinned(ctx, r.parts[n]) {
+			t.Errorf("partition %d, pinned to nobody else, reads as moved", n)
+		}
+	}
+	if r.stillPinned(ctx, r.parts[2]) {
+		t.Errorf("partition 2, pinned to %s, reads as still this runner's", other)
+	}
+	if got := r.pinListings.Load() - before; got != 1 {
+		t.Errorf("four partitions' checks made %d listings, want 1", got)
+	}
+	r.pins.mu.Lock()
+	listed := len(r.pins.pins)
+	r.pins.mu.Unlock()
+	if listed != 4 {
+		t.Errorf("the listing has the pins of %d partitions, want all 4", listed)
+	}
+	if r.pinnedNow(ctx, r.parts[2]) {
+		t.Errorf("asked afresh, partition 2, pinned to %s, reads as still this runner's", other)
 	}
 }
