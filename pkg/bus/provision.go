@@ -232,8 +232,9 @@ func WorkTransforms(partitions int) []jetstream.SubjectTransformConfig {
 
 // continueSources carries an existing JETWAY_WORK's sourcing over to the
 // sources wanted now. The server takes a source whose filter or transforms
-// changed for a new one and sources it from the start: every event still in
-// JETWAY_EVENTS would be queued again. So a changed source starts after
+// changed for a new one and sources it again: from the start while the
+// stream holds its first message (every event still in JETWAY_EVENTS
+// queued twice), else from the time of its last message. So a changed source starts after
 // the last event the old one sourced, as the stream reports it; a source
 // that did not change keeps its start as it was. A few events sourced
 // between the report and the update may be queued twice, which the
