@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"time"
 
@@ -128,25 +127,99 @@ func Provision(ctx context.Context, js jetstream.JetStream, cfg ProvisionConfig)
 	return nil
 }
 
-// carryOver gives sc the sources of the stream as it exists, carried over
-// (continueSources); a stream not yet made keeps sc's.
+// carryOver makes the durable consumer JETWAY_WORK sources through, and
+// returns sc to create or update the stream with. A stream made before
+// jetway sourced through the durable consumer has an ephemeral source; the
+// consumer then starts just after the last event that source copied, as
+// the stream reports it (a source the server takes as new is copied again
+// otherwise: from the start while the stream holds its first message,
+// else from the time of its last). A few events copied between the report
+// and the update may be queued twice, which the runners drop as already
+// recorded (by CE id); none is skipped. When the server does not say where
+// the old source got to, the stream keeps its old source, and provisioning
+// says so. An existing consumer is left as it is: where it stands is
+// where sourcing goes on.
 func carryOver(ctx context.Context, js jetstream.JetStream, sc jetstream.StreamConfig, cfg ProvisionConfig) (jetstream.StreamConfig, error) {
+	start := uint64(0) // the consumer's first event; 0: all of JETWAY_EVENTS
+	replace := false   // a consumer left from before is not where sourcing stands
 	st, err := js.Stream(ctx, sc.Name)
-	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		return sc, nil
-	}
-	if err != nil {
+	switch {
+	case errors.Is(err, jetstream.ErrStreamNotFound):
+	case err != nil:
 		return sc, err
-	}
-	sources, ok := continueSources(st.CachedInfo(), sc.Sources)
-	if !ok {
-		cfg.progress("stream %s keeps its old sources: the server does not say where they got to, and a changed source would queue every event again", sc.Name)
-		if old, _ := strconv.Atoi(st.CachedInfo().Config.Metadata[MetadataPartitions]); old > 0 {
-			sc.Metadata = map[string]string{MetadataPartitions: strconv.Itoa(old)} // the old sources' partitions
+	default:
+		info := st.CachedInfo()
+		if old := sourceNamed(info.Config.Sources, StreamEvents); old != nil && old.Consumer == nil {
+			seq := sourcedUpTo(info, StreamEvents)
+			if seq == 0 && info.State.LastSeq > 0 {
+				cfg.progress("stream %s keeps its ephemeral source: the server does not say where it got to, and a new source would queue its events again", sc.Name)
+				sc.Sources = info.Config.Sources
+				if p, _ := strconv.Atoi(info.Config.Metadata[MetadataPartitions]); p > 0 {
+					sc.Metadata = map[string]string{MetadataPartitions: strconv.Itoa(p)} // the old source's partitions
+				}
+				return sc, nil
+			}
+			if seq > 0 {
+				start = seq + 1
+			}
+			replace = true
 		}
 	}
-	sc.Sources = sources
+	if err := ensureSourceConsumer(ctx, js, cfg, start, replace); err != nil {
+		return sc, err
+	}
 	return sc, nil
+}
+
+// sourcedUpTo is the last sequence of origin the stream says its source
+// copied (0 if it does not say).
+func sourcedUpTo(info *jetstream.StreamInfo, origin string) uint64 {
+	for _, si := range info.Sources {
+		if si != nil && si.Name == origin {
+			return si.Seq
+		}
+	}
+	return 0
+}
+
+func sourceNamed(sources []*jetstream.StreamSource, name string) *jetstream.StreamSource {
+	for _, s := range sources {
+		if s != nil && s.Name == name {
+			return s
+		}
+	}
+	return nil
+}
+
+// ensureSourceConsumer makes the durable source consumer unless it exists
+// (or, with replace, makes it again), delivering from sequence start (0:
+// from the first event).
+func ensureSourceConsumer(ctx context.Context, js jetstream.JetStream, cfg ProvisionConfig, start uint64, replace bool) error {
+	_, err := js.PushConsumer(ctx, StreamEvents, WorkSourceConsumer)
+	switch {
+	case err == nil && !replace:
+		return nil
+	case err == nil:
+		if err := js.DeleteConsumer(ctx, StreamEvents, WorkSourceConsumer); err != nil {
+			return fmt.Errorf("source consumer %s: replace: %w", WorkSourceConsumer, err)
+		}
+	case !errors.Is(err, jetstream.ErrConsumerNotFound):
+		return fmt.Errorf("source consumer %s: %w", WorkSourceConsumer, err)
+	}
+	cc := WorkSourceConsumerConfig(cfg)
+	if start > 0 {
+		cc.DeliverPolicy, cc.OptStartSeq = jetstream.DeliverByStartSequencePolicy, start
+	}
+	c, err := js.CreatePushConsumer(ctx, StreamEvents, cc)
+	if err != nil {
+		return fmt.Errorf("source consumer %s: %w", WorkSourceConsumer, err)
+	}
+	// A server too old for durable sourcing (before 2.14) has no flow
+	// control ack policy; it would source nothing through the consumer.
+	if c.CachedInfo().Config.AckPolicy != jetstream.AckFlowControlPolicy {
+		return fmt.Errorf("source consumer %s: the server does not support durable sourcing (needs nats-server 2.14 or later)", WorkSourceConsumer)
+	}
+	return nil
 }
 
 func describeStream(sc jetstream.StreamConfig) string {
@@ -186,6 +259,7 @@ func StreamConfigs(cfg ProvisionConfig) []jetstream.StreamConfig {
 			Sources: []*jetstream.StreamSource{{
 				Name:              StreamEvents,
 				SubjectTransforms: WorkTransforms(cfg.Partitions),
+				Consumer:          &jetstream.StreamConsumerSource{Name: WorkSourceConsumer, DeliverSubject: WorkSourceDeliver},
 			}},
 			Metadata: map[string]string{MetadataPartitions: strconv.Itoa(cfg.Partitions)},
 		},
@@ -230,57 +304,46 @@ func WorkTransforms(partitions int) []jetstream.SubjectTransformConfig {
 	}}
 }
 
-// continueSources carries an existing JETWAY_WORK's sourcing over to the
-// sources wanted now. The server takes a source whose filter or transforms
-// changed for a new one and sources it again: from the start while the
-// stream holds its first message (every event still in JETWAY_EVENTS
-// queued twice), else from the time of its last message. So a changed source starts after
-// the last event the old one sourced, as the stream reports it; a source
-// that did not change keeps its start as it was. A few events sourced
-// between the report and the update may be queued twice, which the
-// runners drop as already recorded (by CE id); none is skipped. A stream
-// that never stored anything takes the new source as it is. When the
-// server does not report where the old source got to, the old source is
-// kept as it is, and ok is false.
-func continueSources(info *jetstream.StreamInfo, want []*jetstream.StreamSource) (sources []*jetstream.StreamSource, ok bool) {
-	out := make([]*jetstream.StreamSource, 0, len(want))
-	ok = true
-	for _, w := range want {
-		w := *w
-		old := sourceNamed(info.Config.Sources, w.Name)
-		switch {
-		case old == nil:
-		case old.FilterSubject == w.FilterSubject && slices.Equal(old.SubjectTransforms, w.SubjectTransforms):
-			w.OptStartSeq, w.OptStartTime = old.OptStartSeq, old.OptStartTime
-		default:
-			seq := uint64(0)
-			for _, si := range info.Sources {
-				if si != nil && si.Name == w.Name {
-					seq = si.Seq
-				}
-			}
-			if seq == 0 && info.State.LastSeq == 0 {
-				break // nothing sourced yet: the new source starts where the old would have
-			}
-			if seq == 0 {
-				w, ok = *old, false
-				break
-			}
-			w.OptStartSeq, w.OptStartTime = seq+1, nil
-		}
-		out = append(out, &w)
+// The durable consumer on JETWAY_EVENTS that JETWAY_WORK sources through,
+// and the subject the server delivers its events on.
+//
+// A source made of the server's own ephemeral consumer lost that consumer
+// with the leader of JETWAY_EVENTS, and the server noticed only at its
+// 10-second source health check, then backed off: sourcing paused 19–20 s
+// after the leader's node stopped on a three-node cluster (15–45 s under
+// load). Through a durable R3 consumer it went on 0.13–2.1 s after
+// (docs/BENCHMARKS.md). The consumer also holds where sourcing stands
+// (its ack floor, moved by the sourcing stream's flow control answers at
+// least once a second), so a changed source (another partition count)
+// copies again only what was not yet confirmed.
+const (
+	WorkSourceConsumer = "jetway-work-source"
+	WorkSourceDeliver  = "jetway.sourcing.work"
+)
+
+// WorkSourceConsumerConfig is the durable source consumer's configuration:
+// a flow-controlled push consumer acked by the sourcing stream's flow
+// control answers (ADR-58), every event and job event, never given up on.
+func WorkSourceConsumerConfig(cfg ProvisionConfig) jetstream.ConsumerConfig {
+	cfg = cfg.withDefaults()
+	return jetstream.ConsumerConfig{
+		Durable:        WorkSourceConsumer,
+		Description:    "JETWAY_WORK sources JETWAY_EVENTS through this consumer",
+		DeliverSubject: WorkSourceDeliver,
+		FilterSubject:  "jetway.*.*.*",
+		DeliverPolicy:  jetstream.DeliverAllPolicy,
+		AckPolicy:      jetstream.AckFlowControlPolicy,
+		FlowControl:    true,
+		IdleHeartbeat:  time.Second, // the server requires 1 s for this policy
+		MaxDeliver:     -1,
+		MaxAckPending:  sourceMaxAckPending,
+		Replicas:       cfg.Replicas,
 	}
-	return out, ok
 }
 
-func sourceNamed(sources []*jetstream.StreamSource, name string) *jetstream.StreamSource {
-	for _, s := range sources {
-		if s != nil && s.Name == name {
-			return s
-		}
-	}
-	return nil
-}
+// sourceMaxAckPending is how many events may be in flight to JETWAY_WORK
+// before sourcing waits for its flow control answer.
+const sourceMaxAckPending = 10000
 
 // BucketConfigs returns the configuration of every jetway key-value bucket.
 func BucketConfigs(cfg ProvisionConfig) []jetstream.KeyValueConfig {

@@ -253,11 +253,12 @@ func TestWorkConsumerName_names_partitions(t *testing.T) {
 	}
 }
 
-// A deployment made before the work source became one transform has the
-// two-transform source. Provisioning it again moves the source over
-// without queueing again what the old one sourced (a changed source is a
-// new one to the server, sourced from the start), keeps every session in
-// its partition, and a provision after that changes nothing.
+// A deployment made before the work source became one transform through a
+// durable consumer has the server's ephemeral two-transform source.
+// Provisioning it again moves the source over without queueing again what
+// the old one sourced (a changed source is a new one to the server,
+// copied again), keeps every session in its partition; a provision after
+// that changes nothing, and nor does a partition change.
 func TestProvision_moves_an_old_work_source_over_without_queueing_events_again(t *testing.T) {
 	s := bustest.StartServer(t)
 	_, js := bustest.Connect(t, s.ClientURL())
@@ -330,8 +331,19 @@ func TestProvision_moves_an_old_work_source_over_without_queueing_events_again(t
 		t.Fatal(err)
 	}
 	src := info.Config.Sources[0]
-	if len(src.SubjectTransforms) != 1 || src.OptStartSeq != 62 {
-		t.Fatalf("work source after provision: %d transforms, start %d; want 1 transform starting at 62 (after the 61 sourced)", len(src.SubjectTransforms), src.OptStartSeq)
+	if len(src.SubjectTransforms) != 1 || src.Consumer == nil || src.Consumer.Name != bus.WorkSourceConsumer {
+		t.Fatalf("work source after provision: %+v; want one transform, through consumer %s", src, bus.WorkSourceConsumer)
+	}
+	sourceStart := func() uint64 {
+		t.Helper()
+		c, err := js.PushConsumer(ctx, bus.StreamEvents, bus.WorkSourceConsumer)
+		if err != nil {
+			t.Fatalf("source consumer: %v", err)
+		}
+		return c.CachedInfo().Config.OptStartSeq
+	}
+	if got := sourceStart(); got != 62 {
+		t.Fatalf("the source consumer starts at %d, want 62 (after the 61 sourced)", got)
 	}
 	for i := range 10 {
 		publish(fmt.Sprintf("jetway.events.acme.s%d", i))
@@ -354,10 +366,37 @@ func TestProvision_moves_an_old_work_source_over_without_queueing_events_again(t
 	if err := bus.Provision(ctx, js, cfg); err != nil {
 		t.Fatalf("provision again: %v", err)
 	}
-	if info, _ := work.Info(ctx); info.Config.Sources[0].OptStartSeq != 62 {
-		t.Errorf("a provision with nothing changed moved the source's start to %d", info.Config.Sources[0].OptStartSeq)
+	if got := sourceStart(); got != 62 {
+		t.Errorf("a provision with nothing changed moved the source consumer's start to %d", got)
 	}
 	if n := count("jetway.events.acme.marker3"); n != 61+21+1 {
 		t.Fatalf("after a second provision JETWAY_WORK holds %d events, want %d", n, 61+21+1)
+	}
+	// Another partition count changes the source's transform: the consumer
+	// holds where sourcing stands (its ack floor, moved by the sourcing
+	// stream's flow control answers, at least once a second), so nothing
+	// it confirmed is copied again.
+	evs, err := js.Stream(ctx, bus.StreamEvents)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the source consumer's ack floor at the last event", func() bool {
+		ei, err := evs.Info(ctx)
+		if err != nil {
+			return false
+		}
+		c, err := js.PushConsumer(ctx, bus.StreamEvents, bus.WorkSourceConsumer)
+		if err != nil {
+			return false
+		}
+		ci, err := c.Info(ctx)
+		return err == nil && ci.AckFloor.Stream >= ei.State.LastSeq
+	})
+	cfg.Partitions = 8
+	if err := bus.Provision(ctx, js, cfg); err != nil {
+		t.Fatalf("provision with 8 partitions: %v", err)
+	}
+	if n := count("jetway.events.acme.marker4"); n != 61+21+2 {
+		t.Fatalf("after a partition change JETWAY_WORK holds %d events, want %d", n, 61+21+2)
 	}
 }
