@@ -62,14 +62,30 @@ func VisibleRange(msgs []Message) (boundary, summary int, keep []int) {
 			}
 		}
 	}
-	keep = make([]int, 0, len(msgs)-from)
+	return boundary, summary, ordinaryFrom(msgs, from)
+}
+
+// ordinaryFrom lists the indexes from from on of the messages that are
+// neither a compaction boundary nor a summary.
+func ordinaryFrom(msgs []Message, from int) []int {
+	keep := make([]int, 0, len(msgs)-from)
 	for i := from; i < len(msgs); i++ {
 		if msgs[i].Kind == KindCompactBoundary || msgs[i].Kind == KindCompactSummary {
 			continue
 		}
 		keep = append(keep, i)
 	}
-	return boundary, summary, keep
+	return keep
+}
+
+// viewOrder lists the messages a request view shows, in view order: the
+// summary of the last boundary first, then the messages it keeps.
+func viewOrder(msgs []Message) []int {
+	_, summary, keep := VisibleRange(msgs)
+	if summary >= 0 {
+		return append([]int{summary}, keep...)
+	}
+	return keep
 }
 
 // MessagesForAPI is the pure per-request view of a recorded history: what a
@@ -88,12 +104,7 @@ func VisibleRange(msgs []Message) (boundary, summary int, keep []int) {
 // read-only. Copy a message's Content before changing a block of it, as
 // the compactor and the providers do.
 func MessagesForAPI(msgs []Message) []Message {
-	_, summary, keep := VisibleRange(msgs)
-	order := keep
-	if summary >= 0 {
-		order = append([]int{summary}, keep...)
-	}
-	out, _, _ := scanView(msgs, order, lastRefusal(msgs))
+	out, _, _ := scanView(msgs, viewOrder(msgs), lastRefusal(msgs))
 	return mergeUsers(out)
 }
 

@@ -61,22 +61,13 @@ func headOf(m *Message) messageHead {
 func (vc *ViewCache) View(msgs []Message) ([]Message, int) {
 	vc.mu.Lock()
 	defer vc.mu.Unlock()
+	var order []int
 	if vc.extends(msgs) {
-		order := make([]int, 0, len(msgs)-vc.from)
-		for i := vc.from; i < len(msgs); i++ {
-			if k := msgs[i].Kind; k != KindCompactBoundary && k != KindCompactSummary {
-				order = append(order, i)
-			}
-		}
-		out, lastAssistant, from := scanView(msgs, order, vc.refused)
-		return vc.keep(msgs, out, lastAssistant, from)
+		order = ordinaryFrom(msgs, vc.from) // what follows the settled part
+	} else {
+		order = viewOrder(msgs)
+		vc.refused, vc.from, vc.settled, vc.tokens = lastRefusal(msgs), -1, 0, 0
 	}
-	_, summary, keep := VisibleRange(msgs)
-	order := keep
-	if summary >= 0 {
-		order = append([]int{summary}, keep...)
-	}
-	vc.refused, vc.from, vc.settled, vc.tokens = lastRefusal(msgs), -1, 0, 0
 	out, lastAssistant, from := scanView(msgs, order, vc.refused)
 	return vc.keep(msgs, out, lastAssistant, from)
 }

@@ -338,35 +338,46 @@ func (r *Runner) mayRelease(live int) bool {
 // all. A listing can be half a second old, so a decision that could harm
 // another runner (an unpin) asks afresh first (pinnedNow).
 func (r *Runner) stillPinned(ctx context.Context, p *partition) bool {
-	p.mu.Lock()
-	pin := p.pin
-	p.mu.Unlock()
-	if pin == "" {
-		return true
-	}
-	got, ok := r.pins.pinOf(ctx, r, p.n)
-	if !ok {
-		return r.pinnedNow(ctx, p) // no listing (a permission, an election): ask the consumer
-	}
-	return got == pin || got == ""
+	return r.checkPin(ctx, p, true)
 }
 
 // pinnedNow is stillPinned asked of p's consumer alone, now.
 func (r *Runner) pinnedNow(ctx context.Context, p *partition) bool {
+	return r.checkPin(ctx, p, false)
+}
+
+// checkPin compares p's pin with the server's, from the shared listing
+// when listed (asking the consumer when the listing has no answer: a
+// permission, an election), else from the consumer.
+func (r *Runner) checkPin(ctx context.Context, p *partition, listed bool) bool {
 	p.mu.Lock()
 	pin := p.pin
 	p.mu.Unlock()
 	if pin == "" {
 		return true
 	}
+	got, ok := "", false
+	if listed {
+		got, ok = r.pins.pinOf(ctx, r, p.n)
+	}
+	if !ok {
+		got, ok = consumerPin(ctx, p)
+	}
+	if !ok {
+		return true
+	}
+	return got == pin || got == ""
+}
+
+// consumerPin asks p's consumer for its pin; ok is false without an answer.
+func consumerPin(ctx context.Context, p *partition) (pin string, ok bool) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	info, err := p.cons.Info(ctx)
 	if err != nil {
-		return true
+		return "", false
 	}
-	got := pinnedTo(info)
-	return got == pin || got == ""
+	return pinnedTo(info), true
 }
 
 // pinFresh is how old a listing of the pins may be for stillPinned: under
