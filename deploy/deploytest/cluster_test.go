@@ -240,30 +240,54 @@ func (d *deployment) startCluster() {
 
 // waitHTTP waits until the node's monitoring endpoint path answers 200.
 func (d *deployment) waitHTTP(n *node, path string) {
-	t := d.t
-	t.Helper()
+	d.t.Helper()
 	url := fmt.Sprintf("http://127.0.0.1:%d%s", n.monitor, path)
 	client := &http.Client{Timeout: 2 * time.Second}
+	d.waitNode(n, path, func() (bool, string) {
+		resp, err := client.Get(url)
+		if err != nil {
+			return false, err.Error()
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, resp.Status
+	})
+}
+
+// waitListening waits until the node accepts connections on its client
+// port. The monitoring endpoint answers first: a node bootstrapping
+// JetStream on a loaded machine opened its client port a moment later,
+// and a test that connected at /varz found no server (seen in CI).
+func (d *deployment) waitListening(n *node) {
+	d.t.Helper()
+	addr := fmt.Sprintf("127.0.0.1:%d", n.client)
+	d.waitNode(n, "client port", func() (bool, string) {
+		conn, err := net.DialTimeout("tcp", addr, 2*time.Second)
+		if err != nil {
+			return false, err.Error()
+		}
+		conn.Close()
+		return true, ""
+	})
+}
+
+// waitNode polls ready until it says yes, failing the test after
+// readyTimeout with the last thing it said.
+func (d *deployment) waitNode(n *node, what string, ready func() (bool, string)) {
+	t := d.t
+	t.Helper()
 	deadline := time.NewTimer(readyTimeout)
 	defer deadline.Stop()
 	poll := time.NewTicker(100 * time.Millisecond)
 	defer poll.Stop()
-	var last string
 	for {
-		resp, err := client.Get(url)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
-			last = resp.Status
-		} else {
-			last = err.Error()
+		ok, last := ready()
+		if ok {
+			return
 		}
 		select {
 		case <-poll.C:
 		case <-deadline.C:
-			t.Fatalf("%s: %s not ready within %v (last: %s)", n.name, path, readyTimeout, last)
+			t.Fatalf("%s: %s not ready within %v (last: %s)", n.name, what, readyTimeout, last)
 		}
 	}
 }

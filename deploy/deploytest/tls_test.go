@@ -124,7 +124,7 @@ func TestMTLS(t *testing.T) {
 	// One node is enough to test the client listener; its routes to the
 	// other two keep retrying in the background.
 	d.start(n1)
-	d.waitHTTP(n1, "/varz")
+	d.waitListening(n1)
 	user, pw := "tenant-acme", d.passwords["tenant-acme"]
 
 	nc, err := nats.Connect(n1.url(), nats.UserInfo(user, pw), nats.RootCAs(d.secret(certs.CAFile)), nats.Timeout(5*time.Second))
