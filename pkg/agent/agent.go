@@ -163,6 +163,15 @@ type ContextView interface {
 	View(ctx context.Context, msgs []llm.Message) []llm.Message
 }
 
+// SettledView is optionally implemented by a ContextView that knows how
+// many of its view's first messages are settled: never written again, and
+// sent again at the start of the next requests. The request says so
+// (llm.CompletionRequest.Settled), and a provider takes what it made of
+// them last time instead of reading them all again.
+type SettledView interface {
+	ViewSettled(ctx context.Context, msgs []llm.Message) (view []llm.Message, settled int)
+}
+
 // Settlement configures the wrap-up phase that runs when a budget is hit.
 type Settlement struct {
 	Prompt        string   // wrap-up instruction injected as a user turn (empty = settlement off unless PromptByReason has one)

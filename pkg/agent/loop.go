@@ -541,12 +541,16 @@ func (l *loop) disabled(name string) bool {
 // request builds this call's request from a pure view of the history.
 func (l *loop) request(ctx context.Context) llm.CompletionRequest {
 	var view []llm.Message
-	if cv, ok := l.in.Compactor.(ContextView); ok {
+	settled := 0
+	if sv, ok := l.in.Compactor.(SettledView); ok {
+		view, settled = sv.ViewSettled(ctx, l.hist)
+	} else if cv, ok := l.in.Compactor.(ContextView); ok {
 		view = cv.View(ctx, l.hist)
 	} else {
 		view = llm.MessagesForAPI(l.hist)
 	}
 	if r := l.in.SystemReminder; r != "" {
+		settled = 0 // the reminder goes into the first turn, anew each call
 		block := llm.ContentBlock{Type: llm.BlockText, Text: r}
 		if len(view) > 0 && view[0].Role == llm.RoleUser {
 			first := view[0]
@@ -573,6 +577,7 @@ func (l *loop) request(ctx context.Context) llm.CompletionRequest {
 		MaxTokens:       l.maxTokens,
 		Temperature:     l.in.Temperature,
 		ThinkingBudget:  l.in.ThinkingBudget,
+		Settled:         settled,
 	}
 }
 

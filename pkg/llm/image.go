@@ -213,7 +213,14 @@ func dimensions(img Image) (w, h int, err error) {
 // CheckImages checks every image of msgs against p; the first refusal is
 // an *Error of kind ErrKindImage naming where the image is, for provider.
 func CheckImages(provider string, p ImagePolicy, msgs []Message) error {
-	for i := range msgs {
+	return CheckImagesFrom(provider, p, msgs, 0)
+}
+
+// CheckImagesFrom is CheckImages for msgs[from:], naming each message by
+// its index in msgs: a provider that checked the start of a history
+// before checks only what follows it.
+func CheckImagesFrom(provider string, p ImagePolicy, msgs []Message, from int) error {
+	for i := from; i < len(msgs); i++ {
 		for j := range msgs[i].Content {
 			b := &msgs[i].Content[j] // no copy: this walks every block of every request
 			var imgs []Image

@@ -171,6 +171,14 @@ type CompletionRequest struct {
 	// ThinkingBudget enables extended thinking where the provider has it
 	// (0 = off).
 	ThinkingBudget int
+	// Settled is the caller's promise that the first Settled messages will
+	// never change: their blocks are not written to again, and every later
+	// request of this history begins with them. A provider may then keep
+	// what it made of them and take it back by their identity (their
+	// blocks' address and count) instead of reading them again. 0 promises
+	// nothing. A ViewCache knows how many of its view's messages are
+	// settled; a caller that builds views another way leaves it 0.
+	Settled int
 }
 
 // StopReason is why the model ended its message.

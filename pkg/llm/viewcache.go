@@ -57,8 +57,11 @@ func headOf(m *Message) messageHead {
 
 // View returns MessagesForAPI(msgs) and EstimateTokens of it. The view is
 // read-only and valid until the next View; its blocks are shared, as
-// MessagesForAPI's are.
-func (vc *ViewCache) View(msgs []Message) ([]Message, int) {
+// MessagesForAPI's are. Its first settled messages are settled as
+// CompletionRequest.Settled means it: their blocks are never written
+// again, and the next views of this history begin with them for as long
+// as it is only appended to (a boundary, summary or image refusal aside).
+func (vc *ViewCache) View(msgs []Message) (view []Message, tokens, settled int) {
 	vc.mu.Lock()
 	defer vc.mu.Unlock()
 	var order []int
@@ -91,8 +94,9 @@ func (vc *ViewCache) extends(msgs []Message) bool {
 }
 
 // keep settles what the new part of the view holds before its last
-// assistant turn, and returns the whole view with its size.
-func (vc *ViewCache) keep(msgs, out []Message, lastAssistant, from int) ([]Message, int) {
+// assistant turn, and returns the whole view with its size and how much of
+// it is settled.
+func (vc *ViewCache) keep(msgs, out []Message, lastAssistant, from int) ([]Message, int, int) {
 	var settling, open []Message
 	if lastAssistant >= 0 {
 		settling, open = mergeUsers(out[:lastAssistant]), mergeUsers(out[lastAssistant:])
@@ -114,5 +118,5 @@ func (vc *ViewCache) keep(msgs, out []Message, lastAssistant, from int) ([]Messa
 	if vc.n > 0 {
 		vc.first, vc.last = headOf(&msgs[0]), headOf(&msgs[vc.n-1])
 	}
-	return view, vc.tokens + EstimateTokens(open)
+	return view, vc.tokens + EstimateTokens(open), vc.settled
 }

@@ -13,20 +13,40 @@ import (
 // any history: boundaries, summaries and image refusals included.
 func TestViewCache_matches_MessagesForAPI_as_a_history_grows(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
-	incremental := 0
+	incremental, settledAgain := 0, 0
 	for h := range 400 {
 		hist := randomHistory(r, 10+r.IntN(60))
 		var vc ViewCache
+		var kept []Message // what the last view settled, as it was then
+		var heads []messageHead
 		for k := 0; k <= len(hist); k += 1 + r.IntN(3) {
 			msgs := hist[:k]
 			if r.IntN(2) == 0 {
 				msgs = append([]Message(nil), msgs...)
 			}
-			if vc.extends(msgs) {
+			ext := vc.extends(msgs)
+			if ext {
 				incremental++
 			}
-			got, tokens := vc.View(msgs)
+			got, tokens, settled := vc.View(msgs)
 			want := MessagesForAPI(hist[:k])
+			if ext {
+				// What the view before settled begins this one, in the
+				// same blocks, holding what they held then.
+				if len(got) < len(kept) {
+					t.Fatalf("history %d at %d messages: %d settled before, the view has %d", h, k, len(kept), len(got))
+				}
+				for i := range kept {
+					if headOf(&got[i]) != heads[i] || !reflect.DeepEqual(got[i], kept[i]) {
+						t.Fatalf("history %d at %d messages: settled message %d changed:\n%+v\n%+v", h, k, i, got[i], kept[i])
+					}
+				}
+				settledAgain += len(kept)
+			}
+			kept, heads = deepCopy(t, got[:settled]), heads[:0]
+			for i := range settled {
+				heads = append(heads, headOf(&got[i]))
+			}
 			if len(got) == 0 && len(want) == 0 {
 				continue
 			}
@@ -38,8 +58,8 @@ func TestViewCache_matches_MessagesForAPI_as_a_history_grows(t *testing.T) {
 			}
 		}
 	}
-	if incremental == 0 {
-		t.Fatal("no view was built from a settled part: the test checks nothing incremental")
+	if incremental == 0 || settledAgain == 0 {
+		t.Fatalf("%d views built from a settled part, %d settled messages seen again: the test checks nothing incremental", incremental, settledAgain)
 	}
 }
 
@@ -55,7 +75,7 @@ func TestViewCache_builds_another_history_in_full(t *testing.T) {
 	if vc.extends(b) {
 		t.Fatal("a history in other blocks was taken for the one viewed before")
 	}
-	got, _ := vc.View(b)
+	got, _, _ := vc.View(b)
 	if want := MessagesForAPI(b); !reflect.DeepEqual(got, want) {
 		t.Fatalf("view %+v, want %+v", got, want)
 	}

@@ -77,36 +77,38 @@ type Compactor struct {
 // is only ever appended to, so the same first message and length mean the
 // same messages.
 type spareView struct {
-	first *llm.Message
-	n     int
-	view  []llm.Message
+	first   *llm.Message
+	n       int
+	view    []llm.Message
+	settled int
 }
 
 // keep stores view as the spare view of msgs.
-func (c *Compactor) keep(msgs, view []llm.Message) {
+func (c *Compactor) keep(msgs, view []llm.Message, settled int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.spare = spareView{}
 	if len(msgs) > 0 {
-		c.spare = spareView{first: &msgs[0], n: len(msgs), view: view}
+		c.spare = spareView{first: &msgs[0], n: len(msgs), view: view, settled: settled}
 	}
 }
 
 // takeSpare returns the spare view of msgs, if there is one, and forgets it.
-func (c *Compactor) takeSpare(msgs []llm.Message) ([]llm.Message, bool) {
+func (c *Compactor) takeSpare(msgs []llm.Message) ([]llm.Message, int, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	sp := c.spare
 	c.spare = spareView{}
 	if sp.view == nil || len(msgs) != sp.n || &msgs[0] != sp.first {
-		return nil, false
+		return nil, 0, false
 	}
-	return sp.view, true
+	return sp.view, sp.settled, true
 }
 
 var (
 	_ agent.Compactor   = (*Compactor)(nil)
 	_ agent.ContextView = (*Compactor)(nil)
+	_ agent.SettledView = (*Compactor)(nil)
 )
 
 // New returns a Compactor with cfg's zero fields defaulted.
@@ -152,19 +154,28 @@ const ClearedToolImages = "[%d old image(s) cleared to save context; run the too
 // View is the request view: llm.MessagesForAPI, then, once the context is
 // past ClearAt, the older large tool results and the older results' images
 // replaced by a short note. It is pure: msgs is never modified.
-func (c *Compactor) View(_ context.Context, msgs []llm.Message) []llm.Message {
-	if view, ok := c.takeSpare(msgs); ok {
-		return view
-	}
-	view, _ := c.build(msgs)
+func (c *Compactor) View(ctx context.Context, msgs []llm.Message) []llm.Message {
+	view, _ := c.ViewSettled(ctx, msgs)
 	return view
 }
 
-// build is View with the view's estimated size in tokens.
-func (c *Compactor) build(msgs []llm.Message) ([]llm.Message, int) {
-	view, tokens := c.view(msgs)
+// ViewSettled implements agent.SettledView: View, and how many of its
+// first messages are settled (llm.CompletionRequest.Settled), which only
+// a view built through Views knows, and only while no old tool result is
+// cleared (clearing changes older messages as the history grows).
+func (c *Compactor) ViewSettled(_ context.Context, msgs []llm.Message) ([]llm.Message, int) {
+	if view, settled, ok := c.takeSpare(msgs); ok {
+		return view, settled
+	}
+	view, _, settled := c.build(msgs)
+	return view, settled
+}
+
+// build is ViewSettled with the view's estimated size in tokens.
+func (c *Compactor) build(msgs []llm.Message) (view []llm.Message, tokens, settled int) {
+	view, tokens, settled = c.view(msgs)
 	if tokens < c.tokens(c.cfg.ClearAt) {
-		return view, tokens
+		return view, tokens, settled
 	}
 	if c.cfg.Views != nil {
 		view = slices.Clone(view) // the cache's view is read-only, and changed below
@@ -201,20 +212,21 @@ func (c *Compactor) build(msgs []llm.Message) ([]llm.Message, int) {
 		}
 		view[p.m].Content[p.b] = b
 	}
-	return view, c.cfg.Estimate(view)
+	return view, c.cfg.Estimate(view), 0
 }
 
-// view is llm.MessagesForAPI(msgs) and its size, through Views when set.
-func (c *Compactor) view(msgs []llm.Message) ([]llm.Message, int) {
+// view is llm.MessagesForAPI(msgs), its size, and how much of it is
+// settled, through Views when set.
+func (c *Compactor) view(msgs []llm.Message) (view []llm.Message, tokens, settled int) {
 	if c.cfg.Views == nil {
 		view := llm.MessagesForAPI(msgs)
-		return view, c.cfg.Estimate(view)
+		return view, c.cfg.Estimate(view), 0
 	}
-	view, tokens := c.cfg.Views.View(msgs)
+	view, tokens, settled = c.cfg.Views.View(msgs)
 	if !c.plainEstimate {
 		tokens = c.cfg.Estimate(view)
 	}
-	return view, tokens
+	return view, tokens, settled
 }
 
 // IsOverflow implements agent.Compactor.
@@ -224,10 +236,10 @@ func (c *Compactor) IsOverflow(err error) bool { return llm.IsOverflow(err) }
 // compaction aiming under Target; agent.ErrBlockingLimit when the view
 // would still be past HardLimit.
 func (c *Compactor) Pre(ctx context.Context, msgs []llm.Message, lastInputTokens int) (*agent.Compaction, error) {
-	view, tokens := c.build(msgs)
+	view, tokens, settled := c.build(msgs)
 	gate := max(tokens, lastInputTokens)
 	if gate < c.tokens(c.cfg.Threshold) {
-		c.keep(msgs, view) // the request's view, unless the history changes first
+		c.keep(msgs, view, settled) // the request's view, unless the history changes first
 		return nil, nil
 	}
 	comp := c.compact(ctx, msgs, "proactive", c.tokens(c.cfg.Keep), c.tokens(c.cfg.Target), gate)

@@ -22,22 +22,35 @@ func newEncodings(limit int) *encodings { return &encodings{wirecache.New(limit)
 // themselves: read them, never change them). With breakpoint, the last
 // turn carries a cache breakpoint (incremental prompt caching) and is
 // encoded afresh: it is the only one that differs from its cached form.
-func (c *encodings) turns(turns []turn, breakpoint bool) ([]json.RawMessage, error) {
+//
+// With chain, the turns are a whole history, found along the chain of its
+// last request (see wirecache.Sequence); without, a few turns past a
+// prefix, each found on its own.
+func (c *encodings) turns(turns []turn, breakpoint, chain bool) ([]json.RawMessage, error) {
 	parts := make([]json.RawMessage, len(turns))
 	if len(turns) == 0 {
 		return parts, nil
 	}
-	seq := c.Sequence('m', turns[0].blocks)
-	defer seq.Done()
+	var seq *wirecache.Sequence
+	if chain {
+		seq = c.Sequence('m', turns[0].blocks)
+		defer seq.Done()
+	}
 	for i, t := range turns {
 		var err error
-		if i == len(turns)-1 && breakpoint {
+		encode := func() (json.RawMessage, error) { return json.Marshal(t.param()) }
+		switch {
+		case i == len(turns)-1 && breakpoint:
 			m := t.param()
 			cacheLastBlock(m)
 			parts[i], err = json.Marshal(m)
-			seq.Skip()
-		} else {
-			parts[i], err = seq.Turn(t.role, t.blocks, func() (json.RawMessage, error) { return json.Marshal(t.param()) })
+			if seq != nil {
+				seq.Skip()
+			}
+		case seq != nil:
+			parts[i], err = seq.Turn(t.role, t.blocks, encode)
+		default:
+			parts[i], err = c.Turn('m', t.role, t.blocks, encode)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("turn %d (%s): %w", i, t.role, err)
@@ -55,11 +68,12 @@ func arrayLen(parts []json.RawMessage) int {
 	return n
 }
 
-// appendArray appends parts to dst as one JSON array.
-func appendArray(dst []byte, parts []json.RawMessage) []byte {
-	dst = append(dst, '[')
+// appendArray appends parts to dst as one JSON array, after the elements
+// already joined in pre.
+func appendArray(dst, pre []byte, parts []json.RawMessage) []byte {
+	dst = append(append(dst, '['), pre...)
 	for i, p := range parts {
-		if i > 0 {
+		if i > 0 || len(pre) > 0 {
 			dst = append(dst, ',')
 		}
 		dst = append(dst, p...)

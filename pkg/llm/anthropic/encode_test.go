@@ -78,11 +78,11 @@ func TestEncodedTurns_send_what_the_SDK_would_send_first_time_and_from_the_cache
 	for n := 1; n <= len(h); n++ {
 		turns := shape(h[:n])
 		for _, breakpoint := range []bool{true, false} {
-			parts, err := c.turns(turns, breakpoint)
+			parts, err := c.turns(turns, breakpoint, true)
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := appendArray(nil, parts)
+			got := appendArray(nil, nil, parts)
 			if len(got) != arrayLen(parts) {
 				t.Fatalf("arrayLen %d, array is %d bytes: the body buffer would grow", arrayLen(parts), len(got))
 			}
@@ -101,17 +101,17 @@ func TestEncodedTurns_send_what_the_SDK_would_send_first_time_and_from_the_cache
 func TestEncodedTurns_never_serve_a_changed_turn_its_old_encoding(t *testing.T) {
 	c := newEncodings(wirecache.Limit)
 	h := history()
-	if _, err := c.turns(shape(h), false); err != nil {
+	if _, err := c.turns(shape(h), false, true); err != nil {
 		t.Fatal(err)
 	}
 	h[2].Content[0].Images = nil
 	h[2].Content[0].Content = "a.go\nb.png\n[image b.png was refused by the model]"
 	turns := shape(h)
-	parts, err := c.turns(turns, false)
+	parts, err := c.turns(turns, false, true)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := appendArray(nil, parts)
+	got := appendArray(nil, nil, parts)
 	if !strings.Contains(string(got), "refused by the model") {
 		t.Fatalf("changed turn served stale: %s", got)
 	}
@@ -132,6 +132,20 @@ func BenchmarkRequestBody(b *testing.B) {
 		}
 		req := llm.CompletionRequest{Messages: append(h, llm.UserText("go")), MaxTokens: 1024}
 		b.Run(fmt.Sprintf("cached/%d", n), func(b *testing.B) {
+			p, _ := New(Config{APIKey: "k", Model: "m"})
+			if _, _, err := p.params(req, false); err != nil {
+				b.Fatal(err)
+			}
+			for b.Loop() {
+				if _, _, err := p.params(req, false); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("settled/%d", n), func(b *testing.B) {
+			// As a runner's requests come: all but the last exchange settled.
+			req := req
+			req.Settled = len(req.Messages) - 2
 			p, _ := New(Config{APIKey: "k", Model: "m"})
 			if _, _, err := p.params(req, false); err != nil {
 				b.Fatal(err)
@@ -202,12 +216,11 @@ func TestBody_is_what_the_SDK_would_send(t *testing.T) {
 		return decoded(t, body)
 	}()
 	for call := range 2 {
-		turns := shape(req.Messages)
 		params, _, err := p.params(req, false)
 		if err != nil {
 			t.Fatal(err)
 		}
-		body, err := p.body(params, req, turns, false)
+		body, err := p.requestBody(params, req, false)
 		if err != nil {
 			t.Fatal(err)
 		}

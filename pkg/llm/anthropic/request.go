@@ -11,6 +11,7 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 
 	"jetway/pkg/llm"
+	"jetway/pkg/llm/internal/wirecache"
 )
 
 // params builds the API request for req: a pure view that copies what it
@@ -27,11 +28,6 @@ func (p *Provider) params(req llm.CompletionRequest, stream bool) (sdk.MessageNe
 	if model == "" {
 		return sdk.MessageNewParams{}, nil, &llm.Error{Kind: llm.ErrKindModel, Provider: "anthropic", Err: errors.New("no model: set it in the request or the provider config")}
 	}
-	// An image the API would refuse fails here, with the same class as
-	// the API's refusal, and costs no round trip.
-	if err := llm.CheckImages("anthropic", ImagePolicy(), req.Messages); err != nil {
-		return sdk.MessageNewParams{}, nil, err
-	}
 	maxTokens := req.MaxTokens
 	if maxTokens <= 0 {
 		maxTokens = p.cfg.MaxTokens
@@ -40,10 +36,6 @@ func (p *Provider) params(req llm.CompletionRequest, stream bool) (sdk.MessageNe
 		Model:     sdk.Model(model),
 		MaxTokens: int64(maxTokens),
 	}
-	turns := shape(req.Messages)
-	if len(turns) == 0 {
-		return sdk.MessageNewParams{}, nil, &llm.Error{Kind: llm.ErrKindModel, Provider: "anthropic", Err: errors.New("request has no message with content")}
-	}
 	switch {
 	case req.ThinkingBudget > 0 && p.cfg.AdaptiveThinking:
 		params.Thinking = sdk.ThinkingConfigParamUnion{OfAdaptive: &sdk.ThinkingConfigAdaptiveParam{}}
@@ -51,15 +43,54 @@ func (p *Provider) params(req llm.CompletionRequest, stream bool) (sdk.MessageNe
 		// 1024 is the API's floor for a thinking budget.
 		params.Thinking = sdk.ThinkingConfigParamOfEnabled(int64(max(req.ThinkingBudget, 1024)))
 	}
-	body, err := p.body(params, req, turns, stream)
+	body, err := p.requestBody(params, req, stream)
 	if err != nil {
-		return sdk.MessageNewParams{}, nil, &llm.Error{Kind: llm.ErrKindModel, Provider: "anthropic", Err: err}
+		return sdk.MessageNewParams{}, nil, err
 	}
 	opts := []option.RequestOption{option.WithRequestBody("application/json", body)}
 	if req.Temperature != nil {
 		opts = append(opts, option.WithJSONSet("temperature", *req.Temperature))
 	}
 	return params, opts, nil
+}
+
+// requestBody is the body of req, with params' fields.
+func (p *Provider) requestBody(params sdk.MessageNewParams, req llm.CompletionRequest, stream bool) ([]byte, error) {
+	pre, sh, err := p.history(req)
+	defer pre.Keep()
+	if err != nil {
+		return nil, err
+	}
+	body, err := p.body(params, req, pre, sh, stream)
+	if err != nil {
+		return nil, &llm.Error{Kind: llm.ErrKindModel, Provider: "anthropic", Err: err}
+	}
+	return body, nil
+}
+
+// history returns the prefix of req's history (see wirecache.Prefix) and
+// the rest of it, shaped, once its images pass. What the history settled
+// before was checked, shaped and encoded then. The caller Keeps the
+// prefix, whatever the error.
+func (p *Provider) history(req llm.CompletionRequest) (*wirecache.Prefix, shaped, error) {
+	settled := min(max(req.Settled, 0), len(req.Messages))
+	pre := p.enc.TakePrefix('m', req.Messages, settled)
+	sh, ok := shapeAfter(req.Messages, pre, settled)
+	if !ok {
+		// The prefix's last turn would take in the next message: the
+		// history is shaped and checked in full.
+		pre.Reset()
+		sh, _ = shapeAfter(req.Messages, pre, settled)
+	}
+	// An image the API would refuse fails here, with the same class as
+	// the API's refusal, and costs no round trip.
+	if err := llm.CheckImagesFrom("anthropic", ImagePolicy(), req.Messages, pre.Messages()); err != nil {
+		return pre, shaped{}, err
+	}
+	if pre.Turns+len(sh.turns) == 0 {
+		return pre, shaped{}, &llm.Error{Kind: llm.ErrKindModel, Provider: "anthropic", Err: errors.New("request has no message with content")}
+	}
+	return pre, sh, nil
 }
 
 // body is the request body: the SDK's encoding of params, which holds
@@ -70,7 +101,7 @@ func (p *Provider) params(req llm.CompletionRequest, stream bool) (sdk.MessageNe
 // the finished body (sjson), which finds a first key at once but has to
 // read a body without it to its end before appending: a whole history,
 // every call.
-func (p *Provider) body(params sdk.MessageNewParams, req llm.CompletionRequest, turns []turn, stream bool) ([]byte, error) {
+func (p *Provider) body(params sdk.MessageNewParams, req llm.CompletionRequest, pre *wirecache.Prefix, sh shaped, stream bool) ([]byte, error) {
 	head, err := json.Marshal(params)
 	if err != nil {
 		return nil, fmt.Errorf("encode request: %w", err)
@@ -86,12 +117,14 @@ func (p *Provider) body(params sdk.MessageNewParams, req llm.CompletionRequest, 
 	if err != nil {
 		return nil, err
 	}
-	msgs, err := p.enc.turns(turns, !p.cfg.DisableCache)
+	// A history with no prefix yet is encoded turn by turn along its
+	// chain; after a prefix only the few turns since are left.
+	msgs, err := p.enc.turns(sh.turns, !p.cfg.DisableCache, pre.Messages() == 0)
 	if err != nil {
 		return nil, fmt.Errorf("encode messages: %w", err)
 	}
 	// One buffer, sized up front: the history is copied once, into it.
-	body := make([]byte, 0, len(head)+len(sys)+len(tools)+arrayLen(msgs)+60)
+	body := make([]byte, 0, len(head)+len(sys)+len(tools)+len(pre.Bytes)+arrayLen(msgs)+60)
 	body = append(body, '{')
 	if stream {
 		body = append(body, `"stream":true`...)
@@ -121,7 +154,12 @@ func (p *Provider) body(params sdk.MessageNewParams, req llm.CompletionRequest, 
 		body = append(body, ',')
 	}
 	body = append(body, `"messages":`...)
-	body = appendArray(body, msgs)
+	body = appendArray(body, pre.Bytes, msgs)
+	// What this request settled joins the prefix, after the body has
+	// copied it.
+	if n := sh.settling; n > 0 {
+		pre.Extend(req.Messages[pre.Messages():sh.settled], sh.turns[n-1].role, msgs[:n])
+	}
 	return append(body, '}'), nil
 }
 
@@ -148,6 +186,36 @@ func system(blocks []string, dynamic int, cache bool) []sdk.TextBlockParam {
 	return out
 }
 
+// shaped is a request's history past its prefix, shaped: the first
+// settling turns are of the messages up to settled, and join the prefix
+// once encoded; the rest are open.
+type shaped struct {
+	turns    []turn
+	settling int
+	settled  int
+}
+
+// shapeAfter shapes msgs past what pre covers. Shaping the two parts
+// apart is shaping them together unless a turn would merge across the
+// line between them: across the prefix's end it reports false (the
+// prefix cannot be used); across settled, all of it is open.
+func shapeAfter(msgs []llm.Message, pre *wirecache.Prefix, settled int) (shaped, bool) {
+	from := pre.Messages()
+	turns := appendShape(make([]turn, 0, len(msgs)-from), msgs[from:settled])
+	n := len(turns)
+	turns = appendShape(turns, msgs[settled:])
+	sh := shaped{turns: turns, settling: n, settled: settled}
+	if n == len(turns) || (n > 0 && turns[n-1].role == turns[n].role) {
+		// The last turn, which carries the cache breakpoint, is never
+		// settled, and a turn is never split.
+		sh = shaped{turns: shape(msgs[from:]), settled: from}
+	}
+	if from > 0 && len(sh.turns) > 0 && sh.turns[0].role == pre.Last {
+		return shaped{}, false
+	}
+	return sh, true
+}
+
 // turn is a message of the view being shaped.
 type turn struct {
 	role   llm.Role
@@ -159,22 +227,28 @@ type turn struct {
 // images outside user turns), consecutive messages of one role are merged,
 // and tool results come first in their user message.
 func shape(history []llm.Message) []turn {
-	turns := make([]turn, 0, len(history))
+	return appendShape(make([]turn, 0, len(history)), history)
+}
+
+// appendShape appends the turns of history to turns, merging none into
+// the turns already there.
+func appendShape(turns []turn, history []llm.Message) []turn {
+	start := len(turns)
 	for _, m := range history {
 		blocks := kept(m)
 		if len(blocks) == 0 {
 			continue
 		}
-		if n := len(turns); n > 0 && turns[n-1].role == m.Role {
+		if n := len(turns); n > start && turns[n-1].role == m.Role {
 			// Clip: the merge must copy, never append into the history.
 			turns[n-1].blocks = append(slices.Clip(turns[n-1].blocks), blocks...)
 			continue
 		}
 		turns = append(turns, turn{role: m.Role, blocks: blocks})
 	}
-	for i, t := range turns {
-		if t.role == llm.RoleUser {
-			turns[i].blocks = resultsFirst(t.blocks)
+	for i := start; i < len(turns); i++ {
+		if turns[i].role == llm.RoleUser {
+			turns[i].blocks = resultsFirst(turns[i].blocks)
 		}
 	}
 	return turns

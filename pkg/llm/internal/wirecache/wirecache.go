@@ -46,6 +46,10 @@ type Cache struct {
 	// history, by the identity of its first block (see Sequence); they turn
 	// over with cur and old.
 	chains, chainsOld map[chainKey]*chain
+	// prefixes and prefixesOld hold the settled start of each history, by
+	// the identity of its first block (see Prefix); they turn over with cur
+	// and old.
+	prefixes, prefixesOld map[chainKey]*Prefix
 }
 
 // seenTurn is a turn that was encoded: its kind and role, what its blocks
@@ -71,6 +75,7 @@ func New(limit int) *Cache {
 		cur: map[string]json.RawMessage{}, old: map[string]json.RawMessage{}, limit: limit,
 		seen: map[*llm.ContentBlock]*seenTurn{}, seenOld: map[*llm.ContentBlock]*seenTurn{},
 		chains: map[chainKey]*chain{}, chainsOld: map[chainKey]*chain{},
+		prefixes: map[chainKey]*Prefix{}, prefixesOld: map[chainKey]*Prefix{},
 	}
 }
 
@@ -137,6 +142,7 @@ func (c *Cache) rotateLocked() {
 	c.old, c.cur, c.size = c.cur, map[string]json.RawMessage{}, 0
 	c.seenOld, c.seen = c.seen, map[*llm.ContentBlock]*seenTurn{}
 	c.chainsOld, c.chains = c.chains, map[chainKey]*chain{}
+	c.prefixesOld, c.prefixes = c.prefixes, map[chainKey]*Prefix{}
 }
 
 // sameBlocks reports whether a and b hold the same blocks, field by field:
@@ -221,6 +227,9 @@ func (c *Cache) Bytes() int {
 	}
 	for _, ch := range c.chainsOld {
 		n += ch.cost()
+	}
+	for _, p := range c.prefixesOld {
+		n += p.cost()
 	}
 	return n
 }
