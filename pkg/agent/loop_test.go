@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"slices"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"jetway/pkg/agent"
+	"jetway/pkg/agent/compact"
 	"jetway/pkg/agent/guide"
 	"jetway/pkg/agent/permission"
 	"jetway/pkg/agent/tool"
@@ -665,5 +667,68 @@ func TestQuery_timeout_with_settlement_wraps_up_and_still_ends_with_timeout(t *t
 	wrap := m.requests()[1].Messages
 	if txt := wrap[len(wrap)-1].Content; !slices.ContainsFunc(txt, func(b llm.ContentBlock) bool { return b.Text == s.Prompt }) {
 		t.Fatalf("wrap-up prompt missing: %+v", txt)
+	}
+}
+
+// A run whose compactor builds views through a ViewCache tells each model
+// call how much of its history is settled: nothing at first, then what
+// came before the last assistant turn, which begins the next request as it
+// was. A system reminder, written into the first turn anew each call,
+// settles nothing.
+func TestEach_request_says_how_much_of_its_history_is_settled(t *testing.T) {
+	// What each call was sent, taken as it arrived: a view is valid only
+	// until the next one.
+	type sent struct {
+		settled int
+		blocks  []*llm.ContentBlock // each message's first block
+		texts   []string
+	}
+	var calls []sent
+	see := func(req llm.CompletionRequest) {
+		c := sent{settled: req.Settled}
+		for i := range req.Messages {
+			c.blocks = append(c.blocks, &req.Messages[i].Content[0])
+			c.texts = append(c.texts, fmt.Sprint(req.Messages[i].Content))
+		}
+		calls = append(calls, c)
+	}
+	replies := func() []reply {
+		return []reply{
+			{tools: []llm.ContentBlock{call("t1", "echo", `{"a":1}`)}, before: see},
+			{tools: []llm.ContentBlock{call("t2", "echo", `{"b":2}`)}, before: see},
+			{tools: []llm.ContentBlock{call("t3", "echo", `{"c":3}`)}, before: see},
+			{text: "done", before: see},
+		}
+	}
+	var vc llm.ViewCache
+	run(t, t.Context(), agent.QueryInput{Provider: newModel(replies()...), Messages: userInput("go"), Tools: registry(t, echo()), Compactor: compact.New(compact.Config{Views: &vc})}, agent.QueryDeps{})
+	if len(calls) != 4 {
+		t.Fatalf("%d calls, want 4", len(calls))
+	}
+	if calls[0].settled != 0 {
+		t.Errorf("first call: %d settled, want 0 (no assistant turn yet)", calls[0].settled)
+	}
+	for i := 1; i < len(calls); i++ {
+		prev, c := calls[i-1], calls[i]
+		if c.settled <= prev.settled || c.settled >= len(c.blocks) {
+			t.Errorf("call %d: %d of %d messages settled, after %d", i+1, c.settled, len(c.blocks), prev.settled)
+		}
+		for k := range prev.settled {
+			if c.blocks[k] != prev.blocks[k] || c.texts[k] != prev.texts[k] {
+				t.Errorf("call %d: settled message %d is not as it was sent before", i+1, k)
+			}
+		}
+	}
+
+	calls = nil
+	vc = llm.ViewCache{}
+	run(t, t.Context(), agent.QueryInput{Provider: newModel(replies()...), Messages: userInput("go"), Tools: registry(t, echo()), SystemReminder: "today is Tuesday", Compactor: compact.New(compact.Config{Views: &vc})}, agent.QueryDeps{})
+	if len(calls) != 4 {
+		t.Fatalf("with a reminder: %d calls, want 4", len(calls))
+	}
+	for i, c := range calls {
+		if c.settled != 0 {
+			t.Errorf("with a reminder, call %d: %d settled, want 0", i+1, c.settled)
+		}
 	}
 }
