@@ -1,7 +1,6 @@
 package anthropic
 
 import (
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -13,35 +12,6 @@ import (
 	"jetway/pkg/llm/llmtest"
 )
 
-// growingMessage is the next message of a random session: texts, tool
-// calls and their results, images, blocks the API refuses (empty text,
-// thinking without a signature) and runs of one role, which shaping
-// merges or drops.
-func growingMessage(r *rand.Rand, i int, img *llm.Image) llm.Message {
-	text := fmt.Sprintf("message %d", i)
-	switch r.IntN(9) {
-	case 0:
-		return llm.Message{Role: llm.RoleAssistant, Content: []llm.ContentBlock{
-			{Type: llm.BlockText, Text: text},
-			{Type: llm.BlockToolUse, ID: fmt.Sprintf("tu%d", i), Name: "glob", Input: json.RawMessage(`{"pattern":"*"}`)},
-		}}
-	case 1:
-		return llm.Message{Role: llm.RoleUser, Content: []llm.ContentBlock{
-			{Type: llm.BlockToolResult, ToolUseID: fmt.Sprintf("tu%d", i-1), Content: text},
-		}}
-	case 2:
-		return llm.Message{Role: llm.RoleUser, Content: []llm.ContentBlock{{Type: llm.BlockText, Text: text}, {Type: llm.BlockImage, Image: img}}}
-	case 3:
-		return llm.Message{Role: llm.RoleUser, Content: []llm.ContentBlock{{Type: llm.BlockText}}} // refused: empty
-	case 4:
-		return llm.Message{Role: llm.RoleAssistant, Content: []llm.ContentBlock{{Type: llm.BlockThinking, Text: text}}} // refused: unsigned
-	case 5, 6:
-		return llm.Message{Role: llm.RoleAssistant, Content: []llm.ContentBlock{{Type: llm.BlockText, Text: text}}}
-	default:
-		return llm.UserText(text)
-	}
-}
-
 // Requests that say how much of their history is settled (as a ViewCache
 // knows) get, byte for byte, the body of the same request sent with
 // nothing settled to a provider that has seen nothing, whatever the
@@ -49,52 +19,32 @@ func growingMessage(r *rand.Rand, i int, img *llm.Image) llm.Message {
 // read back in other blocks. And the prefix is used: after the first
 // request, most of a history is never shaped again.
 func TestA_settled_prefix_gives_the_body_a_fresh_provider_would_send(t *testing.T) {
-	r := rand.New(rand.NewPCG(5, 6))
-	shot := llm.NewImage("image/png", llmtest.PNG(3, 2))
-	reused, settledSeen := 0, 0
-	for h := range 100 {
-		p, _ := New(Config{APIKey: "k", Model: "m"})
-		var vc llm.ViewCache
-		var hist []llm.Message
-		for step := range 30 {
-			for range 1 + r.IntN(3) {
-				hist = append(hist, growingMessage(r, len(hist), &shot))
-			}
-			msgs := hist
-			if r.IntN(10) == 0 {
-				// Read back from a transcript: the same messages in
-				// other blocks.
-				raw, _ := json.Marshal(hist)
-				msgs = nil
-				if err := json.Unmarshal(raw, &msgs); err != nil {
-					t.Fatal(err)
-				}
-				hist = msgs
-			}
-			view, _, settled := vc.View(msgs)
-			if len(view) == 0 {
-				continue
-			}
-			req := llm.CompletionRequest{Messages: view, MaxTokens: 64, Settled: settled}
-			if pre := p.enc.TakePrefix('m', view, settled); pre.Messages() > 0 {
-				reused += pre.Messages()
-				pre.Keep()
-			}
-			settledSeen += settled
-			got, err := p.requestBody(sdk.MessageNewParams{Model: "m", MaxTokens: 64}, req, true)
-			fresh, _ := New(Config{APIKey: "k", Model: "m"})
-			req.Settled = 0
-			want, werr := fresh.requestBody(sdk.MessageNewParams{Model: "m", MaxTokens: 64}, req, true)
-			if fmt.Sprint(err) != fmt.Sprint(werr) {
-				t.Fatalf("history %d, step %d: error %v, want %v", h, step, err, werr)
-			}
-			if string(got) != string(want) {
-				t.Fatalf("history %d, step %d (%d messages, %d settled):\n got %s\nwant %s", h, step, len(view), settled, got, want)
-			}
+	var p *Provider
+	cur, reused, settled := -1, 0, 0
+	llmtest.SettledRequests(rand.New(rand.NewPCG(5, 6)), 100, 30, func(h int, req llm.CompletionRequest) {
+		if h != cur {
+			p, _ = New(Config{APIKey: "k", Model: "m"})
+			cur = h
 		}
-	}
-	if reused == 0 || settledSeen == 0 {
-		t.Fatalf("%d messages taken from a prefix, %d settled: the test checks nothing", reused, settledSeen)
+		if pre := p.enc.TakePrefix('m', req.Messages, req.Settled); pre.Messages() > 0 {
+			reused += pre.Messages()
+			pre.Keep()
+		}
+		settled += req.Settled
+		got, err := p.requestBody(sdk.MessageNewParams{Model: "m", MaxTokens: 64}, req, true)
+		fresh, _ := New(Config{APIKey: "k", Model: "m"})
+		n := req.Settled
+		req.Settled = 0
+		want, werr := fresh.requestBody(sdk.MessageNewParams{Model: "m", MaxTokens: 64}, req, true)
+		if fmt.Sprint(err) != fmt.Sprint(werr) {
+			t.Fatalf("history %d (%d messages, %d settled): error %v, want %v", h, len(req.Messages), n, err, werr)
+		}
+		if string(got) != string(want) {
+			t.Fatalf("history %d (%d messages, %d settled):\n got %s\nwant %s", h, len(req.Messages), n, got, want)
+		}
+	})
+	if reused == 0 || settled == 0 {
+		t.Fatalf("%d messages taken from a prefix, %d settled: the test checks nothing", reused, settled)
 	}
 }
 

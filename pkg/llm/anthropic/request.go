@@ -75,19 +75,19 @@ func (p *Provider) requestBody(params sdk.MessageNewParams, req llm.CompletionRe
 func (p *Provider) history(req llm.CompletionRequest) (*wirecache.Prefix, shaped, error) {
 	settled := min(max(req.Settled, 0), len(req.Messages))
 	pre := p.enc.TakePrefix('m', req.Messages, settled)
-	sh, ok := shapeAfter(req.Messages, pre, settled)
+	sh, ok := wirecache.ShapeAfter(req.Messages, pre, settled, appendShape, roleOf)
 	if !ok {
 		// The prefix's last turn would take in the next message: the
 		// history is shaped and checked in full.
 		pre.Reset()
-		sh, _ = shapeAfter(req.Messages, pre, settled)
+		sh, _ = wirecache.ShapeAfter(req.Messages, pre, settled, appendShape, roleOf)
 	}
 	// An image the API would refuse fails here, with the same class as
 	// the API's refusal, and costs no round trip.
 	if err := llm.CheckImagesFrom("anthropic", ImagePolicy(), req.Messages, pre.Messages()); err != nil {
 		return pre, shaped{}, err
 	}
-	if pre.Turns+len(sh.turns) == 0 {
+	if pre.Turns+len(sh.Turns) == 0 {
 		return pre, shaped{}, &llm.Error{Kind: llm.ErrKindModel, Provider: "anthropic", Err: errors.New("request has no message with content")}
 	}
 	return pre, sh, nil
@@ -119,7 +119,7 @@ func (p *Provider) body(params sdk.MessageNewParams, req llm.CompletionRequest, 
 	}
 	// A history with no prefix yet is encoded turn by turn along its
 	// chain; after a prefix only the few turns since are left.
-	msgs, err := p.enc.turns(sh.turns, !p.cfg.DisableCache, pre.Messages() == 0)
+	msgs, err := p.enc.turns(sh.Turns, !p.cfg.DisableCache, pre.Messages() == 0)
 	if err != nil {
 		return nil, fmt.Errorf("encode messages: %w", err)
 	}
@@ -157,8 +157,8 @@ func (p *Provider) body(params sdk.MessageNewParams, req llm.CompletionRequest, 
 	body = appendArray(body, pre.Bytes, msgs)
 	// What this request settled joins the prefix, after the body has
 	// copied it.
-	if n := sh.settling; n > 0 {
-		pre.Extend(req.Messages[pre.Messages():sh.settled], sh.turns[n-1].role, msgs[:n])
+	if n := sh.Settling; n > 0 {
+		pre.Extend(req.Messages[pre.Messages():sh.Settled], sh.Turns[n-1].role, msgs[:n])
 	}
 	return append(body, '}'), nil
 }
@@ -186,41 +186,15 @@ func system(blocks []string, dynamic int, cache bool) []sdk.TextBlockParam {
 	return out
 }
 
-// shaped is a request's history past its prefix, shaped: the first
-// settling turns are of the messages up to settled, and join the prefix
-// once encoded; the rest are open.
-type shaped struct {
-	turns    []turn
-	settling int
-	settled  int
-}
-
-// shapeAfter shapes msgs past what pre covers. Shaping the two parts
-// apart is shaping them together unless a turn would merge across the
-// line between them: across the prefix's end it reports false (the
-// prefix cannot be used); across settled, all of it is open.
-func shapeAfter(msgs []llm.Message, pre *wirecache.Prefix, settled int) (shaped, bool) {
-	from := pre.Messages()
-	turns := appendShape(make([]turn, 0, len(msgs)-from), msgs[from:settled])
-	n := len(turns)
-	turns = appendShape(turns, msgs[settled:])
-	sh := shaped{turns: turns, settling: n, settled: settled}
-	if n == len(turns) || (n > 0 && turns[n-1].role == turns[n].role) {
-		// The last turn, which carries the cache breakpoint, is never
-		// settled, and a turn is never split.
-		sh = shaped{turns: shape(msgs[from:]), settled: from}
-	}
-	if from > 0 && len(sh.turns) > 0 && sh.turns[0].role == pre.Last {
-		return shaped{}, false
-	}
-	return sh, true
-}
-
 // turn is a message of the view being shaped.
 type turn struct {
 	role   llm.Role
 	blocks []llm.ContentBlock
 }
+
+type shaped = wirecache.Shaped[turn]
+
+func roleOf(t turn) llm.Role { return t.role }
 
 // shape turns the history into the API's turns: blocks it refuses are left
 // out (empty text, thinking without the signature only the API can make,

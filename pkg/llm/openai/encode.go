@@ -22,7 +22,17 @@ import (
 // the finished body (sjson), which finds a first key at once but has to
 // read a body without it to its end before appending: a whole history,
 // every call.
+//
+// A history's settled turns (see wirecache.Prefix) are copied in as one
+// block, and only the turns past them are looked up; those of them that
+// are settled now join the prefix.
 func (p *Provider) body(params sdk.ChatCompletionNewParams, conv conversation, stream bool) ([]byte, error) {
+	pre := conv.pre
+	if pre != nil {
+		defer pre.Keep()
+	} else {
+		pre = &wirecache.Prefix{} // a conversation made without one: nothing is kept
+	}
 	head, err := json.Marshal(params)
 	if err != nil {
 		return nil, fmt.Errorf("encode request: %w", err)
@@ -31,7 +41,7 @@ func (p *Provider) body(params sdk.ChatCompletionNewParams, conv conversation, s
 		return nil, fmt.Errorf("encode request: not a JSON object: %.40s", head)
 	}
 	var buf bytes.Buffer
-	buf.Grow(len(head) + len(conv.turns)*96)
+	buf.Grow(len(head) + len(pre.Bytes) + len(conv.turns)*96)
 	buf.WriteByte('{')
 	if stream {
 		buf.WriteString(`"stream":true,`)
@@ -61,20 +71,40 @@ func (p *Provider) body(params sdk.ChatCompletionNewParams, conv conversation, s
 		}
 		add(enc)
 	}
-	var opening []llm.ContentBlock
-	if len(conv.turns) > 0 {
-		opening = conv.turns[0].blocks
+	add(pre.Bytes)
+	// A history with no prefix yet is encoded along its chain (see
+	// wirecache.Sequence); after a prefix only a few turns are left, each
+	// found on its own.
+	var seq *wirecache.Sequence
+	if pre.Messages() == 0 {
+		var opening []llm.ContentBlock
+		if len(conv.turns) > 0 {
+			opening = conv.turns[0].blocks
+		}
+		seq = p.enc.Sequence('t', opening)
+		defer seq.Done()
 	}
-	seq := p.enc.Sequence('t', opening)
-	defer seq.Done()
+	settling := make([]json.RawMessage, 0, conv.settling)
 	for i, t := range conv.turns {
-		enc, err := seq.Turn(t.role, t.blocks, func() (json.RawMessage, error) { return encodeAll(t.messages()) })
+		encode := func() (json.RawMessage, error) { return encodeAll(t.messages()) }
+		var enc json.RawMessage
+		if seq != nil {
+			enc, err = seq.Turn(t.role, t.blocks, encode)
+		} else {
+			enc, err = p.enc.Turn('t', t.role, t.blocks, encode)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("encode turn %d (%s): %w", i, t.role, err)
 		}
 		add(enc)
+		if i < conv.settling {
+			settling = append(settling, enc)
+		}
 	}
 	buf.WriteString("]}")
+	if n := conv.settling; n > 0 {
+		pre.Extend(conv.history[pre.Messages():conv.settled], conv.turns[n-1].role, settling)
+	}
 	return buf.Bytes(), nil
 }
 

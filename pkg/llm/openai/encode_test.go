@@ -120,6 +120,21 @@ func BenchmarkRequestBody(b *testing.B) {
 				}
 			}
 		})
+		b.Run(fmt.Sprintf("settled/%d", n), func(b *testing.B) {
+			// As a runner's requests come: all but the last exchange settled.
+			req := req
+			req.Settled = len(req.Messages) - 2
+			p, _ := New(Config{APIKey: "k", Model: "m"})
+			for b.Loop() {
+				params, conv, err := p.request(req)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := p.body(params, conv, false); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 		b.Run(fmt.Sprintf("sdk/%d", n), func(b *testing.B) {
 			p, _ := New(Config{APIKey: "k", Model: "m"})
 			for b.Loop() {

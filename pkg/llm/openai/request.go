@@ -11,6 +11,7 @@ import (
 	"github.com/openai/openai-go/v3/shared"
 
 	"jetway/pkg/llm"
+	"jetway/pkg/llm/internal/wirecache"
 )
 
 // request builds the API request for req: a pure view that copies what it
@@ -26,14 +27,28 @@ func (p *Provider) request(req llm.CompletionRequest) (sdk.ChatCompletionNewPara
 	if model == "" {
 		return sdk.ChatCompletionNewParams{}, conversation{}, &llm.Error{Kind: llm.ErrKindModel, Provider: "openai", Err: errors.New("no model: set it in the request or the provider config")}
 	}
-	// An image the server would refuse fails here, with the same class as
-	// the server's refusal, and costs no round trip.
-	if err := llm.CheckImages("openai", p.imagePolicy(), req.Messages); err != nil {
+	// What the history settled before was checked, shaped and encoded
+	// then (see wirecache.Prefix). The prefix goes back to the cache when
+	// the body is made, or now, on an error.
+	settled := min(max(req.Settled, 0), len(req.Messages))
+	pre := p.enc.TakePrefix('t', req.Messages, settled)
+	sh, ok := wirecache.ShapeAfter(req.Messages, pre, settled, appendShape, roleOf)
+	if !ok {
+		pre.Reset() // a turn would merge across its end
+		sh, _ = wirecache.ShapeAfter(req.Messages, pre, settled, appendShape, roleOf)
+	}
+	fail := func(err error) (sdk.ChatCompletionNewParams, conversation, error) {
+		pre.Keep()
 		return sdk.ChatCompletionNewParams{}, conversation{}, err
 	}
-	conv := conversation{system: systemText(req.System), turns: shape(req.Messages)}
-	if conv.system == "" && !slices.ContainsFunc(conv.turns, func(t turn) bool { return len(t.messages()) > 0 }) {
-		return sdk.ChatCompletionNewParams{}, conversation{}, &llm.Error{Kind: llm.ErrKindModel, Provider: "openai", Err: errors.New("request has no message with content")}
+	// An image the server would refuse fails here, with the same class as
+	// the server's refusal, and costs no round trip.
+	if err := llm.CheckImagesFrom("openai", p.imagePolicy(), req.Messages, pre.Messages()); err != nil {
+		return fail(err)
+	}
+	conv := conversation{system: systemText(req.System), turns: sh.Turns, settling: sh.Settling, settled: sh.Settled, pre: pre, history: req.Messages}
+	if conv.system == "" && len(pre.Bytes) == 0 && !slices.ContainsFunc(conv.turns, func(t turn) bool { return len(t.messages()) > 0 }) {
+		return fail(&llm.Error{Kind: llm.ErrKindModel, Provider: "openai", Err: errors.New("request has no message with content")})
 	}
 	params := sdk.ChatCompletionNewParams{Model: shared.ChatModel(model)}
 	maxTokens := req.MaxTokens
@@ -57,7 +72,7 @@ func (p *Provider) request(req llm.CompletionRequest) (sdk.ChatCompletionNewPara
 		}
 		if len(t.InputSchema) > 0 {
 			if err := json.Unmarshal(t.InputSchema, &fn.Parameters); err != nil {
-				return sdk.ChatCompletionNewParams{}, conversation{}, &llm.Error{Kind: llm.ErrKindModel, Provider: "openai", Err: fmt.Errorf("tool %s: input schema: %w", t.Name, err)}
+				return fail(&llm.Error{Kind: llm.ErrKindModel, Provider: "openai", Err: fmt.Errorf("tool %s: input schema: %w", t.Name, err)})
 			}
 		}
 		params.Tools = append(params.Tools, sdk.ChatCompletionFunctionTool(fn))
@@ -70,6 +85,8 @@ type turn struct {
 	role   llm.Role
 	blocks []llm.ContentBlock
 }
+
+func roleOf(t turn) llm.Role { return t.role }
 
 // Texts that carry a tool's images across: Chat Completions takes images
 // only in user messages, so a tool message whose result has images says so
@@ -89,9 +106,17 @@ const (
 // calls, then its text (and images, the tools' first) as a user message. A
 // user message without images stays a plain string, which every compatible
 // server's chat template takes. Thinking is left out.
+//
+// A conversation holds the prefix of its history (see wirecache.Prefix),
+// whose turns are encoded already, and the turns past it: the first
+// settling of them are of the messages up to settled, and join the prefix.
 type conversation struct {
-	system string
-	turns  []turn
+	system   string
+	turns    []turn
+	settling int
+	settled  int
+	pre      *wirecache.Prefix
+	history  []llm.Message
 }
 
 // systemText joins the non-empty system blocks.
@@ -108,13 +133,19 @@ func systemText(system []string) string {
 // shape keeps the blocks Chat Completions takes and merges consecutive
 // messages of one role into turns.
 func shape(history []llm.Message) []turn {
-	turns := make([]turn, 0, len(history))
+	return appendShape(make([]turn, 0, len(history)), history)
+}
+
+// appendShape appends the turns of history to turns, merging none into
+// the turns already there.
+func appendShape(turns []turn, history []llm.Message) []turn {
+	start := len(turns)
 	for _, m := range history {
 		blocks := kept(m)
 		if len(blocks) == 0 {
 			continue
 		}
-		if n := len(turns); n > 0 && turns[n-1].role == m.Role {
+		if n := len(turns); n > start && turns[n-1].role == m.Role {
 			// Clip: the merge must copy, never append into the history.
 			turns[n-1].blocks = append(slices.Clip(turns[n-1].blocks), blocks...)
 			continue

@@ -95,7 +95,8 @@ func (p *Prefix) covers(msgs []llm.Message, settled int) bool {
 }
 
 // Extend adds msgs, the next settled messages of the history, which make
-// turns ending with a turn of role last, encoded as parts.
+// turns ending with a turn of role last, encoded as parts (an empty part,
+// a turn that sends nothing, adds no element).
 func (p *Prefix) Extend(msgs []llm.Message, last llm.Role, parts []json.RawMessage) {
 	if len(msgs) == 0 {
 		return
@@ -104,6 +105,9 @@ func (p *Prefix) Extend(msgs []llm.Message, last llm.Role, parts []json.RawMessa
 		p.msgs = append(p.msgs, headOf(&msgs[i]))
 	}
 	for _, part := range parts {
+		if len(part) == 0 {
+			continue
+		}
 		if len(p.Bytes) > 0 {
 			p.Bytes = append(p.Bytes, ',')
 		}
@@ -111,6 +115,38 @@ func (p *Prefix) Extend(msgs []llm.Message, last llm.Role, parts []json.RawMessa
 	}
 	p.Turns += len(parts)
 	p.Last = last
+}
+
+// Shaped is a request's history past its prefix, in a provider's turns:
+// the first Settling are of the messages up to Settled, and join the
+// prefix once encoded; the rest are open.
+type Shaped[T any] struct {
+	Turns    []T
+	Settling int
+	Settled  int
+}
+
+// ShapeAfter shapes msgs past what p covers, with shape (which appends the
+// turns of some messages, merging none into turns already there) and role
+// (a turn's role). Shaping the two parts apart is shaping them together
+// unless a turn would merge across the line between them (the API wants
+// roles to alternate, and shaping drops blocks it refuses): across the
+// prefix's end it reports false, and the prefix cannot be used; across
+// settled, all of it is open. The last turn is never settled: a provider
+// may encode it differently (a cache breakpoint).
+func ShapeAfter[T any](msgs []llm.Message, p *Prefix, settled int, shape func([]T, []llm.Message) []T, role func(T) llm.Role) (Shaped[T], bool) {
+	from := p.Messages()
+	turns := shape(make([]T, 0, len(msgs)-from), msgs[from:settled])
+	n := len(turns)
+	turns = shape(turns, msgs[settled:])
+	sh := Shaped[T]{Turns: turns, Settling: n, Settled: settled}
+	if n == len(turns) || (n > 0 && role(turns[n-1]) == role(turns[n])) {
+		sh = Shaped[T]{Turns: shape(turns[:0], msgs[from:]), Settled: from}
+	}
+	if from > 0 && len(sh.Turns) > 0 && role(sh.Turns[0]) == p.Last {
+		return Shaped[T]{}, false
+	}
+	return sh, true
 }
 
 // Reset empties p, to Extend from the history's start.
