@@ -201,6 +201,12 @@ type QueryInput struct {
 	// Messages is the conversation so far, including the latest user turn.
 	// It is the host's (already recorded) and is never modified.
 	Messages []llm.Message
+	// AppendInPlace lets the loop grow its history in Messages' own array,
+	// past its length, instead of copying it first (a copy of every
+	// message at each run start, 192 KB at 2000 messages). The host
+	// promises to write nothing there while the run lasts; Terminal.Messages
+	// gives it the grown history back, with its spare room.
+	AppendInPlace bool
 	// SystemReminder, when set, is put first in every request and never
 	// stored, so it never accumulates across turns.
 	SystemReminder string

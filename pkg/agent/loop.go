@@ -127,10 +127,13 @@ func newLoop(in QueryInput, deps QueryDeps) *loop {
 			Mode: in.PermissionMode, ModeFunc: in.PermissionModeFunc,
 			Allow: in.Allowed, Deny: in.Disallowed, CanUseTool: in.CanUseTool,
 		},
+		hist:      in.Messages,
+		maxTokens: in.MaxTokens,
+	}
+	if !in.AppendInPlace {
 		// Room for the run's own turns: a clone of exactly the history's
 		// length is copied again by the first append.
-		hist:      append(make([]llm.Message, 0, len(in.Messages)+histRoom), in.Messages...),
-		maxTokens: in.MaxTokens,
+		l.hist = append(make([]llm.Message, 0, len(in.Messages)+histRoom), in.Messages...)
 	}
 	if l.maxTokens <= 0 {
 		l.maxTokens = DefaultMaxTokens
@@ -352,13 +355,23 @@ func ptr[T any](v T) *T { return &v }
 
 func (l *loop) continueWith(r ContinueReason) { l.continues = append(l.continues, r) }
 
+// terminalHistory is the history the loop hands back, done with it: capped
+// at its length, unless the host lent its own array (AppendInPlace) and
+// gets its room back.
+func (l *loop) terminalHistory() []llm.Message {
+	if l.in.AppendInPlace {
+		return l.hist
+	}
+	return l.hist[:len(l.hist):len(l.hist)]
+}
+
 func (l *loop) end(r TerminalReason, err error) *Terminal {
 	t := &Terminal{
 		Reason:    r,
 		Err:       err,
 		Usage:     l.usage,
 		Turns:     l.turns,
-		Messages:  l.hist[:len(l.hist):len(l.hist)], // the loop is done with it
+		Messages:  l.terminalHistory(),
 		Continues: slices.Clone(l.continues),
 	}
 	for i := len(l.hist) - 1; i >= 0; i-- {

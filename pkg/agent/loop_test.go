@@ -732,3 +732,34 @@ func TestEach_request_says_how_much_of_its_history_is_settled(t *testing.T) {
 		}
 	}
 }
+
+// With AppendInPlace the loop grows the host's own array instead of a copy
+// of it, and hands the grown history back with its room; the messages the
+// host lent are left as they were. Without it the host's array is never
+// written.
+func TestA_lent_history_is_grown_in_place_and_handed_back(t *testing.T) {
+	lent := make([]llm.Message, 1, 64)
+	lent[0] = llm.UserText("go")
+	m := newModel(reply{tools: []llm.ContentBlock{call("t1", "echo", `{"a":1}`)}}, reply{text: "done"})
+	_, term := run(t, t.Context(), agent.QueryInput{Provider: m, Messages: lent, AppendInPlace: true, Tools: registry(t, echo())}, agent.QueryDeps{})
+	if got := texts(term.Messages); len(got) != 4 || got[0] != "user:go" {
+		t.Fatalf("history %v", got)
+	}
+	if &term.Messages[0] != &lent[0] || cap(term.Messages) != cap(lent) {
+		t.Fatal("the history was copied, not grown in the lent array")
+	}
+	if lent[0].Text() != "go" || len(lent) != 1 {
+		t.Fatalf("the lent messages changed: %+v", lent)
+	}
+
+	own := make([]llm.Message, 1, 64)
+	own[0] = llm.UserText("go")
+	m = newModel(reply{text: "done"})
+	_, term = run(t, t.Context(), agent.QueryInput{Provider: m, Messages: own}, agent.QueryDeps{})
+	if &term.Messages[0] == &own[0] || own[:2][1].Role != "" {
+		t.Fatal("without AppendInPlace the loop wrote into the host's array")
+	}
+	if cap(term.Messages) != len(term.Messages) {
+		t.Fatal("a copied history was handed back with room to append into")
+	}
+}

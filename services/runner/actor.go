@@ -104,7 +104,9 @@ type actor struct {
 	// by the drain that was handling its old head.
 	dropped int
 
-	// Owned by the actor goroutine (and the live run's recorder, under mu).
+	// Owned by the actor goroutine (and the live run's recorder, under
+	// mu); while a run is live, the loop grows hist in place past its
+	// length (see liveRun).
 	loaded bool
 	tr     *transcript
 	hist   []llm.Message

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -32,6 +33,14 @@ type liveRun struct {
 	done   chan runResult
 	rev    uint64 // the session record's revision while the run is live
 	usage  llm.Usage
+	// The loop grows the session's history in a.hist's own array
+	// (agent.QueryInput.AppendInPlace), so while the run lasts a.hist stays
+	// as it was at launch (histLen messages, in the transcript tr) and the
+	// turns the run records are kept in recorded; finishRun takes the
+	// loop's grown history back.
+	tr       *transcript
+	histLen  int
+	recorded []llm.Message
 }
 
 type runResult struct {
@@ -326,9 +335,10 @@ func (a *actor) launch(ctx context.Context, parent context.Context, runID, cause
 	lr := &liveRun{id: runID, cause: cause, start: time.Now(), guide: guide.NewNoticeGuide(), cancel: cancel, done: make(chan runResult, 1), rev: rev}
 	a.mu.Lock()
 	a.run = lr
-	// The loop makes its own copy of the history; the run's recorder only
-	// ever appends to a.hist, past what this slice can see.
-	hist := a.hist[:len(a.hist):len(a.hist)]
+	// The loop appends to the history in place, past its length; nothing
+	// here writes there until finishRun takes the history back.
+	hist := a.hist
+	lr.tr, lr.histLen = a.tr, len(a.hist)
 	a.mu.Unlock()
 	ref := SessionRef{Tenant: a.tenant, Session: a.session, Run: runID}
 	a.r.publishOut(ctx, a.tenant, a.session, events.RunStarted{Run: runID, Cause: cause, Model: a.r.cfg.Provider.Name(), Runner: a.r.cfg.ID, Events: ids})
@@ -336,8 +346,9 @@ func (a *actor) launch(ctx context.Context, parent context.Context, runID, cause
 		Provider:       a.r.cfg.Provider,
 		System:         a.r.cfg.System,
 		Messages:       hist,
+		AppendInPlace:  true,
 		Notices:        lr.guide,
-		Recorder:       &recorder{a: a, run: runID},
+		Recorder:       &recorder{a: a, run: runID, lr: lr},
 		MaxTurns:       a.r.cfg.MaxTurns,
 		MaxDuration:    a.r.cfg.MaxDuration,
 		ToolOutputDir:  a.r.cfg.ToolOutputDir,
@@ -356,6 +367,9 @@ func (a *actor) launch(ctx context.Context, parent context.Context, runID, cause
 	in.Compactor = compact.New(compact.Config{ContextWindow: a.r.cfg.ContextWindow, Summariser: a.r.cfg.Provider, Views: &a.views})
 	if a.r.cfg.Configure != nil {
 		a.r.cfg.Configure(ref, &in)
+		if len(in.Messages) != len(hist) || (len(hist) > 0 && &in.Messages[0] != &hist[0]) {
+			in.AppendInPlace = false // not the history this runner lent
+		}
 	}
 	// The run joins the trace of the event that started it.
 	if parent == nil {
@@ -407,6 +421,7 @@ func (a *actor) finishRun(ctx context.Context, res runResult) {
 		return
 	}
 	lr.cancel()
+	a.takeHistory(lr, res.term)
 	reason, turns := "unknown", 0
 	var usage llm.Usage
 	var errText string
@@ -487,6 +502,26 @@ func (a *actor) finishRun(ctx context.Context, res runResult) {
 	}
 }
 
+// takeHistory makes the loop's grown history the session's again: the
+// history at launch and the run's recorded turns, in the array the loop
+// grew. A loop that hands back anything else (no result, or a history that
+// does not add up) is not trusted with it: the recorded turns are appended
+// to a copy instead. A history forgotten meanwhile (a lost fence) is left
+// alone: the next event reloads it.
+func (a *actor) takeHistory(lr *liveRun, term *agent.Terminal) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.tr == nil || a.tr != lr.tr || len(a.hist) != lr.histLen {
+		return
+	}
+	if term != nil && len(term.Messages) == lr.histLen+len(lr.recorded) {
+		a.hist = term.Messages
+	} else {
+		a.hist = append(slices.Clip(a.hist), lr.recorded...)
+	}
+	lr.recorded = nil
+}
+
 // setState records the end of a run in the session record: idle, or
 // stopped by Ground Stop. A record that no longer names the run means
 // another runner took the session.
@@ -561,6 +596,7 @@ func (a *actor) lost(ctx context.Context, err error) {
 type recorder struct {
 	a   *actor
 	run string
+	lr  *liveRun
 }
 
 func (rc *recorder) RecordMessage(m llm.Message, usage llm.Usage) error {
@@ -580,7 +616,7 @@ func (rc *recorder) RecordMessage(m llm.Message, usage llm.Usage) error {
 	if a.tr != tr {
 		err = ErrFenced // the session was lost while the append was under way
 	} else {
-		a.hist = append(a.hist, m)
+		rc.lr.recorded = append(rc.lr.recorded, m) // a.hist is the loop's until the run ends
 		var acks []jetstream.Msg
 		for _, id := range m.Delivers {
 			a.seen[id] = struct{}{}

@@ -390,3 +390,56 @@ func TestA_dead_runner_s_run_is_recovered_by_an_actor_whose_copy_says_idle(t *te
 		return got.Run != "r-ghost" && got.Cause == "recovered"
 	})
 }
+
+// The loop grows a session's history in the runner's own array while a run
+// lasts (nothing is copied at run start), and the runner takes it back when
+// the run ends: after runs with tool turns and a notice, the history the
+// runner holds for the next run is, message for message, the transcript's.
+func TestThe_history_a_runner_holds_between_runs_is_the_transcript_s(t *testing.T) {
+	e := newEnv(t)
+	g := newGate()
+	_, p := fakeModel(t,
+		llmtest.Reply{ToolCalls: []llmtest.ToolCall{{ID: "tu1", Name: "wait_for_gate", Input: `{}`}}},
+		llmtest.Reply{Text: "first done"},
+		llmtest.Reply{Text: "second done"},
+		llmtest.Reply{Text: "third done"},
+	)
+	r := e.startRunner("r1", p, func(SessionRef) []tool.Tool { return []tool.Tool{g.tool()} })
+	e.publish(events.KindEvents, "t1", "s1", events.Input{Text: "one"})
+	select {
+	case <-g.entered:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the run never reached its tool call")
+	}
+	jobID := e.publish(events.KindJobEvents, "t1", "s1", events.JobExited{ID: 3, Program: "gh", ExitStatus: 0, RunningForMS: 1000, Status: events.StatusExited})
+	e.waitNotice(r, "t1", "s1", jobID)
+	close(g.open)
+	for i, text := range []string{"two", "three"} {
+		waitFor(t, "the run to end", 20*time.Second, func() bool {
+			return countKind(e.records("t1", "s1"), RecordRunEnded) == i+1
+		})
+		waitFor(t, "the session to go idle", 10*time.Second, func() bool { return e.session("t1", "s1").State == StateIdle })
+		e.publish(events.KindEvents, "t1", "s1", events.Input{Text: text})
+	}
+	waitFor(t, "the third run to end", 20*time.Second, func() bool {
+		return countKind(e.records("t1", "s1"), RecordRunEnded) == 3
+	})
+	want := history(e.records("t1", "s1"))
+	a := r.actorFor("t1", "s1", 0)
+	waitFor(t, "the runner to take the last run's history back", 10*time.Second, func() bool {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		return a.run == nil && len(a.hist) == len(want)
+	})
+	a.mu.Lock()
+	got := slices.Clone(a.hist)
+	a.mu.Unlock()
+	if len(want) < 8 {
+		t.Fatalf("the transcript holds %d messages, want the three runs' turns, tool results and the notice", len(want))
+	}
+	for i := range want {
+		if got[i].ID != want[i].ID || got[i].Role != want[i].Role || got[i].Text() != want[i].Text() || len(got[i].Content) != len(want[i].Content) {
+			t.Fatalf("message %d held as %s %s %q, the transcript has %s %s %q", i, got[i].ID, got[i].Role, got[i].Text(), want[i].ID, want[i].Role, want[i].Text())
+		}
+	}
+}
