@@ -511,10 +511,10 @@ func (a *actor) finishRun(ctx context.Context, res runResult) {
 func (a *actor) takeHistory(lr *liveRun, term *agent.Terminal) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.tr == nil || a.tr != lr.tr || len(a.hist) != lr.histLen {
+	if a.tr == nil || a.tr != lr.tr {
 		return
 	}
-	if term != nil && len(term.Messages) == lr.histLen+len(lr.recorded) {
+	if term != nil && len(a.hist) == lr.histLen && len(term.Messages) == lr.histLen+len(lr.recorded) {
 		a.hist = term.Messages
 	} else {
 		a.hist = append(slices.Clip(a.hist), lr.recorded...)
