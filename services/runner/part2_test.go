@@ -74,11 +74,7 @@ func (e *env) waitNotice(r *Runner, tenant, session, id string) {
 
 func waitGate(t *testing.T, g *gate) {
 	t.Helper()
-	select {
-	case <-g.entered:
-	case <-time.After(20 * time.Second):
-		t.Fatal("the run never reached its tool call")
-	}
+	g.waitEntered(t)
 }
 
 func TestGround_stop_ends_the_live_run_holds_events_and_lifting_it_resumes_them_in_order(t *testing.T) {

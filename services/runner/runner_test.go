@@ -172,6 +172,16 @@ type gate struct {
 
 func newGate() *gate { return &gate{entered: make(chan struct{}), open: make(chan struct{})} }
 
+// waitEntered waits until a run is inside the gate's tool.
+func (g *gate) waitEntered(t *testing.T) {
+	t.Helper()
+	select {
+	case <-g.entered:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the run never reached its tool call")
+	}
+}
+
 func (g *gate) tool() tool.Tool {
 	return tool.Func{Name: "wait_for_gate", Description: "waits", Fn: func(ctx context.Context, c tool.Call) (tool.Result, error) {
 		g.once.Do(func() { close(g.entered) })
@@ -255,11 +265,7 @@ func TestA_busy_session_hands_the_event_to_the_model_before_its_next_call(t *tes
 	)
 	r := e.startRunner("r1", p, func(SessionRef) []tool.Tool { return []tool.Tool{g.tool()} })
 	e.publish(events.KindEvents, "t1", "s1", events.Input{Text: "run the build in the background"})
-	select {
-	case <-g.entered:
-	case <-time.After(20 * time.Second):
-		t.Fatal("the run never reached its tool call")
-	}
+	g.waitEntered(t)
 	jobID := e.publish(events.KindJobEvents, "t1", "s1", events.JobExited{ID: 3, Program: "gh", ExitStatus: 0, RunningForMS: 21 * 60 * 1000, Tail: "all checks passed", Status: events.StatusExited})
 	e.waitNotice(r, "t1", "s1", jobID)
 	close(g.open)
@@ -406,11 +412,7 @@ func TestThe_history_a_runner_holds_between_runs_is_the_transcript_s(t *testing.
 	)
 	r := e.startRunner("r1", p, func(SessionRef) []tool.Tool { return []tool.Tool{g.tool()} })
 	e.publish(events.KindEvents, "t1", "s1", events.Input{Text: "one"})
-	select {
-	case <-g.entered:
-	case <-time.After(20 * time.Second):
-		t.Fatal("the run never reached its tool call")
-	}
+	g.waitEntered(t)
 	jobID := e.publish(events.KindJobEvents, "t1", "s1", events.JobExited{ID: 3, Program: "gh", ExitStatus: 0, RunningForMS: 1000, Status: events.StatusExited})
 	e.waitNotice(r, "t1", "s1", jobID)
 	close(g.open)

@@ -17,6 +17,9 @@ import (
 
 // sdkEncoding is what the SDK itself sends as the messages of turns: the
 // reference the cache must reproduce.
+// shape is the whole history in turns, as a request past no prefix has it.
+func shape(history []llm.Message) []turn { return appendShape(nil, history) }
+
 func sdkEncoding(t *testing.T, turns []turn, breakpoint bool) any {
 	t.Helper()
 	params := make([]sdk.MessageParam, len(turns))
@@ -131,31 +134,26 @@ func BenchmarkRequestBody(b *testing.B) {
 				llm.Message{Role: llm.RoleAssistant, Content: []llm.ContentBlock{{Type: llm.BlockText, Text: "noted"}}})
 		}
 		req := llm.CompletionRequest{Messages: append(h, llm.UserText("go")), MaxTokens: 1024}
-		b.Run(fmt.Sprintf("cached/%d", n), func(b *testing.B) {
-			p, _ := New(Config{APIKey: "k", Model: "m"})
-			if _, _, err := p.params(req, false); err != nil {
-				b.Fatal(err)
-			}
-			for b.Loop() {
+		// cached: every turn found again; settled: as a runner's requests
+		// come, all but the last exchange settled (the prefix).
+		for _, mode := range []struct {
+			name    string
+			settled int
+		}{{"cached", 0}, {"settled", len(req.Messages) - 2}} {
+			b.Run(fmt.Sprintf("%s/%d", mode.name, n), func(b *testing.B) {
+				req := req
+				req.Settled = mode.settled
+				p, _ := New(Config{APIKey: "k", Model: "m"})
 				if _, _, err := p.params(req, false); err != nil {
 					b.Fatal(err)
 				}
-			}
-		})
-		b.Run(fmt.Sprintf("settled/%d", n), func(b *testing.B) {
-			// As a runner's requests come: all but the last exchange settled.
-			req := req
-			req.Settled = len(req.Messages) - 2
-			p, _ := New(Config{APIKey: "k", Model: "m"})
-			if _, _, err := p.params(req, false); err != nil {
-				b.Fatal(err)
-			}
-			for b.Loop() {
-				if _, _, err := p.params(req, false); err != nil {
-					b.Fatal(err)
+				for b.Loop() {
+					if _, _, err := p.params(req, false); err != nil {
+						b.Fatal(err)
+					}
 				}
-			}
-		})
+			})
+		}
 		b.Run(fmt.Sprintf("sdk/%d", n), func(b *testing.B) {
 			for b.Loop() {
 				turns := shape(req.Messages)

@@ -107,3 +107,14 @@ func TestA_turn_that_merges_across_the_prefix_end_is_shaped_in_full(t *testing.T
 	pre.Keep()
 	sameAsFresh(t, p, llm.CompletionRequest{Messages: []llm.Message{u0, a1, u2, unsigned, text(llm.RoleUser, "four")}, Settled: 3})
 }
+
+// A Settled past the history's length, or below zero, is taken as all of
+// it or none, and the body is still the one a fresh provider sends.
+func TestA_settled_count_out_of_range_is_clamped(t *testing.T) {
+	p, _ := New(Config{APIKey: "k", Model: "m"})
+	msgs := []llm.Message{text(llm.RoleUser, "zero"), text(llm.RoleAssistant, "one"), text(llm.RoleUser, "two")}
+	sameAsFresh(t, p,
+		llm.CompletionRequest{Messages: msgs, Settled: -5},
+		llm.CompletionRequest{Messages: msgs, Settled: 99},
+		llm.CompletionRequest{Messages: append(msgs, text(llm.RoleAssistant, "three"), text(llm.RoleUser, "four")), Settled: 99})
+}

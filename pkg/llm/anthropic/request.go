@@ -87,7 +87,7 @@ func (p *Provider) history(req llm.CompletionRequest) (*wirecache.Prefix, shaped
 	if err := llm.CheckImagesFrom("anthropic", ImagePolicy(), req.Messages, pre.Messages()); err != nil {
 		return pre, shaped{}, err
 	}
-	if pre.Turns+len(sh.Turns) == 0 {
+	if len(pre.Bytes) == 0 && len(sh.Turns) == 0 {
 		return pre, shaped{}, &llm.Error{Kind: llm.ErrKindModel, Provider: "anthropic", Err: errors.New("request has no message with content")}
 	}
 	return pre, sh, nil
@@ -196,16 +196,11 @@ type shaped = wirecache.Shaped[turn]
 
 func roleOf(t turn) llm.Role { return t.role }
 
-// shape turns the history into the API's turns: blocks it refuses are left
-// out (empty text, thinking without the signature only the API can make,
-// images outside user turns), consecutive messages of one role are merged,
-// and tool results come first in their user message.
-func shape(history []llm.Message) []turn {
-	return appendShape(make([]turn, 0, len(history)), history)
-}
-
-// appendShape appends the turns of history to turns, merging none into
-// the turns already there.
+// appendShape appends the API's turns of history to turns, merging none
+// into the turns already there: blocks the API refuses are left out (empty
+// text, thinking without the signature only the API can make, images
+// outside user turns), consecutive messages of one role are merged, and
+// tool results come first in their user message.
 func appendShape(turns []turn, history []llm.Message) []turn {
 	start := len(turns)
 	for _, m := range history {

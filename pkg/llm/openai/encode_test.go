@@ -15,6 +15,9 @@ import (
 
 // sdkMessages is the conversation as the SDK encodes it from Messages: the
 // reference the body's spliced messages must equal.
+// shape is the whole history in turns, as a request past no prefix has it.
+func shape(history []llm.Message) []turn { return appendShape(nil, history) }
+
 func sdkMessages(system []string, history []llm.Message) []sdk.ChatCompletionMessageParamUnion {
 	var out []sdk.ChatCompletionMessageParamUnion
 	if s := systemText(system); s != "" {
@@ -108,33 +111,27 @@ func BenchmarkRequestBody(b *testing.B) {
 				llm.Message{Role: llm.RoleAssistant, Content: []llm.ContentBlock{{Type: llm.BlockText, Text: "noted"}}})
 		}
 		req := llm.CompletionRequest{System: []string{"You are jetway's agent."}, Messages: append(h, llm.UserText("go")), MaxTokens: 1024}
-		b.Run(fmt.Sprintf("cached/%d", n), func(b *testing.B) {
-			p, _ := New(Config{APIKey: "k", Model: "m"})
-			for b.Loop() {
-				params, conv, err := p.request(req)
-				if err != nil {
-					b.Fatal(err)
+		// cached: every turn found again; settled: as a runner's requests
+		// come, all but the last exchange settled (the prefix).
+		for _, mode := range []struct {
+			name    string
+			settled int
+		}{{"cached", 0}, {"settled", len(req.Messages) - 2}} {
+			b.Run(fmt.Sprintf("%s/%d", mode.name, n), func(b *testing.B) {
+				req := req
+				req.Settled = mode.settled
+				p, _ := New(Config{APIKey: "k", Model: "m"})
+				for b.Loop() {
+					params, conv, err := p.request(req)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if _, err := p.body(params, conv, false); err != nil {
+						b.Fatal(err)
+					}
 				}
-				if _, err := p.body(params, conv, false); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
-		b.Run(fmt.Sprintf("settled/%d", n), func(b *testing.B) {
-			// As a runner's requests come: all but the last exchange settled.
-			req := req
-			req.Settled = len(req.Messages) - 2
-			p, _ := New(Config{APIKey: "k", Model: "m"})
-			for b.Loop() {
-				params, conv, err := p.request(req)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if _, err := p.body(params, conv, false); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
+			})
+		}
 		b.Run(fmt.Sprintf("sdk/%d", n), func(b *testing.B) {
 			p, _ := New(Config{APIKey: "k", Model: "m"})
 			for b.Loop() {

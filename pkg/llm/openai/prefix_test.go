@@ -81,3 +81,19 @@ func TestA_prefix_is_not_taken_for_a_history_that_differs_within_it(t *testing.T
 		}
 	}
 }
+
+// A Settled past the history's length, or below zero, is taken as all of
+// it or none, and the body is still the one a fresh provider sends.
+func TestA_settled_count_out_of_range_is_clamped(t *testing.T) {
+	p, _ := New(Config{APIKey: "k", Model: "m"})
+	msgs := []llm.Message{llm.UserText("zero"), {Role: llm.RoleAssistant, Content: []llm.ContentBlock{{Type: llm.BlockText, Text: "one"}}}, llm.UserText("two")}
+	for i, req := range []llm.CompletionRequest{{Messages: msgs, Settled: -5}, {Messages: msgs, Settled: 99}, {Messages: append(msgs, llm.UserText("three")), Settled: 99}} {
+		got, err := bodyOf(p, req)
+		if err != nil {
+			t.Fatalf("request %d: %v", i+1, err)
+		}
+		if want, _ := freshBody(req); got != want {
+			t.Fatalf("request %d:\n got %s\nwant %s", i+1, got, want)
+		}
+	}
+}

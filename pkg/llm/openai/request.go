@@ -130,14 +130,9 @@ func systemText(system []string) string {
 	return strings.Join(sys, "\n\n")
 }
 
-// shape keeps the blocks Chat Completions takes and merges consecutive
-// messages of one role into turns.
-func shape(history []llm.Message) []turn {
-	return appendShape(make([]turn, 0, len(history)), history)
-}
-
 // appendShape appends the turns of history to turns, merging none into
-// the turns already there.
+// the turns already there: it keeps the blocks Chat Completions takes and
+// merges consecutive messages of one role.
 func appendShape(turns []turn, history []llm.Message) []turn {
 	start := len(turns)
 	for _, m := range history {

@@ -25,10 +25,9 @@ type Prefix struct {
 	c    *Cache
 	key  chainKey
 	msgs []messageHead // identity of each message covered
-	// Turns counts the turns the covered messages make, Last is the role
-	// of the last of them, and Bytes holds their encodings joined by
-	// commas (no brackets): the start of the request's message array.
-	Turns int
+	// Last is the role of the last turn the covered messages make, and
+	// Bytes holds their encodings joined by commas (no brackets): the
+	// start of the request's message array.
 	Last  llm.Role
 	Bytes []byte
 }
@@ -113,7 +112,6 @@ func (p *Prefix) Extend(msgs []llm.Message, last llm.Role, parts []json.RawMessa
 		}
 		p.Bytes = append(p.Bytes, part...)
 	}
-	p.Turns += len(parts)
 	p.Last = last
 }
 
@@ -151,7 +149,7 @@ func ShapeAfter[T any](msgs []llm.Message, p *Prefix, settled int, shape func([]
 
 // Reset empties p, to Extend from the history's start.
 func (p *Prefix) Reset() {
-	p.msgs, p.Bytes, p.Turns, p.Last = p.msgs[:0], p.Bytes[:0], 0, ""
+	p.msgs, p.Bytes, p.Last = p.msgs[:0], p.Bytes[:0], ""
 }
 
 // Keep gives p back to its cache for the history's next request. A prefix
