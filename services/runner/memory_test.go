@@ -121,3 +121,86 @@ func TestAn_idle_session_holds_no_goroutine(t *testing.T) {
 	}
 	waitFor(t, "the parked session to handle its next event", 30*time.Second, func() bool { return model.RequestCount() >= n+1 })
 }
+
+// TestTen_thousand_idle_sessions_cost_at_most_16_KiB_each holds the goal the
+// bench measures, as a test: 10,000 sessions each handle an event and go
+// idle with everything cached (eviction an hour away, the worst case), and
+// the live heap grows by at most 16 KiB per session. The heap includes the
+// embedded server's per-subject state for each session's transcript,
+// record and work subjects, so the bound is on more than the runner.
+// JETWAY_IDLE_SESSIONS sets the count; -short uses 1000.
+func TestTen_thousand_idle_sessions_cost_at_most_16_KiB_each(t *testing.T) {
+	const perSession = 16 << 10
+	n := 10000
+	if testing.Short() {
+		n = 1000
+	}
+	if v, err := strconv.Atoi(os.Getenv("JETWAY_IDLE_SESSIONS")); err == nil && v > 0 {
+		n = v
+	}
+	e := newEnv(t)
+	model, p := fakeModel(t)
+	model.SetFallback(llmtest.Reply{Text: "ok"})
+	model.SetRecording(false)
+	ctx, cancel := context.WithCancel(context.Background())
+	r, err := New(ctx, Config{NC: e.nc, ID: "r1", Provider: p, IdleEvict: time.Hour,
+		Logger: zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.ErrorLevel)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	publish := func(session string) {
+		t.Helper()
+		ev, err := events.New("t1", session, "test", events.Input{Text: "hi"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		subj, _ := events.EventsSubject("t1", session)
+		msg, _ := events.Encode(context.Background(), subj, ev)
+		if _, err := e.js.PublishMsgAsync(msg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	settled := func(sessions int) func() bool {
+		return func() bool {
+			return model.RequestCount() >= sessions && r.sessions() == sessions && r.goroutines() == 0
+		}
+	}
+	// One session first, so the heap is weighed from a warm runner.
+	publish("warm")
+	waitFor(t, "the warm-up session's run to end", time.Minute, settled(1))
+	heap0 := liveHeap()
+
+	// In batches, so the test measures idle sessions, not a backlog.
+	const batch = 500
+	for from := 0; from < n; from += batch {
+		to := min(from+batch, n)
+		for i := from; i < to; i++ {
+			publish(fmt.Sprintf("s%05d", i))
+		}
+		select {
+		case <-e.js.PublishAsyncComplete():
+		case <-time.After(time.Minute):
+			t.Fatalf("publishes of sessions %d–%d not acknowledged within a minute", from, to)
+		}
+		waitFor(t, fmt.Sprintf("sessions %d–%d to run and go idle", from, to), 5*time.Minute, settled(1+to))
+	}
+	heap1 := liveHeap()
+	per := (float64(heap1) - float64(heap0)) / float64(n)
+	t.Logf("%d idle sessions cached: live heap %d → %d KiB, %.1f KiB per session", n, heap0>>10, heap1>>10, per/1024)
+	if per > perSession {
+		t.Fatalf("%.1f KiB of live heap per idle session with %d of them, want at most %d KiB", per/1024, n, perSession>>10)
+	}
+}
+
+// liveHeap is the heap still in use after a full collection.
+func liveHeap() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
