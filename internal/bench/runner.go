@@ -471,6 +471,10 @@ func (rb *runnerBench) notice(ctx context.Context, run string) {
 // sustained publishes Sizes.SustainedEvents events as fast as the client
 // allows over Sizes.SustainedSessions sessions and reports how many per
 // second reached the model, from the first publish to the last arrival.
+// sustainedGoal is the sustained figure's goal, as a share of raw async
+// publish.
+const sustainedGoal = 0.25
+
 func (rb *runnerBench) sustained(ctx context.Context, name, tenant string, ids []string) {
 	e := rb.e
 	const goal = "≥ 25% of raw async publish"
@@ -525,10 +529,16 @@ func (rb *runnerBench) sustained(ctx context.Context, name, tenant string, ids [
 			e.base.sourcedRate, 100*e.base.sourcedRate/e.base.asyncRate)
 	}
 	if e.base.floorRate > 0 && e.base.asyncRate > 0 {
-		ceiling += fmt.Sprintf("; pulled through the pinned partition consumers and double-acked, with no runner work, %.0f msgs/s (%.0f%%)",
-			e.base.floorRate, 100*e.base.floorRate/e.base.asyncRate)
+		floor := e.base.floorRate / e.base.asyncRate
+		ceiling += fmt.Sprintf("; pulled through the pinned partition consumers and double-acked, with no runner work, %.0f msgs/s (%.0f%%), of which the runner reached %.0f%%",
+			e.base.floorRate, 100*floor, 100*v/e.base.floorRate)
+		if floor < sustainedGoal {
+			// Said from this run's own figures, not assumed: on a faster
+			// machine or a real cluster the floor may clear the goal.
+			ceiling += fmt.Sprintf("; that floor is itself below the goal's %.0f%%, so no runner on this transport meets the goal on this machine", 100*sustainedGoal)
+		}
 	}
-	e.add(r.goal(goal, r.Ratio != nil && *r.Ratio >= 0.25).
+	e.add(r.goal(goal, r.Ratio != nil && *r.Ratio >= sustainedGoal).
 		note("%d events over %d sessions, %s from the first publish to the last event in a model request; events for a busy session ride in as notices%s", total, sessions, elapsed.Round(time.Millisecond), ceiling))
 	// Let the runs finish before the next figure.
 	_ = w.quiet(wctx, sessions)

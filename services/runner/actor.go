@@ -330,7 +330,7 @@ func (a *actor) load(ctx context.Context) error {
 	if loaded {
 		return nil
 	}
-	tr, recs, err := loadTranscript(ctx, a.r.js, a.tenant, a.session)
+	tr, recs, err := a.r.transcripts.load(ctx, a.tenant, a.session)
 	if err != nil {
 		return err
 	}

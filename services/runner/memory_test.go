@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
-
 	"jetway/pkg/bus"
 	"jetway/pkg/events"
 	"jetway/pkg/llm/llmtest"
@@ -34,15 +32,7 @@ func TestIdle_sessions_cost_no_memory_once_evicted(t *testing.T) {
 	model, p := fakeModel(t)
 	model.SetFallback(llmtest.Reply{Text: "ok"})
 	model.SetRecording(false)
-	ctx, cancel := context.WithCancel(context.Background())
-	r, err := New(ctx, Config{NC: e.nc, ID: "r1", Provider: p, IdleEvict: 500 * time.Millisecond, KeepAlive: 250 * time.Millisecond,
-		Logger: zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.ErrorLevel)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	r := e.run(Config{ID: "r1", Provider: p, IdleEvict: 500 * time.Millisecond, KeepAlive: 250 * time.Millisecond})
 
 	for i := range n {
 		ev, err := events.New("t1", fmt.Sprintf("s%05d", i), "test", events.Input{Text: "hi"})
@@ -82,15 +72,7 @@ func TestAn_idle_session_holds_no_goroutine(t *testing.T) {
 	model, p := fakeModel(t)
 	model.SetFallback(llmtest.Reply{Text: "ok"})
 	model.SetRecording(false)
-	ctx, cancel := context.WithCancel(context.Background())
-	r, err := New(ctx, Config{NC: e.nc, ID: "r1", Provider: p, IdleEvict: time.Hour,
-		Logger: zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.ErrorLevel)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	r := e.run(Config{ID: "r1", Provider: p, IdleEvict: time.Hour})
 
 	for i := range n {
 		session := fmt.Sprintf("g%03d", i)
@@ -142,15 +124,7 @@ func TestTen_thousand_idle_sessions_cost_at_most_16_KiB_each(t *testing.T) {
 	model, p := fakeModel(t)
 	model.SetFallback(llmtest.Reply{Text: "ok"})
 	model.SetRecording(false)
-	ctx, cancel := context.WithCancel(context.Background())
-	r, err := New(ctx, Config{NC: e.nc, ID: "r1", Provider: p, IdleEvict: time.Hour,
-		Logger: zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.ErrorLevel)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	r := e.run(Config{ID: "r1", Provider: p, IdleEvict: time.Hour})
 
 	publish := func(session string) {
 		t.Helper()

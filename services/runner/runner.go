@@ -121,7 +121,8 @@ type Runner struct {
 	runMu   sync.Mutex
 	running map[string]SessionRecord // live runs by session key, any runner's
 
-	work jetstream.Stream
+	work        jetstream.Stream
+	transcripts transcripts
 	// orderLookups counts the order checks that asked the work stream
 	// (order.go); a test reads it.
 	orderLookups atomic.Int64
@@ -226,6 +227,11 @@ func (r *Runner) Run(ctx context.Context) error {
 	if err := r.openWork(ctx); err != nil {
 		return fmt.Errorf("runner: work stream: %w", err)
 	}
+	ts, err := openTranscripts(ctx, r.js)
+	if err != nil {
+		return fmt.Errorf("runner: %w", err)
+	}
+	r.transcripts = ts
 	r.parts = make([]*partition, r.partitions)
 	for p := range r.parts {
 		cons, err := r.js.Consumer(ctx, bus.StreamWork, bus.WorkConsumerName(p))

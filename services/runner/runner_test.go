@@ -44,10 +44,19 @@ func newEnv(t *testing.T) *env {
 // startRunner runs a runner until the test ends.
 func (e *env) startRunner(id string, p llm.Provider, tools func(SessionRef) []tool.Tool) *Runner {
 	e.t.Helper()
+	return e.run(Config{ID: id, Provider: p, Tools: tools, IdleEvict: time.Minute})
+}
+
+// run runs a runner configured by cfg until the test ends, on the env's
+// connection, logging warnings to the test.
+func (e *env) run(cfg Config) *Runner {
+	e.t.Helper()
+	cfg.NC = e.nc
+	cfg.Logger = zerolog.New(zerolog.NewTestWriter(e.t)).Level(zerolog.WarnLevel)
 	ctx, cancel := context.WithCancel(context.Background())
-	r, err := New(ctx, Config{NC: e.nc, ID: id, Provider: p, Tools: tools, IdleEvict: time.Minute,
-		Logger: zerolog.New(zerolog.NewTestWriter(e.t)).Level(zerolog.WarnLevel)})
+	r, err := New(ctx, cfg)
 	if err != nil {
+		cancel()
 		e.t.Fatal(err)
 	}
 	done := make(chan error, 1)
@@ -444,4 +453,14 @@ func TestThe_history_a_runner_holds_between_runs_is_the_transcript_s(t *testing.
 			t.Fatalf("message %d held as %s %s %q, the transcript has %s %s %q", i, got[i].ID, got[i].Role, got[i].Text(), want[i].ID, want[i].Role, want[i].Text())
 		}
 	}
+}
+
+// loadTranscript reads a session's transcript as a runner does, on a
+// stream handle of its own.
+func loadTranscript(ctx context.Context, js jetstream.JetStream, tenant, session string) (*transcript, []Record, error) {
+	ts, err := openTranscripts(ctx, js)
+	if err != nil {
+		return nil, nil, err
+	}
+	return ts.load(ctx, tenant, session)
 }

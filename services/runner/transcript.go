@@ -60,25 +60,40 @@ var ErrFenced = errors.New("runner: session fenced: another runner wrote its tra
 // the store.
 type transcript struct {
 	js      jetstream.JetStream
+	st      jetstream.Stream // JETWAY_TRANSCRIPTS, for reads
 	subject string
 	mu      sync.Mutex
 	last    uint64 // sequence of the last record on the subject; 0 = none
 }
 
-// loadTranscript reads a session's transcript from its start and returns it
-// with the fence set to its last record. Records before the last boundary are
-// kept: the request view, not the loader, decides what the model sees.
-func loadTranscript(ctx context.Context, js jetstream.JetStream, tenant, session string) (*transcript, []Record, error) {
+// transcripts is JETWAY_TRANSCRIPTS as a runner uses it. The stream is
+// looked up once per runner, not at every session load: that lookup is a
+// round trip and a stream info the server builds, and a runner loads a
+// session's transcript at its first event after a takeover or an eviction
+// (a thousand new sessions, a thousand lookups).
+type transcripts struct {
+	js jetstream.JetStream
+	st jetstream.Stream
+}
+
+func openTranscripts(ctx context.Context, js jetstream.JetStream) (transcripts, error) {
+	st, err := js.Stream(ctx, bus.StreamTranscripts)
+	if err != nil {
+		return transcripts{}, fmt.Errorf("stream %s: %w", bus.StreamTranscripts, err)
+	}
+	return transcripts{js: js, st: st}, nil
+}
+
+// load reads a session's transcript from its start and returns it with the
+// fence set to its last record. Records before the last boundary are kept:
+// the request view, not the loader, decides what the model sees.
+func (ts transcripts) load(ctx context.Context, tenant, session string) (*transcript, []Record, error) {
 	subj, err := events.TranscriptSubject(tenant, session)
 	if err != nil {
 		return nil, nil, err
 	}
-	t := &transcript{js: js, subject: subj}
-	st, err := js.Stream(ctx, bus.StreamTranscripts)
-	if err != nil {
-		return nil, nil, fmt.Errorf("transcript %s: %w", subj, err)
-	}
-	last, err := st.GetLastMsgForSubject(ctx, subj)
+	t := &transcript{js: ts.js, st: ts.st, subject: subj}
+	last, err := ts.st.GetLastMsgForSubject(ctx, subj)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return t, nil, nil
 	}
@@ -86,7 +101,7 @@ func loadTranscript(ctx context.Context, js jetstream.JetStream, tenant, session
 		return nil, nil, fmt.Errorf("transcript %s: last record: %w", subj, err)
 	}
 	t.last = last.Sequence
-	cons, err := js.OrderedConsumer(ctx, bus.StreamTranscripts, jetstream.OrderedConsumerConfig{
+	cons, err := ts.js.OrderedConsumer(ctx, bus.StreamTranscripts, jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{subj},
 		// A reader lives for one load; left to the 5-minute default, a
 		// busy runner kept thousands of them and the server refused more.
@@ -95,7 +110,7 @@ func loadTranscript(ctx context.Context, js jetstream.JetStream, tenant, session
 	if err != nil {
 		return nil, nil, fmt.Errorf("transcript %s: reader: %w", subj, err)
 	}
-	defer dropReader(js, cons)
+	defer dropReader(ts.js, cons)
 	var recs []Record
 	for {
 		batch, err := cons.Fetch(256, jetstream.FetchMaxWait(2*time.Second))
@@ -217,11 +232,7 @@ func (t *transcript) landedAtFence(ctx context.Context, r Record) bool {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	st, err := t.js.Stream(ctx, bus.StreamTranscripts)
-	if err != nil {
-		return false
-	}
-	m, err := st.GetMsg(ctx, t.last+1, jetstream.WithGetMsgSubject(t.subject))
+	m, err := t.st.GetMsg(ctx, t.last+1, jetstream.WithGetMsgSubject(t.subject))
 	if err != nil {
 		return false
 	}
@@ -232,11 +243,7 @@ func (t *transcript) landedAtFence(ctx context.Context, r Record) bool {
 // landed reports whether r is the subject's last record (an earlier try
 // that landed), and if so moves the fence past it.
 func (t *transcript) landed(ctx context.Context, r Record) bool {
-	st, err := t.js.Stream(ctx, bus.StreamTranscripts)
-	if err != nil {
-		return false
-	}
-	m, err := st.GetLastMsgForSubject(ctx, t.subject)
+	m, err := t.st.GetLastMsgForSubject(ctx, t.subject)
 	if err != nil {
 		return false
 	}
