@@ -8,6 +8,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/metrics"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -40,6 +41,12 @@ const (
 // FigRunnerStart names the event → run start figure at n sessions.
 func FigRunnerStart(pct string, n int) string {
 	return fmt.Sprintf("runner event → run start %s @%d sessions", pct, n)
+}
+
+// FigRunnerColdStart names the event → run start figure for sessions the
+// runner does not hold in memory.
+func FigRunnerColdStart(pct string) string {
+	return "runner event → run start " + pct + ", session not in memory"
 }
 
 func init() {
@@ -219,6 +226,7 @@ func (e *env) measureRunner(ctx context.Context) {
 	rb.notice(ctx, run)
 	rb.sustained(ctx, FigRunnerSustained1, "s1-"+run, []string{r1})
 	stop()
+	rb.coldStarts(ctx, run)
 
 	var stops []func()
 	var ids []string
@@ -349,44 +357,150 @@ func liveHeap() uint64 {
 // probeStarts publishes Sizes.Probes events one at a time, round robin over
 // n idle sessions, and times each to its model request.
 func (rb *runnerBench) probeStarts(ctx context.Context, tenant string, n int) (samples, samples, error) {
-	e := rb.e
 	runs := make([]int, n)
 	for i := range runs {
 		runs[i] = 1
 	}
 	var s, calm samples
-	for k := range e.sizes.Probes {
+	for k := range rb.e.sizes.Probes {
 		i := k % n
-		session := sessionName(i)
-		tok := fmt.Sprintf("[start-%s-%d]", tenant, k)
-		arrived := rb.front.expect(tok)
-		gc0 := gcCycles()
-		t0 := time.Now()
-		if err := e.publish(ctx, false, tenant, session, events.Input{Text: "probe " + tok}, false); err != nil {
-			rb.front.forget(tok)
-			return nil, nil, err
-		}
-		select {
-		case t1 := <-arrived:
-			s = append(s, t1.Sub(t0))
-			if gcCycles() == gc0 {
-				calm = append(calm, t1.Sub(t0))
-			}
-		case <-time.After(rb.e.patience()):
-			rb.front.forget(tok)
-			return nil, nil, fmt.Errorf("event %d to %s reached no model request within %s", k, session, e.patience())
-		case <-ctx.Done():
-			return nil, nil, ctx.Err()
-		}
 		runs[i]++
-		wctx, cancel := deadline(ctx, rb.e.patience())
-		err := rb.waitIdle(wctx, tenant, session, runs[i])
-		cancel()
+		d, gc, err := rb.probe(ctx, tenant, sessionName(i), k, runs[i])
 		if err != nil {
 			return nil, nil, err
 		}
+		s = append(s, d)
+		if !gc {
+			calm = append(calm, d)
+		}
 	}
 	return s, calm, nil
+}
+
+// probe publishes the k-th probe event to an idle session, times it to its
+// model request, and waits until the session is idle again after runs
+// runs. gc says whether a garbage collection began meanwhile.
+func (rb *runnerBench) probe(ctx context.Context, tenant, session string, k, runs int) (d time.Duration, gc bool, err error) {
+	e := rb.e
+	tok := fmt.Sprintf("[start-%s-%d]", tenant, k)
+	arrived := rb.front.expect(tok)
+	gc0 := gcCycles()
+	t0 := time.Now()
+	if err := e.publish(ctx, false, tenant, session, events.Input{Text: "probe " + tok}, false); err != nil {
+		rb.front.forget(tok)
+		return 0, false, err
+	}
+	select {
+	case t1 := <-arrived:
+		d, gc = t1.Sub(t0), gcCycles() != gc0
+	case <-time.After(e.patience()):
+		rb.front.forget(tok)
+		return 0, false, fmt.Errorf("event %d to %s reached no model request within %s", k, session, e.patience())
+	case <-ctx.Done():
+		return 0, false, ctx.Err()
+	}
+	wctx, cancel := deadline(ctx, e.patience())
+	defer cancel()
+	return d, gc, rb.waitIdle(wctx, tenant, session, runs)
+}
+
+// coldStarts times event → run start for sessions the runner does not hold
+// in memory, as every session is after IdleEvict (30 s by default) or a
+// takeover: the largest population of the latency figures, whose sessions
+// have a history, each probed once by a runner that has never held it. The
+// runner first takes every partition with traffic of its own, so no probe
+// pays for a takeover.
+func (rb *runnerBench) coldStarts(ctx context.Context, run string) {
+	e := rb.e
+	if len(e.sizes.SessionCounts) == 0 {
+		return
+	}
+	n := slices.Max(e.sizes.SessionCounts)
+	tenant := fmt.Sprintf("lat%d-%s", n, run)
+	id := "bench-cold-" + run
+	stop, err := rb.startRunner(ctx, id, rb.model)
+	if err != nil {
+		e.skip(FigRunnerColdStart("p99"), "ms", "-", err)
+		return
+	}
+	defer stop()
+	if err := rb.takeEveryPartition(ctx, "coldwarm-"+run); err != nil {
+		e.skip(FigRunnerColdStart("p99"), "ms", "-", err)
+		return
+	}
+	probes := min(n, e.sizes.Probes)
+	e.progress("runner: %d events, one at a time, each to a different session a new runner has not held", probes)
+	var s samples
+	for i := range probes {
+		session := sessionName(i)
+		runs, err := rb.runsOf(ctx, tenant, session)
+		if err != nil {
+			e.skip(FigRunnerColdStart("p99"), "ms", "-", err)
+			return
+		}
+		d, _, err := rb.probe(ctx, tenant, session, e.sizes.Probes+i, runs+1)
+		if err != nil {
+			e.skip(FigRunnerColdStart("p99"), "ms", "-", err)
+			return
+		}
+		s = append(s, d)
+	}
+	note := fmt.Sprintf("%d events, each to a different one of the @%d sessions (history of 4 or more messages), through a runner that has never held them, as after an eviction or a takeover: the transcript is read back, the order checked against the work stream and the session record read before the run starts; compare the @%d figures above, whose sessions are in memory", len(s), n, n)
+	e.add(figure(FigRunnerColdStart("p50"), "ms", s.pct(50)).vs("raw sync publish p50", e.base.syncP50).info("-").note("%s", note))
+	e.add(figure(FigRunnerColdStart("p99"), "ms", s.pct(99)).vs("raw sync publish p99", e.base.syncP99).info("-"))
+}
+
+// takeEveryPartition sends one event to a session of each work partition
+// and waits for their runs to end, so the runners hold every partition.
+func (rb *runnerBench) takeEveryPartition(ctx context.Context, tenant string) error {
+	e := rb.e
+	p, err := bus.Partitions(ctx, e.js)
+	if err != nil {
+		return err
+	}
+	w, err := watchRuns(e.url, tenant)
+	if err != nil {
+		return err
+	}
+	defer w.stop()
+	sessions := onePerPartition(tenant, p)
+	for _, session := range sessions {
+		if err := e.publish(ctx, false, tenant, session, events.Input{Text: "warm"}, true); err != nil {
+			return err
+		}
+	}
+	wctx, cancel := deadline(ctx, 2*time.Minute)
+	defer cancel()
+	if err := e.asyncDone(wctx); err != nil {
+		return err
+	}
+	return w.wait(wctx, func(ended map[string]int) bool { return total(ended) >= len(sessions) })
+}
+
+// onePerPartition names one session of tenant in each of p partitions.
+func onePerPartition(tenant string, p int) []string {
+	sessions := make([]string, p)
+	for i, found := 0, 0; found < p; i++ {
+		name := fmt.Sprintf("b%d", i)
+		if n := bus.PartitionFor(tenant, name, p); sessions[n] == "" {
+			sessions[n] = name
+			found++
+		}
+	}
+	return sessions
+}
+
+// runsOf is how many runs a session's record counts.
+func (rb *runnerBench) runsOf(ctx context.Context, tenant, session string) (int, error) {
+	entry, err := rb.kv.Get(ctx, tenant+"."+session)
+	if err != nil {
+		return 0, fmt.Errorf("session record %s.%s: %w", tenant, session, err)
+	}
+	var rec runner.SessionRecord
+	if err := json.Unmarshal(entry.Value(), &rec); err != nil {
+		return 0, fmt.Errorf("session record %s.%s: %w", tenant, session, err)
+	}
+	return rec.Runs, nil
 }
 
 // gcCycles counts the garbage collections this process has begun. The
@@ -559,15 +673,7 @@ func (rb *runnerBench) waitBalanced(ctx context.Context, ids []string) (map[stri
 		return nil, fmt.Errorf("runners bucket: %w", err)
 	}
 	tenant := "bal-" + uid()
-	// One session per partition.
-	sessions := make([]string, p)
-	for i, found := 0, 0; found < p; i++ {
-		name := fmt.Sprintf("b%d", i)
-		if n := bus.PartitionFor(tenant, name, p); sessions[n] == "" {
-			sessions[n] = name
-			found++
-		}
-	}
+	sessions := onePerPartition(tenant, p)
 	w, err := watchRuns(e.url, tenant)
 	if err != nil {
 		return nil, err
