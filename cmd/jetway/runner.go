@@ -25,6 +25,7 @@ type runnerFlags struct {
 	maxTurns    int
 	maxDuration time.Duration
 	heartbeat   time.Duration
+	idleEvict   time.Duration
 	rails       runner.Rails
 	window      int
 }
@@ -36,6 +37,7 @@ func (rf *runnerFlags) register(cmd *cobra.Command) {
 	f.IntVar(&rf.maxTurns, "max-turns", 50, "tool turns per run (0 = no limit)")
 	f.DurationVar(&rf.maxDuration, "max-duration", 30*time.Minute, "wall-clock budget per run, checked between turns (0 = none)")
 	f.DurationVar(&rf.heartbeat, "heartbeat", time.Second, "how often the runner announces itself; a runner silent for 3 beats is taken over")
+	f.DurationVar(&rf.idleEvict, "idle-evict", 30*time.Second, "how long an idle session stays in memory; the next event for one that left first reads its transcript back (slower)")
 	f.Int64Var(&rf.rails.Fuel, "fuel", 0, "token budget per session over all its runs (0 = none)")
 	f.IntVar(&rf.rails.RunsPerHour, "runs-per-hour", 0, "runs one session may start in a rolling hour (0 = no cap)")
 	f.IntVar(&rf.rails.GlobalRunsPerHour, "global-runs-per-hour", 0, "runs all sessions together may start in a rolling hour (0 = no cap)")
@@ -55,6 +57,9 @@ else the deterministic demo script. The streams must exist (jetway dev, or
 any service with provisioning rights, creates them).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if rf.idleEvict <= 0 {
+				return fmt.Errorf("runner: --idle-evict %s: must be longer than zero (an idle session has to stay in memory for some time)", rf.idleEvict)
+			}
 			log, err := g.logger("runner")
 			if err != nil {
 				return err
@@ -72,7 +77,7 @@ any service with provisioning rights, creates them).`,
 			defer nc.Close()
 			r, err := runner.New(ctx, runner.Config{
 				NC: nc, ID: rf.id, Provider: provider, Logger: log,
-				Heartbeat: rf.heartbeat, MaxTurns: rf.maxTurns, MaxDuration: rf.maxDuration,
+				Heartbeat: rf.heartbeat, IdleEvict: rf.idleEvict, MaxTurns: rf.maxTurns, MaxDuration: rf.maxDuration,
 				Rails: rf.rails, ContextWindow: rf.window,
 				Tools: runnerTools(nc), ChildState: runnerChildState(nc), KillRun: runnerKillRun(nc),
 			})

@@ -28,3 +28,15 @@ func TestRoot_refuses_an_unknown_log_level(t *testing.T) {
 		t.Errorf("error does not name the bad level: %s", out)
 	}
 }
+
+func TestRunner_refuses_an_idle_eviction_of_zero_before_connecting(t *testing.T) {
+	// No NATS server listens on this port: the refusal must come first.
+	cmd := exec.Command(jetwayBinary(t), "runner", "--idle-evict", "0s", "--nats", "nats://127.0.0.1:1")
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatalf("jetway runner accepted --idle-evict 0s: %s", out)
+	}
+	if !strings.Contains(string(out), "--idle-evict 0s") {
+		t.Errorf("error does not name the bad flag and value: %s", out)
+	}
+}
