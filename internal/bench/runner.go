@@ -582,13 +582,13 @@ func (rb *runnerBench) notice(ctx context.Context, run string) {
 	e.add(figure(FigRunnerNoticeP99, "ms", p99).vs("raw sync publish p99", e.base.syncP99).goal(goal, p99 <= 10))
 }
 
-// sustained publishes Sizes.SustainedEvents events as fast as the client
-// allows over Sizes.SustainedSessions sessions and reports how many per
-// second reached the model, from the first publish to the last arrival.
 // sustainedGoal is the sustained figure's goal, as a share of raw async
 // publish.
 const sustainedGoal = 0.25
 
+// sustained publishes Sizes.SustainedEvents events as fast as the client
+// allows over Sizes.SustainedSessions sessions and reports how many per
+// second reached the model, from the first publish to the last arrival.
 func (rb *runnerBench) sustained(ctx context.Context, name, tenant string, ids []string) {
 	e := rb.e
 	const goal = "≥ 25% of raw async publish"
