@@ -26,10 +26,12 @@ type shimSpec struct {
 	CPU   uint64   `json:"cpu,omitempty"`   // RLIMIT_CPU, seconds
 	FSize uint64   `json:"fsize,omitempty"` // RLIMIT_FSIZE, bytes
 	AS    uint64   `json:"as,omitempty"`    // RLIMIT_AS, bytes
+	// Confine is the file system the command may reach (Landlock).
+	Confine *Confinement `json:"confine,omitempty"`
 }
 
 func (s shimSpec) needed() bool {
-	return len(s.Join) > 0 || s.CPU > 0 || s.FSize > 0 || s.AS > 0
+	return len(s.Join) > 0 || s.CPU > 0 || s.FSize > 0 || s.AS > 0 || s.Confine != nil
 }
 
 // RunShimIfRequested turns this process into the limits shim when it was
@@ -56,6 +58,8 @@ func RunShimIfRequested() {
 			shimFail("join cgroup " + dir + ": " + err.Error())
 		}
 	}
+	// The shim's environment is exactly what its starter gave the command
+	// (never inherited: see Host.Start), less the spec.
 	env := make([]string, 0, len(os.Environ()))
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, shimEnv+"=") {
@@ -74,6 +78,13 @@ func RunShimIfRequested() {
 	envp, err := syscall.SlicePtrFromStrings(env)
 	if err != nil {
 		shimFail("env: " + err.Error())
+	}
+	if spec.Confine != nil {
+		// After the cgroups are joined (their files lie outside what the
+		// command may write) and before anything of the command runs.
+		if err := confine(spec.Confine); err != nil {
+			shimFail("cannot confine the command, so it does not run: " + err.Error())
+		}
 	}
 	if spec.CPU > 0 {
 		// The soft limit sends SIGXCPU; the hard one a second later SIGKILL
