@@ -147,12 +147,12 @@ var (
 	systemDirs, systemFiles  []string
 	systemDevices            = []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"}
 	systemProcFiles          = []string{"/proc/cpuinfo", "/proc/meminfo", "/proc/stat", "/proc/loadavg", "/proc/uptime", "/proc/version", "/proc/filesystems"}
-	systemReadOnlyDirs       = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/opt", "/sys/devices/system/cpu"}
+	systemReadOnlyDirs       = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/sys/devices/system/cpu"}
 	systemReadOnlyEtcInDirSh = []string{"/etc/ssh/ssh_config", "/etc/ssh/ssh_config.d", "/etc/ssh/ssh_known_hosts", "/etc/ssl/certs", "/etc/ssl/openssl.cnf"}
 )
 
 // SystemConfinement is the read-only part of a job's confinement: the
-// directories a shell and ordinary tools need (/usr, /bin, /lib*, /opt),
+// directories a shell and ordinary tools need (/usr, /bin, /sbin, /lib*),
 // /etc without its secrets (see sensitiveEtc), a few system-wide /proc
 // files (cpuinfo, meminfo, stat, loadavg, uptime, version, filesystems: no
 // process's directory), the CPU topology, and the harmless devices. It is
