@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/micro"
+	"golang.org/x/sys/unix"
 
 	"jetway/pkg/tasks/proctree"
 	"jetway/pkg/workspace"
@@ -343,6 +344,17 @@ func TestWorker_says_how_it_confines_in_its_service_info(t *testing.T) {
 	e := newSandboxEnv(t)
 	if got, want := confinementMetadata(t, e.env), "landlock-v"+strconv.Itoa(proctree.LandlockABI()); got != want {
 		t.Errorf("metadata confinement = %q, want %q", got, want)
+	}
+}
+
+func TestWorker_makes_itself_non_dumpable(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.startWorker("w1")
+	// The worker runs in this process: once it is ready, processes of the
+	// same user can no longer read this process's /proc/<pid>/environ.
+	if v, err := unix.PrctlRetInt(unix.PR_GET_DUMPABLE, 0, 0, 0, 0); err != nil || v != 0 {
+		t.Errorf("dumpable = %d, %v; want 0", v, err)
 	}
 }
 
