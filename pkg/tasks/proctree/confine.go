@@ -65,9 +65,10 @@ var landlockConfig = landlock.Config{
 }.BestEffort()
 
 // confine restricts the calling thread, which is about to exec, to c. It
-// runs in the shim with the OS thread locked: a Landlock domain and
-// capabilities belong to the thread, and execve from it makes them the
-// new program's.
+// runs in the shim with the OS thread locked: a Landlock domain belongs to
+// the thread, and execve from it makes it the new program's. The shim then
+// sets the rlimits and drops the capabilities (dropCapabilities), in that
+// order, since raising a hard limit may need one.
 func confine(c *Confinement) error {
 	rules := []landlock.Rule{
 		landlock.RODirs(c.ReadOnlyDirs...).IgnoreIfMissing(),
@@ -91,40 +92,36 @@ func confine(c *Confinement) error {
 	if err := ll.LandlockRestrictSelf(fd, flags); err != nil {
 		return fmt.Errorf("landlock_restrict_self: %w", err)
 	}
-	return dropCapabilities()
+	return nil
 }
 
-// dropCapabilities empties this thread's capability sets and bounding set,
-// so an exec by root gains none back (a root's exec takes the bounding set
-// as its permitted set).
+// dropCapabilities empties this thread's capability sets, so the command
+// runs without any, root or not. A thread that holds CAP_SETPCAP (root)
+// empties the bounding set too, so an exec gains none back (a root's exec
+// takes the bounding set as its permitted set). One without it (an
+// ordinary user, the usual case) has nothing to drop, and no_new_privs
+// already keeps set-uid programs and file capabilities from adding any.
+// Like confine, it holds for the thread that execs.
 func dropCapabilities() error {
 	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
 	var data [2]unix.CapUserData
 	if err := unix.Capget(&hdr, &data[0]); err != nil {
 		return fmt.Errorf("capget: %w", err)
 	}
-	var bset bool
-	for c := 0; c <= 63; c++ {
-		r, err := unix.PrctlRetInt(unix.PR_CAPBSET_READ, uintptr(c), 0, 0, 0)
-		if err != nil {
-			break // past the last capability this kernel knows
-		}
-		if r == 1 {
-			bset = true
-		}
-	}
-	if data == [2]unix.CapUserData{} && !bset {
+	if data == [2]unix.CapUserData{} {
 		return nil
 	}
-	_ = unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
-	for c := 0; c <= 63; c++ {
-		if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil {
-			if errors.Is(err, unix.EINVAL) {
-				break
+	if data[0].Effective&(1<<unix.CAP_SETPCAP) != 0 {
+		for c := 0; c <= 63; c++ {
+			if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil {
+				if errors.Is(err, unix.EINVAL) {
+					break // past the last capability this kernel knows
+				}
+				return fmt.Errorf("drop capability %d from the bounding set: %w", c, err)
 			}
-			return fmt.Errorf("drop capability %d from the bounding set: %w", c, err)
 		}
 	}
+	_ = unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
 	data = [2]unix.CapUserData{}
 	if err := unix.Capset(&hdr, &data[0]); err != nil {
 		return fmt.Errorf("capset: %w", err)

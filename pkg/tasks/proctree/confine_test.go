@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -127,5 +128,74 @@ func TestCommand_without_an_env_gets_the_minimal_one_not_the_hosts(t *testing.T)
 	}
 	if !strings.Contains(out.String(), "PATH=") {
 		t.Errorf("the command has no PATH:\n%s", out.String())
+	}
+}
+
+// confinedHelperEnv makes the test binary start one confined command in
+// the directory it names, with the default limits, and exit with its
+// status: TestConfined_tree_works_for_an_ordinary_user runs it as nobody.
+const confinedHelperEnv = "JETWAY_TEST_CONFINED_HELPER"
+
+func runConfinedHelper(dir string) int {
+	h, err := NewHost(Config{Grace: 200 * time.Millisecond})
+	if err != nil {
+		return 3
+	}
+	defer h.Close()
+	c := SystemConfinement()
+	c.ReadWrite = []string{dir}
+	cmd := exec.Command("/bin/sh", "-c", `echo written > f && cat f && { cat ../outside.txt || echo outside-refused; }`)
+	cmd.Dir = dir
+	cmd.Env = MinimalEnv()
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	tr, err := h.StartConfined(cmd, Limits{Memory: 2 << 30, Processes: 1024, CPUTime: time.Hour}, &c)
+	if err != nil {
+		return 4
+	}
+	defer tr.Close()
+	if err := tr.Wait(); err != nil {
+		return 5
+	}
+	return 0
+}
+
+func TestConfined_tree_works_for_an_ordinary_user(t *testing.T) {
+	needLandlock(t)
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to become another user")
+	}
+	// nobody must reach the binary and the directories: a fresh 0755 tree
+	// outside t.TempDir's private parent.
+	base, err := os.MkdirTemp("", "jetway-confined-nobody-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(base) })
+	bin := filepath.Join(base, "proctree.test")
+	self, err := os.ReadFile(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(base, "ws")
+	for _, step := range []error{
+		os.Chmod(base, 0o755),
+		os.WriteFile(bin, self, 0o755),
+		os.Mkdir(dir, 0o755),
+		os.Chown(dir, 65534, 65534),
+		os.WriteFile(filepath.Join(base, "outside.txt"), []byte("SECRET-OUTSIDE\n"), 0o644),
+	} {
+		if step != nil {
+			t.Fatal(step)
+		}
+	}
+	cmd := exec.Command(bin, "-test.run=^$")
+	cmd.Env = append(MinimalEnv(), confinedHelperEnv+"="+dir)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}, Pdeathsig: syscall.SIGKILL}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("confined command as nobody: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "written") || !strings.Contains(string(out), "outside-refused") || strings.Contains(string(out), "SECRET-OUTSIDE") {
+		t.Errorf("as nobody:\n%s", out)
 	}
 }

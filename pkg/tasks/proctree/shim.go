@@ -98,6 +98,11 @@ func RunShimIfRequested() {
 			shimFail("RLIMIT_FSIZE: " + err.Error())
 		}
 	}
+	if spec.Confine != nil {
+		if err := dropCapabilities(); err != nil {
+			shimFail("cannot drop the capabilities of the command, so it does not run: " + err.Error())
+		}
+	}
 	failMsg := []byte("jetway shim: cannot exec " + path + "\n")
 	// RLIMIT_AS goes last and nothing may allocate after it: the Go runtime
 	// reserves more address space than a small limit allows, and a growth
