@@ -64,8 +64,8 @@ func (w *Worker) detectConfinement() (confinement, error) {
 	if err != nil {
 		return confinement{}, fmt.Errorf("jobs: root: %w", err)
 	}
-	if d, ok := base.Readable(root); ok {
-		return confinement{}, fmt.Errorf("jobs: root %s lies inside %s, which every job may read: every workspace would be open to every job; choose a root elsewhere", root, d)
+	if d, ok := base.Overlaps(root); ok {
+		return confinement{}, fmt.Errorf("jobs: root %s and %s, which every job may read, overlap: every workspace below it would be open to every job; choose a root elsewhere (or drop the --job-read path)", root, d)
 	}
 	return confinement{abi: abi, base: &base}, nil
 }

@@ -1,6 +1,7 @@
 package jobs_test
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -426,3 +427,27 @@ func TestDefault_limits_stop_a_fork_bomb_and_a_memory_hog_with_clear_words(t *te
 }
 
 func tail(s string) string { return s[max(0, len(s)-200):] }
+
+func TestWorker_refuses_to_start_when_jobs_could_read_its_workspaces(t *testing.T) {
+	t.Parallel()
+	if v := proctree.LandlockABI(); v < proctree.MinLandlockABI {
+		t.Skipf("kernel Landlock ABI %d; confinement needs %d", v, proctree.MinLandlockABI)
+	}
+	e := newEnv(t)
+	tenantDir := filepath.Join(e.root, tenant)
+	if err := os.MkdirAll(tenantDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, ro := range []string{tenantDir, filepath.Dir(e.root)} {
+		w, err := jobs.New(jobs.Config{NC: e.nc, WorkerID: "w1", Root: e.root, ReadOnly: []string{ro}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(bg, 20*time.Second)
+		err = w.Run(ctx)
+		cancel()
+		if err == nil || !strings.Contains(err.Error(), "every job may read") {
+			t.Errorf("--job-read %s: Run = %v, want a refusal to start", ro, err)
+		}
+	}
+}

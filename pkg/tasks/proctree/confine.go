@@ -216,13 +216,17 @@ func (c *Confinement) AddReadOnly(paths ...string) error {
 	return nil
 }
 
-// Readable reports the read-only path of c under which path lies, if any:
-// a worker whose workspaces lie below one would let every job read every
-// workspace.
-func (c *Confinement) Readable(path string) (string, bool) {
-	for _, d := range append(append([]string(nil), c.ReadOnlyDirs...), c.ReadOnlyFiles...) {
-		if d == path || strings.HasPrefix(path, strings.TrimSuffix(d, "/")+"/") {
-			return d, true
+// Overlaps reports the read-only path of c that contains dir or lies
+// inside it, if any: a worker whose workspaces lie below a read-only path,
+// or one given a path inside its root to read, would let jobs read other
+// sessions' workspaces.
+func (c *Confinement) Overlaps(dir string) (string, bool) {
+	within := func(p, d string) bool {
+		return p == d || strings.HasPrefix(p, strings.TrimSuffix(d, "/")+"/")
+	}
+	for _, p := range append(append([]string(nil), c.ReadOnlyDirs...), c.ReadOnlyFiles...) {
+		if within(dir, p) || within(p, dir) {
+			return p, true
 		}
 	}
 	return "", false
