@@ -142,3 +142,15 @@ func (w *Worker) confinementInfo() string {
 	}
 	return w.conf.String()
 }
+
+// clearTmpDirs empties the sessions' temporary directories at start: no job
+// of a previous run is alive to use them, and nothing else would ever
+// remove what they left.
+func (w *Worker) clearTmpDirs() {
+	dirs, _ := filepath.Glob(filepath.Join(w.cfg.Root, ".jobs", "*", "*", "tmp"))
+	for _, d := range dirs {
+		if err := os.RemoveAll(d); err != nil {
+			w.cfg.Log.Warn().Err(err).Str("dir", d).Msg("jobs: cannot clear a temporary directory")
+		}
+	}
+}

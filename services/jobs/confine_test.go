@@ -451,3 +451,29 @@ func TestWorker_refuses_to_start_when_jobs_could_read_its_workspaces(t *testing.
 		}
 	}
 }
+
+func TestTemporary_directories_are_cleared_when_the_worker_starts_again(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	w, err := jobs.New(jobs.Config{NC: e.nc, WorkerID: "w1", Root: e.root, Grace: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := e.run(w)
+	res, err := e.cli.Run(bg, req(`echo left > "$TMPDIR/left.txt" && echo "$TMPDIR"`))
+	if err != nil || res.Job.ExitCode != 0 {
+		t.Fatalf("run = %+v, %v", res, err)
+	}
+	left := filepath.Join(res.Output, "left.txt")
+	if _, err := os.Stat(left); err != nil {
+		t.Fatalf("the job's temporary file is not where TMPDIR said: %v", err)
+	}
+	if !strings.HasPrefix(res.Output, filepath.Join(e.root, ".jobs")) {
+		t.Errorf("TMPDIR %s is not under the worker's .jobs", res.Output)
+	}
+	stop()
+	e.startWorker("w1")
+	if _, err := os.Stat(left); err == nil {
+		t.Error("a temporary file of the previous run survived the restart")
+	}
+}

@@ -234,6 +234,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	if n := killSurvivors(w.marker()); n > 0 {
 		log.Warn().Int("processes", n).Msg("jobs: killed processes left by this worker's previous run")
 	}
+	w.clearTmpDirs()
 
 	w.out = newOutbox(w.js, w.jobsKV, w.record, log)
 	outDone := make(chan struct{})
