@@ -129,23 +129,32 @@ func dropCapabilities() error {
 	return nil
 }
 
-// sensitiveEtc are entries of /etc a job has no business reading: password
-// hashes, sudo rules, the host's ssh keys (the ssh client's configuration
-// stays readable), TLS private keys.
+// sensitiveEtc are entries of /etc that hold secrets on common systems:
+// password hashes, sudo rules, the host's ssh keys (the ssh client's
+// configuration stays readable), TLS and VPN private keys, cluster and
+// container daemon credentials, stored network and mail passwords. A
+// worker running as root reads a 0600 file of root's even without
+// capabilities, so only the rule set keeps these from its jobs; a worker
+// running as an ordinary user has file permissions on its side as well.
 var sensitiveEtc = map[string]bool{
 	"shadow": true, "shadow-": true, "gshadow": true, "gshadow-": true,
-	"sudoers": true, "sudoers.d": true, "ssh": true, "ssl": true,
+	"sudoers": true, "sudoers.d": true, "ssh": true, "ssl": true, "pki": true,
 	"security": true, "credstore": true, "credstore.encrypted": true,
-	"jetway": true,
+	"jetway": true, "letsencrypt": true, "wireguard": true, "openvpn": true,
+	"ipsec.secrets": true, "ipsec.d": true, "krb5.keytab": true,
+	"kubernetes": true, "docker": true, "containerd": true, "ceph": true,
+	"NetworkManager": true, "netplan": true, "ppp": true, "libvirt": true,
+	"mysql": true, "postgresql": true, "exim4": true, "msmtprc": true,
+	"davfs2": true, "rancher": true, "k3s": true, "cni": true,
 }
 
 var (
-	systemOnce               sync.Once
-	systemDirs, systemFiles  []string
-	systemDevices            = []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"}
-	systemProcFiles          = []string{"/proc/cpuinfo", "/proc/meminfo", "/proc/stat", "/proc/loadavg", "/proc/uptime", "/proc/version", "/proc/filesystems"}
-	systemReadOnlyDirs       = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/sys/devices/system/cpu"}
-	systemReadOnlyEtcInDirSh = []string{"/etc/ssh/ssh_config", "/etc/ssh/ssh_config.d", "/etc/ssh/ssh_known_hosts", "/etc/ssl/certs", "/etc/ssl/openssl.cnf"}
+	systemOnce              sync.Once
+	systemDirs, systemFiles []string
+	systemDevices           = []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"}
+	systemProcFiles         = []string{"/proc/cpuinfo", "/proc/meminfo", "/proc/stat", "/proc/loadavg", "/proc/uptime", "/proc/version", "/proc/filesystems"}
+	systemReadOnlyDirs      = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/sys/devices/system/cpu"}
+	etcKept                 = []string{"/etc/ssh/ssh_config", "/etc/ssh/ssh_config.d", "/etc/ssh/ssh_known_hosts", "/etc/ssl/certs", "/etc/ssl/openssl.cnf", "/etc/pki/tls/certs", "/etc/pki/ca-trust", "/etc/pki/tls/openssl.cnf"}
 )
 
 // SystemConfinement is the read-only part of a job's confinement: the
@@ -157,25 +166,29 @@ var (
 func SystemConfinement() Confinement {
 	systemOnce.Do(func() {
 		ents, _ := os.ReadDir("/etc")
-		paths := make([]string, 0, len(ents)+len(systemReadOnlyEtcInDirSh))
+		paths := make([]string, 0, len(ents)+len(etcKept))
 		for _, e := range ents {
 			if !sensitiveEtc[e.Name()] {
 				paths = append(paths, filepath.Join("/etc", e.Name()))
 			}
 		}
-		paths = append(paths, systemReadOnlyEtcInDirSh...)
+		paths = append(paths, etcKept...)
 		for _, p := range paths {
 			real, err := filepath.EvalSymlinks(p)
 			if err != nil || strings.HasPrefix(real, "/proc/") {
 				continue // dangling, or /etc/mtab's way into /proc
 			}
 			fi, err := os.Stat(real)
+			inEtcOrUsr := strings.HasPrefix(real, "/etc/") || strings.HasPrefix(real, "/usr/")
 			switch {
 			case err != nil:
-			case fi.IsDir():
+			case fi.IsDir() && inEtcOrUsr:
 				systemDirs = append(systemDirs, real)
+			case fi.IsDir():
+				// A link out of /etc to a directory elsewhere (/run/...)
+				// would open all of it: left out.
 			default:
-				systemFiles = append(systemFiles, real)
+				systemFiles = append(systemFiles, real) // resolv.conf in /run, say
 			}
 		}
 		systemDirs = append(systemDirs, systemReadOnlyDirs...)
