@@ -71,7 +71,9 @@ func newSandboxEnv(t *testing.T, mods ...func(*jobs.Config)) *sandboxEnv {
 func (e *sandboxEnv) run(script string) jobsapi.StartResponse {
 	e.t.Helper()
 	r := req(script)
-	r.TimeoutMS = 60_000
+	// Generous: a first go build compiles the standard library into the
+	// workspace's empty cache, which takes a while on a busy machine.
+	r.TimeoutMS = 300_000
 	res, err := e.cli.Run(bg, r)
 	if err != nil || !res.Ended {
 		e.t.Fatalf("run %q = %+v, %v", script, res, err)
