@@ -64,8 +64,17 @@ SIGINT or SIGTERM stops it cleanly.`,
 	f.StringVar(&cfg.NATSAddr, "nats", "127.0.0.1:4222", "host:port for NATS clients (port 0: any free port)")
 	f.StringVar(&cfg.HTTPAddr, "http", "127.0.0.1:8080", "host:port for /healthz, /readyz and /metrics (port 0: any free port)")
 	f.IntVar(&cfg.Partitions, "partitions", 0, "work partitions (0: keep the stored count, or 16 on first start)")
+	for _, add := range devFlags {
+		add(cmd)
+	}
 	return cmd
 }
+
+// devFlags add the flags of the components built in (the jobs worker's
+// limits and confinement) to `jetway dev`.
+var devFlags []func(*cobra.Command)
+
+func addDevFlags(add func(*cobra.Command)) { devFlags = append(devFlags, add) }
 
 // devNotes are the lines `jetway dev` prints for the person running it:
 // which model answers, whether runs get the jobs tools, where the tokens

@@ -26,7 +26,12 @@ func init() {
 	tasks.RunShimIfRequested()
 	addCommand(newJobsWorkerCmd)
 	addDevComponent(devComponent{Name: "jobs-worker", Run: runDevJobsWorker})
+	addDevFlags(func(cmd *cobra.Command) { addJobsWorkerFlags(cmd, &devJobsFlags) })
 }
+
+// devJobsFlags are `jetway dev`'s jobs worker flags: the same as
+// jobs-worker's, with the same safe defaults.
+var devJobsFlags jobsWorkerFlags
 
 // jobsWorkerFlags are the worker settings shared by `jobs-worker` and dev.
 type jobsWorkerFlags struct {
@@ -38,17 +43,40 @@ type jobsWorkerFlags struct {
 	processes   int
 	cpuTime     time.Duration
 	noCgroups   bool
+	unconfined  bool
+	jobEnv      []string
+	jobRead     []string
 }
 
-func (f *jobsWorkerFlags) apply(cfg *jobs.Config) {
+// apply puts the flags into cfg; a limit of 0 on the command line means
+// none, which the jobs package spells as a negative value (its zero is the
+// default).
+func (f *jobsWorkerFlags) apply(cfg *jobs.Config) error {
+	none := func(v int64) int64 {
+		if v == 0 {
+			return -1
+		}
+		return v
+	}
 	cfg.Grace = f.grace
 	cfg.NoCgroups = f.noCgroups
 	cfg.Limits.MaxRunning = f.maxRunning
 	cfg.Limits.MaxDuration = f.maxDuration
 	cfg.Limits.MaxOutputBytes = f.maxOutput
-	cfg.Limits.Tree.Memory = f.memory
-	cfg.Limits.Tree.Processes = f.processes
-	cfg.Limits.Tree.CPUTime = f.cpuTime
+	cfg.Limits.Tree.Memory = none(f.memory)
+	cfg.Limits.Tree.Processes = int(none(int64(f.processes)))
+	cfg.Limits.Tree.CPUTime = time.Duration(none(int64(f.cpuTime)))
+	cfg.AllowUnconfined = f.unconfined
+	cfg.ReadOnly = f.jobRead
+	for _, name := range f.jobEnv {
+		if err := jobs.ForbiddenJobEnv(name); err != nil {
+			return fmt.Errorf("--job-env: %w", err)
+		}
+		if v, ok := os.LookupEnv(name); ok {
+			cfg.Env = append(cfg.Env, name+"="+v)
+		}
+	}
+	return nil
 }
 
 func newJobsWorkerCmd(g *globals) *cobra.Command {
@@ -97,7 +125,9 @@ its previous run left behind. The buckets must exist (jetway dev, or
 				}
 			}
 			cfg := jobs.Config{NC: nc, WorkerID: id, Root: root, Version: version, Log: log}
-			flags.apply(&cfg)
+			if err := flags.apply(&cfg); err != nil {
+				return err
+			}
 			w, err := jobs.New(cfg)
 			if err != nil {
 				return err
@@ -127,10 +157,21 @@ func addJobsWorkerFlags(cmd *cobra.Command, flags *jobsWorkerFlags) {
 	f.IntVar(&flags.maxRunning, "max-running", envInt("JETWAY_JOBS_MAX_RUNNING", tasks.DefaultLimits.MaxRunning), "background jobs one session may run at once")
 	f.DurationVar(&flags.maxDuration, "max-duration", tasks.DefaultLimits.MaxDuration, "longest a job may run")
 	f.Int64Var(&flags.maxOutput, "max-output", tasks.DefaultLimits.MaxOutputBytes, "largest output file of a job, in bytes")
-	f.Int64Var(&flags.memory, "memory", 0, "memory limit of each job's process tree, in bytes (0: none)")
-	f.IntVar(&flags.processes, "processes", 0, "process limit of each job's tree (0: none)")
-	f.DurationVar(&flags.cpuTime, "cpu-time", 0, "CPU time limit of each job's tree (0: none)")
+	f.Int64Var(&flags.memory, "memory", envInt64("JETWAY_JOBS_MEMORY", jobs.DefaultTreeLimits.Memory), "memory limit of each job's process tree, in bytes (0: none)")
+	f.IntVar(&flags.processes, "processes", envInt("JETWAY_JOBS_PROCESSES", jobs.DefaultTreeLimits.Processes), "process limit of each job's tree, threads included (0: none)")
+	f.DurationVar(&flags.cpuTime, "cpu-time", jobs.DefaultTreeLimits.CPUTime, "CPU time limit of each job's tree (0: none)")
 	f.BoolVar(&flags.noCgroups, "no-cgroups", false, "contain process trees without cgroups")
+	f.BoolVar(&flags.unconfined, "allow-unconfined-jobs", false,
+		"run jobs even where the kernel cannot confine them (no Landlock ABI 3+): each job then reads and writes every workspace and whatever else the worker's user can, its credentials' files included")
+	f.StringArrayVar(&flags.jobEnv, "job-env", nil, "NAME of a variable of the worker's environment to pass to every job (repeatable; NATS_* and JETWAY_* never are)")
+	f.StringArrayVar(&flags.jobRead, "job-read", nil, "PATH jobs may read and execute besides the system directories, e.g. a toolchain (repeatable)")
+}
+
+func envInt64(key string, def int64) int64 {
+	if n, err := strconv.ParseInt(os.Getenv(key), 10, 64); err == nil {
+		return n
+	}
+	return def
 }
 
 func envInt(key string, def int) int {
@@ -160,9 +201,11 @@ func defaultWorkerID() string {
 // workspaces under DATA/jobs.
 func runDevJobsWorker(ctx context.Context, env *devEnv) error {
 	log := env.Log.With().Str("component", "jobs-worker").Logger()
-	w, err := jobs.New(jobs.Config{
-		NC: env.NC, WorkerID: "dev", Root: filepath.Join(env.DataDir, "jobs"), Version: version, Log: log,
-	})
+	cfg := jobs.Config{NC: env.NC, WorkerID: "dev", Root: filepath.Join(env.DataDir, "jobs"), Version: version, Log: log}
+	if err := devJobsFlags.apply(&cfg); err != nil {
+		return err
+	}
+	w, err := jobs.New(cfg)
 	if err != nil {
 		return err
 	}

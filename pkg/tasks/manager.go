@@ -288,7 +288,7 @@ func (m *Manager) startCommand(t *task) error {
 	if lim.IsZero() {
 		lim = m.lim.Tree
 	}
-	tree, err := m.host.Start(cmd, lim)
+	tree, err := m.host.StartConfined(cmd, lim, t.spec.Confine)
 	w.Close()
 	if err != nil {
 		r.Close()

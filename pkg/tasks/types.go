@@ -201,6 +201,9 @@ type Spec struct {
 	// Limits caps the memory, process count and CPU time of Cmd and its whole
 	// process tree (tools.shell_limits); the zero value uses Limits.Tree.
 	Limits proctree.Limits
+	// Confine, when set, is the file system Cmd's tree may reach (see
+	// proctree.Confinement); nil confines nothing.
+	Confine *proctree.Confinement
 	// LimitNotice, when set, is asked for the line to write to the task output
 	// when the command ended after a limit: it gets whether the system ended a
 	// process of the tree, the exit code and the last lines of the output (what a

@@ -165,7 +165,26 @@ func (w *Workspace) openRegular(op, name, rel string) (*os.File, fs.FileInfo, er
 		f.Close()
 		return nil, nil, fmt.Errorf("workspace: %s %s: not a regular file (%s)", op, name, fi.Mode().Type())
 	}
+	if n := linkCount(fi); n > 1 {
+		// A hard link is the same file under another name, and nothing
+		// tells where its other names are without searching the whole file
+		// system: one may lie outside the workspace (a link made to
+		// ../../tokens.json). The file tools run with the worker's reach,
+		// so they refuse every file with more than one name; a job, which
+		// is confined, can still read it (cat) if it may.
+		f.Close()
+		return nil, nil, fmt.Errorf("workspace: %s %s: refused: the file has %d hard links and another one may be outside the workspace; read it with a command instead (cat %s)", op, name, n, name)
+	}
 	return f, fi, nil
+}
+
+// linkCount is the file's number of hard links, 1 where the system does not
+// say.
+func linkCount(fi fs.FileInfo) uint64 {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return uint64(st.Nlink)
+	}
+	return 1
 }
 
 // eachLine calls fn with every line of r without its line end ("\n" or

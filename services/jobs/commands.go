@@ -13,6 +13,7 @@ import (
 
 	"jetway/pkg/handover"
 	"jetway/pkg/tasks"
+	"jetway/pkg/tasks/proctree"
 	"jetway/services/jobs/jobsapi"
 )
 
@@ -34,21 +35,29 @@ func summary(command string) string {
 
 func ms(n int64) time.Duration { return time.Duration(n) * time.Millisecond }
 
-// command builds `sh -c command` in the session's workspace with the
-// worker's minimal environment and its marker.
-func (w *Worker) command(ctx context.Context, r jobsapi.StartRequest) (*exec.Cmd, string, error) {
+// command builds `sh -c command` in the session's workspace with an
+// environment built from nothing (see passedEnv) and its marker, and the
+// confinement it runs in (nil where the worker allows unconfined jobs).
+func (w *Worker) command(ctx context.Context, r jobsapi.StartRequest) (*exec.Cmd, string, *proctree.Confinement, error) {
 	if strings.TrimSpace(r.Command) == "" {
-		return nil, "", badRequest("command is empty")
+		return nil, "", nil, badRequest("command is empty")
 	}
 	if strings.ContainsRune(r.Command, 0) {
-		return nil, "", badRequest("command holds a NUL byte")
+		return nil, "", nil, badRequest("command holds a NUL byte")
 	}
 	if r.TimeoutMS < 0 || r.ExpectedMS < 0 {
-		return nil, "", badRequest("timeout_ms and expected_ms may not be negative")
+		return nil, "", nil, badRequest("timeout_ms and expected_ms may not be negative")
+	}
+	if w.conf.base == nil && !w.cfg.AllowUnconfined {
+		return nil, "", nil, w.errUnconfined()
 	}
 	ws, err := w.workspaceOf(ctx, r.SessionRequest)
 	if err != nil {
-		return nil, "", err
+		return nil, "", nil, err
+	}
+	tmp, err := w.tmpDir(r.Tenant, r.Session)
+	if err != nil {
+		return nil, "", nil, err
 	}
 	cmd := exec.Command(w.cfg.Shell, "-c", r.Command)
 	cmd.Dir = ws.Dir()
@@ -59,13 +68,16 @@ func (w *Worker) command(ctx context.Context, r jobsapi.StartRequest) (*exec.Cmd
 	cmd.Env = append([]string{
 		"PATH=" + path,
 		"HOME=" + ws.Dir(),
+		"TMPDIR=" + tmp,
+		"SHELL=" + w.cfg.Shell,
 		"LANG=C.UTF-8",
 		"TERM=dumb",
 		"JETWAY_TENANT=" + r.Tenant,
 		"JETWAY_SESSION=" + r.Session,
-	}, w.cfg.Env...)
+	}, passedEnv()...)
+	cmd.Env = append(cmd.Env, w.cfg.Env...)
 	cmd.Env = append(cmd.Env, WorkerEnv+"="+w.marker())
-	return cmd, sessionKey(r.Tenant, r.Session), nil
+	return cmd, sessionKey(r.Tenant, r.Session), w.jobConfinement(ws.Dir(), tmp), nil
 }
 
 // opStart starts a background job; the answer goes out once its record's
@@ -77,12 +89,12 @@ func (w *Worker) opStart(ctx context.Context, data []byte) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	cmd, sid, err := w.command(ctx, r)
+	cmd, sid, conf, err := w.command(ctx, r)
 	if err != nil {
 		return nil, err
 	}
 	i, err := w.mgr.Start(tasks.WithSession(ctx, sid), tasks.Spec{
-		Kind: "shell", Summary: summary(r.Command), Cmd: cmd,
+		Kind: "shell", Summary: summary(r.Command), Cmd: cmd, Confine: conf,
 		Expected: ms(r.ExpectedMS), RunID: r.Run,
 	})
 	if err != nil {
@@ -107,7 +119,7 @@ func (w *Worker) opRun(ctx context.Context, data []byte) (any, error) {
 	if r.TimeoutMS > 0 {
 		timeout = min(ms(r.TimeoutMS), w.cfg.MaxRunTimeout)
 	}
-	cmd, sid, err := w.command(ctx, r)
+	cmd, sid, conf, err := w.command(ctx, r)
 	if err != nil {
 		return nil, err
 	}
@@ -126,7 +138,7 @@ func (w *Worker) opRun(ctx context.Context, data []byte) (any, error) {
 	}()
 
 	i, release, err := w.adopt(ctx, sid, cmd, tasks.Spec{
-		Kind: "shell", Summary: summary(r.Command), Cmd: cmd,
+		Kind: "shell", Summary: summary(r.Command), Cmd: cmd, Confine: conf,
 		Expected: ms(r.ExpectedMS), RunID: r.Run,
 	})
 	if err != nil {
@@ -185,7 +197,7 @@ func (w *Worker) adopt(ctx context.Context, sid string, cmd *exec.Cmd, spec task
 	cmd.Stdout, cmd.Stderr = pw, pw
 	var out tasks.Handoff
 	started := time.Now()
-	tree, err := w.mgr.Host().Start(cmd, w.mgr.Limits().Tree)
+	tree, err := w.mgr.Host().StartConfined(cmd, w.mgr.Limits().Tree, spec.Confine)
 	pw.Close()
 	if err != nil {
 		pr.Close()

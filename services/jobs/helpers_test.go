@@ -33,6 +33,9 @@ const (
 
 func TestMain(m *testing.M) {
 	tasks.RunShimIfRequested()
+	// The worker's own environment holds a credential, as a real one's
+	// NATS_PASSWORD would: no job may see it (confine_test.go).
+	os.Setenv("NATS_PASSWORD", workerSecret)
 	if os.Getenv(childURL) != "" {
 		os.Exit(runChildWorker())
 	}

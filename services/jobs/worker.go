@@ -68,8 +68,8 @@ type Config struct {
 	// Root holds the workspaces (<root>/<tenant>/<session>) and the output
 	// files (<root>/.jobs/<tenant>/<session>/).
 	Root string
-	// Limits bound the tasks (zero fields: tasks.DefaultLimits; Tree: no
-	// per-tree limits).
+	// Limits bound the tasks (zero fields: tasks.DefaultLimits; zero fields
+	// of Tree: DefaultTreeLimits, negative ones: no such limit).
 	Limits tasks.Limits
 	// Grace is the SIGTERM-to-SIGKILL grace period of a kill (default 5s).
 	Grace time.Duration
@@ -78,10 +78,22 @@ type Config struct {
 	NoCgroups bool
 	// Shell runs each command as `Shell -c command` (default /bin/sh).
 	Shell string
-	// Env is added to every command's environment, after the worker's
-	// minimal one (PATH, HOME = the workspace, LANG, TERM). The worker's own
-	// environment is not passed on: it may hold credentials.
+	// Env is added to every command's environment, after the one the
+	// worker builds (PATH, HOME = the workspace, TMPDIR, SHELL, LANG, LC_*,
+	// TZ, TERM). Nothing else of the worker's own environment is passed on:
+	// it may hold credentials.
 	Env []string
+	// ReadOnly are paths jobs may read and execute besides the system
+	// directories (a toolchain outside /usr, say).
+	ReadOnly []string
+	// AllowUnconfined runs jobs where the kernel cannot confine them (no
+	// Landlock, or one older than proctree.MinLandlockABI): each job then
+	// reaches everything the worker's user can. Without it such a worker
+	// refuses every command.
+	AllowUnconfined bool
+	// NoLandlock makes the worker act as on a kernel without Landlock. It
+	// exists for tests of that path.
+	NoLandlock bool
 	// RunTimeout is a run call's default wait (120 s); MaxRunTimeout caps
 	// the wait a call may ask for (10 min), and MaxWait a status call's.
 	RunTimeout    time.Duration
@@ -103,6 +115,7 @@ type Worker struct {
 	jobsKV  jetstream.KeyValue
 	bindKV  jetstream.KeyValue
 	mgr     *tasks.Manager
+	conf    confinement
 	out     *outbox
 	ready   chan struct{}
 	closing atomic.Bool // Run is shutting down: ends are told by events
@@ -158,6 +171,13 @@ func New(cfg Config) (*Worker, error) {
 	if cfg.Source == "" {
 		cfg.Source = "jetway/jobs/" + cfg.WorkerID
 	}
+	cfg.Limits.Tree = treeLimits(cfg.Limits.Tree)
+	for _, kv := range cfg.Env {
+		name, _, _ := strings.Cut(kv, "=")
+		if err := ForbiddenJobEnv(name); err != nil {
+			return nil, err
+		}
+	}
 	js, err := bus.JetStream(cfg.NC)
 	if err != nil {
 		return nil, fmt.Errorf("jobs: %w", err)
@@ -191,6 +211,22 @@ func (w *Worker) Run(ctx context.Context) error {
 	if err := os.MkdirAll(w.cfg.Root, 0o755); err != nil {
 		return fmt.Errorf("jobs: root: %w", err)
 	}
+	if err := setNonDumpable(); err != nil {
+		return err
+	}
+	if w.conf, err = w.detectConfinement(); err != nil {
+		return err
+	}
+	switch {
+	case w.conf.base != nil:
+		log.Info().Str("confinement", w.conf.String()).Msg("jobs: each job is confined to its workspace and temporary directory (Landlock)")
+	case w.cfg.AllowUnconfined:
+		log.Warn().Str("confinement", "none").Int("landlock_abi", w.conf.abi).
+			Msg("jobs: jobs run UNCONFINED (--allow-unconfined-jobs): each reaches every workspace and whatever else this worker's user can")
+	default:
+		log.Error().Str("confinement", "none").Int("landlock_abi", w.conf.abi).
+			Msg("jobs: this kernel cannot confine jobs (no Landlock ABI 3+); every command will be refused unless the worker is started with --allow-unconfined-jobs")
+	}
 	records, err := w.loadRecords(ctx)
 	if err != nil {
 		return err
@@ -198,6 +234,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	if n := killSurvivors(w.marker()); n > 0 {
 		log.Warn().Int("processes", n).Msg("jobs: killed processes left by this worker's previous run")
 	}
+	w.clearTmpDirs()
 
 	w.out = newOutbox(w.js, w.jobsKV, w.record, log)
 	outDone := make(chan struct{})
@@ -246,6 +283,24 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.mu.Unlock()
 	log.Info().Str("worker", w.cfg.WorkerID).Msg("jobs: worker stopped")
 	return nil
+}
+
+// treeLimits is lim with DefaultTreeLimits for its zero fields and no
+// limit for its negative ones.
+func treeLimits(lim proctree.Limits) proctree.Limits {
+	def := func(v, d int64) int64 {
+		switch {
+		case v == 0:
+			return d
+		case v < 0:
+			return 0
+		}
+		return v
+	}
+	lim.Memory = def(lim.Memory, DefaultTreeLimits.Memory)
+	lim.Processes = int(def(int64(lim.Processes), int64(DefaultTreeLimits.Processes)))
+	lim.CPUTime = time.Duration(def(int64(lim.CPUTime), int64(DefaultTreeLimits.CPUTime)))
+	return lim
 }
 
 // sessionKey is the manager's session id for tenant/session.

@@ -198,8 +198,17 @@ var ErrClosed = errors.New("proctree: host closed")
 // Start starts cmd as the root of a new contained tree. cmd must not have
 // been started; Start sets its SysProcAttr (own process group, parent-death
 // signal, cgroup) and adds the marker to its environment, and, when limits
-// need it, runs it through the shim.
+// need it, runs it through the shim. A cmd without an Env gets MinimalEnv,
+// not this process's environment, which may hold credentials.
 func (h *Host) Start(cmd *exec.Cmd, lim Limits) (*Tree, error) {
+	return h.StartConfined(cmd, lim, nil)
+}
+
+// StartConfined is Start with the tree confined to c (see Confinement);
+// a nil c confines nothing. A confined tree always starts through the
+// shim, which confines itself and then execs the command; one that cannot
+// be confined does not run (the shim exits 127 saying why).
+func (h *Host) StartConfined(cmd *exec.Cmd, lim Limits, c *Confinement) (*Tree, error) {
 	if cmd.Err != nil {
 		return nil, fmt.Errorf("proctree: start %s: %w", cmd.Path, cmd.Err)
 	}
@@ -308,8 +317,9 @@ func (h *Host) Start(cmd *exec.Cmd, lim Limits) (*Tree, error) {
 
 	env := cmd.Env
 	if env == nil {
-		env = os.Environ()
+		env = MinimalEnv()
 	}
+	shim.Confine = c
 	env = append(env[:len(env):len(env)], MarkerEnv+"="+t.token)
 	cmd.Env = env
 	if shim.needed() {
@@ -368,6 +378,24 @@ func (h *Host) Start(cmd *exec.Cmd, lim Limits) (*Tree, error) {
 		go t.watchDescendants()
 	}
 	return t, nil
+}
+
+// MinimalEnv is the environment of a command started without one: PATH,
+// and the locale and time zone variables when set. Nothing else of this
+// process's environment is passed on.
+func MinimalEnv() []string {
+	path := os.Getenv("PATH")
+	if path == "" {
+		path = "/usr/local/bin:/usr/bin:/bin"
+	}
+	env := []string{"PATH=" + path}
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		if name == "LANG" || name == "TZ" || strings.HasPrefix(name, "LC_") {
+			env = append(env, kv)
+		}
+	}
+	return env
 }
 
 // Close kills every tree still alive, then removes the host's cgroups.

@@ -14,6 +14,9 @@ import (
 
 func TestMain(m *testing.M) {
 	RunShimIfRequested()
+	if dir := os.Getenv(confinedHelperEnv); dir != "" {
+		os.Exit(runConfinedHelper(dir))
+	}
 	os.Exit(m.Run())
 }
 
