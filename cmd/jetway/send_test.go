@@ -148,6 +148,8 @@ func TestSteer_sessions_jobs_and_stop_talk_to_their_endpoints(t *testing.T) {
 		{[]string{"stop", "--session", "s1", "--reason", "incident"}, `POST /v1/stop?session=s1 {"reason":"incident"}`, "Ground Stop is ON (default/s1): incident — set by default"},
 		{[]string{"stop", "--session", "s1", "--off"}, `DELETE /v1/stop?session=s1`, "Ground Stop is off (default/s1)"},
 		{[]string{"stop", "--status", "--json"}, `GET /v1/stop`, `"ground_stop": false`},
+		{[]string{"stop", "--global", "--reason", "incident"}, `POST /v1/stop?scope=global {"reason":"incident"}`, "Ground Stop is ON"},
+		{[]string{"stop", "--tenant", "acme", "--status"}, `GET /v1/stop?tenant=acme`, "Ground Stop is off"},
 	} {
 		args := append(tc.args, "--url", url, "--token", fakeToken)
 		out, err := runCLI(t, args...)

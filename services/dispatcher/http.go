@@ -381,18 +381,19 @@ func (d *Dispatcher) handleStop(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, err)
 		return
 	}
-	session := r.URL.Query().Get("session")
+	q := r.URL.Query()
+	t := StopTarget{Scope: q.Get("scope"), Tenant: q.Get("tenant"), Session: q.Get("session")}
 	var st StopState
 	switch r.Method {
 	case http.MethodPost:
 		var req StopRequest
 		if err = d.decodeJSON(w, r, &req, true); err == nil {
-			st, err = d.SetStop(r.Context(), p, session, req)
+			st, err = d.SetStop(r.Context(), p, t, req)
 		}
 	case http.MethodDelete:
-		st, err = d.ClearStop(r.Context(), p, session)
+		st, err = d.ClearStop(r.Context(), p, t)
 	default:
-		st, err = d.Stop(r.Context(), p, session)
+		st, err = d.Stop(r.Context(), p, t)
 	}
 	if err != nil {
 		d.fail(w, r, err)
