@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/cloudevents/sdk-go/v2/event"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -233,7 +234,18 @@ func (d *Dispatcher) publish(ctx context.Context, p auth.Principal, session stri
 	if err != nil {
 		return Accepted{}, err
 	}
+	// A message over the server's max_payload can never be stored, however
+	// often it is retried: that is the caller's body being too large (413),
+	// not the store being down (503). --max-body may well be set above it.
+	if limit := d.nc.MaxPayload(); limit > 0 && int64(msgSize(msg)) > limit {
+		return Accepted{}, problemf(http.StatusRequestEntityTooLarge, "too-large", "Event too large for the bus",
+			"the event takes %d bytes on the bus; the NATS server carries at most %d (its max_payload)", msgSize(msg), limit)
+	}
 	ack, err := d.js.PublishMsg(ctx, msg)
+	if errors.Is(err, nats.ErrMaxPayload) {
+		return Accepted{}, problemf(http.StatusRequestEntityTooLarge, "too-large", "Event too large for the bus",
+			"publish to %s: %v (the NATS server carries at most %d bytes)", subject, err, d.nc.MaxPayload())
+	}
 	if err != nil {
 		span.SetStatus(codes.Error, "publish failed")
 		return Accepted{}, problemf(http.StatusServiceUnavailable, "unavailable", "Event store unavailable",
@@ -578,6 +590,21 @@ func (d *Dispatcher) scan(ctx context.Context, bucket, filter string) ([]jetstre
 			return nil, unavailable("list "+bucket, ctx.Err())
 		}
 	}
+}
+
+// msgSize is what a message takes against the server's max_payload: its
+// data and its headers as sent.
+func msgSize(m *nats.Msg) int {
+	n := len(m.Data)
+	for k, vs := range m.Header {
+		for _, v := range vs {
+			n += len(k) + len(v) + 4 // "k: v\r\n"
+		}
+	}
+	if len(m.Header) > 0 {
+		n += len("NATS/1.0\r\n\r\n")
+	}
+	return n
 }
 
 func unavailable(what string, err error) *Problem {

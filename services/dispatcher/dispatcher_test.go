@@ -819,3 +819,47 @@ func TestServe_runs_HTTP_and_NATS_until_the_context_ends(t *testing.T) {
 		t.Fatal("Serve did not return after cancel")
 	}
 }
+
+func TestA_body_under_max_body_but_over_the_bus_max_payload_is_413_and_the_dispatcher_goes_on(t *testing.T) {
+	f := newFixture(t, func(c *Config) { c.MaxBodyBytes = 4 << 20 })
+	limit := f.nc.MaxPayload()
+	big := InputRequest{Text: strings.Repeat("x", int(limit)-100)}
+	p := problemOf(t, f.do("POST", "/v1/sessions/s1/input", tokUser, big), http.StatusRequestEntityTooLarge)
+	if !strings.Contains(p.Detail, strconv.FormatInt(limit, 10)) || !strings.Contains(p.Detail, "max_payload") {
+		t.Fatalf("detail %q does not name the bus limit %d", p.Detail, limit)
+	}
+	ce := fmt.Sprintf(`{"specversion":"1.0","id":"big","source":"s","type":"com.example.x","subject":"default/s1","data":"%s"}`,
+		strings.Repeat("y", int(limit)))
+	problemOf(t, f.do("POST", "/v1/events", tokUser, ce, "Content-Type", "application/cloudevents+json"), http.StatusRequestEntityTooLarge)
+	// The refusal happened before the bus: the connection still works.
+	decode[Accepted](t, f.do("POST", "/v1/sessions/s1/input", tokUser, InputRequest{Text: "small"}), http.StatusAccepted)
+}
+
+func TestAn_impossible_Last_Event_ID_is_400_not_503(t *testing.T) {
+	f := newFixture(t)
+	for _, id := range []string{"18446744073709551615", "18446744073709551616", "-1", "+5"} {
+		p := problemOf(t, f.do("GET", "/v1/sessions/s1/stream", tokUser, nil, "Last-Event-ID", id), http.StatusBadRequest)
+		if !strings.Contains(p.Detail, "Last-Event-ID") {
+			t.Errorf("Last-Event-ID %q: detail %q", id, p.Detail)
+		}
+	}
+	problemOf(t, f.do("GET", "/v1/sessions/s1/stream?last_event_id=18446744073709551615", tokUser, nil), http.StatusBadRequest)
+}
+
+func TestA_structured_CloudEvent_over_HTTP_with_data_and_data_base64_is_400(t *testing.T) {
+	f := newFixture(t)
+	both := `{"specversion":"1.0","id":"both","source":"s","type":"com.example.x","subject":"default/s1","data":{"a":1},"data_base64":"eyJiIjoyfQ=="}`
+	p := problemOf(t, f.do("POST", "/v1/events", tokUser, both, "Content-Type", "application/cloudevents+json"), http.StatusBadRequest)
+	if !strings.Contains(p.Detail, "data_base64") {
+		t.Fatalf("detail %q does not name data_base64", p.Detail)
+	}
+	p = problemOf(t, f.do("POST", "/v1/events", tokUser, "["+both+"]", "Content-Type", "application/cloudevents-batch+json"), http.StatusBadRequest)
+	if !strings.Contains(p.Detail, "event 1 of the batch") {
+		t.Fatalf("batch detail %q", p.Detail)
+	}
+	// Either one alone is still accepted.
+	one := `{"specversion":"1.0","id":"one","source":"s","type":"com.example.x","subject":"default/s1","data":{"a":1}}`
+	decode[Accepted](t, f.do("POST", "/v1/events", tokUser, one, "Content-Type", "application/cloudevents+json"), http.StatusAccepted)
+	one = `{"specversion":"1.0","id":"two","source":"s","type":"com.example.x","subject":"default/s1","data_base64":"eyJiIjoyfQ=="}`
+	decode[Accepted](t, f.do("POST", "/v1/events", tokUser, one, "Content-Type", "application/cloudevents+json"), http.StatusAccepted)
+}

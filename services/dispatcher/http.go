@@ -298,6 +298,15 @@ const maxBatch = 100
 func readCloudEvents(h http.Header, body []byte) ([]event.Event, bool, error) {
 	msg := cehttp.NewMessage(h, io.NopCloser(bytes.NewReader(body)))
 	defer msg.Finish(nil)
+	switch msg.ReadEncoding() {
+	case binding.EncodingStructured, binding.EncodingBatch:
+		// The SDK keeps one of data and data_base64 and silently drops the
+		// other; the NATS API refuses the pair, and so must this door, or
+		// the same event would mean different things by the way it came.
+		if err := refuseDataPair(body, msg.ReadEncoding() == binding.EncodingBatch); err != nil {
+			return nil, msg.ReadEncoding() == binding.EncodingBatch, err
+		}
+	}
 	if msg.ReadEncoding() == binding.EncodingBatch {
 		evs, err := cehttp.NewEventsFromHTTPRequest(&http.Request{Header: h, Body: io.NopCloser(bytes.NewReader(body))})
 		if err != nil {
@@ -321,6 +330,40 @@ func readCloudEvents(h http.Header, body []byte) ([]event.Event, bool, error) {
 		return nil, false, problemf(http.StatusBadRequest, "invalid-event", "Invalid CloudEvent", "%v", err)
 	}
 	return []event.Event{*e}, false, nil
+}
+
+// refuseDataPair answers 400 when a structured event (or any event of a
+// batch) carries both data and data_base64. Bodies that are not JSON are
+// left for the SDK to refuse with its own words.
+func refuseDataPair(body []byte, batch bool) error {
+	var objs []map[string]json.RawMessage
+	if batch {
+		if json.Unmarshal(body, &objs) != nil {
+			return nil
+		}
+	} else {
+		var one map[string]json.RawMessage
+		if json.Unmarshal(body, &one) != nil {
+			return nil
+		}
+		objs = append(objs, one)
+	}
+	isSet := func(raw json.RawMessage, ok bool) bool {
+		return ok && !bytes.Equal(bytes.TrimSpace(raw), []byte("null"))
+	}
+	for i, o := range objs {
+		d, hasData := o["data"]
+		b, hasB64 := o["data_base64"]
+		if isSet(d, hasData) && isSet(b, hasB64) {
+			where := "the event"
+			if batch {
+				where = "event " + strconv.Itoa(i+1) + " of the batch"
+			}
+			return problemf(http.StatusBadRequest, "invalid-event", "Invalid CloudEvent",
+				"%s has both data and data_base64; send one (data_base64 for binary data)", where)
+		}
+	}
+	return nil
 }
 
 // SessionList is the answer of GET /v1/sessions.
