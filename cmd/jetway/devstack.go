@@ -53,6 +53,8 @@ type devEnv struct {
 	NATSURL    string
 	HTTPURL    string // the --http server's root, e.g. http://127.0.0.1:8080
 	Partitions int
+	// WebhookAllowHosts are the notifier's --webhook-allow-host.
+	WebhookAllowHosts []string
 
 	ready *readiness
 }
@@ -69,9 +71,12 @@ type devConfig struct {
 	NATSAddr   string // host:port for clients; port 0 picks a free one
 	HTTPAddr   string // host:port for /healthz, /readyz, /metrics; port 0 picks a free one
 	Partitions int
-	Out        io.Writer // progress lines for the person running it
-	Log        zerolog.Logger
-	Components []devComponent
+	// WebhookAllowHosts lets webhooks reach these hosts although they
+	// resolve to loopback or private addresses (a receiver on this machine).
+	WebhookAllowHosts []string
+	Out               io.Writer // progress lines for the person running it
+	Log               zerolog.Logger
+	Components        []devComponent
 	// Notes, if set, gives lines printed with the ready line — which model
 	// answers, which tools runs get, how to attach — so the person running
 	// it sees at once what they are talking to.
@@ -187,7 +192,7 @@ func runDev(ctx context.Context, cfg devConfig) error {
 	env := &devEnv{
 		NC: nc, JS: js, Log: cfg.Log, Metrics: reg, Mux: mux,
 		DataDir: cfg.DataDir, NATSURL: url, HTTPURL: "http://" + ln.Addr().String(),
-		Partitions: partitions, ready: ready,
+		Partitions: partitions, ready: ready, WebhookAllowHosts: cfg.WebhookAllowHosts,
 	}
 	compCtx, stopComponents := context.WithCancel(ctx)
 	defer stopComponents()
