@@ -96,6 +96,12 @@ func runDev(ctx context.Context, cfg devConfig) error {
 	if err != nil {
 		return fmt.Errorf("--nats: %w", err)
 	}
+	if err := devNATSAddrAllowed(host); err != nil {
+		return err
+	}
+	if warn := devHTTPAddrNote(cfg.HTTPAddr); warn != "" {
+		say("%s", warn)
+	}
 	storeDir := filepath.Join(cfg.DataDir, "nats")
 	if err := os.MkdirAll(storeDir, 0o755); err != nil {
 		return fmt.Errorf("create data dir: %w", err)
@@ -255,6 +261,60 @@ func runDev(ctx context.Context, cfg devConfig) error {
 	case err := <-httpDone:
 		return fmt.Errorf("http server: %w", err)
 	}
+}
+
+// devNATSAddrAllowed refuses to serve the dev bus beyond this machine. The
+// embedded nats-server has no users and no permissions: whoever reaches it
+// is every service at once — may publish job events, read every tenant's
+// run output, purge streams and flip Ground Stop in the control bucket. On
+// loopback that is the person at the keyboard; on a network address it is
+// anyone on the network. A bus for other machines is the production setup
+// (deploy/nats: a user per service and tenant), not a dev flag.
+func devNATSAddrAllowed(host string) error {
+	if isLoopbackHost(host) {
+		return nil
+	}
+	shown := host
+	if shown == "" {
+		shown = "every interface"
+	}
+	return fmt.Errorf("--nats %s: jetway dev serves NATS without auth (one open bus: any client may act as every "+
+		"service and read or forge every tenant's events), so it listens on loopback only — use 127.0.0.1:PORT; "+
+		"to share a bus between machines run nats-server with deploy/nats (docs/OPERATIONS.md)", shown)
+}
+
+// devHTTPAddrNote is the warning printed when the dev HTTP server listens
+// beyond loopback. It is allowed — every API route needs a bearer token — but
+// the tokens then cross the network in clear, and /metrics is open.
+func devHTTPAddrNote(addr string) string {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil || isLoopbackHost(host) {
+		return ""
+	}
+	return "warning: --http " + addr + " is reachable beyond this machine: API calls still need a bearer token, " +
+		"but plain HTTP carries it in clear and /metrics answers anyone; put TLS in front or keep it on 127.0.0.1"
+}
+
+// isLoopbackHost reports whether host (an IP literal or name) means only
+// this machine: a loopback IP, or a name all of whose addresses are loopback.
+// "" and 0.0.0.0 / :: mean every interface.
+func isLoopbackHost(host string) bool {
+	if host == "" {
+		return false
+	}
+	if ip := net.ParseIP(host); ip != nil {
+		return ip.IsLoopback()
+	}
+	ips, err := net.LookupIP(host)
+	if err != nil || len(ips) == 0 {
+		return false
+	}
+	for _, ip := range ips {
+		if !ip.IsLoopback() {
+			return false
+		}
+	}
+	return true
 }
 
 func splitHostPort(addr string) (string, int, error) {
