@@ -61,7 +61,7 @@ With no token configured it refuses to start: there is no open mode.`,
 					log.Warn().Err(err).Msg("tracing shutdown")
 				}
 			}()
-			nc, err := bus.Connect(ctx, nf.config("jetway-dispatcher"))
+			nc, err := bus.Connect(ctx, nf.config("dispatcher", "jetway-dispatcher"))
 			if err != nil {
 				return err
 			}

@@ -65,7 +65,7 @@ allowed by name with --webhook-allow-host.`,
 					return err
 				}
 			}
-			nc, err := bus.Connect(ctx, nf.config("jetway-notifier"))
+			nc, err := bus.Connect(ctx, nf.config("notifier", "jetway-notifier"))
 			if err != nil {
 				return err
 			}
