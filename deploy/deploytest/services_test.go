@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -39,6 +40,24 @@ func TestServices_work_under_their_own_users(t *testing.T) {
 	d.provision()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
+
+	// A compromised jobs worker listens for every reply it may while the
+	// services work: other services' inboxes are refused outright, so it
+	// captures nothing meant for them.
+	spy := d.connect("jobs")
+	var foreign atomic.Int64
+	foreignInboxes := []string{"_INBOX.>", "_INBOX_runner.>", "_INBOX_dispatcher.>", "_INBOX_notifier.>"}
+	for _, subj := range foreignInboxes {
+		if _, err := spy.Subscribe(subj, func(*nats.Msg) { foreign.Add(1) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := spy.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	for _, subj := range foreignInboxes {
+		spy.waitViolation(t, subj)
+	}
 
 	// The tenant watches its headlines the way a terminal would.
 	acme := d.connect("tenant-acme", nats.CustomInboxPrefix("_INBOX_acme"))
@@ -285,6 +304,20 @@ func TestServices_work_under_their_own_users(t *testing.T) {
 	// Nothing any service did in the background was refused either.
 	for _, c := range []*client{rconn, jconn, nconn, disp} {
 		c.noViolation(t)
+	}
+
+	// Replies flowed (each service's own inbox got them) and the spy got
+	// none of them.
+	for name, c := range map[string]*client{"runner": rconn, "dispatcher": disp, "notifier": nconn} {
+		if c.Stats().InMsgs == 0 {
+			t.Errorf("the %s connection received nothing: the eavesdropping check proves nothing", name)
+		}
+	}
+	if err := spy.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if n := foreign.Load(); n != 0 {
+		t.Fatalf("the jobs user captured %d messages from other services' inboxes", n)
 	}
 }
 
