@@ -265,7 +265,7 @@ func startDev(t *testing.T, o devOptions) *devStack {
 			return err
 		}
 		for _, g := range f.Tokens {
-			if g.Tenant == auth.DefaultTenant && !g.Admin && d.User == "" {
+			if g.Tenant == auth.DefaultTenant && !g.IsAdmin() && d.User == "" {
 				d.User = g.Token
 			}
 		}
