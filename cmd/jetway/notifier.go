@@ -151,6 +151,9 @@ func runDevNotifier(ctx context.Context, env *devEnv) error {
 	} else {
 		env.Mux.Handle("GET /v1/notifier/deadletters", n.DeadLettersHandler(func(r *http.Request) (string, error) {
 			p, err := store.Authenticate(auth.BearerToken(r.Header.Get("Authorization")))
+			if err == nil && p.Tenant == "" {
+				err = errors.New("this token belongs to no tenant")
+			}
 			return p.Tenant, err
 		}))
 	}

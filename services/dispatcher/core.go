@@ -67,6 +67,17 @@ func (d *Dispatcher) authenticate(token string) (auth.Principal, error) {
 	return p, nil
 }
 
+// needsTenant refuses a principal of no tenant (an operator token given
+// without one) everything but Ground Stop: every other operation is keyed by
+// the caller's tenant, and an empty one must never become a key prefix that
+// matches every tenant's records.
+func needsTenant(p auth.Principal) error {
+	if p.Tenant == "" {
+		return fmt.Errorf("%w: this operator token belongs to no tenant; it may only use Ground Stop (give it a tenant to act for one)", auth.ErrForbidden)
+	}
+	return nil
+}
+
 // allow applies the tenant's token bucket. A refused request reserves
 // nothing, and its problem says when to come back.
 func (d *Dispatcher) allow(tenant string) error {

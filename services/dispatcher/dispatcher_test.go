@@ -863,3 +863,20 @@ func TestA_structured_CloudEvent_over_HTTP_with_data_and_data_base64_is_400(t *t
 	one = `{"specversion":"1.0","id":"two","source":"s","type":"com.example.x","subject":"default/s1","data_base64":"eyJiIjoyfQ=="}`
 	decode[Accepted](t, f.do("POST", "/v1/events", tokUser, one, "Content-Type", "application/cloudevents+json"), http.StatusAccepted)
 }
+
+func TestAn_operator_token_of_no_tenant_may_use_Ground_Stop_only(t *testing.T) {
+	f := newFixture(t)
+	startNATSAPI(t, f)
+	for _, path := range []string{"/v1/sessions", "/v1/sessions/s1", "/v1/sessions/s1/jobs", "/v1/sessions/s1/stream"} {
+		p := problemOf(t, f.do("GET", path, tokOperator, nil), http.StatusForbidden)
+		if !strings.Contains(p.Detail, "no tenant") {
+			t.Errorf("GET %s: detail %q", path, p.Detail)
+		}
+	}
+	problemOf(t, f.do("POST", "/v1/sessions/s1/input", tokOperator, InputRequest{Text: "x"}), http.StatusForbidden)
+	resp := natsRequest(t, f, SubjectSessions, tokOperator, ``)
+	if code := resp.Header.Get("Nats-Service-Error-Code"); code != "403" {
+		t.Fatalf("NATS sessions as an operator of no tenant: code %q (%s)", code, resp.Data)
+	}
+	decode[StopState](t, f.do("GET", "/v1/stop", tokOperator, nil), http.StatusOK)
+}

@@ -175,7 +175,11 @@ func (d *Dispatcher) fail(w http.ResponseWriter, r *http.Request, err error) {
 // principal authenticates the request's bearer token and applies the rate
 // limit.
 func (d *Dispatcher) principal(r *http.Request) (auth.Principal, error) {
-	return d.authenticate(auth.BearerToken(r.Header.Get("Authorization")))
+	p, err := d.authenticate(auth.BearerToken(r.Header.Get("Authorization")))
+	if err == nil && r.URL.Path != "/v1/stop" {
+		err = needsTenant(p)
+	}
+	return p, err
 }
 
 // readBody reads the whole body under the size limit.

@@ -141,6 +141,9 @@ func (d *Dispatcher) natsHandler(name string, fn func(context.Context, auth.Prin
 		token := auth.BearerToken(natsHeaderCarrier(req.Headers()).Get("Authorization"))
 		var res any
 		p, err := d.authenticate(token)
+		if err == nil && name != "stop" {
+			err = needsTenant(p)
+		}
 		if err == nil && int64(len(req.Data())) > d.cfg.MaxBodyBytes {
 			err = problemf(http.StatusRequestEntityTooLarge, "too-large", "Request body too large",
 				"the body is over the %d byte limit", d.cfg.MaxBodyBytes)
