@@ -345,6 +345,50 @@ func TestEnsureDevTokens_adds_an_operator_token_to_a_file_from_before_roles(t *t
 	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("rewritten file: %v, %v; want mode 0600", fi, err)
 	}
+	// "tokens" still reads as before: one user, one admin.
+	f, err := ReadFile(path)
+	if err != nil || len(f.Tokens) != 2 || len(f.Operators) != 1 {
+		t.Fatalf("file after the upgrade: %+v, %v", f, err)
+	}
+}
+
+func TestDev_tokens_file_keeps_one_user_and_one_admin_in_tokens_for_scripts(t *testing.T) {
+	dt, err := EnsureDevTokens(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := ReadFile(dt.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var users, admins int
+	for _, g := range f.Tokens {
+		if g.Admin { // what `jq '.tokens[] | select(.admin)'` picks
+			admins++
+		} else {
+			users++
+		}
+	}
+	if users != 1 || admins != 1 || len(f.Operators) != 1 || f.Operators[0].Token != dt.Operator.Token {
+		t.Fatalf("tokens.json = %+v: want one user and one admin in tokens, the operator in operators", f)
+	}
+	s, err := Load(Sources{File: dt.Path, Getenv: env(nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, err := s.Authenticate(dt.Operator.Token); err != nil || !p.Operator {
+		t.Fatalf("operator from the operators list: %+v, %v", p, err)
+	}
+}
+
+func TestReadFile_refuses_an_operators_entry_with_another_role(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tokens.json")
+	if err := os.WriteFile(path, []byte(`{"tokens":[],"operators":[{"token":"x","role":"admin"}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadFile(path); err == nil || !strings.Contains(err.Error(), "operators[0]") {
+		t.Fatalf("got %v, want an error naming operators[0]", err)
+	}
 }
 
 func TestRoles_only_an_operator_may_operate_and_admin_true_still_means_tenant_admin(t *testing.T) {

@@ -20,9 +20,38 @@ import (
 //	  {"token":"...","tenant":"acme","event_types":["com.github.*"]},
 //	  {"token":"...","tenant":"acme","role":"admin"},
 //	  {"token":"...","role":"operator"}
-//	]}
+//	],
+//	 "operators":[{"token":"..."}]}
+//
+// An operator token may sit in "tokens" with role "operator" or in
+// "operators" (role implied). `jetway dev` writes its operator under
+// "operators", so scripts that pick a dev token with
+// `.tokens[] | select(.admin)` or `select(.admin | not)` still get exactly one.
 type File struct {
-	Tokens []Grant `json:"tokens"`
+	Tokens    []Grant `json:"tokens"`
+	Operators []Grant `json:"operators,omitempty"`
+}
+
+// Grants are all of the file's grants, operators with their role set.
+func (f File) Grants() []Grant {
+	out := append([]Grant(nil), f.Tokens...)
+	for _, g := range f.Operators {
+		if g.Role == "" {
+			g.Role = RoleOperator
+		}
+		out = append(out, g)
+	}
+	return out
+}
+
+// validate refuses an "operators" entry with another role.
+func (f File) validate() error {
+	for i, g := range f.Operators {
+		if (g.Role != "" && g.Role != RoleOperator) || g.Admin {
+			return fmt.Errorf("operators[%d]: an operator entry may not have role %q or admin", i, g.Role)
+		}
+	}
+	return nil
 }
 
 // Environment variables read by FromEnv.
@@ -65,6 +94,9 @@ func ReadFile(path string) (File, error) {
 	dec.DisallowUnknownFields()
 	var f File
 	if err := dec.Decode(&f); err != nil {
+		return File{}, fmt.Errorf("auth: tokens file %s: %w", path, err)
+	}
+	if err := f.validate(); err != nil {
 		return File{}, fmt.Errorf("auth: tokens file %s: %w", path, err)
 	}
 	return f, nil
@@ -125,7 +157,7 @@ func Load(src Sources) (*Store, error) {
 		if err != nil {
 			return nil, err
 		}
-		grants = append(grants, f.Tokens...)
+		grants = append(grants, f.Grants()...)
 	}
 	env, err := FromEnv(src.Getenv)
 	if err != nil {
@@ -144,8 +176,8 @@ type DevTokens struct {
 
 // EnsureDevTokens makes sure <dataDir>/tokens.json exists, creating it
 // (mode 0600) on first start with three random tokens for tenant "default":
-// a user, a tenant admin and an operator (the only one that flips the global
-// Ground Stop), and returns what it holds. A file written before roles
+// a user and a tenant admin in "tokens", and an operator (the only one that
+// flips the global Ground Stop) in "operators"; and returns what it holds. A file written before roles
 // existed gets its operator token added, so an old data directory can still
 // stop everything. Concurrent first starts agree on one file: it is written
 // aside and linked into place, which fails if another got there first.
@@ -162,16 +194,16 @@ func EnsureDevTokens(dataDir string) (DevTokens, error) {
 	if err != nil {
 		return DevTokens{}, err
 	}
-	if !slices.ContainsFunc(f.Tokens, Grant.IsOperator) {
+	if !slices.ContainsFunc(f.Grants(), Grant.IsOperator) {
 		if f, err = addDevOperator(dataDir, path, f); err != nil {
 			return DevTokens{}, err
 		}
 	}
-	if _, err := New(f.Tokens...); err != nil {
+	if _, err := New(f.Grants()...); err != nil {
 		return DevTokens{}, fmt.Errorf("auth: dev tokens %s: %w", path, err)
 	}
 	dt := DevTokens{Path: path}
-	for _, g := range f.Tokens {
+	for _, g := range f.Grants() {
 		switch {
 		case g.IsOperator():
 			if dt.Operator.Token == "" {
@@ -198,7 +230,7 @@ func addDevOperator(dataDir, path string, f File) (File, error) {
 	if err != nil {
 		return File{}, err
 	}
-	f.Tokens = append(f.Tokens, Grant{Token: op, Tenant: DefaultTenant, Role: RoleOperator})
+	f.Operators = append(f.Operators, Grant{Token: op, Tenant: DefaultTenant})
 	tmp, err := writeAside(dataDir, f)
 	if err != nil {
 		return File{}, err
@@ -222,11 +254,16 @@ func createDevTokens(dataDir, path string) error {
 		}
 		toks[i] = t
 	}
-	tmp, err := writeAside(dataDir, File{Tokens: []Grant{
-		{Token: toks[0], Tenant: DefaultTenant},
-		{Token: toks[1], Tenant: DefaultTenant, Role: RoleAdmin},
-		{Token: toks[2], Tenant: DefaultTenant, Role: RoleOperator},
-	}})
+	// The tenant admin keeps the "admin": true spelling and the operator
+	// goes under "operators", so "tokens" reads as it always did: one user,
+	// one admin.
+	tmp, err := writeAside(dataDir, File{
+		Tokens: []Grant{
+			{Token: toks[0], Tenant: DefaultTenant},
+			{Token: toks[1], Tenant: DefaultTenant, Admin: true},
+		},
+		Operators: []Grant{{Token: toks[2], Tenant: DefaultTenant}},
+	})
 	if err != nil {
 		return err
 	}

@@ -96,7 +96,7 @@ func tokenFromFile(path string, want int) (string, error) {
 		return "", fmt.Errorf("read token: %w", err)
 	}
 	pick := func(ok func(auth.Grant) bool) string {
-		for _, g := range f.Tokens {
+		for _, g := range f.Grants() {
 			if g.Token != "" && ok(g) {
 				return g.Token
 			}
