@@ -77,6 +77,11 @@ func printStop(w io.Writer, st client.StopState) error {
 			return err
 		}
 	}
+	if st.TenantStop != nil && *st.TenantStop {
+		if _, err := fmt.Fprintln(w, "  the tenant's Ground Stop is ON too (jetway stop --status shows why)"); err != nil {
+			return err
+		}
+	}
 	for _, s := range st.Sessions {
 		if _, err := fmt.Fprintln(w, "  "+stopLine(s)); err != nil {
 			return err

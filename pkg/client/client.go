@@ -103,6 +103,9 @@ type StopState struct {
 	// GlobalStop (in a tenant's or session's read) says whether the global
 	// switch is on too; only operators see its reason.
 	GlobalStop *bool `json:"global_stop,omitempty"`
+	// TenantStop (in a session's read) says whether its tenant's switch is
+	// on too.
+	TenantStop *bool `json:"tenant_stop,omitempty"`
 	// Sessions are the tenant's session switches that are on.
 	Sessions []StopState `json:"sessions,omitempty"`
 }

@@ -379,6 +379,9 @@ type StopState struct {
 	// global switch is on as well. Who set it and why are an operator's to
 	// read: they may name another tenant or an incident.
 	GlobalStop *bool `json:"global_stop,omitempty"`
+	// TenantStop, in an answer about a session, says whether its tenant's
+	// switch is on as well: the session does not run either way.
+	TenantStop *bool `json:"tenant_stop,omitempty"`
 	// Sessions lists the tenant's session switches that are on (in a read
 	// of a tenant's switch only).
 	Sessions []StopState `json:"sessions,omitempty"`
@@ -527,6 +530,11 @@ func (d *Dispatcher) Stop(ctx context.Context, p auth.Principal, t StopTarget) (
 	}
 	st.GlobalStop = &global
 	if session != "" {
+		_, tenantOn, err := groundstop.Get(ctx, kv, tenant, "")
+		if err != nil {
+			return StopState{}, unavailable("read Ground Stop", err)
+		}
+		st.TenantStop = &tenantOn
 		return st, nil
 	}
 	sws, err := groundstop.Sessions(ctx, kv, tenant)

@@ -492,6 +492,10 @@ func TestGround_Stop_on_and_off_globally_per_tenant_and_per_session(t *testing.T
 	if _, on, _ := groundstop.Active(ctx, kv, "default", "s9"); !on {
 		t.Fatal("tenant switch does not stop the tenant's sessions")
 	}
+	if got := decode[StopState](t, f.do("GET", "/v1/stop?session=s9", tokUser, nil), http.StatusOK); got.GroundStop ||
+		got.TenantStop == nil || !*got.TenantStop {
+		t.Fatalf("a session's read under its tenant's stop: %+v, want tenant_stop true", got)
+	}
 	decode[StopState](t, f.do("DELETE", "/v1/stop", tokAdmin, nil), http.StatusOK)
 	if _, on, _ := groundstop.Active(ctx, kv, "default", "s9"); on {
 		t.Fatal("tenant switch still on after DELETE")
