@@ -7,13 +7,22 @@
 # nats/ (the rendered configuration and the JetStream stores).
 #
 # Environment: JETWAY_RUNNERS (default 2) runners to start;
-# JETWAY_HTTP (default 127.0.0.1:8080) the dispatcher's address.
+# JETWAY_HTTP (default 127.0.0.1:8080) the dispatcher's address;
+# JETWAY_SECRETS (default deploy/secrets) where `make certs` wrote.
+#
+# Secrets: each service gets its own NATS user's password and nothing else.
+# users.env is read into unexported shell variables, and every service
+# starts with every NATS_PASSWORD* variable removed from its environment
+# (inherited ones too), its own password only inside its NATS_URL. A
+# compromised runner thus cannot log in as the jobs user or as admin.
+# `cluster.sh service-env USER` prints exactly the environment a service of
+# USER starts with (deploy/deploytest checks it).
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 STATE=$ROOT/.cluster
-SECRETS=$ROOT/deploy/secrets
+SECRETS=${JETWAY_SECRETS:-$ROOT/deploy/secrets}
 BIN=$ROOT/bin
 RUNNERS=${JETWAY_RUNNERS:-2}
 HTTP_ADDR=${JETWAY_HTTP:-127.0.0.1:8080}
@@ -38,6 +47,33 @@ urls() {
 	printf '%s' "$out"
 }
 
+# load_passwords: users.env into shell variables, never exported.
+load_passwords() {
+	local line
+	[[ -f $SECRETS/users.env ]] || die "no secrets in $SECRETS: run make certs"
+	while IFS= read -r line || [[ -n $line ]]; do
+		[[ $line =~ ^(NATS_PASSWORD_[A-Z0-9_]+)=(.*)$ ]] || continue
+		export -n "${BASH_REMATCH[1]}" 2>/dev/null || true
+		printf -v "${BASH_REMATCH[1]}" '%s' "${BASH_REMATCH[2]}"
+	done <"$SECRETS/users.env"
+}
+
+# service_env USER CMD...: run CMD with the environment a service of NATS
+# user USER gets: the inherited one without any NATS password or user,
+# plus its own NATS_URL (its password inside) and the CA.
+service_env() {
+	local user=$1 v
+	shift
+	local url
+	url=$(urls "$user")
+	local scrub=()
+	for v in $(compgen -e); do
+		case $v in NATS_PASSWORD* | NATS_USER | NATS_URL | NATS_TOKEN | NATS_CREDS | NATS_NKEY) scrub+=(-u "$v") ;; esac
+	done
+	env "${scrub[@]}" NATS_URL="$url" NATS_CA="$SECRETS/ca.pem" SSL_CERT_FILE="$SECRETS/ca.pem" \
+		JETWAY_LOG_FORMAT=json "$@"
+}
+
 # has_command NAME: bin/jetway has the subcommand NAME.
 has_command() {
 	"$BIN/jetway" --help 2>/dev/null | awk '/^Available Commands:/{on=1;next} on&&/^$/{exit} on{print $1}' | grep -qx "$1"
@@ -54,9 +90,7 @@ start() {
 		say "$name already running (pid $(cat "$STATE/pids/$name.pid"))"
 		return
 	fi
-	NATS_URL=$(urls "$user") NATS_CA=$SECRETS/ca.pem SSL_CERT_FILE=$SECRETS/ca.pem \
-		JETWAY_LOG_FORMAT=json \
-		nohup "$BIN/jetway" "$@" >"$STATE/logs/$name.log" 2>&1 </dev/null &
+	service_env "$user" nohup "$BIN/jetway" "$@" >"$STATE/logs/$name.log" 2>&1 </dev/null &
 	echo $! >"$STATE/pids/$name.pid"
 	say "started $name (pid $!, NATS user $user): jetway $*"
 }
@@ -94,10 +128,7 @@ up() {
 	# data/) resolve there.
 	cp deploy/nats/*.conf "$STATE/nats/"
 	ln -sfn "$SECRETS" "$STATE/nats/secrets"
-	set -a
-	# shellcheck disable=SC1091
-	. "$SECRETS/users.env"
-	set +a
+	load_passwords
 
 	for i in 0 1 2; do
 		local n=${NODES[$i]}
@@ -118,17 +149,18 @@ up() {
 		say "JetStream cluster healthy"
 	fi
 
-	NATS_URL=$(urls admin) NATS_CA=$SECRETS/ca.pem \
-		"$BIN/jetway-provision" -replicas 3 >"$STATE/logs/provision.log" 2>&1 ||
+	service_env admin "$BIN/jetway-provision" -replicas 3 >"$STATE/logs/provision.log" 2>&1 ||
 		die "provisioning failed; see $STATE/logs/provision.log"
 	say "provisioned streams and buckets (R3) as admin"
 
 	if [[ ! -f $STATE/tokens.json ]]; then
-		local tok admin
+		local tok admin operator
 		tok=$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')
 		admin=$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')
+		operator=$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')
 		umask 077
-		printf '{"tokens":[{"token":"%s","tenant":"acme"},{"token":"%s","tenant":"acme","admin":true}]}\n' "$tok" "$admin" >"$STATE/tokens.json"
+		printf '{"tokens":[{"token":"%s","tenant":"acme"},{"token":"%s","tenant":"acme","role":"admin"},{"token":"%s","role":"operator"}]}\n' \
+			"$tok" "$admin" "$operator" >"$STATE/tokens.json"
 	fi
 
 	service dispatcher dispatcher dispatcher --http "$HTTP_ADDR" --tokens "$STATE/tokens.json"
@@ -198,6 +230,11 @@ status() {
 
 case ${1:-} in
 up) up ;;
+service-env)
+	[[ -n ${2:-} ]] || die "usage: $0 service-env USER"
+	load_passwords
+	service_env "$2" env
+	;;
 down) down ;;
 status) status ;;
 *) die "usage: $0 up|down|status" ;;

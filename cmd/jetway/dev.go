@@ -25,7 +25,12 @@ func newDevCmd(g *globals) *cobra.Command {
 		Long: `dev starts an embedded nats-server with JetStream (store in DIR/nats), creates
 or updates every stream, bucket and consumer, serves /healthz, /readyz and
 /metrics, and runs the services registered in this build on one connection.
-SIGINT or SIGTERM stops it cleanly.`,
+SIGINT or SIGTERM stops it cleanly.
+
+The embedded NATS has no auth (any client is every service at once), so
+--nats must be a loopback address; a bus for other machines is the
+deploy/nats setup. --http may be public (the API needs bearer tokens) but
+is warned about: plain HTTP carries the tokens in clear.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log, err := g.logger("dev")
@@ -61,8 +66,10 @@ SIGINT or SIGTERM stops it cleanly.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&cfg.DataDir, "data", "./.jetway", "data directory (the NATS store lives in DIR/nats)")
-	f.StringVar(&cfg.NATSAddr, "nats", "127.0.0.1:4222", "host:port for NATS clients (port 0: any free port)")
+	f.StringVar(&cfg.NATSAddr, "nats", "127.0.0.1:4222", "host:port for NATS clients, loopback only: the dev bus has no auth (port 0: any free port)")
 	f.StringVar(&cfg.HTTPAddr, "http", "127.0.0.1:8080", "host:port for /healthz, /readyz and /metrics (port 0: any free port)")
+	f.StringSliceVar(&cfg.WebhookAllowHosts, "webhook-allow-host", nil,
+		"webhook host allowed to resolve to a loopback or private address, e.g. 127.0.0.1 for a receiver on this machine (repeatable)")
 	f.IntVar(&cfg.Partitions, "partitions", 0, "work partitions (0: keep the stored count, or 16 on first start)")
 	for _, add := range devFlags {
 		add(cmd)

@@ -127,3 +127,36 @@ func TestChat_command_names_only_the_flags_that_differ_from_the_defaults(t *test
 		}
 	}
 }
+
+func TestDev_refuses_a_non_loopback_NATS_address_and_says_why(t *testing.T) {
+	for _, addr := range []string{"0.0.0.0:0", ":0", "[::]:0"} {
+		data := filepath.Join(t.TempDir(), "data")
+		out, err := runCLI(t, "dev", "--data", data, "--nats", addr, "--http", "127.0.0.1:0")
+		if err == nil {
+			t.Fatalf("--nats %s accepted:\n%s", addr, out)
+		}
+		for _, why := range []string{"without auth", "loopback", "deploy/nats"} {
+			if !strings.Contains(err.Error(), why) {
+				t.Errorf("--nats %s: error %q does not say %q", addr, err, why)
+			}
+		}
+		// Refused before anything started: no store was made.
+		if _, serr := os.Stat(filepath.Join(data, "nats")); !os.IsNotExist(serr) {
+			t.Errorf("--nats %s: the NATS store was created before the refusal (%v)", addr, serr)
+		}
+	}
+}
+
+func TestDev_loopback_names_pass_and_a_public_HTTP_address_is_only_warned_about(t *testing.T) {
+	for _, h := range []string{"127.0.0.1", "::1", "localhost", "127.1.2.3"} {
+		if err := devNATSAddrAllowed(h); err != nil {
+			t.Errorf("%s refused: %v", h, err)
+		}
+	}
+	if note := devHTTPAddrNote("0.0.0.0:8080"); !strings.Contains(note, "bearer token") || !strings.Contains(note, "in clear") {
+		t.Errorf("note for 0.0.0.0:8080 = %q", note)
+	}
+	if note := devHTTPAddrNote("127.0.0.1:8080"); note != "" {
+		t.Errorf("loopback HTTP warned about: %q", note)
+	}
+}

@@ -53,6 +53,8 @@ type devEnv struct {
 	NATSURL    string
 	HTTPURL    string // the --http server's root, e.g. http://127.0.0.1:8080
 	Partitions int
+	// WebhookAllowHosts are the notifier's --webhook-allow-host.
+	WebhookAllowHosts []string
 
 	ready *readiness
 }
@@ -69,9 +71,12 @@ type devConfig struct {
 	NATSAddr   string // host:port for clients; port 0 picks a free one
 	HTTPAddr   string // host:port for /healthz, /readyz, /metrics; port 0 picks a free one
 	Partitions int
-	Out        io.Writer // progress lines for the person running it
-	Log        zerolog.Logger
-	Components []devComponent
+	// WebhookAllowHosts lets webhooks reach these hosts although they
+	// resolve to loopback or private addresses (a receiver on this machine).
+	WebhookAllowHosts []string
+	Out               io.Writer // progress lines for the person running it
+	Log               zerolog.Logger
+	Components        []devComponent
 	// Notes, if set, gives lines printed with the ready line — which model
 	// answers, which tools runs get, how to attach — so the person running
 	// it sees at once what they are talking to.
@@ -90,6 +95,12 @@ func runDev(ctx context.Context, cfg devConfig) error {
 	host, port, err := splitHostPort(cfg.NATSAddr)
 	if err != nil {
 		return fmt.Errorf("--nats: %w", err)
+	}
+	if err := devNATSAddrAllowed(host); err != nil {
+		return err
+	}
+	if warn := devHTTPAddrNote(cfg.HTTPAddr); warn != "" {
+		say("%s", warn)
 	}
 	storeDir := filepath.Join(cfg.DataDir, "nats")
 	if err := os.MkdirAll(storeDir, 0o755); err != nil {
@@ -187,7 +198,7 @@ func runDev(ctx context.Context, cfg devConfig) error {
 	env := &devEnv{
 		NC: nc, JS: js, Log: cfg.Log, Metrics: reg, Mux: mux,
 		DataDir: cfg.DataDir, NATSURL: url, HTTPURL: "http://" + ln.Addr().String(),
-		Partitions: partitions, ready: ready,
+		Partitions: partitions, ready: ready, WebhookAllowHosts: cfg.WebhookAllowHosts,
 	}
 	compCtx, stopComponents := context.WithCancel(ctx)
 	defer stopComponents()
@@ -250,6 +261,60 @@ func runDev(ctx context.Context, cfg devConfig) error {
 	case err := <-httpDone:
 		return fmt.Errorf("http server: %w", err)
 	}
+}
+
+// devNATSAddrAllowed refuses to serve the dev bus beyond this machine. The
+// embedded nats-server has no users and no permissions: whoever reaches it
+// is every service at once — may publish job events, read every tenant's
+// run output, purge streams and flip Ground Stop in the control bucket. On
+// loopback that is the person at the keyboard; on a network address it is
+// anyone on the network. A bus for other machines is the production setup
+// (deploy/nats: a user per service and tenant), not a dev flag.
+func devNATSAddrAllowed(host string) error {
+	if isLoopbackHost(host) {
+		return nil
+	}
+	shown := host
+	if shown == "" {
+		shown = "every interface"
+	}
+	return fmt.Errorf("--nats %s: jetway dev serves NATS without auth (one open bus: any client may act as every "+
+		"service and read or forge every tenant's events), so it listens on loopback only — use 127.0.0.1:PORT; "+
+		"to share a bus between machines run nats-server with deploy/nats (docs/OPERATIONS.md)", shown)
+}
+
+// devHTTPAddrNote is the warning printed when the dev HTTP server listens
+// beyond loopback. It is allowed — every API route needs a bearer token — but
+// the tokens then cross the network in clear, and /metrics is open.
+func devHTTPAddrNote(addr string) string {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil || isLoopbackHost(host) {
+		return ""
+	}
+	return "warning: --http " + addr + " is reachable beyond this machine: API calls still need a bearer token, " +
+		"but plain HTTP carries it in clear and /metrics answers anyone; put TLS in front or keep it on 127.0.0.1"
+}
+
+// isLoopbackHost reports whether host (an IP literal or name) means only
+// this machine: a loopback IP, or a name all of whose addresses are loopback.
+// "" and 0.0.0.0 / :: mean every interface.
+func isLoopbackHost(host string) bool {
+	if host == "" {
+		return false
+	}
+	if ip := net.ParseIP(host); ip != nil {
+		return ip.IsLoopback()
+	}
+	ips, err := net.LookupIP(host)
+	if err != nil || len(ips) == 0 {
+		return false
+	}
+	for _, ip := range ips {
+		if !ip.IsLoopback() {
+			return false
+		}
+	}
+	return true
 }
 
 func splitHostPort(addr string) (string, int, error) {

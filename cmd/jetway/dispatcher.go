@@ -34,9 +34,11 @@ func newDispatcherCmd(g *globals) *cobra.Command {
 operations as the NATS micro service jetway-dispatcher (jetway.api.*).
 
 Every request needs a bearer token. Tokens come from --tokens (a JSON file,
-mode 0600: {"tokens":[{"token":"…","tenant":"acme","admin":false,
-"event_types":["com.github.*"]}]}) and from the environment
-(JETWAY_TOKENS=token:tenant,…  JETWAY_ADMIN_TOKEN=token[:tenant]).
+mode 0600: {"tokens":[{"token":"…","tenant":"acme","role":"user",
+"event_types":["com.github.*"]}]}; role is user, admin — Ground Stop for its
+own tenant — or operator — the global Ground Stop) and from the environment
+(JETWAY_TOKENS=token:tenant,…  JETWAY_ADMIN_TOKEN=token[:tenant]
+JETWAY_OPERATOR_TOKEN=token[:tenant]).
 With no token configured it refuses to start: there is no open mode.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -59,7 +61,7 @@ With no token configured it refuses to start: there is no open mode.`,
 					log.Warn().Err(err).Msg("tracing shutdown")
 				}
 			}()
-			nc, err := bus.Connect(ctx, nf.config("jetway-dispatcher"))
+			nc, err := bus.Connect(ctx, nf.config("dispatcher", "jetway-dispatcher"))
 			if err != nil {
 				return err
 			}

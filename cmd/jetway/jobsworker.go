@@ -110,7 +110,7 @@ its previous run left behind. The buckets must exist (jetway dev, or
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
-			nc, err := bus.Connect(ctx, nf.config("jetway-jobs-worker@"+id))
+			nc, err := bus.Connect(ctx, nf.config("jobs", "jetway-jobs-worker@"+id))
 			if err != nil {
 				return err
 			}

@@ -33,6 +33,8 @@ func newNotifierCmd(g *globals) *cobra.Command {
 	var nf natsFlags
 	var webhooksFile, metricsAddr string
 	var retry notifier.Retry
+	var allowHosts []string
+	var legacySig bool
 	cmd := &cobra.Command{
 		Use:   "notifier",
 		Short: "Run the notifier: headlines to jetway.notify.<tenant>.<session> and to webhooks",
@@ -42,7 +44,13 @@ and POSTs them to the tenant's webhooks, signed, with retries and dead letters.
 The streams must exist (jetway dev, or another service, provisions them).
 
 The webhooks file maps a tenant to its receivers:
-  {"default": [{"url": "https://example.com/hook", "secret": "…", "types": ["io.jetway.job.*"]}]}`,
+  {"default": [{"url": "https://example.com/hook", "secret": "…", "types": ["io.jetway.job.*"]}]}
+
+Each POST carries Jetway-Timestamp and Jetway-Signature: v1=hex(HMAC-SHA256(secret,
+timestamp + "." + body)); receivers refuse timestamps older than 5 minutes.
+Redirects are never followed. Targets resolving to loopback, link-local,
+private, unspecified or multicast addresses are refused unless their host is
+allowed by name with --webhook-allow-host.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log, err := g.logger("notifier")
@@ -57,7 +65,7 @@ The webhooks file maps a tenant to its receivers:
 					return err
 				}
 			}
-			nc, err := bus.Connect(ctx, nf.config("jetway-notifier"))
+			nc, err := bus.Connect(ctx, nf.config("notifier", "jetway-notifier"))
 			if err != nil {
 				return err
 			}
@@ -74,6 +82,7 @@ The webhooks file maps a tenant to its receivers:
 			}
 			n, err := notifier.New(notifier.Config{
 				Conn: nc, Webhooks: hooks, Retry: retry, Logger: &log, Registry: reg, Version: version,
+				WebhookAllowHosts: allowHosts, LegacySignature: legacySig,
 			})
 			if err != nil {
 				return err
@@ -95,6 +104,10 @@ The webhooks file maps a tenant to its receivers:
 	f.DurationVar(&retry.Base, "retry-base", notifier.DefaultRetryBase, "first webhook retry delay (doubles each time)")
 	f.DurationVar(&retry.Max, "retry-max", notifier.DefaultRetryMax, "longest webhook retry delay")
 	f.IntVar(&retry.Attempts, "retry-attempts", notifier.DefaultRetryAttempts, "webhook tries before a dead letter")
+	f.StringSliceVar(&allowHosts, "webhook-allow-host", nil,
+		"webhook host (name or IP, as in the URL) allowed to resolve to a loopback, link-local, private or multicast address (repeatable)")
+	f.BoolVar(&legacySig, "webhook-legacy-signature", false,
+		"also send the old body-only X-Jetway-Signature (replayable: only while receivers move to Jetway-Signature)")
 	return cmd
 }
 
@@ -125,7 +138,8 @@ func runDevNotifier(ctx context.Context, env *devEnv) error {
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("webhooks: %w", err)
 	}
-	n, err := notifier.New(notifier.Config{Conn: env.NC, Webhooks: hooks, Logger: &log, Registry: env.Metrics, Version: version})
+	n, err := notifier.New(notifier.Config{Conn: env.NC, Webhooks: hooks, Logger: &log, Registry: env.Metrics, Version: version,
+		WebhookAllowHosts: env.WebhookAllowHosts})
 	if err != nil {
 		return err
 	}
@@ -137,6 +151,9 @@ func runDevNotifier(ctx context.Context, env *devEnv) error {
 	} else {
 		env.Mux.Handle("GET /v1/notifier/deadletters", n.DeadLettersHandler(func(r *http.Request) (string, error) {
 			p, err := store.Authenticate(auth.BearerToken(r.Header.Get("Authorization")))
+			if err == nil && p.Tenant == "" {
+				err = errors.New("this token belongs to no tenant")
+			}
 			return p.Tenant, err
 		}))
 	}

@@ -70,7 +70,7 @@ any service with provisioning rights, creates them).`,
 			if err != nil {
 				return err
 			}
-			nc, err := bus.Connect(ctx, nf.config("jetway-runner@"+rf.id))
+			nc, err := bus.Connect(ctx, nf.config("runner", "jetway-runner@"+rf.id))
 			if err != nil {
 				return err
 			}

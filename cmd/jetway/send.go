@@ -58,7 +58,14 @@ func (f *clientFlags) register(cmd *cobra.Command, withJSON bool) {
 // client builds a dispatcher client; admin picks the admin token from the
 // tokens file when no token is given.
 func (f *clientFlags) client(admin bool) (*client.Client, error) {
-	cfg, err := client.Resolve(client.Options{URL: f.url, Token: f.token, TokensFile: f.tokensFile, Admin: admin})
+	return f.clientWith(client.Options{Admin: admin})
+}
+
+// clientWith builds a dispatcher client from the flags and o's choice of
+// token kind.
+func (f *clientFlags) clientWith(o client.Options) (*client.Client, error) {
+	o.URL, o.Token, o.TokensFile = f.url, f.token, f.tokensFile
+	cfg, err := client.Resolve(o)
 	if err != nil {
 		return nil, err
 	}

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"jetway/pkg/client"
 )
 
 // fakeAPI is a stand-in dispatcher for the client commands: it checks the
@@ -148,6 +150,8 @@ func TestSteer_sessions_jobs_and_stop_talk_to_their_endpoints(t *testing.T) {
 		{[]string{"stop", "--session", "s1", "--reason", "incident"}, `POST /v1/stop?session=s1 {"reason":"incident"}`, "Ground Stop is ON (default/s1): incident — set by default"},
 		{[]string{"stop", "--session", "s1", "--off"}, `DELETE /v1/stop?session=s1`, "Ground Stop is off (default/s1)"},
 		{[]string{"stop", "--status", "--json"}, `GET /v1/stop`, `"ground_stop": false`},
+		{[]string{"stop", "--global", "--reason", "incident"}, `POST /v1/stop?scope=global {"reason":"incident"}`, "Ground Stop is ON"},
+		{[]string{"stop", "--tenant", "acme", "--status"}, `GET /v1/stop?tenant=acme`, "Ground Stop is off"},
 	} {
 		args := append(tc.args, "--url", url, "--token", fakeToken)
 		out, err := runCLI(t, args...)
@@ -161,5 +165,22 @@ func TestSteer_sessions_jobs_and_stop_talk_to_their_endpoints(t *testing.T) {
 		if !strings.Contains(out, tc.output) {
 			t.Errorf("%v: output %q lacks %q", tc.args, out, tc.output)
 		}
+	}
+}
+
+func TestStop_status_of_a_tenant_shows_its_sessions_and_the_global_switch_without_its_reason(t *testing.T) {
+	on := true
+	var b strings.Builder
+	err := printStop(&b, client.StopState{Scope: "acme/*", GlobalStop: &on, Sessions: []client.StopState{
+		{GroundStop: true, Scope: "acme/s1", Reason: "looks wrong", By: "acme"},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "Ground Stop is off (acme/*)\n" +
+		"  the global Ground Stop is ON too (an operator's; ask them why)\n" +
+		"  Ground Stop is ON (acme/s1): looks wrong — set by acme\n"
+	if b.String() != want {
+		t.Fatalf("printStop =\n%s\nwant\n%s", b.String(), want)
 	}
 }

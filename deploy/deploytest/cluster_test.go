@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -308,6 +309,19 @@ type client struct {
 	errs chan error
 }
 
+// serviceUsers are the users jetway's services run as; each has its own
+// inbox prefix.
+var serviceUsers = []string{"dispatcher", "runner", "jobs", "notifier"}
+
+// inboxFor is the inbox prefix a connection as user takes: the service's
+// own for a service user, nats.go's default for the others.
+func inboxFor(user string) string {
+	if slices.Contains(serviceUsers, user) {
+		return bus.ServiceInbox(user)
+	}
+	return strings.TrimSuffix(nats.InboxPrefix, ".") // "_INBOX"
+}
+
 // connect dials the deployment as user over TLS, trusting the local CA.
 func (d *deployment) connect(user string, opts ...nats.Option) *client {
 	t := d.t
@@ -328,6 +342,9 @@ func (d *deployment) dial(user string, opts ...nats.Option) (*client, error) {
 	c := &client{errs: make(chan error, 64)}
 	base := []nats.Option{
 		nats.Name("deploytest-" + user),
+		// As jetway's services connect: each service user may read only its
+		// own inbox. Options given by the caller come later and win.
+		nats.CustomInboxPrefix(inboxFor(user)),
 		nats.UserInfo(user, pw),
 		nats.RootCAs(d.secret(certs.CAFile)),
 		nats.MaxReconnects(-1),

@@ -236,8 +236,8 @@ func TestKubernetes_manifests_are_complete_and_consistent(t *testing.T) {
 			if a := str(at(c, "args", 0)); a != "" && !slices.Contains(cmds, a) {
 				t.Errorf("%s/%s runs `jetway %s`, not a subcommand", kind, name, a)
 			}
-			// NATS_URL's user and the password's secret key must agree.
-			var urlUser, envUser, key string
+			// NATS_URL's user and the password's secret must agree.
+			var urlUser, envUser, key, secretName string
 			for _, e := range list(at(c, "env")) {
 				switch str(at(e, "name")) {
 				case "NATS_URL":
@@ -246,15 +246,17 @@ func TestKubernetes_manifests_are_complete_and_consistent(t *testing.T) {
 					envUser = str(at(e, "value"))
 				case "NATS_PASSWORD":
 					key = str(at(e, "valueFrom", "secretKeyRef", "key"))
+					secretName = str(at(e, "valueFrom", "secretKeyRef", "name"))
 				}
 			}
 			user := cmp.Or(urlUser, envUser)
 			if urlUser != "" && envUser != "" && urlUser != envUser {
 				t.Errorf("%s/%s: NATS_URL user %q, NATS_USER %q", kind, name, urlUser, envUser)
 			}
-			if user == "" || key != "NATS_PASSWORD_"+strings.ToUpper(user) {
-				t.Errorf("%s/%s logs in as %q with secret key %q", kind, name, user, key)
+			if user == "" || secretName != "jetway-nats-"+user || key != "password" {
+				t.Errorf("%s/%s logs in as %q with secret %q key %q, want jetway-nats-%s key password", kind, name, user, secretName, key, user)
 			}
+			checkOwnSecretsOnly(t, kind+"/"+name, user, c, at(spec, "volumes"))
 		}
 	}
 	for _, want := range []string{
@@ -312,5 +314,140 @@ func TestKubernetes_manifests_are_complete_and_consistent(t *testing.T) {
 	}
 	if n := len(regexp.MustCompile(`(?m)^kind: `).FindAll(out, -1)); n != len(docs) {
 		t.Errorf("kubectl kustomize rendered %d objects, want %d", n, len(docs))
+	}
+}
+
+// checkOwnSecretsOnly fails when a container is handed any secret but its
+// own: of the NATS passwords only its user's Secret, the bearer tokens only
+// in the dispatcher, the model keys only in the runner, and of the server's
+// TLS Secret only the CA certificate (never the server's key).
+func checkOwnSecretsOnly(t *testing.T, what, user string, c any, volumes any) {
+	t.Helper()
+	allowed := map[string]bool{"jetway-nats-" + user: true}
+	switch user {
+	case "dispatcher":
+		allowed["jetway-tokens"] = true
+	case "runner":
+		allowed["jetway-model"] = true
+	}
+	var refs []string
+	for _, e := range list(at(c, "env")) {
+		if n := str(at(e, "valueFrom", "secretKeyRef", "name")); n != "" {
+			refs = append(refs, n)
+		}
+	}
+	for _, e := range list(at(c, "envFrom")) {
+		if n := str(at(e, "secretRef", "name")); n != "" {
+			refs = append(refs, n)
+		}
+	}
+	for _, r := range refs {
+		if !allowed[r] {
+			t.Errorf("%s (NATS user %s) is handed Secret %s, which is not its own", what, user, r)
+		}
+	}
+	mounted := map[string]bool{}
+	for _, m := range list(at(c, "volumeMounts")) {
+		mounted[str(at(m, "name"))] = true
+	}
+	for _, v := range list(volumes) {
+		sec := str(at(v, "secret", "secretName"))
+		if sec == "" || !mounted[str(at(v, "name"))] {
+			continue
+		}
+		if sec != "nats-server-tls" {
+			if !allowed[sec] {
+				t.Errorf("%s mounts Secret %s, which is not its own", what, sec)
+			}
+			continue
+		}
+		items := list(at(v, "secret", "items"))
+		if len(items) == 0 {
+			t.Errorf("%s mounts all of nats-server-tls (the server's key included); mount only ca.crt", what)
+		}
+		for _, it := range items {
+			if k := str(at(it, "key")); k != "ca.crt" {
+				t.Errorf("%s mounts %s of nats-server-tls; a client needs only ca.crt", what, k)
+			}
+		}
+	}
+}
+
+func TestCompose_hands_each_container_only_its_own_secret(t *testing.T) {
+	doc := decodeAll(t, "../docker-compose.yml")[0]
+	services, _ := doc["services"].(obj)
+	passwordRef := regexp.MustCompile(`\$\{NATS_PASSWORD_([A-Z_]+)`)
+	own := map[string]string{"dispatcher": "DISPATCHER", "runner-1": "RUNNER", "runner-2": "RUNNER",
+		"jobs-1": "JOBS", "notifier": "NOTIFIER", "provision": "ADMIN"}
+	nodeFiles := []string{"passwords.conf", "server.pem", "server-key.pem", "ca.pem"}
+	for name, svc := range services {
+		if at(svc, "env_file") != nil {
+			t.Errorf("%s reads an env_file: every variable in it (passwords included) would reach the container", name)
+		}
+		env, _ := at(svc, "environment").(obj)
+		for k, v := range env {
+			for _, m := range passwordRef.FindAllStringSubmatch(str(v), -1) {
+				if m[1] != own[name] {
+					t.Errorf("%s: %s carries NATS_PASSWORD_%s, not its own (%q)", name, k, m[1], own[name])
+				}
+			}
+		}
+		for _, v := range list(at(svc, "volumes")) {
+			src, dst, _ := strings.Cut(str(v), ":")
+			if !strings.HasPrefix(src, "./secrets") {
+				continue
+			}
+			file := strings.TrimPrefix(strings.TrimPrefix(src, "./secrets"), "/")
+			switch {
+			case file == "":
+				t.Errorf("%s mounts the whole secrets directory (%s), users.env and every password included", name, dst)
+			case strings.HasPrefix(name, "nats-"):
+				if !slices.Contains(nodeFiles, file) {
+					t.Errorf("%s mounts secrets/%s; a node needs only %v", name, file, nodeFiles)
+				}
+			case file != "ca.pem":
+				t.Errorf("%s mounts secrets/%s; a service needs only ca.pem", name, file)
+			}
+		}
+	}
+}
+
+func TestCluster_script_hands_each_service_only_its_own_password(t *testing.T) {
+	if _, err := exec.LookPath("bash"); err != nil {
+		t.Skip("no bash")
+	}
+	dir := t.TempDir()
+	users := []string{"admin", "dispatcher", "runner", "jobs", "notifier"}
+	pw := func(u string) string { return "pw-of-" + u + "-7f3a" }
+	var env strings.Builder
+	for _, u := range users {
+		env.WriteString("NATS_PASSWORD_" + strings.ToUpper(u) + "=" + pw(u) + "\n")
+	}
+	if err := os.WriteFile(filepath.Join(dir, "users.env"), []byte(env.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range users {
+		cmd := exec.Command("bash", "../../scripts/cluster.sh", "service-env", u)
+		// A password already in the caller's environment must not leak either.
+		cmd.Env = append(os.Environ(), "JETWAY_SECRETS="+dir, "NATS_PASSWORD_ADMIN="+pw("admin"),
+			"NATS_PASSWORD="+pw("admin"), "NATS_USER=admin")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("cluster.sh service-env %s: %v\n%s", u, err, out)
+		}
+		got := string(out)
+		if !strings.Contains(got, "NATS_URL=tls://"+u+":"+pw(u)+"@") {
+			t.Errorf("%s: no NATS_URL with its own password in\n%s", u, got)
+		}
+		for _, other := range users {
+			if other != u && strings.Contains(got, pw(other)) {
+				t.Errorf("%s's environment holds %s's password", u, other)
+			}
+		}
+		for _, line := range strings.Split(got, "\n") {
+			if strings.HasPrefix(line, "NATS_PASSWORD") || strings.HasPrefix(line, "NATS_USER=") {
+				t.Errorf("%s's environment has %q", u, line)
+			}
+		}
 	}
 }

@@ -81,6 +81,32 @@ func TestPermissions(t *testing.T) {
 		acme.refusePublish(t, "$JS.API.STREAM.INFO."+bus.StreamEvents)
 	})
 
+	t.Run("each_service_reads_only_its_own_inbox", func(t *testing.T) {
+		for _, user := range serviceUsers {
+			c := d.connect(user)
+			own, err := c.SubscribeSync(bus.ServiceInbox(user) + ".>")
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.noViolation(t)
+			_ = own.Unsubscribe()
+			c.refuseSubscribe(t, "_INBOX.>")
+			for _, other := range serviceUsers {
+				if other != user {
+					c.refuseSubscribe(t, bus.ServiceInbox(other)+".>")
+				}
+			}
+			// And its own requests are answered on its own inbox: the
+			// JetStream API round trip works.
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			if _, err := c.js.AccountInfo(ctx); err != nil {
+				t.Errorf("%s: JetStream request over %s: %v", user, bus.ServiceInbox(user), err)
+			}
+			cancel()
+			c.noViolation(t)
+		}
+	})
+
 	t.Run("dispatcher_publishes_events_but_not_job_events", func(t *testing.T) {
 		disp := d.connect("dispatcher")
 		pubAck(t, disp, "jetway.events.globex.s2")

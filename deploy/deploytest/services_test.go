@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -39,6 +40,24 @@ func TestServices_work_under_their_own_users(t *testing.T) {
 	d.provision()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
+
+	// A compromised jobs worker listens for every reply it may while the
+	// services work: other services' inboxes are refused outright, so it
+	// captures nothing meant for them.
+	spy := d.connect("jobs")
+	var foreign atomic.Int64
+	foreignInboxes := []string{"_INBOX.>", "_INBOX_runner.>", "_INBOX_dispatcher.>", "_INBOX_notifier.>"}
+	for _, subj := range foreignInboxes {
+		if _, err := spy.Subscribe(subj, func(*nats.Msg) { foreign.Add(1) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := spy.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	for _, subj := range foreignInboxes {
+		spy.waitViolation(t, subj)
+	}
 
 	// The tenant watches its headlines the way a terminal would.
 	acme := d.connect("tenant-acme", nats.CustomInboxPrefix("_INBOX_acme"))
@@ -96,7 +115,10 @@ func TestServices_work_under_their_own_users(t *testing.T) {
 	startService(t, ctx, "jobs worker", worker.Run, worker.Ready(), jconn)
 
 	const token = "acme-token"
-	store, err := auth.New(auth.Grant{Token: token, Tenant: "acme"})
+	const acmeAdmin, globexToken = "acme-admin-token", "globex-token"
+	store, err := auth.New(auth.Grant{Token: token, Tenant: "acme"},
+		auth.Grant{Token: acmeAdmin, Tenant: "acme", Role: auth.RoleAdmin},
+		auth.Grant{Token: globexToken, Tenant: "globex"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,6 +168,44 @@ func TestServices_work_under_their_own_users(t *testing.T) {
 			t.Fatal("no run output for acme/s7 within 30s")
 		}
 		rconn.noViolation(t)
+	})
+
+	t.Run("a_tenant_admin_s_global_stop_is_refused_and_another_tenant_keeps_running", func(t *testing.T) {
+		status, body := call(t, ctx, http.MethodPost, api.URL+"/v1/stop?scope=global", acmeAdmin, `{"reason":"stop everyone"}`)
+		if status != http.StatusForbidden || !strings.Contains(body, "operator") {
+			t.Fatalf("acme admin's global stop: %d %s, want 403 naming the operator role", status, body)
+		}
+		msg := nats.NewMsg(dispatcher.SubjectStop)
+		msg.Header.Set("Authorization", "Bearer "+acmeAdmin)
+		msg.Data = []byte(`{"action":"on","scope":"global"}`)
+		reply, err := acme.RequestMsgWithContext(ctx, msg)
+		if err != nil || reply.Header.Get("Nats-Service-Error-Code") != "403" {
+			t.Fatalf("acme admin's global stop over NATS: %v, %v", reply, err)
+		}
+		if status, body := call(t, ctx, http.MethodGet, api.URL+"/v1/stop", acmeAdmin, ""); status != http.StatusOK ||
+			!strings.Contains(body, `"global_stop":false`) {
+			t.Fatalf("acme's view after the refusals: %d %s, want the global switch off", status, body)
+		}
+		// The other tenant is healthy: its input runs.
+		globex := d.connect("tenant-globex", nats.CustomInboxPrefix("_INBOX_globex"))
+		outc := make(chan *nats.Msg, 64)
+		out, err := globex.ChanSubscribe("jetway.out.globex.g1", outc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer out.Unsubscribe()
+		globex.noViolation(t)
+		if status, body := call(t, ctx, http.MethodPost, api.URL+"/v1/sessions/g1/input", globexToken, `{"text":"still here?"}`); status != http.StatusAccepted {
+			t.Fatalf("globex input: %d %s", status, body)
+		}
+		timer := time.NewTimer(30 * time.Second)
+		defer timer.Stop()
+		select {
+		case <-outc:
+		case <-timer.C:
+			t.Fatal("no run output for globex/g1 within 30s")
+		}
+		disp.noViolation(t)
 	})
 
 	t.Run("dispatcher_sets_a_session_s_recovery_policy", func(t *testing.T) {
@@ -285,6 +345,20 @@ func TestServices_work_under_their_own_users(t *testing.T) {
 	// Nothing any service did in the background was refused either.
 	for _, c := range []*client{rconn, jconn, nconn, disp} {
 		c.noViolation(t)
+	}
+
+	// Replies flowed (each service's own inbox got them) and the spy got
+	// none of them.
+	for name, c := range map[string]*client{"runner": rconn, "dispatcher": disp, "notifier": nconn} {
+		if c.Stats().InMsgs == 0 {
+			t.Errorf("the %s connection received nothing: the eavesdropping check proves nothing", name)
+		}
+	}
+	if err := spy.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if n := foreign.Load(); n != 0 {
+		t.Fatalf("the jobs user captured %d messages from other services' inboxes", n)
 	}
 }
 

@@ -34,11 +34,29 @@ var (
 	ErrNoTokens = errors.New("no tokens configured")
 )
 
+// Roles a token can hold. A tenant's own tokens are RoleUser or RoleAdmin
+// and never reach past the tenant; RoleOperator belongs to whoever runs the
+// installation, because only they may stop (or see why someone stopped)
+// every tenant at once.
+const (
+	// RoleUser sends input and events and reads its tenant's sessions.
+	RoleUser = "user"
+	// RoleAdmin may also flip Ground Stop for its own tenant and sessions.
+	RoleAdmin = "admin"
+	// RoleOperator may flip and read the global Ground Stop and any
+	// tenant's switch. Its tenant is optional; without one it acts for no
+	// tenant's sessions.
+	RoleOperator = "operator"
+)
+
 // Grant is one token and what it may do, as written in a tokens file.
 type Grant struct {
 	Token  string `json:"token"`
-	Tenant string `json:"tenant"`
-	// Admin tokens may also flip Ground Stop.
+	Tenant string `json:"tenant,omitempty"`
+	// Role is RoleUser (the default), RoleAdmin or RoleOperator.
+	Role string `json:"role,omitempty"`
+	// Admin is the older spelling of Role "admin", still read so tokens
+	// files written before roles keep working.
 	Admin bool `json:"admin,omitempty"`
 	// EventTypes are glob patterns ('*' any run of characters, '?' one) of
 	// the CloudEvent types this token may publish. Empty means every type
@@ -48,8 +66,12 @@ type Grant struct {
 
 // Principal is who a token belongs to: the tenant it acts for and its rights.
 type Principal struct {
-	Tenant     string
-	Admin      bool
+	Tenant string
+	// Admin may flip Ground Stop for its own tenant (operators are admins
+	// too).
+	Admin bool
+	// Operator may flip and read the global Ground Stop and every tenant's.
+	Operator   bool
 	eventTypes []string
 }
 
@@ -79,10 +101,22 @@ func (p Principal) MayPublish(typ string) error {
 		ErrForbidden, p.Tenant, typ, strings.Join(p.eventTypes, ", "))
 }
 
-// MayAdminister reports whether p may flip operator switches (Ground Stop).
+// MayAdminister reports whether p may flip its tenant's switches (Ground
+// Stop for the tenant or one of its sessions).
 func (p Principal) MayAdminister() error {
-	if !p.Admin {
+	if !p.Admin && !p.Operator {
 		return fmt.Errorf("%w: an admin token is required", ErrForbidden)
+	}
+	return nil
+}
+
+// MayOperate reports whether p may touch what spans every tenant: the
+// global Ground Stop and other tenants' switches. A tenant admin may not —
+// one tenant must not be able to stop, or read why someone stopped, all the
+// others.
+func (p Principal) MayOperate() error {
+	if !p.Operator {
+		return fmt.Errorf("%w: only an operator token (role %q) may touch the global Ground Stop or another tenant's switch; a tenant admin acts on its own tenant", ErrForbidden, RoleOperator)
 	}
 	return nil
 }
@@ -115,9 +149,11 @@ func New(grants ...Grant) (*Store, error) {
 				i+1, g.Tenant, j+1, grants[j].Tenant)
 		}
 		seen[h] = i
+		role := g.role()
 		s.entries = append(s.entries, entry{hash: h, principal: Principal{
 			Tenant:     g.Tenant,
-			Admin:      g.Admin,
+			Admin:      role == RoleAdmin || role == RoleOperator,
+			Operator:   role == RoleOperator,
 			eventTypes: append([]string(nil), g.EventTypes...),
 		}})
 	}
@@ -131,8 +167,18 @@ func (g Grant) validate() error {
 	if strings.ContainsFunc(g.Token, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
 		return errors.New("token contains whitespace or control characters")
 	}
-	if err := validTenant(g.Tenant); err != nil {
-		return err
+	switch g.Role {
+	case "", RoleUser, RoleAdmin, RoleOperator:
+	default:
+		return fmt.Errorf("unknown role %q (want %s, %s or %s)", g.Role, RoleUser, RoleAdmin, RoleOperator)
+	}
+	if g.Admin && g.Role != "" && g.Role != RoleAdmin {
+		return fmt.Errorf("admin: true contradicts role %q", g.Role)
+	}
+	if g.Tenant != "" || g.role() != RoleOperator {
+		if err := validTenant(g.Tenant); err != nil {
+			return err
+		}
 	}
 	for _, p := range g.EventTypes {
 		if p == "" {
@@ -141,6 +187,23 @@ func (g Grant) validate() error {
 	}
 	return nil
 }
+
+// role is the grant's role with the legacy admin flag folded in.
+func (g Grant) role() string {
+	switch {
+	case g.Role != "":
+		return g.Role
+	case g.Admin:
+		return RoleAdmin
+	}
+	return RoleUser
+}
+
+// IsAdmin reports whether the grant may flip its tenant's Ground Stop.
+func (g Grant) IsAdmin() bool { r := g.role(); return r == RoleAdmin || r == RoleOperator }
+
+// IsOperator reports whether the grant holds the operator role.
+func (g Grant) IsOperator() bool { return g.role() == RoleOperator }
 
 // Authenticate returns the principal a token belongs to. Every known token
 // is compared, in constant time, so the answer takes as long for a miss as

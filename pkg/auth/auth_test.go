@@ -295,8 +295,12 @@ func TestEnsureDevTokens_creates_a_private_file_once_and_loads_it_after(t *testi
 	if first.User.Tenant != DefaultTenant || first.User.Admin || first.User.Token == "" {
 		t.Fatalf("user grant %+v", first.User)
 	}
-	if !first.Admin.Admin || first.Admin.Token == "" || first.Admin.Token == first.User.Token {
+	if !first.Admin.IsAdmin() || first.Admin.IsOperator() || first.Admin.Token == "" || first.Admin.Token == first.User.Token {
 		t.Fatalf("admin grant %+v", first.Admin)
+	}
+	if !first.Operator.IsOperator() || first.Operator.Token == "" ||
+		first.Operator.Token == first.Admin.Token || first.Operator.Token == first.User.Token {
+		t.Fatalf("operator grant %+v", first.Operator)
 	}
 	second, err := EnsureDevTokens(dir)
 	if err != nil {
@@ -309,8 +313,122 @@ func TestEnsureDevTokens_creates_a_private_file_once_and_loads_it_after(t *testi
 	if err != nil {
 		t.Fatalf("Load: %v", err)
 	}
-	if p, err := s.Authenticate(first.Admin.Token); err != nil || !p.Admin {
+	if p, err := s.Authenticate(first.Admin.Token); err != nil || !p.Admin || p.Operator {
 		t.Fatalf("admin token: %+v, %v", p, err)
+	}
+	if p, err := s.Authenticate(first.Operator.Token); err != nil || !p.Operator {
+		t.Fatalf("operator token: %+v, %v", p, err)
+	}
+}
+
+func TestEnsureDevTokens_adds_an_operator_token_to_a_file_from_before_roles(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, DevTokensFile)
+	old := `{"tokens":[{"token":"jw_u","tenant":"default"},{"token":"jw_a","tenant":"default","admin":true}]}`
+	if err := os.WriteFile(path, []byte(old), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dt, err := EnsureDevTokens(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dt.User.Token != "jw_u" || dt.Admin.Token != "jw_a" {
+		t.Fatalf("old tokens not kept: %+v", dt)
+	}
+	if !dt.Operator.IsOperator() || dt.Operator.Token == "" {
+		t.Fatalf("no operator token added: %+v", dt.Operator)
+	}
+	again, err := EnsureDevTokens(dir)
+	if err != nil || again.Operator.Token != dt.Operator.Token {
+		t.Fatalf("second start: %+v, %v; want the same operator token", again.Operator, err)
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("rewritten file: %v, %v; want mode 0600", fi, err)
+	}
+	// "tokens" still reads as before: one user, one admin.
+	f, err := ReadFile(path)
+	if err != nil || len(f.Tokens) != 2 || len(f.Operators) != 1 {
+		t.Fatalf("file after the upgrade: %+v, %v", f, err)
+	}
+}
+
+func TestDev_tokens_file_keeps_one_user_and_one_admin_in_tokens_for_scripts(t *testing.T) {
+	dt, err := EnsureDevTokens(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := ReadFile(dt.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var users, admins int
+	for _, g := range f.Tokens {
+		if g.Admin { // what `jq '.tokens[] | select(.admin)'` picks
+			admins++
+		} else {
+			users++
+		}
+	}
+	if users != 1 || admins != 1 || len(f.Operators) != 1 || f.Operators[0].Token != dt.Operator.Token {
+		t.Fatalf("tokens.json = %+v: want one user and one admin in tokens, the operator in operators", f)
+	}
+	s, err := Load(Sources{File: dt.Path, Getenv: env(nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, err := s.Authenticate(dt.Operator.Token); err != nil || !p.Operator {
+		t.Fatalf("operator from the operators list: %+v, %v", p, err)
+	}
+}
+
+func TestReadFile_refuses_an_operators_entry_with_another_role(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tokens.json")
+	if err := os.WriteFile(path, []byte(`{"tokens":[],"operators":[{"token":"x","role":"admin"}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadFile(path); err == nil || !strings.Contains(err.Error(), "operators[0]") {
+		t.Fatalf("got %v, want an error naming operators[0]", err)
+	}
+}
+
+func TestRoles_only_an_operator_may_operate_and_admin_true_still_means_tenant_admin(t *testing.T) {
+	s, err := New(
+		Grant{Token: "u", Tenant: "acme"},
+		Grant{Token: "a-old", Tenant: "acme", Admin: true},
+		Grant{Token: "a", Tenant: "acme", Role: RoleAdmin},
+		Grant{Token: "op", Role: RoleOperator},
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for tok, want := range map[string][2]bool{"u": {false, false}, "a-old": {true, false}, "a": {true, false}, "op": {true, true}} {
+		p, err := s.Authenticate(tok)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := [2]bool{p.MayAdminister() == nil, p.MayOperate() == nil}; got != want {
+			t.Errorf("token %s: administer/operate = %v, want %v", tok, got, want)
+		}
+	}
+	p, _ := s.Authenticate("a")
+	if err := p.MayOperate(); !errors.Is(err, ErrForbidden) || !strings.Contains(err.Error(), "operator") {
+		t.Fatalf("tenant admin MayOperate: %v, want ErrForbidden naming the operator role", err)
+	}
+	for _, bad := range []Grant{
+		{Token: "x", Tenant: "acme", Role: "root"},
+		{Token: "x", Tenant: "acme", Role: RoleOperator, Admin: true},
+		{Token: "x", Role: RoleAdmin},
+	} {
+		if _, err := New(bad); err == nil {
+			t.Errorf("grant %+v accepted", bad)
+		}
+	}
+}
+
+func TestFromEnv_reads_an_operator_token(t *testing.T) {
+	grants, err := FromEnv(env(map[string]string{EnvOperatorToken: "jw_op"}))
+	if err != nil || len(grants) != 1 || !grants[0].IsOperator() || grants[0].Tenant != "" {
+		t.Fatalf("grants %+v, %v", grants, err)
 	}
 }
 

@@ -10,14 +10,48 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
 // File is the on-disk form of a tokens file:
 //
-//	{"tokens":[{"token":"...","tenant":"acme","admin":false,"event_types":["com.github.*"]}]}
+//	{"tokens":[
+//	  {"token":"...","tenant":"acme","event_types":["com.github.*"]},
+//	  {"token":"...","tenant":"acme","role":"admin"},
+//	  {"token":"...","role":"operator"}
+//	],
+//	 "operators":[{"token":"..."}]}
+//
+// An operator token may sit in "tokens" with role "operator" or in
+// "operators" (role implied). `jetway dev` writes its operator under
+// "operators", so scripts that pick a dev token with
+// `.tokens[] | select(.admin)` or `select(.admin | not)` still get exactly one.
 type File struct {
-	Tokens []Grant `json:"tokens"`
+	Tokens    []Grant `json:"tokens"`
+	Operators []Grant `json:"operators,omitempty"`
+}
+
+// Grants are all of the file's grants, operators with their role set.
+func (f File) Grants() []Grant {
+	out := append([]Grant(nil), f.Tokens...)
+	for _, g := range f.Operators {
+		if g.Role == "" {
+			g.Role = RoleOperator
+		}
+		out = append(out, g)
+	}
+	return out
+}
+
+// validate refuses an "operators" entry with another role.
+func (f File) validate() error {
+	for i, g := range f.Operators {
+		if (g.Role != "" && g.Role != RoleOperator) || g.Admin {
+			return fmt.Errorf("operators[%d]: an operator entry may not have role %q or admin", i, g.Role)
+		}
+	}
+	return nil
 }
 
 // Environment variables read by FromEnv.
@@ -27,6 +61,9 @@ const (
 	// EnvAdminToken is one admin token, optionally token:tenant (tenant
 	// defaults to DefaultTenant).
 	EnvAdminToken = "JETWAY_ADMIN_TOKEN"
+	// EnvOperatorToken is one operator token (role "operator"), optionally
+	// token:tenant. It is the only kind that flips the global Ground Stop.
+	EnvOperatorToken = "JETWAY_OPERATOR_TOKEN"
 )
 
 // DefaultTenant is the tenant of dev tokens and of an admin token given
@@ -59,10 +96,14 @@ func ReadFile(path string) (File, error) {
 	if err := dec.Decode(&f); err != nil {
 		return File{}, fmt.Errorf("auth: tokens file %s: %w", path, err)
 	}
+	if err := f.validate(); err != nil {
+		return File{}, fmt.Errorf("auth: tokens file %s: %w", path, err)
+	}
 	return f, nil
 }
 
-// FromEnv reads grants from JETWAY_TOKENS and JETWAY_ADMIN_TOKEN through
+// FromEnv reads grants from JETWAY_TOKENS, JETWAY_ADMIN_TOKEN and
+// JETWAY_OPERATOR_TOKEN through
 // getenv (os.Getenv when nil). Unset variables give no grants.
 func FromEnv(getenv func(string) string) ([]Grant, error) {
 	if getenv == nil {
@@ -89,6 +130,13 @@ func FromEnv(getenv func(string) string) ([]Grant, error) {
 		}
 		grants = append(grants, Grant{Token: tok, Tenant: tenant, Admin: true})
 	}
+	if v := strings.TrimSpace(getenv(EnvOperatorToken)); v != "" {
+		tok, tenant, _ := strings.Cut(v, ":")
+		if tok == "" {
+			return nil, fmt.Errorf("auth: %s: want token or token:tenant", EnvOperatorToken)
+		}
+		grants = append(grants, Grant{Token: tok, Tenant: tenant, Role: RoleOperator})
+	}
 	return grants, nil
 }
 
@@ -109,7 +157,7 @@ func Load(src Sources) (*Store, error) {
 		if err != nil {
 			return nil, err
 		}
-		grants = append(grants, f.Tokens...)
+		grants = append(grants, f.Grants()...)
 	}
 	env, err := FromEnv(src.Getenv)
 	if err != nil {
@@ -120,16 +168,19 @@ func Load(src Sources) (*Store, error) {
 
 // DevTokens is what EnsureDevTokens made or found.
 type DevTokens struct {
-	Path  string // <data>/tokens.json
-	User  Grant  // the first non-admin grant (tenant "default" when created)
-	Admin Grant  // the first admin grant
+	Path     string // <data>/tokens.json
+	User     Grant  // the first non-admin grant (tenant "default" when created)
+	Admin    Grant  // the first tenant admin grant (not an operator)
+	Operator Grant  // the first operator grant
 }
 
 // EnsureDevTokens makes sure <dataDir>/tokens.json exists, creating it
-// (mode 0600) with a random token for tenant "default" and a random admin
-// token on first start, and returns what it holds. Concurrent first starts
-// agree on one file: it is written aside and linked into place, which fails
-// if another got there first.
+// (mode 0600) on first start with three random tokens for tenant "default":
+// a user and a tenant admin in "tokens", and an operator (the only one that
+// flips the global Ground Stop) in "operators"; and returns what it holds. A file written before roles
+// existed gets its operator token added, so an old data directory can still
+// stop everything. Concurrent first starts agree on one file: it is written
+// aside and linked into place, which fails if another got there first.
 func EnsureDevTokens(dataDir string) (DevTokens, error) {
 	path := filepath.Join(dataDir, DevTokensFile)
 	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
@@ -143,64 +194,116 @@ func EnsureDevTokens(dataDir string) (DevTokens, error) {
 	if err != nil {
 		return DevTokens{}, err
 	}
-	if _, err := New(f.Tokens...); err != nil {
+	if !slices.ContainsFunc(f.Grants(), Grant.IsOperator) {
+		if f, err = addDevOperator(dataDir, path, f); err != nil {
+			return DevTokens{}, err
+		}
+	}
+	if _, err := New(f.Grants()...); err != nil {
 		return DevTokens{}, fmt.Errorf("auth: dev tokens %s: %w", path, err)
 	}
 	dt := DevTokens{Path: path}
-	for _, g := range f.Tokens {
-		if g.Admin && dt.Admin.Token == "" {
-			dt.Admin = g
-		}
-		if !g.Admin && dt.User.Token == "" {
-			dt.User = g
+	for _, g := range f.Grants() {
+		switch {
+		case g.IsOperator():
+			if dt.Operator.Token == "" {
+				dt.Operator = g
+			}
+		case g.IsAdmin():
+			if dt.Admin.Token == "" {
+				dt.Admin = g
+			}
+		default:
+			if dt.User.Token == "" {
+				dt.User = g
+			}
 		}
 	}
 	return dt, nil
+}
+
+// addDevOperator adds an operator token to a dev tokens file that has none
+// and replaces it in one rename, then reads back what is there (another
+// process may have done the same at once; the file it left wins).
+func addDevOperator(dataDir, path string, f File) (File, error) {
+	op, err := NewToken()
+	if err != nil {
+		return File{}, err
+	}
+	f.Operators = append(f.Operators, Grant{Token: op, Tenant: DefaultTenant})
+	tmp, err := writeAside(dataDir, f)
+	if err != nil {
+		return File{}, err
+	}
+	defer os.Remove(tmp)
+	if err := os.Rename(tmp, path); err != nil {
+		return File{}, fmt.Errorf("auth: dev tokens: add operator token to %s: %w", path, err)
+	}
+	return ReadFile(path)
 }
 
 func createDevTokens(dataDir, path string) error {
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return fmt.Errorf("auth: dev tokens: %w", err)
 	}
-	user, err := NewToken()
+	var toks [3]string
+	for i := range toks {
+		t, err := NewToken()
+		if err != nil {
+			return err
+		}
+		toks[i] = t
+	}
+	// The tenant admin keeps the "admin": true spelling and the operator
+	// goes under "operators", so "tokens" reads as it always did: one user,
+	// one admin.
+	tmp, err := writeAside(dataDir, File{
+		Tokens: []Grant{
+			{Token: toks[0], Tenant: DefaultTenant},
+			{Token: toks[1], Tenant: DefaultTenant, Admin: true},
+		},
+		Operators: []Grant{{Token: toks[2], Tenant: DefaultTenant}},
+	})
 	if err != nil {
 		return err
 	}
-	admin, err := NewToken()
-	if err != nil {
-		return err
-	}
-	b, err := json.MarshalIndent(File{Tokens: []Grant{
-		{Token: user, Tenant: DefaultTenant},
-		{Token: admin, Tenant: DefaultTenant, Admin: true},
-	}}, "", "  ")
-	if err != nil {
-		return fmt.Errorf("auth: dev tokens: %w", err)
-	}
-	tmp, err := os.CreateTemp(dataDir, ".tokens-*.json")
-	if err != nil {
-		return fmt.Errorf("auth: dev tokens: %w", err)
-	}
-	defer os.Remove(tmp.Name())
-	if err := tmp.Chmod(0o600); err != nil {
-		tmp.Close()
-		return fmt.Errorf("auth: dev tokens: %w", err)
-	}
-	if _, err := tmp.Write(append(b, '\n')); err != nil {
-		tmp.Close()
-		return fmt.Errorf("auth: dev tokens: write %s: %w", tmp.Name(), err)
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return fmt.Errorf("auth: dev tokens: sync %s: %w", tmp.Name(), err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("auth: dev tokens: %w", err)
-	}
-	if err := os.Link(tmp.Name(), path); err != nil && !errors.Is(err, fs.ErrExist) {
+	defer os.Remove(tmp)
+	if err := os.Link(tmp, path); err != nil && !errors.Is(err, fs.ErrExist) {
 		return fmt.Errorf("auth: dev tokens: create %s: %w", path, err)
 	}
 	return nil
+}
+
+// writeAside writes f to a new private file in dir, synced, and returns its
+// name.
+func writeAside(dir string, f File) (string, error) {
+	b, err := json.MarshalIndent(f, "", "  ")
+	if err != nil {
+		return "", fmt.Errorf("auth: dev tokens: %w", err)
+	}
+	tmp, err := os.CreateTemp(dir, ".tokens-*.json")
+	if err != nil {
+		return "", fmt.Errorf("auth: dev tokens: %w", err)
+	}
+	fail := func(err error) (string, error) {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return "", err
+	}
+	if err := tmp.Chmod(0o600); err != nil {
+		return fail(fmt.Errorf("auth: dev tokens: %w", err))
+	}
+	if _, err := tmp.Write(append(b, '\n')); err != nil {
+		return fail(fmt.Errorf("auth: dev tokens: write %s: %w", tmp.Name(), err))
+	}
+	if err := tmp.Sync(); err != nil {
+		return fail(fmt.Errorf("auth: dev tokens: sync %s: %w", tmp.Name(), err))
+	}
+	if err := tmp.Close(); err != nil {
+		os.Remove(tmp.Name())
+		return "", fmt.Errorf("auth: dev tokens: %w", err)
+	}
+	return tmp.Name(), nil
 }
 
 // NewToken returns a fresh random token: "jw_" and 32 random bytes in

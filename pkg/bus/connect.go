@@ -36,6 +36,14 @@ type ConnConfig struct {
 	TLSCertFile string
 	TLSKeyFile  string
 
+	// InboxPrefix replaces nats.go's shared "_INBOX" for this connection's
+	// reply subjects (request replies, JetStream API answers, PubAcks,
+	// consumer deliveries, KV watches). Each service gets its own
+	// (ServiceInbox) and its NATS user may subscribe to that one only, so no
+	// service can listen to the replies another one gets. Empty keeps
+	// "_INBOX".
+	InboxPrefix string
+
 	// ReconnectWait is the pause between reconnect attempts (default 1s).
 	ReconnectWait time.Duration
 
@@ -62,6 +70,11 @@ type ConnEvent struct {
 	URL string
 	Err error
 }
+
+// ServiceInbox is the inbox prefix of a jetway service ("dispatcher",
+// "runner", "jobs", "notifier"): "_INBOX_<service>", the only inbox its user
+// in deploy/nats/accounts.conf may subscribe to.
+func ServiceInbox(service string) string { return "_INBOX_" + service }
 
 // Connect dials NATS with reconnection forever: a jetway service should ride
 // out a server restart rather than exit. While no server is reachable at all
@@ -115,6 +128,9 @@ func (cfg ConnConfig) options() ([]nats.Option, error) {
 	}
 	if cfg.Name != "" {
 		opts = append(opts, nats.Name(cfg.Name))
+	}
+	if cfg.InboxPrefix != "" {
+		opts = append(opts, nats.CustomInboxPrefix(cfg.InboxPrefix))
 	}
 	switch {
 	case cfg.CredsFile != "":

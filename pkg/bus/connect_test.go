@@ -292,3 +292,41 @@ func TestConnect_authenticates_with_an_nkey_seed_file(t *testing.T) {
 		t.Fatal("Connect with a missing seed file succeeded")
 	}
 }
+
+func TestConnect_with_an_inbox_prefix_gets_replies_where_its_user_may_only_listen(t *testing.T) {
+	// A user that may subscribe only to its own inbox prefix: a request
+	// works only if the connection really uses the prefix for its replies.
+	s := startServer(t, &server.Options{Users: []*server.User{{
+		Username: "runner", Password: "pw",
+		Permissions: &server.Permissions{
+			Publish:   &server.SubjectPermission{Allow: []string{"svc.echo"}},
+			Subscribe: &server.SubjectPermission{Allow: []string{bus.ServiceInbox("runner") + ".>"}},
+		},
+	}, {Username: "echo", Password: "pw"}}})
+	echo, err := nats.Connect(s.ClientURL(), nats.UserInfo("echo", "pw"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(echo.Close)
+	if _, err := echo.Subscribe("svc.echo", func(m *nats.Msg) { _ = m.Respond(m.Data) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := echo.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	nc, err := bus.Connect(ctx, bus.ConnConfig{URLs: []string{s.ClientURL()}, User: "runner", Password: "pw",
+		InboxPrefix: bus.ServiceInbox("runner")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	if got := nc.NewInbox(); len(got) < 14 || got[:14] != "_INBOX_runner." {
+		t.Fatalf("NewInbox = %q, want the _INBOX_runner. prefix", got)
+	}
+	reply, err := nc.RequestWithContext(ctx, "svc.echo", []byte("ping"))
+	if err != nil || string(reply.Data) != "ping" {
+		t.Fatalf("request through the service inbox: %v, %v", reply, err)
+	}
+}

@@ -95,11 +95,48 @@ type Job struct {
 // StopState is the state of one Ground Stop switch.
 type StopState struct {
 	GroundStop bool `json:"ground_stop"`
-	// Scope is "global" or "<tenant>/<session>".
+	// Scope is "global", "<tenant>/*" or "<tenant>/<session>".
 	Scope  string    `json:"scope"`
 	Reason string    `json:"reason,omitempty"`
 	By     string    `json:"by,omitempty"`
 	At     time.Time `json:"at,omitzero"`
+	// GlobalStop (in a tenant's or session's read) says whether the global
+	// switch is on too; only operators see its reason.
+	GlobalStop *bool `json:"global_stop,omitempty"`
+	// TenantStop (in a session's read) says whether its tenant's switch is
+	// on too.
+	TenantStop *bool `json:"tenant_stop,omitempty"`
+	// Sessions are the tenant's session switches that are on.
+	Sessions []StopState `json:"sessions,omitempty"`
+}
+
+// StopTarget names a Ground Stop switch. The zero value is the caller's
+// default: the global switch for an operator token, its own tenant for any
+// other.
+type StopTarget struct {
+	// Global asks for the global switch (operator token only; a tenant
+	// admin gets 403).
+	Global bool
+	// Tenant names another tenant (operator token only).
+	Tenant  string
+	Session string
+}
+
+func (t StopTarget) query() url.Values {
+	q := url.Values{}
+	if t.Global {
+		q.Set("scope", "global")
+	}
+	if t.Tenant != "" {
+		q.Set("tenant", t.Tenant)
+	}
+	if t.Session != "" {
+		q.Set("session", t.Session)
+	}
+	if len(q) == 0 {
+		return nil
+	}
+	return q
 }
 
 // Input sends a line of text into session (POST /v1/sessions/{session}/input).
@@ -153,36 +190,46 @@ func (c *Client) Jobs(ctx context.Context, session string) ([]Job, error) {
 	return out.Jobs, err
 }
 
-// Stop reads a Ground Stop switch: the global one when session is empty.
+// Stop reads a Ground Stop switch: session's when given, else the token's
+// default (see StopTarget).
 func (c *Client) Stop(ctx context.Context, session string) (StopState, error) {
+	return c.StopAt(ctx, StopTarget{Session: session})
+}
+
+// StopAt reads the Ground Stop switch t names.
+func (c *Client) StopAt(ctx context.Context, t StopTarget) (StopState, error) {
 	var st StopState
-	err := c.doJSON(ctx, http.MethodGet, "/v1/stop", stopQuery(session), nil, &st)
+	err := c.doJSON(ctx, http.MethodGet, "/v1/stop", t.query(), nil, &st)
 	return st, err
 }
 
-// SetStop turns Ground Stop on (admin token), globally when session is empty.
+// SetStop turns Ground Stop on (admin token) for session, or for the
+// token's default scope when session is empty.
 func (c *Client) SetStop(ctx context.Context, session, reason string) (StopState, error) {
+	return c.SetStopAt(ctx, StopTarget{Session: session}, reason)
+}
+
+// SetStopAt turns on the Ground Stop switch t names.
+func (c *Client) SetStopAt(ctx context.Context, t StopTarget, reason string) (StopState, error) {
 	var st StopState
 	var body any
 	if reason != "" {
 		body = map[string]string{"reason": reason}
 	}
-	err := c.doJSON(ctx, http.MethodPost, "/v1/stop", stopQuery(session), body, &st)
+	err := c.doJSON(ctx, http.MethodPost, "/v1/stop", t.query(), body, &st)
 	return st, err
 }
 
 // ClearStop turns Ground Stop off (admin token).
 func (c *Client) ClearStop(ctx context.Context, session string) (StopState, error) {
-	var st StopState
-	err := c.doJSON(ctx, http.MethodDelete, "/v1/stop", stopQuery(session), nil, &st)
-	return st, err
+	return c.ClearStopAt(ctx, StopTarget{Session: session})
 }
 
-func stopQuery(session string) url.Values {
-	if session == "" {
-		return nil
-	}
-	return url.Values{"session": {session}}
+// ClearStopAt turns off the Ground Stop switch t names.
+func (c *Client) ClearStopAt(ctx context.Context, t StopTarget) (StopState, error) {
+	var st StopState
+	err := c.doJSON(ctx, http.MethodDelete, "/v1/stop", t.query(), nil, &st)
+	return st, err
 }
 
 // sessionPath builds /v1/sessions/<session>[/<tail>] with the session

@@ -159,6 +159,7 @@ func TestResolve_prefers_flag_then_env_then_the_dev_tokens_file(t *testing.T) {
 	b, _ := json.Marshal(auth.File{Tokens: []auth.Grant{
 		{Token: "jw_user", Tenant: "default"},
 		{Token: "jw_admin", Tenant: "default", Admin: true},
+		{Token: "jw_op", Tenant: "default", Role: auth.RoleOperator},
 	}})
 	if err := os.WriteFile(path, b, 0o600); err != nil {
 		t.Fatal(err)
@@ -173,6 +174,10 @@ func TestResolve_prefers_flag_then_env_then_the_dev_tokens_file(t *testing.T) {
 	cfg, err = Resolve(Options{TokensFile: path, Admin: true, Getenv: getenv})
 	if err != nil || cfg.Token != "jw_admin" {
 		t.Fatalf("admin from file: %+v, %v", cfg, err)
+	}
+	cfg, err = Resolve(Options{TokensFile: path, Operator: true, Getenv: getenv})
+	if err != nil || cfg.Token != "jw_op" {
+		t.Fatalf("operator from file: %+v, %v", cfg, err)
 	}
 	env[EnvToken], env[EnvURL] = "jw_env", "http://h:1"
 	cfg, err = Resolve(Options{TokensFile: path, Getenv: getenv})

@@ -30,9 +30,12 @@ type Options struct {
 	// TokensFile is the tokens file to read a token from when neither
 	// Token nor $JETWAY_TOKEN is set (DefaultTokensFile when empty).
 	TokensFile string
-	// Admin picks the file's admin token instead of its tenant token, for
-	// operator commands such as Ground Stop.
+	// Admin picks the file's tenant admin token instead of its tenant
+	// token, for commands that change a tenant's switches.
 	Admin bool
+	// Operator picks the file's operator token (falling back to its admin
+	// token), for Ground Stop, whose global switch only an operator flips.
+	Operator bool
 	// Getenv reads the environment; nil means os.Getenv.
 	Getenv func(string) string
 }
@@ -62,7 +65,14 @@ func Resolve(o Options) (Config, error) {
 	if path == "" {
 		path = DefaultTokensFile
 	}
-	tok, err := tokenFromFile(path, o.Admin)
+	want := wantUser
+	switch {
+	case o.Operator:
+		want = wantOperator
+	case o.Admin:
+		want = wantAdmin
+	}
+	tok, err := tokenFromFile(path, want)
 	if err != nil {
 		return Config{}, err
 	}
@@ -70,7 +80,14 @@ func Resolve(o Options) (Config, error) {
 	return cfg, nil
 }
 
-func tokenFromFile(path string, admin bool) (string, error) {
+// The kind of token tokenFromFile picks.
+const (
+	wantUser = iota
+	wantAdmin
+	wantOperator
+)
+
+func tokenFromFile(path string, want int) (string, error) {
 	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
 		return "", fmt.Errorf("no token: set %s or pass --token, or start `jetway dev` in this directory (it writes %s)", EnvToken, path)
 	}
@@ -78,14 +95,29 @@ func tokenFromFile(path string, admin bool) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("read token: %w", err)
 	}
-	for _, g := range f.Tokens {
-		if g.Admin == admin && g.Token != "" {
-			return g.Token, nil
+	pick := func(ok func(auth.Grant) bool) string {
+		for _, g := range f.Grants() {
+			if g.Token != "" && ok(g) {
+				return g.Token
+			}
 		}
+		return ""
 	}
-	kind := "tenant"
-	if admin {
-		kind = "admin"
+	isAdmin := func(g auth.Grant) bool { return g.IsAdmin() && !g.IsOperator() }
+	var tok string
+	switch want {
+	case wantOperator:
+		if tok = pick(auth.Grant.IsOperator); tok == "" {
+			tok = pick(isAdmin)
+		}
+	case wantAdmin:
+		tok = pick(isAdmin)
+	default:
+		tok = pick(func(g auth.Grant) bool { return !g.IsAdmin() })
 	}
+	if tok != "" {
+		return tok, nil
+	}
+	kind := [...]string{"tenant", "admin", "operator or admin"}[want]
 	return "", fmt.Errorf("no %s token in %s: set %s or pass --token", kind, path, EnvToken)
 }

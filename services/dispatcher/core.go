@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/cloudevents/sdk-go/v2/event"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -64,6 +65,17 @@ func (d *Dispatcher) authenticate(token string) (auth.Principal, error) {
 		return auth.Principal{}, err
 	}
 	return p, nil
+}
+
+// needsTenant refuses a principal of no tenant (an operator token given
+// without one) everything but Ground Stop: every other operation is keyed by
+// the caller's tenant, and an empty one must never become a key prefix that
+// matches every tenant's records.
+func needsTenant(p auth.Principal) error {
+	if p.Tenant == "" {
+		return fmt.Errorf("%w: this operator token belongs to no tenant; it may only use Ground Stop (give it a tenant to act for one)", auth.ErrForbidden)
+	}
+	return nil
 }
 
 // allow applies the tenant's token bucket. A refused request reserves
@@ -233,7 +245,18 @@ func (d *Dispatcher) publish(ctx context.Context, p auth.Principal, session stri
 	if err != nil {
 		return Accepted{}, err
 	}
+	// A message over the server's max_payload can never be stored, however
+	// often it is retried: that is the caller's body being too large (413),
+	// not the store being down (503). --max-body may well be set above it.
+	if limit := d.nc.MaxPayload(); limit > 0 && int64(msgSize(msg)) > limit {
+		return Accepted{}, problemf(http.StatusRequestEntityTooLarge, "too-large", "Event too large for the bus",
+			"the event takes %d bytes on the bus; the NATS server carries at most %d (its max_payload)", msgSize(msg), limit)
+	}
 	ack, err := d.js.PublishMsg(ctx, msg)
+	if errors.Is(err, nats.ErrMaxPayload) {
+		return Accepted{}, problemf(http.StatusRequestEntityTooLarge, "too-large", "Event too large for the bus",
+			"publish to %s: %v (the NATS server carries at most %d bytes)", subject, err, d.nc.MaxPayload())
+	}
 	if err != nil {
 		span.SetStatus(codes.Error, "publish failed")
 		return Accepted{}, problemf(http.StatusServiceUnavailable, "unavailable", "Event store unavailable",
@@ -346,11 +369,22 @@ func (d *Dispatcher) Jobs(ctx context.Context, p auth.Principal, session string)
 // StopState is the state of one Ground Stop switch.
 type StopState struct {
 	GroundStop bool `json:"ground_stop"`
-	// Scope is "global" or "<tenant>/<session>".
+	// Scope is "global", "<tenant>/*" (every session of a tenant) or
+	// "<tenant>/<session>".
 	Scope  string    `json:"scope"`
 	Reason string    `json:"reason,omitempty"`
 	By     string    `json:"by,omitempty"`
 	At     time.Time `json:"at,omitzero"`
+	// GlobalStop, in an answer about a tenant or a session, says whether the
+	// global switch is on as well. Who set it and why are an operator's to
+	// read: they may name another tenant or an incident.
+	GlobalStop *bool `json:"global_stop,omitempty"`
+	// TenantStop, in an answer about a session, says whether its tenant's
+	// switch is on as well: the session does not run either way.
+	TenantStop *bool `json:"tenant_stop,omitempty"`
+	// Sessions lists the tenant's session switches that are on (in a read
+	// of a tenant's switch only).
+	Sessions []StopState `json:"sessions,omitempty"`
 }
 
 // StopRequest is the optional body of POST /v1/stop.
@@ -358,23 +392,84 @@ type StopRequest struct {
 	Reason string `json:"reason,omitempty"`
 }
 
-func stopScope(p auth.Principal, session string) (tenant, scope string, err error) {
-	if session == "" {
-		return "", "global", nil
-	}
-	if err := events.ValidateToken("session", session); err != nil {
-		return "", "", err
-	}
-	return p.Tenant, p.Tenant + "/" + session, nil
+// StopTarget names the switch a Ground Stop call is about. The zero value
+// means the caller's default: the global switch for an operator, the
+// caller's own tenant for everyone else — so an old "POST /v1/stop" from a
+// tenant admin stops that tenant, never every tenant.
+type StopTarget struct {
+	// Scope is "" (the default), "global" or "tenant".
+	Scope string
+	// Tenant names another tenant (operators only); empty is the caller's.
+	Tenant  string
+	Session string
 }
 
-// SetStop turns Ground Stop on, globally or (session != "") for one of the
-// admin's sessions.
-func (d *Dispatcher) SetStop(ctx context.Context, p auth.Principal, session string, req StopRequest) (StopState, error) {
+// ScopeByOperator is the Record.By of switches an operator flipped.
+const ScopeByOperator = "operator"
+
+// resolveStop turns a target into the switch's tenant and session (both
+// empty for the global switch) and the scope to report, refusing what p may
+// not address. Reads and writes share it: a tenant may neither flip nor read
+// the global switch's reason or another tenant's switch.
+func resolveStop(p auth.Principal, t StopTarget) (tenant, session, scope string, err error) {
+	switch t.Scope {
+	case "", "tenant":
+	case "global":
+		if t.Tenant != "" || t.Session != "" {
+			return "", "", "", problem(http.StatusBadRequest, "bad-request", "Conflicting Ground Stop scope",
+				"scope=global names no tenant or session; drop tenant and session, or the scope")
+		}
+		if err := p.MayOperate(); err != nil {
+			return "", "", "", err
+		}
+		return "", "", "global", nil
+	default:
+		return "", "", "", problemf(http.StatusBadRequest, "bad-request", "Unknown Ground Stop scope",
+			"scope %q: want global or tenant", shortenQ(t.Scope))
+	}
+	if t.Scope == "" && t.Tenant == "" && t.Session == "" && p.Operator {
+		return "", "", "global", nil
+	}
+	tenant = t.Tenant
+	if tenant == "" {
+		tenant = p.Tenant
+	}
+	if tenant == "" {
+		return "", "", "", problem(http.StatusBadRequest, "bad-request", "No tenant",
+			"this operator token belongs to no tenant; name one with tenant=")
+	}
+	if err := events.ValidateToken("tenant", tenant); err != nil {
+		return "", "", "", err
+	}
+	if tenant != p.Tenant {
+		if err := p.MayOperate(); err != nil {
+			return "", "", "", err
+		}
+	}
+	if t.Session == "" {
+		return tenant, "", tenant + "/*", nil
+	}
+	if err := events.ValidateToken("session", t.Session); err != nil {
+		return "", "", "", err
+	}
+	return tenant, t.Session, tenant + "/" + t.Session, nil
+}
+
+// stopBy is what a switch records as who set it.
+func stopBy(p auth.Principal) string {
+	if p.Operator {
+		return ScopeByOperator
+	}
+	return p.Tenant
+}
+
+// SetStop turns Ground Stop on: globally (operators only), for a tenant or
+// for one session.
+func (d *Dispatcher) SetStop(ctx context.Context, p auth.Principal, t StopTarget, req StopRequest) (StopState, error) {
 	if err := p.MayAdminister(); err != nil {
 		return StopState{}, err
 	}
-	tenant, scope, err := stopScope(p, session)
+	tenant, session, scope, err := resolveStop(p, t)
 	if err != nil {
 		return StopState{}, err
 	}
@@ -382,20 +477,20 @@ func (d *Dispatcher) SetStop(ctx context.Context, p auth.Principal, session stri
 	if err != nil {
 		return StopState{}, err
 	}
-	rec := groundstop.Record{Reason: req.Reason, By: p.Tenant, At: time.Now().UTC()}
+	rec := groundstop.Record{Reason: req.Reason, By: stopBy(p), At: time.Now().UTC()}
 	if _, err := groundstop.Set(ctx, kv, tenant, session, rec); err != nil {
 		return StopState{}, unavailable("set Ground Stop", err)
 	}
-	d.log.Warn().Str("by", p.Tenant).Str("scope", scope).Str("reason", req.Reason).Msg("Ground Stop on")
+	d.log.Warn().Str("by", rec.By).Str("tenant", p.Tenant).Str("scope", scope).Str("reason", req.Reason).Msg("Ground Stop on")
 	return StopState{GroundStop: true, Scope: scope, Reason: rec.Reason, By: rec.By, At: rec.At}, nil
 }
 
-// ClearStop turns Ground Stop off.
-func (d *Dispatcher) ClearStop(ctx context.Context, p auth.Principal, session string) (StopState, error) {
+// ClearStop turns Ground Stop off, with the same scopes as SetStop.
+func (d *Dispatcher) ClearStop(ctx context.Context, p auth.Principal, t StopTarget) (StopState, error) {
 	if err := p.MayAdminister(); err != nil {
 		return StopState{}, err
 	}
-	tenant, scope, err := stopScope(p, session)
+	tenant, session, scope, err := resolveStop(p, t)
 	if err != nil {
 		return StopState{}, err
 	}
@@ -406,13 +501,14 @@ func (d *Dispatcher) ClearStop(ctx context.Context, p auth.Principal, session st
 	if err := groundstop.Clear(ctx, kv, tenant, session); err != nil {
 		return StopState{}, unavailable("clear Ground Stop", err)
 	}
-	d.log.Warn().Str("by", p.Tenant).Str("scope", scope).Msg("Ground Stop off")
+	d.log.Warn().Str("by", stopBy(p)).Str("tenant", p.Tenant).Str("scope", scope).Msg("Ground Stop off")
 	return StopState{GroundStop: false, Scope: scope}, nil
 }
 
-// Stop reads a Ground Stop switch; any token may look.
-func (d *Dispatcher) Stop(ctx context.Context, p auth.Principal, session string) (StopState, error) {
-	tenant, scope, err := stopScope(p, session)
+// Stop reads a Ground Stop switch. Any token may read its own tenant's
+// switches; of the global one a tenant learns only whether it is on.
+func (d *Dispatcher) Stop(ctx context.Context, p auth.Principal, t StopTarget) (StopState, error) {
+	tenant, session, scope, err := resolveStop(p, t)
 	if err != nil {
 		return StopState{}, err
 	}
@@ -424,7 +520,32 @@ func (d *Dispatcher) Stop(ctx context.Context, p auth.Principal, session string)
 	if err != nil {
 		return StopState{}, unavailable("read Ground Stop", err)
 	}
-	return StopState{GroundStop: on, Scope: scope, Reason: rec.Reason, By: rec.By, At: rec.At}, nil
+	st := StopState{GroundStop: on, Scope: scope, Reason: rec.Reason, By: rec.By, At: rec.At}
+	if scope == "global" {
+		return st, nil
+	}
+	_, global, err := groundstop.Get(ctx, kv, "", "")
+	if err != nil {
+		return StopState{}, unavailable("read Ground Stop", err)
+	}
+	st.GlobalStop = &global
+	if session != "" {
+		_, tenantOn, err := groundstop.Get(ctx, kv, tenant, "")
+		if err != nil {
+			return StopState{}, unavailable("read Ground Stop", err)
+		}
+		st.TenantStop = &tenantOn
+		return st, nil
+	}
+	sws, err := groundstop.Sessions(ctx, kv, tenant)
+	if err != nil {
+		return StopState{}, unavailable("list Ground Stop switches", err)
+	}
+	for _, sw := range sws {
+		st.Sessions = append(st.Sessions, StopState{GroundStop: true, Scope: tenant + "/" + sw.Session,
+			Reason: sw.Record.Reason, By: sw.Record.By, At: sw.Record.At})
+	}
+	return st, nil
 }
 
 func (d *Dispatcher) controlBucket(ctx context.Context) (jetstream.KeyValue, error) {
@@ -488,6 +609,21 @@ func (d *Dispatcher) scan(ctx context.Context, bucket, filter string) ([]jetstre
 			return nil, unavailable("list "+bucket, ctx.Err())
 		}
 	}
+}
+
+// msgSize is what a message takes against the server's max_payload: its
+// data and its headers as sent.
+func msgSize(m *nats.Msg) int {
+	n := len(m.Data)
+	for k, vs := range m.Header {
+		for _, v := range vs {
+			n += len(k) + len(v) + 4 // "k: v\r\n"
+		}
+	}
+	if len(m.Header) > 0 {
+		n += len("NATS/1.0\r\n\r\n")
+	}
+	return n
 }
 
 func unavailable(what string, err error) *Problem {

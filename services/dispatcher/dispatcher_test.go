@@ -461,7 +461,7 @@ func TestOpenAPI_is_served_and_docs_copy_is_identical(t *testing.T) {
 	}
 }
 
-func TestGround_Stop_on_and_off_globally_and_per_session(t *testing.T) {
+func TestGround_Stop_on_and_off_globally_per_tenant_and_per_session(t *testing.T) {
 	f := newFixture(t)
 	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
 	defer cancel()
@@ -469,19 +469,36 @@ func TestGround_Stop_on_and_off_globally_and_per_session(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := decode[StopState](t, f.do("POST", "/v1/stop", tokAdmin, `{"reason":"model bill"}`), http.StatusOK)
-	if !st.GroundStop || st.Scope != "global" || st.Reason != "model bill" {
+	st := decode[StopState](t, f.do("POST", "/v1/stop", tokOperator, `{"reason":"model bill"}`), http.StatusOK)
+	if !st.GroundStop || st.Scope != "global" || st.Reason != "model bill" || st.By != "operator" {
 		t.Fatalf("state %+v", st)
 	}
 	if rec, on, err := groundstop.Active(ctx, kv, "acme", "any"); err != nil || !on || rec.Reason != "model bill" {
 		t.Fatalf("global switch in KV: %+v %v %v", rec, on, err)
 	}
-	if got := decode[StopState](t, f.do("GET", "/v1/stop", tokUser, nil), http.StatusOK); !got.GroundStop {
-		t.Fatalf("a tenant token reads %+v", got)
+	got := decode[StopState](t, f.do("GET", "/v1/stop", tokUser, nil), http.StatusOK)
+	if got.Scope != "default/*" || got.GlobalStop == nil || !*got.GlobalStop || got.Reason != "" || got.By != "" {
+		t.Fatalf("a tenant token reads %+v, want its own tenant's switch and the global one as on only", got)
 	}
-	decode[StopState](t, f.do("DELETE", "/v1/stop", tokAdmin, nil), http.StatusOK)
+	decode[StopState](t, f.do("DELETE", "/v1/stop", tokOperator, nil), http.StatusOK)
 	if _, on, _ := groundstop.Active(ctx, kv, "acme", "any"); on {
 		t.Fatal("global switch still on after DELETE")
+	}
+
+	st = decode[StopState](t, f.do("POST", "/v1/stop", tokAdmin, `{"reason":"our bill"}`), http.StatusOK)
+	if st.Scope != "default/*" || st.By != "default" {
+		t.Fatalf("a tenant admin's plain stop: %+v, want its own tenant", st)
+	}
+	if _, on, _ := groundstop.Active(ctx, kv, "default", "s9"); !on {
+		t.Fatal("tenant switch does not stop the tenant's sessions")
+	}
+	if got := decode[StopState](t, f.do("GET", "/v1/stop?session=s9", tokUser, nil), http.StatusOK); got.GroundStop ||
+		got.TenantStop == nil || !*got.TenantStop {
+		t.Fatalf("a session's read under its tenant's stop: %+v, want tenant_stop true", got)
+	}
+	decode[StopState](t, f.do("DELETE", "/v1/stop", tokAdmin, nil), http.StatusOK)
+	if _, on, _ := groundstop.Active(ctx, kv, "default", "s9"); on {
+		t.Fatal("tenant switch still on after DELETE")
 	}
 
 	st = decode[StopState](t, f.do("POST", "/v1/stop?session=s1", tokAdmin, nil), http.StatusOK)
@@ -501,6 +518,104 @@ func TestGround_Stop_on_and_off_globally_and_per_session(t *testing.T) {
 	p := problemOf(t, f.do("POST", "/v1/stop?session=a.b", tokAdmin, nil), http.StatusBadRequest)
 	if !strings.Contains(p.Detail, "A-Z a-z 0-9 _ -") {
 		t.Fatalf("detail %q", p.Detail)
+	}
+}
+
+func TestGround_Stop_a_tenant_admin_asking_for_global_is_refused_and_other_tenants_keep_running(t *testing.T) {
+	f := newFixture(t)
+	startNATSAPI(t, f)
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	kv, err := f.js.KeyValue(ctx, bus.BucketControl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, req := range []struct{ method, path string }{
+		{"POST", "/v1/stop?scope=global"},
+		{"DELETE", "/v1/stop?scope=global"},
+		{"GET", "/v1/stop?scope=global"},
+		{"POST", "/v1/stop?tenant=default"},
+		{"GET", "/v1/stop?tenant=default"},
+	} {
+		resp := f.do(req.method, req.path, tokAcmeAdmin, `{"reason":"stop the world"}`)
+		if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/problem+json") {
+			t.Errorf("%s %s: Content-Type %q, want problem+json", req.method, req.path, ct)
+		}
+		p := problemOf(t, resp, http.StatusForbidden)
+		if !strings.Contains(p.Detail, "operator") {
+			t.Errorf("%s %s: detail %q does not say only an operator may", req.method, req.path, p.Detail)
+		}
+	}
+	// Its own tenant is what it may stop.
+	decode[StopState](t, f.do("POST", "/v1/stop", tokAcmeAdmin, `{"reason":"acme only"}`), http.StatusOK)
+	if _, on, err := groundstop.Get(ctx, kv, "", ""); err != nil || on {
+		t.Fatalf("global switch on=%v err=%v after a tenant admin's requests", on, err)
+	}
+	if _, on, _ := groundstop.Active(ctx, kv, "acme", "s1"); !on {
+		t.Fatal("acme's own stop did not stop acme")
+	}
+	if _, on, _ := groundstop.Active(ctx, kv, "default", "s1"); on {
+		t.Fatal("acme's admin stopped tenant default")
+	}
+	// The same refusal over the NATS API.
+	resp := natsRequest(t, f, SubjectStop, tokAcmeAdmin, `{"action":"on","scope":"global"}`)
+	if code := resp.Header.Get("Nats-Service-Error-Code"); code != "403" {
+		t.Fatalf("NATS global stop by a tenant admin: code %q (%s), want 403", code, resp.Data)
+	}
+	if _, on, _ := groundstop.Get(ctx, kv, "", ""); on {
+		t.Fatal("global switch on after a tenant admin's NATS request")
+	}
+	resp = natsRequest(t, f, SubjectStop, tokOperator, `{"action":"on","scope":"global","reason":"incident"}`)
+	var st StopState
+	if err := json.Unmarshal(resp.Data, &st); err != nil || !st.GroundStop || st.Scope != "global" {
+		t.Fatalf("operator's NATS global stop: %s (%v)", resp.Data, err)
+	}
+}
+
+func TestGround_Stop_a_tenant_never_sees_another_tenants_switch_or_reason_and_the_operator_does(t *testing.T) {
+	f := newFixture(t)
+	startNATSAPI(t, f)
+	decode[StopState](t, f.do("POST", "/v1/stop?session=s1", tokAcmeAdmin, `{"reason":"acme-secret-session"}`), http.StatusOK)
+	decode[StopState](t, f.do("POST", "/v1/stop", tokAcmeAdmin, `{"reason":"acme-secret-tenant"}`), http.StatusOK)
+	decode[StopState](t, f.do("POST", "/v1/stop?session=mine", tokAdmin, `{"reason":"default-own"}`), http.StatusOK)
+	decode[StopState](t, f.do("POST", "/v1/stop", tokOperator, `{"reason":"operator-incident"}`), http.StatusOK)
+
+	for _, tok := range []string{tokUser, tokAdmin} {
+		resp := f.do("GET", "/v1/stop", tok, nil)
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET /v1/stop: %d %s", resp.StatusCode, body)
+		}
+		for _, secret := range []string{"acme", "operator-incident", "operator"} {
+			if strings.Contains(string(body), secret) {
+				t.Fatalf("tenant default reads %q in %s", secret, body)
+			}
+		}
+		var st StopState
+		if err := json.Unmarshal(body, &st); err != nil {
+			t.Fatal(err)
+		}
+		if st.GlobalStop == nil || !*st.GlobalStop || len(st.Sessions) != 1 || st.Sessions[0].Reason != "default-own" {
+			t.Fatalf("tenant default's view %s: want global on (no reason) and its own session", body)
+		}
+	}
+	resp := natsRequest(t, f, SubjectStop, tokUser, `{"action":"get"}`)
+	if strings.Contains(string(resp.Data), "acme") || strings.Contains(string(resp.Data), "incident") {
+		t.Fatalf("NATS get leaks another tenant's switch: %s", resp.Data)
+	}
+	for _, path := range []string{"/v1/stop?tenant=acme", "/v1/stop?scope=global"} {
+		problemOf(t, f.do("GET", path, tokUser, nil), http.StatusForbidden)
+	}
+
+	op := decode[StopState](t, f.do("GET", "/v1/stop", tokOperator, nil), http.StatusOK)
+	if op.Scope != "global" || op.Reason != "operator-incident" {
+		t.Fatalf("operator reads global %+v", op)
+	}
+	acme := decode[StopState](t, f.do("GET", "/v1/stop?tenant=acme", tokOperator, nil), http.StatusOK)
+	if acme.Scope != "acme/*" || acme.Reason != "acme-secret-tenant" || len(acme.Sessions) != 1 ||
+		acme.Sessions[0].Reason != "acme-secret-session" {
+		t.Fatalf("operator reads acme %+v", acme)
 	}
 }
 
@@ -578,6 +693,16 @@ func TestCloudEvent_keeps_its_own_trace_when_the_request_has_none(t *testing.T) 
 	if len(hs) != 1 || hs[0].Event.ExtensionAs(events.ExtTraceParent, &got) != nil || !strings.Contains(got, traceID) {
 		t.Fatalf("traceparent %q, want trace %s kept", got, traceID)
 	}
+}
+
+// startNATSAPI serves the fixture's dispatcher on its NATS API too.
+func startNATSAPI(t *testing.T, f *fixture) {
+	t.Helper()
+	svc, err := f.d.StartNATS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = svc.Stop() })
 }
 
 func natsRequest(t *testing.T, f *fixture, subject, token string, body string, header ...string) *nats.Msg {
@@ -697,4 +822,65 @@ func TestServe_runs_HTTP_and_NATS_until_the_context_ends(t *testing.T) {
 	case <-time.After(waitFor):
 		t.Fatal("Serve did not return after cancel")
 	}
+}
+
+func TestA_body_under_max_body_but_over_the_bus_max_payload_is_413_and_the_dispatcher_goes_on(t *testing.T) {
+	f := newFixture(t, func(c *Config) { c.MaxBodyBytes = 4 << 20 })
+	limit := f.nc.MaxPayload()
+	big := InputRequest{Text: strings.Repeat("x", int(limit)-100)}
+	p := problemOf(t, f.do("POST", "/v1/sessions/s1/input", tokUser, big), http.StatusRequestEntityTooLarge)
+	if !strings.Contains(p.Detail, strconv.FormatInt(limit, 10)) || !strings.Contains(p.Detail, "max_payload") {
+		t.Fatalf("detail %q does not name the bus limit %d", p.Detail, limit)
+	}
+	ce := fmt.Sprintf(`{"specversion":"1.0","id":"big","source":"s","type":"com.example.x","subject":"default/s1","data":"%s"}`,
+		strings.Repeat("y", int(limit)))
+	problemOf(t, f.do("POST", "/v1/events", tokUser, ce, "Content-Type", "application/cloudevents+json"), http.StatusRequestEntityTooLarge)
+	// The refusal happened before the bus: the connection still works.
+	decode[Accepted](t, f.do("POST", "/v1/sessions/s1/input", tokUser, InputRequest{Text: "small"}), http.StatusAccepted)
+}
+
+func TestAn_impossible_Last_Event_ID_is_400_not_503(t *testing.T) {
+	f := newFixture(t)
+	for _, id := range []string{"18446744073709551615", "18446744073709551616", "-1", "+5"} {
+		p := problemOf(t, f.do("GET", "/v1/sessions/s1/stream", tokUser, nil, "Last-Event-ID", id), http.StatusBadRequest)
+		if !strings.Contains(p.Detail, "Last-Event-ID") {
+			t.Errorf("Last-Event-ID %q: detail %q", id, p.Detail)
+		}
+	}
+	problemOf(t, f.do("GET", "/v1/sessions/s1/stream?last_event_id=18446744073709551615", tokUser, nil), http.StatusBadRequest)
+}
+
+func TestA_structured_CloudEvent_over_HTTP_with_data_and_data_base64_is_400(t *testing.T) {
+	f := newFixture(t)
+	both := `{"specversion":"1.0","id":"both","source":"s","type":"com.example.x","subject":"default/s1","data":{"a":1},"data_base64":"eyJiIjoyfQ=="}`
+	p := problemOf(t, f.do("POST", "/v1/events", tokUser, both, "Content-Type", "application/cloudevents+json"), http.StatusBadRequest)
+	if !strings.Contains(p.Detail, "data_base64") {
+		t.Fatalf("detail %q does not name data_base64", p.Detail)
+	}
+	p = problemOf(t, f.do("POST", "/v1/events", tokUser, "["+both+"]", "Content-Type", "application/cloudevents-batch+json"), http.StatusBadRequest)
+	if !strings.Contains(p.Detail, "event 1 of the batch") {
+		t.Fatalf("batch detail %q", p.Detail)
+	}
+	// Either one alone is still accepted.
+	one := `{"specversion":"1.0","id":"one","source":"s","type":"com.example.x","subject":"default/s1","data":{"a":1}}`
+	decode[Accepted](t, f.do("POST", "/v1/events", tokUser, one, "Content-Type", "application/cloudevents+json"), http.StatusAccepted)
+	one = `{"specversion":"1.0","id":"two","source":"s","type":"com.example.x","subject":"default/s1","data_base64":"eyJiIjoyfQ=="}`
+	decode[Accepted](t, f.do("POST", "/v1/events", tokUser, one, "Content-Type", "application/cloudevents+json"), http.StatusAccepted)
+}
+
+func TestAn_operator_token_of_no_tenant_may_use_Ground_Stop_only(t *testing.T) {
+	f := newFixture(t)
+	startNATSAPI(t, f)
+	for _, path := range []string{"/v1/sessions", "/v1/sessions/s1", "/v1/sessions/s1/jobs", "/v1/sessions/s1/stream"} {
+		p := problemOf(t, f.do("GET", path, tokOperator, nil), http.StatusForbidden)
+		if !strings.Contains(p.Detail, "no tenant") {
+			t.Errorf("GET %s: detail %q", path, p.Detail)
+		}
+	}
+	problemOf(t, f.do("POST", "/v1/sessions/s1/input", tokOperator, InputRequest{Text: "x"}), http.StatusForbidden)
+	resp := natsRequest(t, f, SubjectSessions, tokOperator, ``)
+	if code := resp.Header.Get("Nats-Service-Error-Code"); code != "403" {
+		t.Fatalf("NATS sessions as an operator of no tenant: code %q (%s)", code, resp.Data)
+	}
+	decode[StopState](t, f.do("GET", "/v1/stop", tokOperator, nil), http.StatusOK)
 }

@@ -27,6 +27,10 @@ const (
 	tokUser  = "tok-default"
 	tokAdmin = "tok-admin"
 	tokAcme  = "tok-acme" // tenant acme, may publish com.github.* and io.jetway.input only
+	// tokAcmeAdmin is acme's tenant admin: it stops acme, never anyone else.
+	tokAcmeAdmin = "tok-acme-admin"
+	// tokOperator is the installation's operator, of no tenant.
+	tokOperator = "tok-operator"
 )
 
 // waitFor bounds every wait in these tests.
@@ -55,6 +59,8 @@ func newFixture(t testing.TB, tweak ...func(*Config)) *fixture {
 		auth.Grant{Token: tokUser, Tenant: "default"},
 		auth.Grant{Token: tokAdmin, Tenant: "default", Admin: true},
 		auth.Grant{Token: tokAcme, Tenant: "acme", EventTypes: []string{"com.github.*", "io.jetway.input"}},
+		auth.Grant{Token: tokAcmeAdmin, Tenant: "acme", Role: auth.RoleAdmin},
+		auth.Grant{Token: tokOperator, Role: auth.RoleOperator},
 	)
 	if err != nil {
 		t.Fatal(err)

@@ -175,7 +175,11 @@ func (d *Dispatcher) fail(w http.ResponseWriter, r *http.Request, err error) {
 // principal authenticates the request's bearer token and applies the rate
 // limit.
 func (d *Dispatcher) principal(r *http.Request) (auth.Principal, error) {
-	return d.authenticate(auth.BearerToken(r.Header.Get("Authorization")))
+	p, err := d.authenticate(auth.BearerToken(r.Header.Get("Authorization")))
+	if err == nil && r.URL.Path != "/v1/stop" {
+		err = needsTenant(p)
+	}
+	return p, err
 }
 
 // readBody reads the whole body under the size limit.
@@ -298,6 +302,15 @@ const maxBatch = 100
 func readCloudEvents(h http.Header, body []byte) ([]event.Event, bool, error) {
 	msg := cehttp.NewMessage(h, io.NopCloser(bytes.NewReader(body)))
 	defer msg.Finish(nil)
+	switch msg.ReadEncoding() {
+	case binding.EncodingStructured, binding.EncodingBatch:
+		// The SDK keeps one of data and data_base64 and silently drops the
+		// other; the NATS API refuses the pair, and so must this door, or
+		// the same event would mean different things by the way it came.
+		if err := refuseDataPair(body, msg.ReadEncoding() == binding.EncodingBatch); err != nil {
+			return nil, msg.ReadEncoding() == binding.EncodingBatch, err
+		}
+	}
 	if msg.ReadEncoding() == binding.EncodingBatch {
 		evs, err := cehttp.NewEventsFromHTTPRequest(&http.Request{Header: h, Body: io.NopCloser(bytes.NewReader(body))})
 		if err != nil {
@@ -321,6 +334,40 @@ func readCloudEvents(h http.Header, body []byte) ([]event.Event, bool, error) {
 		return nil, false, problemf(http.StatusBadRequest, "invalid-event", "Invalid CloudEvent", "%v", err)
 	}
 	return []event.Event{*e}, false, nil
+}
+
+// refuseDataPair answers 400 when a structured event (or any event of a
+// batch) carries both data and data_base64. Bodies that are not JSON are
+// left for the SDK to refuse with its own words.
+func refuseDataPair(body []byte, batch bool) error {
+	var objs []map[string]json.RawMessage
+	if batch {
+		if json.Unmarshal(body, &objs) != nil {
+			return nil
+		}
+	} else {
+		var one map[string]json.RawMessage
+		if json.Unmarshal(body, &one) != nil {
+			return nil
+		}
+		objs = append(objs, one)
+	}
+	isSet := func(raw json.RawMessage, ok bool) bool {
+		return ok && !bytes.Equal(bytes.TrimSpace(raw), []byte("null"))
+	}
+	for i, o := range objs {
+		d, hasData := o["data"]
+		b, hasB64 := o["data_base64"]
+		if isSet(d, hasData) && isSet(b, hasB64) {
+			where := "the event"
+			if batch {
+				where = "event " + strconv.Itoa(i+1) + " of the batch"
+			}
+			return problemf(http.StatusBadRequest, "invalid-event", "Invalid CloudEvent",
+				"%s has both data and data_base64; send one (data_base64 for binary data)", where)
+		}
+	}
+	return nil
 }
 
 // SessionList is the answer of GET /v1/sessions.
@@ -381,18 +428,19 @@ func (d *Dispatcher) handleStop(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, err)
 		return
 	}
-	session := r.URL.Query().Get("session")
+	q := r.URL.Query()
+	t := StopTarget{Scope: q.Get("scope"), Tenant: q.Get("tenant"), Session: q.Get("session")}
 	var st StopState
 	switch r.Method {
 	case http.MethodPost:
 		var req StopRequest
 		if err = d.decodeJSON(w, r, &req, true); err == nil {
-			st, err = d.SetStop(r.Context(), p, session, req)
+			st, err = d.SetStop(r.Context(), p, t, req)
 		}
 	case http.MethodDelete:
-		st, err = d.ClearStop(r.Context(), p, session)
+		st, err = d.ClearStop(r.Context(), p, t)
 	default:
-		st, err = d.Stop(r.Context(), p, session)
+		st, err = d.Stop(r.Context(), p, t)
 	}
 	if err != nil {
 		d.fail(w, r, err)

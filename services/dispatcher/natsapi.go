@@ -30,7 +30,7 @@ const (
 	SubjectEvent    = APISubjectPrefix + ".event"    // a CloudEvent, binary or structured → {"id","duplicate"}
 	SubjectSessions = APISubjectPrefix + ".sessions" // {} → {"sessions"}; {"session"} → one session
 	SubjectJobs     = APISubjectPrefix + ".jobs"     // {"session"} → {"jobs"}
-	SubjectStop     = APISubjectPrefix + ".stop"     // {"action":"on"|"off"|"get","session"?,"reason"?}
+	SubjectStop     = APISubjectPrefix + ".stop"     // {"action":"on"|"off"|"get","scope"?,"tenant"?,"session"?,"reason"?}
 	// SubjectRecovery reads or changes a session's recovery override:
 	// {"session","action":"get"|"set"|"clear","policy"?,"max_attempts"?} → the recovery state.
 	SubjectRecovery = APISubjectPrefix + ".recovery"
@@ -45,6 +45,10 @@ type NATSRequest struct {
 	// Action (stop only): "on", "off" or "get" (default).
 	Action string `json:"action,omitempty"`
 	Reason string `json:"reason,omitempty"`
+	// Scope and Tenant (stop only) are StopTarget's: "global" needs an
+	// operator token, as does naming another tenant.
+	Scope  string `json:"scope,omitempty"`
+	Tenant string `json:"tenant,omitempty"`
 	// Policy and MaxAttempts (recovery "set" only) are RecoveryRequest's.
 	Policy      *string `json:"policy,omitempty"`
 	MaxAttempts *int    `json:"max_attempts,omitempty"`
@@ -137,6 +141,9 @@ func (d *Dispatcher) natsHandler(name string, fn func(context.Context, auth.Prin
 		token := auth.BearerToken(natsHeaderCarrier(req.Headers()).Get("Authorization"))
 		var res any
 		p, err := d.authenticate(token)
+		if err == nil && name != "stop" {
+			err = needsTenant(p)
+		}
 		if err == nil && int64(len(req.Data())) > d.cfg.MaxBodyBytes {
 			err = problemf(http.StatusRequestEntityTooLarge, "too-large", "Request body too large",
 				"the body is over the %d byte limit", d.cfg.MaxBodyBytes)
@@ -238,13 +245,14 @@ func (d *Dispatcher) natsStop(ctx context.Context, p auth.Principal, req micro.R
 	if err != nil {
 		return nil, err
 	}
+	t := StopTarget{Scope: r.Scope, Tenant: r.Tenant, Session: r.Session}
 	switch r.Action {
 	case "on":
-		return d.SetStop(ctx, p, r.Session, StopRequest{Reason: r.Reason})
+		return d.SetStop(ctx, p, t, StopRequest{Reason: r.Reason})
 	case "off":
-		return d.ClearStop(ctx, p, r.Session)
+		return d.ClearStop(ctx, p, t)
 	case "", "get":
-		return d.Stop(ctx, p, r.Session)
+		return d.Stop(ctx, p, t)
 	}
 	return nil, problemf(http.StatusBadRequest, "bad-request", "Unknown action",
 		"action %q: want on, off or get", shortenQ(r.Action))

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -51,6 +52,11 @@ func (d *Dispatcher) handleStream(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case last != "":
 		seq, err := strconv.ParseUint(last, 10, 64)
+		// The stream is read from seq+1: the largest uint64 would wrap to 0,
+		// which JetStream refuses; it is no sequence a stream ever had.
+		if err == nil && seq == math.MaxUint64 {
+			err = strconv.ErrRange
+		}
 		if err != nil {
 			d.fail(w, r, problemf(http.StatusBadRequest, "bad-request", "Invalid Last-Event-ID",
 				"Last-Event-ID %q is not a stream sequence number", shortenQ(last)))

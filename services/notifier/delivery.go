@@ -290,7 +290,12 @@ func (n *Notifier) post(ctx context.Context, hook Webhook, d delivery) error {
 		return fmt.Errorf("build request: %w", err)
 	}
 	req.Header.Set("Content-Type", events.ContentTypeStructured+"; charset=utf-8")
-	req.Header.Set(SignatureHeader, Sign(hook.Secret, d.Body))
+	ts := strconv.FormatInt(time.Now().Unix(), 10)
+	req.Header.Set(TimestampHeader, ts)
+	req.Header.Set(SignatureV1Header, SignV1(hook.Secret, ts, d.Body))
+	if n.cfg.LegacySignature {
+		req.Header.Set(SignatureHeader, Sign(hook.Secret, d.Body))
+	}
 	req.Header.Set("X-Jetway-Delivery", d.ID)
 	req.Header.Set("X-Jetway-Attempt", strconv.Itoa(d.Attempts+1))
 	req.Header.Set("User-Agent", "jetway-notifier/"+n.cfg.Version)
@@ -300,6 +305,10 @@ func (n *Notifier) post(ctx context.Context, hook Webhook, d delivery) error {
 	}
 	defer resp.Body.Close()
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	if resp.StatusCode/100 == 3 {
+		return fmt.Errorf("POST %s: %s to %q: %w; configure the final URL", hook.URL, resp.Status,
+			resp.Header.Get("Location"), errRedirect)
+	}
 	if resp.StatusCode/100 != 2 {
 		return fmt.Errorf("POST %s: %s", hook.URL, resp.Status)
 	}

@@ -114,8 +114,19 @@ type Config struct {
 	AckWait time.Duration
 	// Retry is the webhook backoff (Default* when zero).
 	Retry Retry
-	// HTTPClient posts webhooks; nil makes one with HTTPTimeout.
+	// HTTPClient posts webhooks; nil makes one with HTTPTimeout that refuses
+	// non-public targets (see WebhookAllowHosts). Whichever client, redirects
+	// are never followed.
 	HTTPClient *http.Client
+	// WebhookAllowHosts are the host names (or IP literals), as written in
+	// webhook URLs, that may resolve to loopback, link-local, private,
+	// unspecified or multicast addresses. Everything else must be public:
+	// a tenant's webhook must not reach into the operator's network.
+	WebhookAllowHosts []string
+	// LegacySignature also sends the old body-only X-Jetway-Signature, for
+	// receivers not yet checking Jetway-Signature. It can be replayed: turn
+	// it on only while receivers move over.
+	LegacySignature bool
 	// HTTPTimeout bounds one webhook POST (DefaultHTTPTimeout). A claim on
 	// a delivery lasts twice as long, so a live notifier is never overtaken.
 	HTTPTimeout time.Duration
@@ -206,9 +217,11 @@ func New(cfg Config) (*Notifier, error) {
 	if err != nil {
 		return nil, fmt.Errorf("notifier: %w", err)
 	}
-	hc := cfg.HTTPClient
-	if hc == nil {
-		hc = &http.Client{Timeout: cfg.HTTPTimeout}
+	hc := webhookClient(cfg.HTTPTimeout, cfg.WebhookAllowHosts)
+	if cfg.HTTPClient != nil {
+		c := *cfg.HTTPClient
+		c.CheckRedirect = noRedirects
+		hc = &c
 	}
 	host, _ := os.Hostname()
 	return &Notifier{

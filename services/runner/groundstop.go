@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"encoding/json"
+	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -53,7 +54,10 @@ func (r *Runner) noteStop(e jetstream.KeyValueEntry) {
 	r.mu.Lock()
 	actors := make([]*actor, 0, len(r.actors))
 	for k, a := range r.actors {
-		if key == groundstop.KeyGlobal || key == groundstop.KeyGlobal+"."+k {
+		// k is "<tenant>.<session>": a tenant's switch covers every key
+		// that starts with its tenant and a dot.
+		if key == groundstop.KeyGlobal || key == groundstop.KeyGlobal+"."+k ||
+			strings.HasPrefix(groundstop.KeyGlobal+"."+k, key+".") {
 			actors = append(actors, a)
 		}
 	}
@@ -77,6 +81,9 @@ func (r *Runner) grounded(tenant, session string) (groundstop.Record, bool) {
 	r.stopMu.Lock()
 	defer r.stopMu.Unlock()
 	if rec, ok := r.stops[groundstop.KeyGlobal]; ok {
+		return rec, true
+	}
+	if rec, ok := r.stops[groundstop.KeyGlobal+"."+tenant]; ok {
 		return rec, true
 	}
 	rec, ok := r.stops[groundstop.KeyGlobal+"."+sessionKey(tenant, session)]

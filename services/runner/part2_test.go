@@ -496,3 +496,31 @@ func TestThe_global_run_reserve_is_shared_by_every_session(t *testing.T) {
 		t.Fatalf("model called %d times, want 1", model.RequestCount())
 	}
 }
+
+func TestA_tenants_ground_stop_stops_its_own_runs_and_other_tenants_keep_running(t *testing.T) {
+	e := newEnv(t)
+	g := newGate()
+	model, p := fakeModel(t, llmtest.Reply{ToolCalls: []llmtest.ToolCall{{ID: "tu1", Name: "wait_for_gate", Input: `{}`}}})
+	model.SetFallback(llmtest.Reply{Text: "ok"})
+	e.startRunner("r1", p, func(SessionRef) []tool.Tool { return []tool.Tool{g.tool()} })
+	e.publish(events.KindEvents, "t1", "s1", events.Input{Text: "work"})
+	waitGate(t, g)
+
+	control, err := e.js.KeyValue(context.Background(), bus.BucketControl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := groundstop.Set(context.Background(), control, "t1", "", groundstop.Record{Reason: "t1 bill", By: "t1"}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "t1's session to be stopped", 20*time.Second, func() bool {
+		return e.session("t1", "s1").State == StateStopped
+	})
+	id := e.publish(events.KindEvents, "t2", "s1", events.Input{Text: "another tenant's work"})
+	waitFor(t, "t2's input to be delivered and its run to end", 20*time.Second, func() bool {
+		return deliveries(e.records("t2", "s1"))[id] == 1 && e.session("t2", "s1").State == StateIdle
+	})
+	if countKind(e.records("t1", "s1"), RecordRunStarted) != 1 {
+		t.Fatal("a run of the stopped tenant started again")
+	}
+}

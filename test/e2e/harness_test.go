@@ -226,7 +226,10 @@ func startDev(t *testing.T, o devOptions) *devStack {
 		t.Fatal(err)
 	}
 	d.cmd = exec.Command(jetwayBinary(t), "dev", "--data", d.Data, "--nats", "127.0.0.1:0", "--http", "127.0.0.1:0",
-		"--partitions", "2", "--log-format", "json")
+		"--partitions", "2", "--log-format", "json",
+		// The tests' webhook receivers listen on loopback, which the
+		// notifier refuses unless the host is allowed by name.
+		"--webhook-allow-host", "127.0.0.1")
 	d.cmd.Env = cleanEnv(env...)
 	d.cmd.Stderr = logf
 	stdout, err := d.cmd.StdoutPipe()
@@ -262,7 +265,7 @@ func startDev(t *testing.T, o devOptions) *devStack {
 			return err
 		}
 		for _, g := range f.Tokens {
-			if g.Tenant == auth.DefaultTenant && !g.Admin && d.User == "" {
+			if g.Tenant == auth.DefaultTenant && !g.IsAdmin() && d.User == "" {
 				d.User = g.Token
 			}
 		}

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -52,9 +53,15 @@ func startFailingReceiver(t *testing.T, failures int) (*failingReceiver, string)
 func (r *failingReceiver) serve(w http.ResponseWriter, req *http.Request) {
 	body, err := io.ReadAll(req.Body)
 	call := hookCall{Delivery: req.Header.Get("X-Jetway-Delivery"), Attempt: req.Header.Get("X-Jetway-Attempt")}
+	// Checked as docs/security-edge.md tells a receiver to: HMAC over the
+	// timestamp, a dot and the body, and a timestamp inside the window.
+	ts := req.Header.Get("Jetway-Timestamp")
 	m := hmac.New(sha256.New, []byte(webhookSecret))
+	m.Write([]byte(ts + "."))
 	m.Write(body)
-	call.SignatureOK = hmac.Equal([]byte(req.Header.Get("X-Jetway-Signature")), []byte("sha256="+hex.EncodeToString(m.Sum(nil))))
+	secs, terr := strconv.ParseInt(ts, 10, 64)
+	call.SignatureOK = terr == nil && time.Since(time.Unix(secs, 0)).Abs() < 5*time.Minute &&
+		hmac.Equal([]byte(req.Header.Get("Jetway-Signature")), []byte("v1="+hex.EncodeToString(m.Sum(nil))))
 	// The body is a structured-mode CloudEvent: any CloudEvents SDK reads it.
 	req.Body = io.NopCloser(strings.NewReader(string(body)))
 	if e, perr := cloudevents.NewEventFromHTTPRequest(req); err != nil || perr != nil {

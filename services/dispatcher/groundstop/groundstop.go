@@ -7,7 +7,8 @@
 // A switch that is on is a key holding a JSON Record; off is the key deleted
 // (a delete marker, so the bucket's history still shows who switched it off).
 //
-//	groundstop                       global: no session runs anywhere
+//	groundstop                       global: no session runs anywhere (operators only)
+//	groundstop.<tenant>              every session of one tenant
 //	groundstop.<tenant>.<session>    this session only
 package groundstop
 
@@ -16,6 +17,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -32,19 +35,23 @@ const WatchPattern = KeyGlobal + ".>"
 // Record is what an active switch holds.
 type Record struct {
 	Reason string    `json:"reason,omitempty"`
-	By     string    `json:"by"` // the tenant whose admin token set it
+	By     string    `json:"by"` // the tenant (or "operator") whose token set it
 	At     time.Time `json:"at"`
 }
 
-// Key is the control-bucket key of the switch for tenant/session, or of
-// the global switch when both are empty. Tenant and session must follow the
-// subject token rule, which also keeps them valid KV key tokens.
+// Key is the control-bucket key of the switch for tenant/session, of the
+// tenant's switch when session is empty, or of the global switch when both
+// are. Tenant and session must follow the subject token rule, which also
+// keeps them valid KV key tokens.
 func Key(tenant, session string) (string, error) {
 	if tenant == "" && session == "" {
 		return KeyGlobal, nil
 	}
 	if err := events.ValidateToken("tenant", tenant); err != nil {
 		return "", err
+	}
+	if session == "" {
+		return KeyGlobal + "." + tenant, nil
 	}
 	if err := events.ValidateToken("session", session); err != nil {
 		return "", err
@@ -107,12 +114,49 @@ func Get(ctx context.Context, kv jetstream.KeyValue, tenant, session string) (Re
 	return rec, true, nil
 }
 
-// Active reports whether tenant/session may not run: the global switch or
-// the session's own is on. The record returned is the global one when both
-// are.
+// Active reports whether tenant/session may not run: the global switch, the
+// tenant's or the session's own is on. The record returned is the widest
+// one that is on.
 func Active(ctx context.Context, kv jetstream.KeyValue, tenant, session string) (Record, bool, error) {
 	if rec, on, err := Get(ctx, kv, "", ""); err != nil || on {
 		return rec, on, err
 	}
+	if rec, on, err := Get(ctx, kv, tenant, ""); err != nil || on {
+		return rec, on, err
+	}
 	return Get(ctx, kv, tenant, session)
+}
+
+// Switch is one session switch that is on, as Sessions lists them.
+type Switch struct {
+	Session string
+	Record  Record
+}
+
+// Sessions lists the tenant's session switches that are on, so a tenant can
+// see its own stops without reading any other tenant's keys (the filter
+// stays inside groundstop.<tenant>.*).
+func Sessions(ctx context.Context, kv jetstream.KeyValue, tenant string) ([]Switch, error) {
+	if err := events.ValidateToken("tenant", tenant); err != nil {
+		return nil, err
+	}
+	prefix := KeyGlobal + "." + tenant + "."
+	keys, err := kv.ListKeysFiltered(ctx, prefix+"*")
+	if err != nil {
+		return nil, fmt.Errorf("groundstop: list %s*: %w", prefix, err)
+	}
+	var out []Switch
+	for key := range keys.Keys() {
+		session := strings.TrimPrefix(key, prefix)
+		rec, on, err := Get(ctx, kv, tenant, session)
+		if err != nil {
+			_ = keys.Stop()
+			return nil, err
+		}
+		if on {
+			out = append(out, Switch{Session: session, Record: rec})
+		}
+	}
+	slices.SortFunc(out, func(a, b Switch) int { return strings.Compare(a.Session, b.Session) })
+	return out, nil
 }

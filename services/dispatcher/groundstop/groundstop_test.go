@@ -92,3 +92,45 @@ func TestGet_treats_a_hand_written_value_as_on(t *testing.T) {
 		t.Fatalf("%+v on=%v err=%v", rec, on, err)
 	}
 }
+
+func TestActive_tenant_switch_stops_every_session_of_that_tenant_only(t *testing.T) {
+	kv := bucket(t)
+	ctx := context.Background()
+	if k, err := groundstop.Key("acme", ""); err != nil || k != "groundstop.acme" {
+		t.Fatalf("tenant key %q, %v", k, err)
+	}
+	if _, err := groundstop.Set(ctx, kv, "acme", "", groundstop.Record{Reason: "acme bill", By: "acme"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"s1", "s2"} {
+		if rec, on, err := groundstop.Active(ctx, kv, "acme", s); err != nil || !on || rec.Reason != "acme bill" {
+			t.Fatalf("acme/%s: %+v on=%v err=%v", s, rec, on, err)
+		}
+	}
+	if _, on, err := groundstop.Active(ctx, kv, "globex", "s1"); err != nil || on {
+		t.Fatalf("globex/s1 stopped by acme's switch: on=%v err=%v", on, err)
+	}
+}
+
+func TestSessions_lists_only_the_tenants_own_switches(t *testing.T) {
+	kv := bucket(t)
+	ctx := context.Background()
+	for _, sw := range [][3]string{{"acme", "s2", "acme two"}, {"acme", "s1", "acme one"}, {"globex", "s1", "globex secret"}, {"acmex", "s1", "prefix twin"}} {
+		if _, err := groundstop.Set(ctx, kv, sw[0], sw[1], groundstop.Record{Reason: sw[2], By: sw[0]}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := groundstop.Set(ctx, kv, "acme", "", groundstop.Record{Reason: "whole tenant"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := groundstop.Clear(ctx, kv, "acme", "s2"); err != nil {
+		t.Fatal(err)
+	}
+	got, err := groundstop.Sessions(ctx, kv, "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].Session != "s1" || got[0].Record.Reason != "acme one" {
+		t.Fatalf("acme's switches = %+v, want only s1 (acme one)", got)
+	}
+}
