@@ -107,8 +107,14 @@ func runDev(ctx context.Context, cfg devConfig) error {
 		return fmt.Errorf("create data dir: %w", err)
 	}
 
+	token, tokenPath, err := devNATSToken(cfg.DataDir)
+	if err != nil {
+		return err
+	}
+
 	say("jetway dev (version %s), data in %s", version, cfg.DataDir)
 	srv, err := bus.StartEmbedded(bus.EmbeddedConfig{
+		Token:      token,
 		StoreDir:   storeDir,
 		Host:       host,
 		Port:       port,
@@ -125,11 +131,13 @@ func runDev(ctx context.Context, cfg devConfig) error {
 	url := srv.ClientURL()
 	say("nats-server started, JetStream store in %s", storeDir)
 	say("NATS URL: %s", url)
+	say("NATS token: %s (nats --server %s --user \"$(cat %s)\")", tokenPath, url, tokenPath)
 
 	connLog := cfg.Log.With().Str("component", "nats").Logger()
 	nc, err := bus.Connect(ctx, bus.ConnConfig{
-		URLs: []string{url},
-		Name: "jetway-dev",
+		URLs:  []string{url},
+		Token: token,
+		Name:  "jetway-dev",
 		Logger: func(ev bus.ConnEvent) {
 			level := zerolog.WarnLevel
 			if ev.Err == nil { // our own Close, or a reconnect

@@ -29,6 +29,11 @@ type EmbeddedConfig struct {
 	ClusterPort int
 	Routes      []string // nats://host:port of every node's cluster listener
 
+	// Token, if set, is the one credential every client must present. A
+	// bus without it lets any local process act as every service, a job's
+	// shell included.
+	Token string
+
 	// ReadyTimeout bounds the wait for the server to accept clients
 	// (default 10s).
 	ReadyTimeout time.Duration
@@ -57,6 +62,8 @@ func StartEmbedded(cfg EmbeddedConfig) (*server.Server, error) {
 		NoSigs:     true,
 		Debug:      cfg.Debug,
 		Trace:      cfg.Trace,
+		// Authorization is nats-server's single-token auth.
+		Authorization: cfg.Token,
 	}
 	if cfg.ClusterName != "" {
 		clusterHost := cfg.ClusterHost

@@ -387,7 +387,11 @@ func (d *devStack) jetStream(t *testing.T) jetstream.JetStream {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	nc, err := bus.Connect(ctx, bus.ConnConfig{URLs: []string{d.NATSURL}, Name: t.Name()})
+	token, err := os.ReadFile(filepath.Join(d.Data, "nats.token"))
+	if err != nil {
+		t.Fatalf("the dev bus's token: %v", err)
+	}
+	nc, err := bus.Connect(ctx, bus.ConnConfig{URLs: []string{d.NATSURL}, Token: strings.TrimSpace(string(token)), Name: t.Name()})
 	if err != nil {
 		t.Fatalf("connect to %s: %v", d.NATSURL, err)
 	}

@@ -1,0 +1,41 @@
+package main
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// devNATSTokenFile is the file in the data directory holding the dev bus's
+// one credential. Jobs are confined to their workspace and cannot read it,
+// so a job's shell that finds the bus on loopback still cannot use it.
+const devNATSTokenFile = "nats.token"
+
+// devNATSToken returns the dev bus's token, making it on first start. It is
+// kept across restarts so that clients configured once keep working.
+func devNATSToken(dataDir string) (token, path string, err error) {
+	path = filepath.Join(dataDir, devNATSTokenFile)
+	b, err := os.ReadFile(path)
+	switch {
+	case err == nil:
+		if t := strings.TrimSpace(string(b)); t != "" {
+			return t, path, nil
+		}
+	case !errors.Is(err, fs.ErrNotExist):
+		return "", path, fmt.Errorf("dev NATS token: %w", err)
+	}
+	raw := make([]byte, 32)
+	if _, err := rand.Read(raw); err != nil {
+		return "", path, fmt.Errorf("dev NATS token: %w", err)
+	}
+	token = "jwn_" + base64.RawURLEncoding.EncodeToString(raw)
+	if err := os.WriteFile(path, []byte(token+"\n"), 0o600); err != nil {
+		return "", path, fmt.Errorf("dev NATS token: %w", err)
+	}
+	return token, path, nil
+}
