@@ -23,7 +23,8 @@ const (
 	// made of.
 	clsToken
 	// clsMark: a byte where a rule may start: '=' and ':' (after a secret
-	// name, or "://"), '@' (user info), 'b'/'B' ("Bearer"), 'J' ("eyJ").
+	// name, or "://"), '@' (user info), 'b'/'B' ("Bearer"), 'J' ("eyJ"),
+	// '-' (a command-line flag: --password x, -u user:pw, mysql -ppw).
 	clsMark
 	// clsRaw: a byte CleanLine must decode or emulate: a control other
 	// than tab, DEL, or any byte of a multi-byte or invalid sequence.
@@ -43,7 +44,7 @@ var byteClass = func() (t [256]uint8) {
 			t[c] |= clsRaw
 		}
 	}
-	for _, c := range []byte("=:@bBJ") {
+	for _, c := range []byte("=:@bBJ-") {
 		t[c] |= clsMark
 	}
 	return t
@@ -155,9 +156,10 @@ func scan(s string, lines bool) (raw, sus bool) {
 				raw = raw || (^(x+0x60*lsb)&^ok|eqMask(x, 0x7f))&msb != 0
 			}
 			v = gather((x + (0x80-0x21)*lsb) & msb)
-			// '=' ':' '@' 'B' 'J' all lie in ':'..'J', and 'b' apart; the
-			// switch below passes over the other bytes of that range.
-			m = gather(rangeMask(x, ':', 'J') | eqMask(x, 'b'))
+			// '=' ':' '@' 'B' 'J' all lie in ':'..'J', and 'b' and '-'
+			// apart; the switch below passes over the other bytes of that
+			// range.
+			m = gather(rangeMask(x, ':', 'J') | eqMask(x, 'b') | eqMask(x, '-'))
 		} else {
 			r, w, t, mm := classifyBytes(x)
 			raw = raw || r
@@ -180,6 +182,11 @@ func scan(s string, lines bool) (raw, sus bool) {
 				at = true
 			case 'b', 'B':
 				sus = sus || (j+6 <= len(s) && foldEqual(s[j+1:j+6], "earer"))
+			case '-':
+				if !sus {
+					_, _, ok := flagSecret(s, j)
+					sus = ok
+				}
 			case 'J':
 				sus = sus || (j >= 2 && s[j-2] == 'e' && s[j-1] == 'y') // a JWT's header
 			}
@@ -256,7 +263,7 @@ func secretKeyBefore(s string, i int) bool {
 	}
 	var buf [64]byte
 	n := appendNormalized(buf[:0], name)
-	return authNormalized(n) || secretNormalized(n)
+	return authNormalized(n) || secretNormalized(n) || keyNormalized(n)
 }
 
 // keyBefore reads the key before the separator at s[i] backwards: blanks, an

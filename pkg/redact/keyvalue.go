@@ -52,6 +52,12 @@ func secretNormalized(n []byte) bool {
 			return true
 		}
 	}
+	// PASS as a word of its own next to another (DB_PASS, SMTP_PASS), not
+	// inside one (PASSED, BYPASS, PASSTHROUGH) and not alone, which is go
+	// test's "--- PASS: TestName".
+	if len(n) > len("PASS") && namePart(n, "PASS") {
+		return true
+	}
 	for from := 0; ; {
 		j := bytes.Index(n[from:], []byte("TOKEN"))
 		if j < 0 {
@@ -63,6 +69,45 @@ func secretNormalized(n []byte) bool {
 		}
 		from = end
 	}
+}
+
+// namePart reports whether w is one of the '_'-separated parts of the
+// normalized name n.
+func namePart(n []byte, w string) bool {
+	for _, p := range bytes.Split(n, []byte("_")) {
+		if string(p) == w {
+			return true
+		}
+	}
+	return false
+}
+
+// keyNormalized reports whether a normalized key has KEY as a part of its
+// own (SIGNING_KEY, ENCRYPTION_KEY, KEY): often a secret, but as often a
+// sort key, a primary key or a YAML "key: app". Its value is redacted only
+// when it looks like key material (see keyMaterial), where a secret name's
+// value always is.
+func keyNormalized(n []byte) bool { return namePart(n, "KEY") }
+
+// keyMaterial reports whether the value of a KEY name looks like a key: 16
+// or more bytes of hex or base64 that are 32 or more hex digits, or mix
+// letters and digits the way random text does.
+func keyMaterial(v string) bool {
+	if len(v) < 16 {
+		return false
+	}
+	hex := true
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		if !isB64URL(c) && c != '+' && c != '/' && c != '=' {
+			return false
+		}
+		hex = hex && (isDigit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'))
+	}
+	if hex {
+		return len(v) >= 32
+	}
+	return randomLooking(strings.TrimRight(v, "="))
 }
 
 // authNormalized reports whether a normalized key is an Authorization
@@ -189,8 +234,12 @@ func keyValues(s string, inJSON bool) string {
 		}
 		norm = appendNormalized(norm[:0], name)
 		auth := authNormalized(norm)
+		weak := false
 		if !auth && !secretNormalized(norm) {
-			continue
+			if !keyNormalized(norm) {
+				continue
+			}
+			weak = true
 		}
 		// The value.
 		v := i + 1
@@ -222,7 +271,7 @@ func keyValues(s string, inJSON bool) string {
 		if auth {
 			cs, ce = authCredentials(s, cs, ce, quoted)
 		}
-		if keepValue(s[cs:ce]) || (!auth && !quoted && c == ':' && keyQuote == 0 && prose(s, cs, ce)) {
+		if keepValue(s[cs:ce]) || (weak && !keyMaterial(s[cs:ce])) || (!auth && !quoted && c == ':' && keyQuote == 0 && prose(s, cs, ce)) {
 			// Skip the value as a whole: rescanning it from the next
 			// separator could take quadratic time on hostile input.
 			i = max(i, ce-1)

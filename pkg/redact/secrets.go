@@ -101,6 +101,10 @@ func pass(s string, inJSON bool) string {
 	s = bearers(s)
 	s = userinfo(s)
 	s = keyValues(s, inJSON)
+	s = commandLine(s)
+	if longRuns(s) {
+		s = gitleaksSecrets(s)
+	}
 	s = longTokens(s)
 	return s
 }
@@ -204,6 +208,7 @@ var prefixRules = []prefixRule{
 	{prefix: "xoxa-", body: isB64URL, min: 10},
 	{prefix: "xoxr-", body: isB64URL, min: 10},
 	{prefix: "xoxs-", body: isB64URL, min: 10},
+	{prefix: "jw_", body: isB64URL, min: 20},
 	{prefix: "AKIA", body: isUpperDigit, min: 16, exact: true},
 	{prefix: "ASIA", body: isUpperDigit, min: 16, exact: true},
 	{prefix: "SO", body: isBase32, min: 56, exact: true},
@@ -228,14 +233,14 @@ func letterAndDigit(s string) bool {
 
 // prefixed redacts credentials recognised by their prefix.
 func prefixed(s string) string {
-	if !strings.ContainsAny(s, "sgxAS") {
+	if !strings.ContainsAny(s, "sgxjAS") {
 		return s
 	}
 	var b strings.Builder
 	last := 0
 	for i := 0; i < len(s); i++ {
 		switch s[i] {
-		case 's', 'g', 'x', 'A', 'S':
+		case 's', 'g', 'x', 'j', 'A', 'S':
 		default:
 			continue
 		}
