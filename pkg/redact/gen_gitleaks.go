@@ -155,7 +155,7 @@ func allowLit(a allow) string {
 
 // parse reads the subset of TOML gitleaks's generated configuration is
 // written in: [allowlist], [[rules]] and [[rules.allowlists]] tables whose
-// keys hold a '''literal''', a "string", a number or an array of those,
+// keys hold a triple-quoted literal, a "string", a number or an array of those,
 // one element a line.
 func parse(src string) (global allow, rules []rule) {
 	lines := strings.Split(src, "\n")
@@ -242,7 +242,7 @@ func parse(src string) (global allow, rules []rule) {
 	return global, rules
 }
 
-// str decodes a '''literal''' or a "basic string" without escapes beyond \\
+// str decodes a triple-quoted literal or a "basic string" without escapes beyond \\
 // and \".
 func str(v string) string {
 	switch {

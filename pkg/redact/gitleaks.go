@@ -115,6 +115,17 @@ func lowerASCII(c byte) byte {
 	return c
 }
 
+// lowerEqual reports whether s, in ASCII lower case, equals w. Unlike
+// foldEqual it leaves bytes other than letters alone ("sk_live").
+func lowerEqual(s, w string) bool {
+	for i := 0; i < len(w); i++ {
+		if lowerASCII(s[i]) != w[i] {
+			return false
+		}
+	}
+	return true
+}
+
 func compileAllow(a glAllow) compiledAllow {
 	c := compiledAllow{target: a.target, stopwords: a.stopwords}
 	for _, r := range a.regexes {
@@ -185,7 +196,7 @@ func (g *glSet) active(s string) []int {
 			continue
 		}
 		for _, h := range g.byPair[p] {
-			if len(s)-i >= len(h.word) && foldEqual(s[i:i+len(h.word)], h.word) {
+			if len(s)-i >= len(h.word) && lowerEqual(s[i:i+len(h.word)], h.word) {
 				add(h.rule)
 			}
 		}
@@ -270,7 +281,7 @@ func gitleaksSecrets(s string) string {
 func keptPrefix(secret string, keywords []string) int {
 	keep := 0
 	for _, k := range keywords {
-		if len(k) < 3 || len(k) <= keep || len(secret) < len(k) || !foldEqual(secret[:len(k)], k) {
+		if len(k) < 3 || len(k) <= keep || len(secret) < len(k) || !lowerEqual(secret[:len(k)], k) {
 			continue
 		}
 		n := len(k)

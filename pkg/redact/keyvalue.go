@@ -47,6 +47,9 @@ func secretName(name string) bool { return secretNormalized([]byte(normalizeName
 
 // secretNormalized reports whether a normalized key names a secret.
 func secretNormalized(n []byte) bool {
+	if pathName(n) {
+		return false
+	}
 	for _, w := range secretWords {
 		if bytes.Contains(n, []byte(w)) {
 			return true
@@ -87,7 +90,19 @@ func namePart(n []byte, w string) bool {
 // sort key, a primary key or a YAML "key: app". Its value is redacted only
 // when it looks like key material (see keyMaterial), where a secret name's
 // value always is.
-func keyNormalized(n []byte) bool { return namePart(n, "KEY") }
+func keyNormalized(n []byte) bool { return !pathName(n) && namePart(n, "KEY") }
+
+// pathName reports whether a normalized key names where a secret is kept
+// rather than the secret (PASSWORD_FILE, KEY_PATH, SECRETS_DIR, as Docker
+// and Kubernetes spell them), whose value is a path to show.
+func pathName(n []byte) bool {
+	for _, suffix := range []string{"_FILE", "_PATH", "_DIR"} {
+		if bytes.HasSuffix(n, []byte(suffix)) {
+			return true
+		}
+	}
+	return false
+}
 
 // keyMaterial reports whether the value of a KEY name looks like a key: 16
 // or more bytes of hex or base64 that are 32 or more hex digits, or mix
@@ -298,12 +313,26 @@ func keyValues(s string, inJSON bool) string {
 // lower-case word followed by more words. Such text stays readable; a
 // "password: letmein" at the end of a line is still redacted.
 func prose(s string, cs, ce int) bool {
+	for _, e := range osErrors {
+		if strings.HasPrefix(s[cs:], e) {
+			return true
+		}
+	}
 	for i := cs; i < ce; i++ {
 		if !isLower(s[i]) {
 			return false
 		}
 	}
 	return ce+1 < len(s) && isBlank(s[ce]) && !isBlank(s[ce+1])
+}
+
+// osErrors are the messages programs print after "name: " when a file or
+// a command named like a secret (secrets.sh, /etc/app/token) is missing or
+// refused: "secrets.sh: No such file or directory" is no password.
+var osErrors = []string{
+	"No such file or directory", "Permission denied", "Is a directory", "Not a directory",
+	"command not found", "not found", "Operation not permitted", "File exists",
+	"cannot open", "cannot access", "No such ", "Read-only file system",
 }
 
 // authCredentials narrows an Authorization value to the credentials after
