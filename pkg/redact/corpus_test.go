@@ -1,6 +1,7 @@
 package redact_test
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -83,5 +84,59 @@ func TestCorpus_every_jetway_token_is_redacted_whole(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+func TestText_hides_a_private_key_tail_back_to_its_body(t *testing.T) {
+	key, _ := redacttest.PEMKey()
+	lines := strings.Split(key, "\n")
+	tail := "$ tail -4 id_rsa\n" + strings.Join(lines[len(lines)-4:], "\n") + "\nok"
+	if got, want := redact.Text(tail), "$ tail -4 id_rsa\n"+redact.Marker+"\nok"; got != want {
+		t.Errorf("Text(tail):\n got %q\nwant %q", got, want)
+	}
+	// A job's tail: lines cleaned one by one, the key's short last line
+	// among them.
+	job := append([]string{"start"}, lines[len(lines)-3:]...)
+	got := redact.Lines(job)
+	if len(got) != 2 || got[0] != "start" || got[1] != redact.Marker {
+		t.Errorf("Lines(%q) = %q", job, got)
+	}
+	plain := []string{"a", "----- separator -----", "b"}
+	if got := redact.Lines(plain); &got[0] != &plain[0] {
+		t.Errorf("Lines changed lines without a key: %q", got)
+	}
+}
+
+func TestJSON_redacts_strings_as_text_and_keeps_the_command_shape(t *testing.T) {
+	cases := redacttest.Corpus()
+	var lines []string
+	for _, c := range cases {
+		lines = append(lines, c.Text)
+	}
+	pem, _ := redacttest.PEMKey()
+	in, err := json.Marshal(map[string]any{"command": strings.Join(lines, "\n") + "\n" + pem, "timeout": 30, "password": "Hunter2pw"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := redact.JSON(in)
+	var got struct {
+		Command  string
+		Timeout  json.Number
+		Password string
+	}
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("JSON output is not JSON: %v\n%s", err, out)
+	}
+	for _, c := range cases {
+		if strings.Contains(string(out), c.Secret) {
+			t.Errorf("JSON keeps the %s: %q", c.Name, c.Secret)
+		}
+	}
+	if got.Password != redact.Marker || got.Timeout != "30" || !strings.HasSuffix(got.Command, "\n"+redact.Marker) {
+		t.Errorf("JSON = %s", out)
+	}
+	plain := json.RawMessage(`{"command":"go test ./pkg/redact/ -run Corpus","timeout":30}`)
+	if out := redact.JSON(plain); &out[0] != &plain[0] {
+		t.Errorf("JSON rewrote a document without secrets: %s", out)
 	}
 }

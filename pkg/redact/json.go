@@ -6,53 +6,58 @@ import (
 )
 
 // JSON redacts a JSON document a model or a person reads: a tool call's
-// arguments. It reads the document as the log writer does (inJSON, so a
-// quote after "name:" inside a string ends that string), and hides private
-// keys whose armour is written with \n escapes. When that leaves the
-// document invalid (a key cut short takes everything after it), it
-// redacts string by string instead: each value with Text, and each string
-// value of a member whose name is a secret's as a whole. raw is returned
-// itself when nothing is secret.
+// arguments. It decodes the document and redacts each string with Text, as
+// the text it stands for (a command's lines are lines there, where in the
+// encoded document "\nrk_live_…" would glue a key to the escape before
+// it), and hides whole each string value of a member whose name is a
+// secret's ({"password": "…"}). raw is returned itself when nothing is
+// secret; otherwise the document is encoded again, its members in sorted
+// order.
 func JSON(raw json.RawMessage) json.RawMessage {
-	s := string(raw)
-	out := privateKeys(secrets(s, true))
-	if out == s {
+	if !suspect(string(raw)) && !bytes.Contains(raw, []byte("-----")) {
 		return raw
-	}
-	if json.Valid([]byte(out)) {
-		return json.RawMessage(out)
 	}
 	var v any
 	d := json.NewDecoder(bytes.NewReader(raw))
 	d.UseNumber()
 	if err := d.Decode(&v); err != nil {
-		return json.RawMessage(`"` + Marker + `"`) // not JSON: nothing of it is safe to show
+		// Not JSON: read as text, which is what it is to its reader.
+		return json.RawMessage(Text(string(raw)))
+	}
+	changed := false
+	v = walk(v, &changed)
+	if !changed {
+		return raw
 	}
 	var b bytes.Buffer
 	e := json.NewEncoder(&b)
 	e.SetEscapeHTML(false)
-	if err := e.Encode(walk(v)); err != nil {
+	if err := e.Encode(v); err != nil {
 		return json.RawMessage(`"` + Marker + `"`)
 	}
 	return json.RawMessage(bytes.TrimSuffix(b.Bytes(), []byte("\n")))
 }
 
-// walk redacts the strings of a decoded JSON value (see JSON).
-func walk(v any) any {
+// walk redacts the strings of a decoded JSON value (see JSON) and sets
+// *changed when it changes one.
+func walk(v any, changed *bool) any {
 	switch t := v.(type) {
 	case string:
-		return Text(t)
+		r := Text(t)
+		*changed = *changed || r != t
+		return r
 	case []any:
 		for i := range t {
-			t[i] = walk(t[i])
+			t[i] = walk(t[i], changed)
 		}
 	case map[string]any:
 		for k, x := range t {
 			if s, ok := x.(string); ok && secretName(k) && !keepValue(s) {
 				t[k] = Marker
+				*changed = true
 				continue
 			}
-			t[k] = walk(x)
+			t[k] = walk(x, changed)
 		}
 	}
 	return v

@@ -35,27 +35,47 @@ func Text(s string) string {
 
 const pemBegin, pemEnd = "-----BEGIN ", "-----END "
 
-// privateKeys replaces PEM private key blocks (see Text).
+// privateKeys replaces PEM private key blocks (see Text). A block cut
+// short at its end (output that stops) runs to the end of s; one cut short
+// at its start (a tail of output, "tail key.pem") runs back over the
+// base64 lines before its END line.
 func privateKeys(s string) string {
-	if !strings.Contains(s, pemBegin) {
+	if !strings.Contains(s, "-----") {
 		return s
 	}
 	var b strings.Builder
 	last := 0
 	for from := 0; ; {
-		j := strings.Index(s[from:], pemBegin)
+		j := strings.Index(s[from:], "-----")
 		if j < 0 {
 			break
 		}
-		start := from + j
-		from = start + len(pemBegin)
-		label, ok := pemLabel(s, from)
+		at := from + j
+		from = at + 5
+		var begin bool
+		switch {
+		case strings.HasPrefix(s[at:], pemBegin):
+			begin = true
+		case strings.HasPrefix(s[at:], pemEnd):
+		default:
+			continue
+		}
+		marker := pemEnd
+		if begin {
+			marker = pemBegin
+		}
+		label, ok := pemLabel(s, at+len(marker))
 		if !ok || !strings.Contains(label, "PRIVATE KEY") {
 			continue
 		}
-		end := len(s)
-		if k := strings.Index(s[from:], pemEnd+label+"-----"); k >= 0 {
-			end = from + k + len(pemEnd+label+"-----")
+		start, end := at, at+len(marker)+len(label)+5
+		if begin {
+			end = len(s)
+			if k := strings.Index(s[from:], pemEnd+label+"-----"); k >= 0 {
+				end = from + k + len(pemEnd+label+"-----")
+			}
+		} else {
+			start = base64LinesBefore(s, at, last)
 		}
 		b.WriteString(s[last:start])
 		b.WriteString(Marker)
@@ -66,6 +86,45 @@ func privateKeys(s string) string {
 	}
 	b.WriteString(s[last:])
 	return b.String()
+}
+
+// base64LinesBefore is where the run of lines of base64 (a key's body)
+// that ends right before s[at] starts, no earlier than floor: the line
+// right before, whatever its length (a body's last line is short), and
+// before it lines of 40 or more (a body's lines are 64 or 70), so that a
+// word on a line of its own above a key's tail stays.
+func base64LinesBefore(s string, at, floor int) int {
+	start := at
+	for first := true; start > floor; first = false {
+		// s[start-1] ends the previous line.
+		if s[start-1] != '\n' {
+			break
+		}
+		ls := strings.LastIndexByte(s[floor:start-1], '\n') + 1 + floor
+		line := strings.TrimSuffix(s[ls:start-1], "\r")
+		if line == "" || span(line, 0, isStdBase64) != len(line) || (!first && len(line) < 40) {
+			break
+		}
+		start = ls
+	}
+	return start
+}
+
+// Lines applies Text's private key rule to lines of output kept apart (a
+// job's tail): CleanLine, which cleaned each, sees one line at a time and
+// cannot tell a key's short last line from a word. It returns lines itself
+// when they hold no private key.
+func Lines(lines []string) []string {
+	for _, l := range lines {
+		if strings.Contains(l, "-----") {
+			joined := strings.Join(lines, "\n")
+			if out := privateKeys(joined); out != joined {
+				return strings.Split(out, "\n")
+			}
+			return lines
+		}
+	}
+	return lines
 }
 
 // pemLabel reads the label of a PEM line ("RSA PRIVATE KEY") from i up to
