@@ -77,10 +77,16 @@ func secretNormalized(n []byte) bool {
 // namePart reports whether w is one of the '_'-separated parts of the
 // normalized name n.
 func namePart(n []byte, w string) bool {
-	for _, p := range bytes.Split(n, []byte("_")) {
-		if string(p) == w {
+	for from := 0; from+len(w) <= len(n); {
+		j := bytes.Index(n[from:], []byte(w))
+		if j < 0 {
+			return false
+		}
+		at, end := from+j, from+j+len(w)
+		if (at == 0 || n[at-1] == '_') && (end == len(n) || n[end] == '_') {
 			return true
 		}
+		from = at + 1
 	}
 	return false
 }
