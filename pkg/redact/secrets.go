@@ -17,7 +17,8 @@ const Marker = "[REDACTED]"
 //     [A-Za-z0-9_-] holding a letter and a digit), GitHub ghp_, gho_, ghs_,
 //     ghu_, ghr_ (20 or more alphanumerics) and github_pat_, Slack xoxb-,
 //     xoxp-, xoxa-, xoxr-, xoxs-, AWS access key ids AKIA…/ASIA… (16 more
-//     of [A-Z0-9]) and NATS nkey seeds (S + O/A/U/N/C/X + 56 base32);
+//     of [A-Z0-9]), NATS nkey seeds (S + O/A/U/N/C/X + 56 base32) and
+//     jetway's tokens (jw_ + 20 or more base64url, redacted whole);
 //     a prefix counts only at the start of a word ("task-…" is no "sk-…");
 //   - JWTs: three dot-separated base64url segments, the first starting eyJ
 //     (kept: "eyJ[REDACTED]");
@@ -58,6 +59,17 @@ const Marker = "[REDACTED]"
 //     padding; other tokens written with
 //     other characters ('_', '-', '+', '/') are judged by their alphanumeric
 //     runs.
+//
+//   - names with PASS as a word next to another (DB_PASS), and names with
+//     KEY as a word (SIGNING_KEY) when the value looks like key material;
+//     names ending in _FILE, _PATH or _DIR stay (they say where a secret
+//     is), and so does an OS error after "name: " ("secrets.sh: No such
+//     file or directory");
+//   - credentials in command-line flags (cmdline.go): --password x and any
+//     flag named like a secret, curl -u / --user name:password, mysql's
+//     -ppassword;
+//   - whatever gitleaks's rules find (gitleaks.go), on text holding a run
+//     of 15 word bytes or 32 base64 bytes.
 //
 // The rules are applied until nothing changes, so
 // Secrets(Secrets(s)) == Secrets(s).
