@@ -58,8 +58,7 @@ const Marker = "[REDACTED]"
 //     or '~' ("example.com/v1/…" is a path), and is redacted with its '='
 //     padding; other tokens written with
 //     other characters ('_', '-', '+', '/') are judged by their alphanumeric
-//     runs.
-//
+//     runs;
 //   - names with PASS as a word next to another (DB_PASS), and names with
 //     KEY as a word (SIGNING_KEY) when the value looks like key material;
 //     names ending in _FILE, _PATH or _DIR stay (they say where a secret
