@@ -12,8 +12,10 @@ import "strings"
 // a word) whose value is a credential, and where that credential lies.
 // Both the rule (commandLine) and the fast path (scan) ask it, so they
 // cannot disagree.
-func flagSecret(s string, i int) (from, to int, ok bool) {
-	if i+2 >= len(s) || (i > 0 && !isBlank(s[i-1]) && s[i-1] != '"' && s[i-1] != '\'') {
+func flagSecret(s string, i int, inJSON bool) (from, to int, ok bool) {
+	// A flag starts a word: after a blank, a quote, or a newline (a block
+	// of lines, which the fast path reads at once, holds them).
+	if i+2 >= len(s) || (i > 0 && !isBlank(s[i-1]) && s[i-1] != '"' && s[i-1] != '\'' && s[i-1] != '\n') {
 		return 0, 0, false
 	}
 	switch s[i+1] {
@@ -29,21 +31,21 @@ func flagSecret(s string, i int) (from, to int, ok bool) {
 		case s[e] == '=' && user:
 			// --user=name:password; a secret name's --name=value is the
 			// key-value rule's.
-			return userPassword(s, e+1)
+			return userPassword(s, e+1, inJSON)
 		case isBlank(s[e]) && user:
-			return userPassword(s, skipBlanks(s, e))
+			return userPassword(s, skipBlanks(s, e), inJSON)
 		case isBlank(s[e]) && (secretNormalized(n) || authNormalized(n)):
-			return flagValue(s, skipBlanks(s, e))
+			return flagValue(s, skipBlanks(s, e), inJSON)
 		}
 	case 'u':
 		if isBlank(s[i+2]) {
-			return userPassword(s, skipBlanks(s, i+2)) // curl -u name:password
+			return userPassword(s, skipBlanks(s, i+2), inJSON) // curl -u name:password
 		}
 	case 'p':
 		// mysql and its tools take the password glued to -p; elsewhere
 		// (mkdir -p, gcc -pthread) -p is no password.
 		if !isBlank(s[i+2]) && (strings.Contains(s[:i], "mysql") || strings.Contains(s[:i], "mariadb")) {
-			return flagValue(s, i+2)
+			return flagValue(s, i+2, inJSON)
 		}
 	}
 	return 0, 0, false
@@ -52,9 +54,10 @@ func flagSecret(s string, i int) (from, to int, ok bool) {
 func skipBlanks(s string, i int) int { return span(s, i, isBlank) }
 
 // flagValue is the value that starts at v, quoted or not, unless it is a
-// placeholder or another flag.
-func flagValue(s string, v int) (from, to int, ok bool) {
-	if v >= len(s) || s[v] == '-' {
+// placeholder or another flag. In a JSON document (inJSON) a double quote
+// there ends the string that holds the flag: there is no value.
+func flagValue(s string, v int, inJSON bool) (from, to int, ok bool) {
+	if v >= len(s) || s[v] == '-' || (inJSON && s[v] == '"') {
 		return 0, 0, false
 	}
 	from, to = v, unquotedEnd(s, v)
@@ -69,8 +72,8 @@ func flagValue(s string, v int) (from, to int, ok bool) {
 }
 
 // userPassword is the password of a name:password value that starts at v.
-func userPassword(s string, v int) (from, to int, ok bool) {
-	from, to, ok = flagValue(s, v)
+func userPassword(s string, v int, inJSON bool) (from, to int, ok bool) {
+	from, to, ok = flagValue(s, v, inJSON)
 	if !ok {
 		return 0, 0, false
 	}
@@ -81,8 +84,9 @@ func userPassword(s string, v int) (from, to int, ok bool) {
 	return from + c + 1, to, true
 }
 
-// commandLine redacts the credentials of command-line flags (see flagSecret).
-func commandLine(s string) string {
+// commandLine redacts the credentials of command-line flags (see
+// flagSecret); inJSON as for secrets.
+func commandLine(s string, inJSON bool) string {
 	if !strings.Contains(s, "-") {
 		return s
 	}
@@ -92,7 +96,7 @@ func commandLine(s string) string {
 		if s[i] != '-' || i < last {
 			continue
 		}
-		from, to, ok := flagSecret(s, i)
+		from, to, ok := flagSecret(s, i, inJSON)
 		if !ok || from < last {
 			continue
 		}

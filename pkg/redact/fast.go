@@ -184,7 +184,7 @@ func scan(s string, lines bool) (raw, sus bool) {
 				sus = sus || (j+6 <= len(s) && foldEqual(s[j+1:j+6], "earer"))
 			case '-':
 				if !sus {
-					_, _, ok := flagSecret(s, j)
+					_, _, ok := flagSecret(s, j, false) // the widest reading
 					sus = ok
 				}
 			case 'J':

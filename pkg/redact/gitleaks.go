@@ -228,7 +228,10 @@ func gitleaksSecrets(s string) string {
 				continue
 			}
 			secret := s[from:to]
-			if strings.Contains(secret, Marker) {
+			// A secret across a quote or a backslash is a match across the
+			// strings of a JSON document (a log event) or an escape, which
+			// replacing would break; no credential has either.
+			if strings.Contains(secret, Marker) || strings.ContainsAny(secret, "\"\\") {
 				continue
 			}
 			if r.entropy != 0 && entropy(secret) <= r.entropy {

@@ -112,7 +112,7 @@ func pass(s string, inJSON bool) string {
 	s = bearers(s)
 	s = userinfo(s)
 	s = keyValues(s, inJSON)
-	s = commandLine(s)
+	s = commandLine(s, inJSON)
 	if longRuns(s) {
 		s = gitleaksSecrets(s)
 	}

@@ -18,6 +18,8 @@ var soupParts = []string{
 	"Bearer ", "bearer\t", "Basic ", "://", "@", "user", "sk-", "sk-ant-", "ghp_", "AKIA",
 	"eyJ", ".", "-", "_", " ", "{", "}", "[", "]", ",", ";", "&", "$", "<", ">", "*",
 	Marker, "abc", "x1", "true", "\t", "/", "h1:", "é",
+	"--password ", "--api-key=", " -u ", "mysql -p", "\n", "jw_", "sk_live_", "glpat-", "AIza", "SG.",
+	"DB_PASS", "SIGNING_KEY", "_FILE", "No such file or directory", "-----BEGIN RSA PRIVATE KEY-----",
 }
 
 func soup(r *rand.Rand) string {
