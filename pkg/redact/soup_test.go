@@ -59,5 +59,6 @@ func TestWriter_output_is_json_on_token_soup(t *testing.T) {
 	}
 }
 
-// soupRounds keeps the soup tests to a fraction of a second.
+// soupRounds keeps the soup tests to seconds: most soup holds some of
+// gitleaks's keywords and long runs, so its expressions run on it.
 var soupRounds = 8000
