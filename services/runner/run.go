@@ -433,7 +433,10 @@ func (a *actor) finishRun(ctx context.Context, res runResult) {
 		reason, turns, usage = string(t.Reason), t.Turns, t.Usage
 		lr.usage = t.Usage
 		if t.Err != nil {
-			errText = t.Err.Error()
+			// A provider's error can echo a key ("invalid x-api-key
+			// sk-…"); run.ended is its one source for the stream and the
+			// run's headline.
+			errText = redact.Text(t.Err.Error())
 		}
 	}
 	a.r.publishOut(ctx, a.tenant, a.session, events.RunEnded{

@@ -23,7 +23,8 @@ import (
 // a whole `jetway dev` with a fake Anthropic server as the model: a shell
 // command that holds every credential of the redaction corpus in its
 // arguments writes them to a file and prints them, then read_file reads
-// the file and grep matches it. None of the credentials may then be found
+// the file and grep matches it; a second run ends on a provider error that
+// echoes a key. None of the credentials may then be found
 // raw in what a person or the model reads: the model's next requests, the
 // SSE stream (tool_use and tool_result events, job events, headlines), the
 // job list (summary and line), everything JetStream stores (transcripts,
@@ -53,6 +54,9 @@ func TestRedaction_no_secret_reaches_a_reader_on_any_surface(t *testing.T) {
 			{ID: "toolu_grep", Name: "grep", Input: input(map[string]any{"pattern": "[A-Za-z0-9]", "path": "creds.env"})},
 		}},
 		llmtest.Reply{Text: "all read"},
+		// A provider error that echoes a key, as some do: the run's end,
+		// its headline and the log line that reports it carry the text.
+		llmtest.Reply{Error: &llmtest.APIError{Status: 401, Type: "authentication_error", Message: "invalid x-api-key " + leakedKey}},
 	)
 	d := startDev(t, devOptions{Env: []string{"ANTHROPIC_API_KEY=sk-test", "ANTHROPIC_BASE_URL=" + model.URL()}})
 	if tools := d.line(t, "tools: "); strings.HasPrefix(tools, "none") {
@@ -65,6 +69,9 @@ func TestRedaction_no_secret_reaches_a_reader_on_any_surface(t *testing.T) {
 	if end.Reason != "completed" || said != "all read" {
 		t.Fatalf("the run ended %+v saying %q", end, said)
 	}
+	if _, end, _ := s.runFor(t, d.input(t, session, "once more")); end.Reason != "model_error" {
+		t.Fatalf("the second run ended %+v, want a model error", end)
+	}
 
 	// The secrets: each case's, and the private key's body lines.
 	secrets := map[string]string{}
@@ -75,6 +82,7 @@ func TestRedaction_no_secret_reaches_a_reader_on_any_surface(t *testing.T) {
 	for i, line := range strings.Split(body, "\n") {
 		secrets[line] = "private key line " + string(rune('a'+i))
 	}
+	secrets[leakedKey[len("sk-ant-"):]] = "key in the provider's error"
 	check := func(surface, text string) {
 		t.Helper()
 		for secret, name := range secrets {
@@ -98,8 +106,8 @@ func TestRedaction_no_secret_reaches_a_reader_on_any_surface(t *testing.T) {
 
 	// The model: every request after the first holds the calls and results.
 	reqs := model.Requests()
-	if len(reqs) != 3 {
-		t.Fatalf("the model got %d requests, want 3", len(reqs))
+	if len(reqs) != 4 {
+		t.Fatalf("the model got %d requests, want 4", len(reqs))
 	}
 	for i, r := range reqs[1:] {
 		check("model request "+string(rune('2'+i)), string(r.Body))
@@ -165,4 +173,10 @@ func TestRedaction_no_secret_reaches_a_reader_on_any_surface(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("the service log", string(log))
+	if !strings.Contains(string(log), "invalid x-api-key sk-ant-"+redact.Marker) {
+		t.Errorf("the service log does not report the provider's error, redacted:\n%s", d.logTail(20))
+	}
 }
+
+// leakedKey is the key the fake provider's error echoes.
+var leakedKey = "sk-ant-api03-" + strings.Repeat("Xk9mQ2vL7pR4", 8) + "AA"
