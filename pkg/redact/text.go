@@ -9,6 +9,7 @@ import "strings"
 // lines are base64 that the line rules can only judge one at a time (a
 // short last line looks like a word), and the block as a whole is certain.
 // A BEGIN line without its END (output cut short) hides everything after
+// it; an END line without its BEGIN (a tail) hides the base64 lines before
 // it. Unlike CleanLine it keeps control bytes and line ends as they are, so
 // that a file read through it keeps its bytes where nothing is secret.
 func Text(s string) string {
