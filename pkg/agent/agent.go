@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"iter"
 	"time"
@@ -111,6 +112,16 @@ type Terminal struct {
 type Recorder interface {
 	RecordMessage(m llm.Message, usage llm.Usage) error
 	RecordBoundary(meta llm.BoundaryMeta)
+}
+
+// Redactor hides credentials (jetway's is pkg/redact's). The loop is the
+// one place every tool call and result passes through on its way to a
+// reader: the KindToolUse and KindToolResult events, the Recorder (the
+// transcript) and the history the next request is built from (the model).
+// So it redacts there, once, and none of those readers has to.
+type Redactor interface {
+	Text(s string) string
+	JSON(raw json.RawMessage) json.RawMessage
 }
 
 // HookRunner is the loop's view of the hook system.
@@ -256,6 +267,12 @@ type QueryInput struct {
 	Hooks     HookRunner
 	Compactor Compactor
 	Recorder  Recorder
+	// Redactor, when set, redacts each tool call's input and each tool
+	// result before they are emitted, recorded or sent to the model again.
+	// A call runs with the input the model wrote: only what is read
+	// afterwards is redacted, so a secret the model put in a command
+	// still works in that command but is not shown back to it or anyone.
+	Redactor Redactor
 
 	// TokenBudget, when > 0, makes a turn without tool calls go on until
 	// about 90% of this many output tokens are used, stopping early on

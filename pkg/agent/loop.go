@@ -666,7 +666,7 @@ func (l *loop) callModel(ctx context.Context, req llm.CompletionRequest, exec *t
 		}
 		added[b.ID] = true
 		exec.Add(b) // a read-only call starts now, while the stream goes on
-		return y.emit(Event{Kind: KindToolUse, ToolUse: ptr(b)})
+		return y.emit(Event{Kind: KindToolUse, ToolUse: ptr(l.redactCall(b))})
 	}
 
 	if l.in.NonStreaming {
@@ -690,7 +690,7 @@ func (l *loop) callModel(ctx context.Context, req llm.CompletionRequest, exec *t
 				}
 			}
 		}
-		return modelResult{msg: assistant(msg), stop: stop, usage: usage}
+		return modelResult{msg: l.redactCalls(assistant(msg)), stop: stop, usage: usage}
 	}
 
 	var end *llm.StreamEvent
@@ -731,7 +731,39 @@ func (l *loop) callModel(ctx context.Context, req llm.CompletionRequest, exec *t
 	if end.Usage != nil {
 		usage = *end.Usage
 	}
-	return modelResult{msg: msg, stop: end.StopReason, usage: usage}
+	return modelResult{msg: l.redactCalls(msg), stop: end.StopReason, usage: usage}
+}
+
+// redactCall is a tool call as it is shown and recorded (see
+// QueryInput.Redactor); the executor has the call as the model wrote it.
+func (l *loop) redactCall(b llm.ContentBlock) llm.ContentBlock {
+	if r := l.in.Redactor; r != nil && b.Type == llm.BlockToolUse {
+		b.Input = r.JSON(b.Input)
+	}
+	return b
+}
+
+// redactCalls is the assistant message with its calls redacted, on a copy
+// of its content: the executor's calls share nothing with it.
+func (l *loop) redactCalls(m llm.Message) llm.Message {
+	if l.in.Redactor == nil || len(m.ToolUses()) == 0 {
+		return m
+	}
+	content := make([]llm.ContentBlock, len(m.Content))
+	for i, b := range m.Content {
+		content[i] = l.redactCall(b)
+	}
+	m.Content = content
+	return m
+}
+
+// redactResult is a tool result as it is shown, recorded and sent to the
+// model.
+func (l *loop) redactResult(b llm.ContentBlock) llm.ContentBlock {
+	if r := l.in.Redactor; r != nil {
+		b.Content = r.Text(b.Content)
+	}
+	return b
 }
 
 func assistant(m llm.Message) llm.Message {
@@ -770,6 +802,7 @@ func (l *loop) runTools(ctx context.Context, exec *tool.Executor, msg llm.Messag
 			continue
 		}
 		o := u.Outcome
+		o.Block = l.redactResult(o.Block)
 		results = append(results, o.Block)
 		if o.Stop {
 			stop = true

@@ -191,3 +191,15 @@ func FuzzUnchanged(f *testing.F) {
 		checkUnchanged(t, strings.Split(text, "\n"))
 	})
 }
+
+// BenchmarkUnchanged_block is the block fast path on what capture reads:
+// 256 KiB of ordinary lines, copied whole when Unchanged says so.
+func BenchmarkUnchanged_block(b *testing.B) {
+	block := []byte(strings.Repeat("the quick brown fox jumps over the lazy dog while the build prints another ordinary line of output\n", 2600))
+	b.SetBytes(int64(len(block)))
+	for b.Loop() {
+		if !Unchanged(block) {
+			b.Fatal("a block of ordinary lines is not Unchanged")
+		}
+	}
+}

@@ -47,10 +47,19 @@ func secretName(name string) bool { return secretNormalized([]byte(normalizeName
 
 // secretNormalized reports whether a normalized key names a secret.
 func secretNormalized(n []byte) bool {
+	if pathName(n) {
+		return false
+	}
 	for _, w := range secretWords {
 		if bytes.Contains(n, []byte(w)) {
 			return true
 		}
+	}
+	// PASS as a word of its own next to another (DB_PASS, SMTP_PASS), not
+	// inside one (PASSED, BYPASS, PASSTHROUGH) and not alone, which is go
+	// test's "--- PASS: TestName".
+	if len(n) > len("PASS") && namePart(n, "PASS") {
+		return true
 	}
 	for from := 0; ; {
 		j := bytes.Index(n[from:], []byte("TOKEN"))
@@ -63,6 +72,63 @@ func secretNormalized(n []byte) bool {
 		}
 		from = end
 	}
+}
+
+// namePart reports whether w is one of the '_'-separated parts of the
+// normalized name n.
+func namePart(n []byte, w string) bool {
+	for from := 0; from+len(w) <= len(n); {
+		j := bytes.Index(n[from:], []byte(w))
+		if j < 0 {
+			return false
+		}
+		at, end := from+j, from+j+len(w)
+		if (at == 0 || n[at-1] == '_') && (end == len(n) || n[end] == '_') {
+			return true
+		}
+		from = at + 1
+	}
+	return false
+}
+
+// keyNormalized reports whether a normalized key has KEY as a part of its
+// own (SIGNING_KEY, ENCRYPTION_KEY, KEY): often a secret, but as often a
+// sort key, a primary key or a YAML "key: app". Its value is redacted only
+// when it looks like key material (see keyMaterial), where a secret name's
+// value always is.
+func keyNormalized(n []byte) bool { return !pathName(n) && namePart(n, "KEY") }
+
+// pathName reports whether a normalized key names where a secret is kept
+// rather than the secret (PASSWORD_FILE, KEY_PATH, SECRETS_DIR, as Docker
+// and Kubernetes spell them), whose value is a path to show.
+func pathName(n []byte) bool {
+	for _, suffix := range []string{"_FILE", "_PATH", "_DIR"} {
+		if bytes.HasSuffix(n, []byte(suffix)) {
+			return true
+		}
+	}
+	return false
+}
+
+// keyMaterial reports whether the value of a KEY name looks like a key: 16
+// or more bytes of hex or base64 that are 32 or more hex digits, or mix
+// letters and digits the way random text does.
+func keyMaterial(v string) bool {
+	if len(v) < 16 {
+		return false
+	}
+	hex := true
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		if !isB64URL(c) && c != '+' && c != '/' && c != '=' {
+			return false
+		}
+		hex = hex && (isDigit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'))
+	}
+	if hex {
+		return len(v) >= 32
+	}
+	return randomLooking(strings.TrimRight(v, "="))
 }
 
 // authNormalized reports whether a normalized key is an Authorization
@@ -189,8 +255,12 @@ func keyValues(s string, inJSON bool) string {
 		}
 		norm = appendNormalized(norm[:0], name)
 		auth := authNormalized(norm)
+		weak := false
 		if !auth && !secretNormalized(norm) {
-			continue
+			if !keyNormalized(norm) {
+				continue
+			}
+			weak = true
 		}
 		// The value.
 		v := i + 1
@@ -222,7 +292,7 @@ func keyValues(s string, inJSON bool) string {
 		if auth {
 			cs, ce = authCredentials(s, cs, ce, quoted)
 		}
-		if keepValue(s[cs:ce]) || (!auth && !quoted && c == ':' && keyQuote == 0 && prose(s, cs, ce)) {
+		if keepValue(s[cs:ce]) || (weak && !keyMaterial(s[cs:ce])) || (!auth && !quoted && c == ':' && keyQuote == 0 && prose(s, cs, ce)) {
 			// Skip the value as a whole: rescanning it from the next
 			// separator could take quadratic time on hostile input.
 			i = max(i, ce-1)
@@ -249,12 +319,26 @@ func keyValues(s string, inJSON bool) string {
 // lower-case word followed by more words. Such text stays readable; a
 // "password: letmein" at the end of a line is still redacted.
 func prose(s string, cs, ce int) bool {
+	for _, e := range osErrors {
+		if strings.HasPrefix(s[cs:], e) {
+			return true
+		}
+	}
 	for i := cs; i < ce; i++ {
 		if !isLower(s[i]) {
 			return false
 		}
 	}
 	return ce+1 < len(s) && isBlank(s[ce]) && !isBlank(s[ce+1])
+}
+
+// osErrors are the messages programs print after "name: " when a file or
+// a command named like a secret (secrets.sh, /etc/app/token) is missing or
+// refused: "secrets.sh: No such file or directory" is no password.
+var osErrors = []string{
+	"No such file or directory", "Permission denied", "Is a directory", "Not a directory",
+	"command not found", "not found", "Operation not permitted", "File exists",
+	"cannot open", "cannot access", "No such ", "Read-only file system",
 }
 
 // authCredentials narrows an Authorization value to the credentials after

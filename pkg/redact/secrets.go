@@ -17,7 +17,8 @@ const Marker = "[REDACTED]"
 //     [A-Za-z0-9_-] holding a letter and a digit), GitHub ghp_, gho_, ghs_,
 //     ghu_, ghr_ (20 or more alphanumerics) and github_pat_, Slack xoxb-,
 //     xoxp-, xoxa-, xoxr-, xoxs-, AWS access key ids AKIA…/ASIA… (16 more
-//     of [A-Z0-9]) and NATS nkey seeds (S + O/A/U/N/C/X + 56 base32);
+//     of [A-Z0-9]), NATS nkey seeds (S + O/A/U/N/C/X + 56 base32) and
+//     jetway's tokens (jw_ + 20 or more base64url, redacted whole);
 //     a prefix counts only at the start of a word ("task-…" is no "sk-…");
 //   - JWTs: three dot-separated base64url segments, the first starting eyJ
 //     (kept: "eyJ[REDACTED]");
@@ -57,7 +58,17 @@ const Marker = "[REDACTED]"
 //     or '~' ("example.com/v1/…" is a path), and is redacted with its '='
 //     padding; other tokens written with
 //     other characters ('_', '-', '+', '/') are judged by their alphanumeric
-//     runs.
+//     runs;
+//   - names with PASS as a word next to another (DB_PASS), and names with
+//     KEY as a word (SIGNING_KEY) when the value looks like key material;
+//     names ending in _FILE, _PATH or _DIR stay (they say where a secret
+//     is), and so does an OS error after "name: " ("secrets.sh: No such
+//     file or directory");
+//   - credentials in command-line flags (cmdline.go): --password x and any
+//     flag named like a secret, curl -u / --user name:password, mysql's
+//     -ppassword;
+//   - whatever gitleaks's rules find (gitleaks.go), on text holding a run
+//     of 15 word bytes or 32 base64 bytes.
 //
 // The rules are applied until nothing changes, so
 // Secrets(Secrets(s)) == Secrets(s).
@@ -101,6 +112,10 @@ func pass(s string, inJSON bool) string {
 	s = bearers(s)
 	s = userinfo(s)
 	s = keyValues(s, inJSON)
+	s = commandLine(s, inJSON)
+	if longRuns(s) {
+		s = gitleaksSecrets(s)
+	}
 	s = longTokens(s)
 	return s
 }
@@ -204,6 +219,7 @@ var prefixRules = []prefixRule{
 	{prefix: "xoxa-", body: isB64URL, min: 10},
 	{prefix: "xoxr-", body: isB64URL, min: 10},
 	{prefix: "xoxs-", body: isB64URL, min: 10},
+	{prefix: "jw_", body: isB64URL, min: 20},
 	{prefix: "AKIA", body: isUpperDigit, min: 16, exact: true},
 	{prefix: "ASIA", body: isUpperDigit, min: 16, exact: true},
 	{prefix: "SO", body: isBase32, min: 56, exact: true},
@@ -228,14 +244,14 @@ func letterAndDigit(s string) bool {
 
 // prefixed redacts credentials recognised by their prefix.
 func prefixed(s string) string {
-	if !strings.ContainsAny(s, "sgxAS") {
+	if !strings.ContainsAny(s, "sgxjAS") {
 		return s
 	}
 	var b strings.Builder
 	last := 0
 	for i := 0; i < len(s); i++ {
 		switch s[i] {
-		case 's', 'g', 'x', 'A', 'S':
+		case 's', 'g', 'x', 'j', 'A', 'S':
 		default:
 			continue
 		}

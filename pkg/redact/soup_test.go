@@ -18,6 +18,8 @@ var soupParts = []string{
 	"Bearer ", "bearer\t", "Basic ", "://", "@", "user", "sk-", "sk-ant-", "ghp_", "AKIA",
 	"eyJ", ".", "-", "_", " ", "{", "}", "[", "]", ",", ";", "&", "$", "<", ">", "*",
 	Marker, "abc", "x1", "true", "\t", "/", "h1:", "é",
+	"--password ", "--api-key=", " -u ", "mysql -p", "\n", "jw_", "sk_live_", "glpat-", "AIza", "SG.",
+	"DB_PASS", "SIGNING_KEY", "_FILE", "No such file or directory", "-----BEGIN RSA PRIVATE KEY-----",
 }
 
 func soup(r *rand.Rand) string {
@@ -57,5 +59,6 @@ func TestWriter_output_is_json_on_token_soup(t *testing.T) {
 	}
 }
 
-// soupRounds keeps the soup tests to a fraction of a second.
+// soupRounds keeps the soup tests to seconds: most soup holds some of
+// gitleaks's keywords and long runs, so its expressions run on it.
 var soupRounds = 8000

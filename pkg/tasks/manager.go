@@ -504,6 +504,9 @@ func (m *Manager) snapshotLocked(t *task) Info {
 	} else {
 		i.Tail = append([]string(nil), i.Tail...)
 	}
+	if m.cfg.CleanTail != nil {
+		i.Tail = m.cfg.CleanTail(i.Tail)
+	}
 	i.Counters = maps.Clone(i.Counters)
 	i.Labels = maps.Clone(i.Labels)
 	return i

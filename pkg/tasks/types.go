@@ -63,6 +63,11 @@ type Config struct {
 	// answer false when unsure, never true wrongly (redact.Unchanged). Not
 	// used for a task with its own Spec.Clean.
 	Unchanged func(text []byte) bool
+	// CleanTail, when set, rewrites an Info's Tail where its lines, each
+	// cleaned alone, only together show what must not be shown (a private
+	// key's last body line; redact.Lines). It runs on every snapshot, so
+	// every record, event and notice gets the same tail.
+	CleanTail func(lines []string) []string
 	// Proc configures process containment: the SIGTERM-to-SIGKILL grace
 	// period, whether to use cgroups, the logger.
 	Proc proctree.Config

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"jetway/pkg/handover"
+	"jetway/pkg/redact"
 	"jetway/pkg/tasks"
 	"jetway/pkg/tasks/proctree"
 	"jetway/services/jobs/jobsapi"
@@ -20,9 +21,13 @@ import (
 // maxSummary caps the command text a task line and a headline show.
 const maxSummary = 200
 
-// summary is the command on one line, cut to maxSummary.
+// summary is the command on one line, redacted, cut to maxSummary. It is
+// the one source of what a job's record, list line, events and headline
+// show of its command, so a secret in the command (export KEY=…, curl -u)
+// is redacted here once; the command runs as written. Redaction comes
+// before the cut, which could leave a secret too short to be recognised.
 func summary(command string) string {
-	s := strings.Join(strings.Fields(command), " ")
+	s := redact.Text(strings.Join(strings.Fields(command), " "))
 	if len(s) > maxSummary {
 		cut := maxSummary
 		for cut > 0 && s[cut]&0xC0 == 0x80 {

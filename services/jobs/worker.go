@@ -246,6 +246,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		OnNotice:    w.onNotice,
 		AppendClean: redact.AppendCleanLine,
 		Unchanged:   redact.Unchanged,
+		CleanTail:   redact.Lines,
 		Proc:        proctree.Config{Grace: w.cfg.Grace, NoCgroups: w.cfg.NoCgroups, Log: log},
 	})
 	w.mgr.SetOnEnd(w.onEnd)

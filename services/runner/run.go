@@ -21,6 +21,7 @@ import (
 	"jetway/pkg/events"
 	"jetway/pkg/handover"
 	"jetway/pkg/llm"
+	"jetway/pkg/redact"
 )
 
 // liveRun is a run this runner is driving for one session.
@@ -343,12 +344,15 @@ func (a *actor) launch(ctx context.Context, parent context.Context, runID, cause
 	ref := SessionRef{Tenant: a.tenant, Session: a.session, Run: runID}
 	a.r.publishOut(ctx, a.tenant, a.session, events.RunStarted{Run: runID, Cause: cause, Model: a.r.cfg.Provider.Name(), Runner: a.r.cfg.ID, Events: ids})
 	in := agent.QueryInput{
-		Provider:       a.r.cfg.Provider,
-		System:         a.r.cfg.System,
-		Messages:       hist,
-		AppendInPlace:  true,
-		Notices:        lr.guide,
-		Recorder:       &recorder{a: a, run: runID, lr: lr},
+		Provider:      a.r.cfg.Provider,
+		System:        a.r.cfg.System,
+		Messages:      hist,
+		AppendInPlace: true,
+		Notices:       lr.guide,
+		Recorder:      &recorder{a: a, run: runID, lr: lr},
+		// Tool calls and results are redacted in the loop, before the
+		// transcript, jetway.out (and so SSE) and the model read them.
+		Redactor:       redact.Redactor{},
 		MaxTurns:       a.r.cfg.MaxTurns,
 		MaxDuration:    a.r.cfg.MaxDuration,
 		ToolOutputDir:  a.r.cfg.ToolOutputDir,
@@ -429,7 +433,10 @@ func (a *actor) finishRun(ctx context.Context, res runResult) {
 		reason, turns, usage = string(t.Reason), t.Turns, t.Usage
 		lr.usage = t.Usage
 		if t.Err != nil {
-			errText = t.Err.Error()
+			// A provider's error can echo a key ("invalid x-api-key
+			// sk-…"); run.ended is its one source for the stream and the
+			// run's headline.
+			errText = redact.Text(t.Err.Error())
 		}
 	}
 	a.r.publishOut(ctx, a.tenant, a.session, events.RunEnded{
