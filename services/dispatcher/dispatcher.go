@@ -104,6 +104,9 @@ type Dispatcher struct {
 	kvMu sync.Mutex
 	kvs  map[string]jetstream.KeyValue
 
+	// noIDBucket logs once that duplicate answers are off (claimID).
+	noIDBucket sync.Once
+
 	// beforeRecordWrite, when set (tests only), runs between reading a
 	// session record and writing it back, so a test can write in between.
 	beforeRecordWrite func(key string)
