@@ -325,16 +325,28 @@ func TestProvision_moves_an_old_work_source_over_without_queueing_events_again(t
 		t.Fatalf("give the work stream the old source: %v", err)
 	}
 
+	evs, err := js.Stream(ctx, bus.StreamEvents)
+	if err != nil {
+		t.Fatal(err)
+	}
+	published := uint64(0)
 	publish := func(subj string) {
 		t.Helper()
 		if _, err := js.Publish(ctx, subj, nil); err != nil {
 			t.Fatalf("publish %s: %v", subj, err)
 		}
+		published++
 	}
 	// count waits for the marker, published last: sourcing keeps order,
-	// so an event queued again would be in the stream before it.
+	// so an event queued again would be in the stream before it. Job
+	// events reach JETWAY_EVENTS by sourcing, so the marker goes in only
+	// once every one of them is there: then it is the log's last event.
 	count := func(marker string) uint64 {
 		t.Helper()
+		waitFor(t, 20*time.Second, "every job event sourced into JETWAY_EVENTS", func() bool {
+			info, err := evs.Info(ctx)
+			return err == nil && info.State.Msgs == published
+		})
 		publish(marker)
 		var n uint64
 		waitFor(t, 20*time.Second, marker+" in JETWAY_WORK", func() bool {
@@ -420,10 +432,6 @@ func TestProvision_moves_an_old_work_source_over_without_queueing_events_again(t
 	// holds where sourcing stands (its ack floor, moved by the sourcing
 	// stream's flow control answers, at least once a second), so nothing
 	// it confirmed is copied again.
-	evs, err := js.Stream(ctx, bus.StreamEvents)
-	if err != nil {
-		t.Fatal(err)
-	}
 	waitFor(t, 10*time.Second, "the source consumer's ack floor at the last event", func() bool {
 		ei, err := evs.Info(ctx)
 		if err != nil {
