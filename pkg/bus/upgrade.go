@@ -121,7 +121,9 @@ func upgradeEvents(ctx context.Context, js jetstream.JetStream, cfg ProvisionCon
 		return err
 	}
 
-	// 6. Out with the old.
+	// 6. Out with the old. Its other consumers (the notifier's) go with
+	// it; say what they had not yet taken, since they will not get it.
+	reportLeftBehind(ctx, st, cfg)
 	if err := js.DeleteStream(ctx, StreamEvents); err != nil {
 		return fmt.Errorf("delete the old stream: %w", err)
 	}
@@ -175,6 +177,25 @@ func carryHolders(ctx context.Context, js jetstream.JetStream, old jetstream.Str
 		}
 	}
 	return want, nil
+}
+
+// reportLeftBehind names each consumer of the old stream (other than
+// JETWAY_WORK's source) with events it had not yet acknowledged.
+func reportLeftBehind(ctx context.Context, old jetstream.Stream, cfg ProvisionConfig) {
+	list := old.ListConsumers(ctx)
+	for ci := range list.Info() {
+		if ci.Name == WorkSourceConsumer {
+			continue
+		}
+		if n := ci.NumPending + uint64(ci.NumAckPending); n > 0 {
+			cfg.progress("consumer %s of the old %s had %d events not yet acknowledged; they stay in %s but it will not get them (restart its service to make it again on the new stream)", ci.Name, StreamEvents, n, StreamEventsV1)
+		} else {
+			cfg.progress("consumer %s of the old %s goes with it (restart its service to make it again on the new stream)", ci.Name, StreamEvents)
+		}
+	}
+	if err := list.Err(); err != nil {
+		cfg.progress("could not list the old %s's consumers: %v", StreamEvents, err)
+	}
 }
 
 // keptHeaders are the NATS headers a carried schedule holder keeps: the

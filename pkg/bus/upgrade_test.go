@@ -91,6 +91,13 @@ func TestProvision_upgrades_an_old_events_stream_keeping_events_and_layovers(t *
 	}
 	waitFor(t, 10*time.Second, "10 old events in JETWAY_WORK", func() bool { return workMsgs() == 10 })
 
+	// A notifier that has read none of the job events yet.
+	if _, err := js.CreateOrUpdateConsumer(ctx, bus.StreamEvents, jetstream.ConsumerConfig{
+		Durable: "notifier-events", FilterSubject: bus.SubjectJobEvents, AckPolicy: jetstream.AckExplicitPolicy,
+	}); err != nil {
+		t.Fatalf("notifier consumer: %v", err)
+	}
+
 	var lines []string
 	cfg.Progress = func(l string) { lines = append(lines, l) }
 	if err := bus.Provision(ctx, js, cfg); err != nil {
@@ -177,7 +184,12 @@ func TestProvision_upgrades_an_old_events_stream_keeping_events_and_layovers(t *
 	if err := bus.Provision(ctx, js, cfg); err != nil {
 		t.Fatalf("provision after the upgrade: %v", err)
 	}
-	if !slices.ContainsFunc(lines, func(l string) bool { return strings.Contains(l, "carried over") }) {
-		t.Errorf("provision did not report carrying the layovers over")
+	if !slices.ContainsFunc(lines, func(l string) bool { return strings.Contains(l, "2 pending schedule holders carried over") }) {
+		t.Errorf("provision did not report carrying the 2 layovers over")
+	}
+	if !slices.ContainsFunc(lines, func(l string) bool {
+		return strings.Contains(l, "notifier-events") && strings.Contains(l, "5 events not yet acknowledged")
+	}) {
+		t.Errorf("provision did not say the notifier's consumer leaves 5 job events unread")
 	}
 }
