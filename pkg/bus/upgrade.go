@@ -98,7 +98,11 @@ func upgradeEvents(ctx context.Context, js jetstream.JetStream, cfg ProvisionCon
 		if sc.Name != StreamJobEvents && sc.Name != StreamSchedules {
 			continue
 		}
-		if _, err := js.CreateOrUpdateStream(ctx, sc); err != nil {
+		err := whilePlacing(ctx, func(ctx context.Context) error {
+			_, err := js.CreateOrUpdateStream(ctx, sc)
+			return err
+		})
+		if err != nil {
 			return fmt.Errorf("make %s: %w", sc.Name, err)
 		}
 	}
