@@ -96,14 +96,15 @@ func (c ProvisionConfig) progress(format string, args ...any) {
 // upgradeEvents and docs/OPERATIONS.md "Upgrading").
 func Provision(ctx context.Context, js jetstream.JetStream, cfg ProvisionConfig) error {
 	cfg = cfg.withDefaults()
-	if err := upgradeEvents(ctx, js, cfg); err != nil {
+	replaced, err := upgradeEvents(ctx, js, cfg)
+	if err != nil {
 		return fmt.Errorf("bus: upgrade %s: %w", StreamEvents, err)
 	}
 	for _, sc := range StreamConfigs(cfg) {
 		var s jetstream.Stream
 		err := whilePlacing(ctx, func(ctx context.Context) (err error) {
 			if sc.Name == StreamWork {
-				if sc, err = carryOver(ctx, js, sc, cfg); err != nil {
+				if sc, err = carryOver(ctx, js, sc, cfg, replaced); err != nil {
 					return err
 				}
 			} else if err := ensureSourceConsumers(ctx, js, sc, cfg); err != nil {
@@ -165,11 +166,16 @@ func ensureSourceConsumers(ctx context.Context, js jetstream.JetStream, sc jetst
 // the old source got to, the stream keeps its old source, and provisioning
 // says so. An existing consumer is left as it is: where it stands is
 // where sourcing goes on.
-func carryOver(ctx context.Context, js jetstream.JetStream, sc jetstream.StreamConfig, cfg ProvisionConfig) (jetstream.StreamConfig, error) {
+//
+// After an upgrade replaced JETWAY_EVENTS (fresh), whatever the old source
+// reported is about the old log: the consumer starts at the new log's
+// first event.
+func carryOver(ctx context.Context, js jetstream.JetStream, sc jetstream.StreamConfig, cfg ProvisionConfig, fresh bool) (jetstream.StreamConfig, error) {
 	start := uint64(0) // the consumer's first event; 0: all of JETWAY_EVENTS
 	replace := false   // a consumer left from before is not where sourcing stands
 	st, err := js.Stream(ctx, sc.Name)
 	switch {
+	case fresh:
 	case errors.Is(err, jetstream.ErrStreamNotFound):
 	case err != nil:
 		return sc, err
@@ -420,10 +426,23 @@ func WorkTransforms(partitions int) []jetstream.SubjectTransformConfig {
 // (its ack floor, moved by the sourcing stream's flow control answers at
 // least once a second), so a changed source (another partition count)
 // copies again only what was not yet confirmed.
+//
+// The "-2" is the JETWAY_EVENTS it reads: the split stream an upgrade
+// makes (upgradeEvents). The server knows a source by a name that includes
+// its consumer's, and seeds a source it does not know yet from the
+// Nats-Stream-Source headers of what the sourcing stream still holds. With
+// the old name, events from the old log still queued in JETWAY_WORK told
+// it the new log was read up to their sequence, and it skipped the new
+// log's first events as already copied. A new name is a new source that
+// starts at the new log's first event.
 const (
-	WorkSourceConsumer = "jetway-work-source"
+	WorkSourceConsumer = "jetway-work-source-2"
 	WorkSourceDeliver  = "jetway.sourcing.work"
 )
+
+// workSourceConsumerV1 is the source consumer name deployments made before
+// the split used (on the old JETWAY_EVENTS).
+const workSourceConsumerV1 = "jetway-work-source"
 
 // SourceConsumerConfig is the configuration of the durable consumer a
 // source reads its origin through: a flow-controlled push consumer acked by

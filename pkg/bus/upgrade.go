@@ -19,10 +19,11 @@ import (
 var UpgradeCatchUp = 2 * time.Minute
 
 // oldEventsShape reports why a JETWAY_EVENTS configuration is the shape from
-// before the streams were split ("" if it is not): schedules allowed, or job
-// events or schedule holders among its own subjects. That shape cannot be
-// hardened in place (the server refuses to turn schedules off, and keeps
-// roll-ups on while they are allowed), so the stream is replaced.
+// before the streams were split ("" if it is not): schedules or roll-ups
+// allowed, or job events or schedule holders among its own subjects. That
+// shape cannot be hardened in place (the server refuses to turn schedules
+// off, and keeps roll-ups on while they are allowed), so the stream is
+// replaced.
 func oldEventsShape(c jetstream.StreamConfig) string {
 	var why []string
 	if c.AllowMsgSchedules {
@@ -34,66 +35,199 @@ func oldEventsShape(c jetstream.StreamConfig) string {
 	if c.AllowRollup {
 		why = append(why, "allows roll-ups")
 	}
-	if !c.Sealed && len(why) == 0 {
-		return ""
-	}
-	if c.Sealed {
-		why = append(why, "is sealed by an upgrade that did not finish")
-	}
 	return strings.Join(why, ", ")
 }
 
+// The stream an upgrade keeps pending layovers in between reading them from
+// the old JETWAY_EVENTS and publishing them in JETWAY_SCHEDULES, so that a
+// failure in between loses none: provisioning again finishes the move. The
+// schedule headers are stored renamed (stashPrefix + name), as plain data:
+// a stream without schedules refuses them, and one with schedules would
+// fire them.
+const (
+	streamUpgradeStash = "JETWAY_UPGRADE_LAYOVERS"
+	stashSubjectPrefix = "jetway.upgrade.layovers."
+	stashPrefix        = "Jetway-Carried-"
+)
+
+// frozenMsgSize is the MaxMsgSize that freezes the old stream during an
+// upgrade: every message is larger, so every publish (and every schedule
+// firing) is refused, while consumers and sources still read it. Sealing
+// would say it better, but the server refuses to seal a stream with
+// schedules on a cluster (sealing means discard new, which schedules
+// forbid).
+const frozenMsgSize = 1
+
 // upgradeEvents replaces a JETWAY_EVENTS of the old shape without losing an
-// event or a pending layover. In order, each step safe to run again if the
-// one after fails:
+// event or a pending layover. In order, each step safe to run again if a
+// later one fails:
 //
-//  1. The old stream is sealed and gives up the jobevents and schedules
-//     subjects: from here on nothing more is stored in it (a publish is
-//     refused, and the jobs outbox retries until step 2 is done), so
-//     "everything copied" below has a fixed end.
-//  2. JETWAY_JOBEVENTS and JETWAY_SCHEDULES are made.
-//  3. Every pending schedule holder is published again on the same subject
-//     in JETWAY_SCHEDULES, with its due time and its target moved from
-//     jetway.events.<t>.<s> to jetway.fired.<t>.<s> (sourced back as the
-//     former). A holder already due fires at once.
-//  4. JETWAY_WORK's source consumer must have handed over every event of
+//  1. The old stream is frozen (frozenMsgSize): from here on nothing more is
+//     stored in it, so "everything copied" below has a fixed end. Publishes
+//     are refused until the new streams exist (the jobs outbox retries).
+//  2. Every pending schedule holder is stashed (streamUpgradeStash) with
+//     its due time and its target moved from jetway.events.<t>.<s> to
+//     jetway.fired.<t>.<s> (sourced back as the former).
+//  3. JETWAY_WORK's source consumer must have handed over every event of
 //     the old log (bounded wait), so no session misses one.
-//  5. The old log's events and job events are copied into JETWAY_EVENTS_V1
+//  4. The old log's events and job events are copied into JETWAY_EVENTS_V1
 //     (kept for audit; it ages out after EventsMaxAge), bounded wait.
-//  6. The old stream is deleted (with its consumers); Provision then makes
-//     the new JETWAY_EVENTS, its source consumers, and JETWAY_WORK's source
-//     consumer from the new log's first event.
-func upgradeEvents(ctx context.Context, js jetstream.JetStream, cfg ProvisionConfig) error {
+//  5. The old stream is deleted (with its consumers).
+//  6. JETWAY_JOBEVENTS and JETWAY_SCHEDULES are made, and the stashed
+//     holders published there (a holder already due fires at once); the
+//     stash is deleted. Provision then makes the new JETWAY_EVENTS, its
+//     source consumers, and JETWAY_WORK's source consumer from the new
+//     log's first event.
+//
+// It reports whether JETWAY_EVENTS is to be made anew (the old one is
+// gone), so the work source starts from the new log's first event.
+func upgradeEvents(ctx context.Context, js jetstream.JetStream, cfg ProvisionConfig) (bool, error) {
 	st, err := js.Stream(ctx, StreamEvents)
+	replaced := false
+	switch {
+	case errors.Is(err, jetstream.ErrStreamNotFound):
+		// Gone (an upgrade deleted it and stopped before making the new
+		// one), or never made: either way the new log starts empty.
+		replaced = true
+	case err != nil:
+		return false, fmt.Errorf("read stream: %w", err)
+	default:
+		if why := oldEventsShape(st.CachedInfo().Config); why != "" {
+			cfg.progress("stream %s %s: replacing it (docs/OPERATIONS.md \"Upgrading\")", StreamEvents, why)
+			if err := retireOldEvents(ctx, js, st, cfg); err != nil {
+				return false, err
+			}
+			replaced = true
+		}
+	}
+	return replaced, unstashHolders(ctx, js, cfg)
+}
+
+// retireOldEvents runs steps 1 to 5 of upgradeEvents.
+func retireOldEvents(ctx context.Context, js jetstream.JetStream, st jetstream.Stream, cfg ProvisionConfig) error {
+	// 1. Freeze.
+	info := st.CachedInfo()
+	if info.Config.MaxMsgSize != frozenMsgSize {
+		c := info.Config
+		c.MaxMsgSize = frozenMsgSize
+		if _, err := js.UpdateStream(ctx, c); err != nil {
+			return fmt.Errorf("freeze the old stream: %w", err)
+		}
+		cfg.progress("old %s frozen: publishes are refused until the upgrade ends", StreamEvents)
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		return fmt.Errorf("read the frozen stream: %w", err)
+	}
+	last := info.State.LastSeq
+
+	// 2. Pending layovers, somewhere safe.
+	n, err := stashHolders(ctx, js, st, cfg)
+	if err != nil {
+		return err
+	}
+	cfg.progress("%d pending schedule holders read from the old %s", n, StreamEvents)
+
+	// 3. Everything handed to the runners.
+	if err := waitSourced(ctx, js, last); err != nil {
+		return err
+	}
+	cfg.progress("%s has sourced the old log to its end (sequence %d)", StreamWork, last)
+
+	// 4. A copy of the old log.
+	if err := keepOldLog(ctx, js, st, cfg); err != nil {
+		return err
+	}
+
+	// 5. Out with the old. Its other consumers (the notifier's) go with
+	// it; say what they had not yet taken, since they will not get it.
+	reportLeftBehind(ctx, st, cfg)
+	if err := js.DeleteStream(ctx, StreamEvents); err != nil {
+		return fmt.Errorf("delete the old stream: %w", err)
+	}
+	cfg.progress("old %s deleted; its events are in %s", StreamEvents, StreamEventsV1)
+	return nil
+}
+
+// stashHolders copies each pending schedule holder of the old stream into
+// the stash, its target rewritten to the fired subject and its schedule
+// headers renamed. It returns how many it stashed.
+func stashHolders(ctx context.Context, js jetstream.JetStream, old jetstream.Stream, cfg ProvisionConfig) (int, error) {
+	info, err := old.Info(ctx, jetstream.WithSubjectFilter(SubjectSchedules))
+	if err != nil {
+		return 0, fmt.Errorf("list schedule holders: %w", err)
+	}
+	want := len(info.State.Subjects)
+	if want == 0 {
+		return 0, nil
+	}
+	err = whilePlacing(ctx, func(ctx context.Context) error {
+		_, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+			Name:              streamUpgradeStash,
+			Description:       "jetway layovers being moved to JETWAY_SCHEDULES by an upgrade",
+			Subjects:          []string{stashSubjectPrefix + ">"},
+			Storage:           jetstream.FileStorage,
+			Replicas:          cfg.Replicas,
+			MaxMsgsPerSubject: 1,
+		})
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("make %s: %w", streamUpgradeStash, err)
+	}
+	cons, err := old.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{SubjectSchedules},
+		DeliverPolicy:  jetstream.DeliverLastPerSubjectPolicy,
+	})
+	if err != nil {
+		return 0, fmt.Errorf("read schedule holders: %w", err)
+	}
+	n := 0
+	for i := 0; i < want; i++ {
+		m, err := cons.Next(jetstream.FetchMaxWait(10 * time.Second))
+		if err != nil {
+			return n, fmt.Errorf("read schedule holder %d of %d: %w", i+1, want, err)
+		}
+		if m.Headers().Get(jetstream.ScheduleHeader) == "" {
+			continue // not a schedule
+		}
+		out := nats.NewMsg(stashSubjectPrefix + m.Subject())
+		out.Data = m.Data()
+		for k, vs := range m.Headers() {
+			name := k
+			if strings.HasPrefix(k, "Nats-") {
+				if !keptHeaders[k] {
+					continue // stream bookkeeping (sequence, time), not the schedule
+				}
+				name = stashPrefix + k
+			}
+			for _, v := range vs {
+				out.Header.Add(name, v)
+			}
+		}
+		target := out.Header.Get(stashPrefix + jetstream.ScheduleTargetHeader)
+		if rest, ok := strings.CutPrefix(target, "jetway.events."); ok {
+			out.Header.Set(stashPrefix+jetstream.ScheduleTargetHeader, "jetway.fired."+rest)
+		}
+		if _, err := js.PublishMsg(ctx, out); err != nil {
+			return n, fmt.Errorf("stash schedule holder %s: %w", m.Subject(), err)
+		}
+		n++
+	}
+	return n, nil
+}
+
+// unstashHolders (step 6 of upgradeEvents) makes the new origin streams if
+// a stash is waiting, publishes each stashed holder in JETWAY_SCHEDULES,
+// and deletes the stash.
+func unstashHolders(ctx context.Context, js jetstream.JetStream, cfg ProvisionConfig) error {
+	stash, err := js.Stream(ctx, streamUpgradeStash)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("read stream: %w", err)
+		return fmt.Errorf("read %s: %w", streamUpgradeStash, err)
 	}
-	info := st.CachedInfo()
-	why := oldEventsShape(info.Config)
-	if why == "" {
-		return nil
-	}
-	cfg.progress("stream %s %s: replacing it (docs/OPERATIONS.md \"Upgrading\")", StreamEvents, why)
-
-	// 1. Seal, keeping only the tenants' subject.
-	if !info.Config.Sealed {
-		c := info.Config
-		c.Subjects = []string{SubjectEvents}
-		c.Sealed = true
-		if _, err := js.UpdateStream(ctx, c); err != nil {
-			return fmt.Errorf("seal the old stream: %w", err)
-		}
-		cfg.progress("old %s sealed: publishes are refused until the upgrade ends", StreamEvents)
-	}
-	if info, err = st.Info(ctx); err != nil {
-		return fmt.Errorf("read sealed stream: %w", err)
-	}
-	last := info.State.LastSeq
-
-	// 2. The new origin streams.
 	for _, sc := range StreamConfigs(cfg) {
 		if sc.Name != StreamJobEvents && sc.Name != StreamSchedules {
 			continue
@@ -106,81 +240,37 @@ func upgradeEvents(ctx context.Context, js jetstream.JetStream, cfg ProvisionCon
 			return fmt.Errorf("make %s: %w", sc.Name, err)
 		}
 	}
-
-	// 3. Pending layovers.
-	n, err := carryHolders(ctx, js, st)
-	if err != nil {
-		return err
-	}
-	cfg.progress("%d pending schedule holders carried over to %s", n, StreamSchedules)
-
-	// 4. Everything handed to the runners.
-	if err := waitSourced(ctx, js, last); err != nil {
-		return err
-	}
-	cfg.progress("%s has sourced the old log to its end (sequence %d)", StreamWork, last)
-
-	// 5. A copy of the old log.
-	if err := keepOldLog(ctx, js, st, cfg); err != nil {
-		return err
-	}
-
-	// 6. Out with the old. Its other consumers (the notifier's) go with
-	// it; say what they had not yet taken, since they will not get it.
-	reportLeftBehind(ctx, st, cfg)
-	if err := js.DeleteStream(ctx, StreamEvents); err != nil {
-		return fmt.Errorf("delete the old stream: %w", err)
-	}
-	cfg.progress("old %s deleted; its events are in %s", StreamEvents, StreamEventsV1)
-	return nil
-}
-
-// carryHolders publishes each pending schedule holder of the old stream
-// again in JETWAY_SCHEDULES, its target rewritten to the fired subject. It
-// returns how many it carried.
-func carryHolders(ctx context.Context, js jetstream.JetStream, old jetstream.Stream) (int, error) {
-	info, err := old.Info(ctx, jetstream.WithSubjectFilter(SubjectSchedules))
-	if err != nil {
-		return 0, fmt.Errorf("list schedule holders: %w", err)
-	}
-	want := len(info.State.Subjects)
-	if want == 0 {
-		return 0, nil
-	}
-	cons, err := old.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{SubjectSchedules},
-		DeliverPolicy:  jetstream.DeliverLastPerSubjectPolicy,
-	})
-	if err != nil {
-		return 0, fmt.Errorf("read schedule holders: %w", err)
-	}
-	for n := 0; n < want; n++ {
-		m, err := cons.Next(jetstream.FetchMaxWait(10 * time.Second))
+	want := stash.CachedInfo().State.Msgs
+	if want > 0 {
+		cons, err := stash.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
 		if err != nil {
-			return n, fmt.Errorf("read schedule holder %d of %d: %w", n+1, want, err)
+			return fmt.Errorf("read %s: %w", streamUpgradeStash, err)
 		}
-		if m.Headers().Get(jetstream.ScheduleHeader) == "" {
-			continue // not a schedule (or one that fired and left its last message)
-		}
-		out := nats.NewMsg(m.Subject())
-		out.Data = m.Data()
-		for k, vs := range m.Headers() {
-			if strings.HasPrefix(k, "Nats-") && !keptHeaders[k] {
-				continue // stream bookkeeping (sequence, time, source), not the schedule
+		for i := uint64(0); i < want; i++ {
+			m, err := cons.Next(jetstream.FetchMaxWait(10 * time.Second))
+			if err != nil {
+				return fmt.Errorf("read stashed holder %d of %d: %w", i+1, want, err)
 			}
-			for _, v := range vs {
-				out.Header.Add(k, v)
+			out := nats.NewMsg(strings.TrimPrefix(m.Subject(), stashSubjectPrefix))
+			out.Data = m.Data()
+			for k, vs := range m.Headers() {
+				if strings.HasPrefix(k, "Nats-") {
+					continue // the stash's own bookkeeping
+				}
+				for _, v := range vs {
+					out.Header.Add(strings.TrimPrefix(k, stashPrefix), v)
+				}
 			}
-		}
-		target := out.Header.Get(jetstream.ScheduleTargetHeader)
-		if rest, ok := strings.CutPrefix(target, "jetway.events."); ok {
-			out.Header.Set(jetstream.ScheduleTargetHeader, "jetway.fired."+rest)
-		}
-		if _, err := js.PublishMsg(ctx, out); err != nil {
-			return n, fmt.Errorf("carry schedule holder %s: %w", m.Subject(), err)
+			if _, err := js.PublishMsg(ctx, out); err != nil {
+				return fmt.Errorf("carry schedule holder %s: %w", out.Subject, err)
+			}
 		}
 	}
-	return want, nil
+	if err := js.DeleteStream(ctx, streamUpgradeStash); err != nil {
+		return fmt.Errorf("delete %s: %w", streamUpgradeStash, err)
+	}
+	cfg.progress("%d pending schedule holders carried over to %s", want, StreamSchedules)
+	return nil
 }
 
 // reportLeftBehind names each consumer of the old stream (other than
@@ -188,7 +278,7 @@ func carryHolders(ctx context.Context, js jetstream.JetStream, old jetstream.Str
 func reportLeftBehind(ctx context.Context, old jetstream.Stream, cfg ProvisionConfig) {
 	list := old.ListConsumers(ctx)
 	for ci := range list.Info() {
-		if ci.Name == WorkSourceConsumer {
+		if ci.Name == WorkSourceConsumer || ci.Name == workSourceConsumerV1 {
 			continue
 		}
 		if n := ci.NumPending + uint64(ci.NumAckPending); n > 0 {
@@ -212,34 +302,58 @@ var keptHeaders = map[string]bool{
 	nats.MsgIdHdr:                    true,
 }
 
-// waitSourced waits until JETWAY_WORK has taken the old log up to last.
+// waitSourced waits until JETWAY_WORK has taken the old log up to last:
+// the durable consumer it sources through (named in its configuration; or,
+// with no JETWAY_WORK, whichever source consumer is on the old log) has
+// nothing left to deliver or confirm, or the server's own source has
+// reached last.
 func waitSourced(ctx context.Context, js jetstream.JetStream, last uint64) error {
 	if last == 0 {
 		return nil
 	}
+	names := []string{workSourceConsumerV1, WorkSourceConsumer}
+	ephemeral := false
+	w, err := js.Stream(ctx, StreamWork)
+	switch {
+	case errors.Is(err, jetstream.ErrStreamNotFound):
+	case err != nil:
+		return fmt.Errorf("read %s: %w", StreamWork, err)
+	default:
+		src := sourceNamed(w.CachedInfo().Config.Sources, StreamEvents)
+		switch {
+		case src == nil:
+			return nil // nothing sources the old log
+		case src.Consumer == nil:
+			ephemeral = true
+		default:
+			names = []string{src.Consumer.Name}
+		}
+	}
 	return waitUntil(ctx, UpgradeCatchUp, func() (bool, string, error) {
-		c, err := js.PushConsumer(ctx, StreamEvents, WorkSourceConsumer)
-		if err == nil {
+		if ephemeral {
+			info, err := w.Info(ctx)
+			if err != nil {
+				return false, "", fmt.Errorf("read %s: %w", StreamWork, err)
+			}
+			seq := sourcedUpTo(info, StreamEvents)
+			return seq >= last, fmt.Sprintf("it has sourced up to sequence %d of %d", seq, last), nil
+		}
+		for _, name := range names {
+			c, err := js.PushConsumer(ctx, StreamEvents, name)
+			if errors.Is(err, jetstream.ErrConsumerNotFound) {
+				continue
+			}
+			if err != nil {
+				return false, "", fmt.Errorf("source consumer %s: %w", name, err)
+			}
 			ci, err := c.Info(ctx)
 			if err != nil {
-				return false, "", fmt.Errorf("source consumer %s: %w", WorkSourceConsumer, err)
+				return false, "", fmt.Errorf("source consumer %s: %w", name, err)
 			}
 			done := ci.NumPending == 0 && ci.NumAckPending == 0
-			return done, fmt.Sprintf("its source consumer %s has %d events not yet delivered and %d not yet confirmed", WorkSourceConsumer, ci.NumPending, ci.NumAckPending), nil
+			return done, fmt.Sprintf("its source consumer %s has %d events not yet delivered and %d not yet confirmed", name, ci.NumPending, ci.NumAckPending), nil
 		}
-		if !errors.Is(err, jetstream.ErrConsumerNotFound) {
-			return false, "", fmt.Errorf("source consumer %s: %w", WorkSourceConsumer, err)
-		}
-		// An older deployment sources through the server's own consumer.
-		w, err := js.Stream(ctx, StreamWork)
-		if errors.Is(err, jetstream.ErrStreamNotFound) {
-			return true, "", nil
-		}
-		if err != nil {
-			return false, "", fmt.Errorf("read %s: %w", StreamWork, err)
-		}
-		seq := sourcedUpTo(w.CachedInfo(), StreamEvents)
-		return seq >= last, fmt.Sprintf("it has sourced up to sequence %d of %d", seq, last), nil
+		return true, "", nil // no source consumer: nothing to wait for
 	}, StreamWork+" did not source the old log to its end")
 }
 

@@ -29,6 +29,22 @@ func oldEventsConfig() jetstream.StreamConfig {
 	}
 }
 
+// oldWorkConfig is JETWAY_WORK as deployments before the split made it:
+// sourcing the old JETWAY_EVENTS through the durable consumer
+// "jetway-work-source" (and that consumer's configuration).
+func oldWorkConfig(cfg bus.ProvisionConfig) (jetstream.StreamConfig, jetstream.ConsumerConfig) {
+	var work jetstream.StreamConfig
+	for _, sc := range bus.StreamConfigs(cfg) {
+		if sc.Name == bus.StreamWork {
+			work = sc
+		}
+	}
+	src := *work.Sources[0]
+	src.Consumer = &jetstream.StreamConsumerSource{Name: "jetway-work-source", DeliverSubject: src.Consumer.DeliverSubject}
+	work.Sources = []*jetstream.StreamSource{&src}
+	return work, bus.SourceConsumerConfig(&src, cfg)
+}
+
 // An old deployment with events, job events and a pending layover is
 // provisioned again: nothing sourced is queued twice, the old log is kept
 // as a copy, the layover still fires (into the session, through the new
@@ -46,13 +62,8 @@ func TestProvision_upgrades_an_old_events_stream_keeping_events_and_layovers(t *
 	if _, err := js.CreateStream(ctx, oldEventsConfig()); err != nil {
 		t.Fatalf("make the old %s: %v", bus.StreamEvents, err)
 	}
-	var workCfg jetstream.StreamConfig
-	for _, sc := range bus.StreamConfigs(cfg) {
-		if sc.Name == bus.StreamWork {
-			workCfg = sc
-		}
-	}
-	if _, err := js.CreatePushConsumer(ctx, bus.StreamEvents, bus.SourceConsumerConfig(workCfg.Sources[0], cfg)); err != nil {
+	workCfg, workSource := oldWorkConfig(cfg)
+	if _, err := js.CreatePushConsumer(ctx, bus.StreamEvents, workSource); err != nil {
 		t.Fatalf("work source consumer: %v", err)
 	}
 	if _, err := js.CreateStream(ctx, workCfg); err != nil {
@@ -192,4 +203,67 @@ func TestProvision_upgrades_an_old_events_stream_keeping_events_and_layovers(t *
 	}) {
 		t.Errorf("provision did not say the notifier's consumer leaves 5 job events unread")
 	}
+}
+
+// An upgrade that cannot finish (here JETWAY_WORK is not sourcing the old
+// log, so the wait for it runs out) fails saying what did not catch up,
+// loses nothing, and provisioning again, once the cause is gone, finishes
+// it: the pending layover still arrives, from the stash it was kept in.
+func TestProvision_continues_an_upgrade_that_failed_half_way(t *testing.T) {
+	s := bustest.StartServer(t)
+	_, js := bustest.Connect(t, s.ClientURL())
+	ctx := testContext(t)
+	cfg := bus.ProvisionConfig{Partitions: 2}
+	if _, err := js.CreateStream(ctx, oldEventsConfig()); err != nil {
+		t.Fatalf("make the old %s: %v", bus.StreamEvents, err)
+	}
+	workCfg, workSource := oldWorkConfig(cfg)
+	// The work source consumer exists, but no JETWAY_WORK reads it yet.
+	if _, err := js.CreatePushConsumer(ctx, bus.StreamEvents, workSource); err != nil {
+		t.Fatalf("work source consumer: %v", err)
+	}
+	if _, err := js.Publish(ctx, "jetway.events.acme.s1", []byte("before")); err != nil {
+		t.Fatal(err)
+	}
+	due := time.Now().Add(3 * time.Second).Truncate(time.Second).Add(time.Second)
+	if _, err := js.Publish(ctx, "jetway.schedules.acme.s1.l-1", []byte("resume"),
+		jetstream.WithScheduleAt(due), jetstream.WithScheduleTarget("jetway.events.acme.s1")); err != nil {
+		t.Fatal(err)
+	}
+
+	patience := bus.UpgradeCatchUp
+	bus.UpgradeCatchUp = 500 * time.Millisecond
+	err := bus.Provision(ctx, js, cfg)
+	bus.UpgradeCatchUp = patience
+	if err == nil || !strings.Contains(err.Error(), "consumer jetway-work-source has 1 events not yet delivered") {
+		t.Fatalf("provision with JETWAY_WORK not sourcing = %v, want an error naming the old source consumer and what it holds", err)
+	}
+	// Frozen: nothing more goes into the old log meanwhile.
+	if _, err := js.Publish(ctx, "jetway.events.acme.s1", []byte("during")); err == nil {
+		t.Errorf("the old stream took a publish during the upgrade")
+	}
+
+	if _, err := js.CreateStream(ctx, workCfg); err != nil {
+		t.Fatalf("make %s: %v", bus.StreamWork, err)
+	}
+	if err := bus.Provision(ctx, js, cfg); err != nil {
+		t.Fatalf("provision again: %v", err)
+	}
+	cons, err := js.OrderedConsumer(ctx, bus.StreamEvents, jetstream.OrderedConsumerConfig{FilterSubjects: []string{"jetway.events.acme.s1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := cons.Next(jetstream.FetchMaxWait(20 * time.Second))
+	if err != nil || string(m.Data()) != "resume" {
+		t.Fatalf("the layover did not fire after the resumed upgrade: %v", err)
+	}
+	v1, err := js.Stream(ctx, bus.StreamEventsV1)
+	if err != nil || v1.CachedInfo().State.Msgs != 1 {
+		t.Errorf("%s: %v; want the old log's 1 event", bus.StreamEventsV1, err)
+	}
+	work, _ := js.Stream(ctx, bus.StreamWork)
+	waitFor(t, 10*time.Second, "the old event and the resume in JETWAY_WORK", func() bool {
+		info, err := work.Info(ctx)
+		return err == nil && info.State.Msgs == 2
+	})
 }
