@@ -62,6 +62,18 @@ func TestProvision_upgrades_an_old_events_stream_keeping_events_and_layovers(t *
 	if _, err := js.CreateStream(ctx, oldEventsConfig()); err != nil {
 		t.Fatalf("make the old %s: %v", bus.StreamEvents, err)
 	}
+	// The old log was attacked once: a roll-up on one subject, whose own
+	// message (with its Nats-Rollup header) is still in the log and must be
+	// copied like any other.
+	if _, err := js.Publish(ctx, "jetway.events.acme.s0", []byte("erased")); err != nil {
+		t.Fatal(err)
+	}
+	rolled := nats.NewMsg("jetway.events.acme.s0")
+	rolled.Data = []byte("before")
+	rolled.Header.Set(jetstream.MsgRollup, jetstream.MsgRollupSubject)
+	if _, err := js.PublishMsg(ctx, rolled); err != nil {
+		t.Fatalf("old roll-up: %v", err)
+	}
 	workCfg, workSource := oldWorkConfig(cfg)
 	if _, err := js.CreatePushConsumer(ctx, bus.StreamEvents, workSource); err != nil {
 		t.Fatalf("work source consumer: %v", err)
@@ -69,10 +81,11 @@ func TestProvision_upgrades_an_old_events_stream_keeping_events_and_layovers(t *
 	if _, err := js.CreateStream(ctx, workCfg); err != nil {
 		t.Fatalf("make %s: %v", bus.StreamWork, err)
 	}
-
 	for i := range 5 {
-		if _, err := js.Publish(ctx, fmt.Sprintf("jetway.events.acme.s%d", i), []byte("before")); err != nil {
-			t.Fatal(err)
+		if i > 0 {
+			if _, err := js.Publish(ctx, fmt.Sprintf("jetway.events.acme.s%d", i), []byte("before")); err != nil {
+				t.Fatal(err)
+			}
 		}
 		if _, err := js.Publish(ctx, fmt.Sprintf("jetway.jobevents.acme.s%d", i), []byte("job before")); err != nil {
 			t.Fatal(err)
