@@ -225,6 +225,38 @@ func TestAttacks_on_the_bus_are_refused_or_without_effect(t *testing.T) {
 		}
 	})
 
+	t.Run("a_runner_schedule_carrying_a_roll_up_erases_nothing_in_the_log", func(t *testing.T) {
+		// What a schedule fires may carry Nats-Rollup: sub (from
+		// Nats-Schedule-Rollup), and sourcing keeps the header: the log
+		// stores it without applying it.
+		const session = "jetway.events.acme.rr"
+		for range 2 {
+			if _, err := acme.js.Publish(ctx, session, []byte(`{}`)); err != nil {
+				t.Fatalf("acme: %v", err)
+			}
+		}
+		m := nats.NewMsg("jetway.schedules.acme.rr.r1")
+		m.Data = []byte(`{}`)
+		m.Header.Set(jetstream.ScheduleRollupHeader, jetstream.MsgRollupSubject)
+		if _, err := run.js.PublishMsg(ctx, m, jetstream.WithScheduleAt(time.Now().Add(time.Second)),
+			jetstream.WithScheduleTarget("jetway.fired.acme.rr")); err != nil {
+			t.Fatalf("runner: schedule with a roll-up: %v", err)
+		}
+		evs, err := admin.js.Stream(ctx, bus.StreamEvents)
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitForWithin(t, 30*time.Second, "the fired message in acme's session log", func() bool {
+			last, err := evs.GetLastMsgForSubject(ctx, session)
+			return err == nil && last.Header.Get(jetstream.SchedulerHeader) != ""
+		})
+		last, _ := evs.GetLastMsgForSubject(ctx, session)
+		t.Logf("fired message as the log stored it: Nats-Rollup %q", last.Header.Get(jetstream.MsgRollup))
+		if n := count(t, bus.StreamEvents, session); n != 3 {
+			t.Errorf("acme's session log holds %d messages after the fired roll-up, want its 2 and the fired one", n)
+		}
+	})
+
 	t.Run("purge_and_delete_requests_are_refused", func(t *testing.T) {
 		before := map[string]uint64{bus.StreamEvents: total(t, bus.StreamEvents), bus.StreamJobEvents: total(t, bus.StreamJobEvents)}
 		for _, c := range []struct {
