@@ -221,6 +221,24 @@ func TestPermissions(t *testing.T) {
 			})
 		}
 	})
+
+	t.Run("only_the_runner_writes_layover_schedules", func(t *testing.T) {
+		r := d.connect("runner")
+		pubAck(t, r, "jetway.schedules.acme.s6.l1")
+		r.noViolation(t)
+		for _, user := range []string{"dispatcher", "jobs", "notifier", "tenant-acme"} {
+			c := d.connect(user)
+			c.refusePublish(t, "jetway.schedules.acme.s6.l2")
+		}
+		// What a schedule fires is stored by the server; nobody publishes it.
+		for _, user := range []string{"runner", "dispatcher", "jobs", "notifier", "tenant-acme"} {
+			c := d.connect(user)
+			c.refusePublish(t, "jetway.fired.acme.s6")
+		}
+		if stored(t, bus.StreamSchedules, "jetway.fired.acme.s6") {
+			t.Error("a publish on jetway.fired.acme.s6 was stored")
+		}
+	})
 }
 
 // waitFor polls cond until it holds, failing the test after 30 s.

@@ -6,6 +6,15 @@
 // each other. Subject builders for a single tenant/session live in
 // pkg/events; this package only needs the patterns.
 //
+// Who may write what is the stream layout (docs/SECURITY.md): JetStream
+// features such as message schedules, roll-ups and deduplication act on a
+// whole stream whatever the publisher's subject permissions say, so each
+// stream's settings fit the least trusted of its writers. JETWAY_EVENTS,
+// which tenants write, allows none of them; job events and layover
+// schedules have their own streams, written only by the jobs workers and
+// the runners, and are sourced into JETWAY_EVENTS, which stays the one log
+// of record every session's events are read from.
+//
 // Per-session order with horizontal scale comes from JETWAY_WORK: a
 // work-queue stream sourcing JETWAY_EVENTS with a transform that puts a
 // partition number first, hashing tenant and session (FNV-1a, see
@@ -23,8 +32,27 @@ package bus
 // Stream names.
 const (
 	// StreamEvents is the log of record for everything sent into sessions
-	// (limits retention). It also holds message schedules (layovers, timers).
+	// (limits retention). Tenants, the dispatcher and other systems publish
+	// on jetway.events.>; job events and fired layovers arrive by sourcing
+	// from StreamJobEvents and StreamSchedules. Because tenants write it, it
+	// allows no schedules, roll-ups, purges or deletes, and it has no
+	// dedupe window (a stream with sources gets none): a Nats-Msg-Id here
+	// can neither occupy nor collide with another tenant's id.
 	StreamEvents = "JETWAY_EVENTS"
+	// StreamJobEvents holds job exits and overdue notices on
+	// jetway.jobevents.>. Only the jobs workers may publish there, so its
+	// dedupe window (for the jobs outbox's retries) is theirs alone.
+	StreamJobEvents = "JETWAY_JOBEVENTS"
+	// StreamSchedules holds layover schedule holders (jetway.schedules.>)
+	// and what they fire (jetway.fired.>: a schedule's target must be in
+	// its own stream). Only runners write it, so it is the one stream that
+	// allows message schedules (and with them, as the server insists,
+	// roll-ups and purges: cancelling a layover purges its holder).
+	StreamSchedules = "JETWAY_SCHEDULES"
+	// StreamEventsV1 is where an upgrade keeps the log of a deployment made
+	// before the streams were split (see UpgradeEvents); it ages out after
+	// EventsMaxAge.
+	StreamEventsV1 = "JETWAY_EVENTS_V1"
 	// StreamWork is the work queue runners consume: JETWAY_EVENTS re-keyed by
 	// partition so that one session's events stay in order on one consumer.
 	StreamWork = "JETWAY_WORK"
@@ -38,9 +66,14 @@ const (
 // Subject patterns captured by the streams. The concrete subjects are
 // <prefix>.<tenant>.<session> (schedules add .<id>).
 const (
-	SubjectEvents      = "jetway.events.>"
-	SubjectJobEvents   = "jetway.jobevents.>"
-	SubjectSchedules   = "jetway.schedules.>"
+	SubjectEvents    = "jetway.events.>"
+	SubjectJobEvents = "jetway.jobevents.>"
+	SubjectSchedules = "jetway.schedules.>"
+	// SubjectFired is where a layover's schedule stores the resume it fires
+	// (jetway.fired.<tenant>.<session>); JETWAY_EVENTS sources it as
+	// jetway.events.<tenant>.<session>. No user publishes here: the server
+	// writes it when a schedule fires.
+	SubjectFired       = "jetway.fired.>"
 	SubjectTranscripts = "jetway.transcript.>"
 	SubjectOut         = "jetway.out.>"
 	SubjectNotify      = "jetway.notify.>"
@@ -59,4 +92,9 @@ const (
 	BucketRunners = "jetway_runners"
 	// BucketControl holds operator switches such as Ground Stop, and layovers.
 	BucketControl = "jetway_control"
+	// BucketEventIDs remembers, for the duplicate window, the CE ids the
+	// dispatcher accepted with a caller-chosen id, keyed by tenant, session
+	// and a hash of the id: a retried request is answered as a duplicate,
+	// and the same id in another tenant or session is a different event.
+	BucketEventIDs = "jetway_event_ids"
 )

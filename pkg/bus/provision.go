@@ -39,7 +39,10 @@ type ProvisionConfig struct {
 	// JETWAY_WORK is drained.
 	Partitions int
 
-	DuplicateWindow time.Duration // JETWAY_EVENTS dedupe window (Nats-Msg-Id)
+	// DuplicateWindow is how long a repeat is recognised: JETWAY_JOBEVENTS
+	// and JETWAY_SCHEDULES dedupe windows (Nats-Msg-Id), and the TTL of
+	// the dispatcher's per-session id records (BucketEventIDs).
+	DuplicateWindow time.Duration
 	EventsMaxAge    time.Duration // JETWAY_EVENTS and JETWAY_WORK retention
 	// TranscriptsMaxAge is zero for "keep forever": a transcript is the
 	// session's memory.
@@ -87,16 +90,25 @@ func (c ProvisionConfig) progress(format string, args ...any) {
 
 // Provision creates or updates every stream, bucket and work consumer jetway
 // uses. It is idempotent: running it again, or with changed limits, updates
-// in place, so every service may call it at start.
+// in place, so every service may call it at start. A deployment whose
+// JETWAY_EVENTS still has the shape from before the streams were split
+// (schedules and job events in the tenants' stream) is upgraded first (see
+// upgradeEvents and docs/OPERATIONS.md "Upgrading").
 func Provision(ctx context.Context, js jetstream.JetStream, cfg ProvisionConfig) error {
 	cfg = cfg.withDefaults()
+	replaced, err := upgradeEvents(ctx, js, cfg)
+	if err != nil {
+		return fmt.Errorf("bus: upgrade %s: %w", StreamEvents, err)
+	}
 	for _, sc := range StreamConfigs(cfg) {
 		var s jetstream.Stream
 		err := whilePlacing(ctx, func(ctx context.Context) (err error) {
-			if len(sc.Sources) > 0 {
-				if sc, err = carryOver(ctx, js, sc, cfg); err != nil {
+			if sc.Name == StreamWork {
+				if sc, err = carryOver(ctx, js, sc, cfg, replaced); err != nil {
 					return err
 				}
+			} else if err := ensureSourceConsumers(ctx, js, sc, cfg); err != nil {
+				return err
 			}
 			s, err = js.CreateOrUpdateStream(ctx, sc)
 			return err
@@ -127,6 +139,21 @@ func Provision(ctx context.Context, js jetstream.JetStream, cfg ProvisionConfig)
 	return nil
 }
 
+// ensureSourceConsumers makes the durable consumer each of sc's sources
+// reads its origin through, unless it exists.
+func ensureSourceConsumers(ctx context.Context, js jetstream.JetStream, sc jetstream.StreamConfig, cfg ProvisionConfig) error {
+	for _, src := range sc.Sources {
+		if src == nil || src.Consumer == nil {
+			continue
+		}
+		cc := SourceConsumerConfig(src, cfg)
+		if err := ensureSourceConsumer(ctx, js, src.Name, cc, 0, false); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // carryOver makes the durable consumer JETWAY_WORK sources through, and
 // returns sc to create or update the stream with. A stream made before
 // jetway sourced through the durable consumer has an ephemeral source; the
@@ -139,11 +166,16 @@ func Provision(ctx context.Context, js jetstream.JetStream, cfg ProvisionConfig)
 // the old source got to, the stream keeps its old source, and provisioning
 // says so. An existing consumer is left as it is: where it stands is
 // where sourcing goes on.
-func carryOver(ctx context.Context, js jetstream.JetStream, sc jetstream.StreamConfig, cfg ProvisionConfig) (jetstream.StreamConfig, error) {
+//
+// After an upgrade replaced JETWAY_EVENTS (fresh), whatever the old source
+// reported is about the old log: the consumer starts at the new log's
+// first event.
+func carryOver(ctx context.Context, js jetstream.JetStream, sc jetstream.StreamConfig, cfg ProvisionConfig, fresh bool) (jetstream.StreamConfig, error) {
 	start := uint64(0) // the consumer's first event; 0: all of JETWAY_EVENTS
 	replace := false   // a consumer left from before is not where sourcing stands
 	st, err := js.Stream(ctx, sc.Name)
 	switch {
+	case fresh:
 	case errors.Is(err, jetstream.ErrStreamNotFound):
 	case err != nil:
 		return sc, err
@@ -165,7 +197,8 @@ func carryOver(ctx context.Context, js jetstream.JetStream, sc jetstream.StreamC
 			replace = true
 		}
 	}
-	if err := ensureSourceConsumer(ctx, js, cfg, start, replace); err != nil {
+	cc := SourceConsumerConfig(sc.Sources[0], cfg)
+	if err := ensureSourceConsumer(ctx, js, StreamEvents, cc, start, replace); err != nil {
 		return sc, err
 	}
 	return sc, nil
@@ -191,33 +224,32 @@ func sourceNamed(sources []*jetstream.StreamSource, name string) *jetstream.Stre
 	return nil
 }
 
-// ensureSourceConsumer makes the durable source consumer unless it exists
-// (or, with replace, makes it again), delivering from sequence start (0:
-// from the first event).
-func ensureSourceConsumer(ctx context.Context, js jetstream.JetStream, cfg ProvisionConfig, start uint64, replace bool) error {
-	_, err := js.PushConsumer(ctx, StreamEvents, WorkSourceConsumer)
+// ensureSourceConsumer makes the durable source consumer cc on origin
+// unless it exists (or, with replace, makes it again), delivering from
+// sequence start (0: from the first event).
+func ensureSourceConsumer(ctx context.Context, js jetstream.JetStream, origin string, cc jetstream.ConsumerConfig, start uint64, replace bool) error {
+	_, err := js.PushConsumer(ctx, origin, cc.Durable)
 	switch {
 	case err == nil && !replace:
 		return nil
 	case err == nil:
-		if err := js.DeleteConsumer(ctx, StreamEvents, WorkSourceConsumer); err != nil {
-			return fmt.Errorf("source consumer %s: replace: %w", WorkSourceConsumer, err)
+		if err := js.DeleteConsumer(ctx, origin, cc.Durable); err != nil {
+			return fmt.Errorf("source consumer %s on %s: replace: %w", cc.Durable, origin, err)
 		}
 	case !errors.Is(err, jetstream.ErrConsumerNotFound):
-		return fmt.Errorf("source consumer %s: %w", WorkSourceConsumer, err)
+		return fmt.Errorf("source consumer %s on %s: %w", cc.Durable, origin, err)
 	}
-	cc := WorkSourceConsumerConfig(cfg)
 	if start > 0 {
 		cc.DeliverPolicy, cc.OptStartSeq = jetstream.DeliverByStartSequencePolicy, start
 	}
-	c, err := js.CreatePushConsumer(ctx, StreamEvents, cc)
+	c, err := js.CreatePushConsumer(ctx, origin, cc)
 	if err != nil {
-		return fmt.Errorf("source consumer %s: %w", WorkSourceConsumer, err)
+		return fmt.Errorf("source consumer %s on %s: %w", cc.Durable, origin, err)
 	}
 	// A server too old for durable sourcing (before 2.14) has no flow
 	// control ack policy; it would source nothing through the consumer.
 	if c.CachedInfo().Config.AckPolicy != jetstream.AckFlowControlPolicy {
-		return fmt.Errorf("source consumer %s: the server does not support durable sourcing (needs nats-server 2.14 or later)", WorkSourceConsumer)
+		return fmt.Errorf("source consumer %s on %s: the server does not support durable sourcing (needs nats-server 2.14 or later)", cc.Durable, origin)
 	}
 	return nil
 }
@@ -231,23 +263,70 @@ func describeStream(sc jetstream.StreamConfig) string {
 }
 
 // StreamConfigs returns the configuration of every jetway stream, in the
-// order they must be created (JETWAY_WORK sources JETWAY_EVENTS).
+// order they must be created (a stream's sources first).
+//
+// Why each stream is set as it is (docs/SECURITY.md has the attacks):
+//   - JETWAY_JOBEVENTS and JETWAY_SCHEDULES are written only by the jobs
+//     workers and the runners respectively (NATS permissions). Message
+//     schedules are allowed only in JETWAY_SCHEDULES: the server stores a
+//     scheduled message on any Nats-Schedule-Target of the schedule's own
+//     stream without checking the publisher may publish there, so the
+//     stream must hold nothing but what its writers may already write.
+//   - JETWAY_EVENTS, which tenants write, denies purges and deletes and
+//     allows no roll-ups (Nats-Rollup: all from any publisher would erase
+//     every tenant's events) and no schedules. Having sources, it has no
+//     dedupe window: a Nats-Msg-Id from one tenant cannot make another's
+//     event a duplicate. Exactly once to the model is the runner's check of
+//     CE ids against the session's transcript; a retried request's
+//     "duplicate" answer is the dispatcher's, scoped to tenant and session
+//     (BucketEventIDs).
+//   - Job events and fired layovers reach JETWAY_EVENTS by sourcing, so
+//     JETWAY_EVENTS stays the one log of every session's events in order,
+//     and JETWAY_WORK keeps one source with one transform.
 func StreamConfigs(cfg ProvisionConfig) []jetstream.StreamConfig {
 	cfg = cfg.withDefaults()
 	return []jetstream.StreamConfig{
 		{
-			Name:        StreamEvents,
-			Description: "jetway host events, job events and message schedules (log of record)",
-			Subjects:    []string{SubjectEvents, SubjectJobEvents, SubjectSchedules},
+			Name:        StreamJobEvents,
+			Description: "jetway job events from the jobs workers (sourced into JETWAY_EVENTS)",
+			Subjects:    []string{SubjectJobEvents},
+			Retention:   jetstream.LimitsPolicy,
+			Storage:     jetstream.FileStorage,
+			Replicas:    cfg.Replicas,
+			// The jobs outbox retries a publish, and a restarted worker
+			// may report an end again: the window drops those repeats.
+			// Only jobs workers write here, so nobody else can occupy an id.
+			Duplicates: cfg.DuplicateWindow,
+			MaxAge:     cfg.EventsMaxAge,
+			DenyPurge:  true,
+			DenyDelete: true,
+		},
+		{
+			Name:        StreamSchedules,
+			Description: "jetway layover schedules and what they fire (runners only; sourced into JETWAY_EVENTS)",
+			Subjects:    []string{SubjectSchedules, SubjectFired},
 			Retention:   jetstream.LimitsPolicy,
 			Storage:     jetstream.FileStorage,
 			Replicas:    cfg.Replicas,
 			Duplicates:  cfg.DuplicateWindow,
 			MaxAge:      cfg.EventsMaxAge,
-			// Schedules are how layovers and overdue timers fire. The server
-			// turns on roll-ups for them anyway; saying so keeps updates clean.
+			// The server turns on roll-ups (and purges) for schedules
+			// anyway; saying so keeps updates clean. Cancelling a layover
+			// purges its holder's subject.
 			AllowMsgSchedules: true,
 			AllowRollup:       true,
+		},
+		{
+			Name:        StreamEvents,
+			Description: "jetway host events, with job events and fired layovers sourced in (log of record)",
+			Subjects:    []string{SubjectEvents},
+			Retention:   jetstream.LimitsPolicy,
+			Storage:     jetstream.FileStorage,
+			Replicas:    cfg.Replicas,
+			MaxAge:      cfg.EventsMaxAge,
+			DenyPurge:   true,
+			DenyDelete:  true,
+			Sources:     EventsSources(),
 		},
 		{
 			Name:        StreamWork,
@@ -284,11 +363,42 @@ func StreamConfigs(cfg ProvisionConfig) []jetstream.StreamConfig {
 	}
 }
 
+// The durable consumers JETWAY_EVENTS sources job events and fired
+// layovers through (one on each origin), and the subjects the server
+// delivers them on. Durable for the reason WorkSourceConsumer is.
+const (
+	EventsSourceConsumer     = "jetway-events-source"
+	EventsSourceDeliverJobs  = "jetway.sourcing.jobevents"
+	EventsSourceDeliverFired = "jetway.sourcing.fired"
+	firedFilter              = "jetway.fired.*.*"
+	jobEventsFilter          = "jetway.jobevents.*.*"
+	eventsFilter             = "jetway.events.*.*"
+	firedToEventsDestination = "jetway.events.{{wildcard(1)}}.{{wildcard(2)}}"
+)
+
+// EventsSources are JETWAY_EVENTS's sources: job events as they are, and
+// what layover schedules fire, from jetway.fired.<tenant>.<session> to
+// jetway.events.<tenant>.<session> (where a session's resume has always
+// arrived). Schedule holders are not sourced.
+func EventsSources() []*jetstream.StreamSource {
+	return []*jetstream.StreamSource{
+		{
+			// No filter here: a source through a durable consumer filters
+			// with the consumer (SourceConsumerConfig).
+			Name:     StreamJobEvents,
+			Consumer: &jetstream.StreamConsumerSource{Name: EventsSourceConsumer, DeliverSubject: EventsSourceDeliverJobs},
+		},
+		{
+			Name:              StreamSchedules,
+			SubjectTransforms: []jetstream.SubjectTransformConfig{{Source: firedFilter, Destination: firedToEventsDestination}},
+			Consumer:          &jetstream.StreamConsumerSource{Name: EventsSourceConsumer, DeliverSubject: EventsSourceDeliverFired},
+		},
+	}
+}
+
 // WorkTransforms are the source transforms from JETWAY_EVENTS into
 // JETWAY_WORK. They hash tenant and session only, so a session's events and
-// job events share a partition; schedule holders (five tokens) match
-// neither and are not sourced (only what they fire onto the events subject
-// is).
+// job events share a partition.
 //
 // It is one transform for both kinds, not one per kind: a source with two
 // transforms reads its origin through a consumer with two filters, and the
@@ -316,21 +426,43 @@ func WorkTransforms(partitions int) []jetstream.SubjectTransformConfig {
 // (its ack floor, moved by the sourcing stream's flow control answers at
 // least once a second), so a changed source (another partition count)
 // copies again only what was not yet confirmed.
+//
+// The "-2" is the JETWAY_EVENTS it reads: the split stream an upgrade
+// makes (upgradeEvents). The server knows a source by a name that includes
+// its consumer's, and seeds a source it does not know yet from the
+// Nats-Stream-Source headers of what the sourcing stream still holds. With
+// the old name, events from the old log still queued in JETWAY_WORK told
+// it the new log was read up to their sequence, and it skipped the new
+// log's first events as already copied. A new name is a new source that
+// starts at the new log's first event.
 const (
-	WorkSourceConsumer = "jetway-work-source"
+	WorkSourceConsumer = "jetway-work-source-2"
 	WorkSourceDeliver  = "jetway.sourcing.work"
 )
 
-// WorkSourceConsumerConfig is the durable source consumer's configuration:
-// a flow-controlled push consumer acked by the sourcing stream's flow
-// control answers (ADR-58), every event and job event, never given up on.
-func WorkSourceConsumerConfig(cfg ProvisionConfig) jetstream.ConsumerConfig {
+// workSourceConsumerV1 is the source consumer name deployments made before
+// the split used (on the old JETWAY_EVENTS).
+const workSourceConsumerV1 = "jetway-work-source"
+
+// SourceConsumerConfig is the configuration of the durable consumer a
+// source reads its origin through: a flow-controlled push consumer acked by
+// the sourcing stream's flow control answers (ADR-58), filtered to what the
+// source takes, never given up on.
+func SourceConsumerConfig(src *jetstream.StreamSource, cfg ProvisionConfig) jetstream.ConsumerConfig {
 	cfg = cfg.withDefaults()
+	filter := jobEventsFilter
+	if len(src.SubjectTransforms) == 1 {
+		filter = src.SubjectTransforms[0].Source
+	}
+	into := StreamWork
+	if src.Name != StreamEvents {
+		into = StreamEvents
+	}
 	return jetstream.ConsumerConfig{
-		Durable:        WorkSourceConsumer,
-		Description:    "JETWAY_WORK sources JETWAY_EVENTS through this consumer",
-		DeliverSubject: WorkSourceDeliver,
-		FilterSubject:  "jetway.*.*.*",
+		Durable:        src.Consumer.Name,
+		Description:    into + " sources " + src.Name + " through this consumer",
+		DeliverSubject: src.Consumer.DeliverSubject,
+		FilterSubject:  filter,
 		DeliverPolicy:  jetstream.DeliverAllPolicy,
 		AckPolicy:      jetstream.AckFlowControlPolicy,
 		FlowControl:    true,
@@ -365,6 +497,10 @@ func BucketConfigs(cfg ProvisionConfig) []jetstream.KeyValueConfig {
 		kv(BucketRunners, "jetway runner heartbeats", 1, cfg.RunnerTTL),
 		// A few revisions of control keys show who flipped Ground Stop and when.
 		kv(BucketControl, "jetway Ground Stop switches and layovers", 5, 0),
+		// Written only by the dispatcher, with Create: a key that exists is
+		// a retry of the same tenant's same session's same id. Entries
+		// live as long as the old stream-wide duplicate window did.
+		kv(BucketEventIDs, "jetway caller-chosen CE ids per tenant and session (duplicate answers)", 1, cfg.DuplicateWindow),
 	}
 }
 

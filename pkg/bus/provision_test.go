@@ -41,11 +41,26 @@ func TestProvision_is_idempotent_and_applies_changed_limits(t *testing.T) {
 	if info.Config.MaxAge != 48*time.Hour {
 		t.Errorf("%s MaxAge = %s, want 48h", bus.StreamEvents, info.Config.MaxAge)
 	}
-	if !info.Config.AllowMsgSchedules {
-		t.Errorf("%s does not allow message schedules", bus.StreamEvents)
+	// Tenants write JETWAY_EVENTS: nothing there may act on other
+	// publishers' messages.
+	if c := info.Config; c.AllowMsgSchedules || c.AllowRollup || !c.DenyPurge || !c.DenyDelete || c.Duplicates != 0 {
+		t.Errorf("%s allows schedules %v, roll-ups %v, purge %v, delete %v, dedupe window %s; want none of them",
+			bus.StreamEvents, c.AllowMsgSchedules, c.AllowRollup, !c.DenyPurge, !c.DenyDelete, c.Duplicates)
 	}
-	if info.Config.Duplicates != bus.DefaultDuplicateWindow {
-		t.Errorf("%s duplicate window = %s, want %s", bus.StreamEvents, info.Config.Duplicates, bus.DefaultDuplicateWindow)
+	if len(info.Config.Subjects) != 1 || info.Config.Subjects[0] != bus.SubjectEvents {
+		t.Errorf("%s subjects = %v, want only %s", bus.StreamEvents, info.Config.Subjects, bus.SubjectEvents)
+	}
+	sched, err := js.Stream(ctx, bus.StreamSchedules)
+	if err != nil || !sched.CachedInfo().Config.AllowMsgSchedules {
+		t.Errorf("%s must exist and allow message schedules: %v", bus.StreamSchedules, err)
+	}
+	jobs, err := js.Stream(ctx, bus.StreamJobEvents)
+	if err != nil {
+		t.Fatalf("stream %s: %v", bus.StreamJobEvents, err)
+	}
+	if c := jobs.CachedInfo().Config; c.Duplicates != bus.DefaultDuplicateWindow || c.AllowRollup || !c.DenyPurge || !c.DenyDelete {
+		t.Errorf("%s: dedupe window %s (want %s), roll-ups %v, purge %v, delete %v", bus.StreamJobEvents,
+			c.Duplicates, bus.DefaultDuplicateWindow, c.AllowRollup, !c.DenyPurge, !c.DenyDelete)
 	}
 
 	for _, name := range []string{bus.StreamWork, bus.StreamTranscripts, bus.StreamOut} {
@@ -75,7 +90,7 @@ func TestProvision_is_idempotent_and_applies_changed_limits(t *testing.T) {
 		}
 	}
 
-	for _, b := range []string{bus.BucketSessions, bus.BucketJobs, bus.BucketWorkers, bus.BucketRunners, bus.BucketControl} {
+	for _, b := range []string{bus.BucketSessions, bus.BucketJobs, bus.BucketWorkers, bus.BucketRunners, bus.BucketControl, bus.BucketEventIDs} {
 		if _, err := js.KeyValue(ctx, b); err != nil {
 			t.Errorf("bucket %s: %v", b, err)
 		}
@@ -121,7 +136,11 @@ func TestEnsureWorkConsumers_reads_the_partition_count_back_from_the_stream(t *t
 	}
 }
 
-func TestWork_keeps_a_sessions_events_and_jobevents_in_one_partition_in_order(t *testing.T) {
+// Job events come into JETWAY_EVENTS by sourcing, so how they interleave
+// with host events is the order they arrive in the log of record (two
+// publishers never had an order between them). What holds: the runners'
+// partition delivers exactly the log's order, and each publisher's own.
+func TestWork_keeps_a_sessions_events_and_jobevents_in_one_partition_in_log_order(t *testing.T) {
 	s := bustest.StartServer(t)
 	_, js := bustest.Connect(t, s.ClientURL())
 	ctx := testContext(t)
@@ -135,7 +154,7 @@ func TestWork_keeps_a_sessions_events_and_jobevents_in_one_partition_in_order(t 
 	// there too.
 	if _, err := js.Publish(ctx, "jetway.schedules.t1.s1.x", []byte("later"),
 		jetstream.WithScheduleAt(time.Now().Add(time.Hour)),
-		jetstream.WithScheduleTarget("jetway.events.t1.s1")); err != nil {
+		jetstream.WithScheduleTarget("jetway.fired.t1.s1")); err != nil {
 		t.Fatalf("publish schedule: %v", err)
 	}
 	var want []string
@@ -186,8 +205,33 @@ func TestWork_keeps_a_sessions_events_and_jobevents_in_one_partition_in_order(t 
 	if batch.Error() != nil {
 		t.Fatalf("fetch batch: %v", batch.Error())
 	}
-	if strings.Join(got, "\n") != strings.Join(want, "\n") {
-		t.Errorf("partition %d delivered\n%s\nwant\n%s", p, strings.Join(got, "\n"), strings.Join(want, "\n"))
+	evs, err := js.Stream(ctx, bus.StreamEvents)
+	if err != nil {
+		t.Fatalf("events stream: %v", err)
+	}
+	var logged []string
+	for seq := uint64(1); seq <= 10; seq++ {
+		m, err := evs.GetMsg(ctx, seq)
+		if err != nil {
+			t.Fatalf("get %d from %s: %v", seq, bus.StreamEvents, err)
+		}
+		logged = append(logged, m.Subject+" "+string(m.Data))
+	}
+	if strings.Join(got, "\n") != strings.Join(logged, "\n") {
+		t.Errorf("partition %d delivered\n%s\nthe log holds\n%s", p, strings.Join(got, "\n"), strings.Join(logged, "\n"))
+	}
+	kind := func(list []string, prefix string) (out []string) {
+		for _, l := range list {
+			if strings.HasPrefix(l, prefix) {
+				out = append(out, l)
+			}
+		}
+		return out
+	}
+	for _, prefix := range []string{"jetway.events.", "jetway.jobevents."} {
+		if g, w := kind(got, prefix), kind(want, prefix); strings.Join(g, "\n") != strings.Join(w, "\n") {
+			t.Errorf("%s out of its publisher's order:\n%s\nwant\n%s", prefix, strings.Join(g, "\n"), strings.Join(w, "\n"))
+		}
 	}
 }
 
@@ -281,16 +325,28 @@ func TestProvision_moves_an_old_work_source_over_without_queueing_events_again(t
 		t.Fatalf("give the work stream the old source: %v", err)
 	}
 
+	evs, err := js.Stream(ctx, bus.StreamEvents)
+	if err != nil {
+		t.Fatal(err)
+	}
+	published := uint64(0)
 	publish := func(subj string) {
 		t.Helper()
 		if _, err := js.Publish(ctx, subj, nil); err != nil {
 			t.Fatalf("publish %s: %v", subj, err)
 		}
+		published++
 	}
 	// count waits for the marker, published last: sourcing keeps order,
-	// so an event queued again would be in the stream before it.
+	// so an event queued again would be in the stream before it. Job
+	// events reach JETWAY_EVENTS by sourcing, so the marker goes in only
+	// once every one of them is there: then it is the log's last event.
 	count := func(marker string) uint64 {
 		t.Helper()
+		waitFor(t, 20*time.Second, "every job event sourced into JETWAY_EVENTS", func() bool {
+			info, err := evs.Info(ctx)
+			return err == nil && info.State.Msgs == published
+		})
 		publish(marker)
 		var n uint64
 		waitFor(t, 20*time.Second, marker+" in JETWAY_WORK", func() bool {
@@ -376,10 +432,6 @@ func TestProvision_moves_an_old_work_source_over_without_queueing_events_again(t
 	// holds where sourcing stands (its ack floor, moved by the sourcing
 	// stream's flow control answers, at least once a second), so nothing
 	// it confirmed is copied again.
-	evs, err := js.Stream(ctx, bus.StreamEvents)
-	if err != nil {
-		t.Fatal(err)
-	}
 	waitFor(t, 10*time.Second, "the source consumer's ack floor at the last event", func() bool {
 		ei, err := evs.Info(ctx)
 		if err != nil {

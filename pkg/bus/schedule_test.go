@@ -10,14 +10,17 @@ import (
 	"jetway/pkg/bus/bustest"
 )
 
-func TestSchedule_fires_onto_the_sessions_events_subject(t *testing.T) {
+// A layover's schedule lives in JETWAY_SCHEDULES and fires onto
+// jetway.fired.<t>.<s> there; JETWAY_EVENTS sources that as the session's
+// events subject, so the runners see the resume where they always did.
+func TestSchedule_fires_through_JETWAY_SCHEDULES_onto_the_sessions_events_subject(t *testing.T) {
 	_, _, js := bustest.StartProvisioned(t, bus.ProvisionConfig{Partitions: 2})
 	ctx := testContext(t)
 
-	const holder, target = "jetway.schedules.t.s.x", "jetway.events.t.s"
+	const holder, fired, target = "jetway.schedules.t.s.x", "jetway.fired.t.s", "jetway.events.t.s"
 	if _, err := js.Publish(ctx, holder, []byte(`{"booked_by":"test"}`),
 		jetstream.WithScheduleAt(time.Now().Add(time.Second)),
-		jetstream.WithScheduleTarget(target)); err != nil {
+		jetstream.WithScheduleTarget(fired)); err != nil {
 		t.Fatalf("publish schedule: %v", err)
 	}
 	cons, err := js.OrderedConsumer(ctx, bus.StreamEvents, jetstream.OrderedConsumerConfig{FilterSubjects: []string{target}})
@@ -33,6 +36,14 @@ func TestSchedule_fires_onto_the_sessions_events_subject(t *testing.T) {
 	}
 	if got := m.Headers().Get("Nats-Scheduler"); got != holder {
 		t.Errorf("Nats-Scheduler = %q, want %q", got, holder)
+	}
+
+	sched, err := js.Stream(ctx, bus.StreamSchedules)
+	if err != nil {
+		t.Fatalf("stream %s: %v", bus.StreamSchedules, err)
+	}
+	if _, err := sched.GetLastMsgForSubject(ctx, holder); err == nil {
+		t.Errorf("the fired one-shot's holder is still in %s", bus.StreamSchedules)
 	}
 
 	// What fired is an ordinary session event, so it reaches the runners.

@@ -10,7 +10,8 @@
 //	jetway.out.<tenant>.<session>         run output
 //	jetway.notify.<tenant>.<session>      headlines for people
 //	jetway.transcript.<tenant>.<session>  a session's recorded turns
-//	jetway.schedules.<tenant>.<session>.<id>  a layover's message schedule
+//	jetway.schedules.<tenant>.<session>.<id>  a layover's message schedule (runners only)
+//	jetway.fired.<tenant>.<session>       what a layover's schedule fires, read as jetway.events.…
 //
 // Tenant, session and schedule id are 1–64 of A-Z a-z 0-9 _ - (ValidateToken);
 // anything else is refused with a *TokenError that names the field and the

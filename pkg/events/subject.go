@@ -137,6 +137,17 @@ func ScheduleSubject(tenant, session, id string) (string, error) {
 	return Subject{Kind: KindSchedules, Tenant: tenant, Session: session, ID: id}.String(), nil
 }
 
+// FiredSubject is `jetway.fired.<tenant>.<session>`: where a layover's
+// schedule stores the resume it fires (a schedule's target must be in the
+// schedule's own stream, JETWAY_SCHEDULES). JETWAY_EVENTS sources it as
+// the session's events subject, so consumers never see this subject.
+func FiredSubject(tenant, session string) (string, error) {
+	if _, err := build(KindEvents, tenant, session); err != nil {
+		return "", err
+	}
+	return SubjectRoot + ".fired." + tenant + "." + session, nil
+}
+
 // Filter is the wildcard subject that matches every subject of kind, e.g.
 // `jetway.events.*.*` or `jetway.schedules.*.*.*`, for stream and consumer
 // configuration.

@@ -16,6 +16,7 @@ func TestSubject_builders_render_the_contract(t *testing.T) {
 		{OutSubject, "jetway.out.acme.s-1_a"},
 		{NotifySubject, "jetway.notify.acme.s-1_a"},
 		{TranscriptSubject, "jetway.transcript.acme.s-1_a"},
+		{FiredSubject, "jetway.fired.acme.s-1_a"},
 	} {
 		got, err := c.build("acme", "s-1_a")
 		if err != nil || got != c.want {
@@ -25,6 +26,9 @@ func TestSubject_builders_render_the_contract(t *testing.T) {
 	got, err := ScheduleSubject("acme", "s1", "lay-3")
 	if err != nil || got != "jetway.schedules.acme.s1.lay-3" {
 		t.Errorf("ScheduleSubject = %q, %v", got, err)
+	}
+	if _, err := FiredSubject("acme", "a.b"); err == nil {
+		t.Errorf("FiredSubject took a session with a dot")
 	}
 	if Filter(KindEvents) != "jetway.events.*.*" || Filter(KindSchedules) != "jetway.schedules.*.*.*" {
 		t.Errorf("filters %q %q", Filter(KindEvents), Filter(KindSchedules))

@@ -148,7 +148,7 @@ func (d *Dispatcher) Input(ctx context.Context, p auth.Principal, session string
 	if err != nil {
 		return Accepted{}, err
 	}
-	return d.publish(ctx, p, session, e)
+	return d.publish(ctx, p, session, e, req.ID != "")
 }
 
 // Steer publishes an io.jetway.steer into one of the caller's sessions.
@@ -160,7 +160,7 @@ func (d *Dispatcher) Steer(ctx context.Context, p auth.Principal, session string
 	if err != nil {
 		return Accepted{}, err
 	}
-	return d.publish(ctx, p, session, e)
+	return d.publish(ctx, p, session, e, req.ID != "")
 }
 
 // target reads tenant/session from a CloudEvent's subject attribute and
@@ -192,7 +192,7 @@ func (d *Dispatcher) PublishEvent(ctx context.Context, p auth.Principal, e event
 	if err != nil {
 		return Accepted{}, err
 	}
-	return d.publish(ctx, p, session, e)
+	return d.publish(ctx, p, session, e, true)
 }
 
 // checkEvent runs every check publish runs, without publishing, so a batch
@@ -227,11 +227,26 @@ func (d *Dispatcher) check(p auth.Principal, session string, e event.Event) (str
 
 // publish is the one path onto JETWAY_EVENTS: permission, contract check,
 // binary-mode encoding with the request's trace context, and a JetStream
-// publish whose PubAck says whether the CE id was a duplicate.
-func (d *Dispatcher) publish(ctx context.Context, p auth.Principal, session string, e event.Event) (Accepted, error) {
+// publish. A caller-chosen id (chosenID) is first claimed for the tenant's
+// session (claimID): an id it already had is answered as a duplicate and
+// not stored again.
+func (d *Dispatcher) publish(ctx context.Context, p auth.Principal, session string, e event.Event, chosenID bool) (Accepted, error) {
 	subject, h, err := d.check(p, session, e)
 	if err != nil {
 		return Accepted{}, err
+	}
+	release := func() {}
+	if chosenID {
+		dup, undo, err := d.claimID(ctx, p.Tenant, session, h.ID)
+		if err != nil {
+			return Accepted{}, err
+		}
+		if dup {
+			d.metrics.published.WithLabelValues("duplicate").Inc()
+			d.log.Debug().Str("tenant", p.Tenant).Str("session", session).Str("id", h.ID).Msg("event is a duplicate")
+			return Accepted{ID: h.ID, Duplicate: true}, nil
+		}
+		release = undo
 	}
 	ctx, span := d.tracer.Start(publishParent(ctx, h.Event), "publish event", trace.WithSpanKind(trace.SpanKindProducer))
 	defer span.End()
@@ -243,6 +258,7 @@ func (d *Dispatcher) publish(ctx context.Context, p auth.Principal, session stri
 	)
 	msg, err := events.Encode(ctx, subject, h.Event)
 	if err != nil {
+		release()
 		return Accepted{}, err
 	}
 	// A message over the server's max_payload can never be stored, however
@@ -258,6 +274,7 @@ func (d *Dispatcher) publish(ctx context.Context, p auth.Principal, session stri
 			"publish to %s: %v (the NATS server carries at most %d bytes)", subject, err, d.nc.MaxPayload())
 	}
 	if err != nil {
+		release()
 		span.SetStatus(codes.Error, "publish failed")
 		return Accepted{}, problemf(http.StatusServiceUnavailable, "unavailable", "Event store unavailable",
 			"publish to %s: %v", subject, err)

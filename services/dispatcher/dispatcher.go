@@ -5,15 +5,20 @@
 //
 // Every request is authenticated with a bearer token that maps to one tenant
 // (pkg/auth), limited in size and rate, checked against the event contract
-// (pkg/events) and published onto jetway.events.<tenant>.<session> with
-// Nats-Msg-Id = CE id, so a retried request is stored once. Errors are
-// RFC 9457 problem details on both transports.
+// (pkg/events) and published onto jetway.events.<tenant>.<session>. A
+// caller-chosen CE id is recorded per tenant and session (jetway_event_ids),
+// so a retried request is stored once and answered as a duplicate, while
+// the same id from another tenant or session is a different event. Errors
+// are RFC 9457 problem details on both transports.
 //
 // Key-value layout read here (written by the runner and the jobs service):
 //
 //	jetway_sessions  <tenant>.<session>         the session record (JSON)
 //	jetway_jobs      <tenant>.<session>.<id>    one background job (JSON)
 //	jetway_control   see package groundstop
+//
+// and written only here: jetway_event_ids <tenant>.<session>.<hash of id>
+// (dedupe.go).
 package dispatcher
 
 import (
@@ -103,6 +108,9 @@ type Dispatcher struct {
 
 	kvMu sync.Mutex
 	kvs  map[string]jetstream.KeyValue
+
+	// noIDBucket logs once that duplicate answers are off (claimID).
+	noIDBucket sync.Once
 
 	// beforeRecordWrite, when set (tests only), runs between reading a
 	// session record and writing it back, so a test can write in between.

@@ -28,7 +28,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"route"}),
 		published: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "jetway_dispatcher_events_published_total",
-			Help: "Events accepted onto JETWAY_EVENTS; duplicate means the stream had the CE id already.",
+			Help: "Events accepted onto JETWAY_EVENTS; duplicate means the same tenant's session had the caller-chosen CE id already (not stored again).",
 		}, []string{"outcome"}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "jetway_dispatcher_refusals_total",

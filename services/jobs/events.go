@@ -28,14 +28,42 @@ import (
 type Record struct {
 	jobsapi.Job
 	Worker string `json:"worker"`
+	// EventKey is the task's random event key (eventID), kept so a
+	// restarted worker reports the task's events under the same ids.
+	EventKey string `json:"event_key,omitempty"`
 }
 
 // eventID is the CloudEvents id (and so the Nats-Msg-Id) of one occasion of
-// one task: "jetway.job/<tenant>/<session>/<id>/<what>". Stable, so that a
-// retry, or a restart re-reporting an end it may already have published, is
-// deduplicated by JetStream.
-func eventID(sid, id, what string) string {
-	return "jetway.job/" + sid + "/" + id + "/" + what
+// one task: "jetway.job/<tenant>/<session>/<id>/<key>/<what>", key being
+// random per task and kept in its record. Stable, so that a retry, or a
+// restart re-reporting an end it may already have published, is
+// deduplicated by JetStream (JETWAY_JOBEVENTS) and by the runner (a CE id
+// already in the session's transcript). Unpredictable, so that nobody can
+// send an event with a job's future id ahead of it: the runner would take
+// the real exit for a repeat of what it already delivered, and drop it.
+// A task restored from a record made before keys keeps the old form.
+func eventID(sid, id, key, what string) string {
+	if key == "" {
+		return "jetway.job/" + sid + "/" + id + "/" + what
+	}
+	return "jetway.job/" + sid + "/" + id + "/" + key + "/" + what
+}
+
+// eventKey is the task's event key, made on first use: 64 random bits.
+func (w *Worker) eventKey(tk string) string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	k, ok := w.eventKeys[tk]
+	if !ok {
+		k = randHex(8)
+		w.eventKeys[tk] = k
+	}
+	return k
+}
+
+// taskEventID is eventID for the task i.
+func (w *Worker) taskEventID(i tasks.Info, what string) string {
+	return eventID(i.SessionID, i.ID, w.eventKey(taskKey(i.SessionID, i.ID)), what)
 }
 
 // program is what a task's headline calls it: a command's first word, a
@@ -87,7 +115,7 @@ func (w *Worker) onNotice(i tasks.Info) {
 	}
 	if i.Notice != "" {
 		seq := w.nextSeq(tk)
-		w.emit(i, eventID(i.SessionID, i.ID, "notice/"+strconv.FormatUint(seq, 10)), events.JobOverdue{
+		w.emit(i, w.taskEventID(i, "notice/"+strconv.FormatUint(seq, 10)), events.JobOverdue{
 			ID: jobNumber(i.ID), Program: program(i), RunningForMS: events.ElapsedMS(i.Duration()),
 			Tail: i.Notice, TaskRef: events.TaskRef{Task: i.ID, Seq: seq},
 		})
@@ -101,7 +129,7 @@ func (w *Worker) emitExited(i tasks.Info) {
 	if isFunc(i) {
 		ref = events.TaskRef{Task: i.ID, Seq: w.nextSeq(taskKey(i.SessionID, i.ID))}
 	}
-	w.emit(i, eventID(i.SessionID, i.ID, "exited"), events.JobExited{
+	w.emit(i, w.taskEventID(i, "exited"), events.JobExited{
 		ID: jobNumber(i.ID), Program: program(i), ExitStatus: i.ExitCode,
 		RunningForMS: events.ElapsedMS(i.Duration()), Tail: strings.Join(i.Tail, "\n"),
 		Status: events.JobStatus(i.Status), TaskRef: ref,
@@ -120,7 +148,7 @@ func (w *Worker) onOverdue(i tasks.Info) {
 	if isFunc(i) {
 		ref = events.TaskRef{Task: i.ID, Seq: w.nextSeq(tk)}
 	}
-	w.emit(i, eventID(i.SessionID, i.ID, "overdue/"+strconv.Itoa(n)), events.JobOverdue{
+	w.emit(i, w.taskEventID(i, "overdue/"+strconv.Itoa(n)), events.JobOverdue{
 		ID: jobNumber(i.ID), Program: program(i), RunningForMS: events.ElapsedMS(i.Duration()),
 		Tail: strings.Join(i.Tail, "\n"), TaskRef: ref,
 	})
@@ -199,7 +227,7 @@ func (w *Worker) record(tk string) (string, []byte, bool) {
 	if err != nil {
 		return "", nil, false
 	}
-	b, err := json.Marshal(Record{Job: w.job(i), Worker: w.cfg.WorkerID})
+	b, err := json.Marshal(Record{Job: w.job(i), Worker: w.cfg.WorkerID, EventKey: w.eventKey(tk)})
 	if err != nil {
 		return "", nil, false
 	}
@@ -267,6 +295,9 @@ func (w *Worker) restore(records []Record) {
 	for _, r := range records {
 		i := r.Info
 		i.SessionID = sessionKey(r.Tenant, i.SessionID)
+		w.mu.Lock()
+		w.eventKeys[taskKey(i.SessionID, i.ID)] = r.EventKey
+		w.mu.Unlock()
 		if (i.Status == tasks.Running || i.Status == "") && r.Foreground {
 			w.mu.Lock()
 			w.lostFG[taskKey(i.SessionID, i.ID)] = true

@@ -46,9 +46,22 @@ func TestExit_event_carries_the_exact_headline(t *testing.T) {
 	if id := msg.Header.Get(nats.MsgIdHdr); id == "" || id != ev.ID {
 		t.Errorf("Nats-Msg-Id %q, CE id %q: want the same stable id", id, ev.ID)
 	}
+	// Nobody can know the id ahead of the exit: it carries the task's
+	// random key, not only tenant, session and job number.
+	if predictable := "jetway.job/" + tenant + "/" + session + "/1/exited"; ev.ID == predictable || !strings.HasSuffix(ev.ID, "/exited") {
+		t.Errorf("exit event id %q: want jetway.job/<tenant>/<session>/1/<random key>/exited", ev.ID)
+	}
+	first := ev.ID
 
 	e.start("echo about to fail; false")
 	ev, _ = sub.next()
+	key := func(id string) string { // the token before /exited
+		rest := strings.TrimSuffix(id, "/exited")
+		return rest[strings.LastIndex(rest, "/")+1:]
+	}
+	if key(ev.ID) == key(first) {
+		t.Errorf("jobs 1 and 2 share an event key: %q, %q", first, ev.ID)
+	}
 	if got := headline(t, ev); got != "job 2 (echo) exited 1 after 0s" {
 		t.Errorf("headline = %q", got)
 	}
@@ -484,10 +497,15 @@ func TestWorker_restart_reports_unfinished_jobs_lost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var key2 string
 	eventually(t, "the foreground command's record", func() bool {
 		entry, err := kv.Get(bg, tenant+"."+session+".2")
 		var rec jobs.Record
-		return err == nil && json.Unmarshal(entry.Value(), &rec) == nil && rec.Foreground
+		if err != nil || json.Unmarshal(entry.Value(), &rec) != nil {
+			return false
+		}
+		key2 = rec.EventKey
+		return rec.Foreground && key2 != ""
 	})
 
 	// The worker dies the hard way: nothing is closed or recorded.
@@ -506,6 +524,11 @@ func TestWorker_restart_reports_unfinished_jobs_lost(t *testing.T) {
 		}
 		h, _, _ := strings.Cut(headline(t, ev), " after")
 		lost[h] = true
+		// The restarted worker reports under the key the record kept, so
+		// an end the old worker may have reported is the same event.
+		if x.ID == 2 && ev.ID != "jetway.job/"+tenant+"/"+session+"/2/"+key2+"/exited" {
+			t.Errorf("lost job 2 reported as %q, want the event key %q from its record", ev.ID, key2)
+		}
 	}
 	if !lost["job 1 (setsid) was lost"] || !lost["job 2 (echo) was lost"] {
 		t.Errorf("lost events: %v", lost)

@@ -129,6 +129,9 @@ type Worker struct {
 	lostFG   map[string]bool                 // task keys lost while in the foreground
 	seqs     map[string]uint64               // function task key -> last notice seq
 	overdues map[string]int                  // task key -> overdue events so far
+	// eventKeys holds each task's random event key (see eventID); a task
+	// restored from a record made before keys has "" (the old id form).
+	eventKeys map[string]string
 
 	reqMu     sync.Mutex
 	stopping  bool
@@ -186,7 +189,7 @@ func New(cfg Config) (*Worker, error) {
 		cfg: cfg, js: js, ready: make(chan struct{}),
 		bound: map[string]bool{}, spaces: map[string]*workspace.Workspace{},
 		fgRuns: map[string]int{}, fgTasks: map[string]bool{}, fgEnded: map[string]bool{}, lostFG: map[string]bool{},
-		seqs: map[string]uint64{}, overdues: map[string]int{},
+		seqs: map[string]uint64{}, overdues: map[string]int{}, eventKeys: map[string]string{},
 	}, nil
 }
 

@@ -88,7 +88,9 @@ func (r *Runner) bookLayover(ctx context.Context, tenant, session, run, waitingF
 	if err != nil {
 		return Layover{}, err
 	}
-	target, _ := events.EventsSubject(tenant, session)
+	// The target must be in the holder's stream (JETWAY_SCHEDULES); it
+	// reaches the session as jetway.events.<tenant>.<session> by sourcing.
+	target, _ := events.FiredSubject(tenant, session)
 	msg, err := events.Encode(ctx, holder, ev)
 	if err != nil {
 		return Layover{}, err

@@ -1,8 +1,11 @@
 // Package layovers reads and cancels layovers: work a run set down on
 // purpose, waiting for something, with a JetStream message schedule that
-// fires an io.jetway.resume when it is time to check again. Runners book
-// them; the dispatcher and operators list and cancel them. It is its own
-// small package so they need not import the runner.
+// fires an io.jetway.resume when it is time to check again. The schedule's
+// holder lives in JETWAY_SCHEDULES (jetway.schedules.<t>.<s>.<id>) and
+// fires onto jetway.fired.<t>.<s>, which JETWAY_EVENTS sources as the
+// session's events subject. Runners book them; the dispatcher and
+// operators list and cancel them. It is its own small package so they
+// need not import the runner.
 package layovers
 
 import (
@@ -95,8 +98,9 @@ func Put(ctx context.Context, control jetstream.KeyValue, l Layover) error {
 }
 
 // Cancel removes a session's layover: its schedule is purged so it never
-// fires, and its record deleted. Cancelling none is not an error; it
-// reports whether there was one.
+// fires, and its record deleted. The purge is on JETWAY_SCHEDULES, the
+// only stream where runners and the dispatcher have purge rights.
+// Cancelling none is not an error; it reports whether there was one.
 func Cancel(ctx context.Context, js jetstream.JetStream, control jetstream.KeyValue, tenant, session string) (bool, error) {
 	l, ok, err := Get(ctx, control, tenant, session)
 	if err != nil || !ok {
@@ -105,7 +109,7 @@ func Cancel(ctx context.Context, js jetstream.JetStream, control jetstream.KeyVa
 	if l.ID != "" {
 		holder, err := events.ScheduleSubject(tenant, session, l.ID)
 		if err == nil {
-			st, err := js.Stream(ctx, bus.StreamEvents)
+			st, err := js.Stream(ctx, bus.StreamSchedules)
 			if err != nil {
 				return false, fmt.Errorf("cancel layover: %w", err)
 			}

@@ -1,0 +1,454 @@
+package deploytest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+
+	"jetway/pkg/auth"
+	"jetway/pkg/bus"
+	"jetway/pkg/events"
+	"jetway/pkg/llm/script"
+	"jetway/services/dispatcher"
+	"jetway/services/runner"
+)
+
+// TestAttacks_on_the_bus_are_refused_or_without_effect runs, against real
+// nats-server processes with the deploy/nats configuration, every attack
+// on the bus found from outside (docs/SECURITY.md), exactly as it was
+// made: a tenant (acme), the dispatcher, the runner and the jobs users
+// trying to schedule messages onto another tenant's (globex's) sessions
+// and job events, to copy another tenant's event with a schedule source,
+// to erase the stream with roll-ups, purges and deletes, and to occupy a
+// victim's job event id; and two tenants using the same CE id. Each is
+// refused or has no effect on what the victim's session holds, and the
+// victim session still runs a good input afterwards.
+func TestAttacks_on_the_bus_are_refused_or_without_effect(t *testing.T) {
+	d := render(t, renderOptions{})
+	d.startCluster()
+	d.provision()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	admin := d.connect("admin")
+
+	// count is how many messages stream holds on subject, as the admin sees.
+	count := func(t *testing.T, stream, subject string) uint64 {
+		t.Helper()
+		s, err := admin.js.Stream(ctx, stream)
+		if err != nil {
+			t.Fatalf("stream %s: %v", stream, err)
+		}
+		info, err := s.Info(ctx, jetstream.WithSubjectFilter(subject))
+		if err != nil {
+			t.Fatalf("stream %s info for %s: %v", stream, subject, err)
+		}
+		return info.State.Subjects[subject]
+	}
+	total := func(t *testing.T, stream string) uint64 {
+		t.Helper()
+		s, err := admin.js.Stream(ctx, stream)
+		if err != nil {
+			t.Fatalf("stream %s: %v", stream, err)
+		}
+		info, err := s.Info(ctx)
+		if err != nil {
+			t.Fatalf("stream %s info: %v", stream, err)
+		}
+		return info.State.Msgs
+	}
+
+	acme := d.connect("tenant-acme", nats.CustomInboxPrefix("_INBOX_acme"))
+	globex := d.connect("tenant-globex", nats.CustomInboxPrefix("_INBOX_globex"))
+	disp := d.connect("dispatcher")
+	run := d.connect("runner")
+	jobsUser := d.connect("jobs")
+
+	const (
+		victim      = "jetway.events.globex.victim"
+		victimJobs  = "jetway.jobevents.globex.victim"
+		loot        = "jetway.events.acme.loot"
+		firedLoot   = "jetway.fired.acme.loot"
+		canary      = "jetway.events.globex.canary"
+		globexToken = "globex-token"
+		acmeToken   = "acme-token"
+	)
+
+	// The victim's session holds one event of its own, data included.
+	secret := inputMsg(t, "globex", "victim", "globex's secret plan")
+	if _, err := globex.js.PublishMsg(ctx, secret); err != nil {
+		t.Fatalf("globex: its own input: %v", err)
+	}
+
+	// A runner (the demo script for a model) and a dispatcher, as their
+	// deployment users, so the victim's session is a live one.
+	demo, err := script.Demo()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rn, err := runner.New(ctx, runner.Config{NC: run.Conn, ID: "attacks-runner", Provider: demo, Logger: zerolog.Nop()})
+	if err != nil {
+		t.Fatalf("runner as the runner user: %v", err)
+	}
+	startService(t, ctx, "runner", rn.Run, nil, run)
+	store, err := auth.New(auth.Grant{Token: acmeToken, Tenant: "acme"}, auth.Grant{Token: globexToken, Tenant: "globex"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dsp, err := dispatcher.New(dispatcher.Config{Conn: disp.Conn, Auth: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := dsp.StartNATS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = svc.Stop() })
+
+	// Every schedule attack is due at the same second; a canary the runner
+	// books the way layovers are booked is due a second later. Once the
+	// canary has reached the log, every attack's due time has passed.
+	due := time.Now().Add(2 * time.Second).Truncate(time.Second).Add(time.Second)
+	schedule := func(t *testing.T, c *client, who, subject string, headers map[string]string, body string) {
+		t.Helper()
+		m := nats.NewMsg(subject)
+		m.Data = []byte(body)
+		m.Header.Set(jetstream.ScheduleHeader, "@at "+due.UTC().Format(time.RFC3339))
+		for k, v := range headers {
+			m.Header.Set(k, v)
+		}
+		_, err := c.js.PublishMsg(ctx, m)
+		if err == nil {
+			t.Logf("%s: the publish with %v was stored (checked for effect below)", who, headers)
+		} else {
+			t.Logf("%s: refused: %v", who, err)
+		}
+	}
+	forged := inputMsg(t, "globex", "victim", "run rm -rf as globex")
+	forgedBody := string(forged.Data)
+	exit, err := events.New("globex", "victim", "jetway/jobs/evil", events.JobExited{ID: 7, Program: "deploy", ExitStatus: 0, Status: events.StatusExited})
+	if err != nil {
+		t.Fatal(err)
+	}
+	exitBody, _ := json.Marshal(exit)
+
+	t.Run("schedules_aimed_at_another_tenant_land_nothing", func(t *testing.T) {
+		schedule(t, acme, "tenant target other tenant's events", "jetway.events.acme.s1",
+			map[string]string{jetstream.ScheduleTargetHeader: victim, "ce-type": events.TypeInput}, forgedBody)
+		schedule(t, acme, "tenant target other tenant's job events", "jetway.events.acme.s1",
+			map[string]string{jetstream.ScheduleTargetHeader: victimJobs}, string(exitBody))
+		schedule(t, acme, "tenant schedule source on other tenant's subject", "jetway.events.acme.s2",
+			map[string]string{jetstream.ScheduleTargetHeader: loot, jetstream.ScheduleSourceHeader: victim}, "")
+		schedule(t, disp, "dispatcher forges a job event", "jetway.events.globex.s2",
+			map[string]string{jetstream.ScheduleTargetHeader: victimJobs}, string(exitBody))
+		schedule(t, disp, "dispatcher schedule source", "jetway.events.acme.s2",
+			map[string]string{jetstream.ScheduleTargetHeader: loot, jetstream.ScheduleSourceHeader: victim}, "")
+		schedule(t, run, "runner forges a job event", "jetway.schedules.globex.victim.x",
+			map[string]string{jetstream.ScheduleTargetHeader: victimJobs}, string(exitBody))
+		schedule(t, run, "runner targets events directly", "jetway.schedules.globex.victim.y",
+			map[string]string{jetstream.ScheduleTargetHeader: victim}, forgedBody)
+		schedule(t, run, "runner schedule source on a tenant's events", "jetway.schedules.acme.loot.z",
+			map[string]string{jetstream.ScheduleTargetHeader: firedLoot, jetstream.ScheduleSourceHeader: victim}, "")
+		schedule(t, jobsUser, "jobs worker schedules host input", "jetway.jobevents.acme.s1",
+			map[string]string{jetstream.ScheduleTargetHeader: victim}, forgedBody)
+
+		// The canary: a real layover, booked by the runner user.
+		m := nats.NewMsg("jetway.schedules.globex.canary.c1")
+		m.Data = []byte(`{}`)
+		if _, err := run.js.PublishMsg(ctx, m, jetstream.WithScheduleAt(due.Add(time.Second)),
+			jetstream.WithScheduleTarget("jetway.fired.globex.canary")); err != nil {
+			t.Fatalf("runner: canary layover: %v", err)
+		}
+		waitForWithin(t, 30*time.Second, "the canary layover in the log", func() bool {
+			return count(t, bus.StreamEvents, canary) == 1
+		})
+		if time.Now().Before(due) {
+			t.Fatalf("the canary fired before the attacks were due")
+		}
+
+		if n := count(t, bus.StreamEvents, victim); n != 1 {
+			t.Errorf("globex's session holds %d events, want only its own 1", n)
+		}
+		for _, stream := range []string{bus.StreamEvents, bus.StreamJobEvents} {
+			if n := count(t, stream, victimJobs); n != 0 {
+				t.Errorf("%s holds %d job events for globex's session, want 0 (forged)", stream, n)
+			}
+		}
+		if n := count(t, bus.StreamEvents, loot); n != 0 {
+			t.Errorf("acme's loot session holds %d events copied by a schedule source", n)
+		}
+		if n := count(t, bus.StreamSchedules, firedLoot); n != 0 {
+			t.Errorf("a schedule source copied %d messages into %s", n, firedLoot)
+		}
+	})
+
+	t.Run("roll_ups_erase_nothing", func(t *testing.T) {
+		for _, tc := range []struct {
+			who     string
+			c       *client
+			subject string
+			rollup  string
+		}{
+			{"tenant all", acme, "jetway.events.acme.s1", jetstream.MsgRollupAll},
+			{"tenant sub", acme, "jetway.events.acme.s1", jetstream.MsgRollupSubject},
+			{"dispatcher all", disp, "jetway.events.globex.s2", jetstream.MsgRollupAll},
+			{"jobs all", jobsUser, "jetway.jobevents.acme.s1", jetstream.MsgRollupAll},
+		} {
+			stream := bus.StreamEvents
+			if strings.HasPrefix(tc.subject, "jetway.jobevents.") {
+				stream = bus.StreamJobEvents
+			}
+			// Something to erase on the subject itself.
+			if _, err := tc.c.js.Publish(ctx, tc.subject, []byte(`{}`)); err != nil {
+				t.Fatalf("%s: plain publish: %v", tc.who, err)
+			}
+			before, onSubject := total(t, stream), count(t, stream, tc.subject)
+			m := nats.NewMsg(tc.subject)
+			m.Data = []byte(`{}`)
+			m.Header.Set(jetstream.MsgRollup, tc.rollup)
+			if _, err := tc.c.js.PublishMsg(ctx, m); err == nil {
+				t.Errorf("%s: Nats-Rollup: %s was accepted by %s", tc.who, tc.rollup, stream)
+			}
+			if after := total(t, stream); after != before {
+				t.Errorf("%s: %s went from %d to %d messages", tc.who, stream, before, after)
+			}
+			if after := count(t, stream, tc.subject); after != onSubject {
+				t.Errorf("%s: %s went from %d to %d messages", tc.who, tc.subject, onSubject, after)
+			}
+		}
+	})
+
+	t.Run("a_runner_schedule_carrying_a_roll_up_erases_nothing_in_the_log", func(t *testing.T) {
+		// What a schedule fires may carry Nats-Rollup: sub (from
+		// Nats-Schedule-Rollup), and sourcing keeps the header: the log
+		// stores it without applying it.
+		const session = "jetway.events.acme.rr"
+		for range 2 {
+			if _, err := acme.js.Publish(ctx, session, []byte(`{}`)); err != nil {
+				t.Fatalf("acme: %v", err)
+			}
+		}
+		m := nats.NewMsg("jetway.schedules.acme.rr.r1")
+		m.Data = []byte(`{}`)
+		m.Header.Set(jetstream.ScheduleRollupHeader, jetstream.MsgRollupSubject)
+		if _, err := run.js.PublishMsg(ctx, m, jetstream.WithScheduleAt(time.Now().Add(time.Second)),
+			jetstream.WithScheduleTarget("jetway.fired.acme.rr")); err != nil {
+			t.Fatalf("runner: schedule with a roll-up: %v", err)
+		}
+		evs, err := admin.js.Stream(ctx, bus.StreamEvents)
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitForWithin(t, 30*time.Second, "the fired message in acme's session log", func() bool {
+			last, err := evs.GetLastMsgForSubject(ctx, session)
+			return err == nil && last.Header.Get(jetstream.SchedulerHeader) != ""
+		})
+		last, _ := evs.GetLastMsgForSubject(ctx, session)
+		t.Logf("fired message as the log stored it: Nats-Rollup %q", last.Header.Get(jetstream.MsgRollup))
+		if n := count(t, bus.StreamEvents, session); n != 3 {
+			t.Errorf("acme's session log holds %d messages after the fired roll-up, want its 2 and the fired one", n)
+		}
+	})
+
+	t.Run("purge_and_delete_requests_are_refused", func(t *testing.T) {
+		before := map[string]uint64{bus.StreamEvents: total(t, bus.StreamEvents), bus.StreamJobEvents: total(t, bus.StreamJobEvents)}
+		for _, c := range []struct {
+			user string
+			c    *client
+		}{{"tenant-acme", acme}, {"dispatcher", disp}, {"runner", run}} {
+			for _, stream := range []string{bus.StreamEvents, bus.StreamJobEvents} {
+				for _, api := range []struct{ subject, body string }{
+					{"$JS.API.STREAM.PURGE." + stream, `{"filter":"` + victim + `"}`},
+					{"$JS.API.STREAM.MSG.DELETE." + stream, `{"seq":1}`},
+				} {
+					c.c.refuseAPI(t, api.subject, func(ctx context.Context) error {
+						_, err := c.c.RequestWithContext(ctx, api.subject, []byte(api.body))
+						return err
+					})
+				}
+			}
+		}
+		// Even the admin, who may call every API, is refused by the
+		// streams' own settings.
+		for _, stream := range []string{bus.StreamEvents, bus.StreamJobEvents} {
+			s, err := admin.js.Stream(ctx, stream)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Purge(ctx); err == nil {
+				t.Errorf("admin: purge of %s accepted", stream)
+			}
+			if err := s.DeleteMsg(ctx, 1); err == nil {
+				t.Errorf("admin: delete of %s message 1 accepted", stream)
+			}
+			if after := total(t, stream); after != before[stream] {
+				t.Errorf("%s went from %d to %d messages", stream, before[stream], after)
+			}
+		}
+	})
+
+	t.Run("a_squatted_job_event_id_is_still_stored_and_delivered", func(t *testing.T) {
+		// The predictable id of the victim's next job exit, taken first.
+		const id = "jetway.job/globex/victim/7/exited"
+		squat := nats.NewMsg("jetway.events.acme.s1")
+		squat.Data = []byte(`{}`)
+		squat.Header.Set(nats.MsgIdHdr, id)
+		if _, err := acme.js.PublishMsg(ctx, squat); err != nil {
+			t.Fatalf("acme: squat: %v", err)
+		}
+		m, err := events.Encode(ctx, victimJobs, exit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.Header.Set(nats.MsgIdHdr, id)
+		ack, err := jobsUser.js.PublishMsg(ctx, m)
+		if err != nil {
+			t.Fatalf("jobs: the real exit: %v", err)
+		}
+		if ack.Duplicate {
+			t.Errorf("the real job exit was taken for a duplicate of acme's squat")
+		}
+		waitFor(t, "the job exit in globex's session log", func() bool { return count(t, bus.StreamEvents, victimJobs) == 1 })
+		waitFor(t, "the job exit in globex's transcript", func() bool { return transcriptHas(t, ctx, admin, "globex", "victim", exit.ID()) })
+	})
+
+	t.Run("the_same_ce_id_in_two_tenants_is_stored_for_both", func(t *testing.T) {
+		for _, c := range []struct {
+			c       *client
+			subject string
+		}{{acme, "jetway.events.acme.ci"}, {globex, "jetway.events.globex.ci"}} {
+			m := nats.NewMsg(c.subject)
+			m.Data = []byte(`{}`)
+			m.Header.Set(nats.MsgIdHdr, "ci-42")
+			ack, err := c.c.js.PublishMsg(ctx, m)
+			if err != nil || ack.Duplicate {
+				t.Errorf("%s with Nats-Msg-Id ci-42: %+v, %v; want stored", c.subject, ack, err)
+			}
+		}
+		// And through the dispatcher's NATS API, which answers duplicates
+		// per tenant and session.
+		for _, c := range []struct {
+			c     *client
+			token string
+		}{{acme, acmeToken}, {globex, globexToken}} {
+			req := nats.NewMsg(dispatcher.SubjectInput)
+			req.Header.Set("Authorization", "Bearer "+c.token)
+			req.Data = []byte(`{"session":"ci","text":"build ci-42 passed","id":"ci-42"}`)
+			reply, err := c.c.RequestMsgWithContext(ctx, req)
+			if err != nil {
+				t.Fatalf("input ci-42: %v", err)
+			}
+			var acc dispatcher.Accepted
+			if err := json.Unmarshal(reply.Data, &acc); err != nil || acc.Duplicate || acc.ID != "ci-42" {
+				t.Errorf("input ci-42 as %s answered %s", c.token, reply.Data)
+			}
+		}
+		for _, subject := range []string{"jetway.events.acme.ci", "jetway.events.globex.ci"} {
+			if n := count(t, bus.StreamEvents, subject); n != 2 {
+				t.Errorf("%s holds %d events with id ci-42, want 2 (direct and through the dispatcher)", subject, n)
+			}
+		}
+	})
+
+	t.Run("the_victim_session_still_runs_a_good_input", func(t *testing.T) {
+		outc := make(chan *nats.Msg, 64)
+		out, err := globex.ChanSubscribe("jetway.out.globex.victim", outc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer out.Unsubscribe()
+		req := nats.NewMsg(dispatcher.SubjectInput)
+		req.Header.Set("Authorization", "Bearer "+globexToken)
+		req.Data = []byte(`{"session":"victim","text":"hello after the attacks","id":"good-1"}`)
+		reply, err := globex.RequestMsgWithContext(ctx, req)
+		if err != nil {
+			t.Fatalf("good input: %v", err)
+		}
+		var acc dispatcher.Accepted
+		if err := json.Unmarshal(reply.Data, &acc); err != nil || acc.ID != "good-1" {
+			t.Fatalf("good input answered %s", reply.Data)
+		}
+		waitFor(t, "the good input in globex's transcript", func() bool { return transcriptHas(t, ctx, admin, "globex", "victim", "good-1") })
+		select {
+		case <-outc:
+		case <-time.After(30 * time.Second):
+			t.Fatal("no run output for globex/victim within 30s")
+		}
+		// Nothing forged reached the model: no transcript names the
+		// forged input's text.
+		if transcriptHas(t, ctx, admin, "globex", "victim", "rm -rf as globex") {
+			t.Errorf("the forged input reached globex's transcript")
+		}
+		if transcriptHas(t, ctx, admin, "acme", "loot", "secret plan") {
+			t.Errorf("globex's secret reached acme's transcript")
+		}
+	})
+
+	for _, c := range []*client{run, disp} {
+		c.noViolation(t)
+	}
+}
+
+// inputMsg is an io.jetway.input for tenant/session, encoded as publishers do.
+func inputMsg(t *testing.T, tenant, session, text string) *nats.Msg {
+	t.Helper()
+	e, err := events.New(tenant, session, "deploytest", events.Input{Text: text})
+	if err != nil {
+		t.Fatal(err)
+	}
+	subject, err := events.EventsSubject(tenant, session)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := events.Encode(context.Background(), subject, e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// transcriptHas reports whether any record of a session's transcript
+// contains s (a CE id it delivered, or a text).
+func transcriptHas(t *testing.T, ctx context.Context, admin *client, tenant, session, s string) bool {
+	t.Helper()
+	subject := fmt.Sprintf("jetway.transcript.%s.%s", tenant, session)
+	st, err := admin.js.Stream(ctx, bus.StreamTranscripts)
+	if err != nil {
+		t.Fatalf("stream %s: %v", bus.StreamTranscripts, err)
+	}
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(subject))
+	if err != nil {
+		t.Fatalf("read %s: %v", subject, err)
+	}
+	n := info.State.Subjects[subject]
+	if n == 0 {
+		return false
+	}
+	cons, err := admin.js.OrderedConsumer(ctx, bus.StreamTranscripts, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}})
+	if err != nil {
+		t.Fatalf("read %s: %v", subject, err)
+	}
+	// Every record the stream said it holds, so a "not there" is an answer.
+	batch, err := cons.Fetch(int(n), jetstream.FetchMaxWait(10*time.Second))
+	if err != nil {
+		t.Fatalf("read %s: %v", subject, err)
+	}
+	found, read := false, uint64(0)
+	for m := range batch.Messages() {
+		read++
+		if bytes.Contains(m.Data(), []byte(s)) {
+			found = true
+		}
+	}
+	if read < n && !found {
+		t.Fatalf("read %d of the %d records of %s", read, n, subject)
+	}
+	return found
+}
