@@ -7,7 +7,7 @@
 // a whole text (tool results, summaries), private keys in PEM armour
 // included; JSON in a tool call's arguments; Lines in a job's tail; Writer
 // wraps a log destination so that service logs are redacted too.
-// docs/security-redaction.md says what is covered and where.
+// docs/SECURITY.md ("Redaction") says what is covered and where.
 //
 // Redaction is best effort: it recognises the credential shapes listed on
 // Secrets and errs on the side of hiding a value when a name says it is a

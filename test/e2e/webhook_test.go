@@ -53,7 +53,7 @@ func startFailingReceiver(t *testing.T, failures int) (*failingReceiver, string)
 func (r *failingReceiver) serve(w http.ResponseWriter, req *http.Request) {
 	body, err := io.ReadAll(req.Body)
 	call := hookCall{Delivery: req.Header.Get("X-Jetway-Delivery"), Attempt: req.Header.Get("X-Jetway-Attempt")}
-	// Checked as docs/security-edge.md tells a receiver to: HMAC over the
+	// Checked as docs/SECURITY.md ("Webhooks") tells a receiver to: HMAC over the
 	// timestamp, a dot and the body, and a timestamp inside the window.
 	ts := req.Header.Get("Jetway-Timestamp")
 	m := hmac.New(sha256.New, []byte(webhookSecret))
