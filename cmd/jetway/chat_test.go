@@ -22,8 +22,6 @@ import (
 type sseAPI struct {
 	frames  chan string
 	opened  chan struct{}
-	mu      sync.Mutex
-	inputs  []string
 	inputCh chan string
 }
 

@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -62,7 +61,7 @@ func natsServerBinary(t testing.TB) string {
 	buildOnce.Do(func() {
 		goBin, err := exec.LookPath("go")
 		if err != nil {
-			goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
+			goBin = "go" // not on PATH: let exec report it
 		}
 		buildPath = filepath.Join(binDir, "nats-server")
 		cmd := exec.Command(goBin, "build", "-o", buildPath, "github.com/nats-io/nats-server/v2")

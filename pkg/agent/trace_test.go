@@ -38,7 +38,7 @@ func TestQuery_traces_each_model_call_and_tool_call(t *testing.T) {
 	}
 	attrs := map[string]string{}
 	for _, a := range byName["agent.model_call"][0].Attributes() {
-		attrs[string(a.Key)] = a.Value.Emit()
+		attrs[string(a.Key)] = a.Value.String()
 	}
 	if attrs["agent.model"] != "m1" || attrs["agent.stop_reason"] != "tool_use" || attrs["agent.output_tokens"] != "4" {
 		t.Errorf("model call attributes %v", attrs)

@@ -43,14 +43,14 @@ func TestMessagesForAPI_never_mutates_its_input(t *testing.T) {
 		{ID: "5", Role: RoleAssistant, Content: []ContentBlock{toolUse("c", "ls")}},
 	}
 	before := deepCopy(t, hist)
-	view := MessagesForAPI(hist)
+	MessagesForAPI(hist)
 	if !reflect.DeepEqual(before, hist) {
 		t.Fatalf("input changed:\nbefore %+v\nafter  %+v", before, hist)
 	}
 	for i := range hist {
 		hist[i].Content = slices.Grow(hist[i].Content, 4) // spare capacity an append could reach
 	}
-	view = MessagesForAPI(hist)
+	view := MessagesForAPI(hist)
 	for i := range view {
 		view[i].Content = append(view[i].Content, ContentBlock{Type: BlockText, Text: "scribbled"})
 	}

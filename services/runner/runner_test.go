@@ -2,7 +2,6 @@ package runner
 
 import (
 	"context"
-	"encoding/json"
 	"slices"
 	"strings"
 	"sync"
@@ -202,17 +201,6 @@ func (g *gate) tool() tool.Tool {
 		}
 	}}
 }
-
-func lastUserText(req map[string]any) string {
-	msgs, _ := req["messages"].([]any)
-	if len(msgs) == 0 {
-		return ""
-	}
-	b, _ := json.Marshal(msgs[len(msgs)-1])
-	return string(b)
-}
-
-func requestsText(reqs []string) string { return strings.Join(reqs, "\n") }
 
 // fakeModel is a local Anthropic Messages API server driven through the
 // official SDK: the only fake in these tests, at the model boundary.

@@ -218,8 +218,6 @@ func (e *Executor) schedule() {
 			break // keep call order behind a full or exclusive slot
 		}
 		if e.released && nRunning == 0 {
-			nRunning++
-			allReadOnly = false
 			e.start(c)
 		}
 		break // an exclusive call is a barrier for everything after it
