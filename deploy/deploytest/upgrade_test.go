@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"jetway/pkg/bus"
+	"jetway/pkg/bus/bustest"
 )
 
 // TestUpgrade_of_an_old_events_stream_on_a_cluster provisions the layout of
@@ -33,25 +34,12 @@ func TestUpgrade_of_an_old_events_stream_on_a_cluster(t *testing.T) {
 	// The old layout, as the admin made it.
 	// JETWAY_WORK sourced it through the durable consumer of that time,
 	// jetway-work-source.
-	var work jetstream.StreamConfig
-	for _, sc := range bus.StreamConfigs(cfg) {
-		if sc.Name == bus.StreamWork {
-			work = sc
-		}
-	}
-	src := *work.Sources[0]
-	src.Consumer = &jetstream.StreamConsumerSource{Name: "jetway-work-source", DeliverSubject: src.Consumer.DeliverSubject}
-	work.Sources = []*jetstream.StreamSource{&src}
+	events, work, source := bustest.OldLayout(cfg)
 	waitFor(t, "the old "+bus.StreamEvents, func() bool {
-		_, err := admin.js.CreateStream(ctx, jetstream.StreamConfig{
-			Name:     bus.StreamEvents,
-			Subjects: []string{bus.SubjectEvents, bus.SubjectJobEvents, bus.SubjectSchedules},
-			Storage:  jetstream.FileStorage, Replicas: 3, Duplicates: bus.DefaultDuplicateWindow,
-			AllowMsgSchedules: true, AllowRollup: true,
-		})
+		_, err := admin.js.CreateStream(ctx, events)
 		return err == nil
 	})
-	if _, err := admin.js.CreatePushConsumer(ctx, bus.StreamEvents, bus.SourceConsumerConfig(&src, cfg)); err != nil {
+	if _, err := admin.js.CreatePushConsumer(ctx, bus.StreamEvents, source); err != nil {
 		t.Fatalf("work source consumer: %v", err)
 	}
 	if _, err := admin.js.CreateStream(ctx, work); err != nil {

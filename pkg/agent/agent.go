@@ -66,7 +66,8 @@ const (
 	ReasonTimeout           TerminalReason = "timeout"             // hit MaxDuration
 	// ReasonRecordFailed: the Recorder refused a message (for a runner: its
 	// fenced transcript append was refused, so it has lost the session).
-	// Nothing more runs. Added to seed 001's reasons; the contract only grows.
+	// Nothing more runs. Added after the first reasons, never replacing one:
+	// the reasons only grow.
 	ReasonRecordFailed TerminalReason = "record_failed"
 )
 

@@ -14,37 +14,6 @@ import (
 	"jetway/pkg/bus/bustest"
 )
 
-// oldEventsConfig is JETWAY_EVENTS as deployments before the split made it:
-// host events, job events and schedules in one stream that tenants write.
-func oldEventsConfig() jetstream.StreamConfig {
-	return jetstream.StreamConfig{
-		Name:              bus.StreamEvents,
-		Subjects:          []string{bus.SubjectEvents, bus.SubjectJobEvents, bus.SubjectSchedules},
-		Retention:         jetstream.LimitsPolicy,
-		Storage:           jetstream.FileStorage,
-		Duplicates:        bus.DefaultDuplicateWindow,
-		MaxAge:            bus.DefaultEventsMaxAge,
-		AllowMsgSchedules: true,
-		AllowRollup:       true,
-	}
-}
-
-// oldWorkConfig is JETWAY_WORK as deployments before the split made it:
-// sourcing the old JETWAY_EVENTS through the durable consumer
-// "jetway-work-source" (and that consumer's configuration).
-func oldWorkConfig(cfg bus.ProvisionConfig) (jetstream.StreamConfig, jetstream.ConsumerConfig) {
-	var work jetstream.StreamConfig
-	for _, sc := range bus.StreamConfigs(cfg) {
-		if sc.Name == bus.StreamWork {
-			work = sc
-		}
-	}
-	src := *work.Sources[0]
-	src.Consumer = &jetstream.StreamConsumerSource{Name: "jetway-work-source", DeliverSubject: src.Consumer.DeliverSubject}
-	work.Sources = []*jetstream.StreamSource{&src}
-	return work, bus.SourceConsumerConfig(&src, cfg)
-}
-
 // An old deployment with events, job events and a pending layover is
 // provisioned again: nothing sourced is queued twice, the old log is kept
 // as a copy, the layover still fires (into the session, through the new
@@ -59,7 +28,8 @@ func TestProvision_upgrades_an_old_events_stream_keeping_events_and_layovers(t *
 
 	// The old layout: JETWAY_EVENTS with schedules, and JETWAY_WORK sourcing
 	// it through its durable consumer.
-	if _, err := js.CreateStream(ctx, oldEventsConfig()); err != nil {
+	eventsCfg, workCfg, workSource := bustest.OldLayout(cfg)
+	if _, err := js.CreateStream(ctx, eventsCfg); err != nil {
 		t.Fatalf("make the old %s: %v", bus.StreamEvents, err)
 	}
 	// The old log was attacked once: a roll-up on one subject, whose own
@@ -74,7 +44,6 @@ func TestProvision_upgrades_an_old_events_stream_keeping_events_and_layovers(t *
 	if _, err := js.PublishMsg(ctx, rolled); err != nil {
 		t.Fatalf("old roll-up: %v", err)
 	}
-	workCfg, workSource := oldWorkConfig(cfg)
 	if _, err := js.CreatePushConsumer(ctx, bus.StreamEvents, workSource); err != nil {
 		t.Fatalf("work source consumer: %v", err)
 	}
@@ -227,10 +196,10 @@ func TestProvision_continues_an_upgrade_that_failed_half_way(t *testing.T) {
 	_, js := bustest.Connect(t, s.ClientURL())
 	ctx := testContext(t)
 	cfg := bus.ProvisionConfig{Partitions: 2}
-	if _, err := js.CreateStream(ctx, oldEventsConfig()); err != nil {
+	eventsCfg, workCfg, workSource := bustest.OldLayout(cfg)
+	if _, err := js.CreateStream(ctx, eventsCfg); err != nil {
 		t.Fatalf("make the old %s: %v", bus.StreamEvents, err)
 	}
-	workCfg, workSource := oldWorkConfig(cfg)
 	// The work source consumer exists, but no JETWAY_WORK reads it yet.
 	if _, err := js.CreatePushConsumer(ctx, bus.StreamEvents, workSource); err != nil {
 		t.Fatalf("work source consumer: %v", err)

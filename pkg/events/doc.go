@@ -54,7 +54,7 @@
 // Headline is the one line a person reads (`job 3 (gh) exited 0 after 21m`),
 // Notice the text the model reads (`[background job notice] …`, with the
 // job's last output and what to do), FmtElapsed the coarse duration both use
-// (`45s`, `21m`, `1h05m`). Their wording for jobs is seed 000's, exactly;
+// (`45s`, `21m`, `1h05m`). Their wording for jobs is fixed (tests hold it word for word);
 // a job that did not exit by itself (killed, timed_out, failed, lost) says
 // so instead of showing an exit status. InputNotice, SteerNotice,
 // ResumeNotice and ExternalNotice are the model's texts for a line typed

@@ -235,6 +235,27 @@ func (d *Dispatcher) publish(ctx context.Context, p auth.Principal, session stri
 	if err != nil {
 		return Accepted{}, err
 	}
+	ctx, span := d.tracer.Start(publishParent(ctx, h.Event), "publish event", trace.WithSpanKind(trace.SpanKindProducer))
+	defer span.End()
+	span.SetAttributes(
+		attribute.String("jetway.tenant", p.Tenant),
+		attribute.String("jetway.session", session),
+		attribute.String("cloudevents.event_id", h.ID),
+		attribute.String("cloudevents.event_type", h.Type),
+	)
+	msg, err := events.Encode(ctx, subject, h.Event)
+	if err != nil {
+		return Accepted{}, err
+	}
+	// A message over the server's max_payload can never be stored, however
+	// often it is retried: that is the caller's body being too large (413),
+	// not the store being down (503). --max-body may well be set above it.
+	if limit := d.nc.MaxPayload(); limit > 0 && int64(msgSize(msg)) > limit {
+		return Accepted{}, problemf(http.StatusRequestEntityTooLarge, "too-large", "Event too large for the bus",
+			"the event takes %d bytes on the bus; the NATS server carries at most %d (its max_payload)", msgSize(msg), limit)
+	}
+	// Claimed only now, for an event that can be stored: a refused one
+	// leaves no claim behind to answer its corrected retry as a duplicate.
 	release := func() {}
 	if chosenID {
 		dup, undo, err := d.claimID(ctx, p.Tenant, session, h.ID)
@@ -248,33 +269,15 @@ func (d *Dispatcher) publish(ctx context.Context, p auth.Principal, session stri
 		}
 		release = undo
 	}
-	ctx, span := d.tracer.Start(publishParent(ctx, h.Event), "publish event", trace.WithSpanKind(trace.SpanKindProducer))
-	defer span.End()
-	span.SetAttributes(
-		attribute.String("jetway.tenant", p.Tenant),
-		attribute.String("jetway.session", session),
-		attribute.String("cloudevents.event_id", h.ID),
-		attribute.String("cloudevents.event_type", h.Type),
-	)
-	msg, err := events.Encode(ctx, subject, h.Event)
+	ack, err := d.js.PublishMsg(ctx, msg)
 	if err != nil {
 		release()
-		return Accepted{}, err
 	}
-	// A message over the server's max_payload can never be stored, however
-	// often it is retried: that is the caller's body being too large (413),
-	// not the store being down (503). --max-body may well be set above it.
-	if limit := d.nc.MaxPayload(); limit > 0 && int64(msgSize(msg)) > limit {
-		return Accepted{}, problemf(http.StatusRequestEntityTooLarge, "too-large", "Event too large for the bus",
-			"the event takes %d bytes on the bus; the NATS server carries at most %d (its max_payload)", msgSize(msg), limit)
-	}
-	ack, err := d.js.PublishMsg(ctx, msg)
 	if errors.Is(err, nats.ErrMaxPayload) {
 		return Accepted{}, problemf(http.StatusRequestEntityTooLarge, "too-large", "Event too large for the bus",
 			"publish to %s: %v (the NATS server carries at most %d bytes)", subject, err, d.nc.MaxPayload())
 	}
 	if err != nil {
-		release()
 		span.SetStatus(codes.Error, "publish failed")
 		return Accepted{}, problemf(http.StatusServiceUnavailable, "unavailable", "Event store unavailable",
 			"publish to %s: %v", subject, err)

@@ -837,6 +837,12 @@ func TestA_body_under_max_body_but_over_the_bus_max_payload_is_413_and_the_dispa
 	problemOf(t, f.do("POST", "/v1/events", tokUser, ce, "Content-Type", "application/cloudevents+json"), http.StatusRequestEntityTooLarge)
 	// The refusal happened before the bus: the connection still works.
 	decode[Accepted](t, f.do("POST", "/v1/sessions/s1/input", tokUser, InputRequest{Text: "small"}), http.StatusAccepted)
+	// Nor did the refused event claim its id: the corrected retry with the
+	// same id is stored, not answered as a duplicate of nothing.
+	fixed := `{"specversion":"1.0","id":"big","source":"s","type":"com.example.x","subject":"default/s1","data":"small"}`
+	if a := decode[Accepted](t, f.do("POST", "/v1/events", tokUser, fixed, "Content-Type", "application/cloudevents+json"), http.StatusAccepted); a.Duplicate {
+		t.Fatal("the corrected retry of a refused event was answered as a duplicate")
+	}
 }
 
 func TestAn_impossible_Last_Event_ID_is_400_not_503(t *testing.T) {

@@ -110,7 +110,7 @@ func (w *Worker) opStart(ctx context.Context, data []byte) (any, error) {
 }
 
 // opRun runs a foreground command: it is started contained and adopted as
-// a task at once (seed 002's Adopt: an id, an output file, the manager owns
+// a task at once (tasks.Manager's Adopt: an id, an output file, the manager owns
 // the tree, and it does not count against MaxRunning), then waited for up
 // to the timeout. One that ends in time is answered with its output and
 // its end is not announced again; one still running simply stays a

@@ -2,7 +2,6 @@ package jobs_test
 
 import (
 	"context"
-	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/micro"
 	"golang.org/x/sys/unix"
 
 	"jetway/pkg/tasks/proctree"
@@ -363,19 +361,7 @@ func TestWorker_makes_itself_non_dumpable(t *testing.T) {
 
 func confinementMetadata(t *testing.T, e *env) string {
 	t.Helper()
-	subject, err := micro.ControlSubject(micro.InfoVerb, jobsapi.ServiceName, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	msg, err := e.nc.Request(subject, nil, 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var info micro.Info
-	if err := json.Unmarshal(msg.Data, &info); err != nil {
-		t.Fatal(err)
-	}
-	return info.Metadata[jobs.MetadataConfinement]
+	return serviceInfo(t, e).Metadata[jobs.MetadataConfinement]
 }
 
 func TestDefault_limits_stop_a_fork_bomb_and_a_memory_hog_with_clear_words(t *testing.T) {

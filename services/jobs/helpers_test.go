@@ -2,6 +2,7 @@ package jobs_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
 
 	"jetway/pkg/bus"
 	"jetway/pkg/bus/bustest"
@@ -288,4 +290,23 @@ func (e *env) childWorker(id string) *exec.Cmd {
 		return false
 	})
 	return cmd
+}
+
+// serviceInfo asks the jobs service for its micro info (as `nats micro
+// info` does).
+func serviceInfo(t *testing.T, e *env) micro.Info {
+	t.Helper()
+	subject, err := micro.ControlSubject(micro.InfoVerb, jobsapi.ServiceName, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, err := e.nc.Request(subject, nil, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var info micro.Info
+	if err := json.Unmarshal(msg.Data, &info); err != nil {
+		t.Fatal(err)
+	}
+	return info
 }

@@ -676,18 +676,7 @@ func TestMicro_service_is_discoverable(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	e.startWorker("w1")
-	subject, err := micro.ControlSubject(micro.InfoVerb, jobsapi.ServiceName, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	msg, err := e.nc.Request(subject, nil, 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var info micro.Info
-	if err := json.Unmarshal(msg.Data, &info); err != nil {
-		t.Fatal(err)
-	}
+	info := serviceInfo(t, e)
 	if info.Name != jobsapi.ServiceName || info.Metadata[jobsapi.MetadataWorker] != "w1" {
 		t.Errorf("info = %+v", info.ServiceIdentity)
 	}
