@@ -570,3 +570,26 @@ func TestScripts_settings_are_documented(t *testing.T) {
 		t.Fatal("found no ${JETWAY_…} in scripts/*.sh: has the way they read settings changed?")
 	}
 }
+
+func TestEvery_flag_whose_default_a_variable_sets_names_it_in_its_help(t *testing.T) {
+	// --help is the first place a person looks; a variable that silently
+	// changes a default is a surprise there.
+	reads := envReads(t, false)
+	bound := envBindings(t, reads)
+	if len(bound) == 0 {
+		t.Fatal("found no flag whose default a variable sets: the scan is broken")
+	}
+	for name := range reads {
+		if _, internal := internalEnv[name]; !internal {
+			t.Setenv(name, "")
+		}
+	}
+	flags := allFlags(newRootCmd())
+	for cmd, fs := range bound {
+		for name, env := range fs {
+			if f := flags[cmd][name]; !strings.Contains(f.Usage, env) {
+				t.Errorf("jetway %s --%s takes its default from %s; its usage does not say so: %q", cmd, name, env, f.Usage)
+			}
+		}
+	}
+}
