@@ -593,3 +593,57 @@ func TestEvery_flag_whose_default_a_variable_sets_names_it_in_its_help(t *testin
 		}
 	}
 }
+
+// otherTools are flags the docs show for programs other than jetway: the
+// nats CLI and nats-server, docker compose, git, and the command-line
+// shapes the redactor recognises.
+var otherTools = map[string]string{
+	"addr": "nats-server", "cluster": "nats-server", "routes": "nats-server", "store_dir": "nats-server", "signal": "nats-server",
+	"user": "nats CLI", "password": "nats CLI, redaction examples", "inbox-prefix": "nats CLI", "server": "nats CLI",
+	"config": "nats CLI", "last-for": "nats CLI",
+	"env-file": "docker compose", "build": "docker compose", "stat": "git log",
+	"api-key": "a redaction example", "help": "every command",
+}
+
+func TestDocs_name_only_flags_that_exist(t *testing.T) {
+	// A flag a doc shows in code must be one some jetway command (or the
+	// provisioner) takes, or one of another program the doc runs.
+	real := map[string]bool{}
+	for _, fs := range allFlags(newRootCmd()) {
+		for name := range fs {
+			real[name] = true
+		}
+	}
+	names, _ := provisionFlags(t)
+	for _, n := range names {
+		real[n] = true
+	}
+	code := regexp.MustCompile("`[^`]*`")
+	flag := regexp.MustCompile(`(?:^|[\s\x60(])--([a-z][a-z0-9_-]*)`)
+	docs, _ := filepath.Glob(filepath.Join(repoRoot, "docs", "*.md"))
+	docs = append(docs, filepath.Join(repoRoot, "README.md"))
+	for _, doc := range docs {
+		b, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fenced := false
+		for i, line := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(strings.TrimSpace(line), "```") {
+				fenced = !fenced
+				continue
+			}
+			spans := code.FindAllString(line, -1)
+			if fenced {
+				spans = []string{line} // a shell example: every word counts
+			}
+			for _, span := range spans {
+				for _, m := range flag.FindAllStringSubmatch(span, -1) {
+					if _, other := otherTools[m[1]]; !real[m[1]] && !other {
+						t.Errorf("%s:%d: no jetway command takes --%s", strings.TrimPrefix(doc, repoRoot+"/"), i+1, m[1])
+					}
+				}
+			}
+		}
+	}
+}
