@@ -7,6 +7,7 @@ package main
 // flag's usage must read cleanly in --help. Docs drift silently otherwise.
 
 import (
+	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -642,6 +643,90 @@ func TestDocs_name_only_flags_that_exist(t *testing.T) {
 					if _, other := otherTools[m[1]]; !real[m[1]] && !other {
 						t.Errorf("%s:%d: no jetway command takes --%s", strings.TrimPrefix(doc, repoRoot+"/"), i+1, m[1])
 					}
+				}
+			}
+		}
+	}
+}
+
+// anchor is GitHub's id for a heading: lower case, punctuation dropped,
+// spaces as hyphens.
+func anchor(heading string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(heading) {
+		switch {
+		case r == ' ':
+			b.WriteRune('-')
+		case r == '-' || r == '_' || (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9') || r > 127:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// anchors lists the ids of a markdown file's headings (a repeated heading
+// gets -1, -2, … as on GitHub), skipping fenced code.
+func anchors(t *testing.T, path string) map[string]bool {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, seen := map[string]bool{}, map[string]int{}
+	fenced := false
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(strings.TrimSpace(line), "```") {
+			fenced = !fenced
+		}
+		if fenced || !strings.HasPrefix(line, "#") {
+			continue
+		}
+		id := anchor(strings.TrimSpace(strings.TrimLeft(line, "#")))
+		if n := seen[id]; n > 0 {
+			ids[fmt.Sprintf("%s-%d", id, n)] = true
+		} else {
+			ids[id] = true
+		}
+		seen[id]++
+	}
+	return ids
+}
+
+func TestDocs_links_reach_files_and_headings_that_exist(t *testing.T) {
+	// The docs are read by following links; a renamed heading must not
+	// leave a link pointing nowhere.
+	link := regexp.MustCompile(`\]\(([^)\s]+)\)`)
+	docs, _ := filepath.Glob(filepath.Join(repoRoot, "docs", "*.md"))
+	docs = append(docs, filepath.Join(repoRoot, "README.md"))
+	cache := map[string]map[string]bool{}
+	for _, doc := range docs {
+		b, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, line := range strings.Split(string(b), "\n") {
+			for _, m := range link.FindAllStringSubmatch(line, -1) {
+				target := m[1]
+				if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+					continue
+				}
+				file, frag, _ := strings.Cut(target, "#")
+				path := doc
+				if file != "" {
+					path = filepath.Join(filepath.Dir(doc), file)
+					if _, err := os.Stat(path); err != nil {
+						t.Errorf("%s:%d: %s does not exist", strings.TrimPrefix(doc, repoRoot+"/"), i+1, file)
+						continue
+					}
+				}
+				if frag == "" || !strings.HasSuffix(path, ".md") {
+					continue
+				}
+				if cache[path] == nil {
+					cache[path] = anchors(t, path)
+				}
+				if !cache[path][frag] {
+					t.Errorf("%s:%d: %s has no heading #%s", strings.TrimPrefix(doc, repoRoot+"/"), i+1, filepath.Base(path), frag)
 				}
 			}
 		}
