@@ -21,18 +21,12 @@ import (
 // retry of one that did land harmless.
 func publishRetrying(t *testing.T, js jetstream.JetStream, subj, id string, data []byte) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	testutil.EventuallyNil(t, 20*time.Second, "publish "+id+" to be stored", func() error {
 		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+		defer cancel()
 		_, err := js.Publish(ctx, subj, data, jetstream.WithMsgID(id))
-		cancel()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("publish %s kept failing: %v", id, err)
-		}
-	}
+		return err
+	})
 }
 
 func TestCluster_keeps_every_message_when_a_node_stops_and_comes_back(t *testing.T) {
