@@ -732,3 +732,35 @@ func TestDocs_links_reach_files_and_headings_that_exist(t *testing.T) {
 		}
 	}
 }
+
+func TestREADME_commands_table_names_every_command(t *testing.T) {
+	// The README's table is where a newcomer learns what the binary does;
+	// a command missing there is a command nobody finds.
+	b, err := os.ReadFile(filepath.Join(repoRoot, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(b), "\n## Commands\n")
+	if !ok {
+		t.Fatal(`README.md: no "## Commands" section`)
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	listed := map[string]bool{}
+	for _, line := range strings.Split(section, "\n") {
+		if cells := splitRow(line); strings.HasPrefix(line, "|") && len(cells) > 1 {
+			for _, m := range backquoted.FindAllStringSubmatch(cells[0], -1) {
+				listed[m[1]] = true
+			}
+		}
+	}
+	for cmd := range allFlags(newRootCmd()) {
+		if !listed[cmd] {
+			t.Errorf("README.md's commands table does not name %q", cmd)
+		}
+	}
+	for cmd := range listed {
+		if _, ok := allFlags(newRootCmd())[cmd]; !ok {
+			t.Errorf("README.md's commands table names %q, which is no command", cmd)
+		}
+	}
+}
