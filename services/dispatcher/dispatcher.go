@@ -40,6 +40,7 @@ import (
 
 	"jetway/pkg/auth"
 	"jetway/pkg/bus"
+	api "jetway/pkg/dispatcherapi"
 	"jetway/pkg/telemetry"
 )
 
@@ -52,9 +53,9 @@ const (
 	DefaultRateBurst     = 40
 	DefaultHeartbeat     = 15 * time.Second
 	// ServiceName is the NATS micro service name (see `nats micro ls`).
-	ServiceName = "jetway-dispatcher"
+	ServiceName = api.ServiceName
 	// APISubjectPrefix starts every NATS API subject: jetway.api.input, …
-	APISubjectPrefix = "jetway.api"
+	APISubjectPrefix = api.SubjectPrefix
 )
 
 // Config is everything a Dispatcher needs. Conn and Auth are required.

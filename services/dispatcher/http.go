@@ -248,11 +248,6 @@ func (d *Dispatcher) handleSteer(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusAccepted, acc)
 }
 
-// BatchAccepted answers a batch of CloudEvents, in the order sent.
-type BatchAccepted struct {
-	Events []Accepted `json:"events"`
-}
-
 // handleEvents is the CloudEvents HTTP binding: binary mode (ce-* headers),
 // structured mode (application/cloudevents+json) and batch mode
 // (application/cloudevents-batch+json), read by the SDK itself.
@@ -368,16 +363,6 @@ func refuseDataPair(body []byte, batch bool) error {
 		}
 	}
 	return nil
-}
-
-// SessionList is the answer of GET /v1/sessions.
-type SessionList struct {
-	Sessions []SessionInfo `json:"sessions"`
-}
-
-// JobList is the answer of GET /v1/sessions/{session}/jobs.
-type JobList struct {
-	Jobs []JobInfo `json:"jobs"`
 }
 
 func (d *Dispatcher) handleSessions(w http.ResponseWriter, r *http.Request) {

@@ -13,6 +13,7 @@ import (
 
 	"jetway/pkg/auth"
 	"jetway/pkg/bus"
+	api "jetway/pkg/dispatcherapi"
 	"jetway/pkg/events"
 	"jetway/pkg/handover"
 )
@@ -35,40 +36,33 @@ const recordTries = 8
 // person is the person's say over the session, like a steer or a resume.
 const recoveryControlType = "io.jetway.steer"
 
-// RecoveryRequest is the body of PUT /v1/sessions/{session}/recovery. It is
-// the whole override: a field absent or null clears that part, so the same
-// PUT twice leaves the same record.
-type RecoveryRequest struct {
-	// Policy is "automatic", "manual" or "never".
-	Policy *string `json:"policy"`
-	// MaxAttempts is how many restarts are allowed; 0 means none on its own.
-	MaxAttempts *int `json:"max_attempts"`
-}
+// RecoveryRequest is the body of PUT /v1/sessions/{session}/recovery and
+// RecoveryState the answer of every recovery route (pkg/dispatcherapi).
+type (
+	RecoveryRequest = api.RecoveryRequest
+	RecoveryState   = api.RecoveryState
+)
 
-// RecoveryState answers every recovery route.
-type RecoveryState struct {
-	Session string `json:"session"`
-	// Override is what the session record sets; null when it sets nothing.
-	Override *handover.RecoveryOverride `json:"override"`
-	// Effective is the defaults with Override applied: what a runner decides
-	// the next recovery of this session by.
-	Effective handover.RecoverySettings `json:"effective"`
-	// Revision is the session record's revision after the call; 0 when the
-	// session has no record.
-	Revision uint64 `json:"revision"`
-}
-
+// recoveryState is the answer for a session whose record sets o: the
+// override as stored and the defaults with it applied, in wire form.
 func recoveryState(session string, o *handover.RecoveryOverride, rev uint64) RecoveryState {
 	eff := handover.DefaultRecoverySettings()
+	st := RecoveryState{Session: session, Revision: rev}
 	if o != nil {
 		eff = eff.With(*o)
+		st.Override = &api.RecoveryOverride{MaxAttempts: o.MaxAttempts}
+		if o.Policy != nil {
+			pol := o.Policy.String()
+			st.Override.Policy = &pol
+		}
 	}
-	return RecoveryState{Session: session, Override: o, Effective: eff, Revision: rev}
+	st.Effective = api.RecoverySettings{Policy: eff.Policy.String(), MaxAttempts: eff.MaxAttempts}
+	return st
 }
 
 // override checks req and turns it into the override to store; nil when it
 // sets nothing.
-func (req RecoveryRequest) override() (*handover.RecoveryOverride, error) {
+func overrideOf(req RecoveryRequest) (*handover.RecoveryOverride, error) {
 	var o handover.RecoveryOverride
 	if req.Policy != nil {
 		pol, err := handover.ParseRecoveryPolicy(*req.Policy)
@@ -130,7 +124,7 @@ func (d *Dispatcher) SetRecovery(ctx context.Context, p auth.Principal, session 
 	if err := events.ValidateToken("session", session); err != nil {
 		return RecoveryState{}, err
 	}
-	o, err := req.override()
+	o, err := overrideOf(req)
 	if err != nil {
 		return RecoveryState{}, err
 	}
