@@ -266,3 +266,58 @@ type NATSRequest struct {
 	Tail   int    `json:"tail,omitempty"`
 	Grep   string `json:"grep,omitempty"`
 }
+
+// SessionDetail answers GET /v1/sessions/{session}: the session record as
+// stored (SessionInfo's fields, unchanged) and what a person needs to know
+// why the session does or does not run.
+type SessionDetail struct {
+	SessionInfo
+	// State is "idle", "running", "interrupted" (recovery refused; it waits
+	// for a person) or "stopped" (Ground Stop ended its run).
+	State string `json:"state"`
+	// Run is the live run's id while State is running.
+	Run string `json:"run,omitempty"`
+	// Cause is the live or last run's cause; Reason why the last run ended
+	// or why the session is interrupted.
+	Cause  string `json:"cause,omitempty"`
+	Reason string `json:"reason,omitempty"`
+	// Since is when the session entered State.
+	Since time.Time `json:"since,omitzero"`
+	// Runs counts the session's runs.
+	Runs int `json:"runs"`
+	// Agent names the agent profile the session runs with.
+	Agent string `json:"agent"`
+	// GroundStop lists every Ground Stop switch that is on and covers the
+	// session; empty when none holds it.
+	GroundStop []StopSwitch `json:"ground_stop"`
+	// PendingEvents counts the events stored for the session that have not
+	// reached the model yet: queued for its next run, or notices waiting for
+	// the running one's next model call (Ground Stop holds them all).
+	PendingEvents int `json:"pending_events"`
+	// Jobs are the session's running background jobs as its jobs worker
+	// reports them; JobsError says why they could not be read (the worker
+	// does not answer), in which case Jobs is empty.
+	Jobs      []RunningJob `json:"jobs"`
+	JobsError string       `json:"jobs_error,omitempty"`
+	// Layovers are the work the agent set down to check later.
+	Layovers []Layover `json:"layovers"`
+	// Recovery is the session's recovery override and the rule in effect.
+	Recovery RecoveryState `json:"recovery"`
+	// Children are the session's sub-agent sessions, when it has any.
+	Children []string `json:"children,omitempty"`
+}
+
+// RunningJob is a background job that is still running, as its worker
+// reports it.
+type RunningJob struct {
+	ID      string    `json:"id"`
+	Program string    `json:"program"`
+	Command string    `json:"command"`
+	Started time.Time `json:"started"`
+	Lines   int       `json:"lines"`
+	Bytes   int64     `json:"bytes"`
+	// Foreground: a command of the live run is waiting for it right now.
+	Foreground bool `json:"foreground,omitempty"`
+	// Line is the job's one-line description.
+	Line string `json:"line"`
+}

@@ -322,23 +322,26 @@ func (d *Dispatcher) Session(ctx context.Context, p auth.Principal, session stri
 	if err := events.ValidateToken("session", session); err != nil {
 		return SessionInfo{}, err
 	}
-	kv, err := d.bucket(ctx, bus.BucketSessions)
+	sr, err := d.readRecord(ctx, p.Tenant, session)
 	if err != nil {
 		return SessionInfo{}, err
 	}
-	notFound := problemf(http.StatusNotFound, "not-found", "No such session",
-		"tenant %q has no record of session %q", p.Tenant, session)
-	if kv == nil {
-		return SessionInfo{}, notFound
+	if !sr.Found {
+		return SessionInfo{}, noSession(p.Tenant, session)
 	}
-	e, err := kv.Get(ctx, p.Tenant+"."+session)
-	switch {
-	case errors.Is(err, jetstream.ErrKeyNotFound):
-		return SessionInfo{}, notFound
-	case err != nil:
-		return SessionInfo{}, unavailable("read session record", err)
-	}
-	return SessionInfo{Session: session, Revision: e.Revision(), Updated: e.Created(), Record: asJSON(e.Value())}, nil
+	return sessionInfo(session, sr), nil
+}
+
+func sessionInfo(session string, sr storedRecord) SessionInfo {
+	return SessionInfo{Session: session, Revision: sr.Revision, Updated: sr.Updated, Record: asJSON(sr.Raw)}
+}
+
+// noSession is the answer for a session the caller's tenant has no trace
+// of: the same whether it exists in another tenant or nowhere, so a token
+// learns nothing about other tenants' sessions.
+func noSession(tenant, session string) *Problem {
+	return problemf(http.StatusNotFound, "not-found", "No such session",
+		"tenant %q has no record of session %q", tenant, session)
 }
 
 // Jobs lists the background jobs recorded for one of the caller's

@@ -42,6 +42,7 @@ import (
 	"jetway/pkg/bus"
 	api "jetway/pkg/dispatcherapi"
 	"jetway/pkg/telemetry"
+	jobsclient "jetway/services/jobs/client"
 )
 
 // Defaults for zero Config fields.
@@ -109,6 +110,13 @@ type Dispatcher struct {
 
 	kvMu sync.Mutex
 	kvs  map[string]jetstream.KeyValue
+	// streams are the streams read directly (detail.go), under kvMu too.
+	streams map[string]jetstream.Stream
+
+	// jobs is the jobs service's client, made at first use (jobs.go).
+	jobsOnce sync.Once
+	jobs     *jobsclient.Client
+	jobsErr  error
 
 	// noIDBucket logs once that duplicate answers are off (claimID).
 	noIDBucket sync.Once
@@ -178,6 +186,7 @@ func New(cfg Config) (*Dispatcher, error) {
 		metrics:  m,
 		limiters: map[string]*rate.Limiter{},
 		kvs:      map[string]jetstream.KeyValue{},
+		streams:  map[string]jetstream.Stream{},
 	}, nil
 }
 

@@ -379,20 +379,6 @@ func (d *Dispatcher) handleSessions(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, SessionList{Sessions: ss})
 }
 
-func (d *Dispatcher) handleSession(w http.ResponseWriter, r *http.Request) {
-	p, err := d.principal(r)
-	if err != nil {
-		d.fail(w, r, err)
-		return
-	}
-	s, err := d.Session(r.Context(), p, r.PathValue("session"))
-	if err != nil {
-		d.fail(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, s)
-}
-
 func (d *Dispatcher) handleJobs(w http.ResponseWriter, r *http.Request) {
 	p, err := d.principal(r)
 	if err != nil {

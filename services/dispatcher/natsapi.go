@@ -202,7 +202,7 @@ func (d *Dispatcher) natsSessions(ctx context.Context, p auth.Principal, req mic
 		return nil, err
 	}
 	if r.Session != "" {
-		return d.Session(ctx, p, r.Session)
+		return d.SessionDetail(ctx, p, r.Session)
 	}
 	ss, err := d.Sessions(ctx, p)
 	if err != nil {

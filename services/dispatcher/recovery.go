@@ -92,30 +92,31 @@ func (d *Dispatcher) Recovery(ctx context.Context, p auth.Principal, session str
 	if err := events.ValidateToken("session", session); err != nil {
 		return RecoveryState{}, err
 	}
-	kv, err := d.bucket(ctx, bus.BucketSessions)
+	sr, err := d.readRecord(ctx, p.Tenant, session)
 	if err != nil {
 		return RecoveryState{}, err
 	}
-	if kv == nil {
+	return recoveryOf(p.Tenant, session, sr)
+}
+
+// recoveryOf is the recovery answer for a record read by readRecord.
+func recoveryOf(tenant, session string, sr storedRecord) (RecoveryState, error) {
+	if !sr.Found {
 		return recoveryState(session, nil, 0), nil
 	}
-	e, err := kv.Get(ctx, p.Tenant+"."+session)
-	switch {
-	case errors.Is(err, jetstream.ErrKeyNotFound):
-		return recoveryState(session, nil, 0), nil
-	case err != nil:
-		return RecoveryState{}, unavailable("read session record", err)
-	}
-	fields, err := recordFields(p.Tenant, session, e.Value())
-	if err != nil {
-		return RecoveryState{}, err
-	}
-	o, err := storedOverride(fields)
-	if err != nil {
+	if sr.Err != nil {
+		var pr *Problem
+		if errors.As(sr.Err, &pr) {
+			return RecoveryState{}, pr
+		}
 		return RecoveryState{}, problemf(http.StatusInternalServerError, "corrupt-record", "Session record unreadable",
-			"session %s/%s: stored policy: %v", p.Tenant, session, err)
+			"session %s/%s: stored record: %v", tenant, session, sr.Err)
 	}
-	return recoveryState(session, o, e.Revision()), nil
+	o := sr.Rec.Policy
+	if o != nil && o.Policy == nil && o.MaxAttempts == nil {
+		o = nil
+	}
+	return recoveryState(session, o, sr.Revision), nil
 }
 
 // SetRecovery stores req as the session's recovery override, replacing the
