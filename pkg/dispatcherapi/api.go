@@ -321,3 +321,75 @@ type RunningJob struct {
 	// Line is the job's one-line description.
 	Line string `json:"line"`
 }
+
+// Transcript paging: a page holds DefaultTranscriptLimit entries unless
+// the request asks for another number, at most MaxTranscriptLimit.
+const (
+	DefaultTranscriptLimit = 100
+	MaxTranscriptLimit     = 500
+)
+
+// TranscriptPage answers GET /v1/sessions/{session}/transcript: entries
+// in the order they were recorded, redacted as a person may read them.
+type TranscriptPage struct {
+	Session string            `json:"session"`
+	Entries []TranscriptEntry `json:"entries"`
+	// Next is the after of the next page: the last entry's id, or the
+	// request's after when the page is empty.
+	Next uint64 `json:"next"`
+	// More says entries follow this page.
+	More bool `json:"more"`
+}
+
+// TranscriptEntry is one record of a session's transcript.
+type TranscriptEntry struct {
+	// ID is the entry's stable identity: it never changes, and ids grow in
+	// the order entries were recorded (they are not contiguous).
+	ID uint64 `json:"id"`
+	// Kind is "message" (a turn), "run_started" (a run began; it carries the
+	// run's first turn), "run_ended", "refused" (an event refused, never
+	// shown to the model) or "boundary" (a compaction folded the history).
+	Kind string    `json:"kind"`
+	Time time.Time `json:"time"`
+	Run  string    `json:"run,omitempty"`
+	// Role ("user" or "assistant"), MessageKind (empty for an ordinary turn;
+	// "notice", "reminder", "compact_summary", …) and Content are the turn's,
+	// when the entry carries one. Tool results travel in user turns.
+	Role        string            `json:"role,omitempty"`
+	MessageKind string            `json:"message_kind,omitempty"`
+	Content     []TranscriptBlock `json:"content,omitempty"`
+	// Delivers are the CE ids of the events this turn handed to the model.
+	Delivers []string `json:"delivers,omitempty"`
+	// Cause is a run's cause (run_started); Reason why it ended (run_ended)
+	// or why an event was refused (refused), whose id and type are Event
+	// and Type.
+	Cause  string `json:"cause,omitempty"`
+	Reason string `json:"reason,omitempty"`
+	Event  string `json:"event,omitempty"`
+	Type   string `json:"type,omitempty"`
+	// Usage is the model's token use for an assistant turn.
+	Usage *TranscriptUsage `json:"usage,omitempty"`
+}
+
+// TranscriptBlock is one part of a turn. Only the fields of its Type are
+// set: text and thinking have Text; tool_use has ID, Name and Input (the
+// arguments); tool_result has ToolUseID, Content and IsError; Images
+// counts the pictures an image block or a tool result held (they are not
+// served here).
+type TranscriptBlock struct {
+	Type      string          `json:"type"`
+	Text      string          `json:"text,omitempty"`
+	ID        string          `json:"id,omitempty"`
+	Name      string          `json:"name,omitempty"`
+	Input     json.RawMessage `json:"input,omitempty"`
+	ToolUseID string          `json:"tool_use_id,omitempty"`
+	Content   string          `json:"content,omitempty"`
+	IsError   bool            `json:"is_error,omitempty"`
+	Images    int             `json:"images,omitempty"`
+}
+
+// TranscriptUsage is token accounting as the provider reported it.
+type TranscriptUsage struct {
+	InputTokens  int `json:"input_tokens"`
+	OutputTokens int `json:"output_tokens"`
+}
