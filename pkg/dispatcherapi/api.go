@@ -297,7 +297,7 @@ type SessionDetail struct {
 	// Jobs are the session's running background jobs as its jobs worker
 	// reports them; JobsError says why they could not be read (the worker
 	// does not answer), in which case Jobs is empty.
-	Jobs      []RunningJob `json:"jobs"`
+	Jobs      []JobSummary `json:"jobs"`
 	JobsError string       `json:"jobs_error,omitempty"`
 	// Layovers are the work the agent set down to check later.
 	Layovers []Layover `json:"layovers"`
@@ -307,19 +307,47 @@ type SessionDetail struct {
 	Children []string `json:"children,omitempty"`
 }
 
-// RunningJob is a background job that is still running, as its worker
-// reports it.
-type RunningJob struct {
-	ID      string    `json:"id"`
-	Program string    `json:"program"`
-	Command string    `json:"command"`
-	Started time.Time `json:"started"`
-	Lines   int       `json:"lines"`
-	Bytes   int64     `json:"bytes"`
+// JobSummary is a background job as its jobs worker reports it.
+type JobSummary struct {
+	ID      string `json:"id"`
+	Program string `json:"program"`
+	Command string `json:"command"`
+	// Status is "running", "exited", "killed", "timed_out", "failed" or
+	// "lost"; ExitCode and Ended are set once it ended.
+	Status   string    `json:"status"`
+	ExitCode int       `json:"exit_code"`
+	Started  time.Time `json:"started"`
+	Ended    time.Time `json:"ended,omitzero"`
+	Lines    int       `json:"lines"`
+	Bytes    int64     `json:"bytes"`
 	// Foreground: a command of the live run is waiting for it right now.
 	Foreground bool `json:"foreground,omitempty"`
 	// Line is the job's one-line description.
 	Line string `json:"line"`
+}
+
+// JobOutputRequest reads a job's output (the query of
+// GET /v1/sessions/{session}/jobs/{id}/output): Grep set searches it
+// (RE2), Tail set returns its last Tail lines, otherwise Limit lines
+// (default 200) from line Offset (1-based).
+type JobOutputRequest struct {
+	Offset int    `json:"offset,omitempty"`
+	Limit  int    `json:"limit,omitempty"`
+	Tail   int    `json:"tail,omitempty"`
+	Grep   string `json:"grep,omitempty"`
+}
+
+// JobOutput holds lines of a job's output, as cleaned and redacted when
+// the job wrote them. For a grep, Lines are numbered "n: text" and Matched
+// counts every match; otherwise Offset is the number of the first line
+// returned, Total the lines written so far and More says lines follow.
+type JobOutput struct {
+	Lines   []string   `json:"lines"`
+	Offset  int        `json:"offset,omitempty"`
+	Total   int        `json:"total"`
+	More    bool       `json:"more,omitempty"`
+	Matched int        `json:"matched,omitempty"`
+	Job     JobSummary `json:"job"`
 }
 
 // Transcript paging: a page holds DefaultTranscriptLimit entries unless

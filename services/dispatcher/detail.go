@@ -16,7 +16,6 @@ import (
 	"jetway/pkg/events"
 	"jetway/services/dispatcher/groundstop"
 	jobsclient "jetway/services/jobs/client"
-	"jetway/services/jobs/jobsapi"
 )
 
 // SessionDetail is the answer of GET /v1/sessions/{session}.
@@ -59,7 +58,7 @@ func (d *Dispatcher) SessionDetail(ctx context.Context, p auth.Principal, sessio
 		Runs:          sr.Rec.Runs,
 		Agent:         sr.Rec.Agent,
 		PendingEvents: pending,
-		Jobs:          []api.RunningJob{},
+		Jobs:          []api.JobSummary{},
 	}
 	if !sr.Found {
 		out.SessionInfo.Record = nil
@@ -185,29 +184,24 @@ func (d *Dispatcher) jobsClient() (*jobsclient.Client, error) {
 // runningJobs asks the session's jobs worker for its running jobs. A
 // session never bound to a worker has none; a worker that does not answer
 // is reported as the reason, not as a failed detail.
-func (d *Dispatcher) runningJobs(ctx context.Context, tenant, session string) ([]api.RunningJob, string) {
+func (d *Dispatcher) runningJobs(ctx context.Context, tenant, session string) ([]api.JobSummary, string) {
 	jc, err := d.jobsClient()
 	if err != nil {
-		return []api.RunningJob{}, err.Error()
+		return []api.JobSummary{}, err.Error()
 	}
 	ctx, cancel := context.WithTimeout(ctx, jobsAnswerWithin)
 	defer cancel()
 	jobs, err := jc.List(ctx, tenant, session)
 	if err != nil {
-		return []api.RunningJob{}, err.Error()
+		return []api.JobSummary{}, err.Error()
 	}
-	out := []api.RunningJob{}
+	out := []api.JobSummary{}
 	for _, j := range jobs {
 		if j.Ended.IsZero() {
-			out = append(out, runningJob(j))
+			out = append(out, jobSummary(j))
 		}
 	}
 	return out, ""
-}
-
-func runningJob(j jobsapi.Job) api.RunningJob {
-	return api.RunningJob{ID: j.ID, Program: j.Program, Command: j.Summary, Started: j.Started,
-		Lines: j.Lines, Bytes: j.Bytes, Foreground: j.Foreground, Line: j.Line}
 }
 
 // handleSession answers GET /v1/sessions/{session} with the detail.

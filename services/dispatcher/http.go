@@ -46,6 +46,8 @@ func (d *Dispatcher) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/sessions/{session}", d.handleSession)
 	mux.HandleFunc("GET /v1/sessions/{session}/jobs", d.handleJobs)
 	mux.HandleFunc("GET /v1/sessions/{session}/transcript", d.handleTranscript)
+	mux.HandleFunc("GET /v1/sessions/{session}/jobs/{id}/output", d.handleJobOutput)
+	mux.HandleFunc("POST /v1/sessions/{session}/jobs/{id}/kill", d.handleKillJob)
 	mux.HandleFunc("GET /v1/sessions/{session}/stream", d.handleStream)
 	mux.HandleFunc("GET /v1/stop", d.handleStop)
 	mux.HandleFunc("POST /v1/stop", d.handleStop)
