@@ -91,6 +91,19 @@ type (
 	RecoverySettings = dispatcherapi.RecoverySettings
 	// Recovery is a session's recovery override and the settings in effect.
 	Recovery = dispatcherapi.RecoveryState
+	// SessionDetail is a session's state, Ground Stop, waiting events,
+	// running jobs, layovers and recovery rule.
+	SessionDetail = dispatcherapi.SessionDetail
+	// TranscriptPage is a page of a session's history.
+	TranscriptPage = dispatcherapi.TranscriptPage
+	// TranscriptEntry is one record of a session's history.
+	TranscriptEntry = dispatcherapi.TranscriptEntry
+	// JobSummary is a background job as its worker reports it.
+	JobSummary = dispatcherapi.JobSummary
+	// JobOutputRequest picks the lines of a job's output to read.
+	JobOutputRequest = dispatcherapi.JobOutputRequest
+	// JobOutput is lines of a job's output.
+	JobOutput = dispatcherapi.JobOutput
 )
 
 // StopTarget names a Ground Stop switch. The zero value is the caller's

@@ -8,6 +8,7 @@ import (
 	"os"
 	"regexp"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -111,6 +112,16 @@ func TestJobOutput_and_kill_through_the_dispatcher_reach_the_real_job_of_the_cal
 	if len(page.Lines) != 1 || page.Lines[0] != "build line two" || !page.More {
 		t.Errorf("offset=2&limit=1 = %+v", page)
 	}
+	c := f.client(t, tokUser)
+	viaClient, err := c.JobOutput(context.Background(), "s1", job.ID, JobOutputRequest{Grep: "two"})
+	if err != nil || viaClient.Matched != 1 {
+		t.Errorf("client grep = %+v (%v)", viaClient, err)
+	}
+	f.serveNATS(t)
+	resp := natsRequest(t, f, SubjectJob, tokUser, fmt.Sprintf(`{"session":"s1","job":%q,"tail":1}`, job.ID))
+	if !strings.Contains(string(resp.Data), out.Lines[2]) {
+		t.Errorf("NATS output: %s", resp.Data)
+	}
 	problemOf(t, f.do("GET", base+"/output?tail=1&grep=x", tokUser, nil), http.StatusBadRequest)
 	problemOf(t, f.do("GET", base+"/output?grep=(", tokUser, nil), http.StatusBadRequest)
 
@@ -133,7 +144,10 @@ func TestJobOutput_and_kill_through_the_dispatcher_reach_the_real_job_of_the_cal
 	}
 	problemOf(t, f.do("GET", "/v1/sessions/s1/jobs/999/output", tokUser, nil), http.StatusNotFound)
 
-	killed := decode[JobSummary](t, f.do("POST", base+"/kill", tokUser, nil), http.StatusOK)
+	killed, err := c.KillJob(context.Background(), "s1", job.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if killed.ID != job.ID || killed.Status != "killed" || killed.Ended.IsZero() {
 		t.Fatalf("kill answered %+v, want the job killed", killed)
 	}

@@ -44,20 +44,22 @@ func (d *Dispatcher) StartNATS() (micro.Service, error) {
 		Name:        ServiceName,
 		Version:     semver(d.cfg.Version),
 		Metadata:    map[string]string{"build": d.cfg.Version},
-		Description: "jetway front door: input, steer, CloudEvents, sessions, jobs, recovery policy, Ground Stop",
+		Description: "jetway front door: input, steer, CloudEvents, sessions, transcripts, jobs, recovery policy, Ground Stop",
 	})
 	if err != nil {
 		return nil, fmt.Errorf("dispatcher: start NATS API: %w", err)
 	}
 	g := svc.AddGroup(APISubjectPrefix)
 	endpoints := map[string]func(context.Context, auth.Principal, micro.Request) (any, error){
-		"input":    d.natsInput,
-		"steer":    d.natsSteer,
-		"event":    d.natsEvent,
-		"sessions": d.natsSessions,
-		"jobs":     d.natsJobs,
-		"stop":     d.natsStop,
-		"recovery": d.natsRecovery,
+		"input":      d.natsInput,
+		"steer":      d.natsSteer,
+		"event":      d.natsEvent,
+		"sessions":   d.natsSessions,
+		"jobs":       d.natsJobs,
+		"stop":       d.natsStop,
+		"recovery":   d.natsRecovery,
+		"transcript": d.natsTranscript,
+		"job":        d.natsJob,
 	}
 	for name, fn := range endpoints {
 		if err := g.AddEndpoint(name, d.natsHandler(name, fn)); err != nil {
@@ -256,4 +258,27 @@ func (d *Dispatcher) natsRecovery(ctx context.Context, p auth.Principal, req mic
 	}
 	return nil, problemf(http.StatusBadRequest, "bad-request", "Unknown action",
 		"action %q: want set, clear or get", shortenQ(r.Action))
+}
+
+func (d *Dispatcher) natsTranscript(ctx context.Context, p auth.Principal, req micro.Request) (any, error) {
+	r, err := decodeNATS(req, false)
+	if err != nil {
+		return nil, err
+	}
+	return d.Transcript(ctx, p, r.Session, r.After, r.Limit)
+}
+
+func (d *Dispatcher) natsJob(ctx context.Context, p auth.Principal, req micro.Request) (any, error) {
+	r, err := decodeNATS(req, false)
+	if err != nil {
+		return nil, err
+	}
+	switch r.Action {
+	case "", "output":
+		return d.JobOutput(ctx, p, r.Session, r.Job, JobOutputRequest{Offset: r.Offset, Limit: r.Limit, Tail: r.Tail, Grep: r.Grep})
+	case "kill":
+		return d.KillJob(ctx, p, r.Session, r.Job)
+	}
+	return nil, problemf(http.StatusBadRequest, "bad-request", "Unknown action",
+		"action %q: want output or kill", shortenQ(r.Action))
 }

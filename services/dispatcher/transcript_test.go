@@ -139,6 +139,30 @@ func TestTranscript_pages_a_2000_turn_session_in_order_redacted_and_only_to_its_
 		t.Fatalf("past the end: %+v", end)
 	}
 
+	// The Go client pages through all of it in order.
+	c := f.client(t, tokUser)
+	var got []uint64
+	if err := c.EachTranscriptEntry(context.Background(), "long", 0, func(e api.TranscriptEntry) error {
+		got = append(got, e.ID)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != n || got[0] != first.Entries[0].ID || got[n-1] != after {
+		t.Fatalf("the client paged %d entries, want %d from %d to %d", len(got), n, first.Entries[0].ID, after)
+	}
+
+	// The NATS API answers the same page.
+	f.serveNATS(t)
+	resp := natsRequest(t, f, SubjectTranscript, tokUser, `{"session":"long","limit":100}`)
+	var viaNATS TranscriptPage
+	if err := json.Unmarshal(resp.Data, &viaNATS); err != nil || len(viaNATS.Entries) != 100 || viaNATS.Next != first.Next {
+		t.Fatalf("NATS page: %s (%v)", resp.Data, err)
+	}
+	if code := natsRequest(t, f, SubjectTranscript, tokAcme, `{"session":"long"}`).Header.Get("Nats-Service-Error-Code"); code != "404" {
+		t.Fatalf("another tenant over NATS: code %q, want 404", code)
+	}
+
 	// Another tenant's token finds nothing, as on every session route.
 	problemOf(t, f.do("GET", "/v1/sessions/long/transcript", tokAcme, nil), http.StatusNotFound)
 	problemOf(t, f.do("GET", "/v1/sessions/long/transcript?limit=501", tokUser, nil), http.StatusBadRequest)
