@@ -116,12 +116,18 @@ type StopTarget struct {
 	// Tenant names another tenant (operator token only).
 	Tenant  string
 	Session string
+	// OwnTenant asks for the token's own tenant's switch, which is not an
+	// operator token's default (operator tokens of no tenant are refused).
+	OwnTenant bool
 }
 
 func (t StopTarget) query() url.Values {
 	q := url.Values{}
-	if t.Global {
+	switch {
+	case t.Global:
 		q.Set("scope", "global")
+	case t.OwnTenant:
+		q.Set("scope", "tenant")
 	}
 	if t.Tenant != "" {
 		q.Set("tenant", t.Tenant)
