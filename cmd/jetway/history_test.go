@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http/httptest"
 	"regexp"
 	"strings"
@@ -147,4 +148,73 @@ func (s stack) record(t *testing.T, session string, recs ...runner.Record) {
 	}
 }
 
-var _ = llm.RoleUser
+func TestHistory_prints_a_whole_session_readably_and_as_json_lines(t *testing.T) {
+	s := realStack(t)
+	at := time.Date(2026, 12, 3, 6, 0, 0, 0, time.UTC)
+	msg := func(role llm.Role, kind llm.MessageKind, blocks ...llm.ContentBlock) *llm.Message {
+		return &llm.Message{Role: role, Kind: kind, Content: blocks}
+	}
+	text := func(s string) llm.ContentBlock { return llm.ContentBlock{Type: llm.BlockText, Text: s} }
+	const secret = "ghp_4Xb9Kq2LmN7pR3sT8vW1yZ5aC6dE0fG2hJ4k"
+	recs := []runner.Record{
+		{Kind: runner.RecordRunStarted, Run: "r-1", Cause: "input", Time: at, Message: msg(llm.RoleUser, "", text("run the tests"))},
+		{Kind: runner.RecordMessage, Run: "r-1", Time: at, Message: msg(llm.RoleAssistant, "", text("Running them."),
+			llm.ContentBlock{Type: llm.BlockToolUse, ID: "t1", Name: "bash", Input: json.RawMessage(`{"command":"GITHUB_TOKEN=` + secret + ` go test ./..."}`)})},
+		{Kind: runner.RecordMessage, Run: "r-1", Time: at, Message: msg(llm.RoleUser, "",
+			llm.ContentBlock{Type: llm.BlockToolResult, ToolUseID: "t1", Content: "ok  \tjetway/pkg\t0.3s\nok  \tjetway/cmd\t1.1s\n"})},
+		{Kind: runner.RecordMessage, Run: "r-1", Time: at, Message: msg(llm.RoleUser, llm.KindNotice, text("[background job notice] job 3 (gh) exited 0 after 21m."))},
+		{Kind: runner.RecordRunEnded, Run: "r-1", Reason: "end_turn", Time: at},
+		{Kind: runner.RecordRefused, Event: "ev-9", Type: "io.jetway.job.exited", Reason: "job events come only from jobs workers", Time: at},
+	}
+	// More than a page of chatter, so the command has to page.
+	for i := range 130 {
+		recs = append(recs, runner.Record{Kind: runner.RecordMessage, Run: "r-2", Time: at,
+			Message: msg(llm.RoleAssistant, "", text(fmt.Sprintf("line %03d", i)))})
+	}
+	s.record(t, "s1", recs...)
+
+	out := s.run(t, stackUser, "history", "s1")
+	if strings.Contains(out, secret[4:]) {
+		t.Fatalf("history prints the token:\n%s", out)
+	}
+	want := []string{
+		"── run r-1 started (input) ",
+		"person: run the tests",
+		"assistant: Running them.",
+		"  bash(GITHUB_TOKEN=ghp_[REDACTED] go test ./...) → ok  \tjetway/pkg\t0.3s (+1 lines)",
+		"notice: [background job notice] job 3 (gh) exited 0 after 21m.",
+		"── run r-1 ended: end_turn ",
+		"refused: event ev-9 (io.jetway.job.exited): job events come only from jobs workers",
+		"assistant: line 000",
+		"assistant: line 129",
+	}
+	rest := out
+	for _, w := range want {
+		i := strings.Index(rest, w)
+		if i < 0 {
+			t.Fatalf("history lacks (in order) %q:\n%s", w, out)
+		}
+		rest = rest[i+len(w):]
+	}
+
+	js := s.run(t, stackUser, "history", "--json", "s1")
+	lines := strings.Split(strings.TrimSpace(js), "\n")
+	if len(lines) != len(recs) {
+		t.Fatalf("--json printed %d lines, want %d", len(lines), len(recs))
+	}
+	var prev uint64
+	for i, l := range lines {
+		var e struct {
+			ID   uint64 `json:"id"`
+			Kind string `json:"kind"`
+		}
+		if err := json.Unmarshal([]byte(l), &e); err != nil || e.ID <= prev || e.Kind != recs[i].Kind {
+			t.Fatalf("line %d = %s (%v), want entry of kind %s after id %d", i, l, err, recs[i].Kind, prev)
+		}
+		prev = e.ID
+	}
+
+	if _, err := runCLI(t, "history", "--url", s.url, "--token", stackUser, "nosuch"); err == nil || !strings.Contains(err.Error(), "404") {
+		t.Fatalf("history of an unknown session: %v", err)
+	}
+}

@@ -98,6 +98,8 @@ type (
 	TranscriptPage = dispatcherapi.TranscriptPage
 	// TranscriptEntry is one record of a session's history.
 	TranscriptEntry = dispatcherapi.TranscriptEntry
+	// TranscriptBlock is one part of a turn in a session's history.
+	TranscriptBlock = dispatcherapi.TranscriptBlock
 	// JobSummary is a background job as its worker reports it.
 	JobSummary = dispatcherapi.JobSummary
 	// JobOutputRequest picks the lines of a job's output to read.
