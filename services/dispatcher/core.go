@@ -161,11 +161,19 @@ func (d *Dispatcher) Steer(ctx context.Context, p auth.Principal, session string
 
 // publishHeld publishes a person's event and says in the answer which
 // Ground Stop switches hold the session, so "sent" never reads as "being
-// worked on" while nothing will run. The switches are read while the event
-// is published, not before, so the answer takes no longer than it did. A
-// failed read leaves the answer without them: the event is stored, and
-// refusing the request would invite a retry that stores nothing new.
+// worked on" while nothing will run. The switches come from the mirror
+// (stopmirror.go); until it is ready they are read from the bucket while
+// the event is published. A failed read leaves the answer without them:
+// the event is stored, and refusing the request would invite a retry that
+// stores nothing new.
 func (d *Dispatcher) publishHeld(ctx context.Context, p auth.Principal, session string, e event.Event, chosenID bool) (Accepted, error) {
+	if held, ok := d.heldFromMirror(p, session); ok {
+		acc, err := d.publish(ctx, p, session, e, chosenID)
+		if err == nil && len(held) > 0 {
+			acc.Held = held
+		}
+		return acc, err
+	}
 	var held []StopSwitch
 	var heldErr error
 	done := make(chan struct{})
@@ -485,6 +493,9 @@ func (d *Dispatcher) SetStop(ctx context.Context, p auth.Principal, t StopTarget
 	if _, err := groundstop.Set(ctx, kv, tenant, session, rec); err != nil {
 		return StopState{}, unavailable("set Ground Stop", err)
 	}
+	if key, err := groundstop.Key(tenant, session); err == nil {
+		d.stops.apply(key, rec, true)
+	}
 	d.log.Warn().Str("by", rec.By).Str("tenant", p.Tenant).Str("scope", scope).Str("reason", req.Reason).Msg("Ground Stop on")
 	return StopState{GroundStop: true, Scope: scope, Reason: rec.Reason, By: rec.By, At: rec.At}, nil
 }
@@ -504,6 +515,9 @@ func (d *Dispatcher) ClearStop(ctx context.Context, p auth.Principal, t StopTarg
 	}
 	if err := groundstop.Clear(ctx, kv, tenant, session); err != nil {
 		return StopState{}, unavailable("clear Ground Stop", err)
+	}
+	if key, err := groundstop.Key(tenant, session); err == nil {
+		d.stops.apply(key, groundstop.Record{}, false)
 	}
 	d.log.Warn().Str("by", stopBy(p)).Str("tenant", p.Tenant).Str("scope", scope).Msg("Ground Stop off")
 	return StopState{GroundStop: false, Scope: scope}, nil

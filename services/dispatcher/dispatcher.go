@@ -123,6 +123,9 @@ type Dispatcher struct {
 	jobs     *jobsclient.Client
 	jobsErr  error
 
+	// stops mirrors the Ground Stop switches for input answers.
+	stops stopMirror
+
 	// noIDBucket logs once that duplicate answers are off (claimID).
 	noIDBucket sync.Once
 
