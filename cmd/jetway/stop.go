@@ -84,11 +84,17 @@ tokens file's operator token is used (its admin token if it has none).`,
 
 // printStatus shows the switch t names and, so that nothing that holds a
 // session goes unsaid, every switch covering a named session, or with the
-// global switch the token's own tenant's switches.
+// global switch the token's own tenant's switches (for a person; --json
+// prints the one answer).
 func printStatus(ctx context.Context, w io.Writer, c *client.Client, t client.StopTarget, asJSON bool) error {
 	st, err := c.StopAt(ctx, t)
 	if err != nil {
 		return err
+	}
+	if asJSON {
+		// The answer as it is: what a program reads does not change shape
+		// with the token's kind.
+		return printJSON(w, st)
 	}
 	states := []client.StopState{st}
 	if st.Scope == "global" && !t.Global {
@@ -96,12 +102,6 @@ func printStatus(ctx context.Context, w io.Writer, c *client.Client, t client.St
 		if own, err := c.StopAt(ctx, client.StopTarget{OwnTenant: true}); err == nil {
 			states = append(states, own)
 		}
-	}
-	if asJSON {
-		if len(states) == 1 {
-			return printJSON(w, st)
-		}
-		return printJSON(w, states)
 	}
 	for _, s := range states {
 		if err := printStop(w, s); err != nil {
