@@ -564,22 +564,7 @@ func (l *loop) request(ctx context.Context) llm.CompletionRequest {
 	}
 	if r := l.in.SystemReminder; r != "" {
 		settled = 0 // the reminder goes into the first turn, anew each call
-		block := llm.ContentBlock{Type: llm.BlockText, Text: r}
-		if len(view) > 0 && view[0].Role == llm.RoleUser {
-			first := view[0]
-			var results, rest []llm.ContentBlock
-			for _, b := range first.Content {
-				if b.Type == llm.BlockToolResult {
-					results = append(results, b)
-				} else {
-					rest = append(rest, b)
-				}
-			}
-			first.Content = slices.Concat(results, []llm.ContentBlock{block}, rest)
-			view = append([]llm.Message{first}, view[1:]...)
-		} else {
-			view = append([]llm.Message{{Role: llm.RoleUser, Content: []llm.ContentBlock{block}}}, view...)
-		}
+		view = llm.WithReminder(view, r)
 	}
 	return llm.CompletionRequest{
 		Model:           l.in.Model,

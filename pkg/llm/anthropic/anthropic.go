@@ -3,9 +3,8 @@
 //
 // It streams with the SDK's decoder and accumulator, emitting each tool call
 // the moment its block stops so an executor can start it while the stream
-// goes on; it places prompt-cache breakpoints; it shapes the request the way
-// the API requires (no two messages of one role in a row, tool results first
-// in their user message) in a per-request view, never touching the caller's
+// goes on; it places prompt-cache breakpoints; it encodes the turns llm
+// shapes for every provider (llm.Wire), never touching the caller's
 // messages; and it retries through package retry, the only retry policy
 // (the SDK's own retries are off).
 //

@@ -79,22 +79,22 @@ func (p *Provider) body(params sdk.ChatCompletionNewParams, conv conversation, s
 	if pre.Messages() == 0 {
 		var opening []llm.ContentBlock
 		if len(conv.turns) > 0 {
-			opening = conv.turns[0].blocks
+			opening = conv.turns[0].Content
 		}
 		seq = p.enc.Sequence('t', opening)
 		defer seq.Done()
 	}
 	settling := make([]json.RawMessage, 0, conv.settling)
 	for i, t := range conv.turns {
-		encode := func() (json.RawMessage, error) { return encodeAll(t.messages()) }
+		encode := func() (json.RawMessage, error) { return encodeAll(messages(t)) }
 		var enc json.RawMessage
 		if seq != nil {
-			enc, err = seq.Turn(t.role, t.blocks, encode)
+			enc, err = seq.Turn(t.Role, t.Content, encode)
 		} else {
-			enc, err = p.enc.Turn('t', t.role, t.blocks, encode)
+			enc, err = p.enc.Turn('t', t.Role, t.Content, encode)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("encode turn %d (%s): %w", i, t.role, err)
+			return nil, fmt.Errorf("encode turn %d (%s): %w", i, t.Role, err)
 		}
 		add(enc)
 		if i < conv.settling {
@@ -103,7 +103,7 @@ func (p *Provider) body(params sdk.ChatCompletionNewParams, conv conversation, s
 	}
 	buf.WriteString("]}")
 	if n := conv.settling; n > 0 {
-		pre.Extend(conv.history[pre.Messages():conv.settled], conv.turns[n-1].role, settling)
+		pre.Extend(conv.history[pre.Messages():conv.settled], conv.turns[n-1].Role, settling)
 	}
 	return buf.Bytes(), nil
 }

@@ -2,9 +2,9 @@
 // the servers that speak it (vLLM, Ollama, llama.cpp server), over the
 // official SDK (github.com/openai/openai-go/v3).
 //
-// Tool results travel as tool-role messages and the system prompt as one
-// system message, shaped in a per-request view that never touches the
-// caller's history. Thinking blocks are not sent (Chat Completions has no
+// It encodes the turns llm shapes for every provider (llm.Wire): tool
+// results as tool-role messages, the system prompt as one system message,
+// never touching the caller's history. Thinking blocks are not sent (Chat Completions has no
 // place for them). Streamed tool calls are accumulated by index; each is
 // emitted as one EventToolUse once a later call starts or the choice
 // finishes. A finish_reason of "length" is llm.StopMaxTokens with the
