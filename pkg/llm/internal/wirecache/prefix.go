@@ -24,7 +24,7 @@ import (
 type Prefix struct {
 	c    *Cache
 	key  chainKey
-	msgs []messageHead // identity of each message covered
+	msgs []llm.Head // identity of each message covered (see "Caches" in llm)
 	// Last is the role of the last turn the covered messages make, and
 	// Bytes holds their encodings joined by commas (no brackets): the
 	// start of the request's message array.
@@ -32,23 +32,7 @@ type Prefix struct {
 	Bytes []byte
 }
 
-// messageHead identifies a settled message: the address and count of its
-// blocks, and its role.
-type messageHead struct {
-	block *llm.ContentBlock
-	n     int
-	role  llm.Role
-}
-
-const headSize = int(unsafe.Sizeof(messageHead{}))
-
-func headOf(m *llm.Message) messageHead {
-	h := messageHead{n: len(m.Content), role: m.Role}
-	if len(m.Content) > 0 {
-		h.block = &m.Content[0]
-	}
-	return h
-}
+const headSize = int(unsafe.Sizeof(llm.Head{}))
 
 // Messages is how many messages of the history p covers.
 func (p *Prefix) Messages() int { return len(p.msgs) }
@@ -86,7 +70,7 @@ func (p *Prefix) covers(msgs []llm.Message, settled int) bool {
 		return false
 	}
 	for i := range p.msgs {
-		if headOf(&msgs[i]) != p.msgs[i] {
+		if llm.HeadOf(&msgs[i]) != p.msgs[i] {
 			return false
 		}
 	}
@@ -101,7 +85,7 @@ func (p *Prefix) Extend(msgs []llm.Message, last llm.Role, parts []json.RawMessa
 		return
 	}
 	for i := range msgs {
-		p.msgs = append(p.msgs, headOf(&msgs[i]))
+		p.msgs = append(p.msgs, llm.HeadOf(&msgs[i]))
 	}
 	for _, part := range parts {
 		if len(part) == 0 {
