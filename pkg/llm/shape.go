@@ -5,6 +5,13 @@ package llm
 // AppendTurns makes them the turns an API takes. A provider only encodes
 // those turns, and says in Wire the one thing the APIs differ on.
 
+// Turn is one message of a request as an API takes it: a role, and blocks
+// the API takes, read-only (they are often the history's own).
+type Turn struct {
+	Role    Role
+	Content []ContentBlock
+}
+
 // Wire is what a provider's API takes beyond what every one does.
 type Wire struct {
 	// Thinking keeps signed thinking blocks in assistant turns, which an
@@ -34,11 +41,10 @@ func (w Wire) sends(role Role, b *ContentBlock) bool {
 // blocks w sends, consecutive messages of one role merged into one turn
 // (the APIs want roles to alternate), and tool results first in each user
 // turn. It merges nothing into the turns already there, so a caller may
-// shape a history in parts (see wirecache.ShapeAfter). A turn is a
-// Message with only Role and Content set; a message the API takes whole
-// keeps its own blocks (read-only, so a provider finds what it encoded
-// before by their identity).
-func (w Wire) AppendTurns(turns, msgs []Message) []Message {
+// shape a history in parts (see wirecache.ShapeAfter). A message the API
+// takes whole keeps its own blocks, so a provider finds what it encoded
+// before by their identity.
+func (w Wire) AppendTurns(turns []Turn, msgs []Message) []Turn {
 	start := len(turns)
 	for i := range msgs {
 		m := &msgs[i]
@@ -50,7 +56,7 @@ func (w Wire) AppendTurns(turns, msgs []Message) []Message {
 			turns[n-1].Content = joinBlocks(turns[n-1].Content, blocks)
 			continue
 		}
-		turns = append(turns, Message{Role: m.Role, Content: blocks})
+		turns = append(turns, Turn{Role: m.Role, Content: blocks})
 	}
 	for i := start; i < len(turns); i++ {
 		if turns[i].Role == RoleUser {

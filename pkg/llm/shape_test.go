@@ -21,7 +21,7 @@ func TestAppendTurns_merges_roles_puts_results_first_and_drops_what_the_API_refu
 		{Role: RoleUser, Content: []ContentBlock{text("more"), {Type: BlockImage}}},
 	}
 	got := Wire{Thinking: true}.AppendTurns(nil, msgs)
-	want := []Message{
+	want := []Turn{
 		{Role: RoleUser, Content: []ContentBlock{text("go")}},
 		{Role: RoleAssistant, Content: []ContentBlock{thinking, toolUse("a", "ls")}},
 		{Role: RoleUser, Content: []ContentBlock{toolResult("a", "A"), text("note"), text("more")}},

@@ -26,7 +26,7 @@ func newEncodings(limit int) *encodings { return &encodings{wirecache.New(limit)
 // With chain, the turns are a whole history, found along the chain of its
 // last request (see wirecache.Sequence); without, a few turns past a
 // prefix, each found on its own.
-func (c *encodings) turns(turns []llm.Message, breakpoint, chain bool) ([]json.RawMessage, error) {
+func (c *encodings) turns(turns []llm.Turn, breakpoint, chain bool) ([]json.RawMessage, error) {
 	parts := make([]json.RawMessage, len(turns))
 	if len(turns) == 0 {
 		return parts, nil

@@ -18,9 +18,9 @@ import (
 // sdkEncoding is what the SDK itself sends as the messages of turns: the
 // reference the cache must reproduce.
 // shape is the whole history in turns, as a request past no prefix has it.
-func shape(history []llm.Message) []llm.Message { return wire.AppendTurns(nil, history) }
+func shape(history []llm.Message) []llm.Turn { return wire.AppendTurns(nil, history) }
 
-func sdkEncoding(t *testing.T, turns []llm.Message, breakpoint bool) any {
+func sdkEncoding(t *testing.T, turns []llm.Turn, breakpoint bool) any {
 	t.Helper()
 	params := make([]sdk.MessageParam, len(turns))
 	for i, tu := range turns {

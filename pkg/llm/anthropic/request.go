@@ -94,20 +94,8 @@ func (p *Provider) history(req llm.CompletionRequest) (*wirecache.Prefix, wireca
 
 // body is the request body: the SDK's encoding of params, which holds
 // neither system prompt, tools nor messages, with those three spliced in
-// from the provider's encodings (see encodings).
-//
-// A streaming body opens with "stream":true. The SDK sets that field on
-// the finished body (sjson), which finds a first key at once but has to
-// read a body without it to its end before appending: a whole history,
-// every call.
+// from the provider's encodings (see encodings and wirecache.OpenBody).
 func (p *Provider) body(params sdk.MessageNewParams, req llm.CompletionRequest, pre *wirecache.Prefix, sh wirecache.Shaped, stream bool) ([]byte, error) {
-	head, err := json.Marshal(params)
-	if err != nil {
-		return nil, fmt.Errorf("encode request: %w", err)
-	}
-	if len(head) < 2 || head[len(head)-1] != '}' {
-		return nil, fmt.Errorf("encode request: not a JSON object: %.40s", head)
-	}
 	sys, err := p.enc.system(system(req.System, req.DynamicBoundary, !p.cfg.DisableCache))
 	if err != nil {
 		return nil, err
@@ -123,37 +111,17 @@ func (p *Provider) body(params sdk.MessageNewParams, req llm.CompletionRequest, 
 		return nil, fmt.Errorf("encode messages: %w", err)
 	}
 	// One buffer, sized up front: the history is copied once, into it.
-	body := make([]byte, 0, len(head)+len(sys)+len(tools)+len(pre.Bytes)+arrayLen(msgs)+60)
-	body = append(body, '{')
-	if stream {
-		body = append(body, `"stream":true`...)
+	body, err := wirecache.OpenBody(params, stream, len(sys)+len(tools)+len(pre.Bytes)+arrayLen(msgs)+40)
+	if err != nil {
+		return nil, err
 	}
-	if fields := head[1 : len(head)-1]; len(fields) > 0 {
-		if len(body) > 1 {
-			body = append(body, ',')
-		}
-		body = append(body, fields...)
+	if sys != nil {
+		body = append(wirecache.AppendField(body, "system"), sys...)
 	}
-	for _, f := range []struct {
-		name string
-		raw  json.RawMessage
-	}{{"system", sys}, {"tools", tools}} {
-		if f.raw == nil {
-			continue
-		}
-		if len(body) > 1 {
-			body = append(body, ',')
-		}
-		body = append(body, '"')
-		body = append(body, f.name...)
-		body = append(body, `":`...)
-		body = append(body, f.raw...)
+	if tools != nil {
+		body = append(wirecache.AppendField(body, "tools"), tools...)
 	}
-	if len(body) > 1 {
-		body = append(body, ',')
-	}
-	body = append(body, `"messages":`...)
-	body = appendArray(body, pre.Bytes, msgs)
+	body = appendArray(wirecache.AppendField(body, "messages"), pre.Bytes, msgs)
 	// What this request settled joins the prefix, after the body has
 	// copied it.
 	if n := sh.Settling; n > 0 {
@@ -190,7 +158,7 @@ func system(blocks []string, dynamic int, cache bool) []sdk.TextBlockParam {
 var wire = llm.Wire{Thinking: true}
 
 // turnParam is the SDK's message for the turn t (see llm.Wire.AppendTurns).
-func turnParam(t llm.Message) sdk.MessageParam {
+func turnParam(t llm.Turn) sdk.MessageParam {
 	if t.Role == llm.RoleUser {
 		return sdk.MessageParam{OfUser: &sdk.UserMessageParam{Content: blockParams(t.Content)}}
 	}

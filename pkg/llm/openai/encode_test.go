@@ -16,7 +16,7 @@ import (
 // sdkMessages is the conversation as the SDK encodes it from Messages: the
 // reference the body's spliced messages must equal.
 // shape is the whole history in turns, as a request past no prefix has it.
-func shape(history []llm.Message) []llm.Message { return wire.AppendTurns(nil, history) }
+func shape(history []llm.Message) []llm.Turn { return wire.AppendTurns(nil, history) }
 
 func sdkMessages(system []string, history []llm.Message) []sdk.ChatCompletionMessageParamUnion {
 	var out []sdk.ChatCompletionMessageParamUnion

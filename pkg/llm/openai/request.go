@@ -47,7 +47,7 @@ func (p *Provider) request(req llm.CompletionRequest) (sdk.ChatCompletionNewPara
 		return fail(err)
 	}
 	conv := conversation{system: systemText(req.System), turns: sh.Turns, settling: sh.Settling, settled: sh.Settled, pre: pre, history: req.Messages}
-	if conv.system == "" && len(pre.Bytes) == 0 && !slices.ContainsFunc(conv.turns, func(t llm.Message) bool { return len(messages(t)) > 0 }) {
+	if conv.system == "" && len(pre.Bytes) == 0 && !slices.ContainsFunc(conv.turns, func(t llm.Turn) bool { return len(messages(t)) > 0 }) {
 		return fail(&llm.Error{Kind: llm.ErrKindModel, Provider: "openai", Err: errors.New("request has no message with content")})
 	}
 	params := sdk.ChatCompletionNewParams{Model: shared.ChatModel(model)}
@@ -108,7 +108,7 @@ const (
 // settling of them are of the messages up to settled, and join the prefix.
 type conversation struct {
 	system   string
-	turns    []llm.Message
+	turns    []llm.Turn
 	settling int
 	settled  int
 	pre      *wirecache.Prefix
@@ -128,7 +128,7 @@ func systemText(system []string) string {
 
 // messages are the Chat Completions messages of one turn: an assistant
 // message, or a user turn's tool messages and then its user message.
-func messages(t llm.Message) []sdk.ChatCompletionMessageParamUnion {
+func messages(t llm.Turn) []sdk.ChatCompletionMessageParamUnion {
 	if t.Role == llm.RoleAssistant {
 		return []sdk.ChatCompletionMessageParamUnion{assistant(t.Content)}
 	}

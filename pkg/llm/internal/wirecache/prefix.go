@@ -103,7 +103,7 @@ func (p *Prefix) Extend(msgs []llm.Message, last llm.Role, parts []json.RawMessa
 // llm.Wire.AppendTurns): the first Settling are of the messages up to
 // Settled, and join the prefix once encoded; the rest are open.
 type Shaped struct {
-	Turns    []llm.Message
+	Turns    []llm.Turn
 	Settling int
 	Settled  int
 }
@@ -117,7 +117,7 @@ type Shaped struct {
 // cache breakpoint).
 func ShapeAfter(msgs []llm.Message, p *Prefix, settled int, w llm.Wire) (Shaped, bool) {
 	from := p.Messages()
-	turns := w.AppendTurns(make([]llm.Message, 0, len(msgs)-from), msgs[from:settled])
+	turns := w.AppendTurns(make([]llm.Turn, 0, len(msgs)-from), msgs[from:settled])
 	n := len(turns)
 	turns = w.AppendTurns(turns, msgs[settled:])
 	sh := Shaped{Turns: turns, Settling: n, Settled: settled}
