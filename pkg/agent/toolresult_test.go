@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"jetway/pkg/agent"
-	"jetway/pkg/agent/permission"
 	"jetway/pkg/agent/tool"
 	"jetway/pkg/llm"
 	"jetway/pkg/redact"
@@ -24,18 +23,7 @@ func TestQuery_tool_result_events_carry_their_calls_name_and_arguments(t *testin
 	}}
 	in1, _ := json.Marshal(map[string]string{"text": "one"})
 	in2, _ := json.Marshal(map[string]string{"text": "psql --password " + secret})
-	m := newModel(
-		reply{tools: []llm.ContentBlock{call("t1", "echo", string(in1)), call("t2", "echo", string(in2))}},
-		reply{text: "done"},
-	)
-	rec := &recorder{}
-	evs, term := run(t, t.Context(), agent.QueryInput{
-		Provider: m, Messages: userInput("go"), Tools: registry(t, echo), Recorder: rec, Redactor: redact.Redactor{},
-		PermissionMode: permission.AcceptAll,
-	}, agent.QueryDeps{})
-	if term.Reason != agent.ReasonCompleted {
-		t.Fatalf("terminal %+v", term)
-	}
+	_, rec, evs := runRedacted(t, echo, call("t1", "echo", string(in1)), call("t2", "echo", string(in2)))
 	var results []*llm.ContentBlock
 	for _, e := range evs {
 		if e.Kind == agent.KindToolResult {
