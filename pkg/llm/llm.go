@@ -22,7 +22,9 @@
 // transcript, one a compaction or an image refusal changed the view of,
 // another session's) misses and is made again; what nobody asks for again
 // ages out with its cache's older half. A provider checks a turn found
-// this way field by field before it sends it.
+// this way field by field before it sends it, and finds what has no such
+// identity (tools, system blocks, a turn merged from several messages) by
+// its whole content.
 package llm
 
 import (
