@@ -385,19 +385,10 @@ func (a *actor) launch(ctx context.Context, parent context.Context, runID, cause
 	go func() {
 		defer span.End()
 		var term *agent.Terminal
-		names := map[string]string{} // tool_use id -> tool name, for results
 		for ev, err := range agent.Query(runCtx, in, agent.QueryDeps{}) {
 			if err != nil {
 				a.log.Debug().Err(err).Str("run", runID).Msg("loop error")
 				continue
-			}
-			if ev.Kind == agent.KindToolUse && ev.ToolUse != nil {
-				names[ev.ToolUse.ID] = ev.ToolUse.Name
-			}
-			if ev.Kind == agent.KindToolResult && ev.ToolResult != nil && ev.ToolResult.Name == "" {
-				b := *ev.ToolResult
-				b.Name = names[b.ToolUseID]
-				ev.ToolResult = &b
 			}
 			a.r.publishRunEvent(runCtx, a.tenant, a.session, runID, ev)
 			if ev.Kind == agent.KindResult {

@@ -51,7 +51,7 @@ func (r *Renderer) Lines(ev client.Event) []string {
 		if json.Unmarshal(ev.Data, &res) != nil || !res.IsError {
 			return nil
 		}
-		return append(r.Flush(), "  ↳ "+res.Name+" failed: "+res.Summary)
+		return append(r.Flush(), "  ↳ "+res.Summary) // name(args) → error: …
 	case events.TypeRunEnded:
 		return r.Flush()
 	}
