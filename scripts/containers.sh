@@ -104,7 +104,9 @@ service() {
 node_config() {
 	local d=$STATE/nats f
 	rm -rf "$d"
-	mkdir -p "$d/secrets"
+	# data/ is where the node's volume is mounted: node-N.conf stores in
+	# data/node-N, relative to the working directory /etc/nats.
+	mkdir -p "$d/secrets" "$d/data"
 	cp "$ROOT"/deploy/nats/*.conf "$d/"
 	for f in passwords.conf server.pem server-key.pem ca.pem; do
 		[[ -f $SECRETS/$f ]] || die "no $SECRETS/$f: run make certs"
@@ -162,15 +164,17 @@ up() {
 		[[ $n == nats-1 ]] && publish=(-p "$ADDR:$NATS_PORT:4222")
 		pod volume exists "$P-$n" || pod volume create --label "$LABEL" "$P-$n" >/dev/null
 		run "$n" "${publish[@]}" -w /etc/nats \
-			-v "$STATE/nats:/etc/nats:ro" -v "$P-$n:/data:U" \
-			"jetway-nats:$TAG" -c "$n.conf" --addr 0.0.0.0 --http_port 8222 \
-			--cluster nats://0.0.0.0:6222 --routes "${routes%,}" --store_dir /data
+			-v "$STATE/nats:/etc/nats:ro" -v "$P-$n:/etc/nats/data:U" \
+			"jetway-nats:$TAG" -c "node-$((i + 1)).conf" --addr 0.0.0.0 --http_port 8222 \
+			--cluster nats://0.0.0.0:6222 --routes "${routes%,}"
 	done
 
 	# Provisioning retries until the cluster has elected its leaders, so
 	# its success is also the sign the nodes are up.
 	say "provisioning the streams and buckets (R3) as admin"
-	NATS_URL=$(for n in "${NODES[@]}"; do printf 'tls://%s:4222,' "$n"; done) NATS_PASSWORD=$(password admin) \
+	local urls
+	urls=$(for n in "${NODES[@]}"; do printf 'tls://%s:4222,' "$n"; done)
+	NATS_URL=${urls%,} NATS_PASSWORD=$(password admin) \
 		pod run --rm --name "$P-provision" --label "$LABEL" --network "$P" "${ULIMIT_ARGS[@]}" \
 		--read-only --security-opt no-new-privileges -v "$SECRETS/ca.pem:/etc/jetway/ca.pem:ro" \
 		-e NATS_URL -e NATS_USER=admin -e NATS_PASSWORD -e NATS_CA=/etc/jetway/ca.pem -e JETWAY_LOG_FORMAT=json \
@@ -213,11 +217,16 @@ EOF
 # down [--volumes]: every container and the network of the project; the
 # volumes (JetStream stores, workspaces) too with --volumes.
 down() {
-	local ids
+	local ids names services=() n
+	names=$(pod ps -a --filter "label=$LABEL" --format '{{.Names}}')
+	# Services first, with time to hand their sessions over while the
+	# nodes still answer; then the nodes.
+	for n in $names; do [[ $n == "$P"-nats-* ]] || services+=("$n"); done
+	((${#services[@]} == 0)) || pod stop -t 15 "${services[@]}" >/dev/null
 	ids=$(pod ps -aq --filter "label=$LABEL")
 	if [[ -n $ids ]]; then
 		# shellcheck disable=SC2086 # one id per word
-		pod rm -f -t 10 $ids >/dev/null
+		pod rm -f -t 15 $ids >/dev/null
 		say "removed the containers of $P"
 	fi
 	if pod network exists "$P"; then pod network rm -f "$P" >/dev/null; fi
