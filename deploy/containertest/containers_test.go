@@ -321,12 +321,12 @@ func TestCompose_deployment_in_podman_answers_survives_a_runner_and_confines_job
 	// Enough sessions that both runners' partitions hold some.
 	sessions := []string{"s1", "s2", "s3", "s4", "s5", "s6"}
 	streams := map[string]*stream{}
+	for _, sess := range sessions {
+		streams[sess] = s.follow(t, c, sess) // for all the subtests
+	}
 	runnerOf := map[string]string{}
 
 	t.Run("input through the dispatcher runs and streams its text", func(t *testing.T) {
-		for _, sess := range sessions {
-			streams[sess] = s.follow(t, c, sess)
-		}
 		ids := map[string]string{}
 		for _, sess := range sessions {
 			acc, err := c.Input(ctx, sess, "build it please")
