@@ -46,22 +46,23 @@ type stack struct {
 	token   string
 }
 
-// requirePodman skips the test where podman is missing (or
-// JETWAY_CONTAINER_TESTS=0 says to), or fails it where
-// JETWAY_CONTAINER_TESTS=1 says the containers must be tested.
+// requirePodman skips the test where podman is missing, under -short, or
+// where JETWAY_CONTAINER_TESTS=0 says to; JETWAY_CONTAINER_TESTS=1 says the
+// containers must be tested, and makes a missing podman a failure.
 func requirePodman(t *testing.T) {
 	t.Helper()
-	switch os.Getenv("JETWAY_CONTAINER_TESTS") {
-	case "0":
+	mode := os.Getenv("JETWAY_CONTAINER_TESTS")
+	switch {
+	case mode == "0":
 		t.Skip("JETWAY_CONTAINER_TESTS=0: container tests skipped")
-	case "1":
-		if _, err := exec.LookPath("podman"); err != nil {
+	case mode != "1" && testing.Short():
+		t.Skip("-short: the container test builds images and runs a whole deployment")
+	}
+	if _, err := exec.LookPath("podman"); err != nil {
+		if mode == "1" {
 			t.Fatal("JETWAY_CONTAINER_TESTS=1 but podman is not installed: apt-get install podman runc debootstrap")
 		}
-	default:
-		if _, err := exec.LookPath("podman"); err != nil {
-			t.Skip("podman is not installed, so the images cannot be built and run here (apt-get install podman runc debootstrap); JETWAY_CONTAINER_TESTS=1 makes this a failure")
-		}
+		t.Skip("podman is not installed, so the images cannot be built and run here (apt-get install podman runc debootstrap); JETWAY_CONTAINER_TESTS=1 makes this a failure")
 	}
 }
 
@@ -128,9 +129,11 @@ func startStack(t *testing.T) *stack {
 	tag := "test-" + id
 	// Without a model key the runners play the demo script; keys of the
 	// caller's environment must not turn this into calls to a real model.
+	// The scripts' other settings (a Debian mirror, ulimits) pass through;
+	// the stack's own come last and win.
 	for _, kv := range os.Environ() {
 		name, _, _ := strings.Cut(kv, "=")
-		if strings.HasPrefix(name, "ANTHROPIC_") || strings.HasPrefix(name, "OPENAI_") || strings.HasPrefix(name, "JETWAY_") {
+		if strings.HasPrefix(name, "ANTHROPIC_") || strings.HasPrefix(name, "OPENAI_") || name == "JETWAY_SCRIPT" {
 			continue
 		}
 		s.env = append(s.env, kv)
@@ -450,6 +453,7 @@ echo planted > ../victim/planted.txt || echo refused-write-other
 				t.Errorf("a job read %q outside its workspace:\n%s", leaked, out)
 			}
 		}
+		t.Logf("a job's attempts outside its workspace:\n%s", out)
 		for _, w := range []string{"refused-other-session", "refused-absolute-path", "refused-list-root", "proc-walk-done", "refused-write-other"} {
 			if !strings.Contains(out, w) {
 				t.Errorf("output lacks %q:\n%s", w, out)
