@@ -22,6 +22,7 @@
 #   JETWAY_SECRETS (deploy/secrets)   where `make certs` wrote
 #   JETWAY_IMAGE_TAG (default dev)    tag of the images
 #   JETWAY_STATE (.containers/<project>)  the nodes' staged configuration, tokens
+#   JETWAY_ADMIN_TOKEN, JETWAY_OPERATOR_TOKEN  passed to the dispatcher when set
 #   JETWAY_TOKENS                     token:tenant[,…] for the dispatcher; made
 #                                     and kept in $JETWAY_STATE/tokens.env when unset
 #   ANTHROPIC_API_KEY, OPENAI_*       passed to the runners when set; without
@@ -187,7 +188,11 @@ up() {
 	done
 	# The services' root file systems are read-only; podman mounts a
 	# tmpfs on /tmp (and /run, /var/tmp) of such containers itself.
-	JETWAY_TOKENS=$(tokens) service dispatcher dispatcher --read-only -p "$ADDR:$HTTP_PORT:8080" -e JETWAY_TOKENS \
+	local admin=()
+	for v in JETWAY_ADMIN_TOKEN JETWAY_OPERATOR_TOKEN; do
+		[[ -n ${!v:-} ]] && admin+=(-e "$v")
+	done
+	JETWAY_TOKENS=$(tokens) service dispatcher dispatcher --read-only -p "$ADDR:$HTTP_PORT:8080" -e JETWAY_TOKENS "${admin[@]}" \
 		-- "jetway:$TAG" dispatcher --http 0.0.0.0:8080
 	for i in 1 2; do
 		service "runner-$i" runner --read-only "${model[@]}" -- "jetway:$TAG" runner --id "runner-$i"

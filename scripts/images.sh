@@ -45,7 +45,7 @@ route() {
 		echo "$JETWAY_IMAGES"
 	elif command -v podman >/dev/null && command -v debootstrap >/dev/null; then
 		echo registry-free
-	elif command -v docker >/dev/null || command -v podman >/dev/null; then
+	elif command -v podman >/dev/null || timeout 10 docker info >/dev/null 2>&1; then
 		echo registry
 	else
 		die "no container engine: install podman (and debootstrap for the registry-free images), or docker"
@@ -87,7 +87,11 @@ debian_base() {
 	chroot "$root" groupadd --gid 10001 jetway
 	chroot "$root" useradd --uid 10001 --gid 10001 --home-dir /var/lib/jetway --no-create-home --shell /bin/bash jetway
 	install -d -o 10001 -g 10001 -m 0755 "$root/var/lib/jetway" "$root/var/lib/jetway/jobs"
-	rm -rf "$root"/var/lib/apt/lists/* "$root"/var/cache/apt/*.bin "$root"/var/cache/apt/archives/*.deb "$root"/var/log/*
+	# No apt lists or caches, logs, manuals or translations in an image
+	# (the copyright notices stay).
+	rm -rf "$root"/var/lib/apt/lists/* "$root"/var/cache/apt/*.bin "$root"/var/cache/apt/archives/*.deb "$root"/var/log/* \
+		"$root"/usr/share/man/* "$root"/usr/share/info/* "$root"/usr/share/locale/*
+	find "$root/usr/share/doc" -type f ! -name copyright -delete
 	tar -C "$root" --numeric-owner -c . |
 		"${PODMAN[@]}" import -q --change 'CMD ["/bin/bash"]' --message "debootstrap --variant=minbase $SUITE + $BASE_PACKAGES" - "$BASE" >/dev/null
 	rm -rf "$root"
@@ -123,17 +127,20 @@ registry_free() {
 }
 
 registry() {
-	local engine=docker
-	command -v docker >/dev/null || engine=podman
+	# docker where its daemon answers (a docker client alone cannot build).
+	local engine=podman
+	if command -v docker >/dev/null && timeout 10 docker info >/dev/null 2>&1; then engine=docker; fi
 	local cmd=("$engine")
 	[[ $engine == podman ]] && cmd=("${PODMAN[@]}")
+	say "building the Dockerfile's images with $engine: this needs an image registry$(command -v debootstrap >/dev/null || echo "; install debootstrap (and podman) for the registry-free route")"
 	"${cmd[@]}" build --build-arg "VERSION=$VERSION" -t "jetway:$TAG" --target service .
 	"${cmd[@]}" build --build-arg "VERSION=$VERSION" -t "jetway-jobs:$TAG" --target jobs .
 	say "built jetway:$TAG and jetway-jobs:$TAG from the Dockerfile with $engine (route: registry)"
 }
 
-case $(route) in
+way=$(route) || exit 1
+case $way in
 registry-free) registry_free ;;
 registry) registry ;;
-*) die "JETWAY_IMAGES=$JETWAY_IMAGES: want registry-free or registry" ;;
+*) die "JETWAY_IMAGES=$way: want registry-free or registry" ;;
 esac
