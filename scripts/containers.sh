@@ -239,6 +239,8 @@ down() {
 		ids=$(pod volume ls -q --filter "label=$LABEL")
 		# shellcheck disable=SC2086
 		[[ -z $ids ]] || pod volume rm -f $ids >/dev/null
+		# Rootless, the nodes' secrets belong to a user of podman's namespace.
+		if [[ $(id -u) != 0 && -d $STATE/nats ]]; then pod unshare rm -rf "$STATE/nats"; fi
 		rm -rf "$STATE"
 		say "removed the volumes of $P"
 	else

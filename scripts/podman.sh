@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # podman.sh — sourced by scripts/images.sh and scripts/containers.sh: how
 # podman is run on hosts like the ones jetway is developed on, so the
 # settings are made in one place, not left to the reader.

@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"go.yaml.in/yaml/v4"
+
 	"jetway/deploy/certs"
 	"jetway/pkg/bus"
 	"jetway/pkg/client"
@@ -166,7 +168,45 @@ func startStack(t *testing.T) *stack {
 	start = time.Now()
 	out = s.script(t, 5*time.Minute, "containers.sh", "up")
 	t.Logf("stack up in %s:\n%s", time.Since(start).Round(time.Second), out)
+	s.runsTheComposeServices(t)
 	return s
+}
+
+// runsTheComposeServices fails the test unless the stack's containers are
+// the services of deploy/docker-compose.yml, the one-shot provisioner (gone
+// once it succeeded) aside: the script and the compose file describe one
+// deployment.
+func (s *stack) runsTheComposeServices(t *testing.T) {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(root, "deploy/docker-compose.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var compose struct {
+		Services map[string]any `yaml:"services"`
+	}
+	if err := yaml.Unmarshal(data, &compose); err != nil {
+		t.Fatalf("deploy/docker-compose.yml: %v", err)
+	}
+	var want []string
+	for name := range compose.Services {
+		if name != "provision" {
+			want = append(want, name)
+		}
+	}
+	out, err := podman("ps", "--filter", "label=io.jetway.project="+s.project, "--format", "{{.Names}}")
+	if err != nil {
+		t.Fatalf("podman ps: %v\n%s", err, out)
+	}
+	var got []string
+	for _, name := range strings.Fields(string(out)) {
+		got = append(got, strings.TrimPrefix(name, s.project+"-"))
+	}
+	slices.Sort(want)
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		t.Fatalf("running containers %v, want the compose services %v", got, want)
+	}
 }
 
 // dumpLogs logs the last lines of every container of the stack.
