@@ -103,11 +103,14 @@ debian_base() {
 # pins), static, each into the build context of the image that holds it.
 binaries() {
 	say "go build (static): jetway, jetway-provision, nats-server"
-	mkdir -p "$OUT/bin" "$OUT/service" "$OUT/nats" "$OUT/jobs"
-	export CGO_ENABLED=0
-	go build -trimpath -ldflags "-s -w -X main.version=$VERSION" -o "$OUT/bin/jetway" ./cmd/jetway
-	go build -trimpath -ldflags "-s -w" -o "$OUT/bin/jetway-provision" ./deploy/provision
-	go build -trimpath -ldflags "-s -w" -o "$OUT/bin/nats-server" github.com/nats-io/nats-server/v2
+	mkdir -p "$OUT/service" "$OUT/nats" "$OUT/jobs"
+	# One go build for the three: their shared packages compile once and
+	# the links run side by side. main.version exists in jetway only; the
+	# linker ignores it in the others.
+	rm -rf "${OUT:?}/bin" && mkdir -p "$OUT/bin"
+	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=$VERSION" -o "$OUT/bin/" \
+		./cmd/jetway ./deploy/provision github.com/nats-io/nats-server/v2
+	mv "$OUT/bin/provision" "$OUT/bin/jetway-provision"
 	ln -f "$OUT/bin/jetway" "$OUT/service/jetway"
 	ln -f "$OUT/bin/jetway-provision" "$OUT/service/jetway-provision"
 	ln -f "$OUT/bin/nats-server" "$OUT/nats/nats-server"
