@@ -117,13 +117,26 @@ binaries() {
 	ln -f "$OUT/bin/jetway" "$OUT/jobs/jetway"
 }
 
+# build NAME ARGS...: podman build -t NAME ARGS, and the image NAME named
+# before removed when nothing else uses it, so rebuilds leave no untagged
+# images behind.
+build() {
+	local name=$1 old new
+	shift
+	old=$("${PODMAN[@]}" image inspect --format '{{.Id}}' "$name" 2>/dev/null || true)
+	new=$("${PODMAN[@]}" build -q -t "$name" "$@")
+	if [[ -n $old && $old != "$new"* ]]; then
+		"${PODMAN[@]}" rmi "$old" >/dev/null 2>&1 || true
+	fi
+}
+
 registry_free() {
 	mkdir -p "$OUT"
 	debian_base
 	binaries
-	"${PODMAN[@]}" build -q -t "jetway:$TAG" -f deploy/images/Containerfile.service "$OUT/service" >/dev/null
-	"${PODMAN[@]}" build -q -t "jetway-nats:$TAG" -f deploy/images/Containerfile.nats "$OUT/nats" >/dev/null
-	"${PODMAN[@]}" build -q -t "jetway-jobs:$TAG" --build-arg "BASE=$BASE" -f deploy/images/Containerfile.jobs "$OUT/jobs" >/dev/null
+	build "jetway:$TAG" -f deploy/images/Containerfile.service "$OUT/service"
+	build "jetway-nats:$TAG" -f deploy/images/Containerfile.nats "$OUT/nats"
+	build "jetway-jobs:$TAG" --build-arg "BASE=$BASE" -f deploy/images/Containerfile.jobs "$OUT/jobs"
 	say "built jetway:$TAG, jetway-nats:$TAG, jetway-jobs:$TAG without a registry (route: registry-free)"
 	"${PODMAN[@]}" images --format '  {{.Repository}}:{{.Tag}}  {{.Size}}' |
 		grep -E "/jetway(-nats|-jobs)?:$TAG |/jetway-debian:$SUITE " || true
