@@ -186,12 +186,13 @@ up() {
 	for v in ANTHROPIC_API_KEY ANTHROPIC_BASE_URL ANTHROPIC_MODEL OPENAI_API_KEY OPENAI_BASE_URL OPENAI_MODEL; do
 		[[ -n ${!v:-} ]] && model+=(-e "$v")
 	done
-	# The services' root file systems are read-only; podman mounts a
-	# tmpfs on /tmp (and /run, /var/tmp) of such containers itself.
 	local admin=()
 	for v in JETWAY_ADMIN_TOKEN JETWAY_OPERATOR_TOKEN; do
 		[[ -n ${!v:-} ]] && admin+=(-e "$v")
 	done
+	# The services' root file systems are read-only (the jobs worker's is
+	# not: jobs write where their commands do); podman mounts a tmpfs on
+	# /tmp (and /run, /var/tmp) of such containers itself.
 	JETWAY_TOKENS=$(tokens) service dispatcher dispatcher --read-only -p "$ADDR:$HTTP_PORT:8080" -e JETWAY_TOKENS "${admin[@]}" \
 		-- "jetway:$TAG" dispatcher --http 0.0.0.0:8080
 	for i in 1 2; do
