@@ -58,6 +58,7 @@ is warned about: plain HTTP carries the tokens in clear.`,
 			cfg.Out = cmd.OutOrStdout()
 			cfg.Log = log
 			cfg.Components = devComponents
+			cfg.Checks = devChecks
 			cfg.Notes = func(env *devEnv) []string {
 				return devNotes(env, provider.Name(), runnerTools(env.NC) != nil)
 			}
@@ -82,6 +83,12 @@ is warned about: plain HTTP carries the tokens in clear.`,
 var devFlags []func(*cobra.Command)
 
 func addDevFlags(add func(*cobra.Command)) { devFlags = append(devFlags, add) }
+
+// devChecks validate those flags, so `jetway dev` refuses a bad one before
+// it starts NATS or provisions anything.
+var devChecks []func() error
+
+func addDevCheck(check func() error) { devChecks = append(devChecks, check) }
 
 // devNotes are the lines `jetway dev` prints for the person running it:
 // which model answers, whether runs get the jobs tools, where the tokens

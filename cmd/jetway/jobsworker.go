@@ -27,6 +27,7 @@ func init() {
 	addCommand(newJobsWorkerCmd)
 	addDevComponent(devComponent{Name: "jobs-worker", Run: runDevJobsWorker})
 	addDevFlags(func(cmd *cobra.Command) { addJobsWorkerFlags(cmd, &devJobsFlags) })
+	addDevCheck(func() error { return devJobsFlags.apply(&jobs.Config{}) })
 }
 
 // devJobsFlags are `jetway dev`'s jobs worker flags: the same as
