@@ -334,17 +334,11 @@ func (c *chat) jobs(ctx context.Context) {
 		c.println("no background jobs")
 		return
 	}
-	for _, j := range jobs {
-		c.println("job " + j.Job + "  " + shorten(string(j.Record), 120))
+	var b strings.Builder
+	_ = client.WriteJobs(&b, jobs)
+	for _, l := range strings.Split(strings.TrimRight(b.String(), "\n"), "\n") {
+		c.println(l)
 	}
-}
-
-func shorten(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
 }
 
 // headlineGrace is how long line mode waits, after a run's end, for the

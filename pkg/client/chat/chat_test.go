@@ -233,7 +233,7 @@ func TestLine_mode_sends_lines_runs_slash_commands_and_shows_the_run(t *testing.
 	}
 	text := out.String()
 	for _, want := range []string{
-		"job 3  {\"program\":\"gh\",\"status\":\"running\"}",
+		"JOB  STATE    EXIT  JOB LINE\n3    running  -     -",
 		"asked the agent to kill job 3",
 		"! unknown command /bogus",
 		"Hi there.\nDone\n» run r1 completed after 1 turn in 0s",
