@@ -209,7 +209,17 @@ func runDev(ctx context.Context, cfg devConfig) error {
 	})
 	mux.Handle("GET /readyz", ready)
 	mux.Handle("GET /metrics", telemetry.MetricsHandler(reg))
-	httpSrv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	// Requests' contexts end when the server shuts down, so long-lived
+	// ones (a session's SSE stream) end then too, cleanly for their
+	// clients, instead of holding Shutdown until its deadline.
+	reqCtx, endRequests := context.WithCancel(context.Background())
+	defer endRequests()
+	httpSrv := &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: 10 * time.Second,
+		BaseContext:       func(net.Listener) context.Context { return reqCtx },
+	}
+	httpSrv.RegisterOnShutdown(endRequests)
 	httpDone := make(chan error, 1)
 	go func() { httpDone <- httpSrv.Serve(ln) }()
 	defer func() {

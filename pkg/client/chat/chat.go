@@ -234,11 +234,9 @@ func (c *chat) follow(ctx context.Context, first *client.Stream) error {
 		}
 		return nil
 	}
-	var err error
 	for {
-		ev, rerr := first.Next()
-		if rerr != nil {
-			err = rerr
+		ev, err := first.Next()
+		if err != nil {
 			break
 		}
 		_ = show(ev)
@@ -247,15 +245,40 @@ func (c *chat) follow(ctx context.Context, first *client.Stream) error {
 	if ctx.Err() != nil {
 		return nil
 	}
-	c.println("! stream: " + err.Error() + " — reconnecting")
+	// The stream ended: resume after the last event seen. Say once that
+	// the connection is gone (not once per attempt), and once that it is
+	// back.
+	lost := false
+	resumed := func(ev client.Event) error {
+		if lost {
+			lost = false
+			c.println("» back: jetway at " + c.cfg.Client.BaseURL() + " answers again")
+		}
+		return show(ev)
+	}
 	opts := client.StreamOptions{LastEventID: first.LastEventID(), FromNew: first.LastEventID() == ""}
-	err = c.cfg.Client.Follow(ctx, c.cfg.Session, opts, show, func(err error) {
-		c.println("! stream: " + err.Error() + " — reconnecting")
+	err := c.cfg.Client.Follow(ctx, c.cfg.Session, opts, resumed, func(err error) {
+		if lost {
+			return
+		}
+		lost = true
+		c.println(lostLine(c.cfg.Client.BaseURL(), err))
 	})
 	if ctx.Err() != nil {
 		return nil
 	}
 	return err
+}
+
+// lostLine is what the chat says once when its stream cannot be reopened:
+// that jetway went away (stopped, most likely) when nothing answers, else
+// why the stream failed.
+func lostLine(url string, err error) string {
+	var ue *client.UnreachableError
+	if errors.As(err, &ue) {
+		return "! jetway at " + url + " went away (stopped?); the chat reconnects when it is back — /quit to leave"
+	}
+	return "! stream: " + err.Error() + " — reconnecting"
 }
 
 // handle acts on one typed line; it reports true when the person quits.
