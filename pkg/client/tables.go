@@ -24,9 +24,9 @@ type JobRecord struct {
 	Line string `json:"line"`
 }
 
-// Decode reads the person-facing fields of j's record; fields the record
+// DecodeJob reads the person-facing fields of j's record; fields the record
 // lacks stay zero.
-func (j Job) Decode() JobRecord {
+func DecodeJob(j Job) JobRecord {
 	var r JobRecord
 	_ = json.Unmarshal(j.Record, &r)
 	if r.ID == "" {
@@ -45,8 +45,8 @@ type SessionRecord struct {
 	Reason string `json:"reason"`
 }
 
-// Decode reads the person-facing fields of s's record.
-func (s Session) Decode() SessionRecord {
+// DecodeSession reads the person-facing fields of s's record.
+func DecodeSession(s Session) SessionRecord {
 	var r SessionRecord
 	_ = json.Unmarshal(s.Record, &r)
 	return r
@@ -72,7 +72,7 @@ func WriteJobs(w io.Writer, jobs []Job) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "JOB\tSTATE\tEXIT\tJOB LINE")
 	for _, j := range jobs {
-		r := j.Decode()
+		r := DecodeJob(j)
 		exit := "-"
 		if !r.Running() && r.Status != "" {
 			exit = strconv.Itoa(r.ExitCode)
@@ -116,7 +116,7 @@ func WriteSessions(w io.Writer, ss []Session, stop *StopState, now time.Time) er
 		if stop != nil {
 			gs = GroundStopOf(*stop, s.Session)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", s.Session, orDash(s.Decode().State), gs, Ago(s.Updated, now))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", s.Session, orDash(DecodeSession(s).State), gs, Ago(s.Updated, now))
 	}
 	return tw.Flush()
 }
