@@ -21,6 +21,7 @@ import (
 
 	"jetway/pkg/auth"
 	"jetway/pkg/bus"
+	api "jetway/pkg/dispatcherapi"
 	"jetway/pkg/events"
 	"jetway/services/dispatcher/groundstop"
 )
@@ -29,27 +30,22 @@ import (
 // and the NATS endpoints are thin adapters around them, so auth, limits and
 // errors cannot drift apart between the two.
 
-// Accepted is the answer to a publish: the CE id, and whether the stream
-// already had an event with that id (a retry), in which case nothing new
-// was stored.
-type Accepted struct {
-	ID        string `json:"id"`
-	Duplicate bool   `json:"duplicate"`
-}
-
-// InputRequest is the body of POST /v1/sessions/{session}/input.
-type InputRequest struct {
-	Text string `json:"text"`
-	// ID optionally fixes the CE id, so a client retrying after a lost
-	// response is stored once.
-	ID string `json:"id,omitempty"`
-}
-
-// SteerRequest is the body of POST /v1/sessions/{session}/steer.
-type SteerRequest struct {
-	Note string `json:"note"`
-	ID   string `json:"id,omitempty"`
-}
+// The request and answer bodies live in pkg/dispatcherapi, the wire
+// contract the client imports; these names keep the package's own code and
+// its callers short.
+type (
+	Accepted      = api.Accepted
+	InputRequest  = api.InputRequest
+	SteerRequest  = api.SteerRequest
+	SessionInfo   = api.SessionInfo
+	JobInfo       = api.JobInfo
+	StopState     = api.StopState
+	StopSwitch    = api.StopSwitch
+	StopRequest   = api.StopRequest
+	BatchAccepted = api.BatchAccepted
+	SessionList   = api.SessionList
+	JobList       = api.JobList
+)
 
 // maxIDLen bounds a client-chosen CE id; it travels as Nats-Msg-Id.
 const maxIDLen = 128
@@ -303,24 +299,6 @@ func publishParent(ctx context.Context, e event.Event) context.Context {
 	return events.ExtractTrace(ctx, e)
 }
 
-// SessionInfo is one session record as stored by the runner. Record is the
-// stored JSON as it is (a non-JSON value comes as a JSON string), so this
-// API does not break when the record grows.
-type SessionInfo struct {
-	Session  string          `json:"session"`
-	Revision uint64          `json:"revision"`
-	Updated  time.Time       `json:"updated"`
-	Record   json.RawMessage `json:"record"`
-}
-
-// JobInfo is one background job record as stored by the jobs service.
-type JobInfo struct {
-	Job      string          `json:"job"`
-	Revision uint64          `json:"revision"`
-	Updated  time.Time       `json:"updated"`
-	Record   json.RawMessage `json:"record"`
-}
-
 // Sessions lists the caller's sessions that have a record.
 func (d *Dispatcher) Sessions(ctx context.Context, p auth.Principal) ([]SessionInfo, error) {
 	entries, err := d.scan(ctx, bus.BucketSessions, p.Tenant+".*")
@@ -344,23 +322,26 @@ func (d *Dispatcher) Session(ctx context.Context, p auth.Principal, session stri
 	if err := events.ValidateToken("session", session); err != nil {
 		return SessionInfo{}, err
 	}
-	kv, err := d.bucket(ctx, bus.BucketSessions)
+	sr, err := d.readRecord(ctx, p.Tenant, session)
 	if err != nil {
 		return SessionInfo{}, err
 	}
-	notFound := problemf(http.StatusNotFound, "not-found", "No such session",
-		"tenant %q has no record of session %q", p.Tenant, session)
-	if kv == nil {
-		return SessionInfo{}, notFound
+	if !sr.Found {
+		return SessionInfo{}, noSession(p.Tenant, session)
 	}
-	e, err := kv.Get(ctx, p.Tenant+"."+session)
-	switch {
-	case errors.Is(err, jetstream.ErrKeyNotFound):
-		return SessionInfo{}, notFound
-	case err != nil:
-		return SessionInfo{}, unavailable("read session record", err)
-	}
-	return SessionInfo{Session: session, Revision: e.Revision(), Updated: e.Created(), Record: asJSON(e.Value())}, nil
+	return sessionInfo(session, sr), nil
+}
+
+func sessionInfo(session string, sr storedRecord) SessionInfo {
+	return SessionInfo{Session: session, Revision: sr.Revision, Updated: sr.Updated, Record: asJSON(sr.Raw)}
+}
+
+// noSession is the answer for a session the caller's tenant has no trace
+// of: the same whether it exists in another tenant or nowhere, so a token
+// learns nothing about other tenants' sessions.
+func noSession(tenant, session string) *Problem {
+	return problemf(http.StatusNotFound, "not-found", "No such session",
+		"tenant %q has no record of session %q", tenant, session)
 }
 
 // Jobs lists the background jobs recorded for one of the caller's
@@ -384,32 +365,6 @@ func (d *Dispatcher) Jobs(ctx context.Context, p auth.Principal, session string)
 		})
 	}
 	return out, nil
-}
-
-// StopState is the state of one Ground Stop switch.
-type StopState struct {
-	GroundStop bool `json:"ground_stop"`
-	// Scope is "global", "<tenant>/*" (every session of a tenant) or
-	// "<tenant>/<session>".
-	Scope  string    `json:"scope"`
-	Reason string    `json:"reason,omitempty"`
-	By     string    `json:"by,omitempty"`
-	At     time.Time `json:"at,omitzero"`
-	// GlobalStop, in an answer about a tenant or a session, says whether the
-	// global switch is on as well. Who set it and why are an operator's to
-	// read: they may name another tenant or an incident.
-	GlobalStop *bool `json:"global_stop,omitempty"`
-	// TenantStop, in an answer about a session, says whether its tenant's
-	// switch is on as well: the session does not run either way.
-	TenantStop *bool `json:"tenant_stop,omitempty"`
-	// Sessions lists the tenant's session switches that are on (in a read
-	// of a tenant's switch only).
-	Sessions []StopState `json:"sessions,omitempty"`
-}
-
-// StopRequest is the optional body of POST /v1/stop.
-type StopRequest struct {
-	Reason string `json:"reason,omitempty"`
 }
 
 // StopTarget names the switch a Ground Stop call is about. The zero value

@@ -40,7 +40,9 @@ import (
 
 	"jetway/pkg/auth"
 	"jetway/pkg/bus"
+	api "jetway/pkg/dispatcherapi"
 	"jetway/pkg/telemetry"
+	jobsclient "jetway/services/jobs/client"
 )
 
 // Defaults for zero Config fields.
@@ -52,9 +54,9 @@ const (
 	DefaultRateBurst     = 40
 	DefaultHeartbeat     = 15 * time.Second
 	// ServiceName is the NATS micro service name (see `nats micro ls`).
-	ServiceName = "jetway-dispatcher"
+	ServiceName = api.ServiceName
 	// APISubjectPrefix starts every NATS API subject: jetway.api.input, …
-	APISubjectPrefix = "jetway.api"
+	APISubjectPrefix = api.SubjectPrefix
 )
 
 // Config is everything a Dispatcher needs. Conn and Auth are required.
@@ -108,6 +110,13 @@ type Dispatcher struct {
 
 	kvMu sync.Mutex
 	kvs  map[string]jetstream.KeyValue
+	// streams are the streams read directly (detail.go), under kvMu too.
+	streams map[string]jetstream.Stream
+
+	// jobs is the jobs service's client, made at first use (jobs.go).
+	jobsOnce sync.Once
+	jobs     *jobsclient.Client
+	jobsErr  error
 
 	// noIDBucket logs once that duplicate answers are off (claimID).
 	noIDBucket sync.Once
@@ -177,6 +186,7 @@ func New(cfg Config) (*Dispatcher, error) {
 		metrics:  m,
 		limiters: map[string]*rate.Limiter{},
 		kvs:      map[string]jetstream.KeyValue{},
+		streams:  map[string]jetstream.Stream{},
 	}, nil
 }
 

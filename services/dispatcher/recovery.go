@@ -13,6 +13,7 @@ import (
 
 	"jetway/pkg/auth"
 	"jetway/pkg/bus"
+	api "jetway/pkg/dispatcherapi"
 	"jetway/pkg/events"
 	"jetway/pkg/handover"
 )
@@ -35,40 +36,33 @@ const recordTries = 8
 // person is the person's say over the session, like a steer or a resume.
 const recoveryControlType = "io.jetway.steer"
 
-// RecoveryRequest is the body of PUT /v1/sessions/{session}/recovery. It is
-// the whole override: a field absent or null clears that part, so the same
-// PUT twice leaves the same record.
-type RecoveryRequest struct {
-	// Policy is "automatic", "manual" or "never".
-	Policy *string `json:"policy"`
-	// MaxAttempts is how many restarts are allowed; 0 means none on its own.
-	MaxAttempts *int `json:"max_attempts"`
-}
+// RecoveryRequest is the body of PUT /v1/sessions/{session}/recovery and
+// RecoveryState the answer of every recovery route (pkg/dispatcherapi).
+type (
+	RecoveryRequest = api.RecoveryRequest
+	RecoveryState   = api.RecoveryState
+)
 
-// RecoveryState answers every recovery route.
-type RecoveryState struct {
-	Session string `json:"session"`
-	// Override is what the session record sets; null when it sets nothing.
-	Override *handover.RecoveryOverride `json:"override"`
-	// Effective is the defaults with Override applied: what a runner decides
-	// the next recovery of this session by.
-	Effective handover.RecoverySettings `json:"effective"`
-	// Revision is the session record's revision after the call; 0 when the
-	// session has no record.
-	Revision uint64 `json:"revision"`
-}
-
+// recoveryState is the answer for a session whose record sets o: the
+// override as stored and the defaults with it applied, in wire form.
 func recoveryState(session string, o *handover.RecoveryOverride, rev uint64) RecoveryState {
 	eff := handover.DefaultRecoverySettings()
+	st := RecoveryState{Session: session, Revision: rev}
 	if o != nil {
 		eff = eff.With(*o)
+		st.Override = &api.RecoveryOverride{MaxAttempts: o.MaxAttempts}
+		if o.Policy != nil {
+			pol := o.Policy.String()
+			st.Override.Policy = &pol
+		}
 	}
-	return RecoveryState{Session: session, Override: o, Effective: eff, Revision: rev}
+	st.Effective = api.RecoverySettings{Policy: eff.Policy.String(), MaxAttempts: eff.MaxAttempts}
+	return st
 }
 
 // override checks req and turns it into the override to store; nil when it
 // sets nothing.
-func (req RecoveryRequest) override() (*handover.RecoveryOverride, error) {
+func overrideOf(req RecoveryRequest) (*handover.RecoveryOverride, error) {
 	var o handover.RecoveryOverride
 	if req.Policy != nil {
 		pol, err := handover.ParseRecoveryPolicy(*req.Policy)
@@ -98,30 +92,31 @@ func (d *Dispatcher) Recovery(ctx context.Context, p auth.Principal, session str
 	if err := events.ValidateToken("session", session); err != nil {
 		return RecoveryState{}, err
 	}
-	kv, err := d.bucket(ctx, bus.BucketSessions)
+	sr, err := d.readRecord(ctx, p.Tenant, session)
 	if err != nil {
 		return RecoveryState{}, err
 	}
-	if kv == nil {
+	return recoveryOf(p.Tenant, session, sr)
+}
+
+// recoveryOf is the recovery answer for a record read by readRecord.
+func recoveryOf(tenant, session string, sr storedRecord) (RecoveryState, error) {
+	if !sr.Found {
 		return recoveryState(session, nil, 0), nil
 	}
-	e, err := kv.Get(ctx, p.Tenant+"."+session)
-	switch {
-	case errors.Is(err, jetstream.ErrKeyNotFound):
-		return recoveryState(session, nil, 0), nil
-	case err != nil:
-		return RecoveryState{}, unavailable("read session record", err)
-	}
-	fields, err := recordFields(p.Tenant, session, e.Value())
-	if err != nil {
-		return RecoveryState{}, err
-	}
-	o, err := storedOverride(fields)
-	if err != nil {
+	if sr.Err != nil {
+		var pr *Problem
+		if errors.As(sr.Err, &pr) {
+			return RecoveryState{}, pr
+		}
 		return RecoveryState{}, problemf(http.StatusInternalServerError, "corrupt-record", "Session record unreadable",
-			"session %s/%s: stored policy: %v", p.Tenant, session, err)
+			"session %s/%s: stored record: %v", tenant, session, sr.Err)
 	}
-	return recoveryState(session, o, e.Revision()), nil
+	o := sr.Rec.Policy
+	if o != nil && o.Policy == nil && o.MaxAttempts == nil {
+		o = nil
+	}
+	return recoveryState(session, o, sr.Revision), nil
 }
 
 // SetRecovery stores req as the session's recovery override, replacing the
@@ -130,7 +125,7 @@ func (d *Dispatcher) SetRecovery(ctx context.Context, p auth.Principal, session 
 	if err := events.ValidateToken("session", session); err != nil {
 		return RecoveryState{}, err
 	}
-	o, err := req.override()
+	o, err := overrideOf(req)
 	if err != nil {
 		return RecoveryState{}, err
 	}
