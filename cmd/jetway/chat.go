@@ -1,7 +1,10 @@
 package main
 
 import (
+	"os"
 	"os/signal"
+	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -41,16 +44,41 @@ the input ends keeps showing output until the run it started ends (--wait).`,
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
 			return chat.Run(ctx, chat.Config{
-				Client:  c,
-				Admin:   admin,
-				Session: args[0],
-				In:      cmd.InOrStdin(),
-				Out:     cmd.OutOrStdout(),
-				Wait:    wait,
+				Client:   c,
+				Admin:    admin,
+				Session:  args[0],
+				In:       cmd.InOrStdin(),
+				Out:      cmd.OutOrStdout(),
+				Wait:     wait,
+				CLI:      invokedAs(),
+				CLIFlags: reachFlags(c.BaseURL(), cf.tokensFile),
 			})
 		},
 	}
 	cf.register(cmd, false)
 	cmd.Flags().DurationVar(&wait, "wait", chat.DefaultWait, "line mode: how long to wait for the run to end after input ends")
 	return cmd
+}
+
+// invokedAs is this program as the person ran it, for commands they can
+// paste: "bin/jetway" when run from the repository root, "jetway" when
+// found on the PATH.
+func invokedAs() string {
+	if strings.Contains(os.Args[0], "/") {
+		return os.Args[0]
+	}
+	return "jetway"
+}
+
+// reachFlags are the flags a client command needs to reach the dispatcher
+// at url with tokensFile: only those that differ from the defaults.
+func reachFlags(url, tokensFile string) string {
+	var flags []string
+	if url != client.DefaultURL {
+		flags = append(flags, "--url "+url)
+	}
+	if tokensFile != "" && filepath.Clean(tokensFile) != filepath.Clean(client.DefaultTokensFile) {
+		flags = append(flags, "--tokens-file "+tokensFile)
+	}
+	return strings.Join(flags, " ")
 }

@@ -1,9 +1,12 @@
 package main
 
 import (
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -88,4 +91,81 @@ func TestDev_stops_at_once_with_a_chat_attached_and_the_chat_says_once_that_it_w
 	if strings.Contains(screen, "reconnecting") {
 		t.Errorf("the chat printed reconnect lines:\n%s", screen)
 	}
+}
+
+// longJobScript starts a background job that runs until it is killed; its
+// command carries marker so the test can look for its processes.
+func longJobScript(t *testing.T, marker string) string {
+	t.Helper()
+	script := fmt.Sprintf(`{"turns": [
+	  {"text": "Starting the long job.", "tool_calls": [{"name": "shell", "input": {"command": "sleep 600; : %s", "background": true}}]},
+	  {"text": "It runs in the background."},
+	  {"when": {"notice_contains": "[background job notice]"}, "text": "The long job ended: {{notice}}"}
+	]}`, marker)
+	path := filepath.Join(t.TempDir(), "long.json")
+	if err := os.WriteFile(path, []byte(script), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// processesWith lists the pids whose command line contains s.
+func processesWith(s string) []string {
+	var pids []string
+	dirs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, f := range dirs {
+		b, err := os.ReadFile(f)
+		if err == nil && strings.Contains(string(b), s) {
+			pids = append(pids, filepath.Base(filepath.Dir(f)))
+		}
+	}
+	return pids
+}
+
+func TestChat_opens_with_history_running_jobs_and_the_Ground_Stop_with_how_to_lift_it_and_kill_kills_the_job(t *testing.T) {
+	marker := fmt.Sprintf("killtest-%d", time.Now().UnixNano())
+	t.Setenv("JETWAY_SCRIPT", longJobScript(t, marker))
+	d := startDev(t)
+	cf := []string{"--url", d.url, "--tokens-file", d.tokens}
+	if out, err := runCLI(t, append([]string{"send", "s", "start the long job"}, cf...)...); err != nil {
+		t.Fatalf("send: %v\n%s", err, out)
+	}
+	waitCLI(t, "job 1 running", func(s string) bool { return regexp.MustCompile(`(?m)^1\s+running\s`).MatchString(s) },
+		append([]string{"jobs", "s"}, cf...)...)
+	waitCLI(t, "the session idle", func(s string) bool { return regexp.MustCompile(`(?m)^s\s+idle\s`).MatchString(s) },
+		append([]string{"sessions"}, cf...)...)
+	if out, err := runCLI(t, append([]string{"stop", "--session", "s", "--reason", "opening test"}, cf...)...); err != nil {
+		t.Fatalf("stop: %v\n%s", err, out)
+	}
+
+	c := startPtyChat(t, d, "s")
+	lift := jetwayBinary(t) + " stop --off --session s --url " + d.url + " --tokens-file " + d.tokens
+	screen := c.scr.until(t, "history, the running job and the Ground Stop", func(s string) bool {
+		return strings.Contains(s, "you: start the long job") &&
+			strings.Contains(s, "agent: It runs in the background.") &&
+			strings.Contains(s, "running: job 1 — t1 running for") &&
+			strings.Contains(s, "reason: opening test") &&
+			strings.Contains(s, "lift it with: "+lift)
+	})
+	if i, j := strings.Index(screen, "recently:"), strings.Index(screen, "! Ground Stop on (session"); i < 0 || j < i {
+		t.Errorf("the history does not come first, then the Ground Stop:\n%s", screen)
+	}
+	if len(processesWith(marker)) == 0 {
+		t.Fatalf("the long job's processes are not running before /kill")
+	}
+
+	c.typeLine(t, "/kill 1")
+	c.scr.until(t, "job 1 killed", func(s string) bool { return strings.Contains(s, "job 1 killed: t1 killed") })
+	waitCLI(t, "job 1 killed", func(s string) bool { return regexp.MustCompile(`(?m)^1\s+killed\s`).MatchString(s) },
+		append([]string{"jobs", "s"}, cf...)...)
+	if pids := processesWith(marker); len(pids) != 0 {
+		t.Errorf("processes of the killed job still run: %v", pids)
+	}
+
+	// The command the chat showed lifts the switch as it is.
+	args := strings.Fields(strings.TrimPrefix(lift, jetwayBinary(t)+" "))
+	if out, err := runCLI(t, args...); err != nil || !strings.Contains(out, "off") {
+		t.Errorf("%s: %v\n%s", lift, err, out)
+	}
+	c.quit(t)
 }

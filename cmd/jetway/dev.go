@@ -5,13 +5,11 @@ import (
 	"fmt"
 	"os/signal"
 	"path/filepath"
-	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
 
 	"jetway/pkg/auth"
-	"jetway/pkg/client"
 	"jetway/pkg/telemetry"
 )
 
@@ -110,13 +108,8 @@ func devNotes(env *devEnv, model string, jobsTools bool) []string {
 // chatCommand is the `jetway chat` line that reaches this stack, with
 // only the flags that differ from chat's defaults.
 func chatCommand(url, tokensFile string) string {
-	var b strings.Builder
-	b.WriteString("jetway chat SESSION")
-	if url != client.DefaultURL {
-		b.WriteString(" --url " + url)
+	if flags := reachFlags(url, tokensFile); flags != "" {
+		return "jetway chat SESSION " + flags
 	}
-	if filepath.Clean(tokensFile) != filepath.Clean(client.DefaultTokensFile) {
-		b.WriteString(" --tokens-file " + tokensFile)
-	}
-	return b.String()
+	return "jetway chat SESSION"
 }

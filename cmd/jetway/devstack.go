@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	neturl "net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -204,6 +205,16 @@ func runDev(ctx context.Context, cfg devConfig) error {
 		return nil
 	})
 	mux := http.NewServeMux()
+	if hasComponent(cfg.Components, "dispatcher") {
+		// Ready once the API is mounted: clients need it, and the tokens
+		// file the dispatcher writes before it mounts.
+		ready.add("api", func(context.Context) error {
+			if _, pattern := mux.Handler(&http.Request{Method: http.MethodGet, URL: &neturl.URL{Path: "/v1/"}}); pattern == "" {
+				return errors.New("not mounted yet")
+			}
+			return nil
+		})
+	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(w, "ok")
 	})
@@ -298,6 +309,15 @@ func runDev(ctx context.Context, cfg devConfig) error {
 	case err := <-httpDone:
 		return fmt.Errorf("http server: %w", err)
 	}
+}
+
+func hasComponent(cs []devComponent, name string) bool {
+	for _, c := range cs {
+		if c.Name == name {
+			return true
+		}
+	}
+	return false
 }
 
 // validateDevConfig checks every setting before anything starts, so a

@@ -2,11 +2,9 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"os/signal"
-	"sync/atomic"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -54,7 +52,7 @@ With no token configured it refuses to start: there is no open mode.`,
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
-			shutdownTracing, err := telemetry.SetupTracing(ctx, telemetry.TracingConfig{ServiceName: "jetway-dispatcher", ServiceVersion: serviceVersion})
+			shutdownTracing, err := telemetry.SetupTracing(ctx, telemetry.TracingConfig{ServiceName: "jetway-dispatcher", ServiceVersion: version})
 			if err != nil {
 				return err
 			}
@@ -108,14 +106,6 @@ With no token configured it refuses to start: there is no open mode.`,
 // start, which is what `jetway chat` and friends read) plus the environment.
 func runDevDispatcher(ctx context.Context, env *devEnv) error {
 	log := env.Log.With().Str("component", "dispatcher").Logger()
-	// Ready once the API is mounted: clients need it and the tokens file.
-	var mounted atomic.Bool
-	env.AddReadyCheck("dispatcher", func(context.Context) error {
-		if !mounted.Load() {
-			return errors.New("starting")
-		}
-		return nil
-	})
 	dt, err := auth.EnsureDevTokens(env.DataDir)
 	if err != nil {
 		return err
@@ -136,7 +126,6 @@ func runDevDispatcher(ctx context.Context, env *devEnv) error {
 	}
 	defer svc.Stop()
 	env.Mux.Handle("/v1/", d.Handler())
-	mounted.Store(true)
 	log.Info().Str("tokens", dt.Path).Msg("dispatcher API mounted at /v1/, NATS API on " + dispatcher.APISubjectPrefix + ".*")
 	<-ctx.Done()
 	return nil

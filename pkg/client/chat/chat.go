@@ -46,12 +46,17 @@ type Config struct {
 	// Wait is how long line mode waits, after its input ends, for the run
 	// it started to end (DefaultWait when zero).
 	Wait time.Duration
+	// CLI and CLIFlags make the commands the chat suggests (lifting Ground
+	// Stop) paste as they are: the program as the person ran it, e.g.
+	// "bin/jetway" ("jetway" when empty), and the flags that reach this
+	// dispatcher, e.g. "--url http://127.0.0.1:8081".
+	CLI, CLIFlags string
 }
 
 // Help lists the slash commands.
 const Help = `/steer <note>  redirect the work under way
 /jobs          list the session's background jobs
-/kill <N>      ask the agent to kill background job N
+/kill <N>      kill background job N and its whole process tree
 /stop          Ground Stop this session (admin token)
 /quit          leave (Ctrl-D or Ctrl-C too)`
 
@@ -95,6 +100,10 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 	}
 
+	c.println("jetway chat with " + cfg.Session + " — /help for commands, /quit to leave")
+	// What the session is doing before anything new: the stream is open,
+	// so what arrives meanwhile waits and is shown after it, in order.
+	c.opening(ctx)
 	streamDone := make(chan error, 1)
 	go func() { streamDone <- c.follow(ctx, first) }()
 	// Whatever ends the chat, the stream goroutine stops before Run returns,
@@ -110,7 +119,6 @@ func Run(ctx context.Context, cfg Config) error {
 	inputDone := make(chan error, 1)
 	go func() { inputDone <- c.read(ctx, lines) }()
 
-	c.println("jetway chat with " + cfg.Session + " — /help for commands, /quit to leave")
 	for {
 		select {
 		case <-ctx.Done():
@@ -318,10 +326,12 @@ func (c *chat) handle(ctx context.Context, line string) bool {
 			c.println("! /kill needs a job number: /kill 3")
 			break
 		}
-		// The dispatcher has no kill endpoint: jobs belong to the agent's
-		// tools, so the agent is asked to do it.
-		c.input(ctx, fmt.Sprintf("/kill %d — please kill background job %d now (shell_job_kill id %d) and tell me when it is gone.", n, n, n))
-		c.println(fmt.Sprintf("(no kill endpoint in the dispatcher: asked the agent to kill job %d)", n))
+		j, err := c.cfg.Client.KillJob(ctx, c.cfg.Session, strconv.FormatUint(n, 10))
+		if err != nil {
+			c.println("! /kill " + arg + ": " + err.Error())
+			break
+		}
+		c.println("job " + j.ID + " " + j.Status + ": " + j.Line)
 	case "/stop":
 		cl := c.cfg.Admin
 		if cl == nil {
@@ -332,7 +342,7 @@ func (c *chat) handle(ctx context.Context, line string) bool {
 			c.println("! " + err.Error())
 			break
 		}
-		c.println("Ground Stop on for " + st.Scope + " (jetway stop --session " + c.cfg.Session + " --off to lift it)")
+		c.println("Ground Stop on for " + st.Scope + " — lift it with: " + c.command("stop --off --session "+c.cfg.Session))
 	default:
 		c.println("! unknown command " + cmd + " — /help lists them")
 	}
