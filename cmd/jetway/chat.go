@@ -19,6 +19,7 @@ func init() { addCommand(newChatCmd) }
 func newChatCmd(*globals) *cobra.Command {
 	var cf clientFlags
 	var wait time.Duration
+	var noWait bool
 	cmd := &cobra.Command{
 		Use:   "chat SESSION",
 		Short: "Talk to a session, seeing its headlines and text as they happen",
@@ -29,7 +30,9 @@ are typing, which is redrawn after each. Slash commands:
 ` + chat.Help + `
 
 When input is not a terminal, chat reads lines (one input each), and after
-the input ends keeps showing output until the run it started ends (--wait).`,
+the input ends keeps showing output until the session has settled: no run,
+no running background job, no event waiting for it — so a job's exit and the
+report it leads to are shown (at most --wait; --no-wait leaves at once).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := cf.client(false)
@@ -50,13 +53,15 @@ the input ends keeps showing output until the run it started ends (--wait).`,
 				In:       cmd.InOrStdin(),
 				Out:      cmd.OutOrStdout(),
 				Wait:     wait,
+				NoWait:   noWait,
 				CLI:      invokedAs(),
 				CLIFlags: reachFlags(c.BaseURL(), cf.tokensFile),
 			})
 		},
 	}
 	cf.register(cmd, false)
-	cmd.Flags().DurationVar(&wait, "wait", chat.DefaultWait, "line mode: how long to wait for the run to end after input ends")
+	cmd.Flags().DurationVar(&wait, "wait", chat.DefaultWait, "line mode: the longest to wait, after input ends, for the session to settle")
+	cmd.Flags().BoolVar(&noWait, "no-wait", false, "line mode: leave as soon as input ends")
 	return cmd
 }
 

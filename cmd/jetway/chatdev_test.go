@@ -169,3 +169,49 @@ func TestChat_opens_with_history_running_jobs_and_the_Ground_Stop_with_how_to_li
 	}
 	c.quit(t)
 }
+
+// pipeChat runs `jetway chat` with lines piped into it, as
+// `echo … | jetway chat demo` does, and returns what it printed.
+func pipeChat(t *testing.T, d *devStack, session, input string, extra ...string) string {
+	t.Helper()
+	args := append([]string{"chat", "--url", d.url, "--tokens-file", d.tokens}, extra...)
+	cmd := exec.Command(jetwayBinary(t), append(args, session)...)
+	cmd.Stdin = strings.NewReader(input)
+	done := make(chan struct{})
+	var out []byte
+	var err error
+	go func() { out, err = cmd.CombinedOutput(); close(done) }()
+	t.Cleanup(func() {
+		if cmd.Process != nil {
+			_ = cmd.Process.Kill()
+		}
+		<-done
+	})
+	select {
+	case <-done:
+	case <-time.After(120 * time.Second):
+		t.Fatalf("piped chat still running after 120s")
+	}
+	if err != nil {
+		t.Fatalf("piped chat: %v\n%s", err, out)
+	}
+	return string(out)
+}
+
+func TestChat_with_piped_input_stays_until_the_job_exit_and_the_report_it_leads_to(t *testing.T) {
+	d := startDev(t)
+	out := pipeChat(t, d, "demo", "build the project\n")
+	exit := strings.Index(out, "» job 1 (sleep) exited 0 after")
+	report := strings.Index(out, "The background build has finished")
+	if exit < 0 || report < exit {
+		t.Fatalf("piped chat left before the job's exit and then the report:\n%s", out)
+	}
+	if !strings.Contains(out[report:], "completed after") {
+		t.Errorf("piped chat left before the reporting run's end headline:\n%s", out)
+	}
+
+	out = pipeChat(t, d, "other", "build the project\n", "--no-wait")
+	if strings.Contains(out, "exited 0 after") {
+		t.Errorf("--no-wait waited for the job:\n%s", out)
+	}
+}

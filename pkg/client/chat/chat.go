@@ -43,9 +43,12 @@ type Config struct {
 	// the terminal in raw mode and restores it on return.
 	In  io.Reader
 	Out io.Writer
-	// Wait is how long line mode waits, after its input ends, for the run
-	// it started to end (DefaultWait when zero).
+	// Wait bounds how long line mode waits, after its input ends, for the
+	// session to settle: idle, no running job, nothing waiting
+	// (DefaultWait when zero).
 	Wait time.Duration
+	// NoWait makes line mode leave as soon as its input ends.
+	NoWait bool
 	// CLI and CLIFlags make the commands the chat suggests (lifting Ground
 	// Stop) paste as they are: the program as the person ran it, e.g.
 	// "bin/jetway" ("jetway" when empty), and the flags that reach this
@@ -83,7 +86,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 
-	c := &chat{cfg: cfg, runEnded: make(chan struct{}, 1)}
+	c := &chat{cfg: cfg, activity: make(chan struct{}, 1)}
 	if f, ok := cfg.In.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
 		old, err := term.MakeRaw(int(f.Fd()))
 		if err != nil {
@@ -140,16 +143,13 @@ func Run(ctx context.Context, cfg Config) error {
 			if c.term != nil || !c.sent {
 				return nil
 			}
-			// Line mode: show the rest of the run the input started.
-			t := time.NewTimer(cfg.Wait)
-			defer t.Stop()
-			select {
-			case <-c.runEnded:
-			case <-t.C:
-			case <-ctx.Done():
-			case <-streamDone:
-				streamOver = true
+			if cfg.NoWait {
+				return nil
 			}
+			// Line mode: show everything the input set going.
+			wctx, stopWaiting := context.WithTimeout(ctx, cfg.Wait)
+			defer stopWaiting()
+			streamOver = c.settle(wctx, streamDone)
 			return nil
 		}
 	}
@@ -159,9 +159,16 @@ type chat struct {
 	cfg  Config
 	term *term.Terminal // nil in line mode
 
-	mu       sync.Mutex // line mode output
-	sent     bool       // input was sent (main goroutine only)
-	runEnded chan struct{}
+	mu        sync.Mutex    // line mode output
+	sent      bool          // input was sent (main goroutine only)
+	activity  chan struct{} // an event was shown
+	endedRuns sync.Map      // run id → true: runs whose end was shown
+	// sent maps the CE id of each line sent to its text, to say when a
+	// line a busy session took reaches the model.
+	typed sync.Map
+	// wakes are the CE ids of job events (exits, overdue) shown that have
+	// not reached a run yet: each starts a run or goes to the live one.
+	wakes sync.Map
 }
 
 // println shows one line above the prompt (terminal) or as a line.
@@ -216,29 +223,14 @@ func (c *chat) read(ctx context.Context, lines chan<- string) error {
 // through client.Follow, resuming after the last event seen.
 func (c *chat) follow(ctx context.Context, first *client.Stream) error {
 	var r Renderer
-	var grace *time.Timer // after a run's end, how long to wait for its headline
-	defer func() {
-		if grace != nil {
-			grace.Stop()
-		}
-	}()
-	ended := func() {
-		select {
-		case c.runEnded <- struct{}{}:
-		default:
-		}
-	}
 	show := func(ev client.Event) error {
 		for _, l := range r.Lines(ev) {
 			c.println(l)
 		}
-		switch {
-		case ev.Type == events.TypeRunEnded && grace == nil:
-			// The notifier's headline for it normally follows within
-			// milliseconds; without a notifier, stop waiting soon anyway.
-			grace = time.AfterFunc(headlineGrace, ended)
-		case runEndedHeadline(ev):
-			ended()
+		c.track(ev)
+		select {
+		case c.activity <- struct{}{}:
+		default:
 		}
 		return nil
 	}
@@ -350,11 +342,13 @@ func (c *chat) handle(ctx context.Context, line string) bool {
 }
 
 func (c *chat) input(ctx context.Context, text string) {
-	if _, err := c.cfg.Client.Input(ctx, c.cfg.Session, text); err != nil {
+	acc, err := c.cfg.Client.Input(ctx, c.cfg.Session, text)
+	if err != nil {
 		c.println("! " + err.Error())
 		return
 	}
 	c.sent = true
+	c.typed.Store(acc.ID, text)
 }
 
 func (c *chat) jobs(ctx context.Context) {
@@ -374,15 +368,108 @@ func (c *chat) jobs(ctx context.Context) {
 	}
 }
 
-// headlineGrace is how long line mode waits, after a run's end, for the
-// notifier's headline about it before leaving.
-const headlineGrace = time.Second
+// settlePoll is how often line mode asks whether the session has settled
+// when no event says something happened.
+const settlePoll = time.Second
 
-// runEndedHeadline reports the notifier's headline about a run's end.
-func runEndedHeadline(ev client.Event) bool {
-	if ev.Type != events.TypeHeadline {
+// settle waits, in line mode after the input ended, until the session has
+// done all the input set going: no run, no running job, no event waiting
+// for it (a job's exit starts another run, which reports), and the last
+// run's end headline shown. A Ground Stop holding the session ends the
+// wait at once: nothing will run. It reports whether the stream ended.
+func (c *chat) settle(ctx context.Context, streamDone <-chan error) (streamOver bool) {
+	tick := time.NewTicker(settlePoll)
+	defer tick.Stop()
+	for {
+		d, err := c.cfg.Client.SessionDetail(ctx, c.cfg.Session)
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return false
+		case isNotFound(err):
+			// No record yet: the runner has not taken the input.
+		case err != nil:
+			c.println("! cannot tell whether the session is done: " + err.Error())
+			return false
+		case len(d.GroundStop) > 0:
+			c.println("! Ground Stop holds the session: nothing runs until it is lifted")
+			return false
+		case c.settled(d):
+			return false
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-streamDone:
+			return true
+		case <-c.activity:
+		case <-tick.C:
+		}
+	}
+}
+
+// settled reports a session with nothing under way or waiting, whose
+// last run's end the chat has shown.
+func (c *chat) settled(d client.SessionDetail) bool {
+	if d.State == "running" || d.PendingEvents > 0 {
 		return false
 	}
-	var h events.HeadlineNote
-	return json.Unmarshal(ev.Data, &h) == nil && h.About == events.TypeRunEnded
+	owed := false
+	c.wakes.Range(func(any, any) bool { owed = true; return false })
+	if owed {
+		return false
+	}
+	if last := client.DecodeSession(d.SessionInfo).Run; last != "" {
+		if _, shown := c.endedRuns.Load(last); !shown {
+			return false
+		}
+	}
+	for _, j := range d.Jobs {
+		if j.Status == "running" {
+			return false
+		}
+	}
+	return true
+}
+
+// track keeps what line mode's wait and the delivery notes need from ev:
+// runs that ended, job events not yet taken by a run, and lines of this
+// chat that a busy session handed to its model.
+func (c *chat) track(ev client.Event) {
+	switch ev.Type {
+	case events.TypeRunEnded:
+		var e events.RunEnded
+		if json.Unmarshal(ev.Data, &e) == nil {
+			c.endedRuns.Store(e.Run, true)
+		}
+	case events.TypeRunStarted:
+		var s events.RunStarted
+		if json.Unmarshal(ev.Data, &s) == nil {
+			c.taken(s.Events)
+		}
+	case events.TypeRunDelivered:
+		var d events.RunDelivered
+		if json.Unmarshal(ev.Data, &d) != nil {
+			return
+		}
+		c.taken(d.Events)
+		for _, id := range d.Events {
+			if text, ok := c.typed.LoadAndDelete(id); ok {
+				c.println("» delivered to the running model: " + clip(text.(string), 120))
+			}
+		}
+	case events.TypeHeadline:
+		var h events.HeadlineNote
+		if json.Unmarshal(ev.Data, &h) == nil && h.Event != "" &&
+			(h.About == events.TypeJobExited || h.About == events.TypeJobOverdue) {
+			c.wakes.Store(h.Event, true)
+		}
+	}
+}
+
+// taken notes events a run took: a run start's or a delivery's.
+func (c *chat) taken(ids []string) {
+	for _, id := range ids {
+		c.wakes.Delete(id)
+		c.typed.Delete(id)
+	}
 }

@@ -2,7 +2,9 @@ package chat
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"time"
 
@@ -21,7 +23,7 @@ const recentLines = 6
 func (c *chat) opening(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if recent, err := c.recent(ctx); err != nil {
+	if recent, err := c.recent(ctx); err != nil && !isNotFound(err) {
 		c.println("! history: " + err.Error())
 	} else if len(recent) > 0 {
 		c.println("recently:")
@@ -30,6 +32,10 @@ func (c *chat) opening(ctx context.Context) {
 		}
 	}
 	d, err := c.cfg.Client.SessionDetail(ctx, c.cfg.Session)
+	if isNotFound(err) {
+		c.println("session " + c.cfg.Session + ": new (no run yet)")
+		return
+	}
 	if err != nil {
 		c.println("! session: " + err.Error())
 		return
@@ -37,6 +43,13 @@ func (c *chat) opening(ctx context.Context) {
 	for _, l := range c.stateLines(d) {
 		c.println(l)
 	}
+}
+
+// isNotFound reports the dispatcher's answer for a session it has no
+// record of yet: a new session, not a failure.
+func isNotFound(err error) bool {
+	var ae *client.APIError
+	return errors.As(err, &ae) && ae.Status == http.StatusNotFound
 }
 
 // stateLines describe d for a person.
