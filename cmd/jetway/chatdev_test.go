@@ -201,6 +201,10 @@ func pipeChat(t *testing.T, d *devStack, session, input string, extra ...string)
 func TestChat_with_piped_input_stays_until_the_job_exit_and_the_report_it_leads_to(t *testing.T) {
 	d := startDev(t)
 	out := pipeChat(t, d, "demo", "build the project\n")
+	// A run's start is shown before its text.
+	if started, text := strings.Index(out, "» run r-"), strings.Index(out, "I'll start the build"); started < 0 || text < started {
+		t.Errorf("the run's first text came before its start:\n%s", out)
+	}
 	exit := strings.Index(out, "» job 1 (sleep) exited 0 after")
 	report := strings.Index(out, "The background build has finished")
 	if exit < 0 || report < exit {
@@ -214,4 +218,33 @@ func TestChat_with_piped_input_stays_until_the_job_exit_and_the_report_it_leads_
 	if strings.Contains(out, "exited 0 after") {
 		t.Errorf("--no-wait waited for the job:\n%s", out)
 	}
+}
+
+func TestChat_shows_a_line_typed_while_the_session_is_busy_as_delivered_when_it_reaches_the_model(t *testing.T) {
+	script := `{"turns": [
+	  {"text": "Working on it.", "tool_calls": [{"name": "shell", "input": {"command": "sleep 3"}}]},
+	  {"when": {"user_contains": "also check the docs"}, "text": "Checking the docs too."},
+	  {"text": "Done without the docs."}
+	]}`
+	path := filepath.Join(t.TempDir(), "busy.json")
+	if err := os.WriteFile(path, []byte(script), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("JETWAY_SCRIPT", path)
+	d := startDev(t)
+	c := startPtyChat(t, d, "busy")
+	c.typeLine(t, "start")
+	c.scr.until(t, "the run busy in its shell call", func(s string) bool { return strings.Contains(s, "↳ shell") })
+	c.typeLine(t, "also check the docs")
+	screen := c.scr.until(t, "the line delivered, then the run's end", func(s string) bool {
+		i := strings.Index(s, "» delivered to the running model: also check the docs")
+		return i >= 0 && strings.Contains(s[i:], "completed after")
+	})
+	if !strings.Contains(screen, "Checking the docs too.") {
+		t.Errorf("the model did not get the line in the same run:\n%s", screen)
+	}
+	if n := strings.Count(screen, "» run r-"); n != 2 { // started and completed, one run
+		t.Errorf("%d run lines, want one run's start and end:\n%s", n, screen)
+	}
+	c.quit(t)
 }

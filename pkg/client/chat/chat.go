@@ -451,12 +451,12 @@ func (c *chat) track(ev client.Event) {
 		if json.Unmarshal(ev.Data, &d) != nil {
 			return
 		}
-		c.taken(d.Events)
 		for _, id := range d.Events {
-			if text, ok := c.typed.LoadAndDelete(id); ok {
+			if text, ok := c.typed.Load(id); ok {
 				c.println("» delivered to the running model: " + clip(text.(string), 120))
 			}
 		}
+		c.taken(d.Events)
 	case events.TypeHeadline:
 		var h events.HeadlineNote
 		if json.Unmarshal(ev.Data, &h) == nil && h.Event != "" &&
