@@ -92,6 +92,14 @@ func TestJobs_and_sessions_print_sorted_tables_with_state_columns_and_json_gives
 		t.Errorf("jobs --json is not the records as JSON (%v):\n%s", err, raw)
 	}
 
+	// dev's /metrics has the runner's and the jobs' side too.
+	code, metrics := get(t, d.p, d.url+"/metrics")
+	for _, want := range []string{"jetway_runner_work_pending ", `jetway_runner_sessions{state="idle"} `, `jetway_jobs{status="exited"} `} {
+		if code != 200 || !strings.Contains(metrics, want) {
+			t.Errorf("/metrics (%d) lacks %q", code, want)
+		}
+	}
+
 	if out, err := runCLI(t, append([]string{"stop", "--session", "alpha", "--reason", "table test"}, cf...)...); err != nil {
 		t.Fatalf("stop: %v\n%s", err, out)
 	}

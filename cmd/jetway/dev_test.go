@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -85,6 +86,18 @@ func TestDev_provisions_serves_health_and_stops_cleanly_on_SIGTERM(t *testing.T)
 	}
 	if p, err := bus.Partitions(ctx, js); err != nil || p != 4 {
 		t.Errorf("partitions = %d, %v; want 4", p, err)
+	}
+
+	// The micro services state the build's version, not a bare 0.0.0.
+	for _, svc := range []string{"jetway-jobs", "jetway-dispatcher"} {
+		msg, err := nc.Request("$SRV.INFO."+svc, nil, 10*time.Second)
+		if err != nil {
+			t.Fatalf("micro info %s: %v", svc, err)
+		}
+		var info struct{ Version string }
+		if err := json.Unmarshal(msg.Data, &info); err != nil || info.Version != semverOf(testVersion) {
+			t.Errorf("%s states version %q (%v), want %q", svc, info.Version, err, semverOf(testVersion))
+		}
 	}
 
 	if code, body := get(t, p, httpURL+"/healthz"); code != http.StatusOK || strings.TrimSpace(body) != "ok" {

@@ -197,6 +197,9 @@ func runDev(ctx context.Context, cfg devConfig) error {
 	}
 
 	reg := telemetry.NewRegistry()
+	if err := reg.Register(newStateCollector(js)); err != nil {
+		return fmt.Errorf("metrics: %w", err)
+	}
 	ready := &readiness{}
 	ready.add("nats", func(context.Context) error {
 		if !nc.IsConnected() {
