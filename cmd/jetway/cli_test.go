@@ -91,6 +91,9 @@ func TestJobs_and_sessions_print_sorted_tables_with_state_columns_and_json_gives
 	if err := json.Unmarshal([]byte(raw), &recs); err != nil || len(recs) != 2 || !strings.Contains(string(recs[0].Record), `"line"`) {
 		t.Errorf("jobs --json is not the records as JSON (%v):\n%s", err, raw)
 	}
+	if strings.Contains(raw, `"path"`) || strings.Contains(raw, d.data) {
+		t.Errorf("jobs --json shows the output file's host path:\n%s", raw)
+	}
 
 	// dev's /metrics has the runner's and the jobs' side too.
 	code, metrics := get(t, d.p, d.url+"/metrics")

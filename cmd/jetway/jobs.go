@@ -16,7 +16,8 @@ func newJobsCmd(*globals) *cobra.Command {
 		Use:   "jobs SESSION",
 		Short: "List a session's background jobs",
 		Long: `jobs lists SESSION's background jobs by number: state, exit status and each
-job's one-line description. --json prints the dispatcher's records as they are.`,
+job's one-line description. --json prints the dispatcher's records, without the
+output file's path on the worker's disk (the record's ref names the output).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := cf.client(false)
@@ -28,7 +29,11 @@ job's one-line description. --json prints the dispatcher's records as they are.`
 				return err
 			}
 			out := cmd.OutOrStdout()
+			client.SortJobs(jobs)
 			if cf.json {
+				for i := range jobs {
+					jobs[i] = client.WithoutHostPath(jobs[i])
+				}
 				return printJSON(out, jobs)
 			}
 			if len(jobs) == 0 {
