@@ -23,9 +23,13 @@ func newChatCmd(*globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "chat SESSION",
 		Short: "Talk to a session, seeing its headlines and text as they happen",
-		Long: `chat is a prompt for one session. Headlines (job exits, runs started and
-ended) and the agent's streamed text appear as they happen, above the line you
-are typing, which is redrawn after each. Slash commands:
+		Long: `chat is a prompt for one session. It opens with the session's last few
+turns, its state, the Ground Stop switches holding it (with the command that
+lifts each), its running jobs and the events waiting for it. Headlines (job
+exits, runs started and ended) and the agent's streamed text appear as they
+happen, above the line you are typing, which is redrawn after each; a line
+typed while the agent is busy is shown as delivered when it reaches the model.
+Slash commands:
 
 ` + chat.Help + `
 

@@ -163,7 +163,7 @@ type chat struct {
 	sent      bool          // input was sent (main goroutine only)
 	activity  chan struct{} // an event was shown
 	endedRuns sync.Map      // run id → true: runs whose end was shown
-	// sent maps the CE id of each line sent to its text, to say when a
+	// typed maps the CE id of each line sent to its text, to say when a
 	// line a busy session took reaches the model.
 	typed sync.Map
 	// wakes are the CE ids of job events (exits, overdue) shown that have
