@@ -26,12 +26,12 @@ func TestA_session_bound_to_a_stopped_worker_is_rebound_to_a_live_one_with_a_hea
 	stopW1()
 	e.startWorker("w2")
 
-	notify, err := events.NotifySubject(tenant, session)
+	out, err := events.OutSubject(tenant, session)
 	if err != nil {
 		t.Fatal(err)
 	}
 	headlines := make(chan *nats.Msg, 4)
-	sub, err := e.nc.ChanSubscribe(notify, headlines)
+	sub, err := e.nc.ChanSubscribe(out, headlines)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -294,11 +294,12 @@ func (c *Client) forget(key string) {
 	c.mu.Unlock()
 }
 
-// announceRebind publishes the rebind headline on the session's notify
-// subject, where the chat and the session's stream show headlines. Its id
-// names the move, so two clients announcing one move store one headline.
+// announceRebind publishes the rebind headline into the session's run
+// output (jetway.out.…, which the runner — this client's usual user — may
+// publish on), where its stream and the chat show headlines. Its id names
+// the move, so two clients announcing one move store one headline.
 func (c *Client) announceRebind(ctx context.Context, tenant, session, from, to string) {
-	subj, err := events.NotifySubject(tenant, session)
+	subj, err := events.OutSubject(tenant, session)
 	if err != nil {
 		return
 	}
