@@ -31,7 +31,7 @@ run with it; a busy one hands it to the model before its next call.`,
 			if err != nil {
 				return err
 			}
-			return cf.printAccepted(cmd.OutOrStdout(), acc, "sent")
+			return cf.printAccepted(cmd.OutOrStdout(), args[0], acc, "sent")
 		},
 	}
 	cf.register(cmd, true)
@@ -72,16 +72,47 @@ func (f *clientFlags) clientWith(o client.Options) (*client.Client, error) {
 	return client.New(cfg)
 }
 
-func (f *clientFlags) printAccepted(w io.Writer, acc client.Accepted, verb string) error {
+// printAccepted says the event was taken and, when Ground Stop holds the
+// session, that nothing will run until it is lifted, and how.
+func (f *clientFlags) printAccepted(w io.Writer, session string, acc client.Accepted, verb string) error {
 	if f.json {
 		return printJSON(w, acc)
 	}
+	line := fmt.Sprintf("%s %s", verb, acc.ID)
 	if acc.Duplicate {
-		_, err := fmt.Fprintf(w, "already %s (same id %s)\n", verb, acc.ID)
+		line = fmt.Sprintf("already %s (same id %s)", verb, acc.ID)
+	}
+	if _, err := fmt.Fprintln(w, line); err != nil {
 		return err
 	}
-	_, err := fmt.Fprintf(w, "%s %s\n", verb, acc.ID)
-	return err
+	for _, sw := range acc.Held {
+		if _, err := fmt.Fprintln(w, heldLine(session, sw)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// heldLine tells a person that a Ground Stop switch holds the session:
+// which one, since when, why when known, and the command that lifts it.
+func heldLine(session string, sw client.StopSwitch) string {
+	var what, lift string
+	switch sw.Scope {
+	case "global":
+		what, lift = "the global Ground Stop is on", "an operator lifts it with: jetway stop --off --global"
+	case "tenant":
+		what, lift = "Ground Stop on every session of this tenant", "lift it with: jetway stop --off"
+	default:
+		what, lift = "Ground Stop on this session", "lift it with: jetway stop --off --session "+session
+	}
+	s := "held: " + what
+	if !sw.Since.IsZero() {
+		s += " since " + sw.Since.Local().Format("2006-01-02 15:04:05")
+	}
+	if sw.Reason != "" {
+		s += " (" + sw.Reason + ")"
+	}
+	return s + " — " + lift
 }
 
 func printJSON(w io.Writer, v any) error {

@@ -138,6 +138,21 @@ func TestPermissions(t *testing.T) {
 		if _, err := disp.js.KeyValue(ctx, bus.BucketWorkers); err != nil {
 			t.Fatalf("dispatcher: bucket %s: %v", bus.BucketWorkers, err)
 		}
+		// Input answers name the Ground Stop switches from a watch.
+		ctl, err := disp.js.KeyValue(ctx, bus.BucketControl)
+		if err != nil {
+			t.Fatalf("dispatcher: bucket %s: %v", bus.BucketControl, err)
+		}
+		stops, err := ctl.WatchFiltered(ctx, []string{"groundstop", "groundstop.>"})
+		if err != nil {
+			t.Fatalf("dispatcher: watch Ground Stop: %v", err)
+		}
+		defer stops.Stop()
+		select {
+		case <-stops.Updates():
+		case <-ctx.Done():
+			t.Fatal("dispatcher: the Ground Stop watch replayed nothing")
+		}
 		disp.noViolation(t)
 		disp.refuseAPI(t, "$JS.API.CONSUMER.CREATE.JETWAY_TRANSCRIPTS.peek", func(ctx context.Context) error {
 			_, err := disp.js.CreateConsumer(ctx, bus.StreamTranscripts, jetstream.ConsumerConfig{Name: "peek"})

@@ -98,6 +98,8 @@ type (
 	TranscriptPage = dispatcherapi.TranscriptPage
 	// TranscriptEntry is one record of a session's history.
 	TranscriptEntry = dispatcherapi.TranscriptEntry
+	// TranscriptBlock is one part of a turn in a session's history.
+	TranscriptBlock = dispatcherapi.TranscriptBlock
 	// JobSummary is a background job as its worker reports it.
 	JobSummary = dispatcherapi.JobSummary
 	// JobOutputRequest picks the lines of a job's output to read.
@@ -116,12 +118,18 @@ type StopTarget struct {
 	// Tenant names another tenant (operator token only).
 	Tenant  string
 	Session string
+	// OwnTenant asks for the token's own tenant's switch, which is not an
+	// operator token's default (operator tokens of no tenant are refused).
+	OwnTenant bool
 }
 
 func (t StopTarget) query() url.Values {
 	q := url.Values{}
-	if t.Global {
+	switch {
+	case t.Global:
 		q.Set("scope", "global")
+	case t.OwnTenant:
+		q.Set("scope", "tenant")
 	}
 	if t.Tenant != "" {
 		q.Set("tenant", t.Tenant)

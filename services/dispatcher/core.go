@@ -144,7 +144,7 @@ func (d *Dispatcher) Input(ctx context.Context, p auth.Principal, session string
 	if err != nil {
 		return Accepted{}, err
 	}
-	return d.publish(ctx, p, session, e, req.ID != "")
+	return d.publishHeld(ctx, p, session, e, req.ID != "")
 }
 
 // Steer publishes an io.jetway.steer into one of the caller's sessions.
@@ -156,7 +156,44 @@ func (d *Dispatcher) Steer(ctx context.Context, p auth.Principal, session string
 	if err != nil {
 		return Accepted{}, err
 	}
-	return d.publish(ctx, p, session, e, req.ID != "")
+	return d.publishHeld(ctx, p, session, e, req.ID != "")
+}
+
+// publishHeld publishes a person's event and says in the answer which
+// Ground Stop switches hold the session, so "sent" never reads as "being
+// worked on" while nothing will run. The switches come from the mirror
+// (stopmirror.go); until it is ready they are read from the bucket while
+// the event is published. A failed read leaves the answer without them:
+// the event is stored, and refusing the request would invite a retry that
+// stores nothing new.
+func (d *Dispatcher) publishHeld(ctx context.Context, p auth.Principal, session string, e event.Event, chosenID bool) (Accepted, error) {
+	if held, ok := d.heldFromMirror(p, session); ok {
+		acc, err := d.publish(ctx, p, session, e, chosenID)
+		if err == nil && len(held) > 0 {
+			acc.Held = held
+		}
+		return acc, err
+	}
+	var held []StopSwitch
+	var heldErr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		held, heldErr = d.covering(ctx, p, p.Tenant, session)
+	}()
+	acc, err := d.publish(ctx, p, session, e, chosenID)
+	<-done
+	if err != nil {
+		return acc, err
+	}
+	if heldErr != nil {
+		d.log.Warn().Err(heldErr).Str("tenant", p.Tenant).Str("session", session).Msg("read Ground Stop for an answer")
+		return acc, nil
+	}
+	if len(held) > 0 {
+		acc.Held = held
+	}
+	return acc, nil
 }
 
 // target reads tenant/session from a CloudEvent's subject attribute and
@@ -456,6 +493,9 @@ func (d *Dispatcher) SetStop(ctx context.Context, p auth.Principal, t StopTarget
 	if _, err := groundstop.Set(ctx, kv, tenant, session, rec); err != nil {
 		return StopState{}, unavailable("set Ground Stop", err)
 	}
+	if key, err := groundstop.Key(tenant, session); err == nil {
+		d.stops.apply(key, rec, true)
+	}
 	d.log.Warn().Str("by", rec.By).Str("tenant", p.Tenant).Str("scope", scope).Str("reason", req.Reason).Msg("Ground Stop on")
 	return StopState{GroundStop: true, Scope: scope, Reason: rec.Reason, By: rec.By, At: rec.At}, nil
 }
@@ -475,6 +515,9 @@ func (d *Dispatcher) ClearStop(ctx context.Context, p auth.Principal, t StopTarg
 	}
 	if err := groundstop.Clear(ctx, kv, tenant, session); err != nil {
 		return StopState{}, unavailable("clear Ground Stop", err)
+	}
+	if key, err := groundstop.Key(tenant, session); err == nil {
+		d.stops.apply(key, groundstop.Record{}, false)
 	}
 	d.log.Warn().Str("by", stopBy(p)).Str("tenant", p.Tenant).Str("scope", scope).Msg("Ground Stop off")
 	return StopState{GroundStop: false, Scope: scope}, nil
@@ -510,6 +553,9 @@ func (d *Dispatcher) Stop(ctx context.Context, p auth.Principal, t StopTarget) (
 			return StopState{}, unavailable("read Ground Stop", err)
 		}
 		st.TenantStop = &tenantOn
+		if st.Covering, err = d.covering(ctx, p, tenant, session); err != nil {
+			return StopState{}, err
+		}
 		return st, nil
 	}
 	sws, err := groundstop.Sessions(ctx, kv, tenant)

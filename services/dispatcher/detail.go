@@ -114,13 +114,19 @@ func (d *Dispatcher) covering(ctx context.Context, p auth.Principal, tenant, ses
 		if !r.on {
 			continue
 		}
-		sw := StopSwitch{Scope: scopes[i].scope, Since: r.rec.At, By: r.rec.By, Reason: r.rec.Reason}
-		if sw.Scope == "global" && !p.Operator {
-			sw.By, sw.Reason = "", ""
-		}
-		out = append(out, sw)
+		out = append(out, switchOf(p, scopes[i].scope, r.rec))
 	}
 	return out, nil
+}
+
+// switchOf is a switch that is on as p may read it: of the global switch a
+// tenant learns when it was set, not by whom or why.
+func switchOf(p auth.Principal, scope string, rec groundstop.Record) StopSwitch {
+	sw := StopSwitch{Scope: scope, Since: rec.At, By: rec.By, Reason: rec.Reason}
+	if scope == "global" && !p.Operator {
+		sw.By, sw.Reason = "", ""
+	}
+	return sw
 }
 
 // pendingEvents counts the session's events still in the work queue: a

@@ -13,12 +13,17 @@
 //
 // Key-value layout read here (written by the runner and the jobs service):
 //
-//	jetway_sessions  <tenant>.<session>         the session record (JSON)
+//	jetway_sessions  <tenant>.<session>         the session record (JSON, record.go)
 //	jetway_jobs      <tenant>.<session>.<id>    one background job (JSON)
+//	jetway_workers   <tenant>.<session>         the session's jobs worker
 //	jetway_control   see package groundstop
 //
 // and written only here: jetway_event_ids <tenant>.<session>.<hash of id>
-// (dedupe.go).
+// (dedupe.go). A session's history is read from JETWAY_TRANSCRIPTS one
+// message at a time (transcript.go), its waiting events counted in
+// JETWAY_WORK (detail.go), and its jobs' output and kill asked of its jobs
+// worker through the jobs service's API (jobs.go). The request and answer
+// bodies are pkg/dispatcherapi's.
 package dispatcher
 
 import (
@@ -117,6 +122,9 @@ type Dispatcher struct {
 	jobsOnce sync.Once
 	jobs     *jobsclient.Client
 	jobsErr  error
+
+	// stops mirrors the Ground Stop switches for input answers.
+	stops stopMirror
 
 	// noIDBucket logs once that duplicate answers are off (claimID).
 	noIDBucket sync.Once

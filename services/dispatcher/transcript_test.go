@@ -168,3 +168,23 @@ func TestTranscript_pages_a_2000_turn_session_in_order_redacted_and_only_to_its_
 	problemOf(t, f.do("GET", "/v1/sessions/long/transcript?limit=501", tokUser, nil), http.StatusBadRequest)
 	problemOf(t, f.do("GET", "/v1/sessions/long/transcript?after=x", tokUser, nil), http.StatusBadRequest)
 }
+
+// BenchmarkTranscriptPage measures one page of the default size read by
+// direct gets (one round trip an entry), the cost a history reader pays.
+func BenchmarkTranscriptPage(b *testing.B) {
+	f := newFixture(b)
+	for i := range 1000 {
+		f.writeTranscript("default", "long", turn(i))
+	}
+	p, err := f.d.auth.Authenticate(tokUser)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	for b.Loop() {
+		page, err := f.d.Transcript(ctx, p, "long", 400, 0)
+		if err != nil || len(page.Entries) != api.DefaultTranscriptLimit {
+			b.Fatalf("page: %d entries, %v", len(page.Entries), err)
+		}
+	}
+}
