@@ -375,7 +375,7 @@ const settlePoll = time.Second
 // settle waits, in line mode after the input ended, until the session has
 // done all the input set going: no run, no running job, no event waiting
 // for it (a job's exit starts another run, which reports), and the last
-// run's end headline shown. A Ground Stop holding the session ends the
+// run's end shown. A Ground Stop holding the session ends the
 // wait at once: nothing will run. It reports whether the stream ended.
 func (c *chat) settle(ctx context.Context, streamDone <-chan error) (streamOver bool) {
 	tick := time.NewTicker(settlePoll)
