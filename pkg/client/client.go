@@ -280,8 +280,15 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, cont
 // send makes the request and turns transport failures and non-2xx answers
 // into errors; on success the caller owns resp.Body.
 func (c *Client) send(ctx context.Context, method, path string, q url.Values, contentType string, body io.Reader, accept string, extra ...string) (*http.Response, error) {
+	// path is already escaped (sessionPath): it goes on the wire as it is,
+	// and Path gets its unescaped form so the two agree and url.URL does
+	// not escape it a second time.
+	plain, err := url.PathUnescape(path)
+	if err != nil {
+		return nil, fmt.Errorf("client: bad path %q: %w", path, err)
+	}
 	u := *c.base
-	u.Path = strings.TrimRight(c.base.Path, "/") + path
+	u.Path = strings.TrimRight(c.base.Path, "/") + plain
 	u.RawPath = strings.TrimRight(c.base.EscapedPath(), "/") + path
 	u.RawQuery = q.Encode()
 	req, err := http.NewRequestWithContext(ctx, method, u.String(), body)

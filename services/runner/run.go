@@ -626,6 +626,10 @@ func (rc *recorder) RecordMessage(m llm.Message, usage llm.Usage) error {
 		a.settleLocked(acks...)
 	}
 	a.mu.Unlock()
+	if err == nil && len(m.Delivers) > 0 {
+		// Tell the person their line (or a job's notice) reached the model.
+		a.r.publishOut(ctx, a.tenant, a.session, events.RunDelivered{Run: rc.run, Events: m.Delivers})
+	}
 	return err
 }
 
