@@ -47,7 +47,7 @@ type clientFlags struct {
 
 func (f *clientFlags) register(cmd *cobra.Command, withJSON bool) {
 	fl := cmd.Flags()
-	fl.StringVar(&f.url, "url", "", "dispatcher URL (default $"+client.EnvURL+", else "+client.DefaultURL+")")
+	fl.StringVar(&f.url, "url", "", "dispatcher URL (default $"+client.EnvURL+", else the running jetway dev of the tokens file's data directory, else "+client.DefaultURL+")")
 	fl.StringVar(&f.token, "token", "", "bearer token (default $"+client.EnvToken+", else from the tokens file)")
 	fl.StringVar(&f.tokensFile, "tokens-file", client.DefaultTokensFile, "tokens file (the one jetway dev writes), read when no token is given")
 	if withJSON {
