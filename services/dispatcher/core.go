@@ -21,8 +21,8 @@ import (
 
 	"jetway/pkg/auth"
 	"jetway/pkg/bus"
+	"jetway/pkg/control/groundstop"
 	"jetway/pkg/events"
-	"jetway/services/dispatcher/groundstop"
 )
 
 // This file holds the operations both transports share: the HTTP handlers

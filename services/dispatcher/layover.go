@@ -6,8 +6,8 @@ import (
 	"strings"
 
 	"jetway/pkg/auth"
+	"jetway/pkg/control/layovers"
 	"jetway/pkg/events"
-	"jetway/services/runner/layovers"
 )
 
 // ResumeNote is the steer a bare resume sends: an interrupted session

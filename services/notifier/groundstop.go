@@ -11,8 +11,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"jetway/pkg/bus"
+	"jetway/pkg/control/groundstop"
 	"jetway/pkg/events"
-	"jetway/services/dispatcher/groundstop"
 )
 
 // watchGroundStop starts a watch on the per-session Ground Stop switches

@@ -20,8 +20,8 @@ import (
 
 	"jetway/pkg/bus"
 	"jetway/pkg/bus/bustest"
+	"jetway/pkg/control/groundstop"
 	"jetway/pkg/events"
-	"jetway/services/dispatcher/groundstop"
 )
 
 const waitFor = 10 * time.Second

@@ -7,7 +7,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"jetway/services/dispatcher/groundstop"
+	"jetway/pkg/control/groundstop"
 )
 
 // watchGroundStop keeps r.stops in step with the Ground Stop switches in the

@@ -30,9 +30,9 @@ import (
 	"jetway/pkg/agent/permission"
 	"jetway/pkg/agent/tool"
 	"jetway/pkg/bus"
+	"jetway/pkg/control/groundstop"
 	"jetway/pkg/handover"
 	"jetway/pkg/llm"
-	"jetway/services/dispatcher/groundstop"
 )
 
 // Config configures a runner.
