@@ -106,16 +106,16 @@ func (d *Dispatcher) Recovery(ctx context.Context, p auth.Principal, session str
 	if kv == nil {
 		return recoveryState(session, nil, 0), nil
 	}
-	rec, rev, err := d.readRecord(ctx, kv, p.Tenant, session)
+	rec, rev, err := d.loadRecord(ctx, kv, p.Tenant, session)
 	if err != nil {
 		return RecoveryState{}, err
 	}
 	return recoveryState(session, setOverride(rec.Policy), rev), nil
 }
 
-// readRecord reads a session record through the one type runners write it
+// loadRecord reads a session record through the one type runners write it
 // with; a missing one is idle at revision 0.
-func (d *Dispatcher) readRecord(ctx context.Context, kv jetstream.KeyValue, tenant, session string) (sessionrec.Record, uint64, error) {
+func (d *Dispatcher) loadRecord(ctx context.Context, kv jetstream.KeyValue, tenant, session string) (sessionrec.Record, uint64, error) {
 	rec, rev, err := sessionrec.Get(ctx, kv, tenant, session)
 	switch {
 	case errors.Is(err, sessionrec.ErrUnreadable):
@@ -198,7 +198,7 @@ func (d *Dispatcher) casPolicy(ctx context.Context, kv jetstream.KeyValue, tenan
 				return 0, unavailable("write session record", err)
 			}
 		}
-		rec, rev, err := d.readRecord(ctx, kv, tenant, session)
+		rec, rev, err := d.loadRecord(ctx, kv, tenant, session)
 		if err != nil {
 			return 0, err
 		}
