@@ -8,8 +8,8 @@
 //
 // Both services read and write it through the one type here. A record
 // written by a newer version may carry fields this one does not know; they
-// are kept byte for byte through a read and a write, so an older writer
-// never drops what a newer one stored.
+// are kept byte for byte through Get (or Decode) and Put (or Encode), so an
+// older writer never drops what a newer one stored.
 package sessionrec
 
 import (
@@ -69,12 +69,9 @@ type Record struct {
 	Policy *handover.RecoveryOverride `json:"policy,omitempty"`
 
 	// unknown holds the fields of a stored record this version does not
-	// know, written back as they were.
+	// know: Decode keeps them, Encode writes them back as they were.
 	unknown map[string]json.RawMessage
 }
-
-// known is Record without its methods, for the plain encoding.
-type known Record
 
 // Clone is a copy of r that shares no slice, map or pointer with it.
 func (r Record) Clone() Record {
@@ -98,62 +95,10 @@ func (r Record) Clone() Record {
 	return c
 }
 
-// MarshalJSON writes the known fields, and the unknown ones as they were
-// read.
-func (r Record) MarshalJSON() ([]byte, error) {
-	b, err := json.Marshal(known(r))
-	if err != nil || len(r.unknown) == 0 {
-		return b, err
-	}
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(b, &fields); err != nil {
-		return nil, err
-	}
-	for k, v := range r.unknown {
-		if _, ok := fields[k]; !ok {
-			fields[k] = v
-		}
-	}
-	return json.Marshal(fields)
-}
-
-// UnmarshalJSON reads the known fields and keeps the others. A record with
-// only known fields, the usual case, is decoded once.
-func (r *Record) UnmarshalJSON(b []byte) error {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	var k known
-	err := dec.Decode(&k)
-	if err == nil {
-		*r = Record(k)
-		return nil
-	}
-	if !strings.HasPrefix(err.Error(), "json: unknown field") {
-		return err
-	}
-	k = known{}
-	if err := json.Unmarshal(b, &k); err != nil {
-		return err
-	}
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(b, &fields); err != nil {
-		return err
-	}
-	names := knownNames()
-	for f := range fields {
-		if names[f] {
-			delete(fields, f)
-		}
-	}
-	*r = Record(k)
-	r.unknown = fields
-	return nil
-}
-
 // knownNames are the JSON names of Record's fields.
 var knownNames = sync.OnceValue(func() map[string]bool {
 	names := map[string]bool{}
-	t := reflect.TypeFor[known]()
+	t := reflect.TypeFor[Record]()
 	for i := range t.NumField() {
 		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
 		if name != "" && name != "-" {
@@ -174,13 +119,59 @@ var ErrLost = errors.New("session record changed under us")
 // of its fields).
 var ErrUnreadable = errors.New("session record unreadable")
 
-// Decode reads a stored record.
+// Decode reads a stored record, keeping the fields it does not know for
+// Encode. A record with only known fields, the usual case, is decoded once.
 func Decode(value []byte) (Record, error) {
 	var rec Record
-	if err := json.Unmarshal(value, &rec); err != nil {
+	dec := json.NewDecoder(bytes.NewReader(value))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(&rec)
+	if err != nil && strings.HasPrefix(err.Error(), "json: unknown field") {
+		rec, err = decodeWithUnknown(value)
+	}
+	if err != nil {
 		return Record{}, fmt.Errorf("%w: %w", ErrUnreadable, err)
 	}
 	return rec, nil
+}
+
+func decodeWithUnknown(value []byte) (Record, error) {
+	var rec Record
+	if err := json.Unmarshal(value, &rec); err != nil {
+		return Record{}, err
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(value, &fields); err != nil {
+		return Record{}, err
+	}
+	names := knownNames()
+	for f := range fields {
+		if names[f] {
+			delete(fields, f)
+		}
+	}
+	rec.unknown = fields
+	return rec, nil
+}
+
+// Encode is the stored form of rec: its known fields, and the unknown ones
+// Decode found, as they were. (json.Marshal of a Record writes only the
+// known ones.)
+func Encode(rec Record) ([]byte, error) {
+	b, err := json.Marshal(rec)
+	if err != nil || len(rec.unknown) == 0 {
+		return b, err
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(b, &fields); err != nil {
+		return nil, err
+	}
+	for k, v := range rec.unknown {
+		if _, ok := fields[k]; !ok {
+			fields[k] = v
+		}
+	}
+	return json.Marshal(fields)
 }
 
 // Get returns the record and its revision; a missing record is an idle one
@@ -203,7 +194,7 @@ func Get(ctx context.Context, kv jetstream.KeyValue, tenant, session string) (Re
 // Put writes rec if the stored revision is still rev (0: the record must
 // not exist yet) and returns the new revision. A refusal wraps ErrLost.
 func Put(ctx context.Context, kv jetstream.KeyValue, rec Record, rev uint64) (uint64, error) {
-	data, err := json.Marshal(rec)
+	data, err := Encode(rec)
 	if err != nil {
 		return 0, fmt.Errorf("session %s/%s: encode record: %w", rec.Tenant, rec.Session, err)
 	}

@@ -68,7 +68,7 @@ func TestA_field_this_version_does_not_know_survives_a_read_and_a_write(t *testi
 		t.Fatalf("known fields = %+v", rec)
 	}
 	rec.Runs = 3
-	b, err := json.Marshal(rec.Clone())
+	b, err := sessionrec.Encode(rec.Clone())
 	if err != nil {
 		t.Fatal(err)
 	}
