@@ -18,6 +18,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"strings"
 	"sync"
@@ -86,12 +87,7 @@ func (r Record) Clone() Record {
 		p := *r.Policy
 		c.Policy = &p
 	}
-	if r.unknown != nil {
-		c.unknown = make(map[string]json.RawMessage, len(r.unknown))
-		for k, v := range r.unknown {
-			c.unknown[k] = v
-		}
-	}
+	c.unknown = maps.Clone(r.unknown)
 	return c
 }
 
