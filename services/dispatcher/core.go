@@ -21,9 +21,9 @@ import (
 
 	"jetway/pkg/auth"
 	"jetway/pkg/bus"
+	"jetway/pkg/control/groundstop"
 	api "jetway/pkg/dispatcherapi"
 	"jetway/pkg/events"
-	"jetway/services/dispatcher/groundstop"
 )
 
 // This file holds the operations both transports share: the HTTP handlers
@@ -602,7 +602,8 @@ func (d *Dispatcher) bucket(ctx context.Context, name string) (jetstream.KeyValu
 }
 
 // scan returns the live entries of bucket matching filter, in one watch
-// rather than a Get per key.
+// rather than a Get per key. A one-shot read for one request, not a mirror:
+// the request needs an answer or an error now, not a restart with backoff.
 func (d *Dispatcher) scan(ctx context.Context, bucket, filter string) ([]jetstream.KeyValueEntry, error) {
 	kv, err := d.bucket(ctx, bucket)
 	if err != nil || kv == nil {

@@ -12,9 +12,9 @@ import (
 
 	"jetway/pkg/auth"
 	"jetway/pkg/bus"
+	"jetway/pkg/control/groundstop"
 	api "jetway/pkg/dispatcherapi"
 	"jetway/pkg/events"
-	"jetway/services/dispatcher/groundstop"
 	jobsclient "jetway/services/jobs/client"
 )
 

@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"jetway/pkg/bus"
-	"jetway/services/dispatcher/groundstop"
+	"jetway/pkg/control/groundstop"
+	"jetway/pkg/control/layovers"
 	"jetway/services/runner"
-	"jetway/services/runner/layovers"
 )
 
 // waitUntil polls cond until it holds or the test's wait runs out.

@@ -26,8 +26,8 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"jetway/pkg/bus"
+	"jetway/pkg/control/groundstop"
 	"jetway/pkg/events"
-	"jetway/services/dispatcher/groundstop"
 )
 
 func TestInput_is_published_on_the_session_subject_with_its_id_as_Nats_Msg_Id(t *testing.T) {

@@ -6,9 +6,9 @@ import (
 	"strings"
 
 	"jetway/pkg/auth"
+	"jetway/pkg/control/layovers"
 	api "jetway/pkg/dispatcherapi"
 	"jetway/pkg/events"
-	"jetway/services/runner/layovers"
 )
 
 // ResumeNote is the steer a bare resume sends: an interrupted session

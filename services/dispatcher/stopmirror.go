@@ -9,7 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"jetway/pkg/auth"
-	"jetway/services/dispatcher/groundstop"
+	"jetway/pkg/control/groundstop"
 )
 
 // stopMirror keeps the Ground Stop switches in memory, from a watch of the

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"jetway/pkg/bus"
-	"jetway/services/dispatcher/groundstop"
+	"jetway/pkg/control/groundstop"
 )
 
 func (f *fixture) mirrorReady() bool {

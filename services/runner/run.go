@@ -73,7 +73,7 @@ func (a *actor) start(ctx context.Context, p plan) bool {
 		a.dropRecord()
 		return a.start(ctx, p)
 	}
-	stored := rec.clone() // what revision rev holds, to undo a claim
+	stored := rec.Clone() // what revision rev holds, to undo a claim
 	text, ids := joinInputs(p.ins)
 	if len(p.ins) == 0 && rec.State != StateRunning {
 		return true // a recovery someone else already made
