@@ -79,7 +79,7 @@ func TestSend_while_Ground_Stop_holds_the_session_says_held_and_how_to_lift_it(t
 	if len(lines) != 2 || !strings.HasPrefix(lines[0], "sent ") {
 		t.Fatalf("send printed %q, want the id and one held line", out)
 	}
-	for _, want := range []string{"held: Ground Stop on this session since ", "(look first)", "lift it with: jetway stop --off --session s1"} {
+	for _, want := range []string{"held: Ground Stop on this session since ", "(look first)", "lift it with: " + invokedAs() + " stop --off --session s1 --url "} {
 		if !strings.Contains(lines[1], want) {
 			t.Errorf("held line %q lacks %q", lines[1], want)
 		}

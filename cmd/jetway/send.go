@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -31,7 +32,7 @@ run with it; a busy one hands it to the model before its next call.`,
 			if err != nil {
 				return err
 			}
-			return cf.printAccepted(cmd.OutOrStdout(), args[0], acc, "sent")
+			return cf.printAccepted(cmd.OutOrStdout(), c.BaseURL(), args[0], acc, "sent")
 		},
 	}
 	cf.register(cmd, true)
@@ -74,7 +75,7 @@ func (f *clientFlags) clientWith(o client.Options) (*client.Client, error) {
 
 // printAccepted says the event was taken and, when Ground Stop holds the
 // session, that nothing will run until it is lifted, and how.
-func (f *clientFlags) printAccepted(w io.Writer, session string, acc client.Accepted, verb string) error {
+func (f *clientFlags) printAccepted(w io.Writer, baseURL, session string, acc client.Accepted, verb string) error {
 	if f.json {
 		return printJSON(w, acc)
 	}
@@ -86,7 +87,8 @@ func (f *clientFlags) printAccepted(w io.Writer, session string, acc client.Acce
 		return err
 	}
 	for _, sw := range acc.Held {
-		if _, err := fmt.Fprintln(w, heldLine(session, sw)); err != nil {
+		lift := client.LiftCommand(invokedAs(), reachFlags(baseURL, f.tokensFile), sw.Scope, session)
+		if _, err := fmt.Fprintln(w, heldLine(sw, lift)); err != nil {
 			return err
 		}
 	}
@@ -94,20 +96,21 @@ func (f *clientFlags) printAccepted(w io.Writer, session string, acc client.Acce
 }
 
 // heldLine tells a person that a Ground Stop switch holds the session:
-// which one, since when, why when known, and the command that lifts it.
-func heldLine(session string, sw client.StopSwitch) string {
-	var what, lift string
+// which one, since when, why when known, and lift, the command that lifts
+// it.
+func heldLine(sw client.StopSwitch, lift string) string {
+	what := "Ground Stop on this session"
 	switch sw.Scope {
 	case "global":
-		what, lift = "the global Ground Stop is on", "an operator lifts it with: jetway stop --off --global"
+		what, lift = "the global Ground Stop is on", "an operator lifts it with: "+lift
 	case "tenant":
-		what, lift = "Ground Stop on every session of this tenant", "lift it with: jetway stop --off"
+		what, lift = "Ground Stop on every session of this tenant", "lift it with: "+lift
 	default:
-		what, lift = "Ground Stop on this session", "lift it with: jetway stop --off --session "+session
+		lift = "lift it with: " + lift
 	}
 	s := "held: " + what
 	if !sw.Since.IsZero() {
-		s += " since " + sw.Since.Local().Format("2006-01-02 15:04:05")
+		s += " since " + sw.Since.Local().Format(time.DateTime)
 	}
 	if sw.Reason != "" {
 		s += " (" + sw.Reason + ")"

@@ -165,3 +165,24 @@ func orDash(s string) string {
 	}
 	return s
 }
+
+// LiftCommand is the command line a person can paste to lift the Ground
+// Stop switch of scope that holds session: cli is the program as they ran
+// it ("jetway" when empty) and flags those that reach the same dispatcher.
+// The chat's opening and send's answer both say it, so they say it alike.
+func LiftCommand(cli, flags, scope, session string) string {
+	if cli == "" {
+		cli = "jetway"
+	}
+	s := cli + " stop --off"
+	switch scope {
+	case "session":
+		s += " --session " + session
+	case "global":
+		s += " --global"
+	}
+	if flags != "" {
+		s += " " + flags
+	}
+	return s
+}

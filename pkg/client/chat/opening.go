@@ -97,14 +97,7 @@ func switchText(sw client.StopSwitch) string {
 
 // liftCommand is the command line that lifts the switch of scope.
 func (c *chat) liftCommand(scope string) string {
-	var flags string
-	switch scope {
-	case "session":
-		flags = " --session " + c.cfg.Session
-	case "global":
-		flags = " --global"
-	}
-	return "lift it with: " + c.command("stop --off"+flags)
+	return "lift it with: " + client.LiftCommand(c.cfg.CLI, c.cfg.CLIFlags, scope, c.cfg.Session)
 }
 
 // command is a jetway command line the person can paste: the program as
