@@ -494,7 +494,7 @@ func (d *Dispatcher) SetStop(ctx context.Context, p auth.Principal, t StopTarget
 		return StopState{}, unavailable("set Ground Stop", err)
 	}
 	if key, err := groundstop.Key(tenant, session); err == nil {
-		d.stops.apply(key, rec, true)
+		d.flipped(key, rec, true)
 	}
 	d.log.Warn().Str("by", rec.By).Str("tenant", p.Tenant).Str("scope", scope).Str("reason", req.Reason).Msg("Ground Stop on")
 	return StopState{GroundStop: true, Scope: scope, Reason: rec.Reason, By: rec.By, At: rec.At}, nil
@@ -517,7 +517,7 @@ func (d *Dispatcher) ClearStop(ctx context.Context, p auth.Principal, t StopTarg
 		return StopState{}, unavailable("clear Ground Stop", err)
 	}
 	if key, err := groundstop.Key(tenant, session); err == nil {
-		d.stops.apply(key, groundstop.Record{}, false)
+		d.flipped(key, groundstop.Record{}, false)
 	}
 	d.log.Warn().Str("by", stopBy(p)).Str("tenant", p.Tenant).Str("scope", scope).Msg("Ground Stop off")
 	return StopState{GroundStop: false, Scope: scope}, nil

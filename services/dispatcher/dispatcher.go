@@ -45,6 +45,7 @@ import (
 
 	"jetway/pkg/auth"
 	"jetway/pkg/bus"
+	"jetway/pkg/control/groundstop"
 	api "jetway/pkg/dispatcherapi"
 	"jetway/pkg/telemetry"
 	jobsclient "jetway/services/jobs/client"
@@ -124,7 +125,8 @@ type Dispatcher struct {
 	jobsErr  error
 
 	// stops mirrors the Ground Stop switches for input answers.
-	stops stopMirror
+	stopsOnce sync.Once
+	stops     *groundstop.Mirror
 
 	// noIDBucket logs once that duplicate answers are off (claimID).
 	noIDBucket sync.Once

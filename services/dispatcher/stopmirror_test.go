@@ -10,9 +10,8 @@ import (
 )
 
 func (f *fixture) mirrorReady() bool {
-	f.d.stops.mu.RLock()
-	defer f.d.stops.mu.RUnlock()
-	return f.d.stops.ready
+	f.d.stopsOnce.Do(f.d.startStopMirror)
+	return f.d.stops != nil && f.d.stops.IsReady()
 }
 
 func scopes(acc Accepted) []string {

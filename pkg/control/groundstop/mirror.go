@@ -96,6 +96,54 @@ func (gm *Mirror) Active(tenant, session string) (Record, bool) {
 	return rec, ok
 }
 
+// Covered is a switch that is on and covers a session: its scope
+// ("global", "tenant" or "session") and what it holds.
+type Covered struct {
+	Scope  string
+	Record Record
+}
+
+// Covering lists every switch that is on and covers tenant/session, the
+// widest first, so a person can be told each one that must be lifted.
+func (gm *Mirror) Covering(tenant, session string) []Covered {
+	gm.mu.RLock()
+	defer gm.mu.RUnlock()
+	var out []Covered
+	for _, c := range []struct{ scope, key string }{
+		{"global", KeyGlobal},
+		{"tenant", KeyGlobal + "." + tenant},
+		{"session", KeyGlobal + "." + tenant + "." + session},
+	} {
+		if rec, ok := gm.on[c.key]; ok {
+			out = append(out, Covered{Scope: c.scope, Record: rec})
+		}
+	}
+	return out
+}
+
+// IsReady reports, without waiting, whether Ready is closed.
+func (gm *Mirror) IsReady() bool {
+	select {
+	case <-gm.m.Ready():
+		return true
+	default:
+		return false
+	}
+}
+
+// Flipped folds in a switch this process has just set or cleared, so its
+// own next answer says so without waiting for the watch to bring the
+// change back (which it then does, to the same effect).
+func (gm *Mirror) Flipped(key string, rec Record, on bool) {
+	gm.mu.Lock()
+	defer gm.mu.Unlock()
+	if on {
+		gm.on[key] = rec
+		return
+	}
+	delete(gm.on, key)
+}
+
 // note folds one mirrored change in and says what it was; a key that is
 // not a switch is ignored.
 func (gm *Mirror) note(c kvmirror.Change) (Change, bool) {
