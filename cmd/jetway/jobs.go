@@ -31,9 +31,6 @@ output file's path on the worker's disk (the record's ref names the output).`,
 			out := cmd.OutOrStdout()
 			client.SortJobs(jobs)
 			if cf.json {
-				for i := range jobs {
-					jobs[i] = client.WithoutHostPath(jobs[i])
-				}
 				return printJSON(out, jobs)
 			}
 			if len(jobs) == 0 {

@@ -35,27 +35,6 @@ func DecodeJob(j Job) JobRecord {
 	return r
 }
 
-// WithoutHostPath is j with its record's "path" removed: the output
-// file's place on the jobs worker's disk, which means nothing to a person
-// at another machine and tells them the worker's layout. The record's
-// "ref" names the output (GET …/jobs/{id}/output reads it).
-func WithoutHostPath(j Job) Job {
-	var rec map[string]json.RawMessage
-	if json.Unmarshal(j.Record, &rec) != nil {
-		return j
-	}
-	if _, ok := rec["path"]; !ok {
-		return j
-	}
-	delete(rec, "path")
-	b, err := json.Marshal(rec)
-	if err != nil {
-		return j
-	}
-	j.Record = b
-	return j
-}
-
 // Running reports whether the job is still running.
 func (r JobRecord) Running() bool { return r.Status == "running" }
 

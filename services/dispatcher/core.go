@@ -398,10 +398,30 @@ func (d *Dispatcher) Jobs(ctx context.Context, p auth.Principal, session string)
 			Job:      strings.TrimPrefix(e.Key(), prefix),
 			Revision: e.Revision(),
 			Updated:  e.Created(),
-			Record:   asJSON(e.Value()),
+			Record:   asJSON(withoutHostPath(e.Value())),
 		})
 	}
 	return out, nil
+}
+
+// withoutHostPath is a job record without its "path": the output file's
+// place on the jobs worker's disk, which tells a tenant the worker's
+// layout and means nothing at another machine. The record's "ref" names
+// the output, and GET …/jobs/{id}/output reads it.
+func withoutHostPath(record []byte) []byte {
+	var rec map[string]json.RawMessage
+	if json.Unmarshal(record, &rec) != nil {
+		return record
+	}
+	if _, ok := rec["path"]; !ok {
+		return record
+	}
+	delete(rec, "path")
+	b, err := json.Marshal(rec)
+	if err != nil {
+		return record
+	}
+	return b
 }
 
 // StopTarget names the switch a Ground Stop call is about. The zero value
