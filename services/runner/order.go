@@ -123,7 +123,7 @@ func (a *actor) inOrder(ctx context.Context, d delivery) bool {
 	if seq == 0 {
 		return true
 	}
-	tenure, unbroken := a.r.tenureOf(a.part)
+	tenure, unbroken := a.r.tenure(a.part)
 	a.mu.Lock()
 	from := uint64(1)
 	if a.ordered.tenure == tenure && a.ordered.below > 0 {
