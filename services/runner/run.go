@@ -53,66 +53,172 @@ type runResult struct {
 // handover brief. It returns false when the events must wait (another
 // runner's run is live, Ground Stop, the session is interrupted, or the
 // store is unreachable); they stay queued and un-acked.
+//
+// A start is four steps: decide what p does to the session as its record
+// says it is, claim the session with the record's compare-and-swap, record
+// the run's first turn, launch the loop. Two things send it back to
+// decide, here and nowhere else: a refused recovery (the session is
+// interrupted now, which a person's line sends on) and a claim refused on
+// the actor's copy of the record (decided again on a fresh read).
 func (a *actor) start(ctx context.Context, p plan) bool {
 	if stop, on := a.r.grounded(a.tenant, a.session); on {
 		a.log.Debug().Str("reason", stop.Reason).Msg("ground stop: holding events")
 		return false // the watcher pokes every actor when it lifts
 	}
-	rec, rev, cached, err := a.record(ctx)
-	if err != nil {
-		a.log.Warn().Err(err).Msg("read session record")
-		a.retryLater()
-		return false
-	}
-	if cached && (len(p.ins) == 0 || rec.State != StateIdle) {
-		// The copy speaks only for the hot path, an idle session starting a
-		// run, where the claim's compare-and-swap checks it. A decision to
-		// do nothing (a recovery "someone else made", events parked) would
-		// rest on it unchecked: a sweep asking this actor to recover a dead
-		// runner's run found its own old "idle" and did nothing, for ever.
-		a.dropRecord()
-		return a.start(ctx, p)
-	}
-	stored := rec.clone() // what revision rev holds, to undo a claim
-	text, ids := joinInputs(p.ins)
-	if len(p.ins) == 0 && rec.State != StateRunning {
-		return true // a recovery someone else already made
-	}
-	if rec.State == StateInterrupted {
-		a.mu.Lock()
-		if p.steer == nil && !personInput(p) {
-			// Recovery was refused: only a person sends the work on. The
-			// events wait, un-acked, and go to the run the person starts.
-			a.parked = append(a.parked, p.ins...)
-			a.mu.Unlock()
+	fresh := false
+	for range maxDecisions {
+		rec, rev, cached, err := a.readRecord(ctx, p, fresh)
+		if err != nil {
+			a.log.Warn().Err(err).Msg("read session record")
+			a.retryLater()
+			return false
+		}
+		st := a.runnerOf(ctx, rec)
+		act := decide(p, rec, st)
+		switch act {
+		case actWaitOther:
+			a.waitForOther()
+			return false
+		case actNothing:
+			return true
+		case actPark:
+			a.parkInputs(p.ins)
 			return true
 		}
+		stored := rec.clone() // what revision rev holds, to undo a claim
+		h, ok := a.prepare(ctx, act, &p, &rec, &rev, st)
+		if !ok {
+			continue // recovery refused: the session is interrupted now
+		}
+		if reason, ok := a.r.rails.allow(ctx, &rec); !ok {
+			a.refuseRun(ctx, p, reason)
+			return true
+		}
+		c, err := a.claim(ctx, rec, rev, h)
+		if err != nil {
+			if cached && errors.Is(err, ErrLostSession) {
+				fresh = true
+				continue // the copy was stale: decide again on a fresh read
+			}
+			a.log.Info().Err(err).Msg("session record changed; retrying")
+			a.retryLater()
+			return false
+		}
+		_, ids := joinInputs(p.ins)
+		if !a.recordStart(ctx, c, h, ids, stored) {
+			return false
+		}
+		a.settle(msgsOf(p.ins)...)
+		if p.resume != nil && len(ids) > 0 {
+			a.r.dropLayover(ctx, a.tenant, a.session, ids[0])
+		}
+		a.launch(ctx, p.trace, c.run, c.cause, c.rev, ids, c.rec.Checks)
+		return true
+	}
+	a.retryLater() // the record kept changing under us
+	return false
+}
+
+// maxDecisions bounds how often one start decides: a refused recovery and
+// a claim lost on a stale copy each cost one more.
+const maxDecisions = 3
+
+// act is what a plan does to a session.
+type act int
+
+const (
+	actDispatch  act = iota // an ordinary run over the plan's inputs
+	actSteer                // a Steered run: a steer, or a person sending interrupted work on
+	actResume               // a Resumed run: a layover fired on an idle session
+	actRecover              // the record's run is interrupted: recover it, or refuse and say why
+	actWaitOther            // another runner's run is live: the events wait
+	actNothing              // a recovery someone else already made
+	actPark                 // the session is interrupted: the events wait for a person
+)
+
+// decide is what plan p does to a session whose record is rec; st says
+// whether the runner a running record names is alive. It reads nothing
+// and writes nothing.
+func decide(p plan, rec SessionRecord, st liveness) act {
+	switch {
+	case rec.State == StateRunning && st == alive:
+		// A takeover in progress, or a stalled runner: never start a
+		// second run beside it.
+		return actWaitOther
+	case rec.State == StateRunning:
+		return actRecover
+	case len(p.ins) == 0:
+		return actNothing
+	case rec.State == StateInterrupted && p.steer == nil && !personInput(p):
+		// Recovery was refused: only a person sends the work on.
+		return actPark
+	case p.steer != nil || rec.State == StateInterrupted:
+		return actSteer
+	case p.resume != nil:
+		return actResume
+	}
+	return actDispatch
+}
+
+// readRecord reads the session record for a decision. The actor's copy
+// speaks only for the hot path, an idle session starting a run, where the
+// claim's compare-and-swap checks it. A decision to do nothing (a recovery
+// "someone else made", events parked) would rest on it unchecked: a sweep
+// asking this actor to recover a dead runner's run found its own old
+// "idle" and did nothing, for ever.
+func (a *actor) readRecord(ctx context.Context, p plan, fresh bool) (rec SessionRecord, rev uint64, cached bool, err error) {
+	if !fresh {
+		rec, rev, cached, err = a.record(ctx)
+		if err != nil || !cached || (len(p.ins) > 0 && rec.State == StateIdle) {
+			return rec, rev, cached, err
+		}
+		a.dropRecord()
+	}
+	rec, rev, err = a.r.records.get(ctx, a.tenant, a.session)
+	return rec, rev, false, err
+}
+
+// runnerOf is whether the runner a running record names may still drive
+// its run (alive for a record that is not running). A question without an
+// answer counts as alive: recovering beside a live run does the work twice.
+func (a *actor) runnerOf(ctx context.Context, rec SessionRecord) liveness {
+	if rec.State != StateRunning {
+		return alive
+	}
+	if rec.Runner == a.r.cfg.ID && rec.Incarnation == a.r.incarnation {
+		return selfCrashed // our own record, no live run here: it died in this process
+	}
+	st, err := a.r.peers.status(ctx, rec.Runner, rec.Incarnation)
+	if err != nil {
+		return alive
+	}
+	return st
+}
+
+// parkInputs keeps events that arrived while the session is interrupted,
+// un-acked, for the run a person starts.
+func (a *actor) parkInputs(ins []input) {
+	a.mu.Lock()
+	a.parked = append(a.parked, ins...)
+	a.mu.Unlock()
+}
+
+// prepare builds the handover of the run act starts and the record that
+// claims it. A recovery may be refused: then the record says interrupted
+// (written at *rev) and ok is false, for the plan to be decided again.
+func (a *actor) prepare(ctx context.Context, act act, p *plan, rec *SessionRecord, rev *uint64, st liveness) (h handover.Handover, ok bool) {
+	if rec.State == StateInterrupted {
+		// A person sends the work on: the parked events go with it.
+		a.mu.Lock()
 		p.ins = append(a.parked, p.ins...)
 		a.parked = nil
 		a.mu.Unlock()
-		text, ids = joinInputs(p.ins)
 	}
-	var h handover.Handover
-	switch {
-	case rec.State == StateRunning:
-		st := selfCrashed // our own record, no live run here: it died in this process
-		if rec.Runner != a.r.cfg.ID || rec.Incarnation != a.r.incarnation {
-			st, err = a.r.peers.status(ctx, rec.Runner, rec.Incarnation)
-			if err != nil || st == alive {
-				// Another runner's run is live (a takeover in progress, or
-				// a stalled runner): never start a second one beside it.
-				a.waitForOther()
-				return false
-			}
-		}
-		var ok bool
-		if h, ok = a.recover(ctx, &rec, &rev, st, text); !ok {
-			if len(p.ins) == 0 {
-				return true
-			}
-			return a.start(ctx, p) // the session is interrupted now
-		}
-	case p.steer != nil || rec.State == StateInterrupted:
+	text, _ := joinInputs(p.ins)
+	switch act {
+	case actRecover:
+		return a.recover(ctx, rec, rev, st, text)
+	case actSteer:
 		note := text
 		if p.steer != nil {
 			note = p.steer.note
@@ -123,7 +229,7 @@ func (a *actor) start(ctx context.Context, p plan) bool {
 		}
 		h = handover.Steered(handover.Steer{Previous: rec.Run, Note: note, At: time.Now().UTC()}, inputs...)
 		rec.Inputs, rec.Attempts = inputs, handover.Attempts{}
-	case p.resume != nil:
+	case actResume:
 		r := p.resume
 		h = handover.Resumed(handover.Resumption{BookedBy: r.BookedBy, WaitingFor: r.WaitingFor, BookedAt: r.BookedAt, Checks: int(r.Checks)}, rec.Inputs...)
 		rec.Attempts = handover.Attempts{}
@@ -135,43 +241,52 @@ func (a *actor) start(ctx context.Context, p plan) bool {
 	if p.resume == nil {
 		rec.Checks = 0
 	}
-	if reason, ok := a.r.rails.allow(ctx, &rec); !ok {
-		a.refuseRun(ctx, p, reason)
-		return true
-	}
-	runID := newID("r-")
-	cause := causeName(h.Cause.Kind)
-	rec.State, rec.Run, rec.Runner, rec.Incarnation = StateRunning, runID, a.r.cfg.ID, a.r.incarnation
-	rec.Since, rec.Cause, rec.Reason = time.Now().UTC(), cause, ""
+	return h, true
+}
+
+// claimed is a run this runner wrote into the session record.
+type claimed struct {
+	run, cause string
+	rec        SessionRecord
+	rev        uint64
+}
+
+// claim writes the new run into the session record by compare-and-swap on
+// rev: the fence that makes this runner the session's only driver.
+func (a *actor) claim(ctx context.Context, rec SessionRecord, rev uint64, h handover.Handover) (claimed, error) {
+	c := claimed{run: newID("r-"), cause: causeName(h.Cause.Kind)}
+	rec.State, rec.Run, rec.Runner, rec.Incarnation = StateRunning, c.run, a.r.cfg.ID, a.r.incarnation
+	rec.Since, rec.Cause, rec.Reason = time.Now().UTC(), c.cause, ""
 	rec.Runs++
-	newRev, err := a.putRecord(ctx, rec, rev)
+	n, err := a.putRecord(ctx, rec, rev)
 	if err != nil {
-		if cached && errors.Is(err, ErrLostSession) {
-			return a.start(ctx, p) // the copy was stale: decide again on a fresh read
-		}
-		a.log.Info().Err(err).Msg("session record changed; retrying")
-		a.retryLater()
-		return false
+		return claimed{}, err
 	}
+	c.rec, c.rev = rec, n
 	a.mu.Lock()
 	a.waitingSince = time.Time{}
 	a.mu.Unlock()
-	// Record before you act: the run's first turn is in the transcript
-	// before the model is called, and its events are acked only after that.
+	return c, nil
+}
+
+// recordStart records the run's start and first turn: record before you
+// act, so the turn is in the transcript before the model is called and its
+// events are acked only after that. It is one record, one fenced append:
+// no run can be recorded as started without the turn it started with. A
+// refused append means the session is lost; false then, after undoing the
+// claim (back to stored) where the run cannot have started.
+func (a *actor) recordStart(ctx context.Context, c claimed, h handover.Handover, ids []string, stored SessionRecord) bool {
 	turn := llm.UserText(h.Compose())
 	turn.ID = newID("m-")
 	turn.Delivers = ids
-	// The run's start and its first turn are one record, one fenced
-	// append: a round trip off every run start, and no run can be recorded
-	// as started without the turn it started with.
 	tr := a.transcript()
-	begun := Record{Kind: RecordRunStarted, Run: runID, Runner: a.r.cfg.ID, Cause: cause, Time: time.Now().UTC(), Message: &turn}
-	err = tr.append(ctx, begun)
+	begun := Record{Kind: RecordRunStarted, Run: c.run, Runner: a.r.cfg.ID, Cause: c.cause, Time: time.Now().UTC(), Message: &turn}
+	err := tr.append(ctx, begun)
 	// A refusal may be our own append answering late: the client retries a
 	// publish whose answer was lost (a node restart), and the retry finds
 	// the first try's record in the way. Then run_started is in the
 	// transcript, and undoing the claim would leave it "never ended" with
-	// the session idle (chaos finding 5, seen again in CI).
+	// the session idle.
 	started := err == nil || (errors.Is(err, ErrFenced) && tr.landedAtFence(ctx, begun))
 	if err == nil {
 		a.mu.Lock()
@@ -185,28 +300,22 @@ func (a *actor) start(ctx context.Context, p plan) bool {
 		}
 		a.mu.Unlock()
 	}
-	if err != nil {
-		// Another runner wrote the transcript after we claimed the record:
-		// take the claim back (if nobody changed it since), so the record
-		// names the run that is really live, not one that never started.
-		// But once run_started is in the transcript (or may be: an append
-		// without an answer can land), the run exists and must end or be
-		// recovered; undoing the claim left it "never ended" with the
-		// session idle. Then lost() hands it over for recovery instead.
-		if errors.Is(err, ErrFenced) && !started {
-			if _, rerr := a.putRecord(ctx, stored, newRev); rerr != nil {
-				a.log.Warn().Err(rerr).Msg("undo the claim on the session record")
-			}
+	if err == nil {
+		return true
+	}
+	// Another runner wrote the transcript after we claimed the record:
+	// take the claim back (if nobody changed it since), so the record
+	// names the run that is really live, not one that never started. But
+	// once run_started is in the transcript (or may be: an append without
+	// an answer can land), the run exists and must end or be recovered:
+	// lost() hands it over for recovery instead.
+	if errors.Is(err, ErrFenced) && !started {
+		if _, rerr := a.putRecord(ctx, stored, c.rev); rerr != nil {
+			a.log.Warn().Err(rerr).Msg("undo the claim on the session record")
 		}
-		a.lost(ctx, err)
-		return false
 	}
-	a.settle(msgsOf(p.ins)...)
-	if p.resume != nil && len(ids) > 0 {
-		a.r.dropLayover(ctx, a.tenant, a.session, ids[0])
-	}
-	a.launch(ctx, p.trace, runID, cause, newRev, ids, rec.Checks)
-	return true
+	a.lost(ctx, err)
+	return false
 }
 
 // personInput reports whether p carries a line a person typed.
