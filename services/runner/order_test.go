@@ -20,10 +20,10 @@ func TestAn_event_waits_for_every_older_event_of_its_session_not_only_the_oldest
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	r, part, msgs := threeEventsInHand(t, ctx)
-	// The test drives the actor by hand: running keeps a poke from
-	// starting its goroutine.
+	// The test is the actor's goroutine: a mailbox marked running keeps a
+	// message from starting another.
 	a := &actor{r: r, tenant: "t1", session: "s1", part: part, log: r.log,
-		held: map[string]jetstream.Msg{"first": msgs[0]}, wake: make(chan struct{}, 1), running: true}
+		held: map[string]jetstream.Msg{"first": msgs[0]}, box: mailbox{running: true}}
 
 	if a.inOrder(ctx, delivery{msg: msgs[2]}) {
 		t.Fatal("the third event may be handled while the second is still in the stream and not in hand")
@@ -86,7 +86,7 @@ func TestAn_event_delivered_before_a_redelivery_is_checked_against_the_stream(t 
 	// tests hold that), and queues behind the third.
 	r.tenure = func(int) (uint64, bool) { return 1, false }
 	a := &actor{r: r, tenant: "t1", session: "s1", part: part, log: r.log,
-		held: map[string]jetstream.Msg{"first": msgs[0]}, wake: make(chan struct{}, 1), running: true,
+		held: map[string]jetstream.Msg{"first": msgs[0]}, box: mailbox{running: true},
 		ordered: orderMark{tenure: 1, below: seqOf(msgs[0]) + 1}}
 	third := delivery{msg: msgs[2], tenure: 1}
 

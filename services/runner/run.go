@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -31,8 +32,10 @@ type liveRun struct {
 	start  time.Time
 	guide  *guide.NoticeGuide
 	cancel context.CancelFunc
-	done   chan runResult
 	rev    uint64 // the session record's revision while the run is live
+	// forgotten: the actor dropped the session's transcript (a lost
+	// fence) while the run was live; the run records nothing more.
+	forgotten atomic.Bool
 	usage  llm.Usage
 	// The loop grows the session's history in a.hist's own array
 	// (agent.QueryInput.AppendInPlace), so while the run lasts a.hist stays
@@ -198,9 +201,7 @@ func (a *actor) runnerOf(ctx context.Context, rec SessionRecord) liveness {
 // parkInputs keeps events that arrived while the session is interrupted,
 // un-acked, for the run a person starts.
 func (a *actor) parkInputs(ins []input) {
-	a.mu.Lock()
 	a.parked = append(a.parked, ins...)
-	a.mu.Unlock()
 }
 
 // prepare builds the handover of the run act starts and the record that
@@ -209,10 +210,8 @@ func (a *actor) parkInputs(ins []input) {
 func (a *actor) prepare(ctx context.Context, act act, p *plan, rec *SessionRecord, rev *uint64, st liveness) (h handover.Handover, ok bool) {
 	if rec.State == StateInterrupted {
 		// A person sends the work on: the parked events go with it.
-		a.mu.Lock()
 		p.ins = append(a.parked, p.ins...)
 		a.parked = nil
-		a.mu.Unlock()
 	}
 	text, _ := joinInputs(p.ins)
 	switch act {
@@ -263,9 +262,7 @@ func (a *actor) claim(ctx context.Context, rec SessionRecord, rev uint64, h hand
 		return claimed{}, err
 	}
 	c.rec, c.rev = rec, n
-	a.mu.Lock()
 	a.waitingSince = time.Time{}
-	a.mu.Unlock()
 	return c, nil
 }
 
@@ -289,16 +286,10 @@ func (a *actor) recordStart(ctx context.Context, c claimed, h handover.Handover,
 	// the session idle.
 	started := err == nil || (errors.Is(err, ErrFenced) && tr.landedAtFence(ctx, begun))
 	if err == nil {
-		a.mu.Lock()
-		if a.tr != tr {
-			err = ErrFenced // forgotten meanwhile
-		} else {
-			a.hist = append(a.hist, turn)
-			for _, id := range ids {
-				a.seen[id] = struct{}{}
-			}
+		a.hist = append(a.hist, turn)
+		for _, id := range ids {
+			a.seen[id] = struct{}{}
 		}
-		a.mu.Unlock()
 	}
 	if err == nil {
 		return true
@@ -387,9 +378,7 @@ func (a *actor) recover(ctx context.Context, rec *SessionRecord, rev *uint64, st
 		inputs = append(inputs, text)
 	}
 	rec.Inputs = inputs
-	a.mu.Lock()
 	calls := toolCalls(a.hist, rec.Run)
-	a.mu.Unlock()
 	a.log.Info().Str("previous", rec.Run).Int("attempt", recovery.Attempt).Msg("recovering interrupted run")
 	return handover.Recovered(recovery, inputs...).WithToolCalls(calls...), true
 }
@@ -442,14 +431,12 @@ func causeName(k handover.CauseKind) string {
 // launch starts the agent loop for a run whose first turn is recorded.
 func (a *actor) launch(ctx context.Context, parent context.Context, runID, cause string, rev uint64, ids []string, checks uint32) {
 	runCtx, cancel := context.WithCancel(context.Background())
-	lr := &liveRun{id: runID, cause: cause, start: time.Now(), guide: guide.NewNoticeGuide(), cancel: cancel, done: make(chan runResult, 1), rev: rev}
-	a.mu.Lock()
+	lr := &liveRun{id: runID, cause: cause, start: time.Now(), guide: guide.NewNoticeGuide(), cancel: cancel, rev: rev}
 	a.run = lr
 	// The loop appends to the history in place, past its length; nothing
 	// here writes there until finishRun takes the history back.
 	hist := a.hist
 	lr.tr, lr.histLen = a.tr, len(a.hist)
-	a.mu.Unlock()
 	ref := SessionRef{Tenant: a.tenant, Session: a.session, Run: runID}
 	a.r.publishOut(ctx, a.tenant, a.session, events.RunStarted{Run: runID, Cause: cause, Model: a.r.cfg.Provider.Name(), Runner: a.r.cfg.ID, Events: ids})
 	in := agent.QueryInput{
@@ -518,22 +505,28 @@ func (a *actor) launch(ctx context.Context, parent context.Context, runID, cause
 			a.log.Debug().Str("run", runID).Str("reason", string(term.Reason)).AnErr("error", term.Err).Int("turns", term.Turns).Msg("run ended")
 		}
 		fenced := term != nil && term.Reason == agent.ReasonRecordFailed && errors.Is(term.Err, ErrFenced)
-		lr.done <- runResult{term: term, fenced: fenced}
-		a.poke()
+		a.send(func(a *actor) { a.runEnded(ctx, lr, runResult{term: term, fenced: fenced}) })
 	}()
+}
+
+// runEnded is the message a run's goroutine sends when its loop is over.
+// A runner that is leaving lets the run go unrecorded: the record keeps
+// saying running, and the session's next owner recovers the work.
+func (a *actor) runEnded(ctx context.Context, lr *liveRun, res runResult) {
+	if a.run != lr {
+		return
+	}
+	a.run = nil
+	lr.cancel()
+	if a.leaving {
+		return
+	}
+	a.finishRun(ctx, lr, res)
 }
 
 // finishRun closes a run: pending notices start the next run at once;
 // otherwise the session goes idle.
-func (a *actor) finishRun(ctx context.Context, res runResult) {
-	a.mu.Lock()
-	lr := a.run
-	a.run = nil
-	a.mu.Unlock()
-	if lr == nil {
-		return
-	}
-	lr.cancel()
+func (a *actor) finishRun(ctx context.Context, lr *liveRun, res runResult) {
 	a.takeHistory(lr, res.term)
 	reason, turns := "unknown", 0
 	var usage llm.Usage
@@ -565,14 +558,10 @@ func (a *actor) finishRun(ctx context.Context, res runResult) {
 	}
 	// A run whose end is not in the transcript reads as interrupted: the
 	// record would say idle while the transcript says the run never ended.
-	// So the end is written through a store that is briefly away (outside
-	// the lock: deliveries must not wait on it; the run is over, so nothing
-	// else writes the transcript meanwhile).
-	a.mu.Lock()
+	// So the end is written through a store that is briefly away.
 	tr := a.tr
 	steer := a.steering
 	a.steering = nil
-	a.mu.Unlock()
 	err := tr.appendSure(ctx, Record{Kind: RecordRunEnded, Run: lr.id, Runner: a.r.cfg.ID, Reason: reason}, 15*time.Second)
 	if err != nil {
 		// Fenced, or the store stayed away: the end is not recorded, so the
@@ -585,14 +574,12 @@ func (a *actor) finishRun(ctx context.Context, res runResult) {
 
 	// Notices the model never got go to the next run, in order.
 	var ins []input
-	a.mu.Lock()
 	for _, n := range lr.guide.TakePending() {
 		if m, ok := a.held[n.ID]; ok {
 			ins = append(ins, input{id: n.ID, text: n.Text, msg: m})
 			delete(a.held, n.ID)
 		}
 	}
-	a.mu.Unlock()
 	if stop, on := a.r.grounded(a.tenant, a.session); on {
 		// Ground Stop: nothing restarts through it. Its events wait.
 		if steer != nil {
@@ -625,8 +612,6 @@ func (a *actor) finishRun(ctx context.Context, res runResult) {
 // to a copy instead. A history forgotten meanwhile (a lost fence) is left
 // alone: the next event reloads it.
 func (a *actor) takeHistory(lr *liveRun, term *agent.Terminal) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
 	if a.tr == nil || a.tr != lr.tr {
 		return
 	}
@@ -640,37 +625,40 @@ func (a *actor) takeHistory(lr *liveRun, term *agent.Terminal) {
 
 // setState records the end of a run in the session record: idle, or
 // stopped by Ground Stop. A record that no longer names the run means
-// another runner took the session.
+// another runner took the session. The actor's copy of the record speaks
+// only for a write the compare-and-swap checks: giving the session up is
+// decided on a fresh read, and a write refused on the copy is tried once
+// more on one.
 func (a *actor) setState(ctx context.Context, lr *liveRun, state, reason string) bool {
-	rec, rev, cached, err := a.record(ctx)
-	if cached && (rec.Run != lr.id || rec.Incarnation != a.r.incarnation) {
-		a.dropRecord() // giving the session up is decided on a fresh read
-		return a.setState(ctx, lr, state, reason)
-	}
-	if err != nil || rec.Run != lr.id || rec.Incarnation != a.r.incarnation {
-		a.lost(ctx, fmt.Errorf("%w: record names run %s", ErrLostSession, rec.Run))
-		return false
-	}
-	rec.State, rec.Reason = state, reason
-	rec.TokensUsed += int64(lr.usage.InputTokens + lr.usage.OutputTokens)
-	if !strings.HasPrefix(reason, "aborted") && reason != string(agent.ReasonModelError) {
-		rec.Attempts = handover.Attempts{}
-	}
-	if _, err := a.putRecord(ctx, rec, rev); err != nil {
-		if cached && errors.Is(err, ErrLostSession) {
-			return a.setState(ctx, lr, state, reason) // decide again on a fresh read
+	for fresh := false; ; fresh = true {
+		rec, rev, cached, err := a.record(ctx)
+		if cached && !fresh && (rec.Run != lr.id || rec.Incarnation != a.r.incarnation) {
+			a.dropRecord()
+			continue
 		}
-		a.lost(ctx, err)
-		return false
+		if err != nil || rec.Run != lr.id || rec.Incarnation != a.r.incarnation {
+			a.lost(ctx, fmt.Errorf("%w: record names run %s", ErrLostSession, rec.Run))
+			return false
+		}
+		rec.State, rec.Reason = state, reason
+		rec.TokensUsed += int64(lr.usage.InputTokens + lr.usage.OutputTokens)
+		if !strings.HasPrefix(reason, "aborted") && reason != string(agent.ReasonModelError) {
+			rec.Attempts = handover.Attempts{}
+		}
+		_, err = a.putRecord(ctx, rec, rev)
+		if err == nil {
+			return true
+		}
+		if !cached || fresh || !errors.Is(err, ErrLostSession) {
+			a.lost(ctx, err)
+			return false
+		}
 	}
-	return true
 }
 
 // requeue puts taken inputs back at the head of the queue (their original
 // order, before newer events).
 func (a *actor) requeue(ins []input) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
 	front := make([]delivery, 0, len(ins))
 	for _, in := range ins {
 		in.inBrief = false // a put-back steer goes as its notice text
@@ -684,7 +672,6 @@ func (a *actor) requeue(ins []input) {
 // transcript is dropped.
 func (a *actor) lost(ctx context.Context, err error) {
 	a.log.Warn().Err(err).Msg("lost the session to another runner; stopping work on it")
-	a.mu.Lock()
 	if a.run != nil {
 		a.run.cancel()
 	}
@@ -692,7 +679,6 @@ func (a *actor) lost(ctx context.Context, err error) {
 	a.queue = nil
 	a.ordered = orderMark{}
 	a.dropped++
-	a.mu.Unlock()
 	a.forget()
 	// A record that still names one of our runs would keep every other
 	// runner waiting on a run that no longer goes on: hand it back. Not as
@@ -716,42 +702,59 @@ type recorder struct {
 }
 
 func (rc *recorder) RecordMessage(m llm.Message, usage llm.Usage) error {
-	a := rc.a
+	if rc.lr.forgotten.Load() {
+		return ErrFenced // the session was lost: nothing more is recorded
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	var u *llm.Usage
 	if usage != (llm.Usage{}) {
 		u = &usage
 	}
-	tr := a.transcript()
-	if err := tr.append(ctx, Record{Kind: RecordMessage, Run: rc.run, Runner: a.r.cfg.ID, Message: &m, Usage: u}); err != nil {
+	tr := rc.lr.tr
+	if err := tr.append(ctx, Record{Kind: RecordMessage, Run: rc.run, Runner: rc.a.r.cfg.ID, Message: &m, Usage: u}); err != nil {
 		return err
 	}
-	var err error
-	a.mu.Lock()
-	if a.tr != tr {
-		err = ErrFenced // the session was lost while the append was under way
-	} else {
-		rc.lr.recorded = append(rc.lr.recorded, m) // a.hist is the loop's until the run ends
-		var acks []jetstream.Msg
-		for _, id := range m.Delivers {
-			a.seen[id] = struct{}{}
-			if msg, ok := a.held[id]; ok {
-				acks = append(acks, msg)
-				delete(a.held, id)
-			}
-		}
-		a.settleLocked(acks...)
+	// The turn is in the transcript: the actor marks what it delivered as
+	// seen and acks it. The loop waits, so the actor's state is the turn's
+	// before the loop acts on it.
+	done := make(chan error, 1)
+	if !rc.a.send(func(a *actor) { done <- a.recorded(tr, rc.lr, m) }) {
+		return ErrFenced
 	}
-	a.mu.Unlock()
-	return err
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("record a turn: the session's actor did not answer: %w", ctx.Err())
+	}
+}
+
+// recorded notes a turn the run recorded in tr: what it delivered is seen
+// and acked. ErrFenced when the session was lost while the append was
+// under way.
+func (a *actor) recorded(tr *transcript, lr *liveRun, m llm.Message) error {
+	if a.tr != tr {
+		return ErrFenced
+	}
+	lr.recorded = append(lr.recorded, m) // a.hist is the loop's until the run ends
+	var acks []jetstream.Msg
+	for _, id := range m.Delivers {
+		a.seen[id] = struct{}{}
+		if msg, ok := a.held[id]; ok {
+			acks = append(acks, msg)
+			delete(a.held, id)
+		}
+	}
+	a.settle(acks...)
+	return nil
 }
 
 func (rc *recorder) RecordBoundary(meta llm.BoundaryMeta) {
-	a := rc.a
+	if rc.lr.forgotten.Load() {
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if tr := a.transcript(); tr != nil {
-		_ = tr.append(ctx, Record{Kind: RecordBoundary, Run: rc.run, Runner: a.r.cfg.ID, Boundary: &meta})
-	}
+	_ = rc.lr.tr.append(ctx, Record{Kind: RecordBoundary, Run: rc.run, Runner: rc.a.r.cfg.ID, Boundary: &meta})
 }
