@@ -36,7 +36,7 @@ type liveRun struct {
 	// forgotten: the actor dropped the session's transcript (a lost
 	// fence) while the run was live; the run records nothing more.
 	forgotten atomic.Bool
-	usage  llm.Usage
+	usage     llm.Usage
 	// The loop grows the session's history in a.hist's own array
 	// (agent.QueryInput.AppendInPlace), so while the run lasts a.hist stays
 	// as it was at launch (histLen messages, in the transcript tr) and the

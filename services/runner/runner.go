@@ -125,10 +125,10 @@ type Runner struct {
 	// orderLookups counts the order checks that asked the work stream
 	// (order.go); a test reads it.
 	orderLookups atomic.Int64
-	control     jetstream.KeyValue
-	stopMu      sync.Mutex
-	stops       map[string]groundstop.Record // Ground Stop switches that are on
-	rails       rails
+	control      jetstream.KeyValue
+	stopMu       sync.Mutex
+	stops        map[string]groundstop.Record // Ground Stop switches that are on
+	rails        rails
 
 	stop chan struct{} // closed when the runner leaves
 	wg   sync.WaitGroup
