@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -57,8 +58,13 @@ type plan struct {
 	trace context.Context
 }
 
-// actor is the one place a session's events are handled inside a runner: an
-// ordered queue and a goroutine, so a slow session never blocks another.
+// actor is the one place a session's events are handled inside a runner.
+// One goroutine owns its state; everything else — deliveries, a run's
+// progress and end, acks confirmed, Ground Stop, retries — sends it a
+// message (a function it runs), so a slow session never blocks another
+// and nothing in the session's state needs a lock. The goroutine lives
+// only while the session has work in hand: an idle session costs its
+// cached state, not a goroutine (see mailbox).
 type actor struct {
 	r               *Runner
 	tenant, session string
@@ -66,7 +72,17 @@ type actor struct {
 	part            int
 	log             zerolog.Logger
 
-	mu    sync.Mutex
+	box mailbox
+	// busyNow is busyLocked as of the goroutine's last look, for the
+	// partition group's question, which must not wake a parked actor.
+	busyNow atomic.Bool
+
+	// mu guards recCopy alone: the copy of the session record (record.go).
+	mu      sync.Mutex
+	recCopy recordCopy
+
+	// Everything below is the actor goroutine's alone.
+
 	queue []delivery
 	// held are events handed to the live run's notice guide, not yet acked:
 	// they are acked when the turn that carries them is recorded.
@@ -83,14 +99,6 @@ type actor struct {
 	waitingSince time.Time
 	// tasks are the latest notices of function tasks, by task id.
 	tasks map[string]taskNotice
-	wake  chan struct{}
-	// running: the actor's goroutine is live; a parked actor has none.
-	running bool
-	// idleSince is when it last parked.
-	idleSince time.Time
-	// evicted: the actor is gone from the runner; deliveries go to a new
-	// actor.
-	evicted bool
 	// acking are the stream sequences of events being acked (settle.go):
 	// still in the work stream, but no longer waiting for anything; acked
 	// those whose ack was confirmed moments ago (ackedMemory).
@@ -98,15 +106,15 @@ type actor struct {
 	acked  map[uint64]time.Time
 	// ordered is how far the session's order is known to hold (order.go).
 	ordered orderMark
-	// recCopy is the session record as this actor last wrote it.
-	recCopy recordCopy
 	// dropped counts lost() calls: a queue it emptied must not be popped
 	// by the drain that was handling its old head.
 	dropped int
+	// leaving: the runner is stopping; the goroutine waits for the live
+	// run to end (serving its recorder) and starts nothing new.
+	leaving bool
 
-	// Owned by the actor goroutine (and the live run's recorder, under
-	// mu); while a run is live, the loop grows hist in place past its
-	// length (see liveRun).
+	// While a run is live, the loop grows hist in place past its length
+	// (see liveRun).
 	loaded bool
 	tr     *transcript
 	hist   []llm.Message
@@ -114,6 +122,21 @@ type actor struct {
 	// views builds each run's request views from what hist added since the
 	// last run's, instead of from all of it (used by one run at a time).
 	views llm.ViewCache
+}
+
+// mailbox is what other goroutines share with an actor: messages waiting
+// for it, and whether a goroutine serves them. A message to a parked
+// actor starts its goroutine; the goroutine parks (ends) when the mailbox
+// is empty and the session has nothing in hand.
+type mailbox struct {
+	mu      sync.Mutex
+	msgs    []func(*actor)
+	wake    chan struct{} // a message came for a running goroutine
+	running bool
+	// evicted: the actor is gone from the runner; deliveries go to a new
+	// actor, other messages are moot.
+	evicted   bool
+	idleSince time.Time // when it last parked
 }
 
 func (r *Runner) actorFor(tenant, session string, part int) *actor {
@@ -125,15 +148,86 @@ func (r *Runner) actorFor(tenant, session string, part int) *actor {
 	}
 	a := &actor{
 		r: r, tenant: tenant, session: session, key: key, part: part,
-		log:       r.log.With().Str("tenant", tenant).Str("session", session).Logger(),
-		held:      make(map[string]jetstream.Msg),
-		tasks:     make(map[string]taskNotice),
-		wake:      make(chan struct{}, 1),
-		idleSince: time.Now(),
+		log:   r.log.With().Str("tenant", tenant).Str("session", session).Logger(),
+		held:  make(map[string]jetstream.Msg),
+		tasks: make(map[string]taskNotice),
+		box:   mailbox{wake: make(chan struct{}, 1), idleSince: time.Now()},
 	}
 	r.actors[key] = a
 	return a
 }
+
+// send hands fn to the actor's goroutine, starting it if the actor is
+// parked. It reports false when the actor was evicted (fn will never run).
+func (a *actor) send(fn func(*actor)) bool {
+	b := &a.box
+	b.mu.Lock()
+	if b.evicted {
+		b.mu.Unlock()
+		return false
+	}
+	b.msgs = append(b.msgs, fn)
+	start := !b.running
+	b.running = true
+	b.mu.Unlock()
+	if !start {
+		select {
+		case b.wake <- struct{}{}:
+		default:
+		}
+		return true
+	}
+	// Once the runner is leaving no goroutine starts: Run waits for the
+	// ones there are.
+	a.r.mu.Lock()
+	if a.r.closing {
+		a.r.mu.Unlock()
+		b.mu.Lock()
+		b.running = false
+		b.mu.Unlock()
+		return true
+	}
+	a.r.actorWG.Add(1)
+	a.r.mu.Unlock()
+	go func() { defer a.r.actorWG.Done(); a.loop() }()
+	return true
+}
+
+// take empties the mailbox.
+func (b *mailbox) take() []func(*actor) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	msgs := b.msgs
+	b.msgs = nil
+	return msgs
+}
+
+// park ends the goroutine when the mailbox is empty and the session has
+// nothing in hand: an idle session costs its cached state, not a
+// goroutine and a ticker (thousands of idle sessions woke a thousand
+// tickers a second). The next message starts it again.
+func (b *mailbox) park(busy bool) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if busy || len(b.msgs) > 0 {
+		return false
+	}
+	b.running = false
+	b.idleSince = time.Now()
+	return true
+}
+
+// enqueue puts a delivery in the session's line.
+func (a *actor) enqueue(d delivery) {
+	if !a.send(func(a *actor) { a.queue = append(a.queue, d) }) {
+		// Evicted between actorFor and here: a new actor takes it.
+		a.r.actorFor(a.tenant, a.session, a.part).enqueue(d)
+	}
+}
+
+// poke makes the actor look at its queue again (a retry, Ground Stop
+// lifted, an ack confirmed).
+func (a *actor) poke() { a.send(func(*actor) {}) }
 
 // goroutines reports how many session actors have a live goroutine.
 func (r *Runner) goroutines() int {
@@ -141,11 +235,11 @@ func (r *Runner) goroutines() int {
 	defer r.mu.Unlock()
 	n := 0
 	for _, a := range r.actors {
-		a.mu.Lock()
-		if a.running {
+		a.box.mu.Lock()
+		if a.box.running {
 			n++
 		}
-		a.mu.Unlock()
+		a.box.mu.Unlock()
 	}
 	return n
 }
@@ -157,101 +251,63 @@ func (r *Runner) sessions() int {
 	return len(r.actors)
 }
 
-func (a *actor) enqueue(d delivery) {
-	a.mu.Lock()
-	if a.evicted {
-		// Evicted between actorFor and here: its loop is gone, and an event
-		// queued here would wait un-handled until its AckWait ran out.
-		a.mu.Unlock()
-		a.r.actorFor(a.tenant, a.session, a.part).enqueue(d)
-		return
-	}
-	a.queue = append(a.queue, d)
-	a.mu.Unlock()
-	a.poke()
-}
-
-// poke wakes the actor, starting its goroutine if it is parked.
-// Never call it with a.mu held.
-func (a *actor) poke() {
-	select {
-	case a.wake <- struct{}{}:
-	default:
-	}
-	a.r.mu.Lock()
-	defer a.r.mu.Unlock()
-	if a.r.closing {
-		return
-	}
-	a.mu.Lock()
-	start := !a.running && !a.evicted
-	a.running = a.running || start
-	a.mu.Unlock()
-	if start {
-		a.r.actorWG.Add(1)
-		go func() { defer a.r.actorWG.Done(); a.loop() }()
-	}
-}
-
-// park ends the actor's goroutine when it has nothing in hand: an idle
-// session costs its cached state, not a goroutine and a ticker (thousands
-// of idle sessions woke a thousand tickers a second). A poke starts it
-// again; one that came after the last drain keeps it running.
-func (a *actor) park() bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.busyLocked() || len(a.wake) > 0 {
-		return false
-	}
-	a.running = false
-	a.idleSince = time.Now()
-	return true
-}
-
-// busy reports whether the session has work in hand.
+// busy reports whether the session has work in hand, or messages on the
+// way to it, without waking it.
 func (a *actor) busy() bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.busyLocked()
+	a.box.mu.Lock()
+	waiting := len(a.box.msgs) > 0
+	a.box.mu.Unlock()
+	return waiting || a.busyNow.Load()
 }
 
 func (a *actor) busyLocked() bool {
 	return a.run != nil || len(a.queue) > 0 || len(a.held) > 0 || a.steering != nil || len(a.parked) > 0
 }
 
-// loop handles the session's events while it has work in hand, then parks.
+// loop is the actor's goroutine: it runs the messages sent to it and
+// handles the queue while the session has work in hand, then parks.
 func (a *actor) loop() {
 	ctx := context.Background()
 	keep := time.NewTicker(a.r.cfg.KeepAlive)
 	defer keep.Stop()
 	stopping := a.r.stopping()
 	for {
-		var runDone <-chan runResult
-		a.mu.Lock()
-		if a.run != nil {
-			runDone = a.run.done
+		if msgs := a.box.take(); len(msgs) > 0 {
+			a.busyNow.Store(true) // in hand while it is handled
+			for _, fn := range msgs {
+				fn(a)
+			}
 		}
-		a.mu.Unlock()
+		if !a.leaving {
+			a.drain(ctx)
+		}
+		busy := a.busyLocked()
+		a.busyNow.Store(busy)
+		if a.leaving && a.run == nil {
+			a.box.park(false) // leaving: every un-acked event goes to the next owner
+			return
+		}
+		if a.box.park(busy) {
+			return
+		}
 		select {
-		case <-a.wake:
-		case res := <-runDone:
-			a.finishRun(ctx, res)
+		case <-a.box.wake:
 		case <-keep.C:
 			a.keepAlive()
 		case <-stopping:
-			a.shutdown()
-			return
+			stopping = nil
+			a.leave()
 		}
-		select {
-		case <-stopping:
-			a.shutdown() // leaving: nothing new starts here
-			return
-		default:
-		}
-		a.drain(ctx)
-		if a.park() {
-			return
-		}
+	}
+}
+
+// leave ends a live run at its next safe point and leaves every un-acked
+// event to be redelivered to the session's next owner. The goroutine goes
+// on serving the run (its recorder) until it has ended.
+func (a *actor) leave() {
+	a.leaving = true
+	if a.run != nil {
+		a.run.cancel()
 	}
 }
 
@@ -261,12 +317,13 @@ func (r *Runner) evictIdle() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for key, a := range r.actors {
-		a.mu.Lock()
-		if !a.running && !a.busyLocked() && time.Since(a.idleSince) > r.cfg.IdleEvict {
+		b := &a.box
+		b.mu.Lock()
+		if !b.running && len(b.msgs) == 0 && time.Since(b.idleSince) > r.cfg.IdleEvict {
 			delete(r.actors, key)
-			a.evicted = true
+			b.evicted = true
 		}
-		a.mu.Unlock()
+		b.mu.Unlock()
 	}
 }
 
@@ -285,74 +342,44 @@ func (r *Runner) evictLoop(ctx context.Context) {
 	}
 }
 
-// shutdown ends a live run at its next safe point and leaves every un-acked
-// event to be redelivered to the session's next owner.
-func (a *actor) shutdown() {
-	a.mu.Lock()
-	run := a.run
-	a.mu.Unlock()
-	if run != nil {
-		run.cancel()
-		<-run.done
-	}
-}
-
 // keepAlive tells the server that held and queued events are in hand, so
 // they are not redelivered while a long run is under way.
 func (a *actor) keepAlive() {
-	a.mu.Lock()
-	msgs := make([]jetstream.Msg, 0, len(a.held)+len(a.queue))
 	for _, m := range a.held {
-		msgs = append(msgs, m)
+		_ = m.InProgress()
 	}
 	for _, d := range a.queue {
 		if d.msg != nil {
-			msgs = append(msgs, d.msg)
+			_ = d.msg.InProgress()
 		}
 	}
 	for _, in := range a.parked {
-		msgs = append(msgs, in.msg)
+		_ = in.msg.InProgress()
 	}
 	if a.steering != nil {
-		msgs = append(msgs, a.steering.in.msg)
-	}
-	a.mu.Unlock()
-	for _, m := range msgs {
-		_ = m.InProgress()
+		_ = a.steering.in.msg.InProgress()
 	}
 }
 
 // load reads the session's transcript once per actor life.
 func (a *actor) load(ctx context.Context) error {
-	a.mu.Lock()
-	loaded := a.loaded
-	a.mu.Unlock()
-	if loaded {
+	if a.loaded {
 		return nil
 	}
 	tr, recs, err := a.r.transcripts.load(ctx, a.tenant, a.session)
 	if err != nil {
 		return err
 	}
-	a.mu.Lock()
 	a.tr, a.hist, a.seen, a.loaded = tr, history(recs), delivered(recs), true
-	a.mu.Unlock()
 	return nil
 }
 
 // transcript is the session's transcript as loaded (nil once forgotten).
-// Appends go through it outside a.mu: it has its own lock.
-func (a *actor) transcript() *transcript {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.tr
-}
+func (a *actor) transcript() *transcript { return a.tr }
 
 // noteSeen marks ids as recorded, unless the transcript they were recorded
 // in has been forgotten meanwhile (the next load reads them back).
 func (a *actor) noteSeen(tr *transcript, ids ...string) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
 	if a.tr != tr || a.seen == nil {
 		return
 	}
@@ -362,37 +389,30 @@ func (a *actor) noteSeen(tr *transcript, ids ...string) {
 }
 
 // forget drops the cached transcript: after a lost fence, the next event
-// reloads what the session's real owner wrote.
+// reloads what the session's real owner wrote. A live run writes nothing
+// more.
 func (a *actor) forget() {
-	a.mu.Lock()
+	if a.run != nil {
+		a.run.forgotten.Store(true)
+	}
 	a.loaded, a.tr, a.hist, a.seen = false, nil, nil, nil
-	a.recCopy = recordCopy{}
-	a.mu.Unlock()
+	a.dropRecord()
 }
 
 // drain handles queued deliveries in order.
 func (a *actor) drain(ctx context.Context) {
-	for {
-		a.mu.Lock()
-		if len(a.queue) == 0 {
-			a.mu.Unlock()
-			return
-		}
+	for len(a.queue) > 0 {
 		d := a.queue[0]
 		gen := a.dropped
-		a.mu.Unlock()
 		if !a.handle(ctx, d) {
 			return // retry later, the delivery stays first in line
 		}
-		a.mu.Lock()
 		if gen != a.dropped {
 			// lost() emptied the queue while d was handled (a refused
 			// append in drop or refuseRun): there is nothing to pop.
-			a.mu.Unlock()
 			return
 		}
 		a.queue = a.queue[1:]
-		a.mu.Unlock()
 	}
 }
 
@@ -408,24 +428,19 @@ func (a *actor) handle(ctx context.Context, d delivery) bool {
 		return a.startTaken(ctx, *d.taken)
 	}
 	if d.recover {
-		a.mu.Lock()
-		busy := a.run != nil
-		a.mu.Unlock()
-		return busy || a.start(ctx, plan{})
+		return a.run != nil || a.start(ctx, plan{})
 	}
 	id := d.ev.ID
 	if d.err != nil {
 		a.refuse(ctx, d)
 		return true
 	}
-	a.mu.Lock()
 	_, dup := a.seen[id]
 	run := a.run
 	if _, ok := a.held[id]; ok {
 		a.held[id] = d.msg // a redelivery: ack through the newest handle
 		dup = true
 	}
-	a.mu.Unlock()
 	if dup {
 		if run == nil {
 			a.settle(d.msg)
@@ -452,9 +467,7 @@ func (a *actor) handle(ctx context.Context, d delivery) bool {
 		if run != nil {
 			// The session got other work meanwhile: the model hears what
 			// the layover was waiting for as a notice, in the run under way.
-			a.mu.Lock()
 			a.held[id] = d.msg
-			a.mu.Unlock()
 			run.guide.Push(id, text)
 			a.r.dropLayover(ctx, a.tenant, a.session, id)
 			return true
@@ -466,9 +479,7 @@ func (a *actor) handle(ctx context.Context, d delivery) bool {
 		if a.superseded(ctx, d, run) {
 			return true
 		}
-		a.mu.Lock()
 		a.held[id] = d.msg
-		a.mu.Unlock()
 		run.guide.Push(id, text)
 		return true
 	}
@@ -486,14 +497,9 @@ func (a *actor) handle(ctx context.Context, d delivery) bool {
 // startTaken handles an input put back in line: a notice again when a run
 // is live, else the start of a run.
 func (a *actor) startTaken(ctx context.Context, in input) bool {
-	a.mu.Lock()
-	run := a.run
-	if run != nil {
+	if a.run != nil {
 		a.held[in.id] = in.msg
-	}
-	a.mu.Unlock()
-	if run != nil {
-		run.guide.Push(in.id, in.text)
+		a.run.guide.Push(in.id, in.text)
 		return true
 	}
 	return a.start(ctx, plan{ins: []input{in}})
@@ -505,9 +511,7 @@ func (a *actor) startTaken(ctx context.Context, in input) bool {
 func (a *actor) steer(ctx context.Context, d delivery, st events.Steer, run *liveRun) bool {
 	in := input{id: d.ev.ID, text: events.SteerNotice(st), msg: d.msg, inBrief: true}
 	if run != nil {
-		a.mu.Lock()
 		a.steering = &steerReq{in: in, note: st.Note, at: d.ev.Time}
-		a.mu.Unlock()
 		run.cancel()
 		return true
 	}
@@ -529,37 +533,28 @@ func (a *actor) superseded(ctx context.Context, d delivery, run *liveRun) bool {
 	if ref.Task == "" || !d.ev.FromJobs {
 		return false
 	}
-	a.mu.Lock()
 	prev, ok := a.tasks[ref.Task]
-	a.mu.Unlock()
 	if ok && !ref.Supersedes(prev.ref) {
 		a.drop(ctx, d.ev.ID, d.ev.Type, d.msg, "superseded by a newer notice of task "+ref.Task)
 		return true
 	}
 	if ok && run.guide.Withdraw(prev.id) {
-		a.mu.Lock()
 		m := a.held[prev.id]
 		delete(a.held, prev.id)
-		a.mu.Unlock()
 		a.drop(ctx, prev.id, d.ev.Type, m, "superseded by a newer notice of task "+ref.Task)
 	}
-	a.mu.Lock()
 	a.tasks[ref.Task] = taskNotice{id: d.ev.ID, ref: ref}
-	a.mu.Unlock()
 	return false
 }
 
 // drop records that an event was not delivered, and why, then acks it.
 func (a *actor) drop(ctx context.Context, id, typ string, m jetstream.Msg, reason string) {
 	tr := a.transcript()
-	err := tr.append(ctx, Record{Kind: RecordRefused, Runner: a.r.cfg.ID, Event: id, Type: typ, Reason: reason})
-	if err == nil {
-		a.noteSeen(tr, id)
-	}
-	if err != nil {
+	if err := tr.append(ctx, Record{Kind: RecordRefused, Runner: a.r.cfg.ID, Event: id, Type: typ, Reason: reason}); err != nil {
 		a.lost(ctx, err)
 		return
 	}
+	a.noteSeen(tr, id)
 	a.settle(m)
 }
 
@@ -609,9 +604,7 @@ func (a *actor) refuse(ctx context.Context, d delivery) {
 	}
 	a.r.publishOut(ctx, a.tenant, a.session, events.RunRefused{Event: id, Type: typ, Reason: reason})
 	if d.msg.Term() == nil {
-		a.mu.Lock()
 		a.markAcked(seqOf(d.msg))
-		a.mu.Unlock()
 	}
 }
 
@@ -623,30 +616,25 @@ const releaseAfter = 10 * time.Second
 // waitForOther is called while another runner's run of the session is
 // live: the events wait, and after releaseAfter they are given back.
 func (a *actor) waitForOther() {
-	a.mu.Lock()
 	if a.waitingSince.IsZero() {
 		a.waitingSince = time.Now()
 	}
-	release := time.Since(a.waitingSince) > releaseAfter
-	var give []jetstream.Msg
-	if release {
-		for _, d := range a.queue {
-			if d.msg != nil {
-				give = append(give, d.msg)
-			}
-		}
-		a.queue, a.waitingSince = nil, time.Time{}
-		a.ordered = orderMark{}
+	if time.Since(a.waitingSince) <= releaseAfter {
+		a.retryLater()
+		return
 	}
-	a.mu.Unlock()
+	var give []jetstream.Msg
+	for _, d := range a.queue {
+		if d.msg != nil {
+			give = append(give, d.msg)
+		}
+	}
+	a.queue, a.waitingSince = nil, time.Time{}
+	a.ordered = orderMark{}
 	for _, m := range give {
 		_ = m.NakWithDelay(time.Second)
 	}
-	if release {
-		a.log.Info().Int("events", len(give)).Msg("another runner's run is live; events given back to the stream")
-		return
-	}
-	a.retryLater()
+	a.log.Info().Int("events", len(give)).Msg("another runner's run is live; events given back to the stream")
 }
 
 func (a *actor) retryLater() {

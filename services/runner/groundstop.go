@@ -46,11 +46,14 @@ func (r *Runner) grounded(tenant, session string) (groundstop.Record, bool) {
 
 // stopRun cancels the live run, if any: the loop ends at once with every
 // started tool call given a result, and finishRun marks the session stopped.
+// A parked actor has no run and is left parked.
 func (a *actor) stopRun() {
-	a.mu.Lock()
-	run := a.run
-	a.mu.Unlock()
-	if run != nil {
-		run.cancel()
+	if !a.busy() {
+		return
 	}
+	a.send(func(a *actor) {
+		if a.run != nil {
+			a.run.cancel()
+		}
+	})
 }

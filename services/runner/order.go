@@ -71,8 +71,6 @@ const (
 // and moves it to the head of the queue when it is queued, so it is
 // handled next.
 func (a *actor) inHand(seq uint64) int {
-	a.mu.Lock()
-	defer a.mu.Unlock()
 	if a.settling(seq) {
 		return takenInHand
 	}
@@ -123,8 +121,7 @@ func (a *actor) inOrder(ctx context.Context, d delivery) bool {
 	if seq == 0 {
 		return true
 	}
-	tenure, unbroken := a.r.tenureOf(a.part)
-	a.mu.Lock()
+	tenure, unbroken := a.r.tenure(a.part)
 	from := uint64(1)
 	if a.ordered.tenure == tenure && a.ordered.below > 0 {
 		from = a.ordered.below
@@ -139,11 +136,9 @@ func (a *actor) inOrder(ctx context.Context, d delivery) bool {
 			// judged on a flag set at its delivery, after an older event
 			// given back had come back and queued behind it.
 			a.ordered.below = seq + 1
-			a.mu.Unlock()
 			return true
 		}
 	}
-	a.mu.Unlock()
 	for {
 		older, err := a.r.pendingFrom(ctx, a.part, a.tenant, a.session, from)
 		if err != nil {
@@ -151,9 +146,7 @@ func (a *actor) inOrder(ctx context.Context, d delivery) bool {
 			return false
 		}
 		if older == 0 || older >= seq {
-			a.mu.Lock()
 			a.ordered = orderMark{tenure: tenure, below: max(seq+1, from)}
-			a.mu.Unlock()
 			return true
 		}
 		switch a.inHand(older) {

@@ -20,10 +20,10 @@ func TestAn_event_waits_for_every_older_event_of_its_session_not_only_the_oldest
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	r, part, msgs := threeEventsInHand(t, ctx)
-	// The test drives the actor by hand: running keeps a poke from
-	// starting its goroutine.
+	// The test is the actor's goroutine: a mailbox marked running keeps a
+	// message from starting another.
 	a := &actor{r: r, tenant: "t1", session: "s1", part: part, log: r.log,
-		held: map[string]jetstream.Msg{"first": msgs[0]}, wake: make(chan struct{}, 1), running: true}
+		held: map[string]jetstream.Msg{"first": msgs[0]}, box: mailbox{running: true}}
 
 	if a.inOrder(ctx, delivery{msg: msgs[2]}) {
 		t.Fatal("the third event may be handled while the second is still in the stream and not in hand")
@@ -39,37 +39,6 @@ func TestAn_event_waits_for_every_older_event_of_its_session_not_only_the_oldest
 	a.held["second"] = msgs[1]
 	if !a.inOrder(ctx, delivery{msg: msgs[2]}) {
 		t.Fatal("the third event waits although every older one is held as a notice")
-	}
-}
-
-// After the reset that begins a tenure, deliveries numbered 1, 2, 3 … and
-// each delivered for the first time are the partition's events in stream
-// order. A gap (a delivery that went to a dropped pull) or a redelivery
-// breaks that for the rest of the tenure; only the next reset restores it.
-func TestA_tenure_is_in_stream_order_until_a_gap_or_a_redelivery(t *testing.T) {
-	md := func(cseq, delivered uint64) *jetstream.MsgMetadata {
-		return &jetstream.MsgMetadata{Sequence: jetstream.SequencePair{Consumer: cseq, Stream: 100 + cseq}, NumDelivered: delivered}
-	}
-	p := &partition{}
-	inOrder := func(m *jetstream.MsgMetadata) bool { p.streamOrder(m); return p.unbroken }
-	if inOrder(md(1, 1)) {
-		t.Fatal("in order with no reset behind it")
-	}
-	p.unbroken, p.nextCseq = true, 1 // what the reset's first delivery sets
-	for c := uint64(1); c <= 3; c++ {
-		if !inOrder(md(c, 1)) {
-			t.Fatalf("delivery %d of an unbroken tenure is out of order", c)
-		}
-	}
-	if inOrder(md(5, 1)) {
-		t.Fatal("in order across a gap in the consumer sequence")
-	}
-	if inOrder(md(6, 1)) {
-		t.Fatal("a gap did not break the rest of the tenure")
-	}
-	p.unbroken, p.nextCseq = true, 1
-	if !inOrder(md(1, 1)) || inOrder(md(2, 2)) {
-		t.Fatal("a redelivery did not break the tenure")
 	}
 }
 
@@ -112,19 +81,15 @@ func TestAn_event_delivered_before_a_redelivery_is_checked_against_the_stream(t 
 	defer cancel()
 	r, part, msgs := threeEventsInHand(t, ctx)
 	// Tenure 1 delivered all three in order; the first is held, the second
-	// was given back and the third is queued.
-	pt := &partition{n: part, tenure: 1, unbroken: true, nextCseq: 4}
-	r.parts = make([]*partition, 4)
-	r.parts[part] = pt
+	// was given back and the third is queued. The second then comes back as
+	// a redelivery, which breaks the tenure (the partition group's own
+	// tests hold that), and queues behind the third.
+	r.tenure = func(int) (uint64, bool) { return 1, false }
 	a := &actor{r: r, tenant: "t1", session: "s1", part: part, log: r.log,
-		held: map[string]jetstream.Msg{"first": msgs[0]}, wake: make(chan struct{}, 1), running: true,
+		held: map[string]jetstream.Msg{"first": msgs[0]}, box: mailbox{running: true},
 		ordered: orderMark{tenure: 1, below: seqOf(msgs[0]) + 1}}
 	third := delivery{msg: msgs[2], tenure: 1}
 
-	// The second comes back as a redelivery and queues behind the third.
-	pt.mu.Lock()
-	pt.streamOrder(&jetstream.MsgMetadata{Sequence: jetstream.SequencePair{Consumer: 4, Stream: seqOf(msgs[1])}, NumDelivered: 2})
-	pt.mu.Unlock()
 	a.queue = []delivery{third, {msg: msgs[1], tenure: 1}}
 	if a.inOrder(ctx, third) {
 		t.Fatal("the third event may be handled before the second, redelivered and queued behind it")

@@ -64,11 +64,10 @@ func (e *env) waitNotice(r *Runner, tenant, session, id string) {
 		if a == nil {
 			return false
 		}
-		a.mu.Lock()
-		run := a.run
-		_, held := a.held[id]
-		a.mu.Unlock()
-		return held && run != nil && run.guide.IsPending(id)
+		return a.holds(func(a *actor) bool {
+			_, held := a.held[id]
+			return held && a.run != nil && a.run.guide.IsPending(id)
+		})
 	})
 }
 
@@ -114,9 +113,7 @@ func TestGround_stop_ends_the_live_run_holds_events_and_lifting_it_resumes_them_
 		if a == nil {
 			return false
 		}
-		a.mu.Lock()
-		defer a.mu.Unlock()
-		return len(a.queue) == 2
+		return a.holds(func(a *actor) bool { return len(a.queue) == 2 })
 	})
 	if model.RequestCount() != calls || countKind(e.records("t1", "s1"), RecordRunStarted) != 1 {
 		t.Fatal("a run started during Ground Stop")
@@ -239,9 +236,7 @@ func TestA_runner_that_lost_its_fence_stops_working_on_the_session(t *testing.T)
 		if a == nil {
 			return true
 		}
-		a.mu.Lock()
-		defer a.mu.Unlock()
-		return a.run == nil && !a.loaded
+		return a.holds(func(a *actor) bool { return a.run == nil && !a.loaded })
 	})
 	if model.RequestCount() != 1 {
 		t.Fatalf("model called %d times after the fence moved, want 1", model.RequestCount())

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -31,9 +32,11 @@ type liveRun struct {
 	start  time.Time
 	guide  *guide.NoticeGuide
 	cancel context.CancelFunc
-	done   chan runResult
 	rev    uint64 // the session record's revision while the run is live
-	usage  llm.Usage
+	// forgotten: the actor dropped the session's transcript (a lost
+	// fence) while the run was live; the run records nothing more.
+	forgotten atomic.Bool
+	usage     llm.Usage
 	// The loop grows the session's history in a.hist's own array
 	// (agent.QueryInput.AppendInPlace), so while the run lasts a.hist stays
 	// as it was at launch (histLen messages, in the transcript tr) and the
@@ -53,66 +56,168 @@ type runResult struct {
 // handover brief. It returns false when the events must wait (another
 // runner's run is live, Ground Stop, the session is interrupted, or the
 // store is unreachable); they stay queued and un-acked.
+//
+// A start is four steps: decide what p does to the session as its record
+// says it is, claim the session with the record's compare-and-swap, record
+// the run's first turn, launch the loop. Two things send it back to
+// decide, here and nowhere else: a refused recovery (the session is
+// interrupted now, which a person's line sends on) and a claim refused on
+// the actor's copy of the record (decided again on a fresh read).
 func (a *actor) start(ctx context.Context, p plan) bool {
 	if stop, on := a.r.grounded(a.tenant, a.session); on {
 		a.log.Debug().Str("reason", stop.Reason).Msg("ground stop: holding events")
 		return false // the watcher pokes every actor when it lifts
 	}
-	rec, rev, cached, err := a.record(ctx)
-	if err != nil {
-		a.log.Warn().Err(err).Msg("read session record")
-		a.retryLater()
-		return false
-	}
-	if cached && (len(p.ins) == 0 || rec.State != StateIdle) {
-		// The copy speaks only for the hot path, an idle session starting a
-		// run, where the claim's compare-and-swap checks it. A decision to
-		// do nothing (a recovery "someone else made", events parked) would
-		// rest on it unchecked: a sweep asking this actor to recover a dead
-		// runner's run found its own old "idle" and did nothing, for ever.
-		a.dropRecord()
-		return a.start(ctx, p)
-	}
-	stored := rec.Clone() // what revision rev holds, to undo a claim
-	text, ids := joinInputs(p.ins)
-	if len(p.ins) == 0 && rec.State != StateRunning {
-		return true // a recovery someone else already made
-	}
-	if rec.State == StateInterrupted {
-		a.mu.Lock()
-		if p.steer == nil && !personInput(p) {
-			// Recovery was refused: only a person sends the work on. The
-			// events wait, un-acked, and go to the run the person starts.
-			a.parked = append(a.parked, p.ins...)
-			a.mu.Unlock()
+	fresh := false
+	for range maxDecisions {
+		rec, rev, cached, err := a.readRecord(ctx, p, fresh)
+		if err != nil {
+			a.log.Warn().Err(err).Msg("read session record")
+			a.retryLater()
+			return false
+		}
+		st := a.runnerOf(ctx, rec)
+		act := decide(p, rec, st)
+		switch act {
+		case actWaitOther:
+			a.waitForOther()
+			return false
+		case actNothing:
+			return true
+		case actPark:
+			a.parkInputs(p.ins)
 			return true
 		}
+		stored := rec.Clone() // what revision rev holds, to undo a claim
+		h, ok := a.prepare(ctx, act, &p, &rec, &rev, st)
+		if !ok {
+			continue // recovery refused: the session is interrupted now
+		}
+		if reason, ok := a.r.rails.allow(ctx, &rec); !ok {
+			a.refuseRun(ctx, p, reason)
+			return true
+		}
+		c, err := a.claim(ctx, rec, rev, h)
+		if err != nil {
+			if cached && errors.Is(err, ErrLostSession) {
+				fresh = true
+				continue // the copy was stale: decide again on a fresh read
+			}
+			a.log.Info().Err(err).Msg("session record changed; retrying")
+			a.retryLater()
+			return false
+		}
+		_, ids := joinInputs(p.ins)
+		if !a.recordStart(ctx, c, h, ids, stored) {
+			return false
+		}
+		a.settle(msgsOf(p.ins)...)
+		if p.resume != nil && len(ids) > 0 {
+			a.r.dropLayover(ctx, a.tenant, a.session, ids[0])
+		}
+		a.launch(ctx, p.trace, c.run, c.cause, c.rev, ids, c.rec.Checks)
+		return true
+	}
+	a.retryLater() // the record kept changing under us
+	return false
+}
+
+// maxDecisions bounds how often one start decides: a refused recovery and
+// a claim lost on a stale copy each cost one more.
+const maxDecisions = 3
+
+// act is what a plan does to a session.
+type act int
+
+const (
+	actDispatch  act = iota // an ordinary run over the plan's inputs
+	actSteer                // a Steered run: a steer, or a person sending interrupted work on
+	actResume               // a Resumed run: a layover fired on an idle session
+	actRecover              // the record's run is interrupted: recover it, or refuse and say why
+	actWaitOther            // another runner's run is live: the events wait
+	actNothing              // a recovery someone else already made
+	actPark                 // the session is interrupted: the events wait for a person
+)
+
+// decide is what plan p does to a session whose record is rec; st says
+// whether the runner a running record names is alive. It reads nothing
+// and writes nothing.
+func decide(p plan, rec SessionRecord, st liveness) act {
+	switch {
+	case rec.State == StateRunning && st == alive:
+		// A takeover in progress, or a stalled runner: never start a
+		// second run beside it.
+		return actWaitOther
+	case rec.State == StateRunning:
+		return actRecover
+	case len(p.ins) == 0:
+		return actNothing
+	case rec.State == StateInterrupted && p.steer == nil && !personInput(p):
+		// Recovery was refused: only a person sends the work on.
+		return actPark
+	case p.steer != nil || rec.State == StateInterrupted:
+		return actSteer
+	case p.resume != nil:
+		return actResume
+	}
+	return actDispatch
+}
+
+// readRecord reads the session record for a decision. The actor's copy
+// speaks only for the hot path, an idle session starting a run, where the
+// claim's compare-and-swap checks it. A decision to do nothing (a recovery
+// "someone else made", events parked) would rest on it unchecked: a sweep
+// asking this actor to recover a dead runner's run found its own old
+// "idle" and did nothing, for ever.
+func (a *actor) readRecord(ctx context.Context, p plan, fresh bool) (rec SessionRecord, rev uint64, cached bool, err error) {
+	if !fresh {
+		rec, rev, cached, err = a.record(ctx)
+		if err != nil || !cached || (len(p.ins) > 0 && rec.State == StateIdle) {
+			return rec, rev, cached, err
+		}
+		a.dropRecord()
+	}
+	rec, rev, err = a.r.records.get(ctx, a.tenant, a.session)
+	return rec, rev, false, err
+}
+
+// runnerOf is whether the runner a running record names may still drive
+// its run (alive for a record that is not running). A question without an
+// answer counts as alive: recovering beside a live run does the work twice.
+func (a *actor) runnerOf(ctx context.Context, rec SessionRecord) liveness {
+	if rec.State != StateRunning {
+		return alive
+	}
+	if rec.Runner == a.r.cfg.ID && rec.Incarnation == a.r.incarnation {
+		return selfCrashed // our own record, no live run here: it died in this process
+	}
+	st, err := a.r.peers.status(ctx, rec.Runner, rec.Incarnation)
+	if err != nil {
+		return alive
+	}
+	return st
+}
+
+// parkInputs keeps events that arrived while the session is interrupted,
+// un-acked, for the run a person starts.
+func (a *actor) parkInputs(ins []input) {
+	a.parked = append(a.parked, ins...)
+}
+
+// prepare builds the handover of the run act starts and the record that
+// claims it. A recovery may be refused: then the record says interrupted
+// (written at *rev) and ok is false, for the plan to be decided again.
+func (a *actor) prepare(ctx context.Context, act act, p *plan, rec *SessionRecord, rev *uint64, st liveness) (h handover.Handover, ok bool) {
+	if rec.State == StateInterrupted {
+		// A person sends the work on: the parked events go with it.
 		p.ins = append(a.parked, p.ins...)
 		a.parked = nil
-		a.mu.Unlock()
-		text, ids = joinInputs(p.ins)
 	}
-	var h handover.Handover
-	switch {
-	case rec.State == StateRunning:
-		st := selfCrashed // our own record, no live run here: it died in this process
-		if rec.Runner != a.r.cfg.ID || rec.Incarnation != a.r.incarnation {
-			st, err = a.r.peers.status(ctx, rec.Runner, rec.Incarnation)
-			if err != nil || st == alive {
-				// Another runner's run is live (a takeover in progress, or
-				// a stalled runner): never start a second one beside it.
-				a.waitForOther()
-				return false
-			}
-		}
-		var ok bool
-		if h, ok = a.recover(ctx, &rec, &rev, st, text); !ok {
-			if len(p.ins) == 0 {
-				return true
-			}
-			return a.start(ctx, p) // the session is interrupted now
-		}
-	case p.steer != nil || rec.State == StateInterrupted:
+	text, _ := joinInputs(p.ins)
+	switch act {
+	case actRecover:
+		return a.recover(ctx, rec, rev, st, text)
+	case actSteer:
 		note := text
 		if p.steer != nil {
 			note = p.steer.note
@@ -123,7 +228,7 @@ func (a *actor) start(ctx context.Context, p plan) bool {
 		}
 		h = handover.Steered(handover.Steer{Previous: rec.Run, Note: note, At: time.Now().UTC()}, inputs...)
 		rec.Inputs, rec.Attempts = inputs, handover.Attempts{}
-	case p.resume != nil:
+	case actResume:
 		r := p.resume
 		h = handover.Resumed(handover.Resumption{BookedBy: r.BookedBy, WaitingFor: r.WaitingFor, BookedAt: r.BookedAt, Checks: int(r.Checks)}, rec.Inputs...)
 		rec.Attempts = handover.Attempts{}
@@ -135,78 +240,73 @@ func (a *actor) start(ctx context.Context, p plan) bool {
 	if p.resume == nil {
 		rec.Checks = 0
 	}
-	if reason, ok := a.r.rails.allow(ctx, &rec); !ok {
-		a.refuseRun(ctx, p, reason)
-		return true
-	}
-	runID := newID("r-")
-	cause := causeName(h.Cause.Kind)
-	rec.State, rec.Run, rec.Runner, rec.Incarnation = StateRunning, runID, a.r.cfg.ID, a.r.incarnation
-	rec.Since, rec.Cause, rec.Reason = time.Now().UTC(), cause, ""
+	return h, true
+}
+
+// claimed is a run this runner wrote into the session record.
+type claimed struct {
+	run, cause string
+	rec        SessionRecord
+	rev        uint64
+}
+
+// claim writes the new run into the session record by compare-and-swap on
+// rev: the fence that makes this runner the session's only driver.
+func (a *actor) claim(ctx context.Context, rec SessionRecord, rev uint64, h handover.Handover) (claimed, error) {
+	c := claimed{run: newID("r-"), cause: causeName(h.Cause.Kind)}
+	rec.State, rec.Run, rec.Runner, rec.Incarnation = StateRunning, c.run, a.r.cfg.ID, a.r.incarnation
+	rec.Since, rec.Cause, rec.Reason = time.Now().UTC(), c.cause, ""
 	rec.Runs++
-	newRev, err := a.putRecord(ctx, rec, rev)
+	n, err := a.putRecord(ctx, rec, rev)
 	if err != nil {
-		if cached && errors.Is(err, ErrLostSession) {
-			return a.start(ctx, p) // the copy was stale: decide again on a fresh read
-		}
-		a.log.Info().Err(err).Msg("session record changed; retrying")
-		a.retryLater()
-		return false
+		return claimed{}, err
 	}
-	a.mu.Lock()
+	c.rec, c.rev = rec, n
 	a.waitingSince = time.Time{}
-	a.mu.Unlock()
-	// Record before you act: the run's first turn is in the transcript
-	// before the model is called, and its events are acked only after that.
+	return c, nil
+}
+
+// recordStart records the run's start and first turn: record before you
+// act, so the turn is in the transcript before the model is called and its
+// events are acked only after that. It is one record, one fenced append:
+// no run can be recorded as started without the turn it started with. A
+// refused append means the session is lost; false then, after undoing the
+// claim (back to stored) where the run cannot have started.
+func (a *actor) recordStart(ctx context.Context, c claimed, h handover.Handover, ids []string, stored SessionRecord) bool {
 	turn := llm.UserText(h.Compose())
 	turn.ID = newID("m-")
 	turn.Delivers = ids
-	// The run's start and its first turn are one record, one fenced
-	// append: a round trip off every run start, and no run can be recorded
-	// as started without the turn it started with.
 	tr := a.transcript()
-	begun := Record{Kind: RecordRunStarted, Run: runID, Runner: a.r.cfg.ID, Cause: cause, Time: time.Now().UTC(), Message: &turn}
-	err = tr.append(ctx, begun)
+	begun := Record{Kind: RecordRunStarted, Run: c.run, Runner: a.r.cfg.ID, Cause: c.cause, Time: time.Now().UTC(), Message: &turn}
+	err := tr.append(ctx, begun)
 	// A refusal may be our own append answering late: the client retries a
 	// publish whose answer was lost (a node restart), and the retry finds
 	// the first try's record in the way. Then run_started is in the
 	// transcript, and undoing the claim would leave it "never ended" with
-	// the session idle, which the chaos suite's recovery check catches.
+	// the session idle.
 	started := err == nil || (errors.Is(err, ErrFenced) && tr.landedAtFence(ctx, begun))
 	if err == nil {
-		a.mu.Lock()
-		if a.tr != tr {
-			err = ErrFenced // forgotten meanwhile
-		} else {
-			a.hist = append(a.hist, turn)
-			for _, id := range ids {
-				a.seen[id] = struct{}{}
-			}
+		a.hist = append(a.hist, turn)
+		for _, id := range ids {
+			a.seen[id] = struct{}{}
 		}
-		a.mu.Unlock()
 	}
-	if err != nil {
-		// Another runner wrote the transcript after we claimed the record:
-		// take the claim back (if nobody changed it since), so the record
-		// names the run that is really live, not one that never started.
-		// But once run_started is in the transcript (or may be: an append
-		// without an answer can land), the run exists and must end or be
-		// recovered; undoing the claim left it "never ended" with the
-		// session idle. Then lost() hands it over for recovery instead.
-		if errors.Is(err, ErrFenced) && !started {
-			if _, rerr := a.putRecord(ctx, stored, newRev); rerr != nil {
-				a.log.Warn().Err(rerr).Msg("undo the claim on the session record")
-			}
+	if err == nil {
+		return true
+	}
+	// Another runner wrote the transcript after we claimed the record:
+	// take the claim back (if nobody changed it since), so the record
+	// names the run that is really live, not one that never started. But
+	// once run_started is in the transcript (or may be: an append without
+	// an answer can land), the run exists and must end or be recovered:
+	// lost() hands it over for recovery instead.
+	if errors.Is(err, ErrFenced) && !started {
+		if _, rerr := a.putRecord(ctx, stored, c.rev); rerr != nil {
+			a.log.Warn().Err(rerr).Msg("undo the claim on the session record")
 		}
-		a.lost(ctx, err)
-		return false
 	}
-	a.settle(msgsOf(p.ins)...)
-	if p.resume != nil && len(ids) > 0 {
-		a.r.dropLayover(ctx, a.tenant, a.session, ids[0])
-	}
-	a.launch(ctx, p.trace, runID, cause, newRev, ids, rec.Checks)
-	return true
+	a.lost(ctx, err)
+	return false
 }
 
 // personInput reports whether p carries a line a person typed.
@@ -278,9 +378,7 @@ func (a *actor) recover(ctx context.Context, rec *SessionRecord, rev *uint64, st
 		inputs = append(inputs, text)
 	}
 	rec.Inputs = inputs
-	a.mu.Lock()
 	calls := toolCalls(a.hist, rec.Run)
-	a.mu.Unlock()
 	a.log.Info().Str("previous", rec.Run).Int("attempt", recovery.Attempt).Msg("recovering interrupted run")
 	return handover.Recovered(recovery, inputs...).WithToolCalls(calls...), true
 }
@@ -333,14 +431,12 @@ func causeName(k handover.CauseKind) string {
 // launch starts the agent loop for a run whose first turn is recorded.
 func (a *actor) launch(ctx context.Context, parent context.Context, runID, cause string, rev uint64, ids []string, checks uint32) {
 	runCtx, cancel := context.WithCancel(context.Background())
-	lr := &liveRun{id: runID, cause: cause, start: time.Now(), guide: guide.NewNoticeGuide(), cancel: cancel, done: make(chan runResult, 1), rev: rev}
-	a.mu.Lock()
+	lr := &liveRun{id: runID, cause: cause, start: time.Now(), guide: guide.NewNoticeGuide(), cancel: cancel, rev: rev}
 	a.run = lr
 	// The loop appends to the history in place, past its length; nothing
 	// here writes there until finishRun takes the history back.
 	hist := a.hist
 	lr.tr, lr.histLen = a.tr, len(a.hist)
-	a.mu.Unlock()
 	ref := SessionRef{Tenant: a.tenant, Session: a.session, Run: runID}
 	a.r.publishOut(ctx, a.tenant, a.session, events.RunStarted{Run: runID, Cause: cause, Model: a.r.cfg.Provider.Name(), Runner: a.r.cfg.ID, Events: ids})
 	in := agent.QueryInput{
@@ -400,22 +496,28 @@ func (a *actor) launch(ctx context.Context, parent context.Context, runID, cause
 			a.log.Debug().Str("run", runID).Str("reason", string(term.Reason)).AnErr("error", term.Err).Int("turns", term.Turns).Msg("run ended")
 		}
 		fenced := term != nil && term.Reason == agent.ReasonRecordFailed && errors.Is(term.Err, ErrFenced)
-		lr.done <- runResult{term: term, fenced: fenced}
-		a.poke()
+		a.send(func(a *actor) { a.runEnded(ctx, lr, runResult{term: term, fenced: fenced}) })
 	}()
+}
+
+// runEnded is the message a run's goroutine sends when its loop is over.
+// A runner that is leaving lets the run go unrecorded: the record keeps
+// saying running, and the session's next owner recovers the work.
+func (a *actor) runEnded(ctx context.Context, lr *liveRun, res runResult) {
+	if a.run != lr {
+		return
+	}
+	a.run = nil
+	lr.cancel()
+	if a.leaving {
+		return
+	}
+	a.finishRun(ctx, lr, res)
 }
 
 // finishRun closes a run: pending notices start the next run at once;
 // otherwise the session goes idle.
-func (a *actor) finishRun(ctx context.Context, res runResult) {
-	a.mu.Lock()
-	lr := a.run
-	a.run = nil
-	a.mu.Unlock()
-	if lr == nil {
-		return
-	}
-	lr.cancel()
+func (a *actor) finishRun(ctx context.Context, lr *liveRun, res runResult) {
 	a.takeHistory(lr, res.term)
 	reason, turns := "unknown", 0
 	var usage llm.Usage
@@ -447,14 +549,10 @@ func (a *actor) finishRun(ctx context.Context, res runResult) {
 	}
 	// A run whose end is not in the transcript reads as interrupted: the
 	// record would say idle while the transcript says the run never ended.
-	// So the end is written through a store that is briefly away (outside
-	// the lock: deliveries must not wait on it; the run is over, so nothing
-	// else writes the transcript meanwhile).
-	a.mu.Lock()
+	// So the end is written through a store that is briefly away.
 	tr := a.tr
 	steer := a.steering
 	a.steering = nil
-	a.mu.Unlock()
 	err := tr.appendSure(ctx, Record{Kind: RecordRunEnded, Run: lr.id, Runner: a.r.cfg.ID, Reason: reason}, 15*time.Second)
 	if err != nil {
 		// Fenced, or the store stayed away: the end is not recorded, so the
@@ -467,14 +565,12 @@ func (a *actor) finishRun(ctx context.Context, res runResult) {
 
 	// Notices the model never got go to the next run, in order.
 	var ins []input
-	a.mu.Lock()
 	for _, n := range lr.guide.TakePending() {
 		if m, ok := a.held[n.ID]; ok {
 			ins = append(ins, input{id: n.ID, text: n.Text, msg: m})
 			delete(a.held, n.ID)
 		}
 	}
-	a.mu.Unlock()
 	if stop, on := a.r.grounded(a.tenant, a.session); on {
 		// Ground Stop: nothing restarts through it. Its events wait.
 		if steer != nil {
@@ -507,8 +603,6 @@ func (a *actor) finishRun(ctx context.Context, res runResult) {
 // to a copy instead. A history forgotten meanwhile (a lost fence) is left
 // alone: the next event reloads it.
 func (a *actor) takeHistory(lr *liveRun, term *agent.Terminal) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
 	if a.tr == nil || a.tr != lr.tr {
 		return
 	}
@@ -522,37 +616,40 @@ func (a *actor) takeHistory(lr *liveRun, term *agent.Terminal) {
 
 // setState records the end of a run in the session record: idle, or
 // stopped by Ground Stop. A record that no longer names the run means
-// another runner took the session.
+// another runner took the session. The actor's copy of the record speaks
+// only for a write the compare-and-swap checks: giving the session up is
+// decided on a fresh read, and a write refused on the copy is tried once
+// more on one.
 func (a *actor) setState(ctx context.Context, lr *liveRun, state, reason string) bool {
-	rec, rev, cached, err := a.record(ctx)
-	if cached && (rec.Run != lr.id || rec.Incarnation != a.r.incarnation) {
-		a.dropRecord() // giving the session up is decided on a fresh read
-		return a.setState(ctx, lr, state, reason)
-	}
-	if err != nil || rec.Run != lr.id || rec.Incarnation != a.r.incarnation {
-		a.lost(ctx, fmt.Errorf("%w: record names run %s", ErrLostSession, rec.Run))
-		return false
-	}
-	rec.State, rec.Reason = state, reason
-	rec.TokensUsed += int64(lr.usage.InputTokens + lr.usage.OutputTokens)
-	if !strings.HasPrefix(reason, "aborted") && reason != string(agent.ReasonModelError) {
-		rec.Attempts = handover.Attempts{}
-	}
-	if _, err := a.putRecord(ctx, rec, rev); err != nil {
-		if cached && errors.Is(err, ErrLostSession) {
-			return a.setState(ctx, lr, state, reason) // decide again on a fresh read
+	for fresh := false; ; fresh = true {
+		rec, rev, cached, err := a.record(ctx)
+		if cached && !fresh && (rec.Run != lr.id || rec.Incarnation != a.r.incarnation) {
+			a.dropRecord()
+			continue
 		}
-		a.lost(ctx, err)
-		return false
+		if err != nil || rec.Run != lr.id || rec.Incarnation != a.r.incarnation {
+			a.lost(ctx, fmt.Errorf("%w: record names run %s", ErrLostSession, rec.Run))
+			return false
+		}
+		rec.State, rec.Reason = state, reason
+		rec.TokensUsed += int64(lr.usage.InputTokens + lr.usage.OutputTokens)
+		if !strings.HasPrefix(reason, "aborted") && reason != string(agent.ReasonModelError) {
+			rec.Attempts = handover.Attempts{}
+		}
+		_, err = a.putRecord(ctx, rec, rev)
+		if err == nil {
+			return true
+		}
+		if !cached || fresh || !errors.Is(err, ErrLostSession) {
+			a.lost(ctx, err)
+			return false
+		}
 	}
-	return true
 }
 
 // requeue puts taken inputs back at the head of the queue (their original
 // order, before newer events).
 func (a *actor) requeue(ins []input) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
 	front := make([]delivery, 0, len(ins))
 	for _, in := range ins {
 		in.inBrief = false // a put-back steer goes as its notice text
@@ -566,7 +663,6 @@ func (a *actor) requeue(ins []input) {
 // transcript is dropped.
 func (a *actor) lost(ctx context.Context, err error) {
 	a.log.Warn().Err(err).Msg("lost the session to another runner; stopping work on it")
-	a.mu.Lock()
 	if a.run != nil {
 		a.run.cancel()
 	}
@@ -574,7 +670,6 @@ func (a *actor) lost(ctx context.Context, err error) {
 	a.queue = nil
 	a.ordered = orderMark{}
 	a.dropped++
-	a.mu.Unlock()
 	a.forget()
 	// A record that still names one of our runs would keep every other
 	// runner waiting on a run that no longer goes on: hand it back. Not as
@@ -598,46 +693,63 @@ type recorder struct {
 }
 
 func (rc *recorder) RecordMessage(m llm.Message, usage llm.Usage) error {
-	a := rc.a
+	if rc.lr.forgotten.Load() {
+		return ErrFenced // the session was lost: nothing more is recorded
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	var u *llm.Usage
 	if usage != (llm.Usage{}) {
 		u = &usage
 	}
-	tr := a.transcript()
-	if err := tr.append(ctx, Record{Kind: RecordMessage, Run: rc.run, Runner: a.r.cfg.ID, Message: &m, Usage: u}); err != nil {
+	tr := rc.lr.tr
+	if err := tr.append(ctx, Record{Kind: RecordMessage, Run: rc.run, Runner: rc.a.r.cfg.ID, Message: &m, Usage: u}); err != nil {
 		return err
 	}
-	var err error
-	a.mu.Lock()
-	if a.tr != tr {
-		err = ErrFenced // the session was lost while the append was under way
-	} else {
-		rc.lr.recorded = append(rc.lr.recorded, m) // a.hist is the loop's until the run ends
-		var acks []jetstream.Msg
-		for _, id := range m.Delivers {
-			a.seen[id] = struct{}{}
-			if msg, ok := a.held[id]; ok {
-				acks = append(acks, msg)
-				delete(a.held, id)
-			}
+	// The turn is in the transcript: the actor marks what it delivered as
+	// seen and acks it. The loop waits, so the actor's state is the turn's
+	// before the loop acts on it.
+	done := make(chan error, 1)
+	if !rc.a.send(func(a *actor) { done <- a.recorded(tr, rc.lr, m) }) {
+		return ErrFenced
+	}
+	select {
+	case err := <-done:
+		if err == nil && len(m.Delivers) > 0 {
+			// Tell the person their line (or a job's notice) reached the model.
+			rc.a.r.publishOut(ctx, rc.a.tenant, rc.a.session, events.RunDelivered{Run: rc.run, Events: m.Delivers})
 		}
-		a.settleLocked(acks...)
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("record a turn: the session's actor did not answer: %w", ctx.Err())
 	}
-	a.mu.Unlock()
-	if err == nil && len(m.Delivers) > 0 {
-		// Tell the person their line (or a job's notice) reached the model.
-		a.r.publishOut(ctx, a.tenant, a.session, events.RunDelivered{Run: rc.run, Events: m.Delivers})
+}
+
+// recorded notes a turn the run recorded in tr: what it delivered is seen
+// and acked. ErrFenced when the session was lost while the append was
+// under way.
+func (a *actor) recorded(tr *transcript, lr *liveRun, m llm.Message) error {
+	if a.tr != tr {
+		return ErrFenced
 	}
-	return err
+	lr.recorded = append(lr.recorded, m) // a.hist is the loop's until the run ends
+	var acks []jetstream.Msg
+	for _, id := range m.Delivers {
+		a.seen[id] = struct{}{}
+		if msg, ok := a.held[id]; ok {
+			acks = append(acks, msg)
+			delete(a.held, id)
+		}
+	}
+	a.settle(acks...)
+	return nil
 }
 
 func (rc *recorder) RecordBoundary(meta llm.BoundaryMeta) {
-	a := rc.a
+	if rc.lr.forgotten.Load() {
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if tr := a.transcript(); tr != nil {
-		_ = tr.append(ctx, Record{Kind: RecordBoundary, Run: rc.run, Runner: a.r.cfg.ID, Boundary: &meta})
-	}
+	_ = rc.lr.tr.append(ctx, Record{Kind: RecordBoundary, Run: rc.run, Runner: rc.a.r.cfg.ID, Boundary: &meta})
 }

@@ -34,6 +34,7 @@ import (
 	"jetway/pkg/control/groundstop"
 	"jetway/pkg/handover"
 	"jetway/pkg/llm"
+	"jetway/services/runner/internal/partition"
 )
 
 // Config configures a runner.
@@ -109,15 +110,13 @@ type Runner struct {
 	peers   peers
 
 	partitions int
-	parts      []*partition
+	// group is the pinned partition group that feeds the actors; tenure is
+	// its Tenure (a test stands in for it).
+	group  *partition.Group
+	tenure func(n int) (uint64, bool)
 
 	mu     sync.Mutex
 	actors map[string]*actor // key: tenant.session
-
-	relMu       sync.Mutex
-	lastRelease time.Time // when this runner last gave a partition up
-	lastLive    int       // the live runner count it last saw
-	liveSince   time.Time // since when that count has held
 
 	running *kvmirror.Mirror // records of live runs, any runner's (sweep.go)
 
@@ -126,13 +125,9 @@ type Runner struct {
 	// orderLookups counts the order checks that asked the work stream
 	// (order.go); a test reads it.
 	orderLookups atomic.Int64
-	// pins is the work consumers' pins as last listed, shared by every
-	// held partition's check (partition.go); pinListings counts listings.
-	pins        pinList
-	pinListings atomic.Int64
-	control     jetstream.KeyValue
-	stops       *groundstop.Mirror // Ground Stop switches (groundstop.go)
-	rails       rails
+	control      jetstream.KeyValue
+	stops        *groundstop.Mirror // Ground Stop switches (groundstop.go)
+	rails        rails
 
 	stop chan struct{} // closed when the runner leaves
 	wg   sync.WaitGroup
@@ -199,13 +194,21 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 		incarnation: newID(""),
 		log:         cfg.Logger.With().Str("runner", cfg.ID).Logger(),
 		records:     records{kv: sessions},
-		peers:       peers{kv: runners, staleAfter: cfg.StaleAfter, view: &peerView{}, self: cfg.ID},
 		partitions:  p,
 		actors:      make(map[string]*actor),
 		control:     control,
 		rails:       rails{cfg: cfg.Rails, kv: control},
 		stop:        make(chan struct{}),
 	}
+	r.group, err = partition.New(partition.Config{
+		JS: js, Peers: runners, ID: cfg.ID, Incarnation: r.incarnation, Partitions: p,
+		Heartbeat: cfg.Heartbeat, StaleAfter: cfg.StaleAfter,
+		Deliver: r.deliver, Busy: r.busyIn, OnBeat: r.sweep, Log: cfg.Logger,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("runner: %w", err)
+	}
+	r.peers, r.tenure = peers{g: r.group}, r.group.Tenure
 	return r, nil
 }
 
@@ -216,9 +219,6 @@ func (r *Runner) ID() string { return r.cfg.ID }
 // lets live runs end at their next safe point, and removes its heartbeat so
 // its partitions move at once.
 func (r *Runner) Run(ctx context.Context) error {
-	if err := r.heartbeat(ctx); err != nil {
-		return err
-	}
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	if err := r.openWork(ctx); err != nil {
@@ -229,24 +229,20 @@ func (r *Runner) Run(ctx context.Context) error {
 		return fmt.Errorf("runner: %w", err)
 	}
 	r.transcripts = ts
-	r.parts = make([]*partition, r.partitions)
-	for p := range r.parts {
-		cons, err := r.js.Consumer(ctx, bus.StreamWork, bus.WorkConsumerName(p))
-		if err != nil {
-			return fmt.Errorf("runner: work consumer %d: %w", p, err)
-		}
-		r.parts[p] = &partition{n: p, cons: cons}
-	}
+	r.wg.Add(1)
+	go func() { defer r.wg.Done(); r.evictLoop(runCtx) }()
+	// Nothing is pulled until the Ground Stop and live-run mirrors hold
+	// what the bucket held at start: a switch set before this runner
+	// started must hold for its first event.
 	if err := r.startControl(runCtx); err != nil {
+		cancel()
+		r.wg.Wait()
 		return err
 	}
-	r.wg.Add(3)
-	go func() { defer r.wg.Done(); r.peers.watchPeers(runCtx, r.log) }()
-	go func() { defer r.wg.Done(); r.beatLoop(runCtx) }()
-	go func() { defer r.wg.Done(); r.evictLoop(runCtx) }()
-	for _, part := range r.parts {
-		r.wg.Add(1)
-		go func() { defer r.wg.Done(); r.consume(runCtx, part) }()
+	if err := r.group.Start(runCtx); err != nil {
+		cancel()
+		r.wg.Wait()
+		return fmt.Errorf("runner: %w", err)
 	}
 	r.log.Info().Int("partitions", r.partitions).Str("incarnation", r.incarnation).Msg("runner started")
 	<-ctx.Done()
@@ -255,36 +251,18 @@ func (r *Runner) Run(ctx context.Context) error {
 	r.closing = true // no actor starts from here on
 	r.mu.Unlock()
 	close(r.stop)
+	r.group.Stop()
 	r.wg.Wait()
 	r.actorWG.Wait()
+	// Only now does the runner stop looking alive: its runs have ended, so
+	// a runner that recovers them never runs beside them.
 	leaveCtx, done := context.WithTimeout(context.Background(), 2*time.Second)
 	defer done()
-	r.unpinHeld(leaveCtx)
-	if err := r.peers.remove(leaveCtx, r.cfg.ID); err != nil {
+	if err := r.group.Leave(leaveCtx); err != nil {
 		r.log.Warn().Err(err).Msg("leave")
 	}
 	r.log.Info().Msg("runner stopped")
 	return nil
-}
-
-func (r *Runner) heartbeat(ctx context.Context) error {
-	return r.peers.put(ctx, r.cfg.ID, beat{Incarnation: r.incarnation, Started: time.Now().UTC(), Partitions: r.held()})
-}
-
-func (r *Runner) beatLoop(ctx context.Context) {
-	t := time.NewTicker(r.cfg.Heartbeat)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if err := r.heartbeat(ctx); err != nil && ctx.Err() == nil {
-				r.log.Warn().Err(err).Msg("heartbeat")
-			}
-			r.sweep(ctx)
-		}
-	}
 }
 
 func (r *Runner) stopping() <-chan struct{} { return r.stop }

@@ -426,13 +426,12 @@ func TestThe_history_a_runner_holds_between_runs_is_the_transcript_s(t *testing.
 	want := history(e.records("t1", "s1"))
 	a := r.actorFor("t1", "s1", 0)
 	waitFor(t, "the runner to take the last run's history back", 10*time.Second, func() bool {
-		a.mu.Lock()
-		defer a.mu.Unlock()
-		return a.run == nil && len(a.hist) == len(want)
+		return a.holds(func(a *actor) bool { return a.run == nil && len(a.hist) == len(want) })
 	})
-	a.mu.Lock()
-	got := slices.Clone(a.hist)
-	a.mu.Unlock()
+	var got []llm.Message
+	if !a.holds(func(a *actor) bool { got = slices.Clone(a.hist); return true }) {
+		t.Fatal("the actor did not answer")
+	}
 	if len(want) < 8 {
 		t.Fatalf("the transcript holds %d messages, want the three runs' turns, tool results and the notice", len(want))
 	}
@@ -440,6 +439,21 @@ func TestThe_history_a_runner_holds_between_runs_is_the_transcript_s(t *testing.
 		if got[i].ID != want[i].ID || got[i].Role != want[i].Role || got[i].Text() != want[i].Text() || len(got[i].Content) != len(want[i].Content) {
 			t.Fatalf("message %d held as %s %s %q, the transcript has %s %s %q", i, got[i].ID, got[i].Role, got[i].Text(), want[i].ID, want[i].Role, want[i].Text())
 		}
+	}
+}
+
+// holds asks the actor's goroutine whether cond holds of its state: the
+// state is the goroutine's alone, so a test asks it as anything else does.
+func (a *actor) holds(cond func(a *actor) bool) bool {
+	ok := make(chan bool, 1)
+	if !a.send(func(a *actor) { ok <- cond(a) }) {
+		return false
+	}
+	select {
+	case v := <-ok:
+		return v
+	case <-time.After(10 * time.Second):
+		return false
 	}
 }
 

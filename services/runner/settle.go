@@ -23,15 +23,6 @@ const settleTimeout = 10 * time.Second
 // The acks go out together, each confirmed (DoubleAck), so a turn that
 // delivered twenty notices costs one round trip, not twenty in a row.
 func (a *actor) settle(msgs ...jetstream.Msg) {
-	a.mu.Lock()
-	a.settleLocked(msgs...)
-	a.mu.Unlock()
-}
-
-// settleLocked is settle with a.mu held, for a caller that takes the events
-// out of held in the same breath: there is no instant in which they are
-// neither held nor being acked.
-func (a *actor) settleLocked(msgs ...jetstream.Msg) {
 	a.pruneAcked()
 	msgs = slices.DeleteFunc(slices.Clone(msgs), func(m jetstream.Msg) bool { return m == nil })
 	if len(msgs) == 0 {
@@ -61,18 +52,21 @@ func (a *actor) settleLocked(msgs ...jetstream.Msg) {
 			}()
 		}
 		wg.Wait()
-		a.mu.Lock()
+		// A newer event may be waiting for these to leave the stream: the
+		// message wakes the actor.
 		now := time.Now()
-		for _, seq := range seqs {
-			if a.acking[seq]--; a.acking[seq] <= 0 {
-				delete(a.acking, seq)
-			}
-			a.markAckedAt(seq, now)
-		}
-		a.mu.Unlock()
-		// A newer event may be waiting for these to leave the stream.
-		a.poke()
+		a.send(func(a *actor) { a.settled(seqs, now) })
 	}()
+}
+
+// settled counts acks as confirmed at now.
+func (a *actor) settled(seqs []uint64, now time.Time) {
+	for _, seq := range seqs {
+		if a.acking[seq]--; a.acking[seq] <= 0 {
+			delete(a.acking, seq)
+		}
+		a.markAckedAt(seq, now)
+	}
 }
 
 // ackedMemory is how long a confirmed ack counts as in hand. The server
@@ -82,7 +76,7 @@ func (a *actor) settleLocked(msgs ...jetstream.Msg) {
 const ackedMemory = 10 * time.Second
 
 // settling reports whether the event with stream sequence seq is being
-// acked, or was acked moments ago. Called with a.mu held.
+// acked, or was acked moments ago.
 func (a *actor) settling(seq uint64) bool {
 	if _, ok := a.acking[seq]; ok {
 		return true
@@ -91,7 +85,7 @@ func (a *actor) settling(seq uint64) bool {
 	return ok
 }
 
-// markAcked counts seq as acked now. Called with a.mu held.
+// markAcked counts seq as acked now.
 func (a *actor) markAcked(seq uint64) { a.markAckedAt(seq, time.Now()) }
 
 func (a *actor) markAckedAt(seq uint64, at time.Time) {
@@ -104,7 +98,7 @@ func (a *actor) markAckedAt(seq uint64, at time.Time) {
 	a.acked[seq] = at
 }
 
-// pruneAcked forgets confirmed acks past ackedMemory. Called with a.mu held.
+// pruneAcked forgets confirmed acks past ackedMemory.
 func (a *actor) pruneAcked() {
 	for seq, at := range a.acked {
 		if time.Since(at) > ackedMemory {

@@ -1,0 +1,223 @@
+// Package partition is the runner's pinned partition group: it shares the
+// partitions of JETWAY_WORK among the live runners, pulls the ones this
+// runner holds and hands each message to the runner, in stream order.
+//
+// JetStream has no per-key consumer group, so the group is built from one
+// pinned durable consumer per partition (PriorityPolicyPinned): the server
+// pins each partition to one puller. On top of that the group adds what the
+// server does not do: a reset when a partition is taken over (so the old
+// holder's un-acked messages come back in stream order), a balance rule
+// (the server pins to whoever pulls first), heartbeats that say who is
+// alive and who holds what, and the rescue of a partition whose messages
+// were all out to a member that died.
+//
+// It knows nothing of sessions or agents: the runner gives it a Deliver
+// callback and a Busy question, and asks it who holds a partition and
+// whether a runner is alive. It lives under services/runner/internal
+// because the runner is its only user and its surface is shaped by what
+// the runner needs, not offered as an API.
+package partition
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+
+	"jetway/pkg/bus"
+)
+
+// Config declares a member of the group.
+type Config struct {
+	// JS reaches the work stream and its consumers.
+	JS jetstream.JetStream
+	// Peers is the heartbeat bucket (bus.BucketRunners).
+	Peers jetstream.KeyValue
+	// ID is the member's identity, stable across restarts; Incarnation
+	// tells this process from an earlier one of the same ID.
+	ID, Incarnation string
+	// Partitions is P, the number of work partitions.
+	Partitions int
+	// Heartbeat is how often the member announces itself (default 1s);
+	// StaleAfter is when a silent member counts as gone (default
+	// 3×Heartbeat).
+	Heartbeat, StaleAfter time.Duration
+	// Deliver receives every message of a held partition, in the order
+	// the server hands them out. It is called from the partition's pulling
+	// goroutine and must not block.
+	Deliver func(Delivery)
+	// Busy reports whether partition n has work in hand that a release
+	// would disturb (held messages, a live run); a busy partition is not
+	// given up to rebalance. Nil: never busy.
+	Busy func(n int) bool
+	// OnBeat, if set, runs after each heartbeat (the runner's sweep for
+	// interrupted runs rides on it).
+	OnBeat func(ctx context.Context)
+	Log    zerolog.Logger
+}
+
+// Delivery is one message of a held partition.
+type Delivery struct {
+	Partition int
+	Msg       jetstream.Msg
+	// Tenure counts the times this member took the partition; what the
+	// receiver learnt about order holds within one tenure (see Tenure).
+	Tenure uint64
+}
+
+// Group is this member's view of the partitioned work queue.
+type Group struct {
+	cfg   Config
+	log   zerolog.Logger
+	parts []*part
+	peers peers
+	work  jetstream.Stream
+
+	rel   releaseClock
+	pins  pinList
+	lists atomic.Int64 // listings of the consumers' pins (a test reads it)
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// New checks cfg; it does no I/O (Start does).
+func New(cfg Config) (*Group, error) {
+	if cfg.JS == nil || cfg.Peers == nil {
+		return nil, errors.New("partition: config: JS and Peers are required")
+	}
+	if cfg.Partitions <= 0 {
+		return nil, errors.New("partition: config: Partitions must be positive")
+	}
+	if cfg.ID == "" || cfg.Deliver == nil {
+		return nil, errors.New("partition: config: ID and Deliver are required")
+	}
+	if cfg.Heartbeat <= 0 {
+		cfg.Heartbeat = time.Second
+	}
+	if cfg.StaleAfter <= 0 {
+		cfg.StaleAfter = 3 * cfg.Heartbeat
+	}
+	if cfg.Busy == nil {
+		cfg.Busy = func(int) bool { return false }
+	}
+	g := &Group{
+		cfg:   cfg,
+		log:   cfg.Log.With().Str("runner", cfg.ID).Logger(),
+		peers: peers{kv: cfg.Peers, staleAfter: cfg.StaleAfter, self: cfg.ID},
+	}
+	return g, nil
+}
+
+// Start announces the member, opens the work consumers and pulls until
+// ctx ends or Stop is called.
+func (g *Group) Start(ctx context.Context) error {
+	if err := g.beat(ctx); err != nil {
+		return err
+	}
+	work, err := g.cfg.JS.Stream(ctx, bus.StreamWork)
+	if err != nil {
+		return fmt.Errorf("partition: work stream: %w", err)
+	}
+	g.work = work
+	g.parts = make([]*part, g.cfg.Partitions)
+	for n := range g.parts {
+		cons, err := g.cfg.JS.Consumer(ctx, bus.StreamWork, bus.WorkConsumerName(n))
+		if err != nil {
+			return fmt.Errorf("partition: work consumer %d: %w", n, err)
+		}
+		g.parts[n] = &part{n: n, cons: cons}
+	}
+	ctx, g.cancel = context.WithCancel(ctx)
+	g.peers.watch(ctx, g.log)
+	g.wg.Add(1)
+	go func() { defer g.wg.Done(); g.beatLoop(ctx) }()
+	for _, p := range g.parts {
+		g.wg.Add(1)
+		go func() { defer g.wg.Done(); g.consume(ctx, p) }()
+	}
+	return nil
+}
+
+// Stop stops pulling and heartbeats and waits for the group's goroutines.
+// The member still looks alive to the others until Leave (or StaleAfter):
+// the runner lets its runs end between the two.
+func (g *Group) Stop() {
+	if g.cancel != nil {
+		g.cancel()
+	}
+	g.wg.Wait()
+}
+
+// Leave unpins the partitions this member held and removes its heartbeat,
+// so the others take them at once rather than after the pinned TTL.
+func (g *Group) Leave(ctx context.Context) error {
+	for _, p := range g.parts {
+		if p.holding() {
+			g.unpin(ctx, p.n)
+		}
+	}
+	return g.peers.remove(ctx, g.cfg.ID)
+}
+
+// Held lists the partitions this member holds.
+func (g *Group) Held() []int {
+	var out []int
+	for _, p := range g.parts {
+		if p != nil && p.holding() {
+			out = append(out, p.n)
+		}
+	}
+	return out
+}
+
+// Tenure is partition n's current tenure (0 for one never taken) and
+// whether it is unbroken so far: every delivery of the tenure came in
+// stream order from the reset that began it, none missed and none again.
+// While it is, every older message of the partition still in the stream
+// was delivered to this member earlier in the tenure.
+func (g *Group) Tenure(n int) (tenure uint64, unbroken bool) {
+	if n < 0 || n >= len(g.parts) || g.parts[n] == nil {
+		return 0, false
+	}
+	p := g.parts[n]
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.tenure, p.unbroken
+}
+
+// Holders maps each partition to the live member that says it holds it.
+func (g *Group) Holders(ctx context.Context) map[int]string { return g.peers.holders(ctx) }
+
+// Status tells whether member id, in the given incarnation, is alive. It
+// reads the bucket afresh: a recovery rests on the answer.
+func (g *Group) Status(ctx context.Context, id, incarnation string) (Liveness, error) {
+	return g.peers.status(ctx, id, incarnation)
+}
+
+func (g *Group) beat(ctx context.Context) error {
+	return g.peers.put(ctx, g.cfg.ID, Beat{Incarnation: g.cfg.Incarnation, Started: time.Now().UTC(), Partitions: g.Held()})
+}
+
+func (g *Group) beatLoop(ctx context.Context) {
+	t := time.NewTicker(g.cfg.Heartbeat)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := g.beat(ctx); err != nil && ctx.Err() == nil {
+				g.log.Warn().Err(err).Msg("heartbeat")
+			}
+			if g.cfg.OnBeat != nil {
+				g.cfg.OnBeat(ctx)
+			}
+		}
+	}
+}

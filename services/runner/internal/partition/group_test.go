@@ -1,0 +1,359 @@
+package partition
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+
+	"jetway/pkg/bus"
+	"jetway/pkg/bus/bustest"
+)
+
+// env is one embedded JetStream server with the work stream provisioned.
+type env struct {
+	t   *testing.T
+	srv *server.Server
+	js  jetstream.JetStream
+	p   int
+}
+
+func newEnv(t *testing.T, partitions int, ackWait time.Duration) *env {
+	t.Helper()
+	srv := bustest.StartServer(t)
+	_, js := bustest.Connect(t, srv.ClientURL())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := bus.Provision(ctx, js, bus.ProvisionConfig{Partitions: partitions, WorkAckWait: ackWait, WorkPinnedTTL: 2 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	return &env{t: t, srv: srv, js: js, p: partitions}
+}
+
+// sessionIn returns a session name that lands on partition n.
+func (e *env) sessionIn(n int) string {
+	for i := 0; ; i++ {
+		if s := fmt.Sprintf("s%d", i); bus.PartitionFor("t1", s, e.p) == n {
+			return s
+		}
+	}
+}
+
+// publish sends one message for a session; its body names it.
+func (e *env) publish(session, body string) {
+	e.t.Helper()
+	if _, err := e.js.Publish(context.Background(), "jetway.events.t1."+session, []byte(body)); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// member is one member of the group on a connection of its own, recording
+// what it is handed.
+type member struct {
+	id string
+	nc *nats.Conn
+	g  *Group
+
+	mu  sync.Mutex
+	got []string // bodies, in the order delivered
+}
+
+func (m *member) bodies() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.got)
+}
+
+// startMember starts a member whose deliver runs handle after recording
+// the message; Busy reports busy(n) when set.
+func (e *env) startMember(id string, handle func(*member, Delivery), busy func(int) bool) *member {
+	e.t.Helper()
+	nc, js := bustest.Connect(e.t, e.srv.ClientURL())
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	kv, err := bus.OpenBucket(ctx, js, bus.BucketRunners)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	m := &member{id: id, nc: nc}
+	g, err := New(Config{
+		JS: js, Peers: kv, ID: id, Incarnation: id + "-1", Partitions: e.p,
+		Heartbeat: 300 * time.Millisecond, Busy: busy,
+		Log: zerolog.New(zerolog.NewTestWriter(e.t)).Level(zerolog.WarnLevel),
+		Deliver: func(d Delivery) {
+			m.mu.Lock()
+			m.got = append(m.got, string(d.Msg.Data()))
+			m.mu.Unlock()
+			if handle != nil {
+				handle(m, d)
+			}
+		},
+	})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(context.Background())
+	if err := g.Start(runCtx); err != nil {
+		stop()
+		e.t.Fatal(err)
+	}
+	m.g = g
+	e.t.Cleanup(func() { stop(); g.Stop() })
+	return m
+}
+
+func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", d, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// holdLedger tracks which member holds each message un-acked.
+type holdLedger struct {
+	mu        sync.Mutex
+	holder    map[uint64]string // stream sequence -> member holding it
+	acked     map[string]int    // body -> acks
+	twice     []string          // a message handed to a member while another held it
+	heldByPar map[string]map[int]int
+}
+
+func newLedger() *holdLedger {
+	return &holdLedger{holder: map[uint64]string{}, acked: map[string]int{}, heldByPar: map[string]map[int]int{}}
+}
+
+// handle holds the message, acks it (confirmed) and lets it go.
+func (l *holdLedger) handle(m *member, d Delivery) {
+	md, _ := d.Msg.Metadata()
+	seq := md.Sequence.Stream
+	l.mu.Lock()
+	if h, ok := l.holder[seq]; ok && h != m.id {
+		l.twice = append(l.twice, fmt.Sprintf("seq %d to %s while %s held it", seq, m.id, h))
+	}
+	l.holder[seq] = m.id
+	if l.heldByPar[m.id] == nil {
+		l.heldByPar[m.id] = map[int]int{}
+	}
+	l.heldByPar[m.id][d.Partition]++
+	l.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	err := d.Msg.DoubleAck(ctx)
+	cancel()
+	l.mu.Lock()
+	delete(l.holder, seq)
+	l.heldByPar[m.id][d.Partition]--
+	if err == nil {
+		l.acked[string(d.Msg.Data())]++
+	}
+	l.mu.Unlock()
+}
+
+// busy reports whether member id holds an un-acked message of partition n.
+func (l *holdLedger) busy(id string) func(int) bool {
+	return func(n int) bool {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return l.heldByPar[id][n] > 0
+	}
+}
+
+// A member that starts alone takes every partition; a second member that
+// joins gets its share (⌈P/R⌉ each) without either stopping, while
+// messages keep flowing, and no message is handed to one member while
+// another still holds it.
+func TestPartitions_are_shared_out_when_a_member_joins_and_no_message_is_held_twice(t *testing.T) {
+	e := newEnv(t, 4, 2*time.Second)
+	l := newLedger()
+	a := e.startMember("ma", l.handle, l.busy("ma"))
+	sessions := make([]string, e.p)
+	for n := range sessions {
+		sessions[n] = e.sessionIn(n)
+	}
+	var sent []string
+	round := 0
+	publishRound := func() {
+		for _, s := range sessions {
+			body := fmt.Sprintf("%s-%d", s, round)
+			e.publish(s, body)
+			sent = append(sent, body)
+		}
+		round++
+	}
+	publishRound()
+	waitFor(t, "the lone member to hold every partition", 20*time.Second, func() bool { return len(a.g.Held()) == e.p })
+
+	b := e.startMember("mb", l.handle, l.busy("mb"))
+	// Messages keep coming: a partition changes hands only with a delivery.
+	waitFor(t, "two members to hold two partitions each", 40*time.Second, func() bool {
+		publishRound()
+		time.Sleep(100 * time.Millisecond) // pacing the publisher, not synchronising
+		return len(a.g.Held()) == 2 && len(b.g.Held()) == 2
+	})
+	if held := append(a.g.Held(), b.g.Held()...); len(held) != e.p {
+		t.Fatalf("members hold partitions %v between them, want each of %d once", held, e.p)
+	} else {
+		slices.Sort(held)
+		if !slices.Equal(held, []int{0, 1, 2, 3}) {
+			t.Fatalf("members hold partitions %v between them, want 0–3 once each", held)
+		}
+	}
+	waitFor(t, "every message to be handled", 20*time.Second, func() bool {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		for _, body := range sent {
+			if l.acked[body] == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.twice) > 0 {
+		t.Fatalf("messages handed to a member while another held them: %s", strings.Join(l.twice, "; "))
+	}
+	for _, body := range sent {
+		if n := l.acked[body]; n != 1 {
+			t.Errorf("message %s handled %d times, want once", body, n)
+		}
+	}
+	if len(b.bodies()) == 0 {
+		t.Fatal("the member that joined was handed nothing")
+	}
+}
+
+// A member that dies holding every pending message of its partitions (each
+// delivered to it, none acked) leaves the server nothing to deliver, so its
+// pins lapse without moving. The next member must take every partition and
+// be handed those messages, each session's in stream order, once the dead
+// one's pin and heartbeat have lapsed: not when their AckWait (here a
+// minute) runs out.
+func TestA_dead_member_s_partitions_and_unacked_messages_go_to_the_next_in_order(t *testing.T) {
+	e := newEnv(t, 4, time.Minute)
+	dying := e.startMember("dying", nil, func(int) bool { return true }) // holds, never acks
+	var sessions []string
+	for n := range e.p {
+		sessions = append(sessions, e.sessionIn(n))
+	}
+	sent := map[string][]string{}
+	for i := range 3 {
+		for _, s := range sessions {
+			body := fmt.Sprintf("%s-%d", s, i)
+			e.publish(s, body)
+			sent[s] = append(sent[s], body)
+		}
+	}
+	waitFor(t, "every message to be out to the dying member, un-acked, with nothing left to deliver", 20*time.Second, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		for n := range e.p {
+			c, err := e.js.Consumer(ctx, bus.StreamWork, bus.WorkConsumerName(n))
+			if err != nil {
+				return false
+			}
+			info, err := c.Info(ctx)
+			if err != nil || info.NumAckPending != 3 || info.NumPending != 0 {
+				return false
+			}
+		}
+		return true
+	})
+	dying.nc.Close() // SIGKILL, as far as NATS can tell: no more acks, heartbeats or pulls
+
+	l := newLedger()
+	next := e.startMember("next", l.handle, l.busy("next"))
+	waitFor(t, "the dead member's messages to reach the next member", 30*time.Second, func() bool {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		for _, bodies := range sent {
+			for _, body := range bodies {
+				if l.acked[body] == 0 {
+					return false
+				}
+			}
+		}
+		return true
+	})
+	if held := next.g.Held(); len(held) != e.p {
+		t.Errorf("the next member holds partitions %v, want all %d", held, e.p)
+	}
+	got := next.bodies()
+	for s, want := range sent {
+		var order []string
+		for _, body := range got {
+			if strings.HasPrefix(body, s+"-") && !slices.Contains(order, body) {
+				order = append(order, body)
+			}
+		}
+		if !slices.Equal(order, want) {
+			t.Errorf("session %s handed %v, want %v (stream order)", s, order, want)
+		}
+	}
+}
+
+// pinOf reads the pin the server holds for work partition n ("" if none).
+func (e *env) pinOf(n int) string {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := e.js.Consumer(ctx, bus.StreamWork, bus.WorkConsumerName(n))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	info, err := c.Info(ctx)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return pinnedTo(info)
+}
+
+// A pin that lapses while its member is alive moves the partition for
+// nothing, and every move resets the consumer and redelivers held messages.
+func TestA_quiet_partition_keeps_its_pin_past_the_pinned_TTL(t *testing.T) {
+	e := newEnv(t, 4, 2*time.Second) // PinnedTTL 2s
+	l := newLedger()
+	e.startMember("m1", l.handle, nil)
+	s := e.sessionIn(1)
+	e.publish(s, "hi")
+	waitFor(t, "the message to be handled", 20*time.Second, func() bool {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return l.acked["hi"] == 1
+	})
+	pin := e.pinOf(1)
+	if pin == "" {
+		t.Fatal("partition 1 has no pin after delivering a message")
+	}
+	// Watch the quiet partition for well over two pinned TTLs: what must
+	// not happen has no event to wait for, so the pin is sampled.
+	watch := time.NewTimer(5 * time.Second)
+	defer watch.Stop()
+	sample := time.NewTicker(200 * time.Millisecond)
+	defer sample.Stop()
+	for {
+		if got := e.pinOf(1); got != pin {
+			t.Fatalf("partition 1's pin moved from %q to %q while its member was alive and the partition quiet", pin, got)
+		}
+		select {
+		case <-watch.C:
+			return
+		case <-sample.C:
+		}
+	}
+}
+
+func (e *env) testLog() zerolog.Logger {
+	return zerolog.New(zerolog.NewTestWriter(e.t)).Level(zerolog.WarnLevel)
+}

@@ -1,0 +1,233 @@
+package partition
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"jetway/pkg/bus"
+)
+
+// group builds a member for tests that drive its parts by hand (no Start).
+func (e *env) group(id string) *Group {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	kv, err := bus.OpenBucket(ctx, e.js, bus.BucketRunners)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	g, err := New(Config{JS: e.js, Peers: kv, ID: id, Incarnation: id + "-1", Partitions: e.p, Heartbeat: time.Minute, Deliver: func(Delivery) {}})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return g
+}
+
+// Shares come from heartbeats that lag: when every member counts its share
+// as full, a partition none of them holds must still be pulled by someone,
+// or its messages wait in the stream for ever.
+func TestA_member_with_its_share_full_still_pulls_a_partition_no_one_claims(t *testing.T) {
+	e := newEnv(t, 4, 2*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	g := e.group("r1")
+	g.parts = make([]*part, 4)
+	for n := range g.parts {
+		g.parts[n] = &part{n: n, held: n < 2} // r1 holds 0 and 1
+	}
+	if err := g.peers.put(ctx, "r1", Beat{Incarnation: "r1-1", Partitions: []int{0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.peers.put(ctx, "r2", Beat{Incarnation: "other", Partitions: []int{2}}); err != nil {
+		t.Fatal(err)
+	}
+	// Two live members, four partitions: r1's share of two is full.
+	if g.wantPull(ctx, g.parts[2]) {
+		t.Errorf("r1 pulls partition 2, which live member r2 holds, beyond its share")
+	}
+	// Members under their share get the first go at an unclaimed
+	// partition; once it has stayed unclaimed for orphanGrace, r1 pulls it.
+	if g.wantPull(ctx, g.parts[3]) {
+		t.Errorf("r1, its share full, pulls partition 3 at once instead of leaving it to a member under its share first")
+	}
+	g.parts[3].mu.Lock()
+	g.parts[3].unclaimedSince = time.Now().Add(-orphanGrace)
+	g.parts[3].mu.Unlock()
+	if !g.wantPull(ctx, g.parts[3]) {
+		t.Errorf("r1 does not pull partition 3, which no live member has held for %s: its messages would never be delivered", orphanGrace)
+	}
+}
+
+// Every held partition checks twice a second that its pin is still this
+// member's. One listing of the work consumers answers them all (not a
+// request per partition), and it tells a pin that moved from one that
+// did not.
+func TestThe_pin_checks_of_all_held_partitions_share_one_listing(t *testing.T) {
+	e := newEnv(t, 4, 2*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	g := e.group("r1")
+	work, err := e.js.Stream(ctx, bus.StreamWork)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.work = work
+	g.parts = make([]*part, 4)
+	for n := range g.parts {
+		cons, err := e.js.Consumer(ctx, bus.StreamWork, bus.WorkConsumerName(n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		g.parts[n] = &part{n: n, cons: cons, held: true, pin: "r1-pin"}
+	}
+	// Partition 2 is pinned to someone else: a pull of the test's own.
+	e.publish(e.sessionIn(2), "hi")
+	batch, err := g.parts[2].cons.Fetch(1, jetstream.FetchMaxWait(10*time.Second), jetstream.FetchPriorityGroup(bus.WorkGroup))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range batch.Messages() {
+	}
+	other := e.pinOf(2)
+	if other == "" {
+		t.Fatal("the test's pull was not pinned")
+	}
+
+	before := g.lists.Load()
+	for _, n := range []int{0, 1, 3} {
+		if !g.stillPinned(ctx, g.parts[n]) {
+			t.Errorf("partition %d, pinned to nobody else, reads as moved", n)
+		}
+	}
+	if g.stillPinned(ctx, g.parts[2]) {
+		t.Errorf("partition 2, pinned to %s, reads as still this member's", other)
+	}
+	if got := g.lists.Load() - before; got != 1 {
+		t.Errorf("four partitions' checks made %d listings, want 1", got)
+	}
+	g.pins.mu.Lock()
+	listed := len(g.pins.pins)
+	g.pins.mu.Unlock()
+	if listed != 4 {
+		t.Errorf("the listing has the pins of %d partitions, want all 4", listed)
+	}
+	if g.pinnedNow(ctx, g.parts[2]) {
+		t.Errorf("asked afresh, partition 2, pinned to %s, reads as still this member's", other)
+	}
+}
+
+// After the reset that begins a tenure, deliveries numbered 1, 2, 3 … and
+// each delivered for the first time are the partition's messages in stream
+// order. A gap (a delivery that went to a dropped pull) or a redelivery
+// breaks that for the rest of the tenure; only the next reset restores it.
+func TestA_tenure_is_in_stream_order_until_a_gap_or_a_redelivery(t *testing.T) {
+	md := func(cseq, delivered uint64) *jetstream.MsgMetadata {
+		return &jetstream.MsgMetadata{Sequence: jetstream.SequencePair{Consumer: cseq, Stream: 100 + cseq}, NumDelivered: delivered}
+	}
+	p := &part{}
+	inOrder := func(m *jetstream.MsgMetadata) bool { p.streamOrder(m); return p.unbroken }
+	if inOrder(md(1, 1)) {
+		t.Fatal("in order with no reset behind it")
+	}
+	p.unbroken, p.nextCseq = true, 1 // what the reset's first delivery sets
+	for c := uint64(1); c <= 3; c++ {
+		if !inOrder(md(c, 1)) {
+			t.Fatalf("delivery %d of an unbroken tenure is out of order", c)
+		}
+	}
+	if inOrder(md(5, 1)) {
+		t.Fatal("in order across a gap in the consumer sequence")
+	}
+	if inOrder(md(6, 1)) {
+		t.Fatal("a gap did not break the rest of the tenure")
+	}
+	p.unbroken, p.nextCseq = true, 1
+	if !inOrder(md(1, 1)) || inOrder(md(2, 2)) {
+		t.Fatal("a redelivery did not break the tenure")
+	}
+}
+
+// The balance rule reads live members and partition holders from the
+// mirror of the heartbeat bucket; this holds it to what the bucket says: a
+// put counts, a delete does not, a heartbeat past staleAfter does not, and
+// the answers are the ones a fresh listing gives.
+func TestThe_peer_view_follows_the_heartbeat_bucket(t *testing.T) {
+	e := newEnv(t, 4, 2*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	kv, err := bus.OpenBucket(ctx, e.js, bus.BucketRunners)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const stale = 2 * time.Second
+	watched := peers{kv: kv, staleAfter: stale}
+	listed := peers{kv: kv, staleAfter: stale} // no mirror: lists the bucket
+	wctx, stop := context.WithCancel(ctx)
+	t.Cleanup(stop)
+	watched.watch(wctx, e.testLog())
+
+	agree := func(what string, live int, holders map[int]string) {
+		t.Helper()
+		waitFor(t, what, 10*time.Second, func() bool {
+			if _, ok := watched.fresh(); !ok {
+				return false // the answer must come from the mirror
+			}
+			gotLive, err := watched.live(ctx)
+			return err == nil && gotLive == live && maps.Equal(watched.holders(ctx), holders)
+		})
+		listedLive, _ := listed.live(ctx)
+		if listedLive != live || !maps.Equal(listed.holders(ctx), holders) {
+			t.Fatalf("%s: the bucket listed says %d live, holders %v; the mirror says %d, %v", what, listedLive, listed.holders(ctx), live, holders)
+		}
+	}
+
+	if err := watched.put(ctx, "ra", Beat{Incarnation: "i1", Partitions: []int{0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := watched.put(ctx, "rb", Beat{Incarnation: "i2", Partitions: []int{2}}); err != nil {
+		t.Fatal(err)
+	}
+	agree("two heartbeats", 2, map[int]string{0: "ra", 1: "ra", 2: "rb"})
+
+	if err := watched.put(ctx, "rb", Beat{Incarnation: "i2", Partitions: []int{2, 3}}); err != nil {
+		t.Fatal(err)
+	}
+	agree("rb took partition 3", 2, map[int]string{0: "ra", 1: "ra", 2: "rb", 3: "rb"})
+
+	if err := watched.remove(ctx, "ra"); err != nil {
+		t.Fatal(err)
+	}
+	agree("ra left", 1, map[int]string{2: "rb", 3: "rb"})
+
+	// rb goes silent: its last heartbeat ages past staleAfter and stops
+	// counting, with no marker in the bucket to say so.
+	waitFor(t, "rb's heartbeat to go stale", 10*time.Second, func() bool {
+		beats, ok := watched.fresh()
+		return ok && len(beats) == 0
+	})
+	if got := watched.holders(ctx); len(got) != 0 {
+		t.Fatalf("a stale heartbeat still holds partitions %v", slices.Sorted(maps.Keys(got)))
+	}
+	if n, _ := watched.live(ctx); n != 1 {
+		t.Fatalf("live = %d with no fresh heartbeat, want 1 (the caller)", n)
+	}
+
+	// A member trusts the mirror only while its own heartbeat in it is
+	// fresh: that is what shows the mirror is still being updated.
+	watched.self = "rb"
+	if _, ok := watched.fresh(); ok {
+		t.Fatal("the mirror was trusted by rb with rb's own heartbeat stale in it")
+	}
+	if err := watched.put(ctx, "rb", Beat{Incarnation: "i2", Partitions: []int{1}}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "rb's fresh heartbeat in the mirror", 10*time.Second, func() bool {
+		beats, ok := watched.fresh()
+		return ok && slices.Equal(beats["rb"].Partitions, []int{1})
+	})
+}

@@ -1,0 +1,241 @@
+package partition
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"jetway/pkg/bus"
+)
+
+// part is this member's view of one work consumer.
+type part struct {
+	n    int
+	cons jetstream.Consumer
+
+	mu sync.Mutex
+	// pin is the last Nats-Pin-Id seen; a new one means the server just
+	// gave this member the partition.
+	pin string
+	// resetting: after ResetConsumer, deliveries are ignored until the
+	// consumer sequence restarts at 1, so the stream's order holds.
+	resetting bool
+	// held: this member has received messages under the current pin.
+	held bool
+	// unclaimedSince is when this member first saw the partition held by
+	// no live member (zero while someone holds it).
+	unclaimedSince time.Time
+	// tenure counts the times this member took the partition.
+	tenure uint64
+	// unbroken: every delivery of this tenure so far came in stream order
+	// from the reset that began it (see streamOrder); nextCseq is the
+	// consumer sequence that keeps it so.
+	unbroken bool
+	nextCseq uint64
+}
+
+// streamOrder records one delivery of the tenure in p.unbroken. A reset
+// leaves the consumer at its ack floor with no pending or redelivery state,
+// so from there it hands out the partition's messages in stream order,
+// consumer sequence 1, 2, 3, …, each delivered for the first time. A gap in
+// the consumer sequence (a delivery that went to a pull this member
+// dropped) or a redelivery (a nak, an expired AckWait) breaks it for the
+// rest of the tenure. Call with p.mu held.
+func (p *part) streamOrder(md *jetstream.MsgMetadata) {
+	p.unbroken = p.unbroken && md.Sequence.Consumer == p.nextCseq && md.NumDelivered == 1
+	p.nextCseq = md.Sequence.Consumer + 1
+}
+
+func (p *part) holding() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.held
+}
+
+func (p *part) drop() {
+	p.mu.Lock()
+	p.held, p.pin = false, ""
+	p.mu.Unlock()
+}
+
+// consume pulls partition p while this member wants it.
+func (g *Group) consume(ctx context.Context, p *part) {
+	log := g.log.With().Int("partition", p.n).Logger()
+	for ctx.Err() == nil {
+		if !g.wantPull(ctx, p) {
+			if !sleep(ctx, rebalanceTick) {
+				return
+			}
+			continue
+		}
+		it, err := p.cons.Messages(jetstream.PullPriorityGroup(bus.WorkGroup), jetstream.PullMaxMessages(256), jetstream.PullExpiry(pullExpiry(p.cons)))
+		if err != nil {
+			log.Warn().Err(err).Msg("pull")
+			if !sleep(ctx, time.Second) {
+				return
+			}
+			continue
+		}
+		stop := make(chan struct{})
+		go func() {
+			select {
+			case <-ctx.Done():
+			case <-stop:
+			}
+			it.Stop()
+		}()
+		go g.watchRelease(ctx, p, it, stop)
+		go g.watchOrphan(ctx, p, stop)
+		for {
+			m, err := it.Next()
+			if err != nil {
+				if !errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+					log.Debug().Err(err).Msg("pull ended")
+				}
+				break
+			}
+			g.deliver(ctx, p, m)
+		}
+		close(stop)
+		p.drop()
+	}
+}
+
+// deliver applies the pin rules to one message and hands it on.
+func (g *Group) deliver(ctx context.Context, p *part, m jetstream.Msg) {
+	pin := m.Headers().Get("Nats-Pin-Id")
+	md, err := m.Metadata()
+	if err != nil {
+		return
+	}
+	p.mu.Lock()
+	if pin != "" && pin != p.pin {
+		// Takeover: the previous holder may have left messages un-acked
+		// that the server would redeliver out of order. Reset the consumer
+		// so delivery restarts from the first un-acked message.
+		p.pin, p.resetting, p.held, p.unbroken = pin, true, true, false
+		p.tenure++
+		p.mu.Unlock()
+		if _, err := g.cfg.JS.ResetConsumer(ctx, bus.StreamWork, bus.WorkConsumerName(p.n)); err != nil {
+			g.log.Warn().Err(err).Int("partition", p.n).Msg("reset on takeover")
+			p.mu.Lock()
+			p.resetting = false // delivery goes on, with no reset behind it: never unbroken
+			p.mu.Unlock()
+		} else {
+			g.log.Info().Int("partition", p.n).Msg("took partition")
+		}
+		return
+	}
+	if p.resetting {
+		if md.Sequence.Consumer != 1 {
+			p.mu.Unlock()
+			g.log.Debug().Int("partition", p.n).Uint64("seq", md.Sequence.Stream).Uint64("cseq", md.Sequence.Consumer).Msg("ignored while resetting")
+			return
+		}
+		p.resetting = false
+		p.unbroken, p.nextCseq = true, 1
+	}
+	p.held = true
+	p.streamOrder(md)
+	tenure := p.tenure
+	p.mu.Unlock()
+	g.cfg.Deliver(Delivery{Partition: p.n, Msg: m, Tenure: tenure})
+}
+
+// pullExpiry is how long one pull request waits. The server renews a pin
+// only when its holder sends a new pull request; with the client's default
+// 30 s expiry a quiet partition's pin lapsed after PinnedTTL and moved to
+// whichever member had a request waiting, every few seconds, each move a
+// reset that redelivered every held message. Pulling again well within the
+// TTL keeps the pin where it is until its holder really stops.
+func pullExpiry(c jetstream.Consumer) time.Duration {
+	const minExpiry = time.Second // the client's floor
+	ttl := c.CachedInfo().Config.PinnedTTL
+	if ttl <= 0 {
+		ttl = bus.DefaultWorkPinnedTTL
+	}
+	return max(ttl/2, minExpiry)
+}
+
+// watchOrphan takes back a partition's messages from a member that died
+// holding them. The server moves a pin only with a delivery: when every
+// pending message was already delivered to the dead member, the pin lapses
+// after the pinned TTL with nothing left to deliver, and the messages came
+// back only when their AckWait ran out. So while this member waits for p,
+// a partition no live member claims, pinned to nobody, with messages out
+// for acks, is reset: they are delivered again, from the first un-acked
+// one, to whoever waits for it.
+func (g *Group) watchOrphan(ctx context.Context, p *part, stop <-chan struct{}) {
+	reset := time.Time{}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-stop:
+			return
+		case <-time.After(orphanCheck):
+		}
+		if p.holding() {
+			return
+		}
+		if time.Since(reset) < orphanGrace {
+			continue
+		}
+		// The consumer's own state first: one request, and for a quiet
+		// partition (nothing out for acks) the only one.
+		ictx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		info, err := p.cons.Info(ictx)
+		cancel()
+		if err != nil || info.NumAckPending == 0 || pinnedTo(info) != "" {
+			continue
+		}
+		if _, claimed := g.peers.holders(ctx)[p.n]; claimed {
+			continue // a live member says it holds p: its acks are on their way
+		}
+		if _, err := g.cfg.JS.ResetConsumer(ctx, bus.StreamWork, bus.WorkConsumerName(p.n)); err != nil {
+			g.log.Warn().Err(err).Int("partition", p.n).Msg("reset an orphaned partition")
+			continue
+		}
+		reset = time.Now()
+		g.log.Info().Int("partition", p.n).Int("unacked", info.NumAckPending).Msg("reset an orphaned partition: its events were out to a runner that is gone")
+	}
+}
+
+// orphanCheck is how often a member waiting for a partition looks for
+// messages stranded with a member that is gone.
+const orphanCheck = time.Second
+
+// pinnedTo is the pin of the work group in a consumer's info ("" for none).
+func pinnedTo(info *jetstream.ConsumerInfo) string {
+	for _, g := range info.PriorityGroups {
+		if g.Group == bus.WorkGroup {
+			return g.PinnedClientID
+		}
+	}
+	return ""
+}
+
+func (g *Group) unpin(ctx context.Context, n int) {
+	st, err := g.cfg.JS.Stream(ctx, bus.StreamWork)
+	if err != nil {
+		return
+	}
+	if err := st.UnpinConsumer(ctx, bus.WorkConsumerName(n), bus.WorkGroup); err != nil {
+		g.log.Debug().Err(err).Int("partition", n).Msg("unpin")
+	}
+}
+
+// sleep waits d or until ctx ends; false when ctx ended.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}

@@ -1,0 +1,198 @@
+package partition
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+
+	"jetway/pkg/bus/kvmirror"
+)
+
+// Beat is a member's heartbeat value in the heartbeat bucket.
+type Beat struct {
+	Incarnation string    `json:"incarnation"`
+	Started     time.Time `json:"started"`
+	Partitions  []int     `json:"partitions"`
+}
+
+// Liveness is what the heartbeat bucket says about a member right now.
+type Liveness int
+
+const (
+	Alive     Liveness = iota // same incarnation, fresh heartbeat
+	Restarted                 // same identity, a new incarnation
+	Gone                      // no fresh heartbeat at all
+)
+
+// peers reads the heartbeat bucket: heartbeats older than staleAfter do
+// not count. A missing entry and a stale one mean the same thing.
+//
+// The balance rule asks how many members live and who holds what twice a
+// second per partition; those answers come from a mirror of the bucket,
+// where listing it each time made the server create and delete some thirty
+// consumers a second per member. Whether one given member is alive
+// (status) is always read afresh: a recovery rests on it.
+type peers struct {
+	kv         jetstream.KeyValue
+	staleAfter time.Duration
+	// self is this member's own key: the mirror is trusted only while it
+	// holds a fresh heartbeat of self, which proves it is still being
+	// updated (a stalled watch would age every member out, self too).
+	self   string
+	mirror *kvmirror.Mirror
+	// parsed holds the mirror's heartbeats decoded, kept by its OnChange,
+	// so the questions asked twice a second decode nothing.
+	parsed *parsedBeats
+}
+
+// parsedBeats is the mirrored heartbeats, decoded, with when each was stored.
+type parsedBeats struct {
+	mu    sync.Mutex
+	beats map[string]seenBeat
+}
+
+type seenBeat struct {
+	Beat
+	at time.Time
+}
+
+func (pb *parsedBeats) note(c kvmirror.Change) {
+	var b Beat
+	ok := !c.Deleted && json.Unmarshal(c.Entry.Value(), &b) == nil
+	pb.mu.Lock()
+	defer pb.mu.Unlock()
+	if !ok {
+		delete(pb.beats, c.Key)
+		return
+	}
+	pb.beats[c.Key] = seenBeat{Beat: b, at: c.Entry.Created()}
+}
+
+// watch starts the mirror of the bucket, for live and holders.
+func (p *peers) watch(ctx context.Context, log zerolog.Logger) {
+	p.parsed = &parsedBeats{beats: map[string]seenBeat{}}
+	p.mirror = kvmirror.Start(ctx, kvmirror.Config{Name: "runner heartbeats", KV: p.kv, Log: log, OnChange: p.parsed.note})
+}
+
+// fresh returns the heartbeats younger than staleAfter from the mirror, or
+// false when the mirror is not current: not ready, its watch restarting, or
+// no longer showing self's own heartbeats.
+func (p peers) fresh() (map[string]Beat, bool) {
+	m := p.mirror
+	if m == nil || !m.Live() {
+		return nil, false
+	}
+	select {
+	case <-m.Ready():
+	default:
+		return nil, false
+	}
+	p.parsed.mu.Lock()
+	defer p.parsed.mu.Unlock()
+	if own, ok := p.parsed.beats[p.self]; p.self != "" && (!ok || time.Since(own.at) > p.staleAfter) {
+		return nil, false
+	}
+	out := make(map[string]Beat, len(p.parsed.beats))
+	for id, b := range p.parsed.beats {
+		if time.Since(b.at) <= p.staleAfter {
+			out[id] = b.Beat
+		}
+	}
+	return out, true
+}
+
+// listed reads the fresh heartbeats from the bucket itself, for when the
+// mirror cannot answer.
+func (p peers) listed(ctx context.Context) (map[string]Beat, error) {
+	out := map[string]Beat{}
+	lister, err := p.kv.ListKeys(ctx)
+	if errors.Is(err, jetstream.ErrNoKeysFound) {
+		return out, nil
+	}
+	if err != nil {
+		return out, err
+	}
+	for key := range lister.Keys() {
+		e, err := p.kv.Get(ctx, key)
+		if err != nil || time.Since(e.Created()) > p.staleAfter {
+			continue
+		}
+		var b Beat
+		if json.Unmarshal(e.Value(), &b) != nil {
+			continue
+		}
+		out[key] = b
+	}
+	return out, nil
+}
+
+func (p peers) beats(ctx context.Context) (map[string]Beat, error) {
+	if beats, ok := p.fresh(); ok {
+		return beats, nil
+	}
+	return p.listed(ctx)
+}
+
+// live counts members with a fresh heartbeat (at least 1: the caller).
+func (p peers) live(ctx context.Context) (int, error) {
+	beats, err := p.beats(ctx)
+	return max(len(beats), 1), err
+}
+
+// holders maps each partition to the live member that says it holds it.
+func (p peers) holders(ctx context.Context) map[int]string {
+	out := map[int]string{}
+	beats, _ := p.beats(ctx)
+	for id, b := range beats {
+		for _, n := range b.Partitions {
+			out[n] = id
+		}
+	}
+	return out
+}
+
+func (p peers) put(ctx context.Context, id string, b Beat) error {
+	data, err := json.Marshal(b)
+	if err != nil {
+		return fmt.Errorf("runner %s: heartbeat: %w", id, err)
+	}
+	if _, err := p.kv.Put(ctx, id, data); err != nil {
+		return fmt.Errorf("runner %s: heartbeat: %w", id, err)
+	}
+	return nil
+}
+
+func (p peers) remove(ctx context.Context, id string) error {
+	if err := p.kv.Delete(ctx, id); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+		return fmt.Errorf("runner %s: leave: %w", id, err)
+	}
+	return nil
+}
+
+// status tells whether member id, in incarnation, may still be working.
+func (p peers) status(ctx context.Context, id, incarnation string) (Liveness, error) {
+	e, err := p.kv.Get(ctx, id)
+	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+		return Gone, nil
+	}
+	if err != nil {
+		return Alive, fmt.Errorf("runner %s: read heartbeat: %w", id, err)
+	}
+	var b Beat
+	if err := json.Unmarshal(e.Value(), &b); err != nil {
+		return Gone, nil
+	}
+	if b.Incarnation != incarnation {
+		return Restarted, nil
+	}
+	if time.Since(e.Created()) > p.staleAfter {
+		return Gone, nil
+	}
+	return Alive, nil
+}
