@@ -7,25 +7,12 @@ import (
 	"testing"
 	"time"
 
+	"jetway/internal/testutil"
 	"jetway/pkg/bus"
 	"jetway/pkg/control/groundstop"
 	"jetway/pkg/control/layovers"
 	"jetway/services/runner"
 )
-
-// waitUntil polls cond until it holds or the test's wait runs out.
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(waitFor)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited %s for %s", waitFor, what)
-		}
-		<-tick.C
-	}
-}
 
 func TestSessionDetail_shows_state_every_covering_Ground_Stop_pending_events_layovers_and_recovery(t *testing.T) {
 	f := newFixture(t)
@@ -56,10 +43,11 @@ func TestSessionDetail_shows_state_every_covering_Ground_Stop_pending_events_lay
 	}
 
 	var d SessionDetail
-	waitUntil(t, "both inputs to wait in the work queue", func() bool {
+	testutil.Eventually(t, waitFor, "both inputs to wait in the work queue", func() bool {
 		d = decode[SessionDetail](t, f.do("GET", "/v1/sessions/s1", tokUser, nil), http.StatusOK)
 		return d.PendingEvents == 2
 	})
+
 	if d.State != "running" || d.Run != "r-7" || d.Cause != "input" || !d.Since.Equal(since) || d.Runs != 3 || d.Agent != "default" {
 		t.Errorf("state = %q run %q cause %q since %v runs %d agent %q", d.State, d.Run, d.Cause, d.Since, d.Runs, d.Agent)
 	}
@@ -106,7 +94,7 @@ func TestSessionDetail_of_a_session_with_no_record_but_waiting_input_says_it_is_
 	decode[StopState](t, f.do("POST", "/v1/stop?session=fresh", tokAdmin, nil), http.StatusOK)
 	decode[Accepted](t, f.do("POST", "/v1/sessions/fresh/input", tokUser, `{"text":"hello"}`), http.StatusAccepted)
 	var d SessionDetail
-	waitUntil(t, "the input to wait in the work queue", func() bool {
+	testutil.Eventually(t, waitFor, "the input to wait in the work queue", func() bool {
 		resp := f.do("GET", "/v1/sessions/fresh", tokUser, nil)
 		if resp.StatusCode == http.StatusNotFound {
 			return false
@@ -114,6 +102,7 @@ func TestSessionDetail_of_a_session_with_no_record_but_waiting_input_says_it_is_
 		d = decode[SessionDetail](t, resp, http.StatusOK)
 		return true
 	})
+
 	if d.State != "idle" || d.PendingEvents != 1 || len(d.GroundStop) != 1 || d.GroundStop[0].Scope != "session" {
 		t.Fatalf("detail = %+v, want idle, one pending event, held by the session's switch", d)
 	}

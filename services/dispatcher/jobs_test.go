@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"jetway/internal/testutil"
 	"jetway/pkg/tasks"
 	"jetway/services/jobs"
 	jobsclient "jetway/services/jobs/client"
@@ -84,10 +85,11 @@ func TestJobOutput_and_kill_through_the_dispatcher_reach_the_real_job_of_the_cal
 	base := fmt.Sprintf("/v1/sessions/s1/jobs/%s", job.ID)
 
 	var out JobOutput
-	waitUntil(t, "the job to print its sleeper's pid", func() bool {
+	testutil.Eventually(t, waitFor, "the job to print its sleeper's pid", func() bool {
 		out = decode[JobOutput](t, f.do("GET", base+"/output", tokUser, nil), http.StatusOK)
 		return out.Total >= 3
 	})
+
 	if len(out.Lines) != 3 || out.Lines[0] != "build line one" || out.Lines[1] != "build line two" || out.Offset != 1 {
 		t.Fatalf("output = %+v, want the job's three lines from line 1", out)
 	}
@@ -151,7 +153,7 @@ func TestJobOutput_and_kill_through_the_dispatcher_reach_the_real_job_of_the_cal
 	if killed.ID != job.ID || killed.Status != "killed" || killed.Ended.IsZero() {
 		t.Fatalf("kill answered %+v, want the job killed", killed)
 	}
-	waitUntil(t, "the job's sleeper to be gone", func() bool { return !alive(pid) })
+	testutil.Eventually(t, waitFor, "the job's sleeper to be gone", func() bool { return !alive(pid) })
 	after := decode[JobOutput](t, f.do("GET", base+"/output", tokUser, nil), http.StatusOK)
 	if after.Job.Status != "killed" || len(after.Lines) < 3 {
 		t.Fatalf("output after the kill = %+v, want the lines kept and the job killed", after)

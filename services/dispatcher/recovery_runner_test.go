@@ -3,12 +3,14 @@ package dispatcher
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"testing"
 	"time"
 
 	"github.com/rs/zerolog"
 
+	"jetway/internal/testutil"
 	"jetway/pkg/handover"
 	"jetway/pkg/llm/anthropic"
 	"jetway/pkg/llm/llmtest"
@@ -80,13 +82,10 @@ func TestRecovery_set_through_the_API_keeps_a_real_runner_from_restarting_the_wo
 // waitRecord polls the session record default.s1 until ok holds.
 func (f *fixture) waitRecord(t *testing.T, what string, ok func(runner.SessionRecord) bool) {
 	t.Helper()
-	deadline := time.Now().Add(waitFor)
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for !ok(f.asRunner("default.s1")) {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited for %s; record %+v", what, f.asRunner("default.s1"))
+	testutil.EventuallyNil(t, waitFor, what, func() error {
+		if rec := f.asRunner("default.s1"); !ok(rec) {
+			return fmt.Errorf("record %+v", rec)
 		}
-		<-tick.C
-	}
+		return nil
+	})
 }

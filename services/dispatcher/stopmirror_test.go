@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"testing"
 
+	"jetway/internal/testutil"
 	"jetway/pkg/bus"
 	"jetway/pkg/control/groundstop"
 )
@@ -30,7 +31,7 @@ func TestInput_answer_says_which_Ground_Stop_switches_hold_the_session_as_they_c
 	if acc := input(); len(acc.Held) != 0 {
 		t.Fatalf("held = %+v with no switch on", acc.Held)
 	}
-	waitUntil(t, "the switch mirror to be ready", f.mirrorReady)
+	testutil.Eventually(t, waitFor, "the switch mirror to be ready", f.mirrorReady)
 
 	// A switch set by someone else (another dispatcher) shows once the
 	// watch brings it.
@@ -41,7 +42,7 @@ func TestInput_answer_says_which_Ground_Stop_switches_hold_the_session_as_they_c
 	if _, err := groundstop.Set(context.Background(), control, "default", "s1", groundstop.Record{By: "default", Reason: "look first"}); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, "the session switch in the answer", func() bool {
+	testutil.Eventually(t, waitFor, "the session switch in the answer", func() bool {
 		acc := input()
 		return len(acc.Held) == 1 && acc.Held[0].Scope == "session" && acc.Held[0].Reason == "look first"
 	})

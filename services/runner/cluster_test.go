@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"jetway/internal/testutil"
 	"jetway/pkg/bus"
 	"jetway/pkg/bus/bustest"
 	"jetway/pkg/events"
@@ -148,7 +149,7 @@ func TestA_killed_runner_s_sessions_continue_elsewhere_exactly_once(t *testing.T
 	publishRound(1)
 	// Kill the runner that is driving a run right now.
 	var victim *runnerProc
-	waitFor(t, "a run in progress", 30*time.Second, func() bool {
+	testutil.Eventually(t, 30*time.Second, "a run in progress", func() bool {
 		for _, p := range procs {
 			for s := 0; s < sessions; s++ {
 				rec := e.session("t1", fmt.Sprintf("s%02d", s))
@@ -160,13 +161,14 @@ func TestA_killed_runner_s_sessions_continue_elsewhere_exactly_once(t *testing.T
 		}
 		return false
 	})
+
 	victim.kill(t)
 	t.Logf("killed runner %s mid-run", victim.id)
 	for round := 2; round < perSession; round++ {
 		publishRound(round)
 	}
 
-	waitFor(t, "every event to reach the model", 90*time.Second, func() bool {
+	testutil.Eventually(t, 90*time.Second, "every event to reach the model", func() bool {
 		for name, ids := range sent {
 			got := deliveries(e.records("t1", name))
 			for _, id := range ids {
@@ -177,6 +179,7 @@ func TestA_killed_runner_s_sessions_continue_elsewhere_exactly_once(t *testing.T
 		}
 		return true
 	})
+
 	for name, ids := range sent {
 		recs := e.records("t1", name)
 		got := deliveries(recs)

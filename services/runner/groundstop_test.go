@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"jetway/internal/testutil"
 	"jetway/pkg/bus"
 	"jetway/pkg/control/groundstop"
 	"jetway/pkg/events"
@@ -45,10 +46,11 @@ func TestA_switch_set_before_a_runner_starts_holds_for_its_first_event(t *testin
 			model, p := fakeModel(t, llmtest.Reply{Text: "ok"})
 			e.startRunner("r1", p, nil)
 			held := e.workConsumer("t1", "s1")
-			waitFor(t, "the event to be taken and held", 20*time.Second, func() bool {
+			testutil.Eventually(t, 20*time.Second, "the event to be taken and held", func() bool {
 				info, err := held.Info(ctx)
 				return err == nil && info.NumAckPending == 1 && info.NumPending == 0
 			})
+
 			if n := model.RequestCount(); n != 0 {
 				t.Fatalf("the model was called %d times under a switch set before the runner started", n)
 			}
@@ -59,9 +61,10 @@ func TestA_switch_set_before_a_runner_starts_holds_for_its_first_event(t *testin
 			if err := groundstop.Clear(ctx, control, scope.tenant, scope.session); err != nil {
 				t.Fatal(err)
 			}
-			waitFor(t, "the held event to run once the switch is lifted", 20*time.Second, func() bool {
+			testutil.Eventually(t, 20*time.Second, "the held event to run once the switch is lifted", func() bool {
 				return deliveries(e.records("t1", "s1"))[id] == 1 && e.session("t1", "s1").State == StateIdle
 			})
+
 		})
 	}
 }

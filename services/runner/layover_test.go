@@ -9,6 +9,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"jetway/internal/testutil"
 	"jetway/pkg/bus"
 	"jetway/pkg/bus/bustest"
 	"jetway/pkg/events"
@@ -55,10 +56,11 @@ func TestA_layover_resumes_as_a_resumed_run_even_across_a_server_restart(t *test
 	t.Cleanup(func() { stop(); <-done })
 
 	e.publish(events.KindEvents, "t1", "s1", events.Input{Text: "merge when CI passes"})
-	waitFor(t, "the layover to be booked", 20*time.Second, func() bool {
+	testutil.Eventually(t, 20*time.Second, "the layover to be booked", func() bool {
 		ls, err := r.Layovers(context.Background(), "t1")
 		return err == nil && len(ls) == 1
 	})
+
 	ls, _ := r.Layovers(context.Background(), "t1")
 	if ls[0].WaitingFor != "CI to finish" || ls[0].Session != "s1" {
 		t.Fatalf("layover = %+v", ls[0])
@@ -71,9 +73,10 @@ func TestA_layover_resumes_as_a_resumed_run_even_across_a_server_restart(t *test
 	} else {
 		t.Log("the layover was due before the restart could happen; restart skipped")
 	}
-	waitFor(t, "the resumed run to end", 30*time.Second, func() bool {
+	testutil.Eventually(t, 30*time.Second, "the resumed run to end", func() bool {
 		return countKind(e.records("t1", "s1"), RecordRunEnded) == 2
 	})
+
 	rec := e.session("t1", "s1")
 	if rec.Cause != "resumed" {
 		t.Fatalf("second run cause = %q, want resumed", rec.Cause)
@@ -92,22 +95,24 @@ func TestA_cancelled_layover_never_fires(t *testing.T) {
 	model, p := fakeModel(t, llmtest.Reply{ToolCalls: []llmtest.ToolCall{{ID: "tu1", Name: LayoverToolName, Input: `{"waiting_for":"a review","check_after":"2s"}`}}})
 	r := e.startRunner("r1", p, nil)
 	e.publish(events.KindEvents, "t1", "s1", events.Input{Text: "ship it after review"})
-	waitFor(t, "the layover to be booked", 20*time.Second, func() bool {
+	testutil.Eventually(t, 20*time.Second, "the layover to be booked", func() bool {
 		ls, err := r.Layovers(context.Background(), "t1")
 		return err == nil && len(ls) == 1
 	})
+
 	ls, _ := r.Layovers(context.Background(), "t1")
 	if err := r.CancelLayover(context.Background(), "t1", "s1"); err != nil {
 		t.Fatal(err)
 	}
 	// Wait past the due time, then prove nothing fired: the schedule's
 	// subject is empty and a marker event is handled after it.
-	waitFor(t, "the due time to pass", 10*time.Second, func() bool { return time.Now().After(ls[0].At.Add(time.Second)) })
+	testutil.Eventually(t, 10*time.Second, "the due time to pass", func() bool { return time.Now().After(ls[0].At.Add(time.Second)) })
 	marker := e.publish(events.KindEvents, "t1", "s1", events.Input{Text: "marker"})
 	model.SetFallback(llmtest.Reply{Text: "ok"})
-	waitFor(t, "the marker's run", 20*time.Second, func() bool {
+	testutil.Eventually(t, 20*time.Second, "the marker's run", func() bool {
 		return deliveries(e.records("t1", "s1"))[marker] == 1 && countKind(e.records("t1", "s1"), RecordRunEnded) == 2
 	})
+
 	for _, rec := range e.records("t1", "s1") {
 		if rec.Kind == RecordRunStarted && rec.Cause == "resumed" {
 			t.Fatal("a cancelled layover fired")

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"jetway/internal/testutil"
 	"jetway/pkg/bus"
 	"jetway/pkg/events"
 	"jetway/pkg/llm/llmtest"
@@ -45,7 +46,7 @@ func TestIdle_sessions_cost_no_memory_once_evicted(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, "every session's run to end and the work stream to drain", 5*time.Minute, func() bool {
+	testutil.Eventually(t, 5*time.Minute, "every session's run to end and the work stream to drain", func() bool {
 		st, err := e.js.Stream(context.Background(), bus.StreamWork)
 		if err != nil {
 			return false
@@ -53,7 +54,8 @@ func TestIdle_sessions_cost_no_memory_once_evicted(t *testing.T) {
 		info, err := st.Info(context.Background())
 		return err == nil && info.State.Msgs == 0 && model.RequestCount() >= n
 	})
-	waitFor(t, "idle sessions to be evicted", 60*time.Second, func() bool { return r.sessions() == 0 })
+
+	testutil.Eventually(t, 60*time.Second, "idle sessions to be evicted", func() bool { return r.sessions() == 0 })
 	runtime.GC()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
@@ -86,8 +88,8 @@ func TestAn_idle_session_holds_no_goroutine(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, "every session's run to end", time.Minute, func() bool { return model.RequestCount() >= n && r.sessions() == n })
-	waitFor(t, "every idle session's goroutine to end", 30*time.Second, func() bool { return r.goroutines() == 0 })
+	testutil.Eventually(t, time.Minute, "every session's run to end", func() bool { return model.RequestCount() >= n && r.sessions() == n })
+	testutil.Eventually(t, 30*time.Second, "every idle session's goroutine to end", func() bool { return r.goroutines() == 0 })
 	if got := r.sessions(); got != n {
 		t.Fatalf("%d sessions cached after they went idle, want %d (eviction is an hour away)", got, n)
 	}
@@ -101,7 +103,7 @@ func TestAn_idle_session_holds_no_goroutine(t *testing.T) {
 	if _, err := e.js.PublishMsg(context.Background(), msg); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the parked session to handle its next event", 30*time.Second, func() bool { return model.RequestCount() >= n+1 })
+	testutil.Eventually(t, 30*time.Second, "the parked session to handle its next event", func() bool { return model.RequestCount() >= n+1 })
 }
 
 // TestTen_thousand_idle_sessions_cost_at_most_16_KiB_each holds the goal the
@@ -145,7 +147,7 @@ func TestTen_thousand_idle_sessions_cost_at_most_16_KiB_each(t *testing.T) {
 	}
 	// One session first, so the heap is weighed from a warm runner.
 	publish("warm")
-	waitFor(t, "the warm-up session's run to end", time.Minute, settled(1))
+	testutil.Eventually(t, time.Minute, "the warm-up session's run to end", settled(1))
 	heap0 := liveHeap()
 
 	// In batches, so the test measures idle sessions, not a backlog.
@@ -160,7 +162,7 @@ func TestTen_thousand_idle_sessions_cost_at_most_16_KiB_each(t *testing.T) {
 		case <-time.After(time.Minute):
 			t.Fatalf("publishes of sessions %d–%d not acknowledged within a minute", from, to)
 		}
-		waitFor(t, fmt.Sprintf("sessions %d–%d to run and go idle", from, to), 5*time.Minute, settled(1+to))
+		testutil.Eventually(t, 5*time.Minute, fmt.Sprintf("sessions %d–%d to run and go idle", from, to), settled(1+to))
 	}
 	heap1 := liveHeap()
 	per := (float64(heap1) - float64(heap0)) / float64(n)

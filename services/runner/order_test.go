@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"jetway/internal/testutil"
 	"jetway/pkg/bus"
 	"jetway/pkg/events"
 	"jetway/pkg/llm/llmtest"
@@ -56,10 +57,11 @@ func TestA_session_s_events_in_an_unbroken_tenure_need_one_order_lookup(t *testi
 	var ids []string
 	for i := range n {
 		ids = append(ids, e.publish(events.KindEvents, "t1", "s1", events.Input{Text: fmt.Sprintf("event %d", i)}))
-		waitFor(t, fmt.Sprintf("run %d to end", i+1), 20*time.Second, func() bool {
+		testutil.Eventually(t, 20*time.Second, fmt.Sprintf("run %d to end", i+1), func() bool {
 			rec := e.session("t1", "s1")
 			return rec.State == StateIdle && rec.Runs == i+1
 		})
+
 	}
 	recs := e.records("t1", "s1")
 	for _, id := range ids {

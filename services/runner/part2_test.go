@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"jetway/internal/testutil"
 	"jetway/pkg/agent/tool"
 	"jetway/pkg/bus"
 	"jetway/pkg/control/groundstop"
@@ -59,7 +60,7 @@ func (e *env) actor(r *Runner, tenant, session string) *actor {
 // model's next call go without it.
 func (e *env) waitNotice(r *Runner, tenant, session, id string) {
 	e.t.Helper()
-	waitFor(e.t, "event "+id+" to wait as a notice", 10*time.Second, func() bool {
+	testutil.Eventually(e.t, 10*time.Second, "event "+id+" to wait as a notice", func() bool {
 		a := e.actor(r, tenant, session)
 		if a == nil {
 			return false
@@ -69,6 +70,7 @@ func (e *env) waitNotice(r *Runner, tenant, session, id string) {
 			return held && a.run != nil && a.run.guide.IsPending(id)
 		})
 	})
+
 }
 
 func waitGate(t *testing.T, g *gate) {
@@ -92,9 +94,10 @@ func TestGround_stop_ends_the_live_run_holds_events_and_lifting_it_resumes_them_
 	if _, err := groundstop.Set(context.Background(), control, "", "", groundstop.Record{Reason: "drill", By: "admin", At: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the session to be stopped", 20*time.Second, func() bool {
+	testutil.Eventually(t, 20*time.Second, "the session to be stopped", func() bool {
 		return e.session("t1", "s1").State == StateStopped
 	})
+
 	recs := e.records("t1", "s1")
 	if countKind(recs, RecordRunEnded) != 1 || !strings.HasPrefix(recs[len(recs)-1].Reason, "aborted") {
 		t.Fatalf("the live run did not stop: %+v", recs[len(recs)-1])
@@ -108,23 +111,25 @@ func TestGround_stop_ends_the_live_run_holds_events_and_lifting_it_resumes_them_
 		e.publish(events.KindEvents, "t1", "s1", events.Input{Text: "first during the stop"}),
 		e.publish(events.KindEvents, "t1", "s1", events.Input{Text: "second during the stop"}),
 	}
-	waitFor(t, "both events to be held", 10*time.Second, func() bool {
+	testutil.Eventually(t, 10*time.Second, "both events to be held", func() bool {
 		a := e.actor(r, "t1", "s1")
 		if a == nil {
 			return false
 		}
 		return a.holds(func(a *actor) bool { return len(a.queue) == 2 })
 	})
+
 	if model.RequestCount() != calls || countKind(e.records("t1", "s1"), RecordRunStarted) != 1 {
 		t.Fatal("a run started during Ground Stop")
 	}
 	if err := groundstop.Clear(context.Background(), control, "", ""); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the held events to be delivered", 20*time.Second, func() bool {
+	testutil.Eventually(t, 20*time.Second, "the held events to be delivered", func() bool {
 		d := deliveries(e.records("t1", "s1"))
 		return d[during[0]] == 1 && d[during[1]] == 1 && e.session("t1", "s1").State == StateIdle
 	})
+
 	var order []string
 	for _, rec := range e.records("t1", "s1") {
 		if rec.Message != nil {
@@ -145,9 +150,10 @@ func TestA_steer_mid_tool_stops_the_run_and_starts_a_steered_one_with_the_note(t
 	e.publish(events.KindEvents, "t1", "s1", events.Input{Text: "deploy to staging"})
 	waitGate(t, g)
 	steerID := e.publish(events.KindEvents, "t1", "s1", events.Steer{Note: "use production instead"})
-	waitFor(t, "the steered run to end", 20*time.Second, func() bool {
+	testutil.Eventually(t, 20*time.Second, "the steered run to end", func() bool {
 		return countKind(e.records("t1", "s1"), RecordRunEnded) == 2
 	})
+
 	recs := e.records("t1", "s1")
 	var causes []string
 	for _, r := range recs {
@@ -173,13 +179,15 @@ func TestA_steer_for_an_idle_session_starts_a_steered_run_over_the_last_one(t *t
 	model.SetFallback(llmtest.Reply{Text: "ok"})
 	e.startRunner("r1", p, nil)
 	e.publish(events.KindEvents, "t1", "s1", events.Input{Text: "write the report"})
-	waitFor(t, "the first run to end", 20*time.Second, func() bool {
+	testutil.Eventually(t, 20*time.Second, "the first run to end", func() bool {
 		return countKind(e.records("t1", "s1"), RecordRunEnded) == 1
 	})
+
 	e.publish(events.KindEvents, "t1", "s1", events.Steer{Note: "make it shorter"})
-	waitFor(t, "the steered run to end", 20*time.Second, func() bool {
+	testutil.Eventually(t, 20*time.Second, "the steered run to end", func() bool {
 		return countKind(e.records("t1", "s1"), RecordRunEnded) == 2
 	})
+
 	if rec := e.session("t1", "s1"); rec.Cause != "steered" {
 		t.Fatalf("cause = %q, want steered", rec.Cause)
 	}
@@ -203,13 +211,15 @@ func TestA_run_cap_refuses_clearly_and_records_the_refusal(t *testing.T) {
 	go func() { done <- r.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
 	e.publish(events.KindEvents, "t1", "s1", events.Input{Text: "one"})
-	waitFor(t, "the first run to end", 20*time.Second, func() bool {
+	testutil.Eventually(t, 20*time.Second, "the first run to end", func() bool {
 		return countKind(e.records("t1", "s1"), RecordRunEnded) == 1
 	})
+
 	second := e.publish(events.KindEvents, "t1", "s1", events.Input{Text: "two"})
-	waitFor(t, "the refusal", 20*time.Second, func() bool {
+	testutil.Eventually(t, 20*time.Second, "the refusal", func() bool {
 		return countKind(e.records("t1", "s1"), RecordRefused) == 1
 	})
+
 	for _, rec := range e.records("t1", "s1") {
 		if rec.Kind == RecordRefused && (rec.Event != second || !strings.Contains(rec.Reason, "run cap")) {
 			t.Fatalf("refusal = %+v", rec)
@@ -231,13 +241,14 @@ func TestA_runner_that_lost_its_fence_stops_working_on_the_session(t *testing.T)
 	// Another runner writes to the transcript: ours is now behind the fence.
 	e.appendRecord("t1", "s1", Record{Kind: RecordRunStarted, Run: "r-other", Runner: "r2", Cause: "dispatch"})
 	close(g.open)
-	waitFor(t, "the runner to give the session up", 20*time.Second, func() bool {
+	testutil.Eventually(t, 20*time.Second, "the runner to give the session up", func() bool {
 		a := e.actor(r, "t1", "s1")
 		if a == nil {
 			return true
 		}
 		return a.holds(func(a *actor) bool { return a.run == nil && !a.loaded })
 	})
+
 	if model.RequestCount() != 1 {
 		t.Fatalf("model called %d times after the fence moved, want 1", model.RequestCount())
 	}
@@ -267,9 +278,10 @@ func TestA_dead_runner_s_run_is_recovered_with_a_handover_brief_of_its_progress(
 	model, p := fakeModel(t)
 	model.SetFallback(llmtest.Reply{Text: "recovered"})
 	e.startRunner("r1", p, nil)
-	waitFor(t, "the recovered run to end", 20*time.Second, func() bool {
+	testutil.Eventually(t, 20*time.Second, "the recovered run to end", func() bool {
 		return countKind(e.records("t1", "s1"), RecordRunEnded) == 1
 	})
+
 	rec := e.session("t1", "s1")
 	// A recovered run that completes resets the attempts: the limit bounds a
 	// crash loop, not how often a session may ever be recovered.
@@ -289,9 +301,10 @@ func TestA_crash_loop_is_bounded_by_attempts_and_told_to_the_person(t *testing.T
 	ghostRun(e, nil, 3)
 	model, p := fakeModel(t)
 	e.startRunner("r1", p, nil)
-	waitFor(t, "the session to be interrupted", 20*time.Second, func() bool {
+	testutil.Eventually(t, 20*time.Second, "the session to be interrupted", func() bool {
 		return e.session("t1", "s1").State == StateInterrupted
 	})
+
 	if rec := e.session("t1", "s1"); !strings.Contains(rec.Reason, "not recovered") {
 		t.Fatalf("reason = %q", rec.Reason)
 	}
@@ -308,16 +321,18 @@ func TestA_session_with_policy_never_or_manual_is_not_recovered_until_a_person_s
 			model, p := fakeModel(t)
 			model.SetFallback(llmtest.Reply{Text: "going on"})
 			e.startRunner("r1", p, nil)
-			waitFor(t, "the session to be interrupted", 20*time.Second, func() bool {
+			testutil.Eventually(t, 20*time.Second, "the session to be interrupted", func() bool {
 				return e.session("t1", "s1").State == StateInterrupted
 			})
+
 			if model.RequestCount() != 0 {
 				t.Fatal("recovered against the policy")
 			}
 			e.publish(events.KindEvents, "t1", "s1", events.Input{Text: "go on please"})
-			waitFor(t, "the person's run to end", 20*time.Second, func() bool {
+			testutil.Eventually(t, 20*time.Second, "the person's run to end", func() bool {
 				return countKind(e.records("t1", "s1"), RecordRunEnded) == 1
 			})
+
 			if rec := e.session("t1", "s1"); rec.Cause != "steered" || rec.State != StateIdle {
 				t.Fatalf("record = %+v", rec)
 			}
@@ -337,9 +352,10 @@ func TestA_newer_notice_of_a_function_task_supersedes_an_undelivered_older_one(t
 	newer := e.publish(events.KindJobEvents, "t1", "s1", events.JobOverdue{ID: 4, Program: "watch", RunningForMS: 120_000, Tail: "progress 80%", TaskRef: events.TaskRef{Task: "4", Seq: 2}})
 	e.waitNotice(r, "t1", "s1", newer)
 	close(g.open)
-	waitFor(t, "the run to end", 20*time.Second, func() bool {
+	testutil.Eventually(t, 20*time.Second, "the run to end", func() bool {
 		return countKind(e.records("t1", "s1"), RecordRunEnded) == 1
 	})
+
 	recs := e.records("t1", "s1")
 	d := deliveries(recs)
 	if d[newer] != 1 || d[older] != 0 {
@@ -394,9 +410,10 @@ func TestA_run_whose_foreground_task_is_alive_is_recovered_only_once_it_is_confi
 	done := make(chan error, 1)
 	go func() { done <- r.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
-	waitFor(t, "the recovered run to end", 20*time.Second, func() bool {
+	testutil.Eventually(t, 20*time.Second, "the recovered run to end", func() bool {
 		return countKind(e.records("t1", "s1"), RecordRunEnded) == 1
 	})
+
 	mu.Lock()
 	defer mu.Unlock()
 	if killed != 1 || asked < 2 {
@@ -421,9 +438,10 @@ func TestA_run_whose_foreground_task_stays_alive_is_not_recovered(t *testing.T) 
 	done := make(chan error, 1)
 	go func() { done <- r.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
-	waitFor(t, "the session to be interrupted", 20*time.Second, func() bool {
+	testutil.Eventually(t, 20*time.Second, "the session to be interrupted", func() bool {
 		return e.session("t1", "s1").State == StateInterrupted
 	})
+
 	if rec := e.session("t1", "s1"); !strings.Contains(rec.Reason, "still running") {
 		t.Fatalf("reason = %q", rec.Reason)
 	}
@@ -461,11 +479,12 @@ func TestA_session_out_of_fuel_is_refused_clearly(t *testing.T) {
 	model.SetFallback(llmtest.Reply{Text: "ok", Usage: llm.Usage{InputTokens: 60, OutputTokens: 50}})
 	railRunner(t, e, p, Rails{Fuel: 100})
 	e.publish(events.KindEvents, "t1", "s1", events.Input{Text: "one"})
-	waitFor(t, "the first run to end", 20*time.Second, func() bool {
+	testutil.Eventually(t, 20*time.Second, "the first run to end", func() bool {
 		return countKind(e.records("t1", "s1"), RecordRunEnded) == 1
 	})
+
 	second := e.publish(events.KindEvents, "t1", "s1", events.Input{Text: "two"})
-	waitFor(t, "the refusal", 20*time.Second, func() bool { return refusal(e.records("t1", "s1"), second) != "" })
+	testutil.Eventually(t, 20*time.Second, "the refusal", func() bool { return refusal(e.records("t1", "s1"), second) != "" })
 	if got := refusal(e.records("t1", "s1"), second); !strings.Contains(got, "out of fuel: the session has used 110 of its 100 tokens") {
 		t.Fatalf("refusal = %q", got)
 	}
@@ -480,11 +499,12 @@ func TestThe_global_run_reserve_is_shared_by_every_session(t *testing.T) {
 	model.SetFallback(llmtest.Reply{Text: "ok"})
 	railRunner(t, e, p, Rails{GlobalRunsPerHour: 1})
 	e.publish(events.KindEvents, "t1", "s1", events.Input{Text: "one"})
-	waitFor(t, "the first run to end", 20*time.Second, func() bool {
+	testutil.Eventually(t, 20*time.Second, "the first run to end", func() bool {
 		return countKind(e.records("t1", "s1"), RecordRunEnded) == 1
 	})
+
 	other := e.publish(events.KindEvents, "t1", "s2", events.Input{Text: "another session"})
-	waitFor(t, "the refusal", 20*time.Second, func() bool { return refusal(e.records("t1", "s2"), other) != "" })
+	testutil.Eventually(t, 20*time.Second, "the refusal", func() bool { return refusal(e.records("t1", "s2"), other) != "" })
 	if got := refusal(e.records("t1", "s2"), other); !strings.Contains(got, "global run reserve spent") {
 		t.Fatalf("refusal = %q", got)
 	}
@@ -509,13 +529,15 @@ func TestA_tenants_ground_stop_stops_its_own_runs_and_other_tenants_keep_running
 	if _, err := groundstop.Set(context.Background(), control, "t1", "", groundstop.Record{Reason: "t1 bill", By: "t1"}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "t1's session to be stopped", 20*time.Second, func() bool {
+	testutil.Eventually(t, 20*time.Second, "t1's session to be stopped", func() bool {
 		return e.session("t1", "s1").State == StateStopped
 	})
+
 	id := e.publish(events.KindEvents, "t2", "s1", events.Input{Text: "another tenant's work"})
-	waitFor(t, "t2's input to be delivered and its run to end", 20*time.Second, func() bool {
+	testutil.Eventually(t, 20*time.Second, "t2's input to be delivered and its run to end", func() bool {
 		return deliveries(e.records("t2", "s1"))[id] == 1 && e.session("t2", "s1").State == StateIdle
 	})
+
 	if countKind(e.records("t1", "s1"), RecordRunStarted) != 1 {
 		t.Fatal("a run of the stopped tenant started again")
 	}

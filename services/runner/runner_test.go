@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
+	"jetway/internal/testutil"
 	"jetway/pkg/agent/tool"
 	"jetway/pkg/bus"
 	"jetway/pkg/bus/bustest"
@@ -116,18 +117,6 @@ func (e *env) records(tenant, session string) []Record {
 	}
 }
 
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", d, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func countKind(recs []Record, kind string) int {
 	n := 0
 	for _, r := range recs {
@@ -220,9 +209,10 @@ func TestAn_idle_session_starts_a_run_with_the_event_as_its_input(t *testing.T) 
 	e.startRunner("r1", p, nil)
 	id := e.publish(events.KindEvents, "t1", "s1", events.Input{Text: "hi"})
 
-	waitFor(t, "the run to end", 20*time.Second, func() bool {
+	testutil.Eventually(t, 20*time.Second, "the run to end", func() bool {
 		return countKind(e.records("t1", "s1"), RecordRunEnded) == 1
 	})
+
 	recs := e.records("t1", "s1")
 	if got := deliveries(recs)[id]; got != 1 {
 		t.Fatalf("event %s delivered %d times, want once", id, got)
@@ -245,9 +235,10 @@ func TestAn_idle_session_starts_a_run_with_the_event_as_its_input(t *testing.T) 
 	if model.RequestCount() != 1 {
 		t.Fatalf("model called %d times, want 1", model.RequestCount())
 	}
-	waitFor(t, "the session record to go idle", 10*time.Second, func() bool {
+	testutil.Eventually(t, 10*time.Second, "the session record to go idle", func() bool {
 		return e.session("t1", "s1").State == StateIdle
 	})
+
 	if rec := e.session("t1", "s1"); rec.Runs != 1 || rec.Reason != "completed" {
 		t.Fatalf("record = %+v", rec)
 	}
@@ -266,9 +257,10 @@ func TestA_busy_session_hands_the_event_to_the_model_before_its_next_call(t *tes
 	jobID := e.publish(events.KindJobEvents, "t1", "s1", events.JobExited{ID: 3, Program: "gh", ExitStatus: 0, RunningForMS: 21 * 60 * 1000, Tail: "all checks passed", Status: events.StatusExited})
 	e.waitNotice(r, "t1", "s1", jobID)
 	close(g.open)
-	waitFor(t, "the run to end", 20*time.Second, func() bool {
+	testutil.Eventually(t, 20*time.Second, "the run to end", func() bool {
 		return countKind(e.records("t1", "s1"), RecordRunEnded) == 1
 	})
+
 	reqs := model.Requests()
 	if len(reqs) != 2 {
 		t.Fatalf("model called %d times, want 2", len(reqs))
@@ -303,9 +295,10 @@ func TestA_job_event_on_the_events_subject_is_refused_and_recorded(t *testing.T)
 	if _, err := e.js.PublishMsg(context.Background(), msg); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the refusal to be recorded", 20*time.Second, func() bool {
+	testutil.Eventually(t, 20*time.Second, "the refusal to be recorded", func() bool {
 		return countKind(e.records("t1", "s1"), RecordRefused) == 1
 	})
+
 	recs := e.records("t1", "s1")
 	for _, r := range recs {
 		if r.Kind == RecordRefused && (r.Event != ev.ID() || !strings.Contains(r.Reason, "jobevents")) {
@@ -316,7 +309,7 @@ func TestA_job_event_on_the_events_subject_is_refused_and_recorded(t *testing.T)
 		t.Fatal("a forged job event reached the model")
 	}
 	// Acked (terminated): nothing left pending on the work stream.
-	waitFor(t, "the work stream to drain", 10*time.Second, func() bool {
+	testutil.Eventually(t, 10*time.Second, "the work stream to drain", func() bool {
 		st, err := e.js.Stream(context.Background(), bus.StreamWork)
 		if err != nil {
 			return false
@@ -324,6 +317,7 @@ func TestA_job_event_on_the_events_subject_is_refused_and_recorded(t *testing.T)
 		info, err := st.Info(context.Background())
 		return err == nil && info.State.Msgs == 0
 	})
+
 }
 
 func TestA_redelivered_event_reaches_the_model_once(t *testing.T) {
@@ -336,9 +330,10 @@ func TestA_redelivered_event_reaches_the_model_once(t *testing.T) {
 	if _, err := e.js.PublishMsg(context.Background(), msg); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the first run to end", 20*time.Second, func() bool {
+	testutil.Eventually(t, 20*time.Second, "the first run to end", func() bool {
 		return countKind(e.records("t1", "s1"), RecordRunEnded) == 1
 	})
+
 	// The same CE id again, past the stream's dedupe (a new Nats-Msg-Id), as
 	// a publisher retrying after the dedupe window would send it.
 	msg2, _ := events.Encode(context.Background(), subj, ev)
@@ -347,9 +342,10 @@ func TestA_redelivered_event_reaches_the_model_once(t *testing.T) {
 		t.Fatal(err)
 	}
 	marker := e.publish(events.KindEvents, "t1", "s1", events.Input{Text: "after"})
-	waitFor(t, "the marker's run to end", 20*time.Second, func() bool {
+	testutil.Eventually(t, 20*time.Second, "the marker's run to end", func() bool {
 		return deliveries(e.records("t1", "s1"))[marker] == 1 && countKind(e.records("t1", "s1"), RecordRunEnded) == 2
 	})
+
 	if got := deliveries(e.records("t1", "s1"))[ev.ID()]; got != 1 {
 		t.Fatalf("event delivered %d times, want once", got)
 	}
@@ -367,9 +363,10 @@ func TestA_dead_runner_s_run_is_recovered_by_an_actor_whose_copy_says_idle(t *te
 	_, p := fakeModel(t, llmtest.Reply{Text: "first"}, llmtest.Reply{Text: "recovered"})
 	r := e.startRunner("r1", p, nil)
 	e.publish(events.KindEvents, "t1", "s1", events.Input{Text: "hi"})
-	waitFor(t, "the first run to end and the session to go idle", 20*time.Second, func() bool {
+	testutil.Eventually(t, 20*time.Second, "the first run to end and the session to go idle", func() bool {
 		return countKind(e.records("t1", "s1"), RecordRunEnded) == 1 && e.session("t1", "s1").State == StateIdle
 	})
+
 	if r.sessions() != 1 {
 		t.Fatalf("%d actors cached, want the session's (its copy of the record is the point)", r.sessions())
 	}
@@ -388,10 +385,11 @@ func TestA_dead_runner_s_run_is_recovered_by_an_actor_whose_copy_says_idle(t *te
 	if _, err := recs.put(context.Background(), rec, rev); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the dead runner's run to be recovered", 30*time.Second, func() bool {
+	testutil.Eventually(t, 30*time.Second, "the dead runner's run to be recovered", func() bool {
 		got := e.session("t1", "s1")
 		return got.Run != "r-ghost" && got.Cause == "recovered"
 	})
+
 }
 
 // The loop grows a session's history in the runner's own array while a run
@@ -414,20 +412,23 @@ func TestThe_history_a_runner_holds_between_runs_is_the_transcript_s(t *testing.
 	e.waitNotice(r, "t1", "s1", jobID)
 	close(g.open)
 	for i, text := range []string{"two", "three"} {
-		waitFor(t, "the run to end", 20*time.Second, func() bool {
+		testutil.Eventually(t, 20*time.Second, "the run to end", func() bool {
 			return countKind(e.records("t1", "s1"), RecordRunEnded) == i+1
 		})
-		waitFor(t, "the session to go idle", 10*time.Second, func() bool { return e.session("t1", "s1").State == StateIdle })
+
+		testutil.Eventually(t, 10*time.Second, "the session to go idle", func() bool { return e.session("t1", "s1").State == StateIdle })
 		e.publish(events.KindEvents, "t1", "s1", events.Input{Text: text})
 	}
-	waitFor(t, "the third run to end", 20*time.Second, func() bool {
+	testutil.Eventually(t, 20*time.Second, "the third run to end", func() bool {
 		return countKind(e.records("t1", "s1"), RecordRunEnded) == 3
 	})
+
 	want := history(e.records("t1", "s1"))
 	a := r.actorFor("t1", "s1", 0)
-	waitFor(t, "the runner to take the last run's history back", 10*time.Second, func() bool {
+	testutil.Eventually(t, 10*time.Second, "the runner to take the last run's history back", func() bool {
 		return a.holds(func(a *actor) bool { return a.run == nil && len(a.hist) == len(want) })
 	})
+
 	var got []llm.Message
 	if !a.holds(func(a *actor) bool { got = slices.Clone(a.hist); return true }) {
 		t.Fatal("the actor did not answer")

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"jetway/internal/testutil"
 	"jetway/pkg/bus"
 	"jetway/pkg/events"
 	"jetway/pkg/handover"
@@ -65,12 +66,13 @@ func TestA_claim_refused_on_a_stale_copy_of_the_record_starts_the_run_on_a_fresh
 	model.SetFallback(llmtest.Reply{Text: "ok"})
 	r := e.startRunner("r1", p, nil)
 	e.publish(events.KindEvents, "t1", "s1", events.Input{Text: "first"})
-	waitFor(t, "the first run to end and the session to go idle", 20*time.Second, func() bool {
+	testutil.Eventually(t, 20*time.Second, "the first run to end and the session to go idle", func() bool {
 		rec := e.session("t1", "s1")
 		return rec.State == StateIdle && rec.Runs == 1
 	})
+
 	a := e.actor(r, "t1", "s1")
-	waitFor(t, "the actor to keep its copy of the record", 10*time.Second, func() bool {
+	testutil.Eventually(t, 10*time.Second, "the actor to keep its copy of the record", func() bool {
 		a.mu.Lock()
 		defer a.mu.Unlock()
 		return a.recCopy.ok && a.recCopy.rec.State == StateIdle
@@ -93,10 +95,11 @@ func TestA_claim_refused_on_a_stale_copy_of_the_record_starts_the_run_on_a_fresh
 	}
 
 	e.publish(events.KindEvents, "t1", "s1", events.Input{Text: "second"})
-	waitFor(t, "the second run to end", 20*time.Second, func() bool {
+	testutil.Eventually(t, 20*time.Second, "the second run to end", func() bool {
 		rec := e.session("t1", "s1")
 		return rec.State == StateIdle && rec.Runs == 2
 	})
+
 	got := e.session("t1", "s1")
 	if got.Policy == nil || got.Policy.Policy == nil || *got.Policy.Policy != handover.Never {
 		t.Fatalf("the operator's policy was written over by the claim: record %+v", got)
