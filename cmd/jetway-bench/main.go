@@ -46,6 +46,7 @@ func newBenchCmd() *cobra.Command {
 		workDir      string
 		cpuProfile   string
 		jetwayBin    string
+		probes       int
 	)
 	cmd := &cobra.Command{
 		Use:   "jetway-bench",
@@ -67,7 +68,7 @@ few minutes.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
-			cfg := bench.Config{Quick: quick, NATSURL: natsURL, ModelLatency: modelLatency, WorkDir: workDir}
+			cfg := bench.Config{Quick: quick, NATSURL: natsURL, ModelLatency: modelLatency, WorkDir: workDir, Sizes: bench.Sizes{Probes: probes}}
 			if groups != "" {
 				cfg.Groups = strings.Split(groups, ",")
 			}
@@ -98,6 +99,7 @@ few minutes.`,
 	f.DurationVar(&modelLatency, "model-latency", 0, "how long the fake model waits before answering (0 measures the host's own overhead)")
 	f.StringVar(&workDir, "dir", "", "keep the embedded server's store and task output here instead of a temporary directory")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to FILE (go tool pprof FILE), to see where a figure's time goes")
+	f.IntVar(&probes, "probes", 0, "events each latency figure times (default 1000, 50 with --quick): --quick --probes 1000 gives a latency group its full sample with the quick baselines")
 	f.StringVar(&jetwayBin, "jetway", "", "the jetway binary to start as real runner and jobs-worker processes (default: jetway beside this executable, else on PATH)")
 	return cmd
 }

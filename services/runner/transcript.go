@@ -74,9 +74,11 @@ type transcripts struct {
 	js jetstream.JetStream
 	st jetstream.Stream
 	// direct says the stream answers direct gets, so a load reads the
-	// records in batches instead of through a consumer (transcriptread.go).
-	direct bool
-	api    string // the JetStream API prefix, for the requests made by hand
+	// records in batches instead of through a consumer (transcriptread.go);
+	// replies takes those batches.
+	direct  bool
+	replies *replyMux
+	api     string // the JetStream API prefix, for the requests made by hand
 }
 
 func openTranscripts(ctx context.Context, js jetstream.JetStream) (transcripts, error) {
@@ -84,7 +86,13 @@ func openTranscripts(ctx context.Context, js jetstream.JetStream) (transcripts, 
 	if err != nil {
 		return transcripts{}, fmt.Errorf("stream %s: %w", bus.StreamTranscripts, err)
 	}
-	return transcripts{js: js, st: st, direct: st.CachedInfo().Config.AllowDirect, api: apiPrefix(js)}, nil
+	ts := transcripts{js: js, st: st, direct: st.CachedInfo().Config.AllowDirect, api: apiPrefix(js)}
+	if ts.direct {
+		if ts.replies, err = newReplyMux(js.Conn()); err != nil {
+			return transcripts{}, fmt.Errorf("stream %s: direct reads: %w", bus.StreamTranscripts, err)
+		}
+	}
+	return ts, nil
 }
 
 // load reads a session's transcript from its start and returns it with the

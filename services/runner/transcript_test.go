@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"jetway/pkg/bus"
+	"jetway/pkg/bus/bustest"
 	"jetway/pkg/events"
 	"jetway/pkg/llm"
 )
@@ -272,5 +273,52 @@ func TestA_transcript_on_a_stream_without_direct_gets_loads_through_a_consumer(t
 	wantTexts(t, recs, 300)
 	if created() == 0 {
 		t.Fatal("no consumer read the transcript: the load did not take the path for streams without direct gets")
+	}
+}
+
+// BenchmarkTranscriptLoad reads back a six-record transcript (two runs,
+// as a session at a person's pace has after two events) as a session's
+// first event after an eviction does: batched direct gets, or the
+// ordered consumer a stream without direct gets is read through.
+func BenchmarkTranscriptLoad(b *testing.B) {
+	srv := bustest.StartServer(b)
+	_, js := bustest.Connect(b, srv.ClientURL())
+	ctx := context.Background()
+	if err := bus.Provision(ctx, js, bus.ProvisionConfig{Partitions: 4}); err != nil {
+		b.Fatal(err)
+	}
+	ts, err := openTranscripts(ctx, js)
+	if err != nil {
+		b.Fatal(err)
+	}
+	const sessions = 200
+	for i := range sessions {
+		tr, _, err := ts.load(ctx, "t1", fmt.Sprintf("s%d", i))
+		if err != nil {
+			b.Fatal(err)
+		}
+		for range 2 {
+			m := llm.UserText("hello there")
+			for _, r := range []Record{{Kind: RecordRunStarted, Message: &m}, {Kind: RecordMessage, Message: &m}, {Kind: RecordRunEnded}} {
+				if err := tr.append(ctx, r); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	}
+	for _, direct := range []bool{true, false} {
+		name := map[bool]string{true: "direct", false: "consumer"}[direct]
+		b.Run(name, func(b *testing.B) {
+			ts := ts
+			ts.direct = direct
+			i := 0
+			for b.Loop() {
+				_, recs, err := ts.load(ctx, "t1", fmt.Sprintf("s%d", i%sessions))
+				if err != nil || len(recs) != 6 {
+					b.Fatalf("load: %d records, %v", len(recs), err)
+				}
+				i++
+			}
+		})
 	}
 }
