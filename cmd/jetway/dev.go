@@ -67,7 +67,7 @@ is warned about: plain HTTP carries the tokens in clear.`,
 	f := cmd.Flags()
 	f.StringVar(&cfg.DataDir, "data", "./.jetway", "data directory (the NATS store lives in DIR/nats)")
 	f.StringVar(&cfg.NATSAddr, "nats", "127.0.0.1:4222", "host:port for NATS clients, loopback only: the dev bus has one token, in <data>/nats.token (port 0: any free port)")
-	f.StringVar(&cfg.HTTPAddr, "http", "127.0.0.1:8080", "host:port for /healthz, /readyz and /metrics (port 0: any free port)")
+	f.StringVar(&cfg.HTTPAddr, "http", "127.0.0.1:8080", "host:port of the HTTP API, with /healthz, /readyz and /metrics (port 0: any free port)")
 	f.StringSliceVar(&cfg.WebhookAllowHosts, "webhook-allow-host", nil,
 		"webhook host allowed to resolve to a loopback or private address, e.g. 127.0.0.1 for a receiver on this machine (repeatable)")
 	f.IntVar(&cfg.Partitions, "partitions", 0, "work partitions (0: keep the stored count, or 16 on first start)")

@@ -92,7 +92,7 @@ With no token configured it refuses to start: there is no open mode.`,
 	f := cmd.Flags()
 	nf.register(f)
 	f.StringVar(&addr, "http", dispatcher.DefaultAddr, "host:port to serve the HTTP API on")
-	f.StringVar(&tokensFile, "tokens", envOr("JETWAY_TOKENS_FILE", ""), "tokens file (JSON, mode 0600); merged with $JETWAY_TOKENS and $JETWAY_ADMIN_TOKEN")
+	f.StringVar(&tokensFile, "tokens", envOr("JETWAY_TOKENS_FILE", ""), "tokens file (JSON, mode 0600; env JETWAY_TOKENS_FILE); merged with $JETWAY_TOKENS, $JETWAY_ADMIN_TOKEN and $JETWAY_OPERATOR_TOKEN")
 	f.BoolVar(&provision, "provision", false, "create or update jetway's streams and buckets before serving")
 	f.Int64Var(&cfg.MaxBodyBytes, "max-body", dispatcher.DefaultMaxBodyBytes, "largest request body in bytes (413 above)")
 	f.Float64Var(&cfg.RatePerSecond, "rate", dispatcher.DefaultRatePerSecond, "requests per second per tenant (negative: no limit)")

@@ -144,8 +144,8 @@ its previous run left behind. The buckets must exist (jetway dev, or
 	}
 	f := cmd.Flags()
 	nf.register(f)
-	f.StringVar(&id, "id", envOr("JETWAY_JOBS_ID", defaultWorkerID()), "worker id: 1-64 of [A-Za-z0-9_-], stable across restarts")
-	f.StringVar(&root, "root", os.Getenv("JETWAY_JOBS_ROOT"), "directory of the workspaces and output files")
+	f.StringVar(&id, "id", envOr("JETWAY_JOBS_ID", defaultWorkerID()), "worker id: 1-64 of [A-Za-z0-9_-], stable across restarts (env JETWAY_JOBS_ID)")
+	f.StringVar(&root, "root", os.Getenv("JETWAY_JOBS_ROOT"), "directory of the workspaces and output files (env JETWAY_JOBS_ROOT)")
 	f.BoolVar(&provision, "provision", false, "create or update the streams and buckets first")
 	addJobsWorkerFlags(cmd, &flags)
 	return cmd
@@ -154,11 +154,11 @@ its previous run left behind. The buckets must exist (jetway dev, or
 func addJobsWorkerFlags(cmd *cobra.Command, flags *jobsWorkerFlags) {
 	f := cmd.Flags()
 	f.DurationVar(&flags.grace, "grace", jobs.DefaultGrace, "how long a kill waits after SIGTERM before SIGKILL")
-	f.IntVar(&flags.maxRunning, "max-running", envInt("JETWAY_JOBS_MAX_RUNNING", tasks.DefaultLimits.MaxRunning), "background jobs one session may run at once")
+	f.IntVar(&flags.maxRunning, "max-running", envInt("JETWAY_JOBS_MAX_RUNNING", tasks.DefaultLimits.MaxRunning), "background jobs one session may run at once (env JETWAY_JOBS_MAX_RUNNING)")
 	f.DurationVar(&flags.maxDuration, "max-duration", tasks.DefaultLimits.MaxDuration, "longest a job may run")
 	f.Int64Var(&flags.maxOutput, "max-output", tasks.DefaultLimits.MaxOutputBytes, "largest output file of a job, in bytes")
-	f.Int64Var(&flags.memory, "memory", envInt64("JETWAY_JOBS_MEMORY", jobs.DefaultTreeLimits.Memory), "memory limit of each job's process tree, in bytes (0: none)")
-	f.IntVar(&flags.processes, "processes", envInt("JETWAY_JOBS_PROCESSES", jobs.DefaultTreeLimits.Processes), "process limit of each job's tree, threads included (0: none)")
+	f.Int64Var(&flags.memory, "memory", envInt64("JETWAY_JOBS_MEMORY", jobs.DefaultTreeLimits.Memory), "memory limit of each job's process tree, in bytes (0: none; env JETWAY_JOBS_MEMORY)")
+	f.IntVar(&flags.processes, "processes", envInt("JETWAY_JOBS_PROCESSES", jobs.DefaultTreeLimits.Processes), "process limit of each job's tree, threads included (0: none; env JETWAY_JOBS_PROCESSES)")
 	f.DurationVar(&flags.cpuTime, "cpu-time", jobs.DefaultTreeLimits.CPUTime, "CPU time limit of each job's tree (0: none)")
 	f.BoolVar(&flags.noCgroups, "no-cgroups", false, "contain process trees without cgroups")
 	f.BoolVar(&flags.unconfined, "allow-unconfined-jobs", false,

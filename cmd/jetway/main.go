@@ -57,9 +57,9 @@ func newRootCmd() *cobra.Command {
 		},
 	}
 	root.PersistentFlags().StringVar(&g.logLevel, "log-level", envOr("JETWAY_LOG_LEVEL", "info"),
-		"log level: trace, debug, info, warn, error")
+		"log level: trace, debug, info, warn, error (env JETWAY_LOG_LEVEL)")
 	root.PersistentFlags().StringVar(&g.logFormat, "log-format", envOr("JETWAY_LOG_FORMAT", telemetry.FormatAuto),
-		"log format: auto (console on a terminal, else json), json, console")
+		"log format: auto (console on a terminal, else json), json, console (env JETWAY_LOG_FORMAT)")
 	var cmds []*cobra.Command
 	for _, f := range commandFactories {
 		cmds = append(cmds, f(g))

@@ -49,7 +49,7 @@ func (f *clientFlags) register(cmd *cobra.Command, withJSON bool) {
 	fl := cmd.Flags()
 	fl.StringVar(&f.url, "url", "", "dispatcher URL (default $"+client.EnvURL+", else "+client.DefaultURL+")")
 	fl.StringVar(&f.token, "token", "", "bearer token (default $"+client.EnvToken+", else from the tokens file)")
-	fl.StringVar(&f.tokensFile, "tokens-file", client.DefaultTokensFile, "tokens file `jetway dev` writes, read when no token is given")
+	fl.StringVar(&f.tokensFile, "tokens-file", client.DefaultTokensFile, "tokens file (the one jetway dev writes), read when no token is given")
 	if withJSON {
 		fl.BoolVar(&f.json, "json", false, "print the dispatcher's answer as JSON")
 	}

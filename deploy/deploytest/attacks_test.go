@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
+	"jetway/internal/testutil"
 	"jetway/pkg/auth"
 	"jetway/pkg/bus"
 	"jetway/pkg/events"
@@ -166,7 +167,7 @@ func TestAttacks_on_the_bus_are_refused_or_without_effect(t *testing.T) {
 			jetstream.WithScheduleTarget("jetway.fired.globex.canary")); err != nil {
 			t.Fatalf("runner: canary layover: %v", err)
 		}
-		waitForWithin(t, 30*time.Second, "the canary layover in the log", func() bool {
+		testutil.Eventually(t, 30*time.Second, "the canary layover in the log", func() bool {
 			return count(t, bus.StreamEvents, canary) == 1
 		})
 		if time.Now().Before(due) {
@@ -246,7 +247,7 @@ func TestAttacks_on_the_bus_are_refused_or_without_effect(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		waitForWithin(t, 30*time.Second, "the fired message in acme's session log", func() bool {
+		testutil.Eventually(t, 30*time.Second, "the fired message in acme's session log", func() bool {
 			last, err := evs.GetLastMsgForSubject(ctx, session)
 			return err == nil && last.Header.Get(jetstream.SchedulerHeader) != ""
 		})
@@ -315,8 +316,8 @@ func TestAttacks_on_the_bus_are_refused_or_without_effect(t *testing.T) {
 		if ack.Duplicate {
 			t.Errorf("the real job exit was taken for a duplicate of acme's squat")
 		}
-		waitFor(t, "the job exit in globex's session log", func() bool { return count(t, bus.StreamEvents, victimJobs) == 1 })
-		waitFor(t, "the job exit in globex's transcript", func() bool { return transcriptHas(t, ctx, admin, "globex", "victim", exit.ID()) })
+		testutil.Eventually(t, 30*time.Second, "the job exit in globex's session log", func() bool { return count(t, bus.StreamEvents, victimJobs) == 1 })
+		testutil.Eventually(t, 30*time.Second, "the job exit in globex's transcript", func() bool { return transcriptHas(t, ctx, admin, "globex", "victim", exit.ID()) })
 	})
 
 	t.Run("the_same_ce_id_in_two_tenants_is_stored_for_both", func(t *testing.T) {
@@ -375,7 +376,7 @@ func TestAttacks_on_the_bus_are_refused_or_without_effect(t *testing.T) {
 		if err := json.Unmarshal(reply.Data, &acc); err != nil || acc.ID != "good-1" {
 			t.Fatalf("good input answered %s", reply.Data)
 		}
-		waitFor(t, "the good input in globex's transcript", func() bool { return transcriptHas(t, ctx, admin, "globex", "victim", "good-1") })
+		testutil.Eventually(t, 30*time.Second, "the good input in globex's transcript", func() bool { return transcriptHas(t, ctx, admin, "globex", "victim", "good-1") })
 		select {
 		case <-outc:
 		case <-time.After(30 * time.Second):

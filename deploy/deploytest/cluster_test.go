@@ -21,6 +21,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"jetway/deploy/certs"
+	"jetway/internal/testutil"
 	"jetway/pkg/bus"
 	"jetway/pkg/tasks"
 )
@@ -273,23 +274,13 @@ func (d *deployment) waitListening(n *node) {
 // waitNode polls ready until it says yes, failing the test after
 // readyTimeout with the last thing it said.
 func (d *deployment) waitNode(n *node, what string, ready func() (bool, string)) {
-	t := d.t
-	t.Helper()
-	deadline := time.NewTimer(readyTimeout)
-	defer deadline.Stop()
-	poll := time.NewTicker(100 * time.Millisecond)
-	defer poll.Stop()
-	for {
-		ok, last := ready()
-		if ok {
-			return
+	d.t.Helper()
+	testutil.EventuallyNil(d.t, readyTimeout, n.name+": "+what+" to be ready", func() error {
+		if ok, last := ready(); !ok {
+			return errors.New(last)
 		}
-		select {
-		case <-poll.C:
-		case <-deadline.C:
-			t.Fatalf("%s: %s not ready within %v (last: %s)", n.name, what, readyTimeout, last)
-		}
-	}
+		return nil
+	})
 }
 
 func (d *deployment) urls() string {

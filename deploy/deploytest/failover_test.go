@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"jetway/internal/testutil"
 	"jetway/pkg/bus"
 )
 
@@ -65,7 +66,7 @@ func TestFailover_killing_a_node_while_publishing_loses_no_event(t *testing.T) {
 		}
 		done <- nil
 	}()
-	waitFor(t, "a third of the events acked", func() bool { return acked.Load() >= total/3 })
+	testutil.Eventually(t, 30*time.Second, "a third of the events acked", func() bool { return acked.Load() >= total/3 })
 	d.kill(victim)
 	t.Logf("killed %s (stream leader) after %d acks", victim.name, acked.Load())
 	killed := time.Now()
@@ -84,7 +85,7 @@ func TestFailover_killing_a_node_while_publishing_loses_no_event(t *testing.T) {
 	// The log of record holds every event while the node is still down:
 	// every one of the ids, none missing.
 	var got uint64
-	waitForWithin(t, 90*time.Second, fmt.Sprintf("%s holds all %d events", bus.StreamEvents, total), func() bool {
+	testutil.Eventually(t, 90*time.Second, fmt.Sprintf("%s holds all %d events", bus.StreamEvents, total), func() bool {
 		got = count(bus.StreamEvents)
 		return got >= total
 	})
@@ -103,12 +104,12 @@ func TestFailover_killing_a_node_while_publishing_loses_no_event(t *testing.T) {
 	// machine), so it is counted after the node is back, with a long bound:
 	// late is a latency finding (docs/OPERATIONS.md), missing would be loss.
 	logged := got
-	waitForWithin(t, 150*time.Second, fmt.Sprintf("%s holds exactly the log's %d events", bus.StreamWork, logged), func() bool {
+	testutil.Eventually(t, 150*time.Second, fmt.Sprintf("%s holds exactly the log's %d events", bus.StreamWork, logged), func() bool {
 		got = count(bus.StreamWork)
 		return got == logged
 	})
 	t.Logf("%s holds %d events (%v after the kill)", bus.StreamWork, got, time.Since(killed).Round(time.Millisecond))
-	waitFor(t, victim.name+" current again", func() bool {
+	testutil.Eventually(t, 30*time.Second, victim.name+" current again", func() bool {
 		s, err := admin.js.Stream(ctx, bus.StreamEvents)
 		if err != nil || s.CachedInfo().Cluster == nil {
 			return false
@@ -134,7 +135,7 @@ func distinctIDs(t *testing.T, ctx context.Context, admin *client, n uint64) map
 	ids := map[string]bool{}
 	for seq := uint64(1); seq <= n; seq++ {
 		var m *jetstream.RawStreamMsg
-		waitFor(t, fmt.Sprintf("message %d of %s", seq, bus.StreamEvents), func() bool {
+		testutil.Eventually(t, 30*time.Second, fmt.Sprintf("message %d of %s", seq, bus.StreamEvents), func() bool {
 			s, err := admin.js.Stream(ctx, bus.StreamEvents)
 			if err != nil {
 				return false

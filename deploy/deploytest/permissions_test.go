@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"jetway/internal/testutil"
 	"jetway/pkg/bus"
 )
 
@@ -55,7 +56,7 @@ func TestPermissions(t *testing.T) {
 			t.Fatal(err)
 		}
 		plain.noViolation(t)
-		waitFor(t, "plain publish stored", func() bool { return stored(t, bus.StreamEvents, "jetway.events.acme.plain") })
+		testutil.Eventually(t, 30*time.Second, "plain publish stored", func() bool { return stored(t, bus.StreamEvents, "jetway.events.acme.plain") })
 	})
 
 	t.Run("tenant_cannot_publish_into_another_tenant", func(t *testing.T) {
@@ -146,7 +147,7 @@ func TestPermissions(t *testing.T) {
 			t.Fatalf("runner: work consumer %d: %v", p, err)
 		}
 		var got jetstream.Msg
-		waitFor(t, "work message for acme/s3", func() bool {
+		testutil.Eventually(t, 30*time.Second, "work message for acme/s3", func() bool {
 			batch, err := cons.Fetch(10, jetstream.FetchMaxWait(time.Second), jetstream.FetchPriorityGroup(bus.WorkGroup))
 			if err != nil {
 				t.Fatalf("runner: fetch: %v", err)
@@ -182,7 +183,7 @@ func TestPermissions(t *testing.T) {
 		// A replicated bucket answers reads from any replica (direct get),
 		// so a follower may not have the put yet: not found is "not yet".
 		var getErr error
-		waitFor(t, "the jobs user to read back its put", func() bool {
+		testutil.Eventually(t, 30*time.Second, "the jobs user to read back its put", func() bool {
 			_, getErr = kv.Get(ctx, "w1.acme.s4.1")
 			if getErr != nil && !errors.Is(getErr, jetstream.ErrKeyNotFound) {
 				t.Fatalf("jobs: get: %v", getErr)
@@ -239,26 +240,4 @@ func TestPermissions(t *testing.T) {
 			t.Error("a publish on jetway.fired.acme.s6 was stored")
 		}
 	})
-}
-
-// waitFor polls cond until it holds, failing the test after 30 s.
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	waitForWithin(t, 30*time.Second, what, cond)
-}
-
-// waitForWithin polls cond until it holds, failing the test after limit.
-func waitForWithin(t testing.TB, limit time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.NewTimer(limit)
-	defer deadline.Stop()
-	poll := time.NewTicker(50 * time.Millisecond)
-	defer poll.Stop()
-	for !cond() {
-		select {
-		case <-poll.C:
-		case <-deadline.C:
-			t.Fatalf("%s: not within %v", what, limit)
-		}
-	}
 }

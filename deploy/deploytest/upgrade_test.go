@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"jetway/internal/testutil"
 	"jetway/pkg/bus"
 	"jetway/pkg/bus/bustest"
 )
@@ -35,7 +36,7 @@ func TestUpgrade_of_an_old_events_stream_on_a_cluster(t *testing.T) {
 	// JETWAY_WORK sourced it through the durable consumer of that time,
 	// jetway-work-source.
 	events, work, source := bustest.OldLayout(cfg)
-	waitFor(t, "the old "+bus.StreamEvents, func() bool {
+	testutil.Eventually(t, 30*time.Second, "the old "+bus.StreamEvents, func() bool {
 		_, err := admin.js.CreateStream(ctx, events)
 		return err == nil
 	})
@@ -67,7 +68,7 @@ func TestUpgrade_of_an_old_events_stream_on_a_cluster(t *testing.T) {
 		}
 		return s.CachedInfo().State.Msgs
 	}
-	waitFor(t, "the 8 old events in JETWAY_WORK", func() bool { return msgs(bus.StreamWork) == 8 })
+	testutil.Eventually(t, 30*time.Second, "the 8 old events in JETWAY_WORK", func() bool { return msgs(bus.StreamWork) == 8 })
 
 	d.provision()
 
@@ -100,7 +101,7 @@ func TestUpgrade_of_an_old_events_stream_on_a_cluster(t *testing.T) {
 		t.Fatalf("jobs: publish after the upgrade: %v", err)
 	}
 	// 8 old + the resume + 2 new; anything queued again would exceed it.
-	waitForWithin(t, 60*time.Second, "the resume and the new events in JETWAY_WORK", func() bool { return msgs(bus.StreamWork) >= 11 })
+	testutil.Eventually(t, 60*time.Second, "the resume and the new events in JETWAY_WORK", func() bool { return msgs(bus.StreamWork) >= 11 })
 	if n := msgs(bus.StreamWork); n != 11 {
 		t.Errorf("JETWAY_WORK holds %d messages, want 11", n)
 	}

@@ -43,8 +43,8 @@ type CollectConfig struct {
 // The records are read before the transcripts, in the order a runner
 // writes them: a run's end goes into the transcript before the record says
 // idle. Read the other way round, a run that ended between the two reads
-// showed as "never ended" beside an idle record (chaos finding 5, which
-// was the checker's, not the runner's).
+// would show as "never ended" beside an idle record: a violation of the
+// checker's making, not the runner's.
 func Collect(ctx context.Context, js jetstream.JetStream, cfg CollectConfig) (Evidence, error) {
 	ev := Evidence{
 		Accepted:    cfg.Accepted,

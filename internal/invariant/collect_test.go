@@ -170,10 +170,11 @@ func TestScanProcs_finds_a_live_process_with_the_task_marker_and_not_after_it_en
 
 // A run that ends while the evidence is read must not look "never ended"
 // beside an idle record: the record is read first, as a runner writes it
-// last (chaos finding 5 was this race in the checker). A run that starts
-// during the read is another matter: the record read before it may say
-// idle beside its start, which is why the chaos suite judges only a
-// quiescent cluster (two equal reads); so each run here starts first.
+// last, or the checker reports a race of its own as a runner's fault. A
+// run that starts during the read is another matter: the record read
+// before it may say idle beside its start, which is why the chaos suite
+// judges only a quiescent cluster (two equal reads); so each run here
+// starts first.
 func TestCollect_a_run_ending_during_the_read_never_looks_unended_beside_an_idle_record(t *testing.T) {
 	_, _, js := bustest.StartProvisioned(t, bus.ProvisionConfig{})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

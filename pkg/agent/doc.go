@@ -1,4 +1,4 @@
-// Package agent is the agent loop (seed 001): stream a completion, surface
+// Package agent is the agent loop: stream a completion, surface
 // its text, thinking and tool calls as events, run the tools through a
 // streaming executor, and take another turn — recovering from output-cap
 // truncation and context overflow, delivering host notices and reminders
@@ -24,7 +24,7 @@
 // unless a notice is pending, a Stop hook blocks, or the token budget asks
 // for more.
 //
-// # Where this differs from seed 001, and why
+// # What a loop run by a distributed host needs, and why
 //
 //   - Recorder.RecordMessage returns an error, and a refused record ends the
 //     run at once with ReasonRecordFailed: a runner's fenced transcript append

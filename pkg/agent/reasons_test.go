@@ -15,8 +15,8 @@ import (
 	"jetway/pkg/llm/llmtest"
 )
 
-// allReasons is every TerminalReason of the contract (seed 001's, plus
-// record_failed). A reason added to agent.go belongs here too.
+// allReasons is every TerminalReason a run can end with, record_failed
+// included. A reason added to agent.go belongs here too.
 var allReasons = []agent.TerminalReason{
 	agent.ReasonCompleted, agent.ReasonBlockingLimit, agent.ReasonImageError, agent.ReasonModelError,
 	agent.ReasonAbortedStreaming, agent.ReasonAbortedTools, agent.ReasonPromptTooLong,

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"jetway/internal/testutil"
 	"jetway/pkg/bus"
 	"jetway/pkg/bus/bustest"
 )
@@ -20,18 +21,12 @@ import (
 // retry of one that did land harmless.
 func publishRetrying(t *testing.T, js jetstream.JetStream, subj, id string, data []byte) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	testutil.EventuallyNil(t, 20*time.Second, "publish "+id+" to be stored", func() error {
 		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+		defer cancel()
 		_, err := js.Publish(ctx, subj, data, jetstream.WithMsgID(id))
-		cancel()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("publish %s kept failing: %v", id, err)
-		}
-	}
+		return err
+	})
 }
 
 func TestCluster_keeps_every_message_when_a_node_stops_and_comes_back(t *testing.T) {
@@ -63,7 +58,7 @@ func TestCluster_keeps_every_message_when_a_node_stops_and_comes_back(t *testing
 	publish()
 
 	var victim *bustest.Node
-	waitFor(t, 10*time.Second, "a leader for "+bus.StreamEvents, func() bool {
+	testutil.Eventually(t, 10*time.Second, "a leader for "+bus.StreamEvents, func() bool {
 		victim = c.StreamLeader(bus.StreamEvents)
 		return victim != nil
 	})
@@ -74,7 +69,7 @@ func TestCluster_keeps_every_message_when_a_node_stops_and_comes_back(t *testing
 	c.WaitReady()
 	publish()
 
-	waitFor(t, 20*time.Second, victim.Name()+" current on "+bus.StreamEvents, func() bool {
+	testutil.Eventually(t, 20*time.Second, victim.Name()+" current on "+bus.StreamEvents, func() bool {
 		s := victim.Server()
 		return s != nil && s.JetStreamIsStreamCurrent(server.DEFAULT_GLOBAL_ACCOUNT, bus.StreamEvents)
 	})
@@ -106,7 +101,7 @@ func TestCluster_keeps_every_message_when_a_node_stops_and_comes_back(t *testing
 	// Each call has a context of its own: the test's 30 s one ran out
 	// under load before sourcing resumed, and every later check failed
 	// with it.
-	waitFor(t, 90*time.Second, fmt.Sprintf("%d messages sourced into %s", n, bus.StreamWork), func() bool {
+	testutil.Eventually(t, 90*time.Second, fmt.Sprintf("%d messages sourced into %s", n, bus.StreamWork), func() bool {
 		info, err := work.Info(callContext(t))
 		return err == nil && info.State.Msgs == uint64(n)
 	})

@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"jetway/internal/testutil"
 	"jetway/pkg/bus"
 	"jetway/pkg/bus/bustest"
 )
@@ -173,7 +174,7 @@ func TestWork_keeps_a_sessions_events_and_jobevents_in_one_partition_in_log_orde
 	if err != nil {
 		t.Fatalf("work stream: %v", err)
 	}
-	waitFor(t, 10*time.Second, "10 messages in JETWAY_WORK", func() bool {
+	testutil.Eventually(t, 10*time.Second, "10 messages in JETWAY_WORK", func() bool {
 		info, err := work.Info(ctx)
 		return err == nil && info.State.Msgs >= 10
 	})
@@ -253,7 +254,7 @@ func TestPartitionFor_matches_the_servers_transform(t *testing.T) {
 	if err != nil {
 		t.Fatalf("work stream: %v", err)
 	}
-	waitFor(t, 10*time.Second, "every session in JETWAY_WORK", func() bool {
+	testutil.Eventually(t, 10*time.Second, "every session in JETWAY_WORK", func() bool {
 		info, err := work.Info(ctx)
 		return err == nil && info.State.Msgs == uint64(len(sessions))
 	})
@@ -343,13 +344,13 @@ func TestProvision_moves_an_old_work_source_over_without_queueing_events_again(t
 	// once every one of them is there: then it is the log's last event.
 	count := func(marker string) uint64 {
 		t.Helper()
-		waitFor(t, 20*time.Second, "every job event sourced into JETWAY_EVENTS", func() bool {
+		testutil.Eventually(t, 20*time.Second, "every job event sourced into JETWAY_EVENTS", func() bool {
 			info, err := evs.Info(ctx)
 			return err == nil && info.State.Msgs == published
 		})
 		publish(marker)
 		var n uint64
-		waitFor(t, 20*time.Second, marker+" in JETWAY_WORK", func() bool {
+		testutil.Eventually(t, 20*time.Second, marker+" in JETWAY_WORK", func() bool {
 			info, err := work.Info(ctx)
 			if err != nil || info.State.Msgs == 0 {
 				return false
@@ -432,7 +433,7 @@ func TestProvision_moves_an_old_work_source_over_without_queueing_events_again(t
 	// holds where sourcing stands (its ack floor, moved by the sourcing
 	// stream's flow control answers, at least once a second), so nothing
 	// it confirmed is copied again.
-	waitFor(t, 10*time.Second, "the source consumer's ack floor at the last event", func() bool {
+	testutil.Eventually(t, 10*time.Second, "the source consumer's ack floor at the last event", func() bool {
 		ei, err := evs.Info(ctx)
 		if err != nil {
 			return false

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"jetway/internal/testutil"
 	"jetway/pkg/bus"
 	"jetway/pkg/bus/bustest"
 )
@@ -82,7 +83,7 @@ func TestProvision_upgrades_an_old_events_stream_keeping_events_and_layovers(t *
 		}
 		return info.State.Msgs
 	}
-	waitFor(t, 10*time.Second, "10 old events in JETWAY_WORK", func() bool { return workMsgs() == 10 })
+	testutil.Eventually(t, 10*time.Second, "10 old events in JETWAY_WORK", func() bool { return workMsgs() == 10 })
 
 	// A notifier that has read none of the job events yet.
 	if _, err := js.CreateOrUpdateConsumer(ctx, bus.StreamEvents, jetstream.ConsumerConfig{
@@ -149,7 +150,7 @@ func TestProvision_upgrades_an_old_events_stream_keeping_events_and_layovers(t *
 	if _, err := js.Publish(ctx, "jetway.jobevents.acme.after", []byte("job after")); err != nil {
 		t.Fatalf("publish a job event after the upgrade: %v", err)
 	}
-	waitFor(t, 20*time.Second, "the resume and both new events in JETWAY_WORK", func() bool { return workMsgs() >= 13 })
+	testutil.Eventually(t, 20*time.Second, "the resume and both new events in JETWAY_WORK", func() bool { return workMsgs() >= 13 })
 	// Settle: sourcing keeps order, so anything queued again would be in
 	// before the last new event; count once more after it.
 	info, _ := work.Info(ctx)
@@ -244,7 +245,7 @@ func TestProvision_continues_an_upgrade_that_failed_half_way(t *testing.T) {
 		t.Errorf("%s: %v; want the old log's 1 event", bus.StreamEventsV1, err)
 	}
 	work, _ := js.Stream(ctx, bus.StreamWork)
-	waitFor(t, 10*time.Second, "the old event and the resume in JETWAY_WORK", func() bool {
+	testutil.Eventually(t, 10*time.Second, "the old event and the resume in JETWAY_WORK", func() bool {
 		info, err := work.Info(ctx)
 		return err == nil && info.State.Msgs == 2
 	})

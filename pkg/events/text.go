@@ -139,7 +139,7 @@ func InputNotice(in Input) string {
 }
 
 // SteerNotice is what the model reads for a steer: a person redirecting
-// the work under way. As in seed 003's handover brief, the instruction takes
+// the work under way. As in the handover brief (pkg/handover), the instruction takes
 // precedence over the original request where the two disagree.
 func SteerNotice(s Steer) string {
 	return "[steering from the user] This instruction takes precedence over the original request " +

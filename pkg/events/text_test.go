@@ -6,7 +6,8 @@ import (
 	"time"
 )
 
-// exited is seed 000's fixture: job 3 (gh), 21m05s, "all checks passed".
+// exited is the job exit the headline and notice examples are written
+// for: job 3 (gh), 21m05s, "all checks passed".
 func exited(code int) JobExited {
 	return JobExited{
 		ID:           3,

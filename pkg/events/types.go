@@ -66,8 +66,7 @@ func (s JobStatus) valid() bool {
 // loop, a hook) that may report more than once. Task is a session-scoped task
 // id and Seq grows with each notice the task leaves, so a newer notice of the
 // same task supersedes an older one that has not reached the model yet: a
-// runner holding both delivers only the newer (seed 002's "a newer notice
-// replaces the older one"). Both are omitted for plain command jobs, whose
+// runner holding both delivers only the newer. Both are omitted for plain command jobs, whose
 // one notice supersedes nothing.
 type TaskRef struct {
 	Task string `json:"task,omitempty"`

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"jetway/internal/testutil"
 	"jetway/pkg/tasks/proctree"
 )
 
@@ -63,18 +64,6 @@ func waitEnd(t *testing.T, m *Manager, id string) Info {
 	return info
 }
 
-// eventually polls cond until it holds, failing the test after 10 seconds.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 var pidLine = regexp.MustCompile(`^pid (\d+)$`)
 
 // outputPids waits until the task's output holds n "pid N" lines and returns
@@ -82,7 +71,7 @@ var pidLine = regexp.MustCompile(`^pid (\d+)$`)
 func outputPids(t *testing.T, path string, n int) []int {
 	t.Helper()
 	var pids []int
-	eventually(t, strconv.Itoa(n)+" pid lines", func() bool {
+	testutil.Eventually(t, 10*time.Second, strconv.Itoa(n)+" pid lines", func() bool {
 		lines, _, _, _ := ReadLines(path, 1, 0)
 		pids = pids[:0]
 		for _, l := range lines {

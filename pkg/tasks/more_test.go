@@ -8,6 +8,9 @@ import (
 	osexec "os/exec"
 	"strings"
 	"testing"
+	"time"
+
+	"jetway/internal/testutil"
 )
 
 func TestFunction_task_that_ignores_cancel_is_let_go_after_the_grace(t *testing.T) {
@@ -31,7 +34,7 @@ func TestWait_on_an_ended_task_returns_its_last_unseen_report(t *testing.T) {
 		return 0, nil
 	}})
 	// The end notice replaced the report; a Wait still tells it.
-	eventually(t, "the end", func() bool { i, _ := m.Get(sid, info.ID); return i.Status != Running })
+	testutil.Eventually(t, 10*time.Second, "the end", func() bool { i, _ := m.Get(sid, info.ID); return i.Status != Running })
 	end := waitEnd(t, m, info.ID)
 	if end.Notice != "tests now pass" || m.HasNotices(sid) {
 		t.Errorf("Wait = %+v; notices pending %v", end, m.HasNotices(sid))
@@ -44,7 +47,7 @@ func TestNoEndNotice_leaves_only_reported_notices(t *testing.T) {
 		r.Notify("hook says hi")
 		return 0, nil
 	}})
-	eventually(t, "the end", func() bool { i, _ := m.Get(sid, info.ID); return i.Status != Running })
+	testutil.Eventually(t, 10*time.Second, "the end", func() bool { i, _ := m.Get(sid, info.ID); return i.Status != Running })
 	ns := m.TakeNotices(sid)
 	if len(ns) != 1 || ns[0].Notice != "hook says hi" {
 		t.Errorf("notices = %+v", ns)

@@ -9,7 +9,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"jetway/internal/testutil"
 	"jetway/pkg/redact"
 )
 
@@ -21,7 +23,7 @@ func TestOutput_of_a_burst_reaches_the_file_while_the_command_is_quiet(t *testin
 	gate := filepath.Join(t.TempDir(), "gate")
 	info := startSh(t, m, `yes 'burst line' | head -n 100000; echo last; while [ ! -e `+gate+` ]; do sleep 0.01; done`)
 	t.Cleanup(func() { os.WriteFile(gate, nil, 0o644) })
-	eventually(t, "the whole burst in the file", func() bool {
+	testutil.Eventually(t, 10*time.Second, "the whole burst in the file", func() bool {
 		_, total, _, _ := ReadLines(info.Path, 1, 0)
 		return total == 100001
 	})
@@ -93,7 +95,7 @@ func TestSpares_give_empty_distinct_files_and_leave_nothing_else(t *testing.T) {
 		f.Close()
 		names = append(names, filepath.Base(path))
 		// Let the refill run, so later creates take spares.
-		eventually(t, "spares made", func() bool {
+		testutil.Eventually(t, 10*time.Second, "spares made", func() bool {
 			s.mu.Lock()
 			defer s.mu.Unlock()
 			return !s.filling

@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"jetway/internal/testutil"
 )
 
 func TestStart_returns_at_once_with_ids_counting_per_session(t *testing.T) {
@@ -48,7 +50,7 @@ func TestReadLines_and_GrepLines_work_while_the_task_runs(t *testing.T) {
 	m := newManager(t)
 	gate := filepath.Join(t.TempDir(), "gate")
 	info := startSh(t, m, `echo alpha; echo beta >&2; echo gamma; while [ ! -e `+gate+` ]; do sleep 0.01; done; echo delta`)
-	eventually(t, "three lines", func() bool {
+	testutil.Eventually(t, 10*time.Second, "three lines", func() bool {
 		_, total, _, _ := ReadLines(info.Path, 1, 0)
 		return total == 3
 	})
@@ -139,7 +141,7 @@ func TestEnd_leaves_a_notice_unless_it_was_seen(t *testing.T) {
 		mu.Unlock()
 	})
 	unseen := startSh(t, m, `echo done`)
-	eventually(t, "a notice", func() bool { return m.HasNotices(sid) })
+	testutil.Eventually(t, 10*time.Second, "a notice", func() bool { return m.HasNotices(sid) })
 	killed := startSh(t, m, `sleep 100`)
 	if _, err := m.Kill(sid, killed.ID); err != nil {
 		t.Fatal(err)
@@ -151,7 +153,7 @@ func TestEnd_leaves_a_notice_unless_it_was_seen(t *testing.T) {
 	if m.HasNotices(sid) || noticed.Load() != 1 {
 		t.Errorf("after take: HasNotices %v, OnNotice calls %d", m.HasNotices(sid), noticed.Load())
 	}
-	eventually(t, "two ends told", func() bool { mu.Lock(); defer mu.Unlock(); return len(ends) == 2 })
+	testutil.Eventually(t, 10*time.Second, "two ends told", func() bool { mu.Lock(); defer mu.Unlock(); return len(ends) == 2 })
 	mu.Lock()
 	defer mu.Unlock()
 	slices.Sort(ends) // the two ends are told from their own goroutines
@@ -184,17 +186,17 @@ func TestReturnNotices_go_back_first_in_order_unless_superseded(t *testing.T) {
 	}})
 	n := startSh(t, m, `while [ ! -e `+gate+` ]; do sleep 0.01; done`)
 	step <- "first"
-	eventually(t, "first notice", func() bool { return m.HasNotices(sid) })
+	testutil.Eventually(t, 10*time.Second, "first notice", func() bool { return m.HasNotices(sid) })
 	first := m.TakeNotices(sid)
 	os.WriteFile(gate, nil, 0o644)
-	eventually(t, "end notice", func() bool { return m.HasNotices(sid) })
+	testutil.Eventually(t, 10*time.Second, "end notice", func() bool { return m.HasNotices(sid) })
 	m.ReturnNotices(sid, first)
 	got := m.TakeNotices(sid)
 	if len(got) != 2 || got[0].ID != w.ID || got[0].Notice != "first" || got[1].ID != n.ID {
 		t.Fatalf("after return: %+v", got)
 	}
 	step <- "second"
-	eventually(t, "second notice", func() bool { return m.HasNotices(sid) })
+	testutil.Eventually(t, 10*time.Second, "second notice", func() bool { return m.HasNotices(sid) })
 	m.ReturnNotices(sid, first)
 	got = m.TakeNotices(sid)
 	if len(got) != 1 || got[0].Notice != "second" {
@@ -236,7 +238,7 @@ func TestFunction_task_reports_and_Wait_sees_updates(t *testing.T) {
 		res <- result{i, o, err}
 	}()
 	// Progress wakes a Wait in progress; be sure this one is.
-	eventually(t, "a waiter", func() bool {
+	testutil.Eventually(t, 10*time.Second, "a waiter", func() bool {
 		m.mu.Lock()
 		defer m.mu.Unlock()
 		return m.sessions[sid].byID[info.ID].waiters == 1
@@ -305,7 +307,7 @@ func TestOverdue_fires_once_per_threshold(t *testing.T) {
 	})
 	info := start(t, m, Spec{Cmd: sh(`sleep 100`), Expected: 50 * time.Millisecond})
 	count := func() int { mu.Lock(); defer mu.Unlock(); return len(calls) }
-	eventually(t, "two overdue calls", func() bool { return count() >= 2 })
+	testutil.Eventually(t, 10*time.Second, "two overdue calls", func() bool { return count() >= 2 })
 	if _, err := m.Kill(sid, info.ID); err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"jetway/internal/testutil"
 	"jetway/pkg/tasks/proctree"
 )
 
@@ -127,7 +128,7 @@ func TestAdopt_takes_over_a_running_foreground_command(t *testing.T) {
 	}
 	waited := make(chan error, 1)
 	go func() { waited <- tree.Wait() }()
-	eventually(t, "foreground output", func() bool { return strings.Contains(string(out.Bytes()), "before") })
+	testutil.Eventually(t, 10*time.Second, "foreground output", func() bool { return strings.Contains(string(out.Bytes()), "before") })
 	info, err := m.Adopt(bg, Spec{Summary: "foreground", RunID: "r1"}, RunningCommand{
 		Cmd: cmd, Tree: tree, AttachOutput: out.Attach, Wait: waited, Started: time.Now(),
 	})

@@ -17,7 +17,8 @@ import (
 	"jetway/pkg/handover"
 )
 
-// This file lets a person set a session's recovery policy (seed 003): the
+// This file lets a person set a session's recovery policy (whether its
+// interrupted work restarts on its own): the
 // "policy" field of the session record, which the runner merges over
 // handover.DefaultRecoverySettings when it decides whether interrupted work
 // restarts on its own.

@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"jetway/internal/testutil"
 	"jetway/pkg/tasks/proctree"
 	"jetway/pkg/workspace"
 	"jetway/services/jobs"
@@ -145,7 +146,7 @@ func TestJob_cannot_reach_a_sibling_jobs_proc(t *testing.T) {
 		_, _ = e.cli.Kill(bg, tenant, "other", started.Job.ID)
 	})
 	var pid int
-	eventually(t, "the sibling's pid", func() bool {
+	testutil.Eventually(t, 15*time.Second, "the sibling's pid", func() bool {
 		out, err := e.cli.Output(bg, jobsapi.OutputRequest{JobRequest: jobsapi.JobRequest{SessionRequest: sib.SessionRequest, ID: started.Job.ID}})
 		if err != nil {
 			return false

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 
+	"jetway/internal/testutil"
 	"jetway/pkg/bus"
 	"jetway/pkg/bus/bustest"
 	"jetway/pkg/events"
@@ -200,25 +201,13 @@ func (e *env) start(command string) jobsapi.Job {
 	return res.Job
 }
 
-// eventually polls cond until it holds, failing the test after 15 seconds.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 var pidLine = regexp.MustCompile(`^pid (\d+)$`)
 
 // outputPids waits until the job's output holds n "pid N" lines.
 func (e *env) outputPids(id string, n int) []int {
 	e.t.Helper()
 	var pids []int
-	eventually(e.t, strconv.Itoa(n)+" pid lines", func() bool {
+	testutil.Eventually(e.t, 15*time.Second, strconv.Itoa(n)+" pid lines", func() bool {
 		out, err := e.cli.Output(bg, jobsapi.OutputRequest{JobRequest: jobsapi.JobRequest{
 			SessionRequest: jobsapi.SessionRequest{Tenant: tenant, Session: session}, ID: id}})
 		if err != nil {
@@ -249,7 +238,7 @@ func running(pid int) bool {
 
 func checkGone(t *testing.T, pids []int) {
 	t.Helper()
-	eventually(t, "every process of the tree to be gone", func() bool {
+	testutil.Eventually(t, 15*time.Second, "every process of the tree to be gone", func() bool {
 		for _, p := range pids {
 			if running(p) {
 				return false
@@ -280,7 +269,7 @@ func (e *env) childWorker(id string) *exec.Cmd {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 	})
-	eventually(e.t, "the child worker to answer", func() bool {
+	testutil.Eventually(e.t, 15*time.Second, "the child worker to answer", func() bool {
 		ws, _ := e.cli.Workers(bg)
 		for _, w := range ws {
 			if w == id {

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
+	"jetway/internal/testutil"
 	"jetway/pkg/bus"
 	"jetway/pkg/events"
 	"jetway/pkg/handover"
@@ -152,7 +153,7 @@ func TestOutput_reads_and_greps_while_the_job_runs(t *testing.T) {
 	j := e.start(`for i in 1 2 3; do echo line $i; done; echo "export GITHUB_TOKEN=ghp_abcdefghijklmnopqrstuvwxyz0123456789"; echo done; sleep 100`)
 	jr := jobsapi.JobRequest{SessionRequest: jobsapi.SessionRequest{Tenant: tenant, Session: session}, ID: j.ID}
 	var out jobsapi.OutputResponse
-	eventually(t, "five lines of output", func() bool {
+	testutil.Eventually(t, 15*time.Second, "five lines of output", func() bool {
 		var err error
 		out, err = e.cli.Output(bg, jobsapi.OutputRequest{JobRequest: jr})
 		return err == nil && out.Total == 5
@@ -258,7 +259,7 @@ func TestStopping_the_worker_ends_a_waiting_call(t *testing.T) {
 		_, err := e.cli.Status(bg, tenant, session, j.ID, 10*time.Minute)
 		got <- err
 	}()
-	eventually(t, "the status call to wait", func() bool {
+	testutil.Eventually(t, 15*time.Second, "the status call to wait", func() bool {
 		g, err := e.cli.Get(bg, tenant, session, j.ID)
 		return err == nil && g.Status == tasks.Running
 	})
@@ -498,7 +499,7 @@ func TestWorker_restart_reports_unfinished_jobs_lost(t *testing.T) {
 		t.Fatal(err)
 	}
 	var key2 string
-	eventually(t, "the foreground command's record", func() bool {
+	testutil.Eventually(t, 15*time.Second, "the foreground command's record", func() bool {
 		entry, err := kv.Get(bg, tenant+"."+session+".2")
 		var rec jobs.Record
 		if err != nil || json.Unmarshal(entry.Value(), &rec) != nil {

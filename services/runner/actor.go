@@ -514,8 +514,8 @@ func (a *actor) steer(ctx context.Context, d delivery, st events.Steer, run *liv
 	return a.start(ctx, plan{ins: []input{in}, steer: &steerReq{in: in, note: st.Note, at: d.ev.Time}, trace: d.ev.TraceContext(ctx)})
 }
 
-// superseded applies seed 002's rule for function tasks that report more
-// than once: a newer notice of the same task replaces an older one the model
+// superseded applies the rule for function tasks that report more than
+// once: a newer notice of the same task replaces an older one the model
 // has not read yet. The loser is recorded as refused (superseded) and acked;
 // it reports whether the event in hand is the loser.
 func (a *actor) superseded(ctx context.Context, d delivery, run *liveRun) bool {

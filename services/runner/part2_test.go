@@ -276,7 +276,8 @@ func TestA_dead_runner_s_run_is_recovered_with_a_handover_brief_of_its_progress(
 		return countKind(e.records("t1", "s1"), RecordRunEnded) == 1
 	})
 	rec := e.session("t1", "s1")
-	// A recovered run that completes resets the attempts (seed 003).
+	// A recovered run that completes resets the attempts: the limit bounds a
+	// crash loop, not how often a session may ever be recovered.
 	if rec.Cause != "recovered" || rec.Runs != 2 || rec.Attempts.Restarts != 0 {
 		t.Fatalf("record = %+v", rec)
 	}

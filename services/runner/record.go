@@ -45,7 +45,7 @@ type SessionRecord struct {
 	// run that recovers it.
 	Inputs []string `json:"inputs,omitempty"`
 	// Checks counts how often a chain of layovers has been picked up and
-	// found nothing yet (seed 003's check count).
+	// found nothing yet (the resume event's `checks`).
 	Checks uint32 `json:"checks,omitempty"`
 	// TokensUsed is the session's token use over all runs (the Fuel rail).
 	TokensUsed int64 `json:"tokens_used,omitempty"`

@@ -146,7 +146,8 @@ func (c *tally) String() string {
 // publisher sends input events to random sessions, one at a time, and
 // keeps the ones JetStream acknowledged, per session in publish order. A
 // publish that fails (a node is down) is retried with the same CloudEvents
-// id, so the server's dedupe stores it once.
+// id; if both tries were stored, the runner delivers the id once (it is
+// already in the session's transcript).
 type publisher struct {
 	js       jetstream.JetStream
 	rng      *rand.Rand

@@ -23,6 +23,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"jetway/internal/testutil"
 	"jetway/pkg/auth"
 	"jetway/pkg/bus"
 	"jetway/pkg/client"
@@ -86,26 +87,6 @@ func cleanEnv(extra ...string) []string {
 		env = append(env, kv)
 	}
 	return append(env, extra...)
-}
-
-// eventually polls check until it returns nil or d has passed.
-func eventually(t *testing.T, d time.Duration, what string, check func() error) {
-	t.Helper()
-	deadline := time.NewTimer(d)
-	defer deadline.Stop()
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		select {
-		case <-deadline.C:
-			t.Fatalf("%s: still not so after %s: %v", what, d, err)
-		case <-tick.C:
-		}
-	}
 }
 
 // feed is a growing record — a process's lines, a stream's events, what a
@@ -259,7 +240,7 @@ func startDev(t *testing.T, o devOptions) *devStack {
 	d.URL, _, _ = strings.Cut(d.line(t, "http: "), " ")
 	d.NATSURL = d.line(t, "NATS URL: ")
 	d.line(t, "ready;")
-	eventually(t, startTimeout, "the dispatcher answers with the tokens in tokens.json", func() error {
+	testutil.EventuallyNil(t, startTimeout, "the dispatcher answers with the tokens in tokens.json", func() error {
 		f, err := auth.ReadFile(filepath.Join(d.Data, auth.DevTokensFile))
 		if err != nil {
 			return err

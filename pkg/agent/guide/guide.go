@@ -1,5 +1,5 @@
 // Package guide holds what the agent loop hands the model before each call
-// without being asked: the NoticeGuide of host notices (seed 000).
+// without being asked: the NoticeGuide of host notices.
 //
 // A busy session cannot start a run for an event that arrives (a job exited,
 // a person typed, another system sent a CloudEvent); it parks the event here
@@ -124,8 +124,8 @@ func (g *NoticeGuide) Turn() (turn llm.Message, taken []Notice, ok bool) {
 
 // Return puts back notices taken for a turn the model never got (its record
 // was refused, or the run was cancelled before recording it): they keep
-// their original order and go before the notices that arrived meanwhile
-// (seed 002's ReturnNotices rule), and no longer count as delivered. A
+// their original order and go before the notices that arrived meanwhile,
+// and no longer count as delivered. A
 // returned notice whose id was pushed again meanwhile is kept once, in its
 // original place.
 func (g *NoticeGuide) Return(ns []Notice) {

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"jetway/internal/testutil"
 	"jetway/pkg/llm"
 )
 
@@ -73,18 +74,6 @@ func use(id, name string) llm.ContentBlock {
 	return llm.ContentBlock{Type: llm.BlockToolUse, ID: id, Name: name, Input: json.RawMessage(`{}`)}
 }
 
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond) // polling interval, not synchronisation
-	}
-}
-
 func (l *lab) hasLogged(s string) func() bool {
 	return func() bool { return slices.Contains(l.logged(), s) }
 }
@@ -130,11 +119,11 @@ func TestExecutor_hands_out_results_in_call_order(t *testing.T) {
 	e.Add(use("b", "read"))
 	e.Add(use("c", "read"))
 	e.Release()
-	waitFor(t, "all three running", func() bool { return l.running.Load() == 3 })
+	testutil.Eventually(t, 5*time.Second, "all three running", func() bool { return l.running.Load() == 3 })
 	close(l.gate("c")) // finish in reverse order
-	waitFor(t, "c ended", l.hasLogged("end c"))
+	testutil.Eventually(t, 5*time.Second, "c ended", l.hasLogged("end c"))
 	close(l.gate("b"))
-	waitFor(t, "b ended", l.hasLogged("end b"))
+	testutil.Eventually(t, 5*time.Second, "b ended", l.hasLogged("end b"))
 	close(l.gate("a"))
 	outs := drain(t, e)
 	if got := ids(outs); !slices.Equal(got, []string{"a", "b", "c"}) {
@@ -155,7 +144,7 @@ func TestExecutor_runs_read_only_calls_in_parallel_up_to_the_cap(t *testing.T) {
 	}
 	e.Release()
 	for i := range 5 {
-		waitFor(t, fmt.Sprintf("call %d started", i), l.hasLogged(fmt.Sprintf("start %d", i)))
+		testutil.Eventually(t, 5*time.Second, fmt.Sprintf("call %d started", i), l.hasLogged(fmt.Sprintf("start %d", i)))
 		close(l.gate(fmt.Sprint(i)))
 	}
 	outs := drain(t, e)
@@ -176,17 +165,17 @@ func TestExecutor_starts_read_only_calls_before_release_and_exclusive_ones_alone
 	e.Add(use("r2", "read"))
 	e.Add(use("w", "write"))
 	e.Add(use("r3", "read"))
-	waitFor(t, "r1 and r2 running while the message streams", func() bool { return l.running.Load() == 2 })
+	testutil.Eventually(t, 5*time.Second, "r1 and r2 running while the message streams", func() bool { return l.running.Load() == 2 })
 	l.note("release")
 	e.Release()
 	close(l.gate("r1"))
 	close(l.gate("r2"))
-	waitFor(t, "w started", l.hasLogged("start w"))
+	testutil.Eventually(t, 5*time.Second, "w started", l.hasLogged("start w"))
 	if n := l.running.Load(); n != 1 {
 		t.Fatalf("%d calls running with the exclusive one, want 1", n)
 	}
 	close(l.gate("w"))
-	waitFor(t, "r3 started", l.hasLogged("start r3"))
+	testutil.Eventually(t, 5*time.Second, "r3 started", l.hasLogged("start r3"))
 	close(l.gate("r3"))
 	outs := drain(t, e)
 	if got := ids(outs); !slices.Equal(got, []string{"r1", "r2", "w", "r3"}) {
@@ -211,7 +200,7 @@ func TestExecutor_cancellation_gives_every_call_a_result(t *testing.T) {
 	e.Add(use("r", "read"))
 	e.Add(use("w", "write"))
 	e.Release()
-	waitFor(t, "r running", l.hasLogged("start r"))
+	testutil.Eventually(t, 5*time.Second, "r running", l.hasLogged("start r"))
 	cancel()
 	outs := drain(t, e)
 	if got := ids(outs); !slices.Equal(got, []string{"r", "w"}) {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"jetway/internal/testutil"
 	"jetway/pkg/agent/tool"
 	"jetway/pkg/bus"
 	"jetway/pkg/bus/bustest"
@@ -132,14 +133,10 @@ func TestTools_run_commands_and_jobs_end_to_end(t *testing.T) {
 		t.Errorf("background shell = %+v", res)
 	}
 	var out tool.Result
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	testutil.Eventually(t, 15*time.Second, "two lines of the job's output to match", func() bool {
 		out = call(t, reg, "shell_job_output", map[string]any{"id": 3, "grep": "n[23]"})
-		if strings.Contains(out.Content, "2 matching lines") || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return strings.Contains(out.Content, "2 matching lines")
+	})
 	if !strings.HasSuffix(out.Content, "2 matching lines:\n2: n2\n3: n3") {
 		t.Errorf("grep output = %q", out.Content)
 	}
