@@ -59,7 +59,7 @@ var ErrFenced = errors.New("runner: session fenced: another runner wrote its tra
 // it is not the actor's lock: deliveries and heartbeats must not wait on
 // the store.
 type transcript struct {
-	ts      transcripts
+	ts      *transcripts // the runner's, shared by every session it loads
 	subject string
 	mu      sync.Mutex
 	last    uint64 // sequence of the last record on the subject; 0 = none
@@ -72,7 +72,6 @@ type transcript struct {
 // (a thousand new sessions, a thousand lookups).
 type transcripts struct {
 	js jetstream.JetStream
-	st jetstream.Stream
 	// direct says the stream answers direct gets, so a load reads the
 	// records in batches instead of through a consumer (transcriptread.go);
 	// replies takes those batches.
@@ -86,7 +85,7 @@ func openTranscripts(ctx context.Context, js jetstream.JetStream) (transcripts, 
 	if err != nil {
 		return transcripts{}, fmt.Errorf("stream %s: %w", bus.StreamTranscripts, err)
 	}
-	ts := transcripts{js: js, st: st, direct: st.CachedInfo().Config.AllowDirect, api: apiPrefix(js)}
+	ts := transcripts{js: js, direct: st.CachedInfo().Config.AllowDirect, api: apiPrefix(js)}
 	if ts.direct {
 		if ts.replies, err = newReplyMux(js.Conn()); err != nil {
 			return transcripts{}, fmt.Errorf("stream %s: direct reads: %w", bus.StreamTranscripts, err)
@@ -98,7 +97,7 @@ func openTranscripts(ctx context.Context, js jetstream.JetStream) (transcripts, 
 // load reads a session's transcript from its start and returns it with the
 // fence set to its last record. Records before the last boundary are kept:
 // the request view, not the loader, decides what the model sees.
-func (ts transcripts) load(ctx context.Context, tenant, session string) (*transcript, []Record, error) {
+func (ts *transcripts) load(ctx context.Context, tenant, session string) (*transcript, []Record, error) {
 	subj, err := events.TranscriptSubject(tenant, session)
 	if err != nil {
 		return nil, nil, err
