@@ -4,9 +4,10 @@
 #   docker build -t jetway .                      # dispatcher, runner, notifier, provision
 #   docker build -t jetway-jobs --target jobs .   # jobs workers: a userland for the shell jobs they run
 # Both hold one static binary (CGO_ENABLED=0) and run as a non-root user.
-# The images were not built on the machine that wrote this file (no
-# container engine there); the manifests are checked offline by
-# deploy/deploytest.
+# This build needs an image registry (golang, alpine, distroless). Without
+# one, `make images` builds the same images from binaries compiled on the
+# host, scratch and a local Debian base (deploy/images, scripts/images.sh);
+# it takes this route itself where only docker is installed.
 
 ARG GO_VERSION=1.26
 

@@ -65,3 +65,23 @@ CHAOS_DURATION ?= 10m
 .PHONY: chaos
 chaos: build
 	CHAOS_DURATION=$(CHAOS_DURATION) JETWAY_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 40m -v -run TestChaos ./test/chaos/
+
+# Container images and the compose deployment in containers
+# (docs/OPERATIONS.md, "Container images"). `make images` builds with what
+# this machine allows and says which: without a registry (podman and
+# debootstrap: static binaries in scratch images, the jobs image on a local
+# Debian base), else from the Dockerfile. compose-up runs the
+# deploy/docker-compose.yml deployment with podman (scripts/containers.sh:
+# runc and ulimits set for hosts that need them); compose-down removes its
+# containers and keeps the volumes (scripts/containers.sh down --volumes
+# removes them too).
+.PHONY: images compose-up compose-down
+images:
+	./scripts/images.sh
+
+compose-up: certs
+	@podman image exists jetway:dev && podman image exists jetway-nats:dev && podman image exists jetway-jobs:dev || $(MAKE) --no-print-directory images
+	./scripts/containers.sh up
+
+compose-down:
+	./scripts/containers.sh down

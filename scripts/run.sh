@@ -40,16 +40,27 @@ if [ ! -x "$BIN" ]; then
 	exit 1
 fi
 
-# A jetway dev of this directory already serving (another `make run`):
-# attach to it instead of failing on busy ports.
+# running_dev_url: the URL of the jetway dev holding $DATA (it keeps its
+# pid and URL in $DATA/dev.lock while it runs), when it answers.
+running_dev_url() {
+	local url
+	[ -s "$DATA/dev.lock" ] || return 1
+	url=$(sed -n 's/.*"url":"\([^"]*\)".*/\1/p' "$DATA/dev.lock")
+	[ -n "$url" ] && http_ok "$url/healthz" && echo "$url"
+}
+
+# A jetway dev of this data directory already running (another `make run`,
+# whatever its ports): attach to it; two on one store would corrupt it.
+if url=$(running_dev_url); then
+	echo "jetway is already running at $url with data in $DATA; attaching a chat to session $SESSION (it keeps running when you leave)"
+	exec "$BIN" chat --url "$url" --tokens-file "$DATA/tokens.json" "$SESSION"
+fi
+
+# Something else serves the port: not a dev of this data directory.
 if [ "${HTTP_ADDR##*:}" != 0 ] && http_ok "http://$HTTP_ADDR/healthz"; then
-	if [ ! -f "$DATA/tokens.json" ]; then
-		echo "run.sh: something already serves http://$HTTP_ADDR, and $DATA/tokens.json does not exist, so it is not a jetway dev of this directory." >&2
-		echo "Stop it, or pick other ports: JETWAY_HTTP=127.0.0.1:8081 JETWAY_NATS=127.0.0.1:4223 make run" >&2
-		exit 1
-	fi
-	echo "jetway is already running at http://$HTTP_ADDR; attaching a chat to session $SESSION (it keeps running when you leave)"
-	exec "$BIN" chat --url "http://$HTTP_ADDR" --tokens-file "$DATA/tokens.json" "$SESSION"
+	echo "run.sh: something already serves http://$HTTP_ADDR, and it is not the jetway dev of $DATA." >&2
+	echo "Stop it, or pick other ports: JETWAY_HTTP=127.0.0.1:8081 JETWAY_NATS=127.0.0.1:4223 make run" >&2
+	exit 1
 fi
 
 mkdir -p "$DATA"

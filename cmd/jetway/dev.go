@@ -5,13 +5,11 @@ import (
 	"fmt"
 	"os/signal"
 	"path/filepath"
-	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
 
 	"jetway/pkg/auth"
-	"jetway/pkg/client"
 	"jetway/pkg/telemetry"
 )
 
@@ -58,6 +56,7 @@ is warned about: plain HTTP carries the tokens in clear.`,
 			cfg.Out = cmd.OutOrStdout()
 			cfg.Log = log
 			cfg.Components = devComponents
+			cfg.Checks = devChecks
 			cfg.Notes = func(env *devEnv) []string {
 				return devNotes(env, provider.Name(), runnerTools(env.NC) != nil)
 			}
@@ -83,6 +82,12 @@ var devFlags []func(*cobra.Command)
 
 func addDevFlags(add func(*cobra.Command)) { devFlags = append(devFlags, add) }
 
+// devChecks validate those flags, so `jetway dev` refuses a bad one before
+// it starts NATS or provisions anything.
+var devChecks []func() error
+
+func addDevCheck(check func() error) { devChecks = append(devChecks, check) }
+
 // devNotes are the lines `jetway dev` prints for the person running it:
 // which model answers, whether runs get the jobs tools, where the tokens
 // are, and the command that attaches a chat to this stack.
@@ -103,13 +108,8 @@ func devNotes(env *devEnv, model string, jobsTools bool) []string {
 // chatCommand is the `jetway chat` line that reaches this stack, with
 // only the flags that differ from chat's defaults.
 func chatCommand(url, tokensFile string) string {
-	var b strings.Builder
-	b.WriteString("jetway chat SESSION")
-	if url != client.DefaultURL {
-		b.WriteString(" --url " + url)
+	if flags := reachFlags(url, tokensFile); flags != "" {
+		return "jetway chat SESSION " + flags
 	}
-	if filepath.Clean(tokensFile) != filepath.Clean(client.DefaultTokensFile) {
-		b.WriteString(" --tokens-file " + tokensFile)
-	}
-	return b.String()
+	return "jetway chat SESSION"
 }

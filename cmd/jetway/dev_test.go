@@ -2,7 +2,10 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -83,6 +86,18 @@ func TestDev_provisions_serves_health_and_stops_cleanly_on_SIGTERM(t *testing.T)
 	}
 	if p, err := bus.Partitions(ctx, js); err != nil || p != 4 {
 		t.Errorf("partitions = %d, %v; want 4", p, err)
+	}
+
+	// The micro services state the build's version, not a bare 0.0.0.
+	for _, svc := range []string{"jetway-jobs", "jetway-dispatcher"} {
+		msg, err := nc.Request("$SRV.INFO."+svc, nil, 10*time.Second)
+		if err != nil {
+			t.Fatalf("micro info %s: %v", svc, err)
+		}
+		var info struct{ Version string }
+		if err := json.Unmarshal(msg.Data, &info); err != nil || info.Version != semverOf(testVersion) {
+			t.Errorf("%s states version %q (%v), want %q", svc, info.Version, err, semverOf(testVersion))
+		}
 	}
 
 	if code, body := get(t, p, httpURL+"/healthz"); code != http.StatusOK || strings.TrimSpace(body) != "ok" {
@@ -173,5 +188,148 @@ func TestDev_loopback_names_pass_and_a_public_HTTP_address_is_only_warned_about(
 	}
 	if note := devHTTPAddrNote("127.0.0.1:8080"); note != "" {
 		t.Errorf("loopback HTTP warned about: %q", note)
+	}
+}
+
+// devStack is a `jetway dev` started for one test on its own data
+// directory and free ports.
+type devStack struct {
+	p      *process
+	data   string
+	url    string
+	tokens string
+}
+
+// startDev starts `jetway dev` with extra args and waits until it is ready.
+func startDev(t *testing.T, extra ...string) *devStack {
+	t.Helper()
+	data := filepath.Join(t.TempDir(), "data")
+	args := append([]string{"dev", "--data", data, "--nats", "127.0.0.1:0", "--http", "127.0.0.1:0", "--partitions", "2", "--log-format", "json"}, extra...)
+	p := start(t, args...)
+	httpLine := p.waitLine(t, "http: ", 60*time.Second)
+	url, _, _ := strings.Cut(httpLine, " ")
+	p.waitLine(t, "ready;", 60*time.Second)
+	return &devStack{p: p, data: data, url: url, tokens: filepath.Join(data, "tokens.json")}
+}
+
+func TestDev_a_second_dev_on_the_same_data_directory_is_refused_with_the_first_ones_pid_and_URL(t *testing.T) {
+	d := startDev(t)
+	storeBefore := natsStoreEntries(t, d.data)
+
+	out, err := runCLI(t, "dev", "--data", d.data, "--nats", "127.0.0.1:0", "--http", "127.0.0.1:0")
+	if err == nil {
+		t.Fatalf("second dev on %s started:\n%s", d.data, out)
+	}
+	for _, want := range []string{
+		fmt.Sprintf("pid %d", d.p.cmd.Process.Pid),
+		"already running on data directory " + d.data,
+		"at " + d.url,
+		"jetway chat SESSION --url " + d.url + " --tokens-file " + d.tokens,
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("refusal %q does not say %q", err, want)
+		}
+	}
+	if strings.Contains(out, "nats-server started") {
+		t.Errorf("the second dev started a nats-server before refusing:\n%s", out)
+	}
+	if after := natsStoreEntries(t, d.data); !slices.Equal(after, storeBefore) {
+		t.Errorf("the second dev touched the NATS store: %v, was %v", after, storeBefore)
+	}
+	// The first one still serves.
+	if code, _ := get(t, d.p, d.url+"/healthz"); code != http.StatusOK {
+		t.Errorf("first dev /healthz = %d after the refusal", code)
+	}
+}
+
+func natsStoreEntries(t *testing.T, data string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(filepath.Join(data, "nats"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	return names
+}
+
+func TestClient_commands_find_the_running_dev_of_their_data_directory_without_url(t *testing.T) {
+	d := startDev(t)
+	t.Setenv("JETWAY_URL", "")
+	t.Setenv("JETWAY_TOKEN", "")
+	// No --url: the URL comes from the dev's lock file next to the tokens.
+	out, err := runCLI(t, "send", "--tokens-file", d.tokens, "found", "hello")
+	if err != nil {
+		t.Fatalf("send without --url to a dev on %s: %v\n%s", d.url, err, out)
+	}
+	if !strings.HasPrefix(out, "sent ") {
+		t.Errorf("send answered %q", out)
+	}
+
+	// Once it stops, its URL is no longer offered: clients fall back to
+	// the default and say they cannot reach it.
+	if err := d.p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := d.p.wait(t, 60*time.Second); code != 0 {
+		t.Fatalf("dev exit code %d\n%s", code, d.p.output())
+	}
+	_, err = runCLI(t, "send", "--tokens-file", d.tokens, "found", "hello")
+	if err == nil || strings.Contains(err.Error(), d.url) {
+		t.Errorf("send after the dev stopped: %v, want an error not naming the stopped dev's %s", err, d.url)
+	}
+}
+
+func TestDev_refuses_bad_flags_before_starting_NATS(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--http", "bogus"}, "--http"},
+		{[]string{"--http", "127.0.0.1:99999"}, "--http"},
+		{[]string{"--partitions", "-1"}, "--partitions"},
+		{[]string{"--job-env", "NATS_TOKEN"}, "--job-env"},
+	} {
+		data := filepath.Join(t.TempDir(), "data")
+		args := append([]string{"dev", "--data", data, "--nats", "127.0.0.1:0", "--http", "127.0.0.1:0"}, tc.args...)
+		out, err := runCLI(t, args...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: error %v, want one naming %s\n%s", tc.args, err, tc.want, out)
+		}
+		if strings.Contains(out, "nats-server started") {
+			t.Errorf("%v: NATS started before the refusal:\n%s", tc.args, out)
+		}
+		if _, serr := os.Stat(filepath.Join(data, "nats", "jetstream")); !os.IsNotExist(serr) {
+			t.Errorf("%v: a JetStream store was made before the refusal (%v)", tc.args, serr)
+		}
+	}
+}
+
+func TestDev_refuses_an_HTTP_port_in_use_before_starting_NATS(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	data := filepath.Join(t.TempDir(), "data")
+	out, err := runCLI(t, "dev", "--data", data, "--nats", "127.0.0.1:0", "--http", ln.Addr().String())
+	if err == nil || !strings.Contains(err.Error(), "address already in use") {
+		t.Fatalf("error %v, want the port in use named\n%s", err, out)
+	}
+	if strings.Contains(out, "nats-server started") {
+		t.Errorf("NATS started before the refusal:\n%s", out)
+	}
+}
+
+func TestClient_sends_a_session_name_escaped_once(t *testing.T) {
+	d := startDev(t)
+	_, err := runCLI(t, "send", "--url", d.url, "--tokens-file", d.tokens, "my session", "hello")
+	if err == nil {
+		t.Fatal("a session name with a space was accepted")
+	}
+	if !strings.Contains(err.Error(), `"my session"`) || strings.Contains(err.Error(), "%25") {
+		t.Errorf("refusal %q: want it to name \"my session\" as typed (escaped once on the wire)", err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	neturl "net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -20,7 +21,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
+	"jetway/pkg/auth"
 	"jetway/pkg/bus"
+	"jetway/pkg/devlock"
 	"jetway/pkg/telemetry"
 )
 
@@ -77,6 +80,9 @@ type devConfig struct {
 	Out               io.Writer // progress lines for the person running it
 	Log               zerolog.Logger
 	Components        []devComponent
+	// Checks validate the built-in components' own flags before anything
+	// starts.
+	Checks []func() error
 	// Notes, if set, gives lines printed with the ready line — which model
 	// answers, which tools runs get, how to attach — so the person running
 	// it sees at once what they are talking to.
@@ -92,11 +98,8 @@ const componentStopTimeout = 15 * time.Second
 func runDev(ctx context.Context, cfg devConfig) error {
 	say := func(format string, args ...any) { fmt.Fprintf(cfg.Out, format+"\n", args...) }
 
-	host, port, err := splitHostPort(cfg.NATSAddr)
+	host, port, err := validateDevConfig(cfg)
 	if err != nil {
-		return fmt.Errorf("--nats: %w", err)
-	}
-	if err := devNATSAddrAllowed(host); err != nil {
 		return err
 	}
 	if warn := devHTTPAddrNote(cfg.HTTPAddr); warn != "" {
@@ -105,6 +108,23 @@ func runDev(ctx context.Context, cfg devConfig) error {
 	storeDir := filepath.Join(cfg.DataDir, "nats")
 	if err := os.MkdirAll(storeDir, 0o755); err != nil {
 		return fmt.Errorf("create data dir: %w", err)
+	}
+	lock, err := devlock.Acquire(cfg.DataDir)
+	if err != nil {
+		return devLockRefusal(err)
+	}
+	defer lock.Release()
+	// Listen before starting NATS: a taken port fails here, with nothing
+	// provisioned, and the URL is known for the lock file at once.
+	ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("--http: %w", err)
+	}
+	defer ln.Close()
+	httpURL := "http://" + ln.Addr().String()
+	lockInfo := devlock.Info{PID: os.Getpid(), URL: httpURL}
+	if err := lock.Publish(lockInfo); err != nil {
+		return err
 	}
 
 	token, tokenPath, err := devNATSToken(cfg.DataDir)
@@ -129,6 +149,10 @@ func runDev(ctx context.Context, cfg devConfig) error {
 		say("nats-server stopped")
 	}()
 	url := srv.ClientURL()
+	lockInfo.NATS = url
+	if err := lock.Publish(lockInfo); err != nil {
+		return err
+	}
 	say("nats-server started, JetStream store in %s", storeDir)
 	say("NATS URL: %s", url)
 	say("NATS token: %s (nats --server %s --user \"$(cat %s)\")", tokenPath, url, tokenPath)
@@ -173,6 +197,9 @@ func runDev(ctx context.Context, cfg devConfig) error {
 	}
 
 	reg := telemetry.NewRegistry()
+	if err := reg.Register(newStateCollector(js)); err != nil {
+		return fmt.Errorf("metrics: %w", err)
+	}
 	ready := &readiness{}
 	ready.add("nats", func(context.Context) error {
 		if !nc.IsConnected() {
@@ -181,16 +208,32 @@ func runDev(ctx context.Context, cfg devConfig) error {
 		return nil
 	})
 	mux := http.NewServeMux()
+	if hasComponent(cfg.Components, "dispatcher") {
+		// Ready once the API is mounted: clients need it, and the tokens
+		// file the dispatcher writes before it mounts.
+		ready.add("api", func(context.Context) error {
+			if _, pattern := mux.Handler(&http.Request{Method: http.MethodGet, URL: &neturl.URL{Path: "/v1/"}}); pattern == "" {
+				return errors.New("not mounted yet")
+			}
+			return nil
+		})
+	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(w, "ok")
 	})
 	mux.Handle("GET /readyz", ready)
 	mux.Handle("GET /metrics", telemetry.MetricsHandler(reg))
-	ln, err := net.Listen("tcp", cfg.HTTPAddr)
-	if err != nil {
-		return fmt.Errorf("--http: %w", err)
+	// Requests' contexts end when the server shuts down, so long-lived
+	// ones (a session's SSE stream) end then too, cleanly for their
+	// clients, instead of holding Shutdown until its deadline.
+	reqCtx, endRequests := context.WithCancel(context.Background())
+	defer endRequests()
+	httpSrv := &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: 10 * time.Second,
+		BaseContext:       func(net.Listener) context.Context { return reqCtx },
 	}
-	httpSrv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	httpSrv.RegisterOnShutdown(endRequests)
 	httpDone := make(chan error, 1)
 	go func() { httpDone <- httpSrv.Serve(ln) }()
 	defer func() {
@@ -201,11 +244,11 @@ func runDev(ctx context.Context, cfg devConfig) error {
 		}
 		say("http stopped")
 	}()
-	say("http: http://%s (/healthz /readyz /metrics)", ln.Addr())
+	say("http: %s (/healthz /readyz /metrics)", httpURL)
 
 	env := &devEnv{
 		NC: nc, JS: js, Log: cfg.Log, Metrics: reg, Mux: mux,
-		DataDir: cfg.DataDir, NATSURL: url, HTTPURL: "http://" + ln.Addr().String(),
+		DataDir: cfg.DataDir, NATSURL: url, HTTPURL: httpURL,
 		Partitions: partitions, ready: ready, WebhookAllowHosts: cfg.WebhookAllowHosts,
 	}
 	compCtx, stopComponents := context.WithCancel(ctx)
@@ -269,6 +312,56 @@ func runDev(ctx context.Context, cfg devConfig) error {
 	case err := <-httpDone:
 		return fmt.Errorf("http server: %w", err)
 	}
+}
+
+func hasComponent(cs []devComponent, name string) bool {
+	for _, c := range cs {
+		if c.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// validateDevConfig checks every setting before anything starts, so a
+// typo costs no NATS start-up or provisioning; it returns --nats split.
+func validateDevConfig(cfg devConfig) (host string, port int, err error) {
+	host, port, err = splitHostPort(cfg.NATSAddr)
+	if err != nil {
+		return "", 0, fmt.Errorf("--nats: %w", err)
+	}
+	if err := devNATSAddrAllowed(host); err != nil {
+		return "", 0, err
+	}
+	if _, _, err := splitHostPort(cfg.HTTPAddr); err != nil {
+		return "", 0, fmt.Errorf("--http: %w", err)
+	}
+	if cfg.Partitions < 0 {
+		return "", 0, fmt.Errorf("--partitions %d: must be 0 (keep the stored count) or more", cfg.Partitions)
+	}
+	if cfg.DataDir == "" {
+		return "", 0, errors.New("--data: must name a directory")
+	}
+	for _, check := range cfg.Checks {
+		if err := check(); err != nil {
+			return "", 0, err
+		}
+	}
+	return host, port, nil
+}
+
+// devLockRefusal turns another dev's hold on the data directory into what
+// the person needs: who holds it, where it serves, and how to attach.
+func devLockRefusal(err error) error {
+	var held *devlock.HeldError
+	if !errors.As(err, &held) {
+		return err
+	}
+	if held.Info.URL == "" {
+		return fmt.Errorf("%w; it is still starting: wait for it, or stop it first", held)
+	}
+	tokens := filepath.Join(held.Dir, auth.DevTokensFile)
+	return fmt.Errorf("%w; attach to it with `%s`, or stop it first", held, chatCommand(held.Info.URL, tokens))
 }
 
 // devNATSAddrAllowed refuses to serve the dev bus beyond this machine. The

@@ -75,7 +75,7 @@ With no token configured it refuses to start: there is no open mode.`,
 					return err
 				}
 			}
-			cfg.Conn, cfg.Auth, cfg.Logger, cfg.Version = nc, store, &log, version
+			cfg.Conn, cfg.Auth, cfg.Logger, cfg.Version = nc, store, &log, serviceVersion
 			d, err := dispatcher.New(cfg)
 			if err != nil {
 				return err
@@ -115,7 +115,7 @@ func runDevDispatcher(ctx context.Context, env *devEnv) error {
 		return err
 	}
 	d, err := dispatcher.New(dispatcher.Config{
-		Conn: env.NC, Auth: store, Logger: &log, Registry: env.Metrics, Version: version,
+		Conn: env.NC, Auth: store, Logger: &log, Registry: env.Metrics, Version: serviceVersion,
 	})
 	if err != nil {
 		return err

@@ -2,9 +2,10 @@ package main
 
 import (
 	"fmt"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
+
+	"jetway/pkg/client"
 )
 
 func init() { addCommand(newJobsCmd) }
@@ -14,7 +15,10 @@ func newJobsCmd(*globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "jobs SESSION",
 		Short: "List a session's background jobs",
-		Args:  cobra.ExactArgs(1),
+		Long: `jobs lists SESSION's background jobs by number: state, exit status and each
+job's one-line description. --json prints the dispatcher's records, without the
+output file's path on the worker's disk (the record's ref names the output).`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := cf.client(false)
 			if err != nil {
@@ -25,19 +29,18 @@ func newJobsCmd(*globals) *cobra.Command {
 				return err
 			}
 			out := cmd.OutOrStdout()
+			client.SortJobs(jobs)
 			if cf.json {
+				for i := range jobs {
+					jobs[i] = client.WithoutHostPath(jobs[i])
+				}
 				return printJSON(out, jobs)
 			}
 			if len(jobs) == 0 {
 				_, err := fmt.Fprintf(out, "no background jobs in %s\n", args[0])
 				return err
 			}
-			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "JOB\tUPDATED\tRECORD")
-			for _, j := range jobs {
-				fmt.Fprintf(tw, "%s\t%s\t%s\n", j.Job, ago(j.Updated), oneLine(string(j.Record), 100))
-			}
-			return tw.Flush()
+			return client.WriteJobs(out, jobs)
 		},
 	}
 	cf.register(cmd, true)

@@ -27,6 +27,7 @@ func init() {
 	addCommand(newJobsWorkerCmd)
 	addDevComponent(devComponent{Name: "jobs-worker", Run: runDevJobsWorker})
 	addDevFlags(func(cmd *cobra.Command) { addJobsWorkerFlags(cmd, &devJobsFlags) })
+	addDevCheck(func() error { return devJobsFlags.apply(&jobs.Config{}) })
 }
 
 // devJobsFlags are `jetway dev`'s jobs worker flags: the same as
@@ -124,7 +125,7 @@ its previous run left behind. The buckets must exist (jetway dev, or
 					return err
 				}
 			}
-			cfg := jobs.Config{NC: nc, WorkerID: id, Root: root, Version: version, Log: log}
+			cfg := jobs.Config{NC: nc, WorkerID: id, Root: root, Version: serviceVersion, Log: log}
 			if err := flags.apply(&cfg); err != nil {
 				return err
 			}
@@ -201,7 +202,7 @@ func defaultWorkerID() string {
 // workspaces under DATA/jobs.
 func runDevJobsWorker(ctx context.Context, env *devEnv) error {
 	log := env.Log.With().Str("component", "jobs-worker").Logger()
-	cfg := jobs.Config{NC: env.NC, WorkerID: "dev", Root: filepath.Join(env.DataDir, "jobs"), Version: version, Log: log}
+	cfg := jobs.Config{NC: env.NC, WorkerID: "dev", Root: filepath.Join(env.DataDir, "jobs"), Version: serviceVersion, Log: log}
 	if err := devJobsFlags.apply(&cfg); err != nil {
 		return err
 	}

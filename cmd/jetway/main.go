@@ -66,7 +66,27 @@ func newRootCmd() *cobra.Command {
 	}
 	slices.SortFunc(cmds, func(a, b *cobra.Command) int { return strings.Compare(a.Name(), b.Name()) })
 	root.AddCommand(cmds...)
+	explainArgs(root)
 	return root
+}
+
+// explainArgs makes every command's argument check say what the command
+// takes: cobra's own refusal ("requires at least 2 arg(s), only received
+// 1") names no argument, so the person cannot tell what is missing.
+func explainArgs(cmd *cobra.Command) {
+	for _, sub := range cmd.Commands() {
+		explainArgs(sub)
+	}
+	check := cmd.Args
+	if check == nil {
+		return
+	}
+	cmd.Args = func(c *cobra.Command, args []string) error {
+		if err := check(c, args); err != nil {
+			return fmt.Errorf("usage: %s (%w; see %s --help)", c.UseLine(), err, c.CommandPath())
+		}
+		return nil
+	}
 }
 
 func envOr(key, def string) string {

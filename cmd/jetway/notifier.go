@@ -81,7 +81,7 @@ allowed by name with --webhook-allow-host.`,
 				defer srv.Close()
 			}
 			n, err := notifier.New(notifier.Config{
-				Conn: nc, Webhooks: hooks, Retry: retry, Logger: &log, Registry: reg, Version: version,
+				Conn: nc, Webhooks: hooks, Retry: retry, Logger: &log, Registry: reg, Version: serviceVersion,
 				WebhookAllowHosts: allowHosts, LegacySignature: legacySig,
 			})
 			if err != nil {
@@ -138,7 +138,7 @@ func runDevNotifier(ctx context.Context, env *devEnv) error {
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("webhooks: %w", err)
 	}
-	n, err := notifier.New(notifier.Config{Conn: env.NC, Webhooks: hooks, Logger: &log, Registry: env.Metrics, Version: version,
+	n, err := notifier.New(notifier.Config{Conn: env.NC, Webhooks: hooks, Logger: &log, Registry: env.Metrics, Version: serviceVersion,
 		WebhookAllowHosts: env.WebhookAllowHosts})
 	if err != nil {
 		return err

@@ -33,7 +33,7 @@ it is an ordinary steer.`,
 			if err != nil {
 				return err
 			}
-			return cf.printAccepted(cmd.OutOrStdout(), acc, "resumed")
+			return cf.printAccepted(cmd.OutOrStdout(), c.BaseURL(), args[0], acc, "resumed")
 		},
 	}
 	cf.register(cmd, true)

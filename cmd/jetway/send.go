@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -31,7 +32,7 @@ run with it; a busy one hands it to the model before its next call.`,
 			if err != nil {
 				return err
 			}
-			return cf.printAccepted(cmd.OutOrStdout(), acc, "sent")
+			return cf.printAccepted(cmd.OutOrStdout(), c.BaseURL(), args[0], acc, "sent")
 		},
 	}
 	cf.register(cmd, true)
@@ -47,7 +48,7 @@ type clientFlags struct {
 
 func (f *clientFlags) register(cmd *cobra.Command, withJSON bool) {
 	fl := cmd.Flags()
-	fl.StringVar(&f.url, "url", "", "dispatcher URL (default $"+client.EnvURL+", else "+client.DefaultURL+")")
+	fl.StringVar(&f.url, "url", "", "dispatcher URL (default $"+client.EnvURL+", else the running jetway dev of the tokens file's data directory, else "+client.DefaultURL+")")
 	fl.StringVar(&f.token, "token", "", "bearer token (default $"+client.EnvToken+", else from the tokens file)")
 	fl.StringVar(&f.tokensFile, "tokens-file", client.DefaultTokensFile, "tokens file (the one jetway dev writes), read when no token is given")
 	if withJSON {
@@ -72,16 +73,49 @@ func (f *clientFlags) clientWith(o client.Options) (*client.Client, error) {
 	return client.New(cfg)
 }
 
-func (f *clientFlags) printAccepted(w io.Writer, acc client.Accepted, verb string) error {
+// printAccepted says the event was taken and, when Ground Stop holds the
+// session, that nothing will run until it is lifted, and how.
+func (f *clientFlags) printAccepted(w io.Writer, baseURL, session string, acc client.Accepted, verb string) error {
 	if f.json {
 		return printJSON(w, acc)
 	}
+	line := fmt.Sprintf("%s %s", verb, acc.ID)
 	if acc.Duplicate {
-		_, err := fmt.Fprintf(w, "already %s (same id %s)\n", verb, acc.ID)
+		line = fmt.Sprintf("already %s (same id %s)", verb, acc.ID)
+	}
+	if _, err := fmt.Fprintln(w, line); err != nil {
 		return err
 	}
-	_, err := fmt.Fprintf(w, "%s %s\n", verb, acc.ID)
-	return err
+	for _, sw := range acc.Held {
+		lift := client.LiftCommand(invokedAs(), reachFlags(baseURL, f.tokensFile), sw.Scope, session)
+		if _, err := fmt.Fprintln(w, heldLine(sw, lift)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// heldLine tells a person that a Ground Stop switch holds the session:
+// which one, since when, why when known, and lift, the command that lifts
+// it.
+func heldLine(sw client.StopSwitch, lift string) string {
+	what := "Ground Stop on this session"
+	switch sw.Scope {
+	case "global":
+		what, lift = "the global Ground Stop is on", "an operator lifts it with: "+lift
+	case "tenant":
+		what, lift = "Ground Stop on every session of this tenant", "lift it with: "+lift
+	default:
+		lift = "lift it with: " + lift
+	}
+	s := "held: " + what
+	if !sw.Since.IsZero() {
+		s += " since " + sw.Since.Local().Format(time.DateTime)
+	}
+	if sw.Reason != "" {
+		s += " (" + sw.Reason + ")"
+	}
+	return s + " — " + lift
 }
 
 func printJSON(w io.Writer, v any) error {

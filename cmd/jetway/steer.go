@@ -26,7 +26,7 @@ as taking precedence over the original request where the two disagree.`,
 			if err != nil {
 				return err
 			}
-			return cf.printAccepted(cmd.OutOrStdout(), acc, "steered")
+			return cf.printAccepted(cmd.OutOrStdout(), c.BaseURL(), args[0], acc, "steered")
 		},
 	}
 	cf.register(cmd, true)

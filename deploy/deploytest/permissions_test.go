@@ -116,6 +116,53 @@ func TestPermissions(t *testing.T) {
 		disp.refuseSubscribe(t, "jetway.transcript.>")
 	})
 
+	t.Run("dispatcher_reads_history_and_jobs_but_starts_no_job", func(t *testing.T) {
+		r := d.connect("runner")
+		pubAck(t, r, "jetway.transcript.acme.h1")
+		disp := d.connect("dispatcher")
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		s, err := disp.js.Stream(ctx, bus.StreamTranscripts)
+		if err != nil {
+			t.Fatalf("dispatcher: stream %s: %v", bus.StreamTranscripts, err)
+		}
+		if _, err := s.GetMsg(ctx, 1, jetstream.WithGetMsgSubject("jetway.transcript.acme.h1")); err != nil {
+			t.Fatalf("dispatcher: read a transcript record: %v", err)
+		}
+		w, err := disp.js.Stream(ctx, bus.StreamWork)
+		if err != nil {
+			t.Fatalf("dispatcher: stream %s: %v", bus.StreamWork, err)
+		}
+		if _, err := w.Info(ctx, jetstream.WithSubjectFilter("*.jetway.*.acme.h1")); err != nil {
+			t.Fatalf("dispatcher: count waiting events: %v", err)
+		}
+		if _, err := disp.js.KeyValue(ctx, bus.BucketWorkers); err != nil {
+			t.Fatalf("dispatcher: bucket %s: %v", bus.BucketWorkers, err)
+		}
+		// Input answers name the Ground Stop switches from a watch.
+		ctl, err := disp.js.KeyValue(ctx, bus.BucketControl)
+		if err != nil {
+			t.Fatalf("dispatcher: bucket %s: %v", bus.BucketControl, err)
+		}
+		stops, err := ctl.WatchFiltered(ctx, []string{"groundstop", "groundstop.>"})
+		if err != nil {
+			t.Fatalf("dispatcher: watch Ground Stop: %v", err)
+		}
+		defer stops.Stop()
+		select {
+		case <-stops.Updates():
+		case <-ctx.Done():
+			t.Fatal("dispatcher: the Ground Stop watch replayed nothing")
+		}
+		disp.noViolation(t)
+		disp.refuseAPI(t, "$JS.API.CONSUMER.CREATE.JETWAY_TRANSCRIPTS.peek", func(ctx context.Context) error {
+			_, err := disp.js.CreateConsumer(ctx, bus.StreamTranscripts, jetstream.ConsumerConfig{Name: "peek"})
+			return err
+		})
+		disp.refusePublish(t, "jetway.jobs.w1.start")
+		disp.refusePublish(t, "jetway.jobs.w1.run")
+	})
+
 	t.Run("notifier_cannot_publish_events", func(t *testing.T) {
 		n := d.connect("notifier")
 		pubAck(t, n, "jetway.notify.acme.s1")

@@ -17,6 +17,7 @@ import (
 
 	"jetway/pkg/auth"
 	"jetway/pkg/bus"
+	"jetway/pkg/control/layovers"
 	"jetway/pkg/events"
 	"jetway/pkg/llm/script"
 	"jetway/services/dispatcher"
@@ -25,7 +26,6 @@ import (
 	"jetway/services/jobs/jobsapi"
 	"jetway/services/notifier"
 	"jetway/services/runner"
-	"jetway/services/runner/layovers"
 )
 
 // TestServices_work_under_their_own_users runs the real dispatcher,

@@ -31,10 +31,12 @@ type Event struct {
 	Kind EventKind
 	// Text is set for KindText, KindThinking and KindProgress.
 	Text string
-	// ToolUse is set for KindToolUse, and for KindProgress names the call
-	// (ID and Name) that reports.
+	// ToolUse is set for KindToolUse, and for KindProgress is the call
+	// that reports.
 	ToolUse *llm.ContentBlock
-	// ToolResult is set for KindToolResult.
+	// ToolResult is set for KindToolResult: the result (ToolUseID,
+	// Content, Images, IsError) with its call's Name and Input, redacted as
+	// they are recorded, so the event is whole on its own.
 	ToolResult *llm.ContentBlock
 	// Terminal is set for KindResult.
 	Terminal *Terminal

@@ -17,10 +17,12 @@
 // starts the Settlement wrap-up if one is hit), appends the notice turn and a
 // todo reminder if due, and lets the Compactor fold the history. The request
 // is a view of the history (ContextView or llm.MessagesForAPI) with the
-// SystemReminder put first. While the answer streams, each complete tool
-// call goes to the executor: read-only calls start at once, the others wait
-// until the assistant message is recorded. Results come back in call order
-// and are recorded as one user turn. A turn without tool calls ends the run
+// SystemReminder put first (llm.WithReminder); the provider makes it the
+// turns its API takes (llm.Wire). While the answer streams, each complete
+// tool call goes to the executor: read-only calls start at once, the
+// others wait until the assistant message is recorded. Results come back
+// in call order, each emitted whole (with its call's name and arguments,
+// so no reader pairs them again), and are recorded as one user turn. A turn without tool calls ends the run
 // unless a notice is pending, a Stop hook blocks, or the token budget asks
 // for more.
 //

@@ -564,22 +564,7 @@ func (l *loop) request(ctx context.Context) llm.CompletionRequest {
 	}
 	if r := l.in.SystemReminder; r != "" {
 		settled = 0 // the reminder goes into the first turn, anew each call
-		block := llm.ContentBlock{Type: llm.BlockText, Text: r}
-		if len(view) > 0 && view[0].Role == llm.RoleUser {
-			first := view[0]
-			var results, rest []llm.ContentBlock
-			for _, b := range first.Content {
-				if b.Type == llm.BlockToolResult {
-					results = append(results, b)
-				} else {
-					rest = append(rest, b)
-				}
-			}
-			first.Content = slices.Concat(results, []llm.ContentBlock{block}, rest)
-			view = append([]llm.Message{first}, view[1:]...)
-		} else {
-			view = append([]llm.Message{{Role: llm.RoleUser, Content: []llm.ContentBlock{block}}}, view...)
-		}
+		view = llm.WithReminder(view, r)
 	}
 	return llm.CompletionRequest{
 		Model:           l.in.Model,
@@ -782,9 +767,9 @@ func (l *loop) providerName() string {
 // runTools hands out the turn's results in call order, then records them as
 // one user turn. A nil Terminal with ok=true means the loop goes on.
 func (l *loop) runTools(ctx context.Context, exec *tool.Executor, msg llm.Message, y *yielder) (*Terminal, bool) {
-	names := map[string]string{}
+	calls := map[string]llm.ContentBlock{} // msg's calls, redacted as recorded
 	for _, u := range msg.ToolUses() {
-		names[u.ID] = u.Name
+		calls[u.ID] = u
 	}
 	exec.Release()
 	var results []llm.ContentBlock
@@ -796,7 +781,8 @@ func (l *loop) runTools(ctx context.Context, exec *tool.Executor, msg llm.Messag
 			break
 		}
 		if p := u.Progress; p != nil {
-			if !y.emit(Event{Kind: KindProgress, Text: p.Text, ToolUse: &llm.ContentBlock{Type: llm.BlockToolUse, ID: p.ToolUseID, Name: names[p.ToolUseID]}}) {
+			call := calls[p.ToolUseID]
+			if !y.emit(Event{Kind: KindProgress, Text: p.Text, ToolUse: &call}) {
 				return nil, false
 			}
 			continue
@@ -810,7 +796,7 @@ func (l *loop) runTools(ctx context.Context, exec *tool.Executor, msg llm.Messag
 				stopMsgs = append(stopMsgs, o.StopMessage)
 			}
 		}
-		if !y.emit(Event{Kind: KindToolResult, ToolResult: ptr(o.Block)}) {
+		if !y.emit(Event{Kind: KindToolResult, ToolResult: ptr(withCall(o.Block, calls[o.Block.ToolUseID]))}) {
 			return nil, false
 		}
 	}
@@ -830,4 +816,13 @@ func (l *loop) runTools(ctx context.Context, exec *tool.Executor, msg llm.Messag
 		return l.end(ReasonHookStopped, err), true
 	}
 	return nil, true
+}
+
+// withCall is a result as the KindToolResult event carries it: with its
+// call's name and (redacted) arguments, so a reader shows "name(args) →
+// result" without pairing it with the call itself. The recorded result
+// leaves them out: the model reads them in the call.
+func withCall(result, call llm.ContentBlock) llm.ContentBlock {
+	result.Name, result.Input = call.Name, call.Input
+	return result
 }

@@ -33,18 +33,7 @@ func TestQuery_redacts_tool_calls_and_results_for_every_reader_but_the_tool(t *t
 	}}
 	command := "psql --password " + secret + " -c 'select 1'"
 	input, _ := json.Marshal(map[string]string{"command": command})
-	m := newModel(
-		reply{tools: []llm.ContentBlock{call("t1", "sh", string(input))}},
-		reply{text: "done"},
-	)
-	rec := &recorder{}
-	evs, term := run(t, t.Context(), agent.QueryInput{
-		Provider: m, Messages: userInput("go"), Tools: registry(t, sh), Recorder: rec, Redactor: redact.Redactor{},
-		PermissionMode: permission.AcceptAll,
-	}, agent.QueryDeps{})
-	if term.Reason != agent.ReasonCompleted {
-		t.Fatalf("terminal %+v", term)
-	}
+	m, rec, evs := runRedacted(t, sh, call("t1", "sh", string(input)))
 	if len(ran) != 1 || ran[0] != command {
 		t.Fatalf("the tool ran %q, want the command as written %q", ran, command)
 	}
@@ -78,4 +67,21 @@ func TestQuery_redacts_tool_calls_and_results_for_every_reader_but_the_tool(t *t
 			t.Errorf("a reader sees no redaction: %s", s)
 		}
 	}
+}
+
+// runRedacted runs one tool turn of calls to tl, then a closing text, with
+// jetway's redactor, and returns the model, what was recorded and the
+// events.
+func runRedacted(t *testing.T, tl tool.Tool, calls ...llm.ContentBlock) (*fakeModel, *recorder, []agent.Event) {
+	t.Helper()
+	m := newModel(reply{tools: calls}, reply{text: "done"})
+	rec := &recorder{}
+	evs, term := run(t, t.Context(), agent.QueryInput{
+		Provider: m, Messages: userInput("go"), Tools: registry(t, tl), Recorder: rec, Redactor: redact.Redactor{},
+		PermissionMode: permission.AcceptAll,
+	}, agent.QueryDeps{})
+	if term.Reason != agent.ReasonCompleted {
+		t.Fatalf("terminal %+v", term)
+	}
+	return m, rec, evs
 }

@@ -18,10 +18,10 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"time"
 
 	"github.com/cloudevents/sdk-go/v2/event"
 
+	"jetway/pkg/dispatcherapi"
 	"jetway/pkg/events"
 )
 
@@ -68,47 +68,45 @@ func New(cfg Config) (*Client, error) {
 // BaseURL is the dispatcher root this client talks to.
 func (c *Client) BaseURL() string { return c.base.String() }
 
-// Accepted is the dispatcher's answer to an accepted event.
-type Accepted struct {
-	ID string `json:"id"`
-	// Duplicate is true when an event with the same id was already stored.
-	Duplicate bool `json:"duplicate"`
-}
-
-// Session is one session record as the runner stores it; Record is kept as
-// raw JSON so the client does not break when the record grows.
-type Session struct {
-	Session  string          `json:"session"`
-	Revision uint64          `json:"revision"`
-	Updated  time.Time       `json:"updated"`
-	Record   json.RawMessage `json:"record"`
-}
-
-// Job is one background job record as the jobs service stores it.
-type Job struct {
-	Job      string          `json:"job"`
-	Revision uint64          `json:"revision"`
-	Updated  time.Time       `json:"updated"`
-	Record   json.RawMessage `json:"record"`
-}
-
-// StopState is the state of one Ground Stop switch.
-type StopState struct {
-	GroundStop bool `json:"ground_stop"`
-	// Scope is "global", "<tenant>/*" or "<tenant>/<session>".
-	Scope  string    `json:"scope"`
-	Reason string    `json:"reason,omitempty"`
-	By     string    `json:"by,omitempty"`
-	At     time.Time `json:"at,omitzero"`
-	// GlobalStop (in a tenant's or session's read) says whether the global
-	// switch is on too; only operators see its reason.
-	GlobalStop *bool `json:"global_stop,omitempty"`
-	// TenantStop (in a session's read) says whether its tenant's switch is
-	// on too.
-	TenantStop *bool `json:"tenant_stop,omitempty"`
-	// Sessions are the tenant's session switches that are on.
-	Sessions []StopState `json:"sessions,omitempty"`
-}
+// The dispatcher's wire types (pkg/dispatcherapi), under the names this
+// client has always used.
+type (
+	// Accepted is the dispatcher's answer to an accepted event.
+	Accepted = dispatcherapi.Accepted
+	// Session is one session record as the runner stores it; Record is kept
+	// as raw JSON so the client does not break when the record grows.
+	Session = dispatcherapi.SessionInfo
+	// Job is one background job record as the jobs service stores it.
+	Job = dispatcherapi.JobInfo
+	// StopState is the state of one Ground Stop switch.
+	StopState = dispatcherapi.StopState
+	// StopSwitch is one Ground Stop switch that is on and covers a session.
+	StopSwitch = dispatcherapi.StopSwitch
+	// Layover is work the agent set down, waiting for something.
+	Layover = dispatcherapi.Layover
+	// RecoveryOverride is what a session record sets of its recovery rule;
+	// a nil field keeps the default.
+	RecoveryOverride = dispatcherapi.RecoveryOverride
+	// RecoverySettings is the recovery rule in effect.
+	RecoverySettings = dispatcherapi.RecoverySettings
+	// Recovery is a session's recovery override and the settings in effect.
+	Recovery = dispatcherapi.RecoveryState
+	// SessionDetail is a session's state, Ground Stop, waiting events,
+	// running jobs, layovers and recovery rule.
+	SessionDetail = dispatcherapi.SessionDetail
+	// TranscriptPage is a page of a session's history.
+	TranscriptPage = dispatcherapi.TranscriptPage
+	// TranscriptEntry is one record of a session's history.
+	TranscriptEntry = dispatcherapi.TranscriptEntry
+	// TranscriptBlock is one part of a turn in a session's history.
+	TranscriptBlock = dispatcherapi.TranscriptBlock
+	// JobSummary is a background job as its worker reports it.
+	JobSummary = dispatcherapi.JobSummary
+	// JobOutputRequest picks the lines of a job's output to read.
+	JobOutputRequest = dispatcherapi.JobOutputRequest
+	// JobOutput is lines of a job's output.
+	JobOutput = dispatcherapi.JobOutput
+)
 
 // StopTarget names a Ground Stop switch. The zero value is the caller's
 // default: the global switch for an operator token, its own tenant for any
@@ -120,12 +118,18 @@ type StopTarget struct {
 	// Tenant names another tenant (operator token only).
 	Tenant  string
 	Session string
+	// OwnTenant asks for the token's own tenant's switch, which is not an
+	// operator token's default (operator tokens of no tenant are refused).
+	OwnTenant bool
 }
 
 func (t StopTarget) query() url.Values {
 	q := url.Values{}
-	if t.Global {
+	switch {
+	case t.Global:
 		q.Set("scope", "global")
+	case t.OwnTenant:
+		q.Set("scope", "tenant")
 	}
 	if t.Tenant != "" {
 		q.Set("tenant", t.Tenant)
@@ -142,14 +146,14 @@ func (t StopTarget) query() url.Values {
 // Input sends a line of text into session (POST /v1/sessions/{session}/input).
 func (c *Client) Input(ctx context.Context, session, text string) (Accepted, error) {
 	var acc Accepted
-	err := c.doJSON(ctx, http.MethodPost, sessionPath(session, "input"), nil, map[string]string{"text": text}, &acc)
+	err := c.doJSON(ctx, http.MethodPost, sessionPath(session, "input"), nil, dispatcherapi.InputRequest{Text: text}, &acc)
 	return acc, err
 }
 
 // Steer redirects work already under way (POST /v1/sessions/{session}/steer).
 func (c *Client) Steer(ctx context.Context, session, note string) (Accepted, error) {
 	var acc Accepted
-	err := c.doJSON(ctx, http.MethodPost, sessionPath(session, "steer"), nil, map[string]string{"note": note}, &acc)
+	err := c.doJSON(ctx, http.MethodPost, sessionPath(session, "steer"), nil, dispatcherapi.SteerRequest{Note: note}, &acc)
 	return acc, err
 }
 
@@ -167,9 +171,7 @@ func (c *Client) Publish(ctx context.Context, e event.Event) (Accepted, error) {
 
 // Sessions lists the tenant's sessions (GET /v1/sessions).
 func (c *Client) Sessions(ctx context.Context) ([]Session, error) {
-	var out struct {
-		Sessions []Session `json:"sessions"`
-	}
+	var out dispatcherapi.SessionList
 	err := c.doJSON(ctx, http.MethodGet, "/v1/sessions", nil, nil, &out)
 	return out.Sessions, err
 }
@@ -183,9 +185,7 @@ func (c *Client) Session(ctx context.Context, session string) (Session, error) {
 
 // Jobs lists a session's background jobs (GET /v1/sessions/{session}/jobs).
 func (c *Client) Jobs(ctx context.Context, session string) ([]Job, error) {
-	var out struct {
-		Jobs []Job `json:"jobs"`
-	}
+	var out dispatcherapi.JobList
 	err := c.doJSON(ctx, http.MethodGet, sessionPath(session, "jobs"), nil, nil, &out)
 	return out.Jobs, err
 }
@@ -214,7 +214,7 @@ func (c *Client) SetStopAt(ctx context.Context, t StopTarget, reason string) (St
 	var st StopState
 	var body any
 	if reason != "" {
-		body = map[string]string{"reason": reason}
+		body = dispatcherapi.StopRequest{Reason: reason}
 	}
 	err := c.doJSON(ctx, http.MethodPost, "/v1/stop", t.query(), body, &st)
 	return st, err
@@ -280,8 +280,15 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, cont
 // send makes the request and turns transport failures and non-2xx answers
 // into errors; on success the caller owns resp.Body.
 func (c *Client) send(ctx context.Context, method, path string, q url.Values, contentType string, body io.Reader, accept string, extra ...string) (*http.Response, error) {
+	// path is already escaped (sessionPath): it goes on the wire as it is,
+	// and Path gets its unescaped form so the two agree and url.URL does
+	// not escape it a second time.
+	plain, err := url.PathUnescape(path)
+	if err != nil {
+		return nil, fmt.Errorf("client: bad path %q: %w", path, err)
+	}
 	u := *c.base
-	u.Path = strings.TrimRight(c.base.Path, "/") + path
+	u.Path = strings.TrimRight(c.base.Path, "/") + plain
 	u.RawPath = strings.TrimRight(c.base.EscapedPath(), "/") + path
 	u.RawQuery = q.Encode()
 	req, err := http.NewRequestWithContext(ctx, method, u.String(), body)
@@ -314,62 +321,22 @@ func (c *Client) send(ctx context.Context, method, path string, q url.Values, co
 // an empty note takes the server's default.
 func (c *Client) Resume(ctx context.Context, session, note string) (Accepted, error) {
 	var acc Accepted
-	err := c.doJSON(ctx, http.MethodPost, sessionPath(session, "resume"), nil, map[string]string{"note": note}, &acc)
+	err := c.doJSON(ctx, http.MethodPost, sessionPath(session, "resume"), nil, dispatcherapi.ResumeRequest{Note: note}, &acc)
 	return acc, err
-}
-
-// Layover is work the agent set down, waiting for something.
-type Layover struct {
-	Session    string    `json:"session"`
-	WaitingFor string    `json:"waiting_for"`
-	BookedBy   string    `json:"booked_by"`
-	BookedAt   time.Time `json:"booked_at"`
-	At         time.Time `json:"at"`
-	Checks     int       `json:"checks"`
 }
 
 // Layovers lists a session's layovers.
 func (c *Client) Layovers(ctx context.Context, session string) ([]Layover, error) {
-	var out struct {
-		Layovers []Layover `json:"layovers"`
-	}
+	var out dispatcherapi.LayoverList
 	err := c.doJSON(ctx, http.MethodGet, sessionPath(session, "layovers"), nil, nil, &out)
 	return out.Layovers, err
 }
 
 // CancelLayover cancels a session's layover; it reports whether there was one.
 func (c *Client) CancelLayover(ctx context.Context, session string) (bool, error) {
-	var out struct {
-		Cancelled bool `json:"cancelled"`
-	}
+	var out dispatcherapi.LayoverCancelled
 	err := c.doJSON(ctx, http.MethodDelete, sessionPath(session, "layover"), nil, nil, &out)
 	return out.Cancelled, err
-}
-
-// RecoveryOverride is what a session record sets of its recovery rule;
-// a nil field keeps the default.
-type RecoveryOverride struct {
-	// Policy is "automatic", "manual" or "never".
-	Policy *string `json:"policy,omitempty"`
-	// MaxAttempts is how many restarts are allowed; 0 means none on its own.
-	MaxAttempts *int `json:"max_attempts,omitempty"`
-}
-
-// RecoverySettings is the recovery rule in effect: the defaults with the
-// session's override applied.
-type RecoverySettings struct {
-	Policy      string `json:"policy"`
-	MaxAttempts int    `json:"max_attempts"`
-}
-
-// Recovery is a session's recovery override and the settings in effect.
-type Recovery struct {
-	Session string `json:"session"`
-	// Override is nil when the session sets nothing.
-	Override  *RecoveryOverride `json:"override"`
-	Effective RecoverySettings  `json:"effective"`
-	// Revision is the session record's revision; 0 when it has none.
-	Revision uint64 `json:"revision"`
 }
 
 // Recovery reads a session's recovery policy

@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 
 	"jetway/pkg/auth"
+	"jetway/pkg/devlock"
 )
 
 // Defaults and environment variables read by Resolve.
@@ -41,16 +43,25 @@ type Options struct {
 }
 
 // Resolve picks the URL and token: flag, then environment ($JETWAY_URL,
-// $JETWAY_TOKEN), then defaults — DefaultURL and a token from the tokens file
-// `jetway dev` writes (format owned by pkg/auth).
+// $JETWAY_TOKEN), then the `jetway dev` running on the tokens file's data
+// directory — the URL it serves (whatever port it was given) and a token
+// from the tokens file it writes (format owned by pkg/auth) — and last
+// DefaultURL.
 func Resolve(o Options) (Config, error) {
 	getenv := o.Getenv
 	if getenv == nil {
 		getenv = os.Getenv
 	}
+	path := o.TokensFile
+	if path == "" {
+		path = DefaultTokensFile
+	}
 	cfg := Config{BaseURL: o.URL, Token: o.Token}
 	if cfg.BaseURL == "" {
 		cfg.BaseURL = getenv(EnvURL)
+	}
+	if cfg.BaseURL == "" {
+		cfg.BaseURL = runningDevURL(filepath.Dir(path))
 	}
 	if cfg.BaseURL == "" {
 		cfg.BaseURL = DefaultURL
@@ -60,10 +71,6 @@ func Resolve(o Options) (Config, error) {
 	}
 	if cfg.Token != "" {
 		return cfg, nil
-	}
-	path := o.TokensFile
-	if path == "" {
-		path = DefaultTokensFile
 	}
 	want := wantUser
 	switch {
@@ -78,6 +85,15 @@ func Resolve(o Options) (Config, error) {
 	}
 	cfg.Token = tok
 	return cfg, nil
+}
+
+// runningDevURL is the URL of the dev holding dataDir, or "".
+func runningDevURL(dataDir string) string {
+	info, ok := devlock.Running(dataDir)
+	if !ok {
+		return ""
+	}
+	return info.URL
 }
 
 // The kind of token tokenFromFile picks.

@@ -10,6 +10,8 @@ import (
 	"net/url"
 	"strings"
 	"syscall"
+
+	"jetway/pkg/dispatcherapi"
 )
 
 // UnreachableError says the dispatcher could not be reached at all: nothing
@@ -58,14 +60,7 @@ func reason(err error) string {
 }
 
 // Problem is the RFC 9457 problem detail the dispatcher answers errors with.
-type Problem struct {
-	Type       string `json:"type"`
-	Title      string `json:"title"`
-	Status     int    `json:"status"`
-	Detail     string `json:"detail,omitempty"`
-	Instance   string `json:"instance,omitempty"`
-	RetryAfter int    `json:"retry_after,omitempty"`
-}
+type Problem = dispatcherapi.Problem
 
 // APIError is a non-2xx answer from the dispatcher. Problem is filled in
 // from the problem+json body when there is one.

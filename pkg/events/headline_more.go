@@ -23,3 +23,18 @@ func GroundStopHeadline(on bool, reason, by string) string {
 	}
 	return s
 }
+
+// TypeJobsRebound is what a rebind headline is about: a session's jobs
+// worker stopped answering and the session was bound to a live one. Like
+// TypeGroundStop it is no event on the bus, it names the headline's
+// subject.
+const TypeJobsRebound = "io.jetway.jobs.rebound"
+
+// JobsReboundHeadline is the one-liner for a session moved off a jobs
+// worker that no longer answers:
+// `jobs worker w1 does not answer: this session's jobs now run on w2 (jobs that ran on w1 are lost)`.
+func JobsReboundHeadline(from, to string) string {
+	from, to = oneLine(from, 64), oneLine(to, 64)
+	return "jobs worker " + from + " does not answer: this session's jobs now run on " + to +
+		" (jobs that ran on " + from + " are lost)"
+}

@@ -20,6 +20,9 @@ const (
 	// event, a rail, a recovery refused) and why; the refusal is recorded.
 	TypeRunRefused = "io.jetway.run.refused"
 	TypeHeadline   = "io.jetway.headline"
+	// TypeRunDelivered says events reached the live run's model: a turn
+	// handing them over (notices of a busy session) is in the transcript.
+	TypeRunDelivered = "io.jetway.run.delivered"
 )
 
 // RunStarted says a run began for a session.
@@ -91,12 +94,20 @@ type HeadlineNote struct {
 }
 
 func (RunStarted) EventType() string   { return TypeRunStarted }
+func (RunDelivered) EventType() string { return TypeRunDelivered }
 func (RunEnded) EventType() string     { return TypeRunEnded }
 func (RunText) EventType() string      { return TypeRunText }
 func (ToolUse) EventType() string      { return TypeToolUse }
 func (ToolResult) EventType() string   { return TypeToolResult }
 func (RunRefused) EventType() string   { return TypeRunRefused }
 func (HeadlineNote) EventType() string { return TypeHeadline }
+
+// RunDelivered names the events a live run's recorded turn handed to the
+// model (the first turn's are in RunStarted.Events).
+type RunDelivered struct {
+	Run    string   `json:"run"`
+	Events []string `json:"events"`
+}
 
 // RunStartedHeadline is the one-liner for a run that began:
 // `run r-1a2b started (dispatch) · script demo.json (deterministic, no model)`.

@@ -1,6 +1,7 @@
 package llm
 
 import (
+	"context"
 	"errors"
 	"fmt"
 )
@@ -60,3 +61,17 @@ func IsOverflow(err error) bool { return KindOf(err) == ErrKindOverflow }
 
 // IsImage reports whether err says an image was refused.
 func IsImage(err error) bool { return KindOf(err) == ErrKindImage }
+
+// Cancelled is a provider's failure err as the caller's cancellation, when
+// it is one (ctx ended, or err is a cancellation or a deadline): the
+// context's own error under the provider's name, which the loop reads as
+// an abort, not as the model failing. It reports false otherwise.
+func Cancelled(ctx context.Context, provider string, err error) (error, bool) {
+	if ctx.Err() != nil {
+		return fmt.Errorf("%s: %w", provider, ctx.Err()), true
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("%s: %w", provider, err), true
+	}
+	return nil, false
+}

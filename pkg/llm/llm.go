@@ -9,6 +9,22 @@
 // Images (Image) travel in user turns as image blocks and inside tool results.
 // Each provider checks them against what its API accepts (ImagePolicy) before
 // sending; a refusal, local or the API's, is an Error of kind ErrKindImage.
+//
+// # Caches
+//
+// Every request sends the whole visible history, so what is made of a
+// history is kept: its view (ViewCache, one per session) and a provider's
+// encodings of its turns and of its settled prefix (one cache per
+// provider). Both find what they made by the identity of the messages it
+// was made from, their Head, and one rule makes that safe: a recorded
+// history is only ever appended to, so a message with the same Head is the
+// same message. Whatever does not match (a history read back from its
+// transcript, one a compaction or an image refusal changed the view of,
+// another session's) misses and is made again; what nobody asks for again
+// ages out with its cache's older half. A provider checks a turn found
+// this way field by field before it sends it, and finds what has no such
+// identity (tools, system blocks, a turn merged from several messages) by
+// its whole content.
 package llm
 
 import (
@@ -119,6 +135,24 @@ func (m Message) ToolUses() []ContentBlock {
 		}
 	}
 	return out
+}
+
+// Head identifies a recorded message to a cache (see "Caches" above):
+// where its blocks are, how many, and its role. It is the same for as long
+// as the message is, and another message never has it.
+type Head struct {
+	block *ContentBlock
+	n     int
+	role  Role
+}
+
+// HeadOf is m's Head.
+func HeadOf(m *Message) Head {
+	h := Head{n: len(m.Content), role: m.Role}
+	if len(m.Content) > 0 {
+		h.block = &m.Content[0]
+	}
+	return h
 }
 
 // UserText is a user message holding one text block.

@@ -284,8 +284,8 @@ func KeepBlocks(bs []ContentBlock, keep func(*ContentBlock) bool) []ContentBlock
 	return bs
 }
 
-// mergeUsers folds runs of user turns into one (tool results first), as
-// providers want strictly alternating roles. It works in place: ms is the
+// mergeUsers folds runs of user turns into one (tool results first, see
+// ResultsFirst), as providers want strictly alternating roles. It works in place: ms is the
 // view's own slice. A run of n turns is folded in one pass, not n.
 func mergeUsers(ms []Message) []Message {
 	first := 1 // the first message a fold changes: the usual view has none
@@ -303,17 +303,11 @@ func mergeUsers(ms []Message) []Message {
 			j++
 		}
 		if j > i+1 {
-			var results, other []ContentBlock
+			var blocks []ContentBlock
 			for _, u := range ms[i:j] {
-				for _, b := range u.Content {
-					if b.Type == BlockToolResult {
-						results = append(results, b)
-					} else {
-						other = append(other, b)
-					}
-				}
+				blocks = append(blocks, u.Content...)
 			}
-			m.Content = append(results, other...)
+			m.Content = ResultsFirst(blocks)
 		}
 		out = append(out, m)
 		i = j

@@ -12,11 +12,10 @@ import "sync"
 // assistant turn it saw. Nothing there depends on what follows (an
 // assistant turn is never merged, and it pairs its tool calls only with the
 // turn after it), so the next view is that, then the view of the rest,
-// built afresh. A history is recognised by its first and last messages (by
-// the identity of their blocks): a recorded history is only ever appended
-// to, and one read back again, or another one, has other blocks. An
-// appended boundary, summary or image refusal changes what earlier
-// messages look like, and the view is built in full again.
+// built afresh. A history is recognised by the Heads of its first and last
+// messages (see "Caches" in the package doc). An appended boundary,
+// summary or image refusal changes what earlier messages look like, and
+// the view is built in full again.
 //
 // Views are built in one buffer that begins with what is settled, so a view
 // costs what the history added, not a copy of the whole: the 2000 messages
@@ -29,30 +28,12 @@ import "sync"
 type ViewCache struct {
 	mu          sync.Mutex
 	n           int // length of the history last viewed; 0: nothing kept
-	first, last messageHead
+	first, last Head
 	refused     int       // lastRefusal of that history
 	from        int       // where the unsettled part begins in it; -1: nothing settled
 	buf         []Message // the view; its first settled messages are the view of the history before from
 	settled     int
 	tokens      int // EstimateTokens of the settled messages
-}
-
-// messageHead is what identifies a recorded message: its blocks (by
-// address and count), its ID, role and kind.
-type messageHead struct {
-	block  *ContentBlock
-	blocks int
-	id     string
-	role   Role
-	kind   MessageKind
-}
-
-func headOf(m *Message) messageHead {
-	h := messageHead{blocks: len(m.Content), id: m.ID, role: m.Role, kind: m.Kind}
-	if len(m.Content) > 0 {
-		h.block = &m.Content[0]
-	}
-	return h
 }
 
 // View returns MessagesForAPI(msgs) and EstimateTokens of it. The view is
@@ -81,7 +62,7 @@ func (vc *ViewCache) extends(msgs []Message) bool {
 	if vc.n == 0 || vc.from < 0 || len(msgs) < vc.n {
 		return false
 	}
-	if headOf(&msgs[0]) != vc.first || headOf(&msgs[vc.n-1]) != vc.last {
+	if HeadOf(&msgs[0]) != vc.first || HeadOf(&msgs[vc.n-1]) != vc.last {
 		return false
 	}
 	for i := vc.n; i < len(msgs); i++ {
@@ -116,7 +97,7 @@ func (vc *ViewCache) keep(msgs, out []Message, lastAssistant, from int) ([]Messa
 	}
 	vc.n = len(msgs)
 	if vc.n > 0 {
-		vc.first, vc.last = headOf(&msgs[0]), headOf(&msgs[vc.n-1])
+		vc.first, vc.last = HeadOf(&msgs[0]), HeadOf(&msgs[vc.n-1])
 	}
 	return view, vc.tokens + EstimateTokens(open), vc.settled
 }

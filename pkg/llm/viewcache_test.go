@@ -18,7 +18,7 @@ func TestViewCache_matches_MessagesForAPI_as_a_history_grows(t *testing.T) {
 		hist := randomHistory(r, 10+r.IntN(60))
 		var vc ViewCache
 		var kept []Message // what the last view settled, as it was then
-		var heads []messageHead
+		var heads []Head
 		for k := 0; k <= len(hist); k += 1 + r.IntN(3) {
 			msgs := hist[:k]
 			if r.IntN(2) == 0 {
@@ -37,7 +37,7 @@ func TestViewCache_matches_MessagesForAPI_as_a_history_grows(t *testing.T) {
 					t.Fatalf("history %d at %d messages: %d settled before, the view has %d", h, k, len(kept), len(got))
 				}
 				for i := range kept {
-					if headOf(&got[i]) != heads[i] || !reflect.DeepEqual(got[i], kept[i]) {
+					if HeadOf(&got[i]) != heads[i] || !reflect.DeepEqual(got[i], kept[i]) {
 						t.Fatalf("history %d at %d messages: settled message %d changed:\n%+v\n%+v", h, k, i, got[i], kept[i])
 					}
 				}
@@ -45,7 +45,7 @@ func TestViewCache_matches_MessagesForAPI_as_a_history_grows(t *testing.T) {
 			}
 			kept, heads = deepCopy(t, got[:settled]), heads[:0]
 			for i := range settled {
-				heads = append(heads, headOf(&got[i]))
+				heads = append(heads, HeadOf(&got[i]))
 			}
 			if len(got) == 0 && len(want) == 0 {
 				continue

@@ -21,35 +21,31 @@ import (
 
 	"jetway/pkg/auth"
 	"jetway/pkg/bus"
+	"jetway/pkg/control/groundstop"
+	api "jetway/pkg/dispatcherapi"
 	"jetway/pkg/events"
-	"jetway/services/dispatcher/groundstop"
 )
 
 // This file holds the operations both transports share: the HTTP handlers
 // and the NATS endpoints are thin adapters around them, so auth, limits and
 // errors cannot drift apart between the two.
 
-// Accepted is the answer to a publish: the CE id, and whether the stream
-// already had an event with that id (a retry), in which case nothing new
-// was stored.
-type Accepted struct {
-	ID        string `json:"id"`
-	Duplicate bool   `json:"duplicate"`
-}
-
-// InputRequest is the body of POST /v1/sessions/{session}/input.
-type InputRequest struct {
-	Text string `json:"text"`
-	// ID optionally fixes the CE id, so a client retrying after a lost
-	// response is stored once.
-	ID string `json:"id,omitempty"`
-}
-
-// SteerRequest is the body of POST /v1/sessions/{session}/steer.
-type SteerRequest struct {
-	Note string `json:"note"`
-	ID   string `json:"id,omitempty"`
-}
+// The request and answer bodies live in pkg/dispatcherapi, the wire
+// contract the client imports; these names keep the package's own code and
+// its callers short.
+type (
+	Accepted      = api.Accepted
+	InputRequest  = api.InputRequest
+	SteerRequest  = api.SteerRequest
+	SessionInfo   = api.SessionInfo
+	JobInfo       = api.JobInfo
+	StopState     = api.StopState
+	StopSwitch    = api.StopSwitch
+	StopRequest   = api.StopRequest
+	BatchAccepted = api.BatchAccepted
+	SessionList   = api.SessionList
+	JobList       = api.JobList
+)
 
 // maxIDLen bounds a client-chosen CE id; it travels as Nats-Msg-Id.
 const maxIDLen = 128
@@ -148,7 +144,7 @@ func (d *Dispatcher) Input(ctx context.Context, p auth.Principal, session string
 	if err != nil {
 		return Accepted{}, err
 	}
-	return d.publish(ctx, p, session, e, req.ID != "")
+	return d.publishHeld(ctx, p, session, e, req.ID != "")
 }
 
 // Steer publishes an io.jetway.steer into one of the caller's sessions.
@@ -160,7 +156,44 @@ func (d *Dispatcher) Steer(ctx context.Context, p auth.Principal, session string
 	if err != nil {
 		return Accepted{}, err
 	}
-	return d.publish(ctx, p, session, e, req.ID != "")
+	return d.publishHeld(ctx, p, session, e, req.ID != "")
+}
+
+// publishHeld publishes a person's event and says in the answer which
+// Ground Stop switches hold the session, so "sent" never reads as "being
+// worked on" while nothing will run. The switches come from the mirror
+// (stopmirror.go); until it is ready they are read from the bucket while
+// the event is published. A failed read leaves the answer without them:
+// the event is stored, and refusing the request would invite a retry that
+// stores nothing new.
+func (d *Dispatcher) publishHeld(ctx context.Context, p auth.Principal, session string, e event.Event, chosenID bool) (Accepted, error) {
+	if held, ok := d.heldFromMirror(p, session); ok {
+		acc, err := d.publish(ctx, p, session, e, chosenID)
+		if err == nil && len(held) > 0 {
+			acc.Held = held
+		}
+		return acc, err
+	}
+	var held []StopSwitch
+	var heldErr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		held, heldErr = d.covering(ctx, p, p.Tenant, session)
+	}()
+	acc, err := d.publish(ctx, p, session, e, chosenID)
+	<-done
+	if err != nil {
+		return acc, err
+	}
+	if heldErr != nil {
+		d.log.Warn().Err(heldErr).Str("tenant", p.Tenant).Str("session", session).Msg("read Ground Stop for an answer")
+		return acc, nil
+	}
+	if len(held) > 0 {
+		acc.Held = held
+	}
+	return acc, nil
 }
 
 // target reads tenant/session from a CloudEvent's subject attribute and
@@ -303,24 +336,6 @@ func publishParent(ctx context.Context, e event.Event) context.Context {
 	return events.ExtractTrace(ctx, e)
 }
 
-// SessionInfo is one session record as stored by the runner. Record is the
-// stored JSON as it is (a non-JSON value comes as a JSON string), so this
-// API does not break when the record grows.
-type SessionInfo struct {
-	Session  string          `json:"session"`
-	Revision uint64          `json:"revision"`
-	Updated  time.Time       `json:"updated"`
-	Record   json.RawMessage `json:"record"`
-}
-
-// JobInfo is one background job record as stored by the jobs service.
-type JobInfo struct {
-	Job      string          `json:"job"`
-	Revision uint64          `json:"revision"`
-	Updated  time.Time       `json:"updated"`
-	Record   json.RawMessage `json:"record"`
-}
-
 // Sessions lists the caller's sessions that have a record.
 func (d *Dispatcher) Sessions(ctx context.Context, p auth.Principal) ([]SessionInfo, error) {
 	entries, err := d.scan(ctx, bus.BucketSessions, p.Tenant+".*")
@@ -344,23 +359,26 @@ func (d *Dispatcher) Session(ctx context.Context, p auth.Principal, session stri
 	if err := events.ValidateToken("session", session); err != nil {
 		return SessionInfo{}, err
 	}
-	kv, err := d.bucket(ctx, bus.BucketSessions)
+	sr, err := d.readRecord(ctx, p.Tenant, session)
 	if err != nil {
 		return SessionInfo{}, err
 	}
-	notFound := problemf(http.StatusNotFound, "not-found", "No such session",
-		"tenant %q has no record of session %q", p.Tenant, session)
-	if kv == nil {
-		return SessionInfo{}, notFound
+	if !sr.Found {
+		return SessionInfo{}, noSession(p.Tenant, session)
 	}
-	e, err := kv.Get(ctx, p.Tenant+"."+session)
-	switch {
-	case errors.Is(err, jetstream.ErrKeyNotFound):
-		return SessionInfo{}, notFound
-	case err != nil:
-		return SessionInfo{}, unavailable("read session record", err)
-	}
-	return SessionInfo{Session: session, Revision: e.Revision(), Updated: e.Created(), Record: asJSON(e.Value())}, nil
+	return sessionInfo(session, sr), nil
+}
+
+func sessionInfo(session string, sr storedRecord) SessionInfo {
+	return SessionInfo{Session: session, Revision: sr.Revision, Updated: sr.Updated, Record: asJSON(sr.Raw)}
+}
+
+// noSession is the answer for a session the caller's tenant has no trace
+// of: the same whether it exists in another tenant or nowhere, so a token
+// learns nothing about other tenants' sessions.
+func noSession(tenant, session string) *Problem {
+	return problemf(http.StatusNotFound, "not-found", "No such session",
+		"tenant %q has no record of session %q", tenant, session)
 }
 
 // Jobs lists the background jobs recorded for one of the caller's
@@ -384,32 +402,6 @@ func (d *Dispatcher) Jobs(ctx context.Context, p auth.Principal, session string)
 		})
 	}
 	return out, nil
-}
-
-// StopState is the state of one Ground Stop switch.
-type StopState struct {
-	GroundStop bool `json:"ground_stop"`
-	// Scope is "global", "<tenant>/*" (every session of a tenant) or
-	// "<tenant>/<session>".
-	Scope  string    `json:"scope"`
-	Reason string    `json:"reason,omitempty"`
-	By     string    `json:"by,omitempty"`
-	At     time.Time `json:"at,omitzero"`
-	// GlobalStop, in an answer about a tenant or a session, says whether the
-	// global switch is on as well. Who set it and why are an operator's to
-	// read: they may name another tenant or an incident.
-	GlobalStop *bool `json:"global_stop,omitempty"`
-	// TenantStop, in an answer about a session, says whether its tenant's
-	// switch is on as well: the session does not run either way.
-	TenantStop *bool `json:"tenant_stop,omitempty"`
-	// Sessions lists the tenant's session switches that are on (in a read
-	// of a tenant's switch only).
-	Sessions []StopState `json:"sessions,omitempty"`
-}
-
-// StopRequest is the optional body of POST /v1/stop.
-type StopRequest struct {
-	Reason string `json:"reason,omitempty"`
 }
 
 // StopTarget names the switch a Ground Stop call is about. The zero value
@@ -501,6 +493,9 @@ func (d *Dispatcher) SetStop(ctx context.Context, p auth.Principal, t StopTarget
 	if _, err := groundstop.Set(ctx, kv, tenant, session, rec); err != nil {
 		return StopState{}, unavailable("set Ground Stop", err)
 	}
+	if key, err := groundstop.Key(tenant, session); err == nil {
+		d.stops.apply(key, rec, true)
+	}
 	d.log.Warn().Str("by", rec.By).Str("tenant", p.Tenant).Str("scope", scope).Str("reason", req.Reason).Msg("Ground Stop on")
 	return StopState{GroundStop: true, Scope: scope, Reason: rec.Reason, By: rec.By, At: rec.At}, nil
 }
@@ -520,6 +515,9 @@ func (d *Dispatcher) ClearStop(ctx context.Context, p auth.Principal, t StopTarg
 	}
 	if err := groundstop.Clear(ctx, kv, tenant, session); err != nil {
 		return StopState{}, unavailable("clear Ground Stop", err)
+	}
+	if key, err := groundstop.Key(tenant, session); err == nil {
+		d.stops.apply(key, groundstop.Record{}, false)
 	}
 	d.log.Warn().Str("by", stopBy(p)).Str("tenant", p.Tenant).Str("scope", scope).Msg("Ground Stop off")
 	return StopState{GroundStop: false, Scope: scope}, nil
@@ -555,6 +553,9 @@ func (d *Dispatcher) Stop(ctx context.Context, p auth.Principal, t StopTarget) (
 			return StopState{}, unavailable("read Ground Stop", err)
 		}
 		st.TenantStop = &tenantOn
+		if st.Covering, err = d.covering(ctx, p, tenant, session); err != nil {
+			return StopState{}, err
+		}
 		return st, nil
 	}
 	sws, err := groundstop.Sessions(ctx, kv, tenant)
@@ -601,7 +602,8 @@ func (d *Dispatcher) bucket(ctx context.Context, name string) (jetstream.KeyValu
 }
 
 // scan returns the live entries of bucket matching filter, in one watch
-// rather than a Get per key.
+// rather than a Get per key. A one-shot read for one request, not a mirror:
+// the request needs an answer or an error now, not a restart with backoff.
 func (d *Dispatcher) scan(ctx context.Context, bucket, filter string) ([]jetstream.KeyValueEntry, error) {
 	kv, err := d.bucket(ctx, bucket)
 	if err != nil || kv == nil {

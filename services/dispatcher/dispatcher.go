@@ -13,12 +13,17 @@
 //
 // Key-value layout read here (written by the runner and the jobs service):
 //
-//	jetway_sessions  <tenant>.<session>         the session record (JSON)
+//	jetway_sessions  <tenant>.<session>         the session record (JSON, record.go)
 //	jetway_jobs      <tenant>.<session>.<id>    one background job (JSON)
+//	jetway_workers   <tenant>.<session>         the session's jobs worker
 //	jetway_control   see package groundstop
 //
 // and written only here: jetway_event_ids <tenant>.<session>.<hash of id>
-// (dedupe.go).
+// (dedupe.go). A session's history is read from JETWAY_TRANSCRIPTS one
+// message at a time (transcript.go), its waiting events counted in
+// JETWAY_WORK (detail.go), and its jobs' output and kill asked of its jobs
+// worker through the jobs service's API (jobs.go). The request and answer
+// bodies are pkg/dispatcherapi's.
 package dispatcher
 
 import (
@@ -40,7 +45,9 @@ import (
 
 	"jetway/pkg/auth"
 	"jetway/pkg/bus"
+	api "jetway/pkg/dispatcherapi"
 	"jetway/pkg/telemetry"
+	jobsclient "jetway/services/jobs/client"
 )
 
 // Defaults for zero Config fields.
@@ -52,9 +59,9 @@ const (
 	DefaultRateBurst     = 40
 	DefaultHeartbeat     = 15 * time.Second
 	// ServiceName is the NATS micro service name (see `nats micro ls`).
-	ServiceName = "jetway-dispatcher"
+	ServiceName = api.ServiceName
 	// APISubjectPrefix starts every NATS API subject: jetway.api.input, …
-	APISubjectPrefix = "jetway.api"
+	APISubjectPrefix = api.SubjectPrefix
 )
 
 // Config is everything a Dispatcher needs. Conn and Auth are required.
@@ -108,6 +115,16 @@ type Dispatcher struct {
 
 	kvMu sync.Mutex
 	kvs  map[string]jetstream.KeyValue
+	// streams are the streams read directly (detail.go), under kvMu too.
+	streams map[string]jetstream.Stream
+
+	// jobs is the jobs service's client, made at first use (jobs.go).
+	jobsOnce sync.Once
+	jobs     *jobsclient.Client
+	jobsErr  error
+
+	// stops mirrors the Ground Stop switches for input answers.
+	stops stopMirror
 
 	// noIDBucket logs once that duplicate answers are off (claimID).
 	noIDBucket sync.Once
@@ -177,6 +194,7 @@ func New(cfg Config) (*Dispatcher, error) {
 		metrics:  m,
 		limiters: map[string]*rate.Limiter{},
 		kvs:      map[string]jetstream.KeyValue{},
+		streams:  map[string]jetstream.Stream{},
 	}, nil
 }
 

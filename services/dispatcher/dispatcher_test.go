@@ -26,8 +26,8 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"jetway/pkg/bus"
+	"jetway/pkg/control/groundstop"
 	"jetway/pkg/events"
-	"jetway/services/dispatcher/groundstop"
 )
 
 func TestInput_is_published_on_the_session_subject_with_its_id_as_Nats_Msg_Id(t *testing.T) {
@@ -453,7 +453,8 @@ func TestOpenAPI_is_served_and_docs_copy_is_identical(t *testing.T) {
 	}
 	for _, path := range []string{"/v1/sessions/{session}/input:", "/v1/sessions/{session}/steer:", "/v1/events:",
 		"/v1/sessions:", "/v1/sessions/{session}:", "/v1/sessions/{session}/jobs:", "/v1/sessions/{session}/stream:",
-		"/v1/sessions/{session}/recovery:",
+		"/v1/sessions/{session}/recovery:", "/v1/sessions/{session}/transcript:",
+		"/v1/sessions/{session}/jobs/{id}/output:", "/v1/sessions/{session}/jobs/{id}/kill:",
 		"/v1/stop:", "/healthz:", "/readyz:", "/metrics:", "/v1/openapi.yaml:"} {
 		if !bytes.Contains(b, []byte("\n  "+path+"\n")) {
 			t.Errorf("OpenAPI document lacks path %s", path)

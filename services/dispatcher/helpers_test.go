@@ -19,6 +19,7 @@ import (
 	"jetway/pkg/auth"
 	"jetway/pkg/bus"
 	"jetway/pkg/bus/bustest"
+	"jetway/pkg/client"
 	"jetway/pkg/events"
 )
 
@@ -246,4 +247,24 @@ func (s *sseReader) nextComment(t *testing.T) {
 			t.Fatalf("unexpected event line %q", line)
 		}
 	}
+}
+
+// client is the Go client (pkg/client) on the fixture's dispatcher.
+func (f *fixture) client(t testing.TB, token string) *client.Client {
+	t.Helper()
+	c, err := client.New(client.Config{BaseURL: f.srv.URL, Token: token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// serveNATS starts the dispatcher's NATS API until the test ends.
+func (f *fixture) serveNATS(t testing.TB) {
+	t.Helper()
+	svc, err := f.d.StartNATS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = svc.Stop() })
 }

@@ -45,6 +45,9 @@ func (d *Dispatcher) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/sessions", d.handleSessions)
 	mux.HandleFunc("GET /v1/sessions/{session}", d.handleSession)
 	mux.HandleFunc("GET /v1/sessions/{session}/jobs", d.handleJobs)
+	mux.HandleFunc("GET /v1/sessions/{session}/transcript", d.handleTranscript)
+	mux.HandleFunc("GET /v1/sessions/{session}/jobs/{id}/output", d.handleJobOutput)
+	mux.HandleFunc("POST /v1/sessions/{session}/jobs/{id}/kill", d.handleKillJob)
 	mux.HandleFunc("GET /v1/sessions/{session}/stream", d.handleStream)
 	mux.HandleFunc("GET /v1/stop", d.handleStop)
 	mux.HandleFunc("POST /v1/stop", d.handleStop)
@@ -248,11 +251,6 @@ func (d *Dispatcher) handleSteer(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusAccepted, acc)
 }
 
-// BatchAccepted answers a batch of CloudEvents, in the order sent.
-type BatchAccepted struct {
-	Events []Accepted `json:"events"`
-}
-
 // handleEvents is the CloudEvents HTTP binding: binary mode (ce-* headers),
 // structured mode (application/cloudevents+json) and batch mode
 // (application/cloudevents-batch+json), read by the SDK itself.
@@ -370,16 +368,6 @@ func refuseDataPair(body []byte, batch bool) error {
 	return nil
 }
 
-// SessionList is the answer of GET /v1/sessions.
-type SessionList struct {
-	Sessions []SessionInfo `json:"sessions"`
-}
-
-// JobList is the answer of GET /v1/sessions/{session}/jobs.
-type JobList struct {
-	Jobs []JobInfo `json:"jobs"`
-}
-
 func (d *Dispatcher) handleSessions(w http.ResponseWriter, r *http.Request) {
 	p, err := d.principal(r)
 	if err != nil {
@@ -392,20 +380,6 @@ func (d *Dispatcher) handleSessions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, SessionList{Sessions: ss})
-}
-
-func (d *Dispatcher) handleSession(w http.ResponseWriter, r *http.Request) {
-	p, err := d.principal(r)
-	if err != nil {
-		d.fail(w, r, err)
-		return
-	}
-	s, err := d.Session(r.Context(), p, r.PathValue("session"))
-	if err != nil {
-		d.fail(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, s)
 }
 
 func (d *Dispatcher) handleJobs(w http.ResponseWriter, r *http.Request) {

@@ -6,8 +6,9 @@ import (
 	"strings"
 
 	"jetway/pkg/auth"
+	"jetway/pkg/control/layovers"
+	api "jetway/pkg/dispatcherapi"
 	"jetway/pkg/events"
-	"jetway/services/runner/layovers"
 )
 
 // ResumeNote is the steer a bare resume sends: an interrupted session
@@ -15,10 +16,7 @@ import (
 const ResumeNote = "Go on with the interrupted work: check what the earlier run finished before repeating anything."
 
 // ResumeRequest is the optional body of POST /v1/sessions/{session}/resume.
-type ResumeRequest struct {
-	Note string `json:"note,omitempty"`
-	ID   string `json:"id,omitempty"`
-}
+type ResumeRequest = api.ResumeRequest
 
 // Resume sends an interrupted session on: a steer (the person's word, with
 // precedence) that starts a Steered run over the interrupted work. On a
@@ -32,12 +30,10 @@ func (d *Dispatcher) Resume(ctx context.Context, p auth.Principal, session strin
 }
 
 // LayoverList answers GET /v1/sessions/{session}/layovers.
-type LayoverList struct {
-	Layovers []layovers.Layover `json:"layovers"`
-}
+type LayoverList = api.LayoverList
 
 // Layovers lists one of the caller's sessions' layovers.
-func (d *Dispatcher) Layovers(ctx context.Context, p auth.Principal, session string) ([]layovers.Layover, error) {
+func (d *Dispatcher) Layovers(ctx context.Context, p auth.Principal, session string) ([]api.Layover, error) {
 	if err := events.ValidateToken("session", session); err != nil {
 		return nil, err
 	}
@@ -49,7 +45,12 @@ func (d *Dispatcher) Layovers(ctx context.Context, p auth.Principal, session str
 	if err != nil {
 		return nil, unavailable("list layovers", err)
 	}
-	return ls, nil
+	out := make([]api.Layover, 0, len(ls))
+	for _, l := range ls {
+		out = append(out, api.Layover{Tenant: l.Tenant, Session: l.Session, ID: l.ID, Event: l.Event,
+			WaitingFor: l.WaitingFor, BookedBy: l.BookedBy, BookedAt: l.BookedAt, At: l.At, Checks: l.Checks})
+	}
+	return out, nil
 }
 
 // CancelLayover cancels one of the caller's sessions' layovers; it reports
@@ -113,5 +114,5 @@ func (d *Dispatcher) handleCancelLayover(w http.ResponseWriter, r *http.Request)
 		d.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]bool{"cancelled": ok})
+	writeJSON(w, http.StatusOK, api.LayoverCancelled{Cancelled: ok})
 }

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"jetway/pkg/bus"
+	"jetway/pkg/control/layovers"
 	"jetway/pkg/events"
-	"jetway/services/runner/layovers"
 )
 
 func TestResume_sends_a_steer_with_the_default_note(t *testing.T) {

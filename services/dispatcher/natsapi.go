@@ -17,42 +17,25 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"jetway/pkg/auth"
+	api "jetway/pkg/dispatcherapi"
 	"jetway/pkg/events"
 )
 
-// NATS API subjects. A request carries the token in an Authorization
-// header ("Bearer <token>") and JSON in the body; the reply is the same JSON
-// the HTTP API answers, or a micro error whose code is the HTTP status and
-// whose data is the problem+json body.
+// NATS API subjects (see pkg/dispatcherapi for each one's bodies).
 const (
-	SubjectInput    = APISubjectPrefix + ".input"    // {"session","text","id"?} → {"id","duplicate"}
-	SubjectSteer    = APISubjectPrefix + ".steer"    // {"session","note","id"?} → {"id","duplicate"}
-	SubjectEvent    = APISubjectPrefix + ".event"    // a CloudEvent, binary or structured → {"id","duplicate"}
-	SubjectSessions = APISubjectPrefix + ".sessions" // {} → {"sessions"}; {"session"} → one session
-	SubjectJobs     = APISubjectPrefix + ".jobs"     // {"session"} → {"jobs"}
-	SubjectStop     = APISubjectPrefix + ".stop"     // {"action":"on"|"off"|"get","scope"?,"tenant"?,"session"?,"reason"?}
-	// SubjectRecovery reads or changes a session's recovery override:
-	// {"session","action":"get"|"set"|"clear","policy"?,"max_attempts"?} → the recovery state.
-	SubjectRecovery = APISubjectPrefix + ".recovery"
+	SubjectInput      = api.SubjectInput
+	SubjectSteer      = api.SubjectSteer
+	SubjectEvent      = api.SubjectEvent
+	SubjectSessions   = api.SubjectSessions
+	SubjectJobs       = api.SubjectJobs
+	SubjectStop       = api.SubjectStop
+	SubjectRecovery   = api.SubjectRecovery
+	SubjectTranscript = api.SubjectTranscript
+	SubjectJob        = api.SubjectJob
 )
 
 // NATSRequest is the body of the NATS API requests that name a session.
-type NATSRequest struct {
-	Session string `json:"session,omitempty"`
-	Text    string `json:"text,omitempty"`
-	Note    string `json:"note,omitempty"`
-	ID      string `json:"id,omitempty"`
-	// Action (stop only): "on", "off" or "get" (default).
-	Action string `json:"action,omitempty"`
-	Reason string `json:"reason,omitempty"`
-	// Scope and Tenant (stop only) are StopTarget's: "global" needs an
-	// operator token, as does naming another tenant.
-	Scope  string `json:"scope,omitempty"`
-	Tenant string `json:"tenant,omitempty"`
-	// Policy and MaxAttempts (recovery "set" only) are RecoveryRequest's.
-	Policy      *string `json:"policy,omitempty"`
-	MaxAttempts *int    `json:"max_attempts,omitempty"`
-}
+type NATSRequest = api.NATSRequest
 
 // StartNATS registers the jetway-dispatcher micro service on the
 // connection. Several dispatchers share the work through micro's queue group.
@@ -61,20 +44,22 @@ func (d *Dispatcher) StartNATS() (micro.Service, error) {
 		Name:        ServiceName,
 		Version:     semver(d.cfg.Version),
 		Metadata:    map[string]string{"build": d.cfg.Version},
-		Description: "jetway front door: input, steer, CloudEvents, sessions, jobs, recovery policy, Ground Stop",
+		Description: "jetway front door: input, steer, CloudEvents, sessions, transcripts, jobs, recovery policy, Ground Stop",
 	})
 	if err != nil {
 		return nil, fmt.Errorf("dispatcher: start NATS API: %w", err)
 	}
 	g := svc.AddGroup(APISubjectPrefix)
 	endpoints := map[string]func(context.Context, auth.Principal, micro.Request) (any, error){
-		"input":    d.natsInput,
-		"steer":    d.natsSteer,
-		"event":    d.natsEvent,
-		"sessions": d.natsSessions,
-		"jobs":     d.natsJobs,
-		"stop":     d.natsStop,
-		"recovery": d.natsRecovery,
+		"input":      d.natsInput,
+		"steer":      d.natsSteer,
+		"event":      d.natsEvent,
+		"sessions":   d.natsSessions,
+		"jobs":       d.natsJobs,
+		"stop":       d.natsStop,
+		"recovery":   d.natsRecovery,
+		"transcript": d.natsTranscript,
+		"job":        d.natsJob,
 	}
 	for name, fn := range endpoints {
 		if err := g.AddEndpoint(name, d.natsHandler(name, fn)); err != nil {
@@ -219,7 +204,7 @@ func (d *Dispatcher) natsSessions(ctx context.Context, p auth.Principal, req mic
 		return nil, err
 	}
 	if r.Session != "" {
-		return d.Session(ctx, p, r.Session)
+		return d.SessionDetail(ctx, p, r.Session)
 	}
 	ss, err := d.Sessions(ctx, p)
 	if err != nil {
@@ -273,4 +258,27 @@ func (d *Dispatcher) natsRecovery(ctx context.Context, p auth.Principal, req mic
 	}
 	return nil, problemf(http.StatusBadRequest, "bad-request", "Unknown action",
 		"action %q: want set, clear or get", shortenQ(r.Action))
+}
+
+func (d *Dispatcher) natsTranscript(ctx context.Context, p auth.Principal, req micro.Request) (any, error) {
+	r, err := decodeNATS(req, false)
+	if err != nil {
+		return nil, err
+	}
+	return d.Transcript(ctx, p, r.Session, r.After, r.Limit)
+}
+
+func (d *Dispatcher) natsJob(ctx context.Context, p auth.Principal, req micro.Request) (any, error) {
+	r, err := decodeNATS(req, false)
+	if err != nil {
+		return nil, err
+	}
+	switch r.Action {
+	case "", "output":
+		return d.JobOutput(ctx, p, r.Session, r.Job, JobOutputRequest{Offset: r.Offset, Limit: r.Limit, Tail: r.Tail, Grep: r.Grep})
+	case "kill":
+		return d.KillJob(ctx, p, r.Session, r.Job)
+	}
+	return nil, problemf(http.StatusBadRequest, "bad-request", "Unknown action",
+		"action %q: want output or kill", shortenQ(r.Action))
 }

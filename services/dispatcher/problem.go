@@ -9,15 +9,16 @@ import (
 	"time"
 
 	"jetway/pkg/auth"
+	api "jetway/pkg/dispatcherapi"
 	"jetway/pkg/events"
 )
 
 // ContentTypeProblem is the media type of every error body (RFC 9457).
-const ContentTypeProblem = "application/problem+json"
+const ContentTypeProblem = api.ContentTypeProblem
 
 // ProblemTypePrefix starts the type URI of every problem the dispatcher
 // reports; the rest is the problem's slug, e.g. urn:jetway:problem:invalid-token.
-const ProblemTypePrefix = "urn:jetway:problem:"
+const ProblemTypePrefix = api.ProblemTypePrefix
 
 // Problem is an RFC 9457 problem detail. The same value is the body of an
 // HTTP error and the data of a NATS error reply, so a client reads both the

@@ -13,6 +13,8 @@ import (
 
 	"jetway/pkg/auth"
 	"jetway/pkg/bus"
+	"jetway/pkg/control/sessionrec"
+	api "jetway/pkg/dispatcherapi"
 	"jetway/pkg/events"
 	"jetway/pkg/handover"
 )
@@ -36,40 +38,33 @@ const recordTries = 8
 // person is the person's say over the session, like a steer or a resume.
 const recoveryControlType = "io.jetway.steer"
 
-// RecoveryRequest is the body of PUT /v1/sessions/{session}/recovery. It is
-// the whole override: a field absent or null clears that part, so the same
-// PUT twice leaves the same record.
-type RecoveryRequest struct {
-	// Policy is "automatic", "manual" or "never".
-	Policy *string `json:"policy"`
-	// MaxAttempts is how many restarts are allowed; 0 means none on its own.
-	MaxAttempts *int `json:"max_attempts"`
-}
+// RecoveryRequest is the body of PUT /v1/sessions/{session}/recovery and
+// RecoveryState the answer of every recovery route (pkg/dispatcherapi).
+type (
+	RecoveryRequest = api.RecoveryRequest
+	RecoveryState   = api.RecoveryState
+)
 
-// RecoveryState answers every recovery route.
-type RecoveryState struct {
-	Session string `json:"session"`
-	// Override is what the session record sets; null when it sets nothing.
-	Override *handover.RecoveryOverride `json:"override"`
-	// Effective is the defaults with Override applied: what a runner decides
-	// the next recovery of this session by.
-	Effective handover.RecoverySettings `json:"effective"`
-	// Revision is the session record's revision after the call; 0 when the
-	// session has no record.
-	Revision uint64 `json:"revision"`
-}
-
+// recoveryState is the answer for a session whose record sets o: the
+// override as stored and the defaults with it applied, in wire form.
 func recoveryState(session string, o *handover.RecoveryOverride, rev uint64) RecoveryState {
 	eff := handover.DefaultRecoverySettings()
+	st := RecoveryState{Session: session, Revision: rev}
 	if o != nil {
 		eff = eff.With(*o)
+		st.Override = &api.RecoveryOverride{MaxAttempts: o.MaxAttempts}
+		if o.Policy != nil {
+			pol := o.Policy.String()
+			st.Override.Policy = &pol
+		}
 	}
-	return RecoveryState{Session: session, Override: o, Effective: eff, Revision: rev}
+	st.Effective = api.RecoverySettings{Policy: eff.Policy.String(), MaxAttempts: eff.MaxAttempts}
+	return st
 }
 
 // override checks req and turns it into the override to store; nil when it
 // sets nothing.
-func (req RecoveryRequest) override() (*handover.RecoveryOverride, error) {
+func overrideOf(req RecoveryRequest) (*handover.RecoveryOverride, error) {
 	var o handover.RecoveryOverride
 	if req.Policy != nil {
 		pol, err := handover.ParseRecoveryPolicy(*req.Policy)
@@ -99,30 +94,48 @@ func (d *Dispatcher) Recovery(ctx context.Context, p auth.Principal, session str
 	if err := events.ValidateToken("session", session); err != nil {
 		return RecoveryState{}, err
 	}
-	kv, err := d.bucket(ctx, bus.BucketSessions)
+	sr, err := d.readRecord(ctx, p.Tenant, session)
 	if err != nil {
 		return RecoveryState{}, err
 	}
-	if kv == nil {
+	return recoveryOf(p.Tenant, session, sr)
+}
+
+// recoveryOf is the recovery answer for a record read by readRecord.
+func recoveryOf(tenant, session string, sr storedRecord) (RecoveryState, error) {
+	if !sr.Found {
 		return recoveryState(session, nil, 0), nil
 	}
-	e, err := kv.Get(ctx, p.Tenant+"."+session)
-	switch {
-	case errors.Is(err, jetstream.ErrKeyNotFound):
-		return recoveryState(session, nil, 0), nil
-	case err != nil:
-		return RecoveryState{}, unavailable("read session record", err)
-	}
-	fields, err := recordFields(p.Tenant, session, e.Value())
-	if err != nil {
-		return RecoveryState{}, err
-	}
-	o, err := storedOverride(fields)
-	if err != nil {
+	if sr.Err != nil {
+		var pr *Problem
+		if errors.As(sr.Err, &pr) {
+			return RecoveryState{}, pr
+		}
 		return RecoveryState{}, problemf(http.StatusInternalServerError, "corrupt-record", "Session record unreadable",
-			"session %s/%s: stored policy: %v", p.Tenant, session, err)
+			"session %s/%s: stored record: %v", tenant, session, sr.Err)
 	}
-	return recoveryState(session, o, e.Revision()), nil
+	return recoveryState(session, setOverride(sr.Rec.Policy), sr.Revision), nil
+}
+
+// loadRecord reads a session record through the one type runners write it
+// with; a missing one is idle at revision 0.
+func (d *Dispatcher) loadRecord(ctx context.Context, kv jetstream.KeyValue, tenant, session string) (sessionrec.Record, uint64, error) {
+	rec, rev, err := sessionrec.Get(ctx, kv, tenant, session)
+	switch {
+	case errors.Is(err, sessionrec.ErrUnreadable):
+		return rec, 0, problemf(http.StatusInternalServerError, "corrupt-record", "Session record unreadable", "%v", err)
+	case err != nil:
+		return rec, 0, unavailable("read session record", err)
+	}
+	return rec, rev, nil
+}
+
+// setOverride is o when it sets something, nil when it sets nothing.
+func setOverride(o *handover.RecoveryOverride) *handover.RecoveryOverride {
+	if o == nil || (o.Policy == nil && o.MaxAttempts == nil) {
+		return nil
+	}
+	return o
 }
 
 // SetRecovery stores req as the session's recovery override, replacing the
@@ -131,7 +144,7 @@ func (d *Dispatcher) SetRecovery(ctx context.Context, p auth.Principal, session 
 	if err := events.ValidateToken("session", session); err != nil {
 		return RecoveryState{}, err
 	}
-	o, err := req.override()
+	o, err := overrideOf(req)
 	if err != nil {
 		return RecoveryState{}, err
 	}
@@ -173,13 +186,12 @@ func (d *Dispatcher) writeRecovery(ctx context.Context, p auth.Principal, sessio
 	return recoveryState(session, o, rev), nil
 }
 
-// casPolicy changes only the "policy" field of the stored session record,
-// by compare-and-swap on its revision, and returns the revision after.
-// Every other field passes through as the bytes it was, so what a newer
-// runner stores and this dispatcher does not know survives. A write refused
-// because someone wrote in between is read and tried again.
+// casPolicy changes only the policy of the stored session record, by
+// compare-and-swap on its revision, and returns the revision after. The
+// record is read and written through sessionrec.Record, which keeps the
+// fields a newer runner stores and this dispatcher does not know. A write
+// refused because someone wrote in between is read and tried again.
 func (d *Dispatcher) casPolicy(ctx context.Context, kv jetstream.KeyValue, tenant, session string, o *handover.RecoveryOverride) (uint64, error) {
-	key := tenant + "." + session
 	want, err := policyJSON(o)
 	if err != nil {
 		return 0, err
@@ -190,54 +202,28 @@ func (d *Dispatcher) casPolicy(ctx context.Context, kv jetstream.KeyValue, tenan
 				return 0, unavailable("write session record", err)
 			}
 		}
-		e, err := kv.Get(ctx, key)
-		if errors.Is(err, jetstream.ErrKeyNotFound) {
-			if o == nil {
-				return 0, nil // nothing stored, nothing to clear
-			}
-			if d.beforeRecordWrite != nil {
-				d.beforeRecordWrite(key)
-			}
-			rev, err := kv.Create(ctx, key, newRecord(tenant, session, want))
-			if isRevisionConflict(err) {
-				continue
-			}
-			if err != nil {
-				return 0, unavailable("create session record", err)
-			}
-			return rev, nil
-		}
-		if err != nil {
-			return 0, unavailable("read session record", err)
-		}
-		fields, err := recordFields(tenant, session, e.Value())
+		rec, rev, err := d.loadRecord(ctx, kv, tenant, session)
 		if err != nil {
 			return 0, err
 		}
-		if old, ok := fields["policy"]; (ok && bytes.Equal(compact(old), want)) || (!ok && want == nil) {
-			return e.Revision(), nil // already so: no write to disturb a runner with
+		if rev == 0 && o == nil {
+			return 0, nil // nothing stored, nothing to clear
 		}
-		if want == nil {
-			delete(fields, "policy")
-		} else {
-			fields["policy"] = want
+		if old, _ := policyJSON(setOverride(rec.Policy)); rev != 0 && bytes.Equal(old, want) {
+			return rev, nil // already so: no write to disturb a runner with
 		}
-		data, err := json.Marshal(fields)
-		if err != nil {
-			return 0, problemf(http.StatusInternalServerError, "corrupt-record", "Session record unreadable",
-				"session %s/%s: encode record: %v", tenant, session, err)
-		}
+		rec.Policy = o
 		if d.beforeRecordWrite != nil {
-			d.beforeRecordWrite(key)
+			d.beforeRecordWrite(sessionrec.Key(tenant, session))
 		}
-		rev, err := kv.Update(ctx, key, data, e.Revision())
-		if isRevisionConflict(err) {
+		n, err := sessionrec.Put(ctx, kv, rec, rev)
+		if errors.Is(err, sessionrec.ErrLost) {
 			continue
 		}
 		if err != nil {
 			return 0, unavailable("write session record", err)
 		}
-		return rev, nil
+		return n, nil
 	}
 	return 0, problemf(http.StatusConflict, "conflict", "Session record busy",
 		"session %s/%s: the record changed under %d writes in a row; try again", tenant, session, recordTries)
@@ -253,64 +239,6 @@ func policyJSON(o *handover.RecoveryOverride) (json.RawMessage, error) {
 		return nil, problemf(http.StatusBadRequest, "invalid-policy", "Invalid recovery policy", "%v", err)
 	}
 	return b, nil
-}
-
-// newRecord is the record of a session nothing has run in yet: idle, as
-// the runner reads a missing one, with only the policy set.
-func newRecord(tenant, session string, policy json.RawMessage) []byte {
-	b, _ := json.Marshal(struct {
-		Tenant  string          `json:"tenant"`
-		Session string          `json:"session"`
-		State   string          `json:"state"`
-		Policy  json.RawMessage `json:"policy"`
-	}{tenant, session, "idle", policy})
-	return b
-}
-
-// recordFields splits a stored record into its top-level fields.
-func recordFields(tenant, session string, value []byte) (map[string]json.RawMessage, error) {
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(value, &fields); err != nil || fields == nil {
-		return nil, problemf(http.StatusInternalServerError, "corrupt-record", "Session record unreadable",
-			"session %s/%s: the stored record is not a JSON object", tenant, session)
-	}
-	return fields, nil
-}
-
-// storedOverride decodes the record's policy field; absent, null or empty
-// is no override.
-func storedOverride(fields map[string]json.RawMessage) (*handover.RecoveryOverride, error) {
-	raw, ok := fields["policy"]
-	if !ok || string(raw) == "null" {
-		return nil, nil
-	}
-	var o handover.RecoveryOverride
-	if err := json.Unmarshal(raw, &o); err != nil {
-		return nil, err
-	}
-	if o.Policy == nil && o.MaxAttempts == nil {
-		return nil, nil
-	}
-	return &o, nil
-}
-
-func compact(b []byte) []byte {
-	var buf bytes.Buffer
-	if err := json.Compact(&buf, b); err != nil {
-		return b
-	}
-	return buf.Bytes()
-}
-
-// isRevisionConflict says a Create or Update was refused because the key's
-// revision was not the one expected.
-func isRevisionConflict(err error) bool {
-	if err == nil {
-		return false
-	}
-	var apiErr *jetstream.APIError
-	return errors.Is(err, jetstream.ErrKeyExists) ||
-		(errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence)
 }
 
 // backoff waits a little longer on each retry, so a runner mid-burst of

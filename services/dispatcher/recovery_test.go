@@ -13,6 +13,7 @@ import (
 
 	"jetway/pkg/auth"
 	"jetway/pkg/bus"
+	api "jetway/pkg/dispatcherapi"
 	"jetway/pkg/handover"
 	"jetway/services/runner"
 )
@@ -75,19 +76,25 @@ func (f *fixture) asRunner(key string) runner.SessionRecord {
 	return rec
 }
 
-func settings(p handover.RecoveryPolicy, n int) handover.RecoverySettings {
-	return handover.RecoverySettings{Policy: p, MaxAttempts: n}
+// settings is the wire form of a recovery rule, as an answer carries it.
+func settings(p handover.RecoveryPolicy, n int) api.RecoverySettings {
+	return api.RecoverySettings{Policy: p.String(), MaxAttempts: n}
+}
+
+func defaultSettings() api.RecoverySettings {
+	d := handover.DefaultRecoverySettings()
+	return settings(d.Policy, d.MaxAttempts)
 }
 
 func TestRecovery_is_set_read_and_cleared(t *testing.T) {
 	f := newFixture(t)
 	st := decode[RecoveryState](t, f.do("GET", "/v1/sessions/s1/recovery", tokUser, nil), http.StatusOK)
-	if st.Override != nil || st.Effective != handover.DefaultRecoverySettings() || st.Revision != 0 {
+	if st.Override != nil || st.Effective != defaultSettings() || st.Revision != 0 {
 		t.Fatalf("before any write: %+v, want no override and the defaults", st)
 	}
 
 	st = decode[RecoveryState](t, f.do("PUT", "/v1/sessions/s1/recovery", tokUser, `{"policy":"manual","max_attempts":1}`), http.StatusOK)
-	if st.Override == nil || *st.Override.Policy != handover.Manual || *st.Override.MaxAttempts != 1 ||
+	if st.Override == nil || *st.Override.Policy != handover.Manual.String() || *st.Override.MaxAttempts != 1 ||
 		st.Effective != settings(handover.Manual, 1) || st.Revision == 0 {
 		t.Fatalf("after PUT: %+v", st)
 	}
@@ -103,7 +110,7 @@ func TestRecovery_is_set_read_and_cleared(t *testing.T) {
 	}
 
 	st = decode[RecoveryState](t, f.do("DELETE", "/v1/sessions/s1/recovery", tokUser, nil), http.StatusOK)
-	if st.Override != nil || st.Effective != handover.DefaultRecoverySettings() {
+	if st.Override != nil || st.Effective != defaultSettings() {
 		t.Fatalf("after DELETE: %+v", st)
 	}
 	rec := f.stored("default.s1")
@@ -303,7 +310,7 @@ func TestNATS_recovery_sets_reads_and_clears_like_HTTP(t *testing.T) {
 		t.Fatalf("set reply %s (%v)", resp.Data, err)
 	}
 	resp = natsRequest(t, f, SubjectRecovery, tokUser, `{"session":"s1"}`)
-	if err := json.Unmarshal(resp.Data, &st); err != nil || st.Override == nil || *st.Override.Policy != handover.Never {
+	if err := json.Unmarshal(resp.Data, &st); err != nil || st.Override == nil || *st.Override.Policy != handover.Never.String() {
 		t.Fatalf("get reply %s (%v)", resp.Data, err)
 	}
 	resp = natsRequest(t, f, SubjectRecovery, tokUser, `{"session":"s1","action":"set","policy":"often"}`)

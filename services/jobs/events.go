@@ -259,7 +259,8 @@ func (w *Worker) loadRecords(ctx context.Context) ([]Record, error) {
 }
 
 // eachEntry calls fn for every current entry of kv (matching filters, or
-// all).
+// all). A one-shot read at start, not a mirror: nothing here follows the
+// bucket afterwards, and a failed read must fail the start, not retry.
 func eachEntry(ctx context.Context, kv jetstream.KeyValue, filters []string, fn func(jetstream.KeyValueEntry)) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()

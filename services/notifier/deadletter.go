@@ -50,7 +50,9 @@ func (n *Notifier) bury(ctx context.Context, d delivery) error {
 	return nil
 }
 
-// DeadLetters lists a tenant's dead letters, oldest first.
+// DeadLetters lists a tenant's dead letters, oldest first. It reads the
+// bucket once per request and stops, so it is a watch's initial values, not
+// a mirror: a request needs an answer or an error now, not a restart.
 func (n *Notifier) DeadLetters(ctx context.Context, tenant string) ([]DeadLetter, error) {
 	if err := events.ValidateToken("tenant", tenant); err != nil {
 		return nil, err

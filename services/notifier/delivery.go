@@ -15,6 +15,7 @@ import (
 	"github.com/cloudevents/sdk-go/v2/event"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"jetway/pkg/bus/kvmirror"
 	"jetway/pkg/events"
 )
 
@@ -109,18 +110,43 @@ type indexed struct {
 	d   delivery
 }
 
-// runDeliveries keeps an index of pending deliveries from a watch on the
+// pending is the index of pending deliveries, kept by the bucket's mirror
+// and read by the delivery loop.
+type pending struct {
+	mu sync.Mutex
+	m  map[string]indexed
+}
+
+func (p *pending) snapshot() map[string]indexed {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make(map[string]indexed, len(p.m))
+	for k, it := range p.m {
+		out[k] = it
+	}
+	return out
+}
+
+// runDeliveries keeps an index of pending deliveries from a mirror of the
 // bucket and works on each when it is due, at most Concurrency at a time.
 // The bucket is the only state: a notifier that restarts finds every
-// pending delivery in the watch's initial values.
+// pending delivery in the mirror's initial copy, and a watch that ends is
+// restarted by the mirror without losing a change.
 func (n *Notifier) runDeliveries(ctx context.Context) error {
-	w, err := n.deliveries.WatchAll(ctx)
-	if err != nil {
-		return fmt.Errorf("notifier: watch %s: %w", BucketDeliveries, err)
-	}
-	defer w.Stop()
+	idx := &pending{m: map[string]indexed{}}
+	kvmirror.Start(ctx, kvmirror.Config{
+		Name: "webhook deliveries",
+		KV:   n.deliveries,
+		// Delivered and dead records stay in the bucket for a while; only
+		// pending ones are worked on, so only they are held.
+		Keep: func(e jetstream.KeyValueEntry) bool {
+			var d delivery
+			return json.Unmarshal(e.Value(), &d) == nil && d.State == statePending
+		},
+		Log:      n.log,
+		OnChange: func(c kvmirror.Change) { n.apply(idx, c); n.poke() },
+	})
 
-	idx := map[string]indexed{}
 	inflight := map[string]bool{}
 	done := make(chan string, n.cfg.Concurrency)
 	var wg sync.WaitGroup
@@ -132,7 +158,7 @@ func (n *Notifier) runDeliveries(ctx context.Context) error {
 		// Start what is due, and find when the next one is.
 		now := time.Now()
 		var next time.Time
-		for key, it := range idx {
+		for key, it := range idx.snapshot() {
 			if inflight[key] {
 				continue
 			}
@@ -173,13 +199,6 @@ func (n *Notifier) runDeliveries(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return nil
-		case e, ok := <-w.Updates():
-			if !ok {
-				return fmt.Errorf("notifier: watch %s ended", BucketDeliveries)
-			}
-			if e != nil {
-				n.apply(idx, e)
-			}
 		case key := <-done:
 			delete(inflight, key)
 		case <-n.wake:
@@ -188,23 +207,25 @@ func (n *Notifier) runDeliveries(ctx context.Context) error {
 	}
 }
 
-// apply folds one watched entry into the index of pending deliveries.
-func (n *Notifier) apply(idx map[string]indexed, e jetstream.KeyValueEntry) {
-	if e.Operation() != jetstream.KeyValuePut {
-		delete(idx, e.Key())
+// apply folds one mirrored change into the index of pending deliveries.
+func (n *Notifier) apply(idx *pending, c kvmirror.Change) {
+	idx.mu.Lock()
+	defer idx.mu.Unlock()
+	if c.Deleted {
+		delete(idx.m, c.Key)
 		return
 	}
 	var d delivery
-	if err := json.Unmarshal(e.Value(), &d); err != nil {
-		n.log.Warn().Err(err).Str("key", e.Key()).Msg("unreadable delivery record, skipped")
-		delete(idx, e.Key())
+	if err := json.Unmarshal(c.Entry.Value(), &d); err != nil {
+		n.log.Warn().Err(err).Str("key", c.Key).Msg("unreadable delivery record, skipped")
+		delete(idx.m, c.Key)
 		return
 	}
 	if d.State != statePending {
-		delete(idx, e.Key())
+		delete(idx.m, c.Key)
 		return
 	}
-	idx[e.Key()] = indexed{rev: e.Revision(), d: d}
+	idx.m[c.Key] = indexed{rev: c.Entry.Revision(), d: d}
 }
 
 // leaseFor is how long a claim lasts: well past one POST's timeout.

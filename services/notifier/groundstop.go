@@ -2,93 +2,84 @@ package notifier
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"jetway/pkg/bus"
+	"jetway/pkg/control/groundstop"
 	"jetway/pkg/events"
-	"jetway/services/dispatcher/groundstop"
 )
 
-// watchGroundStop starts a watch on the per-session Ground Stop switches
-// and returns a function that turns each change into a headline for that
-// session until ctx is done. Only changes made while the notifier runs are
-// announced (a restart does not repeat old ones). The global switch has no
-// session to tell and is only logged.
-func (n *Notifier) watchGroundStop(ctx context.Context) (func() error, error) {
+// watchGroundStop mirrors the Ground Stop switches until ctx is done and
+// turns each change of a session's switch into a headline for that
+// session. Only changes made while the notifier runs are announced: the
+// switches already on at start are the mirror's initial copy, skipped, so
+// a restart does not repeat old news; a change made while the watch was
+// being restarted is still announced. A tenant's switch and the global one
+// have no one session to tell and are logged. It returns once the mirror is
+// ready, so a change after Run reports ready is never taken for old news.
+func (n *Notifier) watchGroundStop(ctx context.Context) error {
 	kv, err := n.js.KeyValue(ctx, bus.BucketControl)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		n.log.Warn().Str("bucket", bus.BucketControl).Msg("no control bucket: Ground Stop headlines off")
-		return func() error { <-ctx.Done(); return nil }, nil
+		return nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("notifier: control bucket: %w", err)
+		return fmt.Errorf("notifier: control bucket: %w", err)
 	}
-	w, err := kv.Watch(ctx, groundstop.KeyGlobal+".*.*", jetstream.UpdatesOnly())
-	if err != nil {
-		return nil, fmt.Errorf("notifier: watch Ground Stop: %w", err)
-	}
-	return func() error {
-		defer w.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return nil
-			case e, ok := <-w.Updates():
-				if !ok {
-					if ctx.Err() != nil {
-						return nil
-					}
-					return errors.New("notifier: Ground Stop watch ended")
-				}
-				if e == nil {
-					continue
-				}
-				hl, ok := groundStopHeadline(e)
-				if !ok {
-					continue
-				}
-				// A lost headline here cannot be redelivered: retry a few
-				// times, then log it.
-				var err error
-				for range 3 {
-					if err = n.Notify(ctx, hl); err == nil || ctx.Err() != nil {
-						break
-					}
-				}
-				if err != nil && ctx.Err() == nil {
-					n.log.Error().Err(err).Str("key", e.Key()).Msg("Ground Stop headline not stored")
-				}
-			}
+	m := groundstop.StartMirror(ctx, kv, n.log, func(c groundstop.Change) {
+		if !c.Initial {
+			n.announceStop(ctx, c)
 		}
-	}, nil
+	})
+	if err := m.WaitReady(ctx); err != nil {
+		return fmt.Errorf("notifier: %w", err)
+	}
+	return nil
 }
 
-// groundStopHeadline reads one change of a per-session switch. Its event
-// id names the key and revision, so several notifiers watching the same
-// change store one headline.
-func groundStopHeadline(e jetstream.KeyValueEntry) (Headline, bool) {
-	toks := strings.Split(e.Key(), ".")
-	if len(toks) != 3 || toks[0] != groundstop.KeyGlobal {
+// announceStop tells a session its switch changed, and logs a wider one.
+func (n *Notifier) announceStop(ctx context.Context, c groundstop.Change) {
+	if c.Session == "" {
+		n.log.Info().Str("switch", c.Key).Bool("on", c.On).Str("reason", c.Record.Reason).Str("by", c.Record.By).
+			Msg("Ground Stop changed for more than one session: no headline")
+		return
+	}
+	hl, ok := groundStopHeadline(c)
+	if !ok {
+		return
+	}
+	// A lost headline here cannot be redelivered: retry a few times, then
+	// log it.
+	var err error
+	for range 3 {
+		if err = n.Notify(ctx, hl); err == nil || ctx.Err() != nil {
+			break
+		}
+	}
+	if err != nil && ctx.Err() == nil {
+		n.log.Error().Err(err).Str("key", c.Key).Msg("Ground Stop headline not stored")
+	}
+}
+
+// groundStopHeadline reads one change of a session's switch. Its event id
+// names the key, revision and direction, so several notifiers watching the
+// same change store one headline (and a lift found after a restart, which
+// may carry the revision of the put it undid, is not taken for that put).
+func groundStopHeadline(c groundstop.Change) (Headline, bool) {
+	if events.ValidateToken("tenant", c.Tenant) != nil || events.ValidateToken("session", c.Session) != nil {
 		return Headline{}, false
 	}
-	tenant, session := toks[1], toks[2]
-	if events.ValidateToken("tenant", tenant) != nil || events.ValidateToken("session", session) != nil {
-		return Headline{}, false
+	id := c.Key + "@" + strconv.FormatUint(c.Revision, 10)
+	if !c.On {
+		id += ".off"
 	}
-	on := e.Operation() == jetstream.KeyValuePut
-	var rec groundstop.Record
-	if on && json.Unmarshal(e.Value(), &rec) != nil {
-		rec.Reason = string(e.Value()) // set by hand: still on, as groundstop reads it
-	}
-	return Headline{Tenant: tenant, Session: session, Note: events.HeadlineNote{
-		Text:  events.GroundStopHeadline(on, rec.Reason, rec.By),
+	return Headline{Tenant: c.Tenant, Session: c.Session, Note: events.HeadlineNote{
+		Text:  events.GroundStopHeadline(c.On, c.Record.Reason, c.Record.By),
 		About: events.TypeGroundStop,
-		Event: e.Key() + "@" + strconv.FormatUint(e.Revision(), 10),
+		Event: id,
 	}}, true
 }

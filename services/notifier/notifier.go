@@ -256,15 +256,13 @@ func (n *Notifier) Run(ctx context.Context) error {
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	watchStops, err := n.watchGroundStop(ctx)
-	if err != nil {
+	if err := n.watchGroundStop(ctx); err != nil {
 		return err
 	}
 	var wg sync.WaitGroup
 	errc := make(chan error, 2)
 	for _, loop := range []func() error{
 		func() error { return n.runDeliveries(ctx) },
-		watchStops,
 	} {
 		wg.Add(1)
 		go func() {

@@ -20,8 +20,8 @@ import (
 
 	"jetway/pkg/bus"
 	"jetway/pkg/bus/bustest"
+	"jetway/pkg/control/groundstop"
 	"jetway/pkg/events"
-	"jetway/services/dispatcher/groundstop"
 )
 
 const waitFor = 10 * time.Second
@@ -556,5 +556,34 @@ func TestGround_Stop_of_a_session_is_announced_on_and_lifted(t *testing.T) {
 	if got[0].Text != "Ground Stop on: incident 42 (set by default)" || got[1].Text != "Ground Stop lifted" ||
 		got[0].About != events.TypeGroundStop {
 		t.Fatalf("headlines = %+v", got)
+	}
+}
+
+func TestGround_Stop_already_on_when_the_notifier_starts_is_not_announced_again(t *testing.T) {
+	e := newEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	kv, err := e.js.KeyValue(ctx, bus.BucketControl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := groundstop.Set(ctx, kv, "default", "old", groundstop.Record{Reason: "before start", By: "default"}); err != nil {
+		t.Fatal(err)
+	}
+	start(t, testConfig(e.nc, nil))
+	// A tenant's switch names no one session: logged, no headline.
+	if _, err := groundstop.Set(ctx, kv, "default", "", groundstop.Record{Reason: "whole tenant", By: "default"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := groundstop.Set(ctx, kv, "default", "new", groundstop.Record{Reason: "after start", By: "default"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := headlines(t, e.js, "default", "new", 1); got[0].Text != "Ground Stop on: after start (set by default)" {
+		t.Fatalf("headlines of the switch set after start = %+v", got)
+	}
+	// Changes are told in order: had the old switch been announced, its
+	// headline would be stored before the new one's.
+	if got := headlines(t, e.js, "default", "old", 0); len(got) != 0 {
+		t.Fatalf("the switch already on at start was announced: %+v", got)
 	}
 }

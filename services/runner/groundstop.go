@@ -1,93 +1,47 @@
 package runner
 
 import (
-	"context"
-	"encoding/json"
-	"strings"
-
-	"github.com/nats-io/nats.go/jetstream"
-
-	"jetway/services/dispatcher/groundstop"
+	"jetway/pkg/control/groundstop"
 )
 
-// watchGroundStop keeps r.stops in step with the Ground Stop switches in the
-// control bucket. A switch turning on stops the live runs it covers at once;
-// a switch turning off wakes every session so held events go on in order.
-func (r *Runner) watchGroundStop(ctx context.Context) {
-	w, err := r.control.WatchFiltered(ctx, []string{groundstop.KeyGlobal, groundstop.WatchPattern})
-	if err != nil {
-		r.log.Warn().Err(err).Msg("watch ground stop")
+// noteStop acts on a Ground Stop switch that changed: a switch turning on
+// stops the live runs it covers at once; a switch turning off wakes every
+// session it covered so held events go on in order. The mirror already
+// answers with the change when this runs.
+func (r *Runner) noteStop(c groundstop.Change) {
+	if c.Initial {
+		// State at start: no actor exists yet, and a busy bucket would
+		// fill the log.
+		r.log.Debug().Str("switch", c.Key).Str("reason", c.Record.Reason).Msg("ground stop on at start")
 		return
 	}
-	defer func() { _ = w.Stop() }()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case e, ok := <-w.Updates():
-			if !ok {
-				return
-			}
-			if e == nil {
-				continue
-			}
-			r.noteStop(e)
-		}
-	}
-}
-
-func (r *Runner) noteStop(e jetstream.KeyValueEntry) {
-	key := e.Key()
-	on := e.Operation() == jetstream.KeyValuePut
-	var rec groundstop.Record
-	if on && json.Unmarshal(e.Value(), &rec) != nil {
-		rec.Reason = "unreadable switch record"
-	}
-	r.stopMu.Lock()
-	if on {
-		r.stops[key] = rec
-	} else {
-		delete(r.stops, key)
-	}
-	r.stopMu.Unlock()
-
 	r.mu.Lock()
 	actors := make([]*actor, 0, len(r.actors))
-	for k, a := range r.actors {
-		// k is "<tenant>.<session>": a tenant's switch covers every key
-		// that starts with its tenant and a dot.
-		if key == groundstop.KeyGlobal || key == groundstop.KeyGlobal+"."+k ||
-			strings.HasPrefix(groundstop.KeyGlobal+"."+k, key+".") {
+	for _, a := range r.actors {
+		if c.Covers(a.tenant, a.session) {
 			actors = append(actors, a)
 		}
 	}
 	r.mu.Unlock()
 	for _, a := range actors {
-		if on {
+		if c.On {
 			a.stopRun()
 		} else {
 			a.poke()
 		}
 	}
-	if on {
-		r.log.Warn().Str("switch", key).Str("reason", rec.Reason).Msg("ground stop on")
+	if c.On {
+		r.log.Warn().Str("switch", c.Key).Str("reason", c.Record.Reason).Msg("ground stop on")
 	} else {
-		r.log.Info().Str("switch", key).Msg("ground stop lifted")
+		r.log.Info().Str("switch", c.Key).Msg("ground stop lifted")
 	}
 }
 
-// grounded reports whether Ground Stop covers tenant/session now.
+// grounded reports whether Ground Stop covers tenant/session now. The
+// runner consumes nothing before its mirror is ready (startControl), so a
+// switch set before it started holds for its first event.
 func (r *Runner) grounded(tenant, session string) (groundstop.Record, bool) {
-	r.stopMu.Lock()
-	defer r.stopMu.Unlock()
-	if rec, ok := r.stops[groundstop.KeyGlobal]; ok {
-		return rec, true
-	}
-	if rec, ok := r.stops[groundstop.KeyGlobal+"."+tenant]; ok {
-		return rec, true
-	}
-	rec, ok := r.stops[groundstop.KeyGlobal+"."+sessionKey(tenant, session)]
-	return rec, ok
+	return r.stops.Active(tenant, session)
 }
 
 // stopRun cancels the live run, if any: the loop ends at once with every

@@ -10,8 +10,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"jetway/pkg/agent/tool"
+	"jetway/pkg/control/layovers"
 	"jetway/pkg/events"
-	"jetway/services/runner/layovers"
 )
 
 // LayoverToolName is the tool a run uses to set its work down.

@@ -82,7 +82,7 @@ func (r *Runner) publishRunEvent(ctx context.Context, tenant, session, run strin
 		}
 	case agent.KindToolResult:
 		if b := ev.ToolResult; b != nil {
-			line := handover.ToolCall{Result: b.Content, IsError: b.IsError, Finished: true}.Line()
+			line := handover.ToolCall{Name: b.Name, Input: string(b.Input), Result: b.Content, IsError: b.IsError, Finished: true}.Line()
 			r.publishDelta(ctx, tenant, session, events.ToolResult{Run: run, ID: b.ToolUseID, Name: b.Name, Summary: line, IsError: b.IsError})
 		}
 	}

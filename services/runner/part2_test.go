@@ -10,11 +10,11 @@ import (
 
 	"jetway/pkg/agent/tool"
 	"jetway/pkg/bus"
+	"jetway/pkg/control/groundstop"
 	"jetway/pkg/events"
 	"jetway/pkg/handover"
 	"jetway/pkg/llm"
 	"jetway/pkg/llm/llmtest"
-	"jetway/services/dispatcher/groundstop"
 )
 
 func (e *env) kv(bucket string) interface {

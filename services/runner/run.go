@@ -73,7 +73,7 @@ func (a *actor) start(ctx context.Context, p plan) bool {
 		a.dropRecord()
 		return a.start(ctx, p)
 	}
-	stored := rec.clone() // what revision rev holds, to undo a claim
+	stored := rec.Clone() // what revision rev holds, to undo a claim
 	text, ids := joinInputs(p.ins)
 	if len(p.ins) == 0 && rec.State != StateRunning {
 		return true // a recovery someone else already made
@@ -385,19 +385,10 @@ func (a *actor) launch(ctx context.Context, parent context.Context, runID, cause
 	go func() {
 		defer span.End()
 		var term *agent.Terminal
-		names := map[string]string{} // tool_use id -> tool name, for results
 		for ev, err := range agent.Query(runCtx, in, agent.QueryDeps{}) {
 			if err != nil {
 				a.log.Debug().Err(err).Str("run", runID).Msg("loop error")
 				continue
-			}
-			if ev.Kind == agent.KindToolUse && ev.ToolUse != nil {
-				names[ev.ToolUse.ID] = ev.ToolUse.Name
-			}
-			if ev.Kind == agent.KindToolResult && ev.ToolResult != nil && ev.ToolResult.Name == "" {
-				b := *ev.ToolResult
-				b.Name = names[b.ToolUseID]
-				ev.ToolResult = &b
 			}
 			a.r.publishRunEvent(runCtx, a.tenant, a.session, runID, ev)
 			if ev.Kind == agent.KindResult {
@@ -635,6 +626,10 @@ func (rc *recorder) RecordMessage(m llm.Message, usage llm.Usage) error {
 		a.settleLocked(acks...)
 	}
 	a.mu.Unlock()
+	if err == nil && len(m.Delivers) > 0 {
+		// Tell the person their line (or a job's notice) reached the model.
+		a.r.publishOut(ctx, a.tenant, a.session, events.RunDelivered{Run: rc.run, Events: m.Delivers})
+	}
 	return err
 }
 

@@ -30,9 +30,10 @@ import (
 	"jetway/pkg/agent/permission"
 	"jetway/pkg/agent/tool"
 	"jetway/pkg/bus"
+	"jetway/pkg/bus/kvmirror"
+	"jetway/pkg/control/groundstop"
 	"jetway/pkg/handover"
 	"jetway/pkg/llm"
-	"jetway/services/dispatcher/groundstop"
 )
 
 // Config configures a runner.
@@ -118,8 +119,7 @@ type Runner struct {
 	lastLive    int       // the live runner count it last saw
 	liveSince   time.Time // since when that count has held
 
-	runMu   sync.Mutex
-	running map[string]SessionRecord // live runs by session key, any runner's
+	running *kvmirror.Mirror // records of live runs, any runner's (sweep.go)
 
 	work        jetstream.Stream
 	transcripts transcripts
@@ -131,8 +131,7 @@ type Runner struct {
 	pins        pinList
 	pinListings atomic.Int64
 	control     jetstream.KeyValue
-	stopMu      sync.Mutex
-	stops       map[string]groundstop.Record // Ground Stop switches that are on
+	stops       *groundstop.Mirror // Ground Stop switches (groundstop.go)
 	rails       rails
 
 	stop chan struct{} // closed when the runner leaves
@@ -203,8 +202,6 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 		peers:       peers{kv: runners, staleAfter: cfg.StaleAfter, view: &peerView{}, self: cfg.ID},
 		partitions:  p,
 		actors:      make(map[string]*actor),
-		running:     make(map[string]SessionRecord),
-		stops:       make(map[string]groundstop.Record),
 		control:     control,
 		rails:       rails{cfg: cfg.Rails, kv: control},
 		stop:        make(chan struct{}),
@@ -240,12 +237,13 @@ func (r *Runner) Run(ctx context.Context) error {
 		}
 		r.parts[p] = &partition{n: p, cons: cons}
 	}
-	r.wg.Add(5)
+	if err := r.startControl(runCtx); err != nil {
+		return err
+	}
+	r.wg.Add(3)
 	go func() { defer r.wg.Done(); r.peers.watchPeers(runCtx, r.log) }()
 	go func() { defer r.wg.Done(); r.beatLoop(runCtx) }()
 	go func() { defer r.wg.Done(); r.evictLoop(runCtx) }()
-	go func() { defer r.wg.Done(); r.watchRunning(runCtx) }()
-	go func() { defer r.wg.Done(); r.watchGroundStop(runCtx) }()
 	for _, part := range r.parts {
 		r.wg.Add(1)
 		go func() { defer r.wg.Done(); r.consume(runCtx, part) }()

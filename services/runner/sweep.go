@@ -2,52 +2,55 @@ package runner
 
 import (
 	"context"
-	"encoding/json"
+	"fmt"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"jetway/pkg/bus"
+	"jetway/pkg/bus/kvmirror"
+	"jetway/pkg/control/groundstop"
+	"jetway/pkg/control/sessionrec"
 )
 
-// watchRunning keeps r.running in step with the sessions bucket: the
-// records that say a run is live, and only those, so memory follows live
-// runs, not sessions.
-func (r *Runner) watchRunning(ctx context.Context) {
-	w, err := r.records.kv.WatchAll(ctx)
-	if err != nil {
-		r.log.Warn().Err(err).Msg("watch session records")
-		return
+// startControl starts the mirrors of the control plane — the Ground Stop
+// switches and the records of live runs — and waits until both hold what
+// the buckets held at start. The runner consumes nothing before: a switch
+// set before it started must hold for its first event, and a sweep must
+// not miss a dead runner's run.
+func (r *Runner) startControl(ctx context.Context) error {
+	r.stops = groundstop.StartMirror(ctx, r.control, r.log, r.noteStop)
+	r.running = kvmirror.Start(ctx, kvmirror.Config{
+		Name: "live runs",
+		KV:   r.records.kv,
+		// Only running records are held, so memory follows live runs,
+		// not sessions.
+		Keep: isRunning,
+		Log:  r.log,
+	})
+	if err := r.stops.WaitReady(ctx); err != nil {
+		return fmt.Errorf("runner: %w", err)
 	}
-	defer func() { _ = w.Stop() }()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case e, ok := <-w.Updates():
-			if !ok {
-				return
-			}
-			if e == nil {
-				continue // the initial values are in
-			}
-			r.noteRecord(e)
-		}
+	if err := r.running.WaitReady(ctx); err != nil {
+		return fmt.Errorf("runner: %w", err)
 	}
+	return nil
 }
 
-func (r *Runner) noteRecord(e jetstream.KeyValueEntry) {
-	r.runMu.Lock()
-	defer r.runMu.Unlock()
-	if e.Operation() != jetstream.KeyValuePut {
-		delete(r.running, e.Key())
-		return
+// isRunning says a session record names a live run.
+func isRunning(e jetstream.KeyValueEntry) bool {
+	rec, err := sessionrec.Decode(e.Value())
+	return err == nil && rec.State == StateRunning
+}
+
+// liveRuns are the records of every live run, any runner's.
+func (r *Runner) liveRuns() []SessionRecord {
+	var out []SessionRecord
+	for _, e := range r.running.Entries() {
+		if rec, err := sessionrec.Decode(e.Value()); err == nil && rec.State == StateRunning {
+			out = append(out, rec)
+		}
 	}
-	var rec SessionRecord
-	if json.Unmarshal(e.Value(), &rec) != nil || rec.State != StateRunning {
-		delete(r.running, e.Key())
-		return
-	}
-	r.running[e.Key()] = rec
+	return out
 }
 
 // sweep finds runs whose runner is gone, on partitions this runner holds or
@@ -56,14 +59,12 @@ func (r *Runner) noteRecord(e jetstream.KeyValueEntry) {
 // arrives for its session. Two runners sweeping the same orphan is safe: the
 // session record's compare-and-swap lets one of them start the new run.
 func (r *Runner) sweep(ctx context.Context) {
-	r.runMu.Lock()
 	var orphans []SessionRecord
-	for _, rec := range r.running {
+	for _, rec := range r.liveRuns() {
 		if rec.Runner != r.cfg.ID || rec.Incarnation != r.incarnation {
 			orphans = append(orphans, rec)
 		}
 	}
-	r.runMu.Unlock()
 	if len(orphans) == 0 {
 		return
 	}

@@ -122,6 +122,20 @@ func TestMake_run_starts_the_stack_opens_a_chat_and_stops_the_stack_when_the_cha
 	}
 	term.shows(t, runTimeout, "I'll start the build in the background")
 
+	// A second make run on the same data directory, whatever ports it is
+	// given, attaches to the running dev instead of starting another on
+	// the same store.
+	again := exec.CommandContext(ctx, script)
+	again.Dir = dir
+	again.Env = cleanEnv("JETWAY_BIN="+jetwayBinary(t), "JETWAY_DATA="+data,
+		"JETWAY_HTTP=127.0.0.1:0", "JETWAY_NATS=127.0.0.1:0")
+	again.Stdin = strings.NewReader("/quit\n")
+	againOut, err := again.CombinedOutput()
+	if err != nil || !strings.Contains(string(againOut), "jetway is already running at http://127.0.0.1:") ||
+		strings.Contains(string(againOut), "starting jetway dev") {
+		t.Errorf("a second run.sh on the same data directory did not attach (%v):\n%s", err, againOut)
+	}
+
 	term.typeIn(t, "/quit\r")
 	if err := term.exit(t, stopTimeout); err != nil {
 		t.Fatalf("run.sh exited with %v after /quit", err)

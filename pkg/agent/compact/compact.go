@@ -21,7 +21,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"unicode/utf8"
 
 	"jetway/pkg/agent"
@@ -57,52 +56,18 @@ type Config struct {
 	Estimate func([]llm.Message) int
 	// Views, when set, builds the views of this history from what it added
 	// since the last (llm.ViewCache): a runner keeps one per session, so a
-	// run start costs what the session added, not a walk over all of it.
+	// run start costs what the session added, not a walk over all of it,
+	// and the view Pre sizes is built again for the request for what was
+	// added since (nothing). Without it every view is built in full.
 	Views *llm.ViewCache
 }
 
-// Compactor implements agent.Compactor and agent.ContextView.
+// Compactor implements agent.Compactor and agent.ContextView. It keeps
+// nothing itself: the views it sizes and serves come from Config.Views,
+// the one cache of a history's views.
 type Compactor struct {
 	cfg           Config
 	plainEstimate bool // cfg.Estimate is llm.EstimateTokens, which Views computes as it goes
-
-	mu    sync.Mutex
-	spare spareView
-}
-
-// spareView is the view Pre built to size a history, kept for the View of
-// the request that follows, which would build the same one again: at 2000
-// messages each view is half a megabyte of garbage, twice per call. It is
-// handed out once, so no two callers share a view; and a recorded history
-// is only ever appended to, so the same first message and length mean the
-// same messages.
-type spareView struct {
-	first   *llm.Message
-	n       int
-	view    []llm.Message
-	settled int
-}
-
-// keep stores view as the spare view of msgs.
-func (c *Compactor) keep(msgs, view []llm.Message, settled int) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.spare = spareView{}
-	if len(msgs) > 0 {
-		c.spare = spareView{first: &msgs[0], n: len(msgs), view: view, settled: settled}
-	}
-}
-
-// takeSpare returns the spare view of msgs, if there is one, and forgets it.
-func (c *Compactor) takeSpare(msgs []llm.Message) ([]llm.Message, int, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	sp := c.spare
-	c.spare = spareView{}
-	if sp.view == nil || len(msgs) != sp.n || &msgs[0] != sp.first {
-		return nil, 0, false
-	}
-	return sp.view, sp.settled, true
 }
 
 var (
@@ -164,9 +129,6 @@ func (c *Compactor) View(ctx context.Context, msgs []llm.Message) []llm.Message 
 // a view built through Views knows, and only while no old tool result is
 // cleared (clearing changes older messages as the history grows).
 func (c *Compactor) ViewSettled(_ context.Context, msgs []llm.Message) ([]llm.Message, int) {
-	if view, settled, ok := c.takeSpare(msgs); ok {
-		return view, settled
-	}
 	view, _, settled := c.build(msgs)
 	return view, settled
 }
@@ -236,10 +198,9 @@ func (c *Compactor) IsOverflow(err error) bool { return llm.IsOverflow(err) }
 // compaction aiming under Target; agent.ErrBlockingLimit when the view
 // would still be past HardLimit.
 func (c *Compactor) Pre(ctx context.Context, msgs []llm.Message, lastInputTokens int) (*agent.Compaction, error) {
-	view, tokens, settled := c.build(msgs)
+	_, tokens, _ := c.build(msgs)
 	gate := max(tokens, lastInputTokens)
 	if gate < c.tokens(c.cfg.Threshold) {
-		c.keep(msgs, view, settled) // the request's view, unless the history changes first
 		return nil, nil
 	}
 	comp := c.compact(ctx, msgs, "proactive", c.tokens(c.cfg.Keep), c.tokens(c.cfg.Target), gate)

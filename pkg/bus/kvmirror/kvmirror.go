@@ -50,6 +50,12 @@ type Config struct {
 	// order, from the mirror's goroutine: first for each key of the initial
 	// copy, then for each update. It must not block for long.
 	OnChange func(Change)
+	// Keep, when set, says which entries the mirror holds. Memory then
+	// follows what the owner needs (the sessions running now) rather than
+	// the size of the bucket. Every put is still reported; a held key whose
+	// new value is not kept leaves the mirror, and is reported as that put.
+	// The first copy reports only what is kept.
+	Keep func(jetstream.KeyValueEntry) bool
 	// Log receives restarts. The zero logger discards.
 	Log zerolog.Logger
 	// Backoff is the first wait before restarting a failed watch, doubling
@@ -151,6 +157,7 @@ func (m *Mirror) watchOnce(ctx context.Context) error {
 	defer func() { _ = w.Stop() }()
 	fresh := map[string]jetstream.KeyValueEntry{}
 	tombs := map[string]jetstream.KeyValueEntry{}
+	left := map[string]jetstream.KeyValueEntry{} // held keys now put with a value not kept
 	initial := true
 	for {
 		select {
@@ -163,15 +170,20 @@ func (m *Mirror) watchOnce(ctx context.Context) error {
 			switch {
 			case e == nil && initial:
 				initial = false
-				m.reconcile(fresh, tombs)
+				m.reconcile(fresh, tombs, left)
 			case e == nil:
 			case initial:
-				if e.Operation() == jetstream.KeyValuePut {
-					fresh[e.Key()] = e
-					delete(tombs, e.Key())
-				} else {
-					delete(fresh, e.Key())
-					tombs[e.Key()] = e
+				k := e.Key()
+				delete(fresh, k)
+				delete(tombs, k)
+				delete(left, k)
+				switch {
+				case e.Operation() != jetstream.KeyValuePut:
+					tombs[k] = e
+				case m.keeps(e):
+					fresh[k] = e
+				case m.holds(k):
+					left[k] = e
 				}
 			default:
 				m.apply(e)
@@ -189,8 +201,8 @@ func (m *Mirror) watch(ctx context.Context) (jetstream.KeyWatcher, error) {
 
 // reconcile swaps in a freshly read copy and reports what differs from the
 // old one: keys that appeared or changed revision as puts, keys that
-// vanished as deletes.
-func (m *Mirror) reconcile(fresh, tombs map[string]jetstream.KeyValueEntry) {
+// vanished as deletes, keys whose value is no longer kept as that put.
+func (m *Mirror) reconcile(fresh, tombs, left map[string]jetstream.KeyValueEntry) {
 	m.mu.Lock()
 	old := m.keys
 	m.keys = fresh
@@ -206,6 +218,10 @@ func (m *Mirror) reconcile(fresh, tombs map[string]jetstream.KeyValueEntry) {
 		if _, ok := fresh[k]; ok {
 			continue
 		}
+		if l, ok := left[k]; ok {
+			m.notify(Change{Key: k, Entry: l})
+			continue
+		}
 		if t, ok := tombs[k]; ok {
 			o = t
 		}
@@ -214,6 +230,17 @@ func (m *Mirror) reconcile(fresh, tombs map[string]jetstream.KeyValueEntry) {
 	if first {
 		close(m.ready)
 	}
+}
+
+func (m *Mirror) keeps(e jetstream.KeyValueEntry) bool {
+	return m.cfg.Keep == nil || m.cfg.Keep(e)
+}
+
+// holds reports whether key is in the copy. Only the mirror's goroutine
+// changes the copy, so it may read it without the lock.
+func (m *Mirror) holds(key string) bool {
+	_, ok := m.keys[key]
+	return ok
 }
 
 func (m *Mirror) isReady() bool {
@@ -228,9 +255,10 @@ func (m *Mirror) isReady() bool {
 func (m *Mirror) apply(e jetstream.KeyValueEntry) {
 	k := e.Key()
 	put := e.Operation() == jetstream.KeyValuePut
+	keep := put && m.keeps(e)
 	m.mu.Lock()
 	_, had := m.keys[k]
-	if put {
+	if keep {
 		m.keys[k] = e
 	} else {
 		delete(m.keys, k)

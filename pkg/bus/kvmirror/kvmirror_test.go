@@ -202,3 +202,50 @@ func TestMirror_a_watch_that_ends_is_restarted_and_misses_nothing(t *testing.T) 
 		t.Fatal("the mirror says no watch is live after it restarted")
 	}
 }
+
+func TestMirror_with_keep_holds_only_the_kept_entries_and_reports_one_leaving(t *testing.T) {
+	real := newBucket(t)
+	kv := &endingKV{KeyValue: real, started: make(chan struct{}, 10)}
+	put(t, real, "a", "running")
+	put(t, real, "b", "idle")
+	put(t, real, "c", "running")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	rec := newRecorder()
+	running := func(e jetstream.KeyValueEntry) bool { return string(e.Value()) == "running" }
+	m := kvmirror.Start(ctx, kvmirror.Config{Name: "test", KV: kv, Keep: running, OnChange: rec.note, Backoff: time.Millisecond})
+	<-m.Ready()
+	<-kv.started
+	if got := m.Entries(); len(got) != 2 || got["b"] != nil {
+		t.Fatalf("entries when ready = %v, want a and c only", got)
+	}
+
+	put(t, real, "a", "idle")
+	cs := rec.waitFor(t, "a leaving", func(cs []kvmirror.Change) bool { return len(cs) >= 3 })
+	if c := cs[2]; c.Key != "a" || c.Deleted || string(c.Entry.Value()) != "idle" {
+		t.Fatalf("a leaving = %+v, want its put of idle", c)
+	}
+	if _, ok := m.Get("a"); ok {
+		t.Fatal("a is held after its value stopped being kept")
+	}
+
+	// c stops being kept while no watch runs: the restart reports it.
+	gate := make(chan struct{})
+	kv.mu.Lock()
+	kv.gate = gate
+	w := kv.current
+	kv.mu.Unlock()
+	if err := w.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	put(t, real, "c", "idle")
+	close(gate)
+	cs = rec.waitFor(t, "c leaving after the restart", func(cs []kvmirror.Change) bool { return len(cs) >= 4 })
+	if c := cs[3]; c.Key != "c" || c.Deleted || string(c.Entry.Value()) != "idle" {
+		t.Fatalf("c leaving = %+v, want its put of idle", c)
+	}
+	if got := m.Entries(); len(got) != 0 {
+		t.Fatalf("entries after both left = %v, want none", got)
+	}
+}

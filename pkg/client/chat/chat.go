@@ -43,15 +43,23 @@ type Config struct {
 	// the terminal in raw mode and restores it on return.
 	In  io.Reader
 	Out io.Writer
-	// Wait is how long line mode waits, after its input ends, for the run
-	// it started to end (DefaultWait when zero).
+	// Wait bounds how long line mode waits, after its input ends, for the
+	// session to settle: idle, no running job, nothing waiting
+	// (DefaultWait when zero).
 	Wait time.Duration
+	// NoWait makes line mode leave as soon as its input ends.
+	NoWait bool
+	// CLI and CLIFlags make the commands the chat suggests (lifting Ground
+	// Stop) paste as they are: the program as the person ran it, e.g.
+	// "bin/jetway" ("jetway" when empty), and the flags that reach this
+	// dispatcher, e.g. "--url http://127.0.0.1:8081".
+	CLI, CLIFlags string
 }
 
 // Help lists the slash commands.
 const Help = `/steer <note>  redirect the work under way
 /jobs          list the session's background jobs
-/kill <N>      ask the agent to kill background job N
+/kill <N>      kill background job N and its whole process tree
 /stop          Ground Stop this session (admin token)
 /quit          leave (Ctrl-D or Ctrl-C too)`
 
@@ -78,7 +86,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 
-	c := &chat{cfg: cfg, runEnded: make(chan struct{}, 1)}
+	c := &chat{cfg: cfg, activity: make(chan struct{}, 1)}
 	if f, ok := cfg.In.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
 		old, err := term.MakeRaw(int(f.Fd()))
 		if err != nil {
@@ -95,6 +103,10 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 	}
 
+	c.println("jetway chat with " + cfg.Session + " — /help for commands, /quit to leave")
+	// What the session is doing before anything new: the stream is open,
+	// so what arrives meanwhile waits and is shown after it, in order.
+	c.opening(ctx)
 	streamDone := make(chan error, 1)
 	go func() { streamDone <- c.follow(ctx, first) }()
 	// Whatever ends the chat, the stream goroutine stops before Run returns,
@@ -110,7 +122,6 @@ func Run(ctx context.Context, cfg Config) error {
 	inputDone := make(chan error, 1)
 	go func() { inputDone <- c.read(ctx, lines) }()
 
-	c.println("jetway chat with " + cfg.Session + " — /help for commands, /quit to leave")
 	for {
 		select {
 		case <-ctx.Done():
@@ -132,16 +143,13 @@ func Run(ctx context.Context, cfg Config) error {
 			if c.term != nil || !c.sent {
 				return nil
 			}
-			// Line mode: show the rest of the run the input started.
-			t := time.NewTimer(cfg.Wait)
-			defer t.Stop()
-			select {
-			case <-c.runEnded:
-			case <-t.C:
-			case <-ctx.Done():
-			case <-streamDone:
-				streamOver = true
+			if cfg.NoWait {
+				return nil
 			}
+			// Line mode: show everything the input set going.
+			wctx, stopWaiting := context.WithTimeout(ctx, cfg.Wait)
+			defer stopWaiting()
+			streamOver = c.settle(wctx, streamDone)
 			return nil
 		}
 	}
@@ -151,9 +159,16 @@ type chat struct {
 	cfg  Config
 	term *term.Terminal // nil in line mode
 
-	mu       sync.Mutex // line mode output
-	sent     bool       // input was sent (main goroutine only)
-	runEnded chan struct{}
+	mu        sync.Mutex    // line mode output
+	sent      bool          // input was sent (main goroutine only)
+	activity  chan struct{} // an event was shown
+	endedRuns sync.Map      // run id → true: runs whose end was shown
+	// typed maps the CE id of each line sent to its text, to say when a
+	// line a busy session took reaches the model.
+	typed sync.Map
+	// wakes are the CE ids of job events (exits, overdue) shown that have
+	// not reached a run yet: each starts a run or goes to the live one.
+	wakes sync.Map
 }
 
 // println shows one line above the prompt (terminal) or as a line.
@@ -208,37 +223,20 @@ func (c *chat) read(ctx context.Context, lines chan<- string) error {
 // through client.Follow, resuming after the last event seen.
 func (c *chat) follow(ctx context.Context, first *client.Stream) error {
 	var r Renderer
-	var grace *time.Timer // after a run's end, how long to wait for its headline
-	defer func() {
-		if grace != nil {
-			grace.Stop()
-		}
-	}()
-	ended := func() {
-		select {
-		case c.runEnded <- struct{}{}:
-		default:
-		}
-	}
 	show := func(ev client.Event) error {
 		for _, l := range r.Lines(ev) {
 			c.println(l)
 		}
-		switch {
-		case ev.Type == events.TypeRunEnded && grace == nil:
-			// The notifier's headline for it normally follows within
-			// milliseconds; without a notifier, stop waiting soon anyway.
-			grace = time.AfterFunc(headlineGrace, ended)
-		case runEndedHeadline(ev):
-			ended()
+		c.track(ev)
+		select {
+		case c.activity <- struct{}{}:
+		default:
 		}
 		return nil
 	}
-	var err error
 	for {
-		ev, rerr := first.Next()
-		if rerr != nil {
-			err = rerr
+		ev, err := first.Next()
+		if err != nil {
 			break
 		}
 		_ = show(ev)
@@ -247,15 +245,40 @@ func (c *chat) follow(ctx context.Context, first *client.Stream) error {
 	if ctx.Err() != nil {
 		return nil
 	}
-	c.println("! stream: " + err.Error() + " — reconnecting")
+	// The stream ended: resume after the last event seen. Say once that
+	// the connection is gone (not once per attempt), and once that it is
+	// back.
+	lost := false
+	resumed := func(ev client.Event) error {
+		if lost {
+			lost = false
+			c.println("» back: jetway at " + c.cfg.Client.BaseURL() + " answers again")
+		}
+		return show(ev)
+	}
 	opts := client.StreamOptions{LastEventID: first.LastEventID(), FromNew: first.LastEventID() == ""}
-	err = c.cfg.Client.Follow(ctx, c.cfg.Session, opts, show, func(err error) {
-		c.println("! stream: " + err.Error() + " — reconnecting")
+	err := c.cfg.Client.Follow(ctx, c.cfg.Session, opts, resumed, func(err error) {
+		if lost {
+			return
+		}
+		lost = true
+		c.println(lostLine(c.cfg.Client.BaseURL(), err))
 	})
 	if ctx.Err() != nil {
 		return nil
 	}
 	return err
+}
+
+// lostLine is what the chat says once when its stream cannot be reopened:
+// that jetway went away (stopped, most likely) when nothing answers, else
+// why the stream failed.
+func lostLine(url string, err error) string {
+	var ue *client.UnreachableError
+	if errors.As(err, &ue) {
+		return "! jetway at " + url + " went away (stopped?); the chat reconnects when it is back — /quit to leave"
+	}
+	return "! stream: " + err.Error() + " — reconnecting"
 }
 
 // handle acts on one typed line; it reports true when the person quits.
@@ -295,10 +318,12 @@ func (c *chat) handle(ctx context.Context, line string) bool {
 			c.println("! /kill needs a job number: /kill 3")
 			break
 		}
-		// The dispatcher has no kill endpoint: jobs belong to the agent's
-		// tools, so the agent is asked to do it.
-		c.input(ctx, fmt.Sprintf("/kill %d — please kill background job %d now (shell_job_kill id %d) and tell me when it is gone.", n, n, n))
-		c.println(fmt.Sprintf("(no kill endpoint in the dispatcher: asked the agent to kill job %d)", n))
+		j, err := c.cfg.Client.KillJob(ctx, c.cfg.Session, strconv.FormatUint(n, 10))
+		if err != nil {
+			c.println("! /kill " + arg + ": " + err.Error())
+			break
+		}
+		c.println("job " + j.ID + " " + j.Status + ": " + j.Line)
 	case "/stop":
 		cl := c.cfg.Admin
 		if cl == nil {
@@ -309,7 +334,7 @@ func (c *chat) handle(ctx context.Context, line string) bool {
 			c.println("! " + err.Error())
 			break
 		}
-		c.println("Ground Stop on for " + st.Scope + " (jetway stop --session " + c.cfg.Session + " --off to lift it)")
+		c.println("Ground Stop on for " + st.Scope + " — lift it with: " + c.command("stop --off --session "+c.cfg.Session))
 	default:
 		c.println("! unknown command " + cmd + " — /help lists them")
 	}
@@ -317,11 +342,13 @@ func (c *chat) handle(ctx context.Context, line string) bool {
 }
 
 func (c *chat) input(ctx context.Context, text string) {
-	if _, err := c.cfg.Client.Input(ctx, c.cfg.Session, text); err != nil {
+	acc, err := c.cfg.Client.Input(ctx, c.cfg.Session, text)
+	if err != nil {
 		c.println("! " + err.Error())
 		return
 	}
 	c.sent = true
+	c.typed.Store(acc.ID, text)
 }
 
 func (c *chat) jobs(ctx context.Context) {
@@ -334,28 +361,115 @@ func (c *chat) jobs(ctx context.Context) {
 		c.println("no background jobs")
 		return
 	}
-	for _, j := range jobs {
-		c.println("job " + j.Job + "  " + shorten(string(j.Record), 120))
+	var b strings.Builder
+	_ = client.WriteJobs(&b, jobs)
+	for _, l := range strings.Split(strings.TrimRight(b.String(), "\n"), "\n") {
+		c.println(l)
 	}
 }
 
-func shorten(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if len(s) <= n {
-		return s
+// settlePoll is how often line mode asks whether the session has settled
+// when no event says something happened.
+const settlePoll = time.Second
+
+// settle waits, in line mode after the input ended, until the session has
+// done all the input set going: no run, no running job, no event waiting
+// for it (a job's exit starts another run, which reports), and the last
+// run's end shown. A Ground Stop holding the session ends the
+// wait at once: nothing will run. It reports whether the stream ended.
+func (c *chat) settle(ctx context.Context, streamDone <-chan error) (streamOver bool) {
+	tick := time.NewTicker(settlePoll)
+	defer tick.Stop()
+	for {
+		d, err := c.cfg.Client.SessionDetail(ctx, c.cfg.Session)
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return false
+		case isNotFound(err):
+			// No record yet: the runner has not taken the input.
+		case err != nil:
+			c.println("! cannot tell whether the session is done: " + err.Error())
+			return false
+		case len(d.GroundStop) > 0:
+			c.println("! Ground Stop holds the session: nothing runs until it is lifted")
+			return false
+		case c.settled(d):
+			return false
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-streamDone:
+			return true
+		case <-c.activity:
+		case <-tick.C:
+		}
 	}
-	return s[:n] + "…"
 }
 
-// headlineGrace is how long line mode waits, after a run's end, for the
-// notifier's headline about it before leaving.
-const headlineGrace = time.Second
-
-// runEndedHeadline reports the notifier's headline about a run's end.
-func runEndedHeadline(ev client.Event) bool {
-	if ev.Type != events.TypeHeadline {
+// settled reports a session with nothing under way or waiting, whose
+// last run's end the chat has shown.
+func (c *chat) settled(d client.SessionDetail) bool {
+	if d.State == "running" || d.PendingEvents > 0 {
 		return false
 	}
-	var h events.HeadlineNote
-	return json.Unmarshal(ev.Data, &h) == nil && h.About == events.TypeRunEnded
+	owed := false
+	c.wakes.Range(func(any, any) bool { owed = true; return false })
+	if owed {
+		return false
+	}
+	if last := client.DecodeSession(d.SessionInfo).Run; last != "" {
+		if _, shown := c.endedRuns.Load(last); !shown {
+			return false
+		}
+	}
+	for _, j := range d.Jobs {
+		if j.Status == "running" {
+			return false
+		}
+	}
+	return true
+}
+
+// track keeps what line mode's wait and the delivery notes need from ev:
+// runs that ended, job events not yet taken by a run, and lines of this
+// chat that a busy session handed to its model.
+func (c *chat) track(ev client.Event) {
+	switch ev.Type {
+	case events.TypeRunEnded:
+		var e events.RunEnded
+		if json.Unmarshal(ev.Data, &e) == nil {
+			c.endedRuns.Store(e.Run, true)
+		}
+	case events.TypeRunStarted:
+		var s events.RunStarted
+		if json.Unmarshal(ev.Data, &s) == nil {
+			c.taken(s.Events)
+		}
+	case events.TypeRunDelivered:
+		var d events.RunDelivered
+		if json.Unmarshal(ev.Data, &d) != nil {
+			return
+		}
+		for _, id := range d.Events {
+			if text, ok := c.typed.Load(id); ok {
+				c.println("» delivered to the running model: " + clip(text.(string), 120))
+			}
+		}
+		c.taken(d.Events)
+	case events.TypeHeadline:
+		var h events.HeadlineNote
+		if json.Unmarshal(ev.Data, &h) == nil && h.Event != "" &&
+			(h.About == events.TypeJobExited || h.About == events.TypeJobOverdue) {
+			c.wakes.Store(h.Event, true)
+		}
+	}
+}
+
+// taken notes events a run took: a run start's or a delivery's.
+func (c *chat) taken(ids []string) {
+	for _, id := range ids {
+		c.wakes.Delete(id)
+		c.typed.Delete(id)
+	}
 }

@@ -75,6 +75,15 @@ func newFake(t *testing.T) (*fakeDispatcher, *client.Client) {
 		w.WriteHeader(http.StatusAccepted)
 		io.WriteString(w, `{"id":"e2"}`)
 	})
+	mux.HandleFunc("GET /v1/sessions/s1", func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, `{"session":"s1","state":"idle","record":{"state":"idle","run":"r1"},"pending_events":0,"jobs":[]}`)
+	})
+	mux.HandleFunc("GET /v1/sessions/s1/transcript", func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, `{"session":"s1","entries":[],"next":0,"more":false}`)
+	})
+	mux.HandleFunc("POST /v1/sessions/s1/jobs/3/kill", func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, `{"id":"3","program":"gh","status":"killed","exit_code":-1,"line":"t3 killed after 1s"}`)
+	})
 	mux.HandleFunc("GET /v1/sessions/s1/jobs", func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, `{"jobs":[{"job":"3","revision":1,"record":{"program":"gh","status":"running"}}]}`)
 	})
@@ -228,13 +237,13 @@ func TestLine_mode_sends_lines_runs_slash_commands_and_shows_the_run(t *testing.
 	if len(steers) != 1 || steers[0] != "be brief" {
 		t.Errorf("steers = %q", steers)
 	}
-	if len(inputs) != 2 || !strings.HasPrefix(inputs[0], "/kill 3") || inputs[1] != "hello" {
+	if len(inputs) != 1 || inputs[0] != "hello" {
 		t.Errorf("inputs = %q", inputs)
 	}
 	text := out.String()
 	for _, want := range []string{
-		"job 3  {\"program\":\"gh\",\"status\":\"running\"}",
-		"asked the agent to kill job 3",
+		"JOB  STATE    EXIT  JOB LINE\n3    running  -     -",
+		"job 3 killed: t3 killed after 1s",
 		"! unknown command /bogus",
 		"Hi there.\nDone\n» run r1 completed after 1 turn in 0s",
 	} {

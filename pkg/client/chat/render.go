@@ -11,8 +11,10 @@ import (
 // Renderer turns a session's stream into lines for a person. Headlines
 // become one line each; streamed assistant text is shown a whole line at a
 // time (a partial line is held until its newline, or until anything else
-// needs the screen), so text never tears around the prompt. Run lifecycle
-// events are left to their headlines, which the notifier sends.
+// needs the screen), so text never tears around the prompt. A run's start
+// and end are shown from the run's own output, which is in order with its
+// text, not from the notifier's headlines about them, which take a hop
+// more and so arrive after the run's first text.
 type Renderer struct {
 	partial strings.Builder
 }
@@ -36,10 +38,16 @@ func (r *Renderer) Lines(ev client.Event) []string {
 		return strings.Split(s[:cut], "\n")
 	case events.TypeHeadline:
 		var h events.HeadlineNote
-		if json.Unmarshal(ev.Data, &h) != nil || h.Text == "" {
+		if json.Unmarshal(ev.Data, &h) != nil || h.Text == "" || h.About == events.TypeRunStarted || h.About == events.TypeRunEnded {
 			return nil
 		}
 		return append(r.Flush(), "» "+h.Text)
+	case events.TypeRunStarted:
+		var s events.RunStarted
+		if json.Unmarshal(ev.Data, &s) != nil {
+			return nil
+		}
+		return append(r.Flush(), "» "+events.RunStartedHeadline(s))
 	case events.TypeToolUse:
 		var u events.ToolUse
 		if json.Unmarshal(ev.Data, &u) != nil {
@@ -51,9 +59,13 @@ func (r *Renderer) Lines(ev client.Event) []string {
 		if json.Unmarshal(ev.Data, &res) != nil || !res.IsError {
 			return nil
 		}
-		return append(r.Flush(), "  ↳ "+res.Name+" failed: "+res.Summary)
+		return append(r.Flush(), "  ↳ "+res.Summary) // name(args) → error: …
 	case events.TypeRunEnded:
-		return r.Flush()
+		var e events.RunEnded
+		if json.Unmarshal(ev.Data, &e) != nil {
+			return r.Flush()
+		}
+		return append(r.Flush(), "» "+events.RunEndedHeadline(e))
 	}
 	return nil
 }

@@ -3,9 +3,8 @@
 //
 // It streams with the SDK's decoder and accumulator, emitting each tool call
 // the moment its block stops so an executor can start it while the stream
-// goes on; it places prompt-cache breakpoints; it shapes the request the way
-// the API requires (no two messages of one role in a row, tool results first
-// in their user message) in a per-request view, never touching the caller's
+// goes on; it places prompt-cache breakpoints; it encodes the turns llm
+// shapes for every provider (llm.Wire), never touching the caller's
 // messages; and it retries through package retry, the only retry policy
 // (the SDK's own retries are off).
 //
@@ -23,10 +22,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"iter"
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
 
@@ -115,25 +112,10 @@ func (p *Provider) Stream(ctx context.Context, req llm.CompletionRequest) iter.S
 			yield(llm.StreamEvent{}, err)
 			return
 		}
-		yielded, stopped := false, false
-		emit := func(ev llm.StreamEvent) {
-			yielded = true
-			if !yield(ev, nil) {
-				stopped = true
-			}
-		}
-		classify := func(err error) retry.Verdict {
-			if yielded || stopped {
-				return retry.Verdict{}
-			}
-			return verdict(err)
-		}
-		err = p.cfg.Retry.Do(ctx, classify, func(ctx context.Context) error {
-			return p.streamOnce(ctx, params, opts, emit, func() bool { return stopped })
+		send := func(ev llm.StreamEvent) bool { return yield(ev, nil) }
+		err = retry.Stream(ctx, p.cfg.Retry, verdict, send, func(ctx context.Context, emit func(llm.StreamEvent), stopped func() bool) error {
+			return p.streamOnce(ctx, params, opts, emit, stopped)
 		})
-		if stopped {
-			return
-		}
 		if err != nil {
 			yield(llm.StreamEvent{}, classifyErr(ctx, err))
 		}
@@ -281,10 +263,7 @@ func fromSDK(m *sdk.Message) (llm.Message, llm.StopReason, llm.Usage) {
 func verdict(err error) retry.Verdict {
 	var apiErr *sdk.Error
 	if errors.As(err, &apiErr) {
-		h := http.Header{}
-		if apiErr.Response != nil {
-			h = apiErr.Response.Header
-		}
+		h := retry.Header(apiErr.Response)
 		switch apiErr.Type() {
 		case "overloaded_error", "rate_limit_error", "api_error":
 			after, _ := retry.RetryAfter(h, time.Now())
@@ -292,11 +271,7 @@ func verdict(err error) retry.Verdict {
 		}
 		return retry.HTTP(apiErr.StatusCode, h)
 	}
-	var urlErr *url.Error
-	if errors.As(err, &urlErr) || errors.Is(err, io.ErrUnexpectedEOF) {
-		return retry.Verdict{Retry: true}
-	}
-	return retry.Verdict{}
+	return retry.Network(err)
 }
 
 // classifyErr turns a final failure into what the loop acts on: the
@@ -304,11 +279,8 @@ func verdict(err error) retry.Verdict {
 // prompt did not fit, an image error when an image was refused, a model
 // error otherwise.
 func classifyErr(ctx context.Context, err error) error {
-	if ctx.Err() != nil {
-		return fmt.Errorf("anthropic: %w", ctx.Err())
-	}
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return fmt.Errorf("anthropic: %w", err)
+	if cerr, ok := llm.Cancelled(ctx, "anthropic", err); ok {
+		return cerr
 	}
 	e := &llm.Error{Kind: llm.ErrKindModel, Provider: "anthropic", Err: err}
 	var apiErr *sdk.Error

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"reflect"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,29 +15,12 @@ import (
 	"jetway/pkg/llm/retry"
 )
 
-type waits struct {
-	mu sync.Mutex
-	d  []time.Duration
-}
-
-func (w *waits) record(_ int, d time.Duration, _ error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.d = append(w.d, d)
-}
-
-func (w *waits) all() []time.Duration {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return append([]time.Duration(nil), w.d...)
-}
-
-func newProvider(t testing.TB, s *llmtest.Anthropic, mod ...func(*anthropic.Config)) (*anthropic.Provider, *waits) {
+func newProvider(t testing.TB, s *llmtest.Anthropic, mod ...func(*anthropic.Config)) (*anthropic.Provider, *llmtest.Waits) {
 	t.Helper()
-	w := &waits{}
+	w := &llmtest.Waits{}
 	cfg := anthropic.Config{
 		APIKey: "test-key", BaseURL: s.URL(), Model: "claude-test",
-		Retry: retry.Policy{BaseDelay: time.Millisecond, MaxDelay: 5 * time.Millisecond, OnRetry: w.record},
+		Retry: retry.Policy{BaseDelay: time.Millisecond, MaxDelay: 5 * time.Millisecond, OnRetry: w.Record},
 	}
 	for _, m := range mod {
 		m(&cfg)
@@ -48,23 +30,6 @@ func newProvider(t testing.TB, s *llmtest.Anthropic, mod ...func(*anthropic.Conf
 		t.Fatal(err)
 	}
 	return p, w
-}
-
-func request(text string) llm.CompletionRequest {
-	return llm.CompletionRequest{Messages: []llm.Message{llm.UserText(text)}, MaxTokens: 1024}
-}
-
-// collect runs a stream to its end.
-func collect(t *testing.T, seq func(func(llm.StreamEvent, error) bool)) ([]llm.StreamEvent, error) {
-	t.Helper()
-	var evs []llm.StreamEvent
-	for ev, err := range seq {
-		if err != nil {
-			return evs, err
-		}
-		evs = append(evs, ev)
-	}
-	return evs, nil
 }
 
 var toolReply = llmtest.Reply{
@@ -81,7 +46,7 @@ var toolReply = llmtest.Reply{
 func TestStream_delivers_thinking_text_and_each_tool_call_then_the_assembled_message(t *testing.T) {
 	s := llmtest.NewAnthropic(t, toolReply)
 	p, _ := newProvider(t, s)
-	evs, err := collect(t, p.Stream(context.Background(), request("read a and b")))
+	evs, err := llmtest.Collect(p.Stream(context.Background(), llmtest.UserRequest("read a and b")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +98,7 @@ func TestStream_delivers_thinking_text_and_each_tool_call_then_the_assembled_mes
 func TestComplete_returns_the_same_message_without_streaming(t *testing.T) {
 	s := llmtest.NewAnthropic(t, toolReply)
 	p, _ := newProvider(t, s)
-	m, stop, usage, err := p.Complete(context.Background(), request("read a and b"))
+	m, stop, usage, err := p.Complete(context.Background(), llmtest.UserRequest("read a and b"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +113,7 @@ func TestComplete_returns_the_same_message_without_streaming(t *testing.T) {
 func TestComplete_with_a_large_output_cap_streams_underneath(t *testing.T) {
 	s := llmtest.NewAnthropic(t, toolReply)
 	p, _ := newProvider(t, s, func(c *anthropic.Config) { c.AdaptiveThinking = true })
-	req := request("read a and b")
+	req := llmtest.UserRequest("read a and b")
 	req.MaxTokens = 64000 // the SDK refuses this without streaming
 	req.ThinkingBudget = 4000
 	m, stop, usage, err := p.Complete(context.Background(), req)
@@ -170,7 +135,7 @@ func TestComplete_with_a_large_output_cap_streams_underneath(t *testing.T) {
 func TestRedacted_thinking_goes_back_to_the_API_unchanged(t *testing.T) {
 	s := llmtest.NewAnthropic(t, llmtest.Reply{RedactedThinking: "ENCRYPTED==", ToolCalls: []llmtest.ToolCall{{ID: "toolu_r", Name: "ls"}}}, llmtest.Reply{Text: "ok"})
 	p, _ := newProvider(t, s)
-	evs, err := collect(t, p.Stream(context.Background(), request("x")))
+	evs, err := llmtest.Collect(p.Stream(context.Background(), llmtest.UserRequest("x")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +164,7 @@ func TestMax_tokens_stop_returns_the_truncated_message_not_an_error(t *testing.T
 	s := llmtest.NewAnthropic(t, llmtest.Reply{Text: "half an ans", StopReason: llm.StopMaxTokens},
 		llmtest.Reply{Text: "half", StopReason: llm.StopMaxTokens})
 	p, _ := newProvider(t, s)
-	evs, err := collect(t, p.Stream(context.Background(), request("long")))
+	evs, err := llmtest.Collect(p.Stream(context.Background(), llmtest.UserRequest("long")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,7 +172,7 @@ func TestMax_tokens_stop_returns_the_truncated_message_not_an_error(t *testing.T
 	if end.Type != llm.EventMessageEnd || end.StopReason != llm.StopMaxTokens || end.Message.Text() != "half an ans" {
 		t.Fatalf("end %+v", end)
 	}
-	_, stop, _, err := p.Complete(context.Background(), request("long"))
+	_, stop, _, err := p.Complete(context.Background(), llmtest.UserRequest("long"))
 	if err != nil || stop != llm.StopMaxTokens {
 		t.Fatalf("complete: stop %q err %v", stop, err)
 	}
@@ -216,24 +181,24 @@ func TestMax_tokens_stop_returns_the_truncated_message_not_an_error(t *testing.T
 func TestPrompt_too_long_is_classified_as_overflow(t *testing.T) {
 	s := llmtest.NewAnthropic(t, llmtest.Reply{Error: llmtest.PromptTooLong()}, llmtest.Reply{Error: llmtest.PromptTooLong()})
 	p, w := newProvider(t, s)
-	_, err := collect(t, p.Stream(context.Background(), request("huge")))
+	_, err := llmtest.Collect(p.Stream(context.Background(), llmtest.UserRequest("huge")))
 	var e *llm.Error
 	if !llm.IsOverflow(err) || !errors.As(err, &e) || e.StatusCode != 400 {
 		t.Fatalf("stream: want overflow with HTTP 400, got %v", err)
 	}
-	_, _, _, err = p.Complete(context.Background(), request("huge"))
+	_, _, _, err = p.Complete(context.Background(), llmtest.UserRequest("huge"))
 	if !llm.IsOverflow(err) {
 		t.Fatalf("complete: want overflow, got %v", err)
 	}
-	if len(w.all()) != 0 || s.RequestCount() != 2 {
-		t.Fatalf("an overflow must not be retried: %d waits, %d requests", len(w.all()), s.RequestCount())
+	if len(w.All()) != 0 || s.RequestCount() != 2 {
+		t.Fatalf("an overflow must not be retried: %d waits, %d requests", len(w.All()), s.RequestCount())
 	}
 }
 
 func TestOther_refusals_are_model_errors_and_not_retried(t *testing.T) {
 	s := llmtest.NewAnthropic(t, llmtest.Reply{Error: &llmtest.APIError{Status: 400, Message: "tools.0.name: invalid"}})
 	p, _ := newProvider(t, s)
-	_, err := collect(t, p.Stream(context.Background(), request("x")))
+	_, err := llmtest.Collect(p.Stream(context.Background(), llmtest.UserRequest("x")))
 	if llm.KindOf(err) != llm.ErrKindModel || !strings.Contains(err.Error(), "tools.0.name") || s.RequestCount() != 1 {
 		t.Fatalf("got %v after %d requests", err, s.RequestCount())
 	}
@@ -242,14 +207,14 @@ func TestOther_refusals_are_model_errors_and_not_retried(t *testing.T) {
 func TestRate_limit_is_retried_after_the_wait_the_server_asks_for(t *testing.T) {
 	s := llmtest.NewAnthropic(t, llmtest.Reply{Error: llmtest.RateLimited("1")}, llmtest.Reply{Text: "ok"})
 	p, w := newProvider(t, s)
-	evs, err := collect(t, p.Stream(context.Background(), request("x")))
+	evs, err := llmtest.Collect(p.Stream(context.Background(), llmtest.UserRequest("x")))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := evs[len(evs)-1].Message.Text(); got != "ok" {
 		t.Fatalf("text %q", got)
 	}
-	if got := w.all(); len(got) != 1 || got[0] != time.Second {
+	if got := w.All(); len(got) != 1 || got[0] != time.Second {
 		t.Fatalf("waits %v, want [1s] from retry-after", got)
 	}
 }
@@ -262,18 +227,18 @@ func TestOverloaded_and_server_errors_are_retried_with_backoff(t *testing.T) {
 		llmtest.Reply{Text: "finally"},
 	)
 	p, w := newProvider(t, s)
-	evs, err := collect(t, p.Stream(context.Background(), request("x")))
+	evs, err := llmtest.Collect(p.Stream(context.Background(), llmtest.UserRequest("x")))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := evs[len(evs)-1].Message.Text(); got != "finally" {
 		t.Fatalf("text %q", got)
 	}
-	if n := len(w.all()); n != 3 || s.RequestCount() != 4 {
+	if n := len(w.All()); n != 3 || s.RequestCount() != 4 {
 		t.Fatalf("%d retries over %d requests, want 3 over 4", n, s.RequestCount())
 	}
 	s.Enqueue(llmtest.Reply{Error: llmtest.Overloaded()}, llmtest.Reply{Text: "sync ok"})
-	m, _, _, err := p.Complete(context.Background(), request("x"))
+	m, _, _, err := p.Complete(context.Background(), llmtest.UserRequest("x"))
 	if err != nil || m.Text() != "sync ok" {
 		t.Fatalf("complete after 529: %q %v", m.Text(), err)
 	}
@@ -282,7 +247,7 @@ func TestOverloaded_and_server_errors_are_retried_with_backoff(t *testing.T) {
 func TestRetries_are_bounded(t *testing.T) {
 	s := llmtest.NewAnthropic(t, llmtest.Reply{Error: llmtest.ServerError()}, llmtest.Reply{Error: llmtest.ServerError()}, llmtest.Reply{Error: llmtest.ServerError()})
 	p, _ := newProvider(t, s, func(c *anthropic.Config) { c.Retry.MaxRetries = 2 })
-	_, err := collect(t, p.Stream(context.Background(), request("x")))
+	_, err := llmtest.Collect(p.Stream(context.Background(), llmtest.UserRequest("x")))
 	var e *llm.Error
 	if !errors.As(err, &e) || e.Kind != llm.ErrKindModel || e.StatusCode != 500 {
 		t.Fatalf("want a model error with HTTP 500, got %v", err)
@@ -299,7 +264,7 @@ func TestA_failure_after_output_was_yielded_is_not_retried(t *testing.T) {
 	defer cancel()
 	var sawText bool
 	var err error
-	for ev, e := range p.Stream(ctx, request("x")) {
+	for ev, e := range p.Stream(ctx, llmtest.UserRequest("x")) {
 		if e != nil {
 			err = e
 			break
@@ -325,7 +290,7 @@ func TestCancellation_mid_stream_returns_promptly_with_the_context_error(t *test
 	done := make(chan error, 1)
 	go func() {
 		var last error
-		for ev, err := range p.Stream(ctx, request("x")) {
+		for ev, err := range p.Stream(ctx, llmtest.UserRequest("x")) {
 			if err != nil {
 				last = err
 				break
@@ -349,7 +314,7 @@ func TestCancellation_mid_stream_returns_promptly_with_the_context_error(t *test
 func TestCache_breakpoints_sit_on_the_last_stable_system_block_and_the_last_message(t *testing.T) {
 	s := llmtest.NewAnthropic(t, llmtest.Reply{Text: "a"}, llmtest.Reply{Text: "b"})
 	p, _ := newProvider(t, s)
-	req := request("hello")
+	req := llmtest.UserRequest("hello")
 	req.System = []string{"You are jetway.", "Tools guide.", "Now: 12:00"}
 	req.DynamicBoundary = 2
 	req.Tools = []llm.ToolSpec{{Name: "read", Description: "read a file", InputSchema: json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"}},"required":["path"],"additionalProperties":false}`)}}
@@ -447,7 +412,7 @@ func TestName_and_config_errors(t *testing.T) {
 	}
 	s := llmtest.NewAnthropic(t)
 	p, _ := newProvider(t, s, func(c *anthropic.Config) { c.Model = "" })
-	if _, _, _, err := p.Complete(context.Background(), request("x")); err == nil || !strings.Contains(err.Error(), "no model") {
+	if _, _, _, err := p.Complete(context.Background(), llmtest.UserRequest("x")); err == nil || !strings.Contains(err.Error(), "no model") {
 		t.Fatalf("want a no-model error, got %v", err)
 	}
 	p, _ = newProvider(t, s)
@@ -462,7 +427,7 @@ func BenchmarkStream(b *testing.B) {
 	s.SetFallback(llmtest.Reply{Text: strings.Repeat("word ", 200), Chunks: 50,
 		ToolCalls: []llmtest.ToolCall{{Name: "read", Input: `{"path":"a.txt"}`}}, Usage: llm.Usage{InputTokens: 100, OutputTokens: 250}})
 	p, _ := newProvider(b, s)
-	req := request("go")
+	req := llmtest.UserRequest("go")
 	b.ReportAllocs()
 	for b.Loop() {
 		for _, err := range p.Stream(context.Background(), req) {
@@ -482,7 +447,7 @@ func TestStream_body_opens_with_stream_true_once(t *testing.T) {
 	req := llm.CompletionRequest{MaxTokens: 1024, System: []string{"be brief"}, Messages: []llm.Message{
 		llm.UserText("hi"), {Role: llm.RoleAssistant, Content: []llm.ContentBlock{{Type: llm.BlockText, Text: "hello"}}}, llm.UserText("again"),
 	}}
-	if _, err := collect(t, p.Stream(context.Background(), req)); err != nil {
+	if _, err := llmtest.Collect(p.Stream(context.Background(), req)); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, _, err := p.Complete(context.Background(), req); err != nil {

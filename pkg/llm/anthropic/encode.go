@@ -26,34 +26,34 @@ func newEncodings(limit int) *encodings { return &encodings{wirecache.New(limit)
 // With chain, the turns are a whole history, found along the chain of its
 // last request (see wirecache.Sequence); without, a few turns past a
 // prefix, each found on its own.
-func (c *encodings) turns(turns []turn, breakpoint, chain bool) ([]json.RawMessage, error) {
+func (c *encodings) turns(turns []llm.Turn, breakpoint, chain bool) ([]json.RawMessage, error) {
 	parts := make([]json.RawMessage, len(turns))
 	if len(turns) == 0 {
 		return parts, nil
 	}
 	var seq *wirecache.Sequence
 	if chain {
-		seq = c.Sequence('m', turns[0].blocks)
+		seq = c.Sequence('m', turns[0].Content)
 		defer seq.Done()
 	}
 	for i, t := range turns {
 		var err error
-		encode := func() (json.RawMessage, error) { return json.Marshal(t.param()) }
+		encode := func() (json.RawMessage, error) { return json.Marshal(turnParam(t)) }
 		switch {
 		case i == len(turns)-1 && breakpoint:
-			m := t.param()
+			m := turnParam(t)
 			cacheLastBlock(m)
 			parts[i], err = json.Marshal(m)
 			if seq != nil {
 				seq.Skip()
 			}
 		case seq != nil:
-			parts[i], err = seq.Turn(t.role, t.blocks, encode)
+			parts[i], err = seq.Turn(t.Role, t.Content, encode)
 		default:
-			parts[i], err = c.Turn('m', t.role, t.blocks, encode)
+			parts[i], err = c.Turn('m', t.Role, t.Content, encode)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("turn %d (%s): %w", i, t.role, err)
+			return nil, fmt.Errorf("turn %d (%s): %w", i, t.Role, err)
 		}
 	}
 	return parts, nil

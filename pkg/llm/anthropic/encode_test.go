@@ -18,13 +18,13 @@ import (
 // sdkEncoding is what the SDK itself sends as the messages of turns: the
 // reference the cache must reproduce.
 // shape is the whole history in turns, as a request past no prefix has it.
-func shape(history []llm.Message) []turn { return appendShape(nil, history) }
+func shape(history []llm.Message) []llm.Turn { return wire.AppendTurns(nil, history) }
 
-func sdkEncoding(t *testing.T, turns []turn, breakpoint bool) any {
+func sdkEncoding(t *testing.T, turns []llm.Turn, breakpoint bool) any {
 	t.Helper()
 	params := make([]sdk.MessageParam, len(turns))
 	for i, tu := range turns {
-		params[i] = tu.param()
+		params[i] = turnParam(tu)
 	}
 	if breakpoint {
 		cacheLastBlock(params[len(params)-1])
@@ -159,7 +159,7 @@ func BenchmarkRequestBody(b *testing.B) {
 				turns := shape(req.Messages)
 				params := sdk.MessageNewParams{Model: "m", MaxTokens: 1024}
 				for _, t := range turns {
-					params.Messages = append(params.Messages, t.param())
+					params.Messages = append(params.Messages, turnParam(t))
 				}
 				cacheLastBlock(params.Messages[len(params.Messages)-1])
 				if _, err := json.Marshal(params); err != nil {
@@ -204,7 +204,7 @@ func TestBody_is_what_the_SDK_would_send(t *testing.T) {
 			params.Tools = append(params.Tools, sdk.ToolUnionParam{OfTool: &tp})
 		}
 		for _, tu := range shape(req.Messages) {
-			params.Messages = append(params.Messages, tu.param())
+			params.Messages = append(params.Messages, turnParam(tu))
 		}
 		cacheLastBlock(params.Messages[len(params.Messages)-1])
 		body, err := json.Marshal(params)

@@ -27,7 +27,7 @@ func TestImages_go_as_image_blocks_in_user_content_and_inside_tool_results(t *te
 	s := llmtest.NewAnthropic(t, llmtest.Reply{Text: "a cat, and a desktop"})
 	p, _ := newProvider(t, s)
 	history, photo, shot := imageHistory()
-	if _, err := collect(t, p.Stream(context.Background(), llm.CompletionRequest{Messages: history, MaxTokens: 100})); err != nil {
+	if _, err := llmtest.Collect(p.Stream(context.Background(), llm.CompletionRequest{Messages: history, MaxTokens: 100})); err != nil {
 		t.Fatal(err) // the fake API refuses images it would not take, like the real one
 	}
 	var body struct {
@@ -96,7 +96,7 @@ func TestAn_image_the_API_would_refuse_is_refused_before_sending(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			history, _, _ := imageHistory()
 			history[2].Content[0].Images = []llm.Image{img}
-			_, err := collect(t, p.Stream(context.Background(), llm.CompletionRequest{Messages: history, MaxTokens: 100}))
+			_, err := llmtest.Collect(p.Stream(context.Background(), llm.CompletionRequest{Messages: history, MaxTokens: 100}))
 			if !llm.IsImage(err) || !strings.Contains(err.Error(), "toolu_1") {
 				t.Fatalf("stream: want an image error naming the tool result, got %v", err)
 			}
@@ -122,7 +122,7 @@ func TestThe_APIs_image_refusals_are_classified_as_image_errors_and_not_retried(
 			s := llmtest.NewAnthropic(t, llmtest.Reply{Error: apiErr}, llmtest.Reply{Error: apiErr})
 			p, w := newProvider(t, s)
 			history, _, _ := imageHistory()
-			_, err := collect(t, p.Stream(context.Background(), llm.CompletionRequest{Messages: history, MaxTokens: 100}))
+			_, err := llmtest.Collect(p.Stream(context.Background(), llm.CompletionRequest{Messages: history, MaxTokens: 100}))
 			var e *llm.Error
 			if !llm.IsImage(err) || !errors.As(err, &e) || e.StatusCode != 400 {
 				t.Fatalf("stream: want an image error with HTTP 400, got %v", err)
@@ -130,8 +130,8 @@ func TestThe_APIs_image_refusals_are_classified_as_image_errors_and_not_retried(
 			if _, _, _, err := p.Complete(context.Background(), llm.CompletionRequest{Messages: history, MaxTokens: 100}); !llm.IsImage(err) {
 				t.Fatalf("complete: want an image error, got %v", err)
 			}
-			if len(w.all()) != 0 || s.RequestCount() != 2 {
-				t.Fatalf("an image refusal must not be retried: %d waits, %d requests", len(w.all()), s.RequestCount())
+			if len(w.All()) != 0 || s.RequestCount() != 2 {
+				t.Fatalf("an image refusal must not be retried: %d waits, %d requests", len(w.All()), s.RequestCount())
 			}
 		})
 	}
@@ -141,7 +141,7 @@ func TestA_refusal_that_is_not_about_an_image_stays_a_model_error(t *testing.T) 
 	s := llmtest.NewAnthropic(t, llmtest.Reply{Error: &llmtest.APIError{Status: 400, Message: "max_tokens: Input should be greater than 0"}})
 	p, _ := newProvider(t, s)
 	history, _, _ := imageHistory()
-	_, err := collect(t, p.Stream(context.Background(), llm.CompletionRequest{Messages: history, MaxTokens: 100}))
+	_, err := llmtest.Collect(p.Stream(context.Background(), llm.CompletionRequest{Messages: history, MaxTokens: 100}))
 	if llm.KindOf(err) != llm.ErrKindModel {
 		t.Fatalf("want a model error, got %v (%s)", err, llm.KindOf(err))
 	}

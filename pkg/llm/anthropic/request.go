@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 
 	sdk "github.com/anthropics/anthropic-sdk-go/v2"
@@ -72,43 +71,31 @@ func (p *Provider) requestBody(params sdk.MessageNewParams, req llm.CompletionRe
 // the rest of it, shaped, once its images pass. What the history settled
 // before was checked, shaped and encoded then. The caller Keeps the
 // prefix, whatever the error.
-func (p *Provider) history(req llm.CompletionRequest) (*wirecache.Prefix, shaped, error) {
+func (p *Provider) history(req llm.CompletionRequest) (*wirecache.Prefix, wirecache.Shaped, error) {
 	settled := min(max(req.Settled, 0), len(req.Messages))
 	pre := p.enc.TakePrefix('m', req.Messages, settled)
-	sh, ok := wirecache.ShapeAfter(req.Messages, pre, settled, appendShape, roleOf)
+	sh, ok := wirecache.ShapeAfter(req.Messages, pre, settled, wire)
 	if !ok {
 		// The prefix's last turn would take in the next message: the
 		// history is shaped and checked in full.
 		pre.Reset()
-		sh, _ = wirecache.ShapeAfter(req.Messages, pre, settled, appendShape, roleOf)
+		sh, _ = wirecache.ShapeAfter(req.Messages, pre, settled, wire)
 	}
 	// An image the API would refuse fails here, with the same class as
 	// the API's refusal, and costs no round trip.
 	if err := llm.CheckImagesFrom("anthropic", ImagePolicy(), req.Messages, pre.Messages()); err != nil {
-		return pre, shaped{}, err
+		return pre, wirecache.Shaped{}, err
 	}
 	if len(pre.Bytes) == 0 && len(sh.Turns) == 0 {
-		return pre, shaped{}, &llm.Error{Kind: llm.ErrKindModel, Provider: "anthropic", Err: errors.New("request has no message with content")}
+		return pre, wirecache.Shaped{}, &llm.Error{Kind: llm.ErrKindModel, Provider: "anthropic", Err: errors.New("request has no message with content")}
 	}
 	return pre, sh, nil
 }
 
 // body is the request body: the SDK's encoding of params, which holds
 // neither system prompt, tools nor messages, with those three spliced in
-// from the provider's encodings (see encodings).
-//
-// A streaming body opens with "stream":true. The SDK sets that field on
-// the finished body (sjson), which finds a first key at once but has to
-// read a body without it to its end before appending: a whole history,
-// every call.
-func (p *Provider) body(params sdk.MessageNewParams, req llm.CompletionRequest, pre *wirecache.Prefix, sh shaped, stream bool) ([]byte, error) {
-	head, err := json.Marshal(params)
-	if err != nil {
-		return nil, fmt.Errorf("encode request: %w", err)
-	}
-	if len(head) < 2 || head[len(head)-1] != '}' {
-		return nil, fmt.Errorf("encode request: not a JSON object: %.40s", head)
-	}
+// from the provider's encodings (see encodings and wirecache.OpenBody).
+func (p *Provider) body(params sdk.MessageNewParams, req llm.CompletionRequest, pre *wirecache.Prefix, sh wirecache.Shaped, stream bool) ([]byte, error) {
 	sys, err := p.enc.system(system(req.System, req.DynamicBoundary, !p.cfg.DisableCache))
 	if err != nil {
 		return nil, err
@@ -124,41 +111,21 @@ func (p *Provider) body(params sdk.MessageNewParams, req llm.CompletionRequest, 
 		return nil, fmt.Errorf("encode messages: %w", err)
 	}
 	// One buffer, sized up front: the history is copied once, into it.
-	body := make([]byte, 0, len(head)+len(sys)+len(tools)+len(pre.Bytes)+arrayLen(msgs)+60)
-	body = append(body, '{')
-	if stream {
-		body = append(body, `"stream":true`...)
+	body, err := wirecache.OpenBody(params, stream, len(sys)+len(tools)+len(pre.Bytes)+arrayLen(msgs)+40)
+	if err != nil {
+		return nil, err
 	}
-	if fields := head[1 : len(head)-1]; len(fields) > 0 {
-		if len(body) > 1 {
-			body = append(body, ',')
-		}
-		body = append(body, fields...)
+	if sys != nil {
+		body = append(wirecache.AppendField(body, "system"), sys...)
 	}
-	for _, f := range []struct {
-		name string
-		raw  json.RawMessage
-	}{{"system", sys}, {"tools", tools}} {
-		if f.raw == nil {
-			continue
-		}
-		if len(body) > 1 {
-			body = append(body, ',')
-		}
-		body = append(body, '"')
-		body = append(body, f.name...)
-		body = append(body, `":`...)
-		body = append(body, f.raw...)
+	if tools != nil {
+		body = append(wirecache.AppendField(body, "tools"), tools...)
 	}
-	if len(body) > 1 {
-		body = append(body, ',')
-	}
-	body = append(body, `"messages":`...)
-	body = appendArray(body, pre.Bytes, msgs)
+	body = appendArray(wirecache.AppendField(body, "messages"), pre.Bytes, msgs)
 	// What this request settled joins the prefix, after the body has
 	// copied it.
 	if n := sh.Settling; n > 0 {
-		pre.Extend(req.Messages[pre.Messages():sh.Settled], sh.Turns[n-1].role, msgs[:n])
+		pre.Extend(req.Messages[pre.Messages():sh.Settled], sh.Turns[n-1].Role, msgs[:n])
 	}
 	return append(body, '}'), nil
 }
@@ -186,88 +153,16 @@ func system(blocks []string, dynamic int, cache bool) []sdk.TextBlockParam {
 	return out
 }
 
-// turn is a message of the view being shaped.
-type turn struct {
-	role   llm.Role
-	blocks []llm.ContentBlock
-}
+// wire is what the Messages API takes: signed thinking goes back as it
+// came (see llm.Wire).
+var wire = llm.Wire{Thinking: true}
 
-type shaped = wirecache.Shaped[turn]
-
-func roleOf(t turn) llm.Role { return t.role }
-
-// appendShape appends the API's turns of history to turns, merging none
-// into the turns already there: blocks the API refuses are left out (empty
-// text, thinking without the signature only the API can make, images
-// outside user turns), consecutive messages of one role are merged, and
-// tool results come first in their user message.
-func appendShape(turns []turn, history []llm.Message) []turn {
-	start := len(turns)
-	for _, m := range history {
-		blocks := kept(m)
-		if len(blocks) == 0 {
-			continue
-		}
-		if n := len(turns); n > start && turns[n-1].role == m.Role {
-			// Clip: the merge must copy, never append into the history.
-			turns[n-1].blocks = append(slices.Clip(turns[n-1].blocks), blocks...)
-			continue
-		}
-		turns = append(turns, turn{role: m.Role, blocks: blocks})
+// turnParam is the SDK's message for the turn t (see llm.Wire.AppendTurns).
+func turnParam(t llm.Turn) sdk.MessageParam {
+	if t.Role == llm.RoleUser {
+		return sdk.MessageParam{OfUser: &sdk.UserMessageParam{Content: blockParams(t.Content)}}
 	}
-	for i := start; i < len(turns); i++ {
-		if turns[i].role == llm.RoleUser {
-			turns[i].blocks = resultsFirst(turns[i].blocks)
-		}
-	}
-	return turns
-}
-
-// kept returns m's blocks the API takes: m.Content itself (read only) when
-// it takes them all, as it almost always does.
-func kept(m llm.Message) []llm.ContentBlock {
-	return llm.KeepBlocks(m.Content, func(b *llm.ContentBlock) bool {
-		switch {
-		case b.Type == llm.BlockText && b.Text == "":
-		case b.Type == llm.BlockThinking && (b.Signature == "" || m.Role != llm.RoleAssistant):
-		case b.Type == llm.BlockImage && (b.Image == nil || m.Role != llm.RoleUser):
-		default:
-			return true
-		}
-		return false
-	})
-}
-
-// param is the SDK's message for t.
-func (t turn) param() sdk.MessageParam {
-	if t.role == llm.RoleUser {
-		return sdk.MessageParam{OfUser: &sdk.UserMessageParam{Content: blockParams(t.blocks)}}
-	}
-	return sdk.MessageParam{OfAssistant: &sdk.AssistantMessageParam{Content: blockParams(t.blocks)}}
-}
-
-// resultsFirst returns the blocks with tool results moved to the front,
-// keeping the order within each group.
-func resultsFirst(blocks []llm.ContentBlock) []llm.ContentBlock {
-	ordered := true
-	for i := 1; i < len(blocks) && ordered; i++ {
-		ordered = blocks[i].Type != llm.BlockToolResult || blocks[i-1].Type == llm.BlockToolResult
-	}
-	if ordered {
-		return blocks
-	}
-	out := make([]llm.ContentBlock, 0, len(blocks))
-	for _, b := range blocks {
-		if b.Type == llm.BlockToolResult {
-			out = append(out, b)
-		}
-	}
-	for _, b := range blocks {
-		if b.Type != llm.BlockToolResult {
-			out = append(out, b)
-		}
-	}
-	return out
+	return sdk.MessageParam{OfAssistant: &sdk.AssistantMessageParam{Content: blockParams(t.Content)}}
 }
 
 func blockParams(blocks []llm.ContentBlock) []sdk.ContentBlockParamUnion {

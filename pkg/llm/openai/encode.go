@@ -1,7 +1,6 @@
 package openai
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 
@@ -18,11 +17,6 @@ import (
 // was sent before, as all but the newest were: a turn maps to its messages
 // by itself alone.
 //
-// A streaming body opens with "stream":true. The SDK sets that field on
-// the finished body (sjson), which finds a first key at once but has to
-// read a body without it to its end before appending: a whole history,
-// every call.
-//
 // A history's settled turns (see wirecache.Prefix) are copied in as one
 // block, and only the turns past them are looked up; those of them that
 // are settled now join the prefix.
@@ -33,33 +27,20 @@ func (p *Provider) body(params sdk.ChatCompletionNewParams, conv conversation, s
 	} else {
 		pre = &wirecache.Prefix{} // a conversation made without one: nothing is kept
 	}
-	head, err := json.Marshal(params)
+	body, err := wirecache.OpenBody(params, stream, len(pre.Bytes)+len(conv.turns)*96)
 	if err != nil {
-		return nil, fmt.Errorf("encode request: %w", err)
+		return nil, err
 	}
-	if len(head) < 2 || head[len(head)-1] != '}' {
-		return nil, fmt.Errorf("encode request: not a JSON object: %.40s", head)
-	}
-	var buf bytes.Buffer
-	buf.Grow(len(head) + len(pre.Bytes) + len(conv.turns)*96)
-	buf.WriteByte('{')
-	if stream {
-		buf.WriteString(`"stream":true,`)
-	}
-	if fields := head[1 : len(head)-1]; len(fields) > 0 {
-		buf.Write(fields)
-		buf.WriteByte(',')
-	}
-	buf.WriteString(`"messages":[`)
+	body = append(wirecache.AppendField(body, "messages"), '[')
 	first := true
 	add := func(enc []byte) {
 		if len(enc) == 0 {
 			return
 		}
 		if !first {
-			buf.WriteByte(',')
+			body = append(body, ',')
 		}
-		buf.Write(enc)
+		body = append(body, enc...)
 		first = false
 	}
 	var key []byte
@@ -79,33 +60,33 @@ func (p *Provider) body(params sdk.ChatCompletionNewParams, conv conversation, s
 	if pre.Messages() == 0 {
 		var opening []llm.ContentBlock
 		if len(conv.turns) > 0 {
-			opening = conv.turns[0].blocks
+			opening = conv.turns[0].Content
 		}
 		seq = p.enc.Sequence('t', opening)
 		defer seq.Done()
 	}
 	settling := make([]json.RawMessage, 0, conv.settling)
 	for i, t := range conv.turns {
-		encode := func() (json.RawMessage, error) { return encodeAll(t.messages()) }
+		encode := func() (json.RawMessage, error) { return encodeAll(messages(t)) }
 		var enc json.RawMessage
 		if seq != nil {
-			enc, err = seq.Turn(t.role, t.blocks, encode)
+			enc, err = seq.Turn(t.Role, t.Content, encode)
 		} else {
-			enc, err = p.enc.Turn('t', t.role, t.blocks, encode)
+			enc, err = p.enc.Turn('t', t.Role, t.Content, encode)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("encode turn %d (%s): %w", i, t.role, err)
+			return nil, fmt.Errorf("encode turn %d (%s): %w", i, t.Role, err)
 		}
 		add(enc)
 		if i < conv.settling {
 			settling = append(settling, enc)
 		}
 	}
-	buf.WriteString("]}")
+	body = append(body, "]}"...)
 	if n := conv.settling; n > 0 {
-		pre.Extend(conv.history[pre.Messages():conv.settled], conv.turns[n-1].role, settling)
+		pre.Extend(conv.history[pre.Messages():conv.settled], conv.turns[n-1].Role, settling)
 	}
-	return buf.Bytes(), nil
+	return body, nil
 }
 
 // encodeAll is msgs encoded one by one and joined by commas: a piece of a

@@ -16,7 +16,7 @@ import (
 // sdkMessages is the conversation as the SDK encodes it from Messages: the
 // reference the body's spliced messages must equal.
 // shape is the whole history in turns, as a request past no prefix has it.
-func shape(history []llm.Message) []turn { return appendShape(nil, history) }
+func shape(history []llm.Message) []llm.Turn { return wire.AppendTurns(nil, history) }
 
 func sdkMessages(system []string, history []llm.Message) []sdk.ChatCompletionMessageParamUnion {
 	var out []sdk.ChatCompletionMessageParamUnion
@@ -24,7 +24,7 @@ func sdkMessages(system []string, history []llm.Message) []sdk.ChatCompletionMes
 		out = append(out, sdk.SystemMessage(s))
 	}
 	for _, t := range shape(history) {
-		out = append(out, t.messages()...)
+		out = append(out, messages(t)...)
 	}
 	return out
 }

@@ -46,7 +46,7 @@ func TestA_user_image_goes_as_an_image_url_part_with_a_data_URL(t *testing.T) {
 	p, _ := newProvider(t, s)
 	photo := llm.NewImage("image/jpeg", llmtest.JPEG(6, 4))
 	req := llm.CompletionRequest{Messages: []llm.Message{llm.UserImages("what is this?", photo, llm.ImageAt("https://example.com/b.png"))}}
-	if _, err := collect(t, p.Stream(context.Background(), req)); err != nil {
+	if _, err := llmtest.Collect(p.Stream(context.Background(), req)); err != nil {
 		t.Fatal(err)
 	}
 	msgs := sentMessages(t, s.Requests()[0].Body)
@@ -116,7 +116,7 @@ func TestA_tool_results_images_follow_in_a_user_message_after_the_tool_messages(
 func TestA_user_turn_without_images_stays_a_plain_string(t *testing.T) {
 	s := llmtest.NewOpenAI(t, llmtest.Reply{Text: "hi"})
 	p, _ := newProvider(t, s)
-	if _, _, _, err := p.Complete(context.Background(), request("hello")); err != nil {
+	if _, _, _, err := p.Complete(context.Background(), llmtest.UserRequest("hello")); err != nil {
 		t.Fatal(err)
 	}
 	if c := string(sentMessages(t, s.Requests()[0].Body)[0].Content); c != `"hello"` {
@@ -128,7 +128,7 @@ func TestAn_unsupported_image_is_refused_before_sending(t *testing.T) {
 	s := llmtest.NewOpenAI(t)
 	p, _ := newProvider(t, s)
 	req := llm.CompletionRequest{Messages: []llm.Message{llm.UserImages("look", llm.NewImage("image/bmp", llmtest.BMP(2, 2)))}}
-	if _, err := collect(t, p.Stream(context.Background(), req)); !llm.IsImage(err) || !strings.Contains(err.Error(), "image/bmp") {
+	if _, err := llmtest.Collect(p.Stream(context.Background(), req)); !llm.IsImage(err) || !strings.Contains(err.Error(), "image/bmp") {
 		t.Fatalf("stream: want an image error naming the type, got %v", err)
 	}
 	if _, _, _, err := p.Complete(context.Background(), req); !llm.IsImage(err) {
@@ -159,7 +159,7 @@ func TestThe_APIs_image_refusals_are_classified_as_image_errors_and_not_retried(
 			s := llmtest.NewOpenAI(t, llmtest.Reply{Error: apiErr}, llmtest.Reply{Error: apiErr})
 			p, w := newProvider(t, s)
 			req := llm.CompletionRequest{Messages: []llm.Message{llm.UserImages("look", llm.NewImage("image/png", llmtest.PNG(2, 2)))}}
-			_, err := collect(t, p.Stream(context.Background(), req))
+			_, err := llmtest.Collect(p.Stream(context.Background(), req))
 			var e *llm.Error
 			if !llm.IsImage(err) || !errors.As(err, &e) || e.StatusCode != 400 {
 				t.Fatalf("stream: want an image error with HTTP 400, got %v", err)
@@ -167,8 +167,8 @@ func TestThe_APIs_image_refusals_are_classified_as_image_errors_and_not_retried(
 			if _, _, _, err := p.Complete(context.Background(), req); !llm.IsImage(err) {
 				t.Fatalf("complete: want an image error, got %v", err)
 			}
-			if len(w.all()) != 0 || s.RequestCount() != 2 {
-				t.Fatalf("an image refusal must not be retried: %d waits, %d requests", len(w.all()), s.RequestCount())
+			if len(w.All()) != 0 || s.RequestCount() != 2 {
+				t.Fatalf("an image refusal must not be retried: %d waits, %d requests", len(w.All()), s.RequestCount())
 			}
 		})
 	}

@@ -2,9 +2,9 @@
 // the servers that speak it (vLLM, Ollama, llama.cpp server), over the
 // official SDK (github.com/openai/openai-go/v3).
 //
-// Tool results travel as tool-role messages and the system prompt as one
-// system message, shaped in a per-request view that never touches the
-// caller's history. Thinking blocks are not sent (Chat Completions has no
+// It encodes the turns llm shapes for every provider (llm.Wire): tool
+// results as tool-role messages, the system prompt as one system message,
+// never touching the caller's history. Thinking blocks are not sent (Chat Completions has no
 // place for them). Streamed tool calls are accumulated by index; each is
 // emitted as one EventToolUse once a later call starts or the choice
 // finishes. A finish_reason of "length" is llm.StopMaxTokens with the
@@ -23,7 +23,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"iter"
 	"net/http"
 	"net/url"
@@ -120,25 +119,10 @@ func (p *Provider) Stream(ctx context.Context, req llm.CompletionRequest) iter.S
 			yield(llm.StreamEvent{}, &llm.Error{Kind: llm.ErrKindModel, Provider: "openai", Err: err})
 			return
 		}
-		yielded, stopped := false, false
-		emit := func(ev llm.StreamEvent) {
-			yielded = true
-			if !yield(ev, nil) {
-				stopped = true
-			}
-		}
-		classify := func(err error) retry.Verdict {
-			if yielded || stopped {
-				return retry.Verdict{}
-			}
-			return verdict(err)
-		}
-		err = p.cfg.Retry.Do(ctx, classify, func(ctx context.Context) error {
-			return p.streamOnce(ctx, params, body, emit, func() bool { return stopped })
+		send := func(ev llm.StreamEvent) bool { return yield(ev, nil) }
+		err = retry.Stream(ctx, p.cfg.Retry, verdict, send, func(ctx context.Context, emit func(llm.StreamEvent), stopped func() bool) error {
+			return p.streamOnce(ctx, params, body, emit, stopped)
 		})
-		if stopped {
-			return
-		}
 		if err != nil {
 			yield(llm.StreamEvent{}, classifyErr(ctx, err))
 		}
@@ -318,21 +302,14 @@ func fromUsage(u sdk.CompletionUsage) llm.Usage {
 func verdict(err error) retry.Verdict {
 	var apiErr *sdk.Error
 	if errors.As(err, &apiErr) {
-		h := http.Header{}
-		if apiErr.Response != nil {
-			h = apiErr.Response.Header
-		}
+		h := retry.Header(apiErr.Response)
 		return retry.HTTP(apiErr.StatusCode, h)
 	}
 	var streamErr *ssestream.StreamError
 	if errors.As(err, &streamErr) {
 		return retry.Verdict{Retry: !overflowText(streamErr.Message)}
 	}
-	var urlErr *url.Error
-	if errors.As(err, &urlErr) || errors.Is(err, io.ErrUnexpectedEOF) {
-		return retry.Verdict{Retry: true}
-	}
-	return retry.Verdict{}
+	return retry.Network(err)
 }
 
 // classifyErr turns a final failure into what the loop acts on: the
@@ -341,11 +318,8 @@ func verdict(err error) retry.Verdict {
 // error otherwise. The SDK's error text leaves
 // out the server's message, so it is added.
 func classifyErr(ctx context.Context, err error) error {
-	if ctx.Err() != nil {
-		return fmt.Errorf("openai: %w", ctx.Err())
-	}
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return fmt.Errorf("openai: %w", err)
+	if cerr, ok := llm.Cancelled(ctx, "openai", err); ok {
+		return cerr
 	}
 	e := &llm.Error{Kind: llm.ErrKindModel, Provider: "openai", Err: err}
 	var apiErr *sdk.Error

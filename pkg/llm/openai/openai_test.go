@@ -6,7 +6,6 @@ import (
 	"errors"
 	"reflect"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,29 +15,12 @@ import (
 	"jetway/pkg/llm/retry"
 )
 
-type waits struct {
-	mu sync.Mutex
-	d  []time.Duration
-}
-
-func (w *waits) record(_ int, d time.Duration, _ error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.d = append(w.d, d)
-}
-
-func (w *waits) all() []time.Duration {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return append([]time.Duration(nil), w.d...)
-}
-
-func newProvider(t testing.TB, s *llmtest.OpenAI, mod ...func(*openai.Config)) (*openai.Provider, *waits) {
+func newProvider(t testing.TB, s *llmtest.OpenAI, mod ...func(*openai.Config)) (*openai.Provider, *llmtest.Waits) {
 	t.Helper()
-	w := &waits{}
+	w := &llmtest.Waits{}
 	cfg := openai.Config{
 		APIKey: "test-key", BaseURL: s.URL(), Model: "gpt-test",
-		Retry: retry.Policy{BaseDelay: time.Millisecond, MaxDelay: 5 * time.Millisecond, OnRetry: w.record},
+		Retry: retry.Policy{BaseDelay: time.Millisecond, MaxDelay: 5 * time.Millisecond, OnRetry: w.Record},
 	}
 	for _, m := range mod {
 		m(&cfg)
@@ -48,22 +30,6 @@ func newProvider(t testing.TB, s *llmtest.OpenAI, mod ...func(*openai.Config)) (
 		t.Fatal(err)
 	}
 	return p, w
-}
-
-func request(text string) llm.CompletionRequest {
-	return llm.CompletionRequest{Messages: []llm.Message{llm.UserText(text)}, MaxTokens: 1024}
-}
-
-func collect(t *testing.T, seq func(func(llm.StreamEvent, error) bool)) ([]llm.StreamEvent, error) {
-	t.Helper()
-	var evs []llm.StreamEvent
-	for ev, err := range seq {
-		if err != nil {
-			return evs, err
-		}
-		evs = append(evs, ev)
-	}
-	return evs, nil
 }
 
 var toolReply = llmtest.Reply{
@@ -80,7 +46,7 @@ var toolReply = llmtest.Reply{
 func TestStream_delivers_text_and_each_fragmented_tool_call_then_the_assembled_message(t *testing.T) {
 	s := llmtest.NewOpenAI(t, toolReply)
 	p, _ := newProvider(t, s)
-	evs, err := collect(t, p.Stream(context.Background(), request("read a and b")))
+	evs, err := llmtest.Collect(p.Stream(context.Background(), llmtest.UserRequest("read a and b")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +96,7 @@ func TestThe_first_tool_call_is_emitted_as_soon_as_the_second_starts(t *testing.
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var first *llm.ContentBlock
-	for ev, err := range p.Stream(ctx, request("x")) {
+	for ev, err := range p.Stream(ctx, llmtest.UserRequest("x")) {
 		if err != nil {
 			t.Fatalf("stream ended before the first call was emitted: %v", err)
 		}
@@ -147,7 +113,7 @@ func TestThe_first_tool_call_is_emitted_as_soon_as_the_second_starts(t *testing.
 func TestComplete_returns_the_same_message_without_streaming(t *testing.T) {
 	s := llmtest.NewOpenAI(t, toolReply)
 	p, _ := newProvider(t, s)
-	m, stop, usage, err := p.Complete(context.Background(), request("read a and b"))
+	m, stop, usage, err := p.Complete(context.Background(), llmtest.UserRequest("read a and b"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,14 +128,14 @@ func TestComplete_returns_the_same_message_without_streaming(t *testing.T) {
 func TestLength_finish_is_a_max_tokens_stop_not_an_error(t *testing.T) {
 	s := llmtest.NewOpenAI(t, llmtest.Reply{Text: "half an ans", StopReason: llm.StopMaxTokens}, llmtest.Reply{Text: "half", StopReason: llm.StopMaxTokens})
 	p, _ := newProvider(t, s)
-	evs, err := collect(t, p.Stream(context.Background(), request("long")))
+	evs, err := llmtest.Collect(p.Stream(context.Background(), llmtest.UserRequest("long")))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if end := evs[len(evs)-1]; end.StopReason != llm.StopMaxTokens || end.Message.Text() != "half an ans" {
 		t.Fatalf("end %+v", end)
 	}
-	if _, stop, _, err := p.Complete(context.Background(), request("long")); err != nil || stop != llm.StopMaxTokens {
+	if _, stop, _, err := p.Complete(context.Background(), llmtest.UserRequest("long")); err != nil || stop != llm.StopMaxTokens {
 		t.Fatalf("complete: stop %q err %v", stop, err)
 	}
 }
@@ -181,15 +147,15 @@ func TestContext_length_exceeded_is_classified_as_overflow(t *testing.T) {
 		llmtest.Reply{Error: &llmtest.APIError{Status: 400, Type: "BadRequestError", Message: "This model's maximum context length is 4096 tokens. However, you requested 5000 tokens."}},
 	)
 	p, w := newProvider(t, s)
-	_, err := collect(t, p.Stream(context.Background(), request("huge")))
+	_, err := llmtest.Collect(p.Stream(context.Background(), llmtest.UserRequest("huge")))
 	var e *llm.Error
 	if !llm.IsOverflow(err) || !errors.As(err, &e) || e.StatusCode != 400 || !strings.Contains(err.Error(), "maximum context length") {
 		t.Fatalf("stream: want overflow naming the server's message, got %v", err)
 	}
-	if _, _, _, err := p.Complete(context.Background(), request("huge")); !llm.IsOverflow(err) {
+	if _, _, _, err := p.Complete(context.Background(), llmtest.UserRequest("huge")); !llm.IsOverflow(err) {
 		t.Fatalf("complete: want overflow, got %v", err)
 	}
-	if len(w.all()) != 0 {
+	if len(w.All()) != 0 {
 		t.Fatal("an overflow must not be retried")
 	}
 }
@@ -197,14 +163,14 @@ func TestContext_length_exceeded_is_classified_as_overflow(t *testing.T) {
 func TestRate_limit_is_retried_after_the_wait_the_server_asks_for(t *testing.T) {
 	s := llmtest.NewOpenAI(t, llmtest.Reply{Error: &llmtest.APIError{Status: 429, RetryAfterMS: "20"}}, llmtest.Reply{Text: "ok"})
 	p, w := newProvider(t, s)
-	evs, err := collect(t, p.Stream(context.Background(), request("x")))
+	evs, err := llmtest.Collect(p.Stream(context.Background(), llmtest.UserRequest("x")))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if evs[len(evs)-1].Message.Text() != "ok" {
 		t.Fatalf("end %+v", evs[len(evs)-1])
 	}
-	if got := w.all(); len(got) != 1 || got[0] != 20*time.Millisecond {
+	if got := w.All(); len(got) != 1 || got[0] != 20*time.Millisecond {
 		t.Fatalf("waits %v, want [20ms] from retry-after-ms", got)
 	}
 }
@@ -217,16 +183,16 @@ func TestServer_errors_and_503s_are_retried_then_bounded(t *testing.T) {
 		llmtest.Reply{Text: "finally"},
 	)
 	p, w := newProvider(t, s)
-	evs, err := collect(t, p.Stream(context.Background(), request("x")))
+	evs, err := llmtest.Collect(p.Stream(context.Background(), llmtest.UserRequest("x")))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if evs[len(evs)-1].Message.Text() != "finally" || len(w.all()) != 3 {
-		t.Fatalf("text %q after %d retries", evs[len(evs)-1].Message.Text(), len(w.all()))
+	if evs[len(evs)-1].Message.Text() != "finally" || len(w.All()) != 3 {
+		t.Fatalf("text %q after %d retries", evs[len(evs)-1].Message.Text(), len(w.All()))
 	}
 	s.Enqueue(llmtest.Reply{Error: llmtest.ServerError()}, llmtest.Reply{Error: llmtest.ServerError()})
 	p2, _ := newProvider(t, s, func(c *openai.Config) { c.Retry.MaxRetries = 1 })
-	_, _, _, err = p2.Complete(context.Background(), request("x"))
+	_, _, _, err = p2.Complete(context.Background(), llmtest.UserRequest("x"))
 	var e *llm.Error
 	if !errors.As(err, &e) || e.Kind != llm.ErrKindModel || e.StatusCode != 500 || s.Pending() != 0 {
 		t.Fatalf("want a model error with HTTP 500 after 2 attempts, got %v (pending %d)", err, s.Pending())
@@ -241,7 +207,7 @@ func TestCancellation_mid_stream_returns_promptly_with_the_context_error(t *test
 	done := make(chan error, 1)
 	go func() {
 		var last error
-		for ev, err := range p.Stream(ctx, request("x")) {
+		for ev, err := range p.Stream(ctx, llmtest.UserRequest("x")) {
 			if err != nil {
 				last = err
 				break
@@ -345,7 +311,7 @@ func BenchmarkStream(b *testing.B) {
 	s.SetFallback(llmtest.Reply{Text: strings.Repeat("word ", 200), Chunks: 50,
 		ToolCalls: []llmtest.ToolCall{{Name: "read", Input: `{"path":"a.txt"}`}}, Usage: llm.Usage{InputTokens: 100, OutputTokens: 250}})
 	p, _ := newProvider(b, s)
-	req := request("go")
+	req := llmtest.UserRequest("go")
 	b.ReportAllocs()
 	for b.Loop() {
 		for _, err := range p.Stream(context.Background(), req) {

@@ -32,10 +32,10 @@ func (p *Provider) request(req llm.CompletionRequest) (sdk.ChatCompletionNewPara
 	// the body is made, or now, on an error.
 	settled := min(max(req.Settled, 0), len(req.Messages))
 	pre := p.enc.TakePrefix('t', req.Messages, settled)
-	sh, ok := wirecache.ShapeAfter(req.Messages, pre, settled, appendShape, roleOf)
+	sh, ok := wirecache.ShapeAfter(req.Messages, pre, settled, wire)
 	if !ok {
 		pre.Reset() // a turn would merge across its end
-		sh, _ = wirecache.ShapeAfter(req.Messages, pre, settled, appendShape, roleOf)
+		sh, _ = wirecache.ShapeAfter(req.Messages, pre, settled, wire)
 	}
 	fail := func(err error) (sdk.ChatCompletionNewParams, conversation, error) {
 		pre.Keep()
@@ -47,7 +47,7 @@ func (p *Provider) request(req llm.CompletionRequest) (sdk.ChatCompletionNewPara
 		return fail(err)
 	}
 	conv := conversation{system: systemText(req.System), turns: sh.Turns, settling: sh.Settling, settled: sh.Settled, pre: pre, history: req.Messages}
-	if conv.system == "" && len(pre.Bytes) == 0 && !slices.ContainsFunc(conv.turns, func(t turn) bool { return len(t.messages()) > 0 }) {
+	if conv.system == "" && len(pre.Bytes) == 0 && !slices.ContainsFunc(conv.turns, func(t llm.Turn) bool { return len(messages(t)) > 0 }) {
 		return fail(&llm.Error{Kind: llm.ErrKindModel, Provider: "openai", Err: errors.New("request has no message with content")})
 	}
 	params := sdk.ChatCompletionNewParams{Model: shared.ChatModel(model)}
@@ -80,13 +80,9 @@ func (p *Provider) request(req llm.CompletionRequest) (sdk.ChatCompletionNewPara
 	return params, conv, nil
 }
 
-// turn is a message of the view being shaped.
-type turn struct {
-	role   llm.Role
-	blocks []llm.ContentBlock
-}
-
-func roleOf(t turn) llm.Role { return t.role }
+// wire is what Chat Completions takes: it has no place for thinking (see
+// llm.Wire).
+var wire = llm.Wire{}
 
 // Texts that carry a tool's images across: Chat Completions takes images
 // only in user messages, so a tool message whose result has images says so
@@ -98,21 +94,21 @@ const (
 	ToolImagesHeader = "[images from tool call %s]"
 )
 
-// conversation is what a request's messages are made from, shaped for
-// Chat Completions: the system blocks as one system message (several
-// confuse the chat templates of local servers), consecutive messages of one
-// role merged into turns, and each user turn's tool results first, as
-// tool-role messages right after the assistant message that made the
-// calls, then its text (and images, the tools' first) as a user message. A
-// user message without images stays a plain string, which every compatible
-// server's chat template takes. Thinking is left out.
+// conversation is what a request's messages are made from: the system
+// blocks as one system message (several confuse the chat templates of
+// local servers), and the history's turns (see llm.Wire.AppendTurns), each
+// user turn encoded as its tool results, tool-role messages right after
+// the assistant message that made the calls, then its text (and images,
+// the tools' first) as a user message. A user message without images
+// stays a plain string, which every compatible server's chat template
+// takes.
 //
 // A conversation holds the prefix of its history (see wirecache.Prefix),
 // whose turns are encoded already, and the turns past it: the first
 // settling of them are of the messages up to settled, and join the prefix.
 type conversation struct {
 	system   string
-	turns    []turn
+	turns    []llm.Turn
 	settling int
 	settled  int
 	pre      *wirecache.Prefix
@@ -130,54 +126,16 @@ func systemText(system []string) string {
 	return strings.Join(sys, "\n\n")
 }
 
-// appendShape appends the turns of history to turns, merging none into
-// the turns already there: it keeps the blocks Chat Completions takes and
-// merges consecutive messages of one role.
-func appendShape(turns []turn, history []llm.Message) []turn {
-	start := len(turns)
-	for _, m := range history {
-		blocks := kept(m)
-		if len(blocks) == 0 {
-			continue
-		}
-		if n := len(turns); n > start && turns[n-1].role == m.Role {
-			// Clip: the merge must copy, never append into the history.
-			turns[n-1].blocks = append(slices.Clip(turns[n-1].blocks), blocks...)
-			continue
-		}
-		turns = append(turns, turn{role: m.Role, blocks: blocks})
-	}
-	return turns
-}
-
-// kept returns m's blocks Chat Completions takes (text that is not empty,
-// tool calls and results, images in user messages): m.Content itself (read
-// only) when it takes them all, so a turn sent before is found in the
-// encoding cache by its blocks' identity.
-func kept(m llm.Message) []llm.ContentBlock {
-	return llm.KeepBlocks(m.Content, func(b *llm.ContentBlock) bool {
-		switch b.Type {
-		case llm.BlockText:
-			return b.Text != ""
-		case llm.BlockToolUse, llm.BlockToolResult:
-			return true
-		case llm.BlockImage:
-			return b.Image != nil && m.Role == llm.RoleUser
-		}
-		return false
-	})
-}
-
 // messages are the Chat Completions messages of one turn: an assistant
 // message, or a user turn's tool messages and then its user message.
-func (t turn) messages() []sdk.ChatCompletionMessageParamUnion {
-	if t.role == llm.RoleAssistant {
-		return []sdk.ChatCompletionMessageParamUnion{assistant(t.blocks)}
+func messages(t llm.Turn) []sdk.ChatCompletionMessageParamUnion {
+	if t.Role == llm.RoleAssistant {
+		return []sdk.ChatCompletionMessageParamUnion{assistant(t.Content)}
 	}
 	var out []sdk.ChatCompletionMessageParamUnion
 	var texts []string
 	var toolParts, parts []sdk.ChatCompletionContentPartUnionParam
-	for _, b := range t.blocks {
+	for _, b := range t.Content {
 		switch b.Type {
 		case llm.BlockToolResult:
 			content := b.Content

@@ -7,8 +7,11 @@ package retry
 
 import (
 	"context"
+	"errors"
+	"io"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -109,6 +112,43 @@ func (p Policy) Do(ctx context.Context, classify func(error) Verdict, op func(ct
 	}
 }
 
+// Stream runs a streaming call under p: attempt passes each event it reads
+// to emit, which hands it to yield, and asks stopped whether the caller
+// has stopped (yield returned false) so it can return at once. A failed
+// attempt is retried, as classify says, only while nothing has been
+// yielded: after that a retry would repeat what the caller has already
+// seen. Stream returns the last failure, or nil when the call succeeded
+// or the caller stopped.
+func Stream[E any](ctx context.Context, p Policy, classify func(error) Verdict, yield func(E) bool,
+	attempt func(ctx context.Context, emit func(E), stopped func() bool) error) error {
+	yielded, stopped := false, false
+	emit := func(ev E) {
+		yielded = true
+		if !stopped && !yield(ev) {
+			stopped = true
+		}
+	}
+	err := p.Do(ctx, func(err error) Verdict {
+		if yielded || stopped {
+			return Verdict{}
+		}
+		return classify(err)
+	}, func(ctx context.Context) error {
+		return attempt(ctx, emit, func() bool { return stopped })
+	})
+	if stopped {
+		return nil
+	}
+	return err
+}
+
+// Network classifies a failure that never got a response: a broken or
+// refused connection, or a body cut short, is worth a retry.
+func Network(err error) Verdict {
+	var urlErr *url.Error
+	return Verdict{Retry: errors.As(err, &urlErr) || errors.Is(err, io.ErrUnexpectedEOF)}
+}
+
 func sleep(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
 	defer t.Stop()
@@ -145,6 +185,15 @@ func HTTP(status int, h http.Header) Verdict {
 		return Verdict{}
 	}
 	return Verdict{Retry: RetryableStatus(status), After: after}
+}
+
+// Header is resp's header, or an empty one when there is no response (a
+// failure before it arrived), for HTTP and RetryAfter.
+func Header(resp *http.Response) http.Header {
+	if resp == nil {
+		return http.Header{}
+	}
+	return resp.Header
 }
 
 // RetryAfter reads the wait a response asks for: `retry-after-ms`

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -19,6 +20,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"jetway/pkg/bus"
+	"jetway/pkg/events"
 	"jetway/pkg/handover"
 	"jetway/pkg/workspace"
 	"jetway/services/jobs/jobsapi"
@@ -230,12 +232,89 @@ func (c *Client) Workers(ctx context.Context) ([]string, error) {
 
 // request sends op's request to the session's worker and decodes the answer
 // into out; wait extends the timeout for calls that wait on a job.
+//
+// A session bound to a worker that no longer answers (stopped for good, or
+// gone with its machine) would fail every call for ever: when the bound
+// worker has no responders and discovery does not find it either, the
+// session is rebound to a live worker and the call made there once.
 func (c *Client) request(ctx context.Context, s jobsapi.SessionRequest, op string, wait time.Duration, in, out any) error {
 	w, err := c.Worker(ctx, s.Tenant, s.Session)
 	if err != nil {
 		return err
 	}
-	return c.requestWorker(ctx, w, op, wait, in, out)
+	err = c.requestWorker(ctx, w, op, wait, in, out)
+	var je *jobsapi.Error
+	if !errors.As(err, &je) || !je.NoResponders {
+		return err
+	}
+	moved, rerr := c.rebind(ctx, s.Tenant, s.Session, w)
+	if rerr != nil || moved == "" {
+		return err
+	}
+	return c.requestWorker(ctx, moved, op, wait, in, out)
+}
+
+// rebind moves the session off dead, a worker that did not answer, to a
+// live one, and says so in a headline. It returns "" when dead still
+// answers discovery (a blip, not a death) or no worker is live. The move is
+// a compare-and-swap on the binding: clients rebinding at once agree.
+func (c *Client) rebind(ctx context.Context, tenant, session, dead string) (string, error) {
+	live, err := c.Workers(ctx)
+	if err != nil || len(live) == 0 || slices.Contains(live, dead) {
+		return "", err
+	}
+	kv, err := c.bucket(ctx)
+	if err != nil {
+		return "", err
+	}
+	key := tenant + "." + session
+	e, err := kv.Get(ctx, key)
+	if err != nil {
+		return "", fmt.Errorf("jobs client: read binding of %s/%s: %w", tenant, session, err)
+	}
+	w := string(e.Value())
+	if w == dead {
+		w = live[rand.IntN(len(live))]
+		if _, err := kv.Update(ctx, key, []byte(w), e.Revision()); err != nil {
+			// Another client moved it first: take its choice.
+			c.forget(key)
+			return c.Binding(ctx, tenant, session)
+		}
+		c.announceRebind(ctx, tenant, session, dead, w)
+	}
+	c.mu.Lock()
+	c.bindings[key] = w
+	c.mu.Unlock()
+	return w, nil
+}
+
+func (c *Client) forget(key string) {
+	c.mu.Lock()
+	delete(c.bindings, key)
+	c.mu.Unlock()
+}
+
+// announceRebind publishes the rebind headline into the session's run
+// output (jetway.out.…, which the runner — this client's usual user — may
+// publish on), where its stream and the chat show headlines. Its id names
+// the move, so two clients announcing one move store one headline.
+func (c *Client) announceRebind(ctx context.Context, tenant, session, from, to string) {
+	subj, err := events.OutSubject(tenant, session)
+	if err != nil {
+		return
+	}
+	ev, err := events.New(tenant, session, "jetway/jobs-client", events.HeadlineNote{
+		Text: events.JobsReboundHeadline(from, to), About: events.TypeJobsRebound,
+	})
+	if err != nil {
+		return
+	}
+	ev.SetID("jetway.rebind/" + tenant + "/" + session + "/" + from + "/" + to)
+	msg, err := events.Encode(ctx, subj, ev)
+	if err != nil {
+		return
+	}
+	_, _ = c.js.PublishMsg(ctx, msg)
 }
 
 func (c *Client) requestWorker(ctx context.Context, worker, op string, wait time.Duration, in, out any) error {
@@ -248,7 +327,7 @@ func (c *Client) requestWorker(ctx context.Context, worker, op string, wait time
 	msg, err := c.cfg.NC.RequestWithContext(ctx, jobsapi.Subject(worker, op), body)
 	switch {
 	case errors.Is(err, nats.ErrNoResponders):
-		return &jobsapi.Error{Code: jobsapi.CodeUnavailable, Op: op,
+		return &jobsapi.Error{Code: jobsapi.CodeUnavailable, Op: op, NoResponders: true,
 			Message: fmt.Sprintf("worker %s does not answer (no responders)", worker)}
 	case err != nil:
 		return fmt.Errorf("jobs client: %s on worker %s: %w", op, worker, err)

@@ -262,6 +262,9 @@ type Error struct {
 	Code    int
 	Op      string // the operation, when known
 	Message string
+	// NoResponders: the worker's subject had no subscriber at all (the
+	// worker is not running), as opposed to a worker that answered.
+	NoResponders bool
 }
 
 func (e *Error) Error() string {

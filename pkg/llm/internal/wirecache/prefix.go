@@ -24,7 +24,7 @@ import (
 type Prefix struct {
 	c    *Cache
 	key  chainKey
-	msgs []messageHead // identity of each message covered
+	msgs []llm.Head // identity of each message covered (see "Caches" in llm)
 	// Last is the role of the last turn the covered messages make, and
 	// Bytes holds their encodings joined by commas (no brackets): the
 	// start of the request's message array.
@@ -32,23 +32,7 @@ type Prefix struct {
 	Bytes []byte
 }
 
-// messageHead identifies a settled message: the address and count of its
-// blocks, and its role.
-type messageHead struct {
-	block *llm.ContentBlock
-	n     int
-	role  llm.Role
-}
-
-const headSize = int(unsafe.Sizeof(messageHead{}))
-
-func headOf(m *llm.Message) messageHead {
-	h := messageHead{n: len(m.Content), role: m.Role}
-	if len(m.Content) > 0 {
-		h.block = &m.Content[0]
-	}
-	return h
-}
+const headSize = int(unsafe.Sizeof(llm.Head{}))
 
 // Messages is how many messages of the history p covers.
 func (p *Prefix) Messages() int { return len(p.msgs) }
@@ -86,7 +70,7 @@ func (p *Prefix) covers(msgs []llm.Message, settled int) bool {
 		return false
 	}
 	for i := range p.msgs {
-		if headOf(&msgs[i]) != p.msgs[i] {
+		if llm.HeadOf(&msgs[i]) != p.msgs[i] {
 			return false
 		}
 	}
@@ -101,7 +85,7 @@ func (p *Prefix) Extend(msgs []llm.Message, last llm.Role, parts []json.RawMessa
 		return
 	}
 	for i := range msgs {
-		p.msgs = append(p.msgs, headOf(&msgs[i]))
+		p.msgs = append(p.msgs, llm.HeadOf(&msgs[i]))
 	}
 	for _, part := range parts {
 		if len(part) == 0 {
@@ -115,34 +99,33 @@ func (p *Prefix) Extend(msgs []llm.Message, last llm.Role, parts []json.RawMessa
 	p.Last = last
 }
 
-// Shaped is a request's history past its prefix, in a provider's turns:
-// the first Settling are of the messages up to Settled, and join the
-// prefix once encoded; the rest are open.
-type Shaped[T any] struct {
-	Turns    []T
+// Shaped is a request's history past its prefix, in the API's turns (see
+// llm.Wire.AppendTurns): the first Settling are of the messages up to
+// Settled, and join the prefix once encoded; the rest are open.
+type Shaped struct {
+	Turns    []llm.Turn
 	Settling int
 	Settled  int
 }
 
-// ShapeAfter shapes msgs past what p covers, with shape (which appends the
-// turns of some messages, merging none into turns already there) and role
-// (a turn's role). Shaping the two parts apart is shaping them together
-// unless a turn would merge across the line between them (the API wants
-// roles to alternate, and shaping drops blocks it refuses): across the
-// prefix's end it reports false, and the prefix cannot be used; across
-// settled, all of it is open. The last turn is never settled: a provider
-// may encode it differently (a cache breakpoint).
-func ShapeAfter[T any](msgs []llm.Message, p *Prefix, settled int, shape func([]T, []llm.Message) []T, role func(T) llm.Role) (Shaped[T], bool) {
+// ShapeAfter shapes msgs past what p covers into w's turns. Shaping the
+// two parts apart is shaping them together unless a turn would merge
+// across the line between them (the API wants roles to alternate, and
+// shaping drops blocks it refuses): across the prefix's end it reports
+// false, and the prefix cannot be used; across settled, all of it is open.
+// The last turn is never settled: a provider may encode it differently (a
+// cache breakpoint).
+func ShapeAfter(msgs []llm.Message, p *Prefix, settled int, w llm.Wire) (Shaped, bool) {
 	from := p.Messages()
-	turns := shape(make([]T, 0, len(msgs)-from), msgs[from:settled])
+	turns := w.AppendTurns(make([]llm.Turn, 0, len(msgs)-from), msgs[from:settled])
 	n := len(turns)
-	turns = shape(turns, msgs[settled:])
-	sh := Shaped[T]{Turns: turns, Settling: n, Settled: settled}
-	if n == len(turns) || (n > 0 && role(turns[n-1]) == role(turns[n])) {
-		sh = Shaped[T]{Turns: shape(turns[:0], msgs[from:]), Settled: from}
+	turns = w.AppendTurns(turns, msgs[settled:])
+	sh := Shaped{Turns: turns, Settling: n, Settled: settled}
+	if n == len(turns) || (n > 0 && turns[n-1].Role == turns[n].Role) {
+		sh = Shaped{Turns: w.AppendTurns(turns[:0], msgs[from:]), Settled: from}
 	}
-	if from > 0 && len(sh.Turns) > 0 && role(sh.Turns[0]) == p.Last {
-		return Shaped[T]{}, false
+	if from > 0 && len(sh.Turns) > 0 && sh.Turns[0].Role == p.Last {
+		return Shaped{}, false
 	}
 	return sh, true
 }

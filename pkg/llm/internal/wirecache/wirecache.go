@@ -7,7 +7,9 @@
 // else of a run start. A session's history only grows, so nearly all of a
 // request was encoded, byte for byte, by the call before. The providers
 // still encode every part with their SDK; this package only remembers the
-// bytes, under a key holding everything they were made from.
+// bytes, found again as llm's package doc says (Caches): by the Head of
+// the messages they were made from, or by a key holding everything they
+// were made from.
 package wirecache
 
 import (

@@ -1,8 +1,9 @@
 // Package groundstop reads and writes the Ground Stop switches in the
 // control bucket: one global switch and one per session. The dispatcher
-// flips them; runners read (or watch) them before starting a run or making
-// a model call. Living in its own small package lets a runner use it without
-// importing the dispatcher.
+// flips them; runners hold runs by them, from a Mirror, before starting a
+// run or making a model call; the notifier tells a session when its switch
+// changes. It is part of the control plane the services share (pkg/control),
+// so none of them imports another.
 //
 // A switch that is on is a key holding a JSON Record; off is the key deleted
 // (a delete marker, so the bucket's history still shows who switched it off).
@@ -105,13 +106,7 @@ func Get(ctx context.Context, kv jetstream.KeyValue, tenant, session string) (Re
 	case err != nil:
 		return Record{}, false, fmt.Errorf("groundstop: read %s: %w", key, err)
 	}
-	var rec Record
-	if err := json.Unmarshal(e.Value(), &rec); err != nil {
-		// A switch someone set by hand with a non-JSON value is still on:
-		// failing open here would run sessions an operator meant to stop.
-		return Record{Reason: string(e.Value()), At: e.Created()}, true, nil
-	}
-	return rec, true, nil
+	return decode(e), true, nil
 }
 
 // Active reports whether tenant/session may not run: the global switch, the

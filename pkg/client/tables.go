@@ -1,0 +1,188 @@
+package client
+
+import (
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// JobRecord is the part of a job record a person reads: the jobs service's
+// one-line description and the state columns.
+type JobRecord struct {
+	ID       string `json:"id"`
+	Status   string `json:"status"`
+	ExitCode int    `json:"exit_code"`
+	Program  string `json:"program"`
+	// Line is the job's readable line (tasks.Describe), e.g.
+	// "t3 exited (exit 0) after 4m12s · 1.2 MB / 3400 lines · go test ./... · out:sess:ab12".
+	Line string `json:"line"`
+}
+
+// DecodeJob reads the person-facing fields of j's record; fields the record
+// lacks stay zero.
+func DecodeJob(j Job) JobRecord {
+	var r JobRecord
+	_ = json.Unmarshal(j.Record, &r)
+	if r.ID == "" {
+		r.ID = j.Job
+	}
+	return r
+}
+
+// WithoutHostPath is j with its record's "path" removed: the output
+// file's place on the jobs worker's disk, which means nothing to a person
+// at another machine and tells them the worker's layout. The record's
+// "ref" names the output (GET …/jobs/{id}/output reads it).
+func WithoutHostPath(j Job) Job {
+	var rec map[string]json.RawMessage
+	if json.Unmarshal(j.Record, &rec) != nil {
+		return j
+	}
+	if _, ok := rec["path"]; !ok {
+		return j
+	}
+	delete(rec, "path")
+	b, err := json.Marshal(rec)
+	if err != nil {
+		return j
+	}
+	j.Record = b
+	return j
+}
+
+// Running reports whether the job is still running.
+func (r JobRecord) Running() bool { return r.Status == "running" }
+
+// SessionRecord is the part of a session record a person reads.
+type SessionRecord struct {
+	State  string `json:"state"`
+	Run    string `json:"run"`
+	Reason string `json:"reason"`
+}
+
+// DecodeSession reads the person-facing fields of s's record.
+func DecodeSession(s Session) SessionRecord {
+	var r SessionRecord
+	_ = json.Unmarshal(s.Record, &r)
+	return r
+}
+
+// SortJobs orders jobs by number, the order they were started in (the
+// listing comes in key order: 1, 10, 2, …).
+func SortJobs(jobs []Job) {
+	slices.SortStableFunc(jobs, func(a, b Job) int {
+		na, ea := strconv.ParseUint(a.Job, 10, 64)
+		nb, eb := strconv.ParseUint(b.Job, 10, 64)
+		if ea == nil && eb == nil {
+			return cmp.Compare(na, nb)
+		}
+		return strings.Compare(a.Job, b.Job)
+	})
+}
+
+// WriteJobs prints jobs as a table sorted by number: state, exit status and
+// the job's readable line.
+func WriteJobs(w io.Writer, jobs []Job) error {
+	SortJobs(jobs)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "JOB\tSTATE\tEXIT\tJOB LINE")
+	for _, j := range jobs {
+		r := DecodeJob(j)
+		exit := "-"
+		if !r.Running() && r.Status != "" {
+			exit = strconv.Itoa(r.ExitCode)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", j.Job, orDash(r.Status), exit, orDash(r.Line))
+	}
+	return tw.Flush()
+}
+
+// GroundStopOf says which Ground Stop switches cover session in a tenant's
+// stop state: "global", "tenant", "session" (the narrowest first is the
+// one to lift last), joined by ", "; "off" when none.
+func GroundStopOf(st StopState, session string) string {
+	var on []string
+	if st.GlobalStop != nil && *st.GlobalStop || st.Scope == "global" && st.GroundStop {
+		on = append(on, "global")
+	}
+	if strings.HasSuffix(st.Scope, "/*") && st.GroundStop {
+		on = append(on, "tenant")
+	}
+	for _, s := range st.Sessions {
+		if s.GroundStop && strings.HasSuffix(s.Scope, "/"+session) {
+			on = append(on, "session")
+		}
+	}
+	if len(on) == 0 {
+		return "off"
+	}
+	return "on (" + strings.Join(on, ", ") + ")"
+}
+
+// WriteSessions prints sessions as a table sorted by name: state, the
+// Ground Stop switches covering each (stop is the tenant's stop state; nil
+// when it could not be read) and when it last changed.
+func WriteSessions(w io.Writer, ss []Session, stop *StopState, now time.Time) error {
+	slices.SortStableFunc(ss, func(a, b Session) int { return strings.Compare(a.Session, b.Session) })
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SESSION\tSTATE\tGROUND STOP\tLAST ACTIVITY")
+	for _, s := range ss {
+		gs := "?"
+		if stop != nil {
+			gs = GroundStopOf(*stop, s.Session)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", s.Session, orDash(DecodeSession(s).State), gs, Ago(s.Updated, now))
+	}
+	return tw.Flush()
+}
+
+// Ago is a coarse "how long ago" for listings.
+func Ago(t, now time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	d := now.Sub(t).Round(time.Second)
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds ago", max(0, int(d.Seconds())))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm ago", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh ago", int(d.Hours()))
+	}
+	return t.Local().Format("2006-01-02")
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// LiftCommand is the command line a person can paste to lift the Ground
+// Stop switch of scope that holds session: cli is the program as they ran
+// it ("jetway" when empty) and flags those that reach the same dispatcher.
+// The chat's opening and send's answer both say it, so they say it alike.
+func LiftCommand(cli, flags, scope, session string) string {
+	if cli == "" {
+		cli = "jetway"
+	}
+	s := cli + " stop --off"
+	switch scope {
+	case "session":
+		s += " --session " + session
+	case "global":
+		s += " --global"
+	}
+	if flags != "" {
+		s += " " + flags
+	}
+	return s
+}

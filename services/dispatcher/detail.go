@@ -1,0 +1,226 @@
+package dispatcher
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"jetway/pkg/auth"
+	"jetway/pkg/bus"
+	"jetway/pkg/control/groundstop"
+	api "jetway/pkg/dispatcherapi"
+	"jetway/pkg/events"
+	jobsclient "jetway/services/jobs/client"
+)
+
+// SessionDetail is the answer of GET /v1/sessions/{session}.
+type SessionDetail = api.SessionDetail
+
+// DefaultAgent is the agent profile every session runs with until agent
+// profiles exist.
+const DefaultAgent = "default"
+
+// jobsAnswerWithin bounds how long a detail waits for the session's jobs
+// worker: a worker that is down must not make the session unreadable.
+const jobsAnswerWithin = 3 * time.Second
+
+// SessionDetail reads what a person needs to know about one of the
+// caller's sessions: its state, the Ground Stop switches that hold it, the
+// events waiting for it, its running jobs, layovers and recovery rule. A
+// session with no record and nothing waiting is not found, as on the other
+// session routes.
+func (d *Dispatcher) SessionDetail(ctx context.Context, p auth.Principal, session string) (SessionDetail, error) {
+	if err := events.ValidateToken("session", session); err != nil {
+		return SessionDetail{}, err
+	}
+	sr, err := d.readRecord(ctx, p.Tenant, session)
+	if err != nil {
+		return SessionDetail{}, err
+	}
+	pending, err := d.pendingEvents(ctx, p.Tenant, session)
+	if err != nil {
+		return SessionDetail{}, err
+	}
+	if !sr.Found && pending == 0 {
+		return SessionDetail{}, noSession(p.Tenant, session)
+	}
+	out := SessionDetail{
+		SessionInfo:   sessionInfo(session, sr),
+		State:         sr.Rec.State,
+		Cause:         sr.Rec.Cause,
+		Reason:        sr.Rec.Reason,
+		Since:         sr.Rec.Since,
+		Runs:          sr.Rec.Runs,
+		Agent:         sr.Rec.Agent,
+		PendingEvents: pending,
+		Jobs:          []api.JobSummary{},
+	}
+	if !sr.Found {
+		out.SessionInfo.Record = nil
+	}
+	if out.State == "running" {
+		out.Run = sr.Rec.Run
+	}
+	if out.Agent == "" {
+		out.Agent = DefaultAgent
+	}
+	if out.GroundStop, err = d.covering(ctx, p, p.Tenant, session); err != nil {
+		return SessionDetail{}, err
+	}
+	if out.Layovers, err = d.Layovers(ctx, p, session); err != nil {
+		return SessionDetail{}, err
+	}
+	if out.Recovery, err = recoveryOf(p.Tenant, session, sr); err != nil {
+		return SessionDetail{}, err
+	}
+	out.Jobs, out.JobsError = d.runningJobs(ctx, p.Tenant, session)
+	return out, nil
+}
+
+// covering lists the Ground Stop switches that are on and cover
+// tenant/session, widest first. Of the global switch a tenant learns when
+// it was set, not by whom or why (an operator's to read).
+func (d *Dispatcher) covering(ctx context.Context, p auth.Principal, tenant, session string) ([]StopSwitch, error) {
+	kv, err := d.controlBucket(ctx)
+	if err != nil {
+		return nil, err
+	}
+	scopes := []struct{ scope, tenant, session string }{
+		{"global", "", ""}, {"tenant", tenant, ""}, {"session", tenant, session},
+	}
+	type got struct {
+		rec groundstop.Record
+		on  bool
+		err error
+	}
+	res := make([]got, len(scopes))
+	var wg sync.WaitGroup
+	for i, s := range scopes {
+		wg.Go(func() {
+			res[i].rec, res[i].on, res[i].err = groundstop.Get(ctx, kv, s.tenant, s.session)
+		})
+	}
+	wg.Wait()
+	out := []StopSwitch{}
+	for i, r := range res {
+		if r.err != nil {
+			return nil, unavailable("read Ground Stop", r.err)
+		}
+		if !r.on {
+			continue
+		}
+		out = append(out, switchOf(p, scopes[i].scope, r.rec))
+	}
+	return out, nil
+}
+
+// switchOf is a switch that is on as p may read it: of the global switch a
+// tenant learns when it was set, not by whom or why.
+func switchOf(p auth.Principal, scope string, rec groundstop.Record) StopSwitch {
+	sw := StopSwitch{Scope: scope, Since: rec.At, By: rec.By, Reason: rec.Reason}
+	if scope == "global" && !p.Operator {
+		sw.By, sw.Reason = "", ""
+	}
+	return sw
+}
+
+// pendingEvents counts the session's events still in the work queue: a
+// runner acks (and so removes) an event only once the turn that hands it
+// to the model is recorded, so what is there has not reached the model.
+func (d *Dispatcher) pendingEvents(ctx context.Context, tenant, session string) (int, error) {
+	st, err := d.workStream(ctx)
+	if err != nil || st == nil {
+		return 0, err
+	}
+	filter := "*.jetway.*." + tenant + "." + session
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(filter))
+	if err != nil {
+		return 0, unavailable("count pending events", err)
+	}
+	n := 0
+	for subj, c := range info.State.Subjects {
+		if strings.HasSuffix(subj, "."+tenant+"."+session) {
+			n += int(c)
+		}
+	}
+	return n, nil
+}
+
+// workStream opens JETWAY_WORK once; nil when it does not exist yet.
+func (d *Dispatcher) workStream(ctx context.Context) (jetstream.Stream, error) {
+	return d.stream(ctx, bus.StreamWork)
+}
+
+// stream opens a stream once and caches it; (nil, nil) when it does not
+// exist.
+func (d *Dispatcher) stream(ctx context.Context, name string) (jetstream.Stream, error) {
+	d.kvMu.Lock()
+	defer d.kvMu.Unlock()
+	if st, ok := d.streams[name]; ok {
+		return st, nil
+	}
+	st, err := d.js.Stream(ctx, name)
+	switch {
+	case errors.Is(err, jetstream.ErrStreamNotFound):
+		return nil, nil
+	case err != nil:
+		return nil, unavailable("open stream "+name, err)
+	}
+	d.streams[name] = st
+	return st, nil
+}
+
+// jobsClient is the jobs service's client on the dispatcher's connection,
+// made at first use.
+func (d *Dispatcher) jobsClient() (*jobsclient.Client, error) {
+	d.jobsOnce.Do(func() {
+		d.jobs, d.jobsErr = jobsclient.New(jobsclient.Config{NC: d.nc, Timeout: 10 * time.Second})
+	})
+	if d.jobsErr != nil {
+		return nil, unavailable("jobs client", d.jobsErr)
+	}
+	return d.jobs, nil
+}
+
+// runningJobs asks the session's jobs worker for its running jobs. A
+// session never bound to a worker has none; a worker that does not answer
+// is reported as the reason, not as a failed detail.
+func (d *Dispatcher) runningJobs(ctx context.Context, tenant, session string) ([]api.JobSummary, string) {
+	jc, err := d.jobsClient()
+	if err != nil {
+		return []api.JobSummary{}, err.Error()
+	}
+	ctx, cancel := context.WithTimeout(ctx, jobsAnswerWithin)
+	defer cancel()
+	jobs, err := jc.List(ctx, tenant, session)
+	if err != nil {
+		return []api.JobSummary{}, err.Error()
+	}
+	out := []api.JobSummary{}
+	for _, j := range jobs {
+		if j.Ended.IsZero() {
+			out = append(out, jobSummary(j))
+		}
+	}
+	return out, ""
+}
+
+// handleSession answers GET /v1/sessions/{session} with the detail.
+func (d *Dispatcher) handleSession(w http.ResponseWriter, r *http.Request) {
+	p, err := d.principal(r)
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	s, err := d.SessionDetail(r.Context(), p, r.PathValue("session"))
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, s)
+}
