@@ -38,8 +38,11 @@ clean:
 	rm -rf bin .jetway
 
 # Every figure next to raw JetStream measured in the same run (docs/BENCHMARKS.md).
+# The bench is its own command, so bin/jetway links none of its harness or
+# fakes; it starts bin/jetway for the figures that need real processes.
 bench: build
-	./bin/jetway bench --json bench-results.json
+	$(GO) build -o bin/jetway-bench ./cmd/jetway-bench
+	./bin/jetway-bench --jetway $(BIN) --json bench-results.json $(BENCHFLAGS)
 
 # A real three-node JetStream cluster on loopback, no container engine needed:
 # nats-server processes with deploy/nats (TLS, least-privilege users), the

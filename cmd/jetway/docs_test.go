@@ -23,6 +23,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"jetway/internal/bench/benchcmd"
 )
 
 // repoRoot is the module's root, two levels above this package.
@@ -31,6 +33,18 @@ const repoRoot = "../.."
 // provisionCommand names deploy/provision's binary in the doc's tables.
 // It is not a cobra command, so its flags are read from its source.
 const provisionCommand = "jetway-provision"
+
+// benchCommand names cmd/jetway-bench in the docs' tables. It is a program
+// of its own (the shipped binary links no bench); its flags come from its
+// command, which only this test links.
+const benchCommand = "jetway-bench"
+
+// benchFlags are jetway-bench's flags.
+func benchFlags() map[string]*pflag.Flag {
+	parent := &cobra.Command{Use: "docs"}
+	parent.AddCommand(benchcmd.New())
+	return allFlags(parent)[benchCommand]
+}
 
 // allFlags walks every command under root and returns each flag it takes,
 // its inherited persistent flags included, keyed by command then flag name.
@@ -384,6 +398,7 @@ func TestOperations_configuration_tables_match_the_commands(t *testing.T) {
 			bound[provisionCommand][n] = env
 		}
 	}
+	flags[benchCommand] = benchFlags()
 	rows := readConfigTables(t, groups)
 
 	documented := map[string]map[string]docRow{} // command → flag → its row
@@ -619,6 +634,9 @@ func TestDocs_name_only_flags_that_exist(t *testing.T) {
 	}
 	names, _ := provisionFlags(t)
 	for _, n := range names {
+		real[n] = true
+	}
+	for n := range benchFlags() {
 		real[n] = true
 	}
 	code := regexp.MustCompile("`[^`]*`")

@@ -101,3 +101,46 @@ func TestRatio_is_value_over_baseline(t *testing.T) {
 		t.Fatalf("p50 of 1..4 ms = %v, want 2", p)
 	}
 }
+
+// TestQuick_cold_and_felt_groups_report_their_figures_with_goals runs the
+// two latency groups a person feels on a handful of probes and checks each
+// figure came out measured, with its goal: the shape, not the speed.
+func TestQuick_cold_and_felt_groups_report_their_figures_with_goals(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	res, err := Run(ctx, Config{
+		Quick:   true,
+		Groups:  []string{GroupCold, GroupFelt},
+		Sizes:   Sizes{RawMessages: 100, RawSamples: 20, Probes: 5, SessionCounts: []int{5}},
+		WorkDir: t.TempDir(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		FigRunnerColdStart("p99"): coldGoal,
+		FigFeltAdded:              feltGoal,
+		FigFeltP50:                "-",
+		FigFeltP99:                "-",
+	}
+	for _, r := range res {
+		goal, ok := want[r.Name]
+		if !ok {
+			continue
+		}
+		delete(want, r.Name)
+		if r.Value == nil {
+			t.Errorf("%s: %s", r.Name, r.Note)
+			continue
+		}
+		if r.Goal != goal {
+			t.Errorf("%s: goal %q, want %q", r.Name, r.Goal, goal)
+		}
+		if r.Name == FigFeltP99 && (r.Baseline == nil || *r.Baseline <= 0) {
+			t.Errorf("%s: no model first-token baseline beside it", r.Name)
+		}
+	}
+	for name := range want {
+		t.Errorf("figure %q missing", name)
+	}
+}

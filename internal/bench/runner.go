@@ -8,7 +8,6 @@ import (
 	"os"
 	"runtime"
 	"runtime/metrics"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -41,12 +40,6 @@ const (
 // FigRunnerStart names the event → run start figure at n sessions.
 func FigRunnerStart(pct string, n int) string {
 	return fmt.Sprintf("runner event → run start %s @%d sessions", pct, n)
-}
-
-// FigRunnerColdStart names the event → run start figure for sessions the
-// runner does not hold in memory.
-func FigRunnerColdStart(pct string) string {
-	return "runner event → run start " + pct + ", session not in memory"
 }
 
 func init() {
@@ -189,35 +182,42 @@ func (rb *runnerBench) waitIdle(ctx context.Context, tenant, session string, run
 	}
 }
 
-func (e *env) measureRunner(ctx context.Context) {
+// newRunnerBench provisions jetway's streams and starts the fake model the
+// runner figures share; done closes the model.
+func (e *env) newRunnerBench(ctx context.Context) (rb *runnerBench, done func(), err error) {
 	pctx, cancel := deadline(ctx, time.Minute)
-	err := bus.Provision(pctx, e.js, bus.ProvisionConfig{})
+	err = bus.Provision(pctx, e.js, bus.ProvisionConfig{})
 	cancel()
 	if err != nil {
-		e.skip(FigRunnerStart("p99", 1), "ms", "≤ 5 ms", fmt.Errorf("provision: %w", err))
-		return
+		return nil, nil, fmt.Errorf("provision: %w", err)
 	}
 	kv, err := e.js.KeyValue(ctx, bus.BucketSessions)
 	if err != nil {
-		e.skip(FigRunnerStart("p99", 1), "ms", "≤ 5 ms", fmt.Errorf("sessions bucket: %w", err))
-		return
+		return nil, nil, fmt.Errorf("sessions bucket: %w", err)
 	}
 	front, err := newModelFront(e.cfg.ModelLatency)
 	if err != nil {
-		e.skip(FigRunnerStart("p99", 1), "ms", "≤ 5 ms", err)
-		return
+		return nil, nil, err
 	}
-	defer front.close()
 	model, err := front.provider()
+	if err != nil {
+		front.close()
+		return nil, nil, err
+	}
+	return &runnerBench{e: e, front: front, model: model, kv: kv}, front.close, nil
+}
+
+func (e *env) measureRunner(ctx context.Context) {
+	rb, done, err := e.newRunnerBench(ctx)
 	if err != nil {
 		e.skip(FigRunnerStart("p99", 1), "ms", "≤ 5 ms", err)
 		return
 	}
-	rb := &runnerBench{e: e, front: front, model: model, kv: kv}
+	defer done()
 	run := uid()
 
 	r1 := "bench-r1-" + run
-	stop, err := rb.startRunner(ctx, r1, model)
+	stop, err := rb.startRunner(ctx, r1, rb.model)
 	if err != nil {
 		e.skip(FigRunnerStart("p99", 1), "ms", "≤ 5 ms", err)
 		return
@@ -226,13 +226,12 @@ func (e *env) measureRunner(ctx context.Context) {
 	rb.notice(ctx, run)
 	rb.sustained(ctx, FigRunnerSustained1, "s1-"+run, []string{r1})
 	stop()
-	rb.coldStarts(ctx, run)
 
 	var stops []func()
 	var ids []string
 	for i := range 3 {
 		id := fmt.Sprintf("bench-r3%d-%s", i+1, run)
-		s, err := rb.startRunner(ctx, id, model)
+		s, err := rb.startRunner(ctx, id, rb.model)
 		if err != nil {
 			e.skip(FigRunnerSustained3, "events/s", "≥ 25% of raw async publish", err)
 			break
@@ -402,52 +401,6 @@ func (rb *runnerBench) probe(ctx context.Context, tenant, session string, k, run
 	wctx, cancel := deadline(ctx, e.patience())
 	defer cancel()
 	return d, gc, rb.waitIdle(wctx, tenant, session, runs)
-}
-
-// coldStarts times event → run start for sessions the runner does not hold
-// in memory, as every session is after IdleEvict (30 s by default) or a
-// takeover: the largest population of the latency figures, whose sessions
-// have a history, each probed once by a runner that has never held it. The
-// runner first takes every partition with traffic of its own, so no probe
-// pays for a takeover.
-func (rb *runnerBench) coldStarts(ctx context.Context, run string) {
-	e := rb.e
-	if len(e.sizes.SessionCounts) == 0 {
-		return
-	}
-	n := slices.Max(e.sizes.SessionCounts)
-	tenant := fmt.Sprintf("lat%d-%s", n, run)
-	id := "bench-cold-" + run
-	stop, err := rb.startRunner(ctx, id, rb.model)
-	if err != nil {
-		e.skip(FigRunnerColdStart("p99"), "ms", "-", err)
-		return
-	}
-	defer stop()
-	if err := rb.takeEveryPartition(ctx, "coldwarm-"+run); err != nil {
-		e.skip(FigRunnerColdStart("p99"), "ms", "-", err)
-		return
-	}
-	probes := min(n, e.sizes.Probes)
-	e.progress("runner: %d events, one at a time, each to a different session a new runner has not held", probes)
-	var s samples
-	for i := range probes {
-		session := sessionName(i)
-		runs, err := rb.runsOf(ctx, tenant, session)
-		if err != nil {
-			e.skip(FigRunnerColdStart("p99"), "ms", "-", err)
-			return
-		}
-		d, _, err := rb.probe(ctx, tenant, session, e.sizes.Probes+i, runs+1)
-		if err != nil {
-			e.skip(FigRunnerColdStart("p99"), "ms", "-", err)
-			return
-		}
-		s = append(s, d)
-	}
-	note := fmt.Sprintf("%d events, each to a different one of the @%d sessions (history of 4 or more messages), through a runner that has never held them, as after an eviction or a takeover: the transcript is read back, the order checked against the work stream and the session record read before the run starts; compare the @%d figures above, whose sessions are in memory", len(s), n, n)
-	e.add(figure(FigRunnerColdStart("p50"), "ms", s.pct(50)).vs("raw sync publish p50", e.base.syncP50).info("-").note("%s", note))
-	e.add(figure(FigRunnerColdStart("p99"), "ms", s.pct(99)).vs("raw sync publish p99", e.base.syncP99).info("-"))
 }
 
 // takeEveryPartition sends one event to a session of each work partition

@@ -350,6 +350,10 @@ func StreamConfigs(cfg ProvisionConfig) []jetstream.StreamConfig {
 			Storage:     jetstream.FileStorage,
 			Replicas:    cfg.Replicas,
 			MaxAge:      cfg.TranscriptsMaxAge,
+			// A runner reads a session's transcript back in batched direct
+			// gets, no consumer per load; it checks each read reaches the
+			// last record the leader has (services/runner/transcriptread.go).
+			AllowDirect: true,
 		},
 		{
 			Name:        StreamOut,

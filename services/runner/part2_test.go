@@ -329,8 +329,9 @@ func TestA_session_with_policy_never_or_manual_is_not_recovered_until_a_person_s
 				t.Fatal("recovered against the policy")
 			}
 			e.publish(events.KindEvents, "t1", "s1", events.Input{Text: "go on please"})
+			// The record goes idle after run_ended is in the transcript.
 			testutil.Eventually(t, 20*time.Second, "the person's run to end", func() bool {
-				return countKind(e.records("t1", "s1"), RecordRunEnded) == 1
+				return countKind(e.records("t1", "s1"), RecordRunEnded) == 1 && e.session("t1", "s1").State == StateIdle
 			})
 
 			if rec := e.session("t1", "s1"); rec.Cause != "steered" || rec.State != StateIdle {

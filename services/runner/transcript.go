@@ -59,8 +59,7 @@ var ErrFenced = errors.New("runner: session fenced: another runner wrote its tra
 // it is not the actor's lock: deliveries and heartbeats must not wait on
 // the store.
 type transcript struct {
-	js      jetstream.JetStream
-	st      jetstream.Stream // JETWAY_TRANSCRIPTS, for reads
+	ts      *transcripts // the runner's, shared by every session it loads
 	subject string
 	mu      sync.Mutex
 	last    uint64 // sequence of the last record on the subject; 0 = none
@@ -73,7 +72,12 @@ type transcript struct {
 // (a thousand new sessions, a thousand lookups).
 type transcripts struct {
 	js jetstream.JetStream
-	st jetstream.Stream
+	// direct says the stream answers direct gets, so a load reads the
+	// records in batches instead of through a consumer (transcriptread.go);
+	// replies takes those batches.
+	direct  bool
+	replies *replyMux
+	api     string // the JetStream API prefix, for the requests made by hand
 }
 
 func openTranscripts(ctx context.Context, js jetstream.JetStream) (transcripts, error) {
@@ -81,77 +85,37 @@ func openTranscripts(ctx context.Context, js jetstream.JetStream) (transcripts, 
 	if err != nil {
 		return transcripts{}, fmt.Errorf("stream %s: %w", bus.StreamTranscripts, err)
 	}
-	return transcripts{js: js, st: st}, nil
+	ts := transcripts{js: js, direct: st.CachedInfo().Config.AllowDirect, api: apiPrefix(js)}
+	if ts.direct {
+		if ts.replies, err = newReplyMux(js.Conn()); err != nil {
+			return transcripts{}, fmt.Errorf("stream %s: direct reads: %w", bus.StreamTranscripts, err)
+		}
+	}
+	return ts, nil
 }
 
 // load reads a session's transcript from its start and returns it with the
 // fence set to its last record. Records before the last boundary are kept:
 // the request view, not the loader, decides what the model sees.
-func (ts transcripts) load(ctx context.Context, tenant, session string) (*transcript, []Record, error) {
+func (ts *transcripts) load(ctx context.Context, tenant, session string) (*transcript, []Record, error) {
 	subj, err := events.TranscriptSubject(tenant, session)
 	if err != nil {
 		return nil, nil, err
 	}
-	t := &transcript{js: ts.js, st: ts.st, subject: subj}
-	last, err := ts.st.GetLastMsgForSubject(ctx, subj)
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return t, nil, nil
-	}
+	t := &transcript{ts: ts, subject: subj}
+	last, ok, err := ts.lastRecord(ctx, subj)
 	if err != nil {
 		return nil, nil, fmt.Errorf("transcript %s: last record: %w", subj, err)
 	}
-	t.last = last.Sequence
-	cons, err := ts.js.OrderedConsumer(ctx, bus.StreamTranscripts, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{subj},
-		// A reader lives for one load; left to the 5-minute default, a
-		// busy runner kept thousands of them and the server refused more.
-		InactiveThreshold: readerInactive,
-	})
+	if !ok {
+		return t, nil, nil
+	}
+	t.last = last
+	recs, err := ts.readRecords(ctx, subj, last)
 	if err != nil {
-		return nil, nil, fmt.Errorf("transcript %s: reader: %w", subj, err)
+		return nil, nil, err
 	}
-	defer dropReader(ts.js, cons)
-	var recs []Record
-	for {
-		batch, err := cons.Fetch(256, jetstream.FetchMaxWait(2*time.Second))
-		if err != nil {
-			return nil, nil, fmt.Errorf("transcript %s: read: %w", subj, err)
-		}
-		n := 0
-		for m := range batch.Messages() {
-			n++
-			var r Record
-			if err := json.Unmarshal(m.Data(), &r); err != nil {
-				return nil, nil, fmt.Errorf("transcript %s: record: %w", subj, err)
-			}
-			recs = append(recs, r)
-			md, err := m.Metadata()
-			if err == nil && md.Sequence.Stream >= t.last {
-				return t, recs, nil
-			}
-		}
-		if err := batch.Error(); err != nil {
-			return nil, nil, fmt.Errorf("transcript %s: read: %w", subj, err)
-		}
-		if n == 0 {
-			return nil, nil, fmt.Errorf("transcript %s: read stopped before sequence %d", subj, t.last)
-		}
-	}
-}
-
-// readerInactive is how long the server keeps a transcript reader that
-// was not deleted (its runner died mid-load).
-const readerInactive = 10 * time.Second
-
-// dropReader deletes a transcript reader once the load is done. It does
-// not hold the load up: the deletion is a round trip nobody waits for.
-func dropReader(js jetstream.JetStream, cons jetstream.Consumer) {
-	name := cons.CachedInfo().Name
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = js.DeleteConsumer(ctx, bus.StreamTranscripts, name)
-	}()
+	return t, recs, nil
 }
 
 // append writes one record, fenced. ErrFenced means the session is lost.
@@ -172,7 +136,7 @@ func (t *transcript) appendLocked(ctx context.Context, r Record) error {
 	if err != nil {
 		return fmt.Errorf("transcript %s: encode: %w", t.subject, err)
 	}
-	ack, err := t.js.Publish(ctx, t.subject, data, jetstream.WithExpectLastSequencePerSubject(t.last))
+	ack, err := t.ts.js.Publish(ctx, t.subject, data, jetstream.WithExpectLastSequencePerSubject(t.last))
 	if err != nil {
 		var apiErr *jetstream.APIError
 		if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence {
@@ -232,7 +196,7 @@ func (t *transcript) landedAtFence(ctx context.Context, r Record) bool {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	m, err := t.st.GetMsg(ctx, t.last+1, jetstream.WithGetMsgSubject(t.subject))
+	m, err := t.ts.leaderGet(ctx, msgGetRequest{Seq: t.last + 1, NextFor: t.subject})
 	if err != nil {
 		return false
 	}
@@ -243,7 +207,7 @@ func (t *transcript) landedAtFence(ctx context.Context, r Record) bool {
 // landed reports whether r is the subject's last record (an earlier try
 // that landed), and if so moves the fence past it.
 func (t *transcript) landed(ctx context.Context, r Record) bool {
-	m, err := t.st.GetLastMsgForSubject(ctx, t.subject)
+	m, err := t.ts.leaderGet(ctx, msgGetRequest{LastFor: t.subject})
 	if err != nil {
 		return false
 	}
