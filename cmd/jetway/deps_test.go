@@ -2,8 +2,6 @@ package main
 
 import (
 	"os/exec"
-	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 )
@@ -14,7 +12,7 @@ import (
 func TestThe_jetway_binary_links_no_test_or_bench_packages(t *testing.T) {
 	goBin, err := exec.LookPath("go")
 	if err != nil {
-		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
+		t.Skipf("no go command on PATH to list the binary's packages: %v", err)
 	}
 	out, err := exec.Command(goBin, "list", "-deps", ".").CombinedOutput()
 	if err != nil {
