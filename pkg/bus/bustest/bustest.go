@@ -271,3 +271,19 @@ func freePorts(t testing.TB, n int) []int {
 	}
 	return ports
 }
+
+// StartBucket starts a single server and creates one KV bucket with cfg on
+// it, for tests of code that reads and writes one bucket; both go when the
+// test ends.
+func StartBucket(t testing.TB, cfg jetstream.KeyValueConfig) jetstream.KeyValue {
+	t.Helper()
+	s := StartServer(t)
+	_, js := Connect(t, s.ClientURL())
+	ctx, cancel := context.WithTimeout(context.Background(), ReadyTimeout)
+	defer cancel()
+	kv, err := js.CreateKeyValue(ctx, cfg)
+	if err != nil {
+		t.Fatalf("create bucket %s: %v", cfg.Bucket, err)
+	}
+	return kv
+}

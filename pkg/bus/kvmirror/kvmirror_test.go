@@ -14,15 +14,7 @@ import (
 
 func newBucket(t *testing.T) jetstream.KeyValue {
 	t.Helper()
-	s := bustest.StartServer(t)
-	_, js := bustest.Connect(t, s.ClientURL())
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	kv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "mirror_test", History: 5})
-	if err != nil {
-		t.Fatalf("create bucket: %v", err)
-	}
-	return kv
+	return bustest.StartBucket(t, jetstream.KeyValueConfig{Bucket: "mirror_test", History: 5})
 }
 
 // recorder collects changes as OnChange reports them.

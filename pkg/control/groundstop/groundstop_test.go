@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"testing"
-	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -15,15 +14,7 @@ import (
 
 func bucket(t *testing.T) jetstream.KeyValue {
 	t.Helper()
-	s := bustest.StartServer(t)
-	_, js := bustest.Connect(t, s.ClientURL())
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	kv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "control", History: 5})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return kv
+	return bustest.StartBucket(t, jetstream.KeyValueConfig{Bucket: "control", History: 5})
 }
 
 func TestKey_global_and_per_session(t *testing.T) {

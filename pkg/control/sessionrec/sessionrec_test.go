@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"testing"
-	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -15,15 +14,7 @@ import (
 
 func bucket(t *testing.T) jetstream.KeyValue {
 	t.Helper()
-	s := bustest.StartServer(t)
-	_, js := bustest.Connect(t, s.ClientURL())
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	kv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "sessions", History: 5})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return kv
+	return bustest.StartBucket(t, jetstream.KeyValueConfig{Bucket: "sessions", History: 5})
 }
 
 func TestA_missing_record_reads_as_idle_at_revision_zero(t *testing.T) {
