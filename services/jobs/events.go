@@ -234,21 +234,22 @@ func (w *Worker) record(tk string) (string, []byte, bool) {
 	return recordKey(sid, id), b, true
 }
 
-// loadRecords reads the records of this worker's tasks: the sessions bound
-// to it, then their jobs.
+// loadRecords reads the records of this worker's tasks: every job record
+// that names it, whether or not the job's session is still bound here. A
+// session whose worker stayed away too long is rebound to another worker,
+// and its jobs that were running here must still end here (as lost): read
+// only through the bindings, they stayed "running" for ever.
 func (w *Worker) loadRecords(ctx context.Context) ([]Record, error) {
-	var filters []string
 	err := eachEntry(ctx, w.bindKV, nil, func(e jetstream.KeyValueEntry) {
 		if string(e.Value()) == w.cfg.WorkerID {
-			filters = append(filters, e.Key()+".*")
 			w.bound[strings.Replace(e.Key(), ".", "/", 1)] = true
 		}
 	})
-	if err != nil || len(filters) == 0 {
+	if err != nil {
 		return nil, err
 	}
 	var out []Record
-	err = eachEntry(ctx, w.jobsKV, filters, func(e jetstream.KeyValueEntry) {
+	err = eachEntry(ctx, w.jobsKV, nil, func(e jetstream.KeyValueEntry) {
 		var r Record
 		if json.Unmarshal(e.Value(), &r) != nil || r.Worker != w.cfg.WorkerID {
 			return

@@ -44,7 +44,16 @@ type Config struct {
 	// long to listen for more answers after it (default 100ms).
 	DiscoverWait time.Duration
 	Discover     time.Duration
+	// RebindAfter is how long a bound worker must have been unreachable (no
+	// responders, and absent from discovery) before its sessions move to a
+	// live one (default 30s). A worker that restarts is back within
+	// seconds, and a session's files are on its worker's disk: moving on
+	// the first failed call would strand them for a blip.
+	RebindAfter time.Duration
 }
+
+// DefaultRebindAfter is Config.RebindAfter's default.
+const DefaultRebindAfter = 30 * time.Second
 
 // Client talks to jobs workers. It is safe for concurrent use.
 type Client struct {
@@ -56,7 +65,8 @@ type Client struct {
 	bindings map[string]string // "<tenant>.<session>" -> worker
 	live     []string          // workers found by the last discovery
 	liveAt   time.Time
-	discover sync.Mutex // one discovery at a time
+	gone     map[string]time.Time // worker -> when a call first found it unreachable
+	discover sync.Mutex           // one discovery at a time
 }
 
 // liveTTL is how long a discovery answers for: binding a burst of new
@@ -77,11 +87,14 @@ func New(cfg Config) (*Client, error) {
 	if cfg.DiscoverWait <= 0 {
 		cfg.DiscoverWait = DefaultDiscoverWait
 	}
+	if cfg.RebindAfter <= 0 {
+		cfg.RebindAfter = DefaultRebindAfter
+	}
 	js, err := bus.JetStream(cfg.NC)
 	if err != nil {
 		return nil, fmt.Errorf("jobs client: %w", err)
 	}
-	return &Client{cfg: cfg, js: js, bindings: map[string]string{}}, nil
+	return &Client{cfg: cfg, js: js, bindings: map[string]string{}, gone: map[string]time.Time{}}, nil
 }
 
 func (c *Client) bucket(ctx context.Context) (jetstream.KeyValue, error) {
@@ -235,8 +248,9 @@ func (c *Client) Workers(ctx context.Context) ([]string, error) {
 //
 // A session bound to a worker that no longer answers (stopped for good, or
 // gone with its machine) would fail every call for ever: when the bound
-// worker has no responders and discovery does not find it either, the
-// session is rebound to a live worker and the call made there once.
+// worker has had no responders for Config.RebindAfter and discovery does
+// not find it either, the session is rebound to a live worker and the call
+// made there once.
 func (c *Client) request(ctx context.Context, s jobsapi.SessionRequest, op string, wait time.Duration, in, out any) error {
 	w, err := c.Worker(ctx, s.Tenant, s.Session)
 	if err != nil {
@@ -245,13 +259,37 @@ func (c *Client) request(ctx context.Context, s jobsapi.SessionRequest, op strin
 	err = c.requestWorker(ctx, w, op, wait, in, out)
 	var je *jobsapi.Error
 	if !errors.As(err, &je) || !je.NoResponders {
+		c.answered(w)
 		return err
+	}
+	if !c.goneFor(w, c.cfg.RebindAfter) {
+		return err // perhaps a restart: the session stays, the call fails
 	}
 	moved, rerr := c.rebind(ctx, s.Tenant, s.Session, w)
 	if rerr != nil || moved == "" {
 		return err
 	}
 	return c.requestWorker(ctx, moved, op, wait, in, out)
+}
+
+// goneFor notes that worker did not answer and reports whether it has not
+// answered for at least d, counted from the first call that found it so.
+func (c *Client) goneFor(worker string, d time.Duration) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	first, ok := c.gone[worker]
+	if !ok {
+		c.gone[worker] = time.Now()
+		return false
+	}
+	return time.Since(first) >= d
+}
+
+// answered forgets that worker was unreachable: it answers again.
+func (c *Client) answered(worker string) {
+	c.mu.Lock()
+	delete(c.gone, worker)
+	c.mu.Unlock()
 }
 
 // rebind moves the session off dead, a worker that did not answer, to a
