@@ -421,3 +421,75 @@ type TranscriptUsage struct {
 	InputTokens  int `json:"input_tokens"`
 	OutputTokens int `json:"output_tokens"`
 }
+
+// Agent is an agent profile: what a session's agent is for (instructions,
+// the system prompt), which model answers it, which tools it may use and
+// how far it may go. It is the body of PUT /v1/agents/{name} (Name,
+// Version and Updated are the server's and ignored there) and of every
+// answer about a profile. Only Instructions is required; every other field
+// left out takes the runner's default. A profile names its model's
+// endpoint, never a key: keys stay in the runners' environment.
+type Agent struct {
+	Name        string `json:"name"`
+	Description string `json:"description,omitempty"`
+	// Instructions are the system prompt of the agent's runs.
+	Instructions string      `json:"instructions"`
+	Model        AgentModel  `json:"model,omitzero"`
+	Tools        AgentTools  `json:"tools,omitzero"`
+	Limits       AgentLimits `json:"limits,omitzero"`
+	// Recovery is the recovery policy of its sessions unless a session
+	// overrides it: "automatic", "manual" or "never" ("" keeps the
+	// runner's default).
+	Recovery string `json:"recovery,omitempty"`
+	// ContextWindow is the model's context size in tokens (0: the
+	// runner's).
+	ContextWindow int `json:"context_window,omitempty"`
+	// InstructionFiles are workspace files, relative to its root, sent
+	// after the instructions at each run start. Absent (null) means
+	// ["AGENTS.md"]; an empty list means none.
+	InstructionFiles []string `json:"instruction_files"`
+	// Version is the profile's version (its revision in the agents
+	// bucket); 0 for the implicit default profile.
+	Version uint64    `json:"version"`
+	Updated time.Time `json:"updated,omitzero"`
+}
+
+// AgentModel says which model answers an agent. Provider is "anthropic",
+// "openai" (any OpenAI-compatible server) or "script"; "" keeps the
+// runner's default model. Endpoint names a runner-side endpoint
+// configuration (base URL and the name of the variable holding its key).
+type AgentModel struct {
+	Provider string `json:"provider,omitempty"`
+	Name     string `json:"name,omitempty"`
+	Endpoint string `json:"endpoint,omitempty"`
+}
+
+// AgentTools says which tools an agent has. Allow lists tool names (or
+// "*"); absent (null) means every tool the runner has, an empty list none.
+// Deny holds permission rules ("shell(rm *)") that refuse calls of an
+// allowed tool.
+type AgentTools struct {
+	Allow []string `json:"allow"`
+	Deny  []string `json:"deny,omitempty"`
+}
+
+// AgentLimits bound an agent's runs; 0 (or "") keeps the runner's.
+type AgentLimits struct {
+	MaxTurns int `json:"max_turns,omitempty"`
+	// MaxDuration is a Go duration: "30m", "2h".
+	MaxDuration string `json:"max_duration,omitempty"`
+	// Fuel is a session's token budget over all its runs.
+	Fuel        int64 `json:"fuel,omitempty"`
+	RunsPerHour int   `json:"runs_per_hour,omitempty"`
+}
+
+// AgentList answers GET /v1/agents: the tenant's profiles by name, the
+// default one always among them.
+type AgentList struct {
+	Agents []Agent `json:"agents"`
+}
+
+// AgentDeleted answers DELETE /v1/agents/{name}.
+type AgentDeleted struct {
+	Deleted bool `json:"deleted"`
+}
