@@ -46,6 +46,11 @@ const (
 	// SubjectJob reads a job's output or kills it:
 	// {"session","job","action":"output"|"kill","offset"?,"limit"?,"tail"?,"grep"?} → JobOutput | JobKilled.
 	SubjectJob = SubjectPrefix + ".job"
+	// SubjectAgents lists, reads, stores and deletes agent profiles:
+	// {"action":"list"|"get"|"put"|"delete","name"?,"profile"?} → AgentList |
+	// Agent | AgentDeleted. Without an action: get when a name is given,
+	// else list. Storing and deleting need an admin token.
+	SubjectAgents = SubjectPrefix + ".agents"
 )
 
 // Problem documents: every error body is an RFC 9457 problem of this media
@@ -67,6 +72,9 @@ type Problem struct {
 	// RetryAfter (seconds) mirrors the Retry-After header for NATS callers,
 	// which have no such header.
 	RetryAfter int `json:"retry_after,omitempty"`
+	// Field names the request field that was wrong, when one was
+	// ("limits.max_turns", "agent").
+	Field string `json:"field,omitempty"`
 }
 
 // Accepted is the answer to a publish: the CE id, and whether the stream
@@ -265,6 +273,9 @@ type NATSRequest struct {
 	Offset int    `json:"offset,omitempty"`
 	Tail   int    `json:"tail,omitempty"`
 	Grep   string `json:"grep,omitempty"`
+	// Name (agents) names a profile; Profile (agents "put") is its body.
+	Name    string `json:"name,omitempty"`
+	Profile *Agent `json:"profile,omitempty"`
 }
 
 // SessionDetail answers GET /v1/sessions/{session}: the session record as
@@ -335,6 +346,9 @@ type JobOutputRequest struct {
 	Limit  int    `json:"limit,omitempty"`
 	Tail   int    `json:"tail,omitempty"`
 	Grep   string `json:"grep,omitempty"`
+	// Name (agents) names a profile; Profile (agents "put") is its body.
+	Name    string `json:"name,omitempty"`
+	Profile *Agent `json:"profile,omitempty"`
 }
 
 // JobOutput holds lines of a job's output, as cleaned and redacted when

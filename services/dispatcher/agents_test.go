@@ -1,0 +1,119 @@
+package dispatcher
+
+import (
+	"encoding/json"
+	"net/http"
+	"testing"
+)
+
+func TestAgent_profiles_are_written_by_a_tenant_admin_and_read_by_its_users(t *testing.T) {
+	f := newFixture(t)
+	// A user may not write; an admin of another tenant writes only its own.
+	if p := problemOf(t, f.do("PUT", "/v1/agents/reviewer", tokAcme, `{"instructions":"Review."}`), http.StatusForbidden); p.Detail == "" {
+		t.Fatalf("a user's PUT refused without a reason: %+v", p)
+	}
+	a := decode[Agent](t, f.do("PUT", "/v1/agents/reviewer", tokAcmeAdmin,
+		`{"instructions":"Review.","tools":{"allow":["read_file"]},"limits":{"max_turns":5}}`), http.StatusOK)
+	if a.Name != "reviewer" || a.Version == 0 || a.Instructions != "Review." {
+		t.Fatalf("stored %+v", a)
+	}
+	got := decode[Agent](t, f.do("GET", "/v1/agents/reviewer", tokAcme, nil), http.StatusOK)
+	if got.Version != a.Version || got.Limits.MaxTurns != 5 || len(got.Tools.Allow) != 1 {
+		t.Fatalf("read back %+v", got)
+	}
+	list := decode[AgentList](t, f.do("GET", "/v1/agents", tokAcme, nil), http.StatusOK)
+	if len(list.Agents) != 2 || list.Agents[0].Name != "default" || list.Agents[1].Name != "reviewer" {
+		t.Fatalf("acme lists %+v", list.Agents)
+	}
+	// Another tenant sees none of it.
+	p := problemOf(t, f.do("GET", "/v1/agents/reviewer", tokUser, nil), http.StatusNotFound)
+	if p.Field != "agent" {
+		t.Fatalf("unknown agent problem %+v, want the field named", p)
+	}
+	if list := decode[AgentList](t, f.do("GET", "/v1/agents", tokUser, nil), http.StatusOK); len(list.Agents) != 1 {
+		t.Fatalf("tenant default lists %+v", list.Agents)
+	}
+
+	// An update is a new version; deleting needs an admin too.
+	b := decode[Agent](t, f.do("PUT", "/v1/agents/reviewer", tokAcmeAdmin, `{"instructions":"Review harder."}`), http.StatusOK)
+	if b.Version <= a.Version {
+		t.Fatalf("update version %d after %d", b.Version, a.Version)
+	}
+	problemOf(t, f.do("DELETE", "/v1/agents/reviewer", tokAcme, nil), http.StatusForbidden)
+	if d := decode[struct{ Deleted bool }](t, f.do("DELETE", "/v1/agents/reviewer", tokAcmeAdmin, nil), http.StatusOK); !d.Deleted {
+		t.Fatal("delete said nothing was deleted")
+	}
+	problemOf(t, f.do("GET", "/v1/agents/reviewer", tokAcme, nil), http.StatusNotFound)
+}
+
+func TestA_bad_agent_profile_is_refused_naming_the_field_and_nothing_is_stored(t *testing.T) {
+	f := newFixture(t)
+	for _, c := range []struct{ body, field string }{
+		{`{}`, "instructions"},
+		{`{"instructions":"x","limits":{"max_turns":-1}}`, "limits.max_turns"},
+		{`{"instructions":"x","limits":{"max_duration":"forever"}}`, "limits.max_duration"},
+		{`{"instructions":"x","model":{"provider":"gemini"}}`, "model.provider"},
+		{`{"instructions":"x","tools":{"allow":["shell","no such"]}}`, "tools.allow[1]"},
+		{`{"instructions":"x","recovery":"sometimes"}`, "recovery"},
+		{`{"instructions":"x","instrucions":"typo"}`, "instrucions"},
+		{`{"instructions":"x","limits":{"max_turns":"five"}}`, "limits.max_turns"},
+		{`{"instructions":"x","name":"other"}`, "name"},
+	} {
+		p := problemOf(t, f.do("PUT", "/v1/agents/reviewer", tokAdmin, c.body), http.StatusBadRequest)
+		if p.Field != c.field {
+			t.Errorf("PUT %s: field %q (%s), want %q", c.body, p.Field, p.Detail, c.field)
+		}
+	}
+	if p := problemOf(t, f.do("PUT", "/v1/agents/bad.name", tokAdmin, `{"instructions":"x"}`), http.StatusBadRequest); p.Field != "name" {
+		t.Errorf("bad name: %+v", p)
+	}
+	problemOf(t, f.do("GET", "/v1/agents/reviewer", tokUser, nil), http.StatusNotFound)
+}
+
+func TestThe_default_agent_always_exists_and_may_be_overridden(t *testing.T) {
+	f := newFixture(t)
+	a := decode[Agent](t, f.do("GET", "/v1/agents/default", tokUser, nil), http.StatusOK)
+	if a.Name != "default" || a.Version != 0 {
+		t.Fatalf("implicit default %+v", a)
+	}
+	decode[Agent](t, f.do("PUT", "/v1/agents/default", tokAdmin, `{"instructions":"Be brief."}`), http.StatusOK)
+	if a := decode[Agent](t, f.do("GET", "/v1/agents/default", tokUser, nil), http.StatusOK); a.Instructions != "Be brief." || a.Version == 0 {
+		t.Fatalf("stored default %+v", a)
+	}
+	decode[struct{ Deleted bool }](t, f.do("DELETE", "/v1/agents/default", tokAdmin, nil), http.StatusOK)
+	if a := decode[Agent](t, f.do("GET", "/v1/agents/default", tokUser, nil), http.StatusOK); a.Version != 0 || a.Instructions != "" {
+		t.Fatalf("default after delete %+v", a)
+	}
+}
+
+func TestAgent_profiles_over_NATS_have_the_same_rights_and_errors(t *testing.T) {
+	f := newFixture(t)
+	startNATSAPI(t, f)
+	resp := natsRequest(t, f, SubjectAgents, tokAcme, `{"action":"put","name":"reviewer","profile":{"instructions":"x"}}`)
+	if code := resp.Header.Get("Nats-Service-Error-Code"); code != "403" {
+		t.Fatalf("a user's put: code %q (%s), want 403", code, resp.Data)
+	}
+	resp = natsRequest(t, f, SubjectAgents, tokAcmeAdmin, `{"action":"put","name":"reviewer","profile":{"instructions":"x","limits":{"fuel":-1}}}`)
+	var p Problem
+	if code := resp.Header.Get("Nats-Service-Error-Code"); code != "400" || json.Unmarshal(resp.Data, &p) != nil || p.Field != "limits.fuel" {
+		t.Fatalf("a bad put: code %q %s, want 400 naming limits.fuel", code, resp.Data)
+	}
+	resp = natsRequest(t, f, SubjectAgents, tokAcmeAdmin, `{"action":"put","name":"reviewer","profile":{"instructions":"x"}}`)
+	var a Agent
+	if err := json.Unmarshal(resp.Data, &a); err != nil || a.Version == 0 {
+		t.Fatalf("put: %s (%v)", resp.Data, err)
+	}
+	resp = natsRequest(t, f, SubjectAgents, tokAcme, `{"name":"reviewer"}`)
+	if err := json.Unmarshal(resp.Data, &a); err != nil || a.Name != "reviewer" || a.Instructions != "x" {
+		t.Fatalf("get: %s (%v)", resp.Data, err)
+	}
+	resp = natsRequest(t, f, SubjectAgents, tokAcme, `{}`)
+	var list AgentList
+	if err := json.Unmarshal(resp.Data, &list); err != nil || len(list.Agents) != 2 {
+		t.Fatalf("list: %s (%v)", resp.Data, err)
+	}
+	resp = natsRequest(t, f, SubjectAgents, tokAcme, `{"name":"nobody"}`)
+	if code := resp.Header.Get("Nats-Service-Error-Code"); code != "404" {
+		t.Fatalf("unknown: code %q (%s), want 404", code, resp.Data)
+	}
+}
