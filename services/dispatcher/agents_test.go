@@ -1,9 +1,13 @@
 package dispatcher
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
+	"strings"
 	"testing"
+
+	api "jetway/pkg/dispatcherapi"
 )
 
 func TestAgent_profiles_are_written_by_a_tenant_admin_and_read_by_its_users(t *testing.T) {
@@ -115,5 +119,37 @@ func TestAgent_profiles_over_NATS_have_the_same_rights_and_errors(t *testing.T) 
 	resp = natsRequest(t, f, SubjectAgents, tokAcme, `{"name":"nobody"}`)
 	if code := resp.Header.Get("Nats-Service-Error-Code"); code != "404" {
 		t.Fatalf("unknown: code %q (%s), want 404", code, resp.Data)
+	}
+}
+
+func TestThe_Go_client_manages_agent_profiles_against_the_dispatcher(t *testing.T) {
+	f := newFixture(t)
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	admin, user := f.client(t, tokAcmeAdmin), f.client(t, tokAcme)
+	if _, err := user.PutAgent(ctx, "reviewer", Agent{Instructions: "x"}); err == nil || !strings.Contains(err.Error(), "admin") {
+		t.Fatalf("a user's put: %v, want a refusal naming the admin right", err)
+	}
+	_, err := admin.PutAgent(ctx, "reviewer", Agent{Instructions: "x", Limits: api.AgentLimits{MaxDuration: "later"}})
+	if err == nil || !strings.Contains(err.Error(), "limits.max_duration") {
+		t.Fatalf("a bad put: %v, want an error naming limits.max_duration", err)
+	}
+	a, err := admin.PutAgent(ctx, "reviewer", Agent{Instructions: "Review."})
+	if err != nil || a.Version == 0 {
+		t.Fatalf("put: %+v, %v", a, err)
+	}
+	got, err := user.Agent(ctx, "reviewer")
+	if err != nil || got.Instructions != "Review." || got.Version != a.Version {
+		t.Fatalf("get: %+v, %v", got, err)
+	}
+	list, err := user.Agents(ctx)
+	if err != nil || len(list) != 2 {
+		t.Fatalf("list: %+v, %v", list, err)
+	}
+	if ok, err := admin.DeleteAgent(ctx, "reviewer"); !ok || err != nil {
+		t.Fatalf("delete: %v, %v", ok, err)
+	}
+	if _, err := user.Agent(ctx, "reviewer"); err == nil || !strings.Contains(err.Error(), "reviewer") {
+		t.Fatalf("get after delete: %v, want an error naming the agent", err)
 	}
 }
