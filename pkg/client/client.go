@@ -152,6 +152,14 @@ func (c *Client) Input(ctx context.Context, session, text string) (Accepted, err
 	return acc, err
 }
 
+// InputAgent sends a line of text into session and binds the session to
+// the agent profile agent from its next run on ("" keeps its binding).
+func (c *Client) InputAgent(ctx context.Context, session, text, agent string) (Accepted, error) {
+	var acc Accepted
+	err := c.doJSON(ctx, http.MethodPost, sessionPath(session, "input"), nil, dispatcherapi.InputRequest{Text: text, Agent: agent}, &acc)
+	return acc, err
+}
+
 // Steer redirects work already under way (POST /v1/sessions/{session}/steer).
 func (c *Client) Steer(ctx context.Context, session, note string) (Accepted, error) {
 	var acc Accepted

@@ -31,7 +31,7 @@ const (
 // HTTP API answers, or a micro error whose code is the HTTP status and whose
 // data is the problem+json body.
 const (
-	SubjectInput    = SubjectPrefix + ".input"    // {"session","text","id"?} → Accepted
+	SubjectInput    = SubjectPrefix + ".input"    // {"session","text","id"?,"agent"?} → Accepted
 	SubjectSteer    = SubjectPrefix + ".steer"    // {"session","note","id"?} → Accepted
 	SubjectEvent    = SubjectPrefix + ".event"    // a CloudEvent, binary or structured → Accepted
 	SubjectSessions = SubjectPrefix + ".sessions" // {} → SessionList; {"session"} → SessionDetail
@@ -100,6 +100,10 @@ type InputRequest struct {
 	// ID optionally fixes the CE id, so a client retrying after a lost
 	// response is stored once.
 	ID string `json:"id,omitempty"`
+	// Agent binds the session to the tenant's agent profile of that name
+	// from its next run on (the jetwayagent extension); "" keeps the
+	// session's binding.
+	Agent string `json:"agent,omitempty"`
 }
 
 // SteerRequest is the body of POST /v1/sessions/{session}/steer.
@@ -251,8 +255,10 @@ type LayoverCancelled struct {
 type NATSRequest struct {
 	Session string `json:"session,omitempty"`
 	Text    string `json:"text,omitempty"`
-	Note    string `json:"note,omitempty"`
-	ID      string `json:"id,omitempty"`
+	// Agent (input) is InputRequest's.
+	Agent string `json:"agent,omitempty"`
+	Note  string `json:"note,omitempty"`
+	ID    string `json:"id,omitempty"`
 	// Action: stop "on", "off" or "get" (default); recovery "set", "clear"
 	// or "get" (default); job "output" (default) or "kill".
 	Action string `json:"action,omitempty"`

@@ -269,3 +269,29 @@ func (d *Dispatcher) natsAgents(ctx context.Context, p auth.Principal, req micro
 	return nil, problemf(http.StatusBadRequest, "bad-request", "Unknown action",
 		"action %q: want list, get, put or delete", shortenQ(action))
 }
+
+// agentExists refuses an event that binds its session to a profile the
+// tenant does not have ("" binds nothing): the 404 names it, and nothing
+// is published. The default profile always exists.
+func (d *Dispatcher) agentExists(ctx context.Context, tenant, name string) error {
+	if name == "" || name == agents.DefaultName {
+		return nil
+	}
+	kv, err := d.agentsBucket(ctx)
+	if err != nil {
+		return err
+	}
+	_, err = agents.Get(ctx, kv, tenant, name)
+	return agentProblem(tenant, name, err)
+}
+
+// asAgentField is a name problem about an input's "agent" field.
+func asAgentField(err error) error {
+	var pr *Problem
+	if errors.As(err, &pr) {
+		c := *pr
+		c.Field = "agent"
+		return &c
+	}
+	return err
+}

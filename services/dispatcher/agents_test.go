@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	api "jetway/pkg/dispatcherapi"
+	"jetway/pkg/events"
 )
 
 func TestAgent_profiles_are_written_by_a_tenant_admin_and_read_by_its_users(t *testing.T) {
@@ -152,4 +153,49 @@ func TestThe_Go_client_manages_agent_profiles_against_the_dispatcher(t *testing.
 	if _, err := user.Agent(ctx, "reviewer"); err == nil || !strings.Contains(err.Error(), "reviewer") {
 		t.Fatalf("get after delete: %v, want an error naming the agent", err)
 	}
+}
+
+func TestInput_naming_an_agent_carries_the_binding_and_an_unknown_agent_is_refused_naming_it(t *testing.T) {
+	f := newFixture(t)
+	startNATSAPI(t, f)
+	decode[Agent](t, f.do("PUT", "/v1/agents/reviewer", tokAcmeAdmin, `{"instructions":"Review."}`), http.StatusOK)
+	before := f.lastSeq()
+
+	p := problemOf(t, f.do("POST", "/v1/sessions/s1/input", tokAcme, `{"text":"hi","agent":"nobody"}`), http.StatusNotFound)
+	if p.Field != "agent" || !strings.Contains(p.Detail, `"nobody"`) {
+		t.Fatalf("unknown agent: %+v", p)
+	}
+	if p := problemOf(t, f.do("POST", "/v1/sessions/s1/input", tokAcme, `{"text":"hi","agent":"a.b"}`), http.StatusBadRequest); p.Field != "agent" {
+		t.Fatalf("bad agent name: %+v", p)
+	}
+	// A CloudEvent naming an unknown agent is refused whole, its batch too.
+	batch := []map[string]any{
+		{"specversion": "1.0", "id": "b1", "source": "ci", "type": "io.jetway.input", "subject": "acme/s1", "data": map[string]any{"text": "go"}},
+		{"specversion": "1.0", "id": "b2", "source": "ci", "type": "io.jetway.input", "subject": "acme/s1", "jetwayagent": "nobody", "data": map[string]any{"text": "go"}},
+	}
+	if p := problemOf(t, f.do("POST", "/v1/events", tokAcme, batch, "Content-Type", "application/cloudevents-batch+json"), http.StatusNotFound); !strings.Contains(p.Detail, "nobody") {
+		t.Fatalf("batch with an unknown agent: %+v", p)
+	}
+	resp := natsRequest(t, f, SubjectInput, tokAcme, `{"session":"s1","text":"hi","agent":"nobody"}`)
+	if code := resp.Header.Get("Nats-Service-Error-Code"); code != "404" || !strings.Contains(string(resp.Data), "nobody") {
+		t.Fatalf("NATS input with an unknown agent: %q %s", code, resp.Data)
+	}
+	if f.lastSeq() != before {
+		t.Fatal("a refused event was published")
+	}
+
+	decode[Accepted](t, f.do("POST", "/v1/sessions/s1/input", tokAcme, `{"text":"hi","agent":"reviewer"}`), http.StatusAccepted)
+	decode[BatchAccepted](t, f.do("POST", "/v1/events", tokAcme, batch[:1], "Content-Type", "application/cloudevents-batch+json"), http.StatusAccepted)
+	evs, _ := f.eventsOn("jetway.events.acme.s1")
+	if len(evs) != 2 || evs[0].Agent != "reviewer" || evs[1].Agent != "" {
+		t.Fatalf("stored events bind %q and %q, want reviewer and nothing", agentOfAll(evs)...)
+	}
+}
+
+func agentOfAll(evs []events.HostEvent) []any {
+	out := []any{}
+	for _, e := range evs {
+		out = append(out, e.Agent)
+	}
+	return out
 }

@@ -275,7 +275,7 @@ func (d *Dispatcher) handleEvents(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	for _, e := range evs {
-		if err := d.checkEvent(p, e); err != nil {
+		if err := d.checkEvent(r.Context(), p, e); err != nil {
 			d.fail(w, r, err)
 			return
 		}

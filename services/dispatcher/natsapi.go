@@ -177,7 +177,7 @@ func (d *Dispatcher) natsInput(ctx context.Context, p auth.Principal, req micro.
 	if err != nil {
 		return nil, err
 	}
-	return d.Input(ctx, p, r.Session, InputRequest{Text: r.Text, ID: r.ID})
+	return d.Input(ctx, p, r.Session, InputRequest{Text: r.Text, ID: r.ID, Agent: r.Agent})
 }
 
 func (d *Dispatcher) natsSteer(ctx context.Context, p auth.Principal, req micro.Request) (any, error) {
