@@ -19,6 +19,7 @@ import (
 	"jetway/pkg/agent/compact"
 	"jetway/pkg/agent/guide"
 	"jetway/pkg/agent/tool"
+	"jetway/pkg/control/agents"
 	"jetway/pkg/events"
 	"jetway/pkg/handover"
 	"jetway/pkg/llm"
@@ -93,6 +94,18 @@ func (a *actor) start(ctx context.Context, p plan) bool {
 		if !ok {
 			continue // recovery refused: the session is interrupted now
 		}
+		prof, err := a.bindAgent(ctx, act, &rec)
+		if err != nil {
+			var unknown unknownAgentError
+			if errors.As(err, &unknown) {
+				a.rebind = ""
+				a.refuseRun(ctx, p, err.Error())
+				return true
+			}
+			a.log.Warn().Err(err).Msg("read agent profile")
+			a.retryLater()
+			return false
+		}
 		if reason, ok := a.r.rails.allow(ctx, &rec); !ok {
 			a.refuseRun(ctx, p, reason)
 			return true
@@ -107,6 +120,8 @@ func (a *actor) start(ctx context.Context, p plan) bool {
 			a.retryLater()
 			return false
 		}
+		a.rebind = ""
+		c.agent = prof
 		_, ids := joinInputs(p.ins)
 		if !a.recordStart(ctx, c, h, ids, stored) {
 			return false
@@ -115,7 +130,7 @@ func (a *actor) start(ctx context.Context, p plan) bool {
 		if p.resume != nil && len(ids) > 0 {
 			a.r.dropLayover(ctx, a.tenant, a.session, ids[0])
 		}
-		a.launch(ctx, p.trace, c.run, c.cause, c.rev, ids, c.rec.Checks)
+		a.launch(ctx, p.trace, c, ids)
 		return true
 	}
 	a.retryLater() // the record kept changing under us
@@ -248,6 +263,8 @@ type claimed struct {
 	run, cause string
 	rec        SessionRecord
 	rev        uint64
+	// agent is the profile the run goes by (its version in rec).
+	agent agents.Profile
 }
 
 // claim writes the new run into the session record by compare-and-swap on
@@ -277,7 +294,8 @@ func (a *actor) recordStart(ctx context.Context, c claimed, h handover.Handover,
 	turn.ID = newID("m-")
 	turn.Delivers = ids
 	tr := a.transcript()
-	begun := Record{Kind: RecordRunStarted, Run: c.run, Runner: a.r.cfg.ID, Cause: c.cause, Time: time.Now().UTC(), Message: &turn}
+	begun := Record{Kind: RecordRunStarted, Run: c.run, Runner: a.r.cfg.ID, Cause: c.cause, Time: time.Now().UTC(), Message: &turn,
+		Agent: c.agent.Name, AgentVersion: c.agent.Version}
 	err := tr.append(ctx, begun)
 	// A refusal may be our own append answering late: the client retries a
 	// publish whose answer was lost (a node restart), and the retry finds
@@ -429,7 +447,8 @@ func causeName(k handover.CauseKind) string {
 }
 
 // launch starts the agent loop for a run whose first turn is recorded.
-func (a *actor) launch(ctx context.Context, parent context.Context, runID, cause string, rev uint64, ids []string, checks uint32) {
+func (a *actor) launch(ctx context.Context, parent context.Context, c claimed, ids []string) {
+	runID, cause, rev, checks := c.run, c.cause, c.rev, c.rec.Checks
 	runCtx, cancel := context.WithCancel(context.Background())
 	lr := &liveRun{id: runID, cause: cause, start: time.Now(), guide: guide.NewNoticeGuide(), cancel: cancel, rev: rev}
 	a.run = lr
@@ -438,7 +457,8 @@ func (a *actor) launch(ctx context.Context, parent context.Context, runID, cause
 	hist := a.hist
 	lr.tr, lr.histLen = a.tr, len(a.hist)
 	ref := SessionRef{Tenant: a.tenant, Session: a.session, Run: runID}
-	a.r.publishOut(ctx, a.tenant, a.session, events.RunStarted{Run: runID, Cause: cause, Model: a.r.cfg.Provider.Name(), Runner: a.r.cfg.ID, Events: ids})
+	a.r.publishOut(ctx, a.tenant, a.session, events.RunStarted{Run: runID, Cause: cause, Model: a.r.cfg.Provider.Name(), Runner: a.r.cfg.ID, Events: ids,
+		Agent: c.agent.Name, AgentVersion: c.agent.Version})
 	in := agent.QueryInput{
 		Provider:      a.r.cfg.Provider,
 		System:        a.r.cfg.System,
@@ -633,11 +653,17 @@ func (a *actor) setState(ctx context.Context, lr *liveRun, state, reason string)
 		}
 		rec.State, rec.Reason = state, reason
 		rec.TokensUsed += int64(lr.usage.InputTokens + lr.usage.OutputTokens)
+		if a.rebind != "" && a.rebind != rec.Agent {
+			// An event the run took as a notice named another agent: the
+			// session is bound to it from its next run on.
+			rec.Agent, rec.AgentVersion = a.rebind, 0
+		}
 		if !strings.HasPrefix(reason, "aborted") && reason != string(agent.ReasonModelError) {
 			rec.Attempts = handover.Attempts{}
 		}
 		_, err = a.putRecord(ctx, rec, rev)
 		if err == nil {
+			a.rebind = ""
 			return true
 		}
 		if !cached || fresh || !errors.Is(err, ErrLostSession) {

@@ -118,6 +118,9 @@ type Runner struct {
 	mu     sync.Mutex
 	actors map[string]*actor // key: tenant.session
 
+	// profiles is the agents bucket: the profile a run starts with.
+	profiles jetstream.KeyValue
+
 	running *kvmirror.Mirror // records of live runs, any runner's (sweep.go)
 
 	work        jetstream.Stream
@@ -184,6 +187,10 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 	if err != nil {
 		return nil, fmt.Errorf("runner: %w", err)
 	}
+	profiles, err := bus.OpenBucket(ctx, js, bus.BucketAgents)
+	if err != nil {
+		return nil, fmt.Errorf("runner: %w", err)
+	}
 	p, err := bus.Partitions(ctx, js)
 	if err != nil {
 		return nil, fmt.Errorf("runner: %w", err)
@@ -197,6 +204,7 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 		partitions:  p,
 		actors:      make(map[string]*actor),
 		control:     control,
+		profiles:    profiles,
 		rails:       rails{cfg: cfg.Rails, kv: control},
 		stop:        make(chan struct{}),
 	}
