@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"os"
 
 	"github.com/nats-io/nats.go"
 
 	"jetway/pkg/agent/tool"
+	"jetway/pkg/dispatcherapi"
 	"jetway/pkg/handover"
 	"jetway/pkg/llm"
 	"jetway/pkg/llm/providers"
@@ -18,6 +20,13 @@ import (
 // ANTHROPIC_API_KEY, else OPENAI_API_KEY/OPENAI_BASE_URL, else the
 // deterministic demo script (announced as such).
 func modelFromEnv() (llm.Provider, error) { return providers.FromEnv() }
+
+// modelFor builds the model an agent profile names from the runner's
+// environment: its endpoint's JETWAY_ENDPOINT_<NAME>_* variables, else the
+// provider's usual ones (docs/PROFILES.md).
+func modelFor(m dispatcherapi.AgentModel) (llm.Provider, error) {
+	return providers.ForModel(providers.Model{Provider: m.Provider, Name: m.Name, Endpoint: m.Endpoint}, os.Getenv)
+}
 
 // runnerTools are the tools a run gets: the shell, job and file tools of the
 // jobs service, executed on the session's jobs worker.

@@ -4,8 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path"
+	"sync"
 
+	"jetway/pkg/agent/tool"
 	"jetway/pkg/control/agents"
+	"jetway/pkg/dispatcherapi"
+	"jetway/pkg/handover"
+	"jetway/pkg/llm"
 )
 
 // This file binds sessions to agent profiles (pkg/control/agents) and
@@ -72,4 +78,92 @@ func (a *actor) bindAgent(ctx context.Context, act act, rec *SessionRecord) (age
 	}
 	rec.AgentVersion = prof.Version
 	return prof, nil
+}
+
+// models caches the providers built for profiles' models: many agents,
+// many providers, one runner. A provider is safe for concurrent runs; a
+// failed build is not kept, so the next run tries again.
+type models struct {
+	mu    sync.Mutex
+	built map[dispatcherapi.AgentModel]llm.Provider
+}
+
+// providerFor is the provider a run of prof calls: the runner's own when
+// the profile names no model.
+func (r *Runner) providerFor(prof agents.Profile) (llm.Provider, error) {
+	m := prof.Model
+	if m == (dispatcherapi.AgentModel{}) {
+		return r.cfg.Provider, nil
+	}
+	r.models.mu.Lock()
+	defer r.models.mu.Unlock()
+	if p, ok := r.models.built[m]; ok {
+		return p, nil
+	}
+	if r.cfg.ModelFor == nil {
+		return nil, fmt.Errorf("agent %s names the model %s, and this runner serves only its own (%s)", prof.Name, m.Provider, r.cfg.Provider.Name())
+	}
+	p, err := r.cfg.ModelFor(m)
+	if err != nil {
+		return nil, fmt.Errorf("agent %s: %w", prof.Name, err)
+	}
+	if r.models.built == nil {
+		r.models.built = map[dispatcherapi.AgentModel]llm.Provider{}
+	}
+	r.models.built[m] = p
+	return p, nil
+}
+
+// allowedTools keeps the tools prof allows (names or globs such as
+// shell_job_*; absent: all). A tool left out is neither offered to the
+// model nor run: a call of it finds no such tool.
+func allowedTools(tools []tool.Tool, prof agents.Profile) []tool.Tool {
+	allow := prof.Tools.Allow
+	if allow == nil {
+		return tools
+	}
+	var out []tool.Tool
+	for _, t := range tools {
+		name := t.Spec().Name
+		for _, pattern := range allow {
+			if ok, _ := path.Match(pattern, name); ok {
+				out = append(out, t)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// recoverySettings are the defaults with prof's recovery policy and then
+// the session's own override applied.
+func recoverySettings(prof agents.Profile, rec SessionRecord) handover.RecoverySettings {
+	settings := handover.DefaultRecoverySettings()
+	if pol, err := handover.ParseRecoveryPolicy(prof.Recovery); prof.Recovery != "" && err == nil {
+		settings.Policy = pol
+	}
+	if rec.Policy != nil {
+		settings = settings.With(*rec.Policy)
+	}
+	return settings
+}
+
+// forProfile is r with prof's fuel and run cap where it sets them.
+func (r rails) forProfile(prof agents.Profile) rails {
+	if prof.Limits.Fuel > 0 {
+		r.cfg.Fuel = prof.Limits.Fuel
+	}
+	if prof.Limits.RunsPerHour > 0 {
+		r.cfg.RunsPerHour = prof.Limits.RunsPerHour
+	}
+	return r
+}
+
+// systemOf is a run's system prompt: the runner's, then the profile's
+// instructions.
+func systemOf(base []string, prof agents.Profile) []string {
+	if prof.Instructions == "" {
+		return base
+	}
+	return append(append([]string(nil), base...), prof.Instructions)
 }

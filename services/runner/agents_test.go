@@ -2,15 +2,22 @@ package runner
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"jetway/internal/testutil"
+	"jetway/pkg/agent/tool"
 	"jetway/pkg/bus"
 	"jetway/pkg/control/agents"
+	"jetway/pkg/dispatcherapi"
 	"jetway/pkg/events"
+	"jetway/pkg/llm"
 	"jetway/pkg/llm/llmtest"
+	"jetway/pkg/llm/providers"
 )
 
 // putProfile stores a profile as the dispatcher does; it returns its version.
@@ -78,6 +85,10 @@ func TestAn_input_naming_an_agent_binds_the_session_and_each_run_records_the_ver
 	testutil.Eventually(t, 20*time.Second, "the second run to end", func() bool {
 		return countKind(e.records("t1", "s1"), RecordRunEnded) == 2
 	})
+	reqs := model.Requests()
+	if first, second := fmt.Sprint(reqs[0].JSON()["system"]), fmt.Sprint(reqs[len(reqs)-1].JSON()["system"]); !strings.Contains(first, "Review, v1.") || !strings.Contains(second, "Review, v2.") {
+		t.Fatalf("system prompts %q then %q, want v1's then v2's", first, second)
+	}
 	starts := runStarts(e.records("t1", "s1"))
 	if len(starts) != 2 || starts[0].Agent != "reviewer" || starts[0].AgentVersion != v1 || starts[1].Agent != "reviewer" || starts[1].AgentVersion != v2 {
 		t.Fatalf("runs went by %+v, want reviewer v%d then v%d", starts, v1, v2)
@@ -133,5 +144,117 @@ func TestA_recovered_run_goes_by_the_version_its_interrupted_run_had(t *testing.
 	last := starts[len(starts)-1]
 	if last.Cause != "recovered" || last.AgentVersion != v1 || v2 == v1 {
 		t.Fatalf("the recovered run went by %q v%d (cause %s), want v%d, not the newer v%d", last.Agent, last.AgentVersion, last.Cause, v1, v2)
+	}
+	if sys := fmt.Sprint(model.Requests()[0].JSON()["system"]); !strings.Contains(sys, "Review, v1.") || strings.Contains(sys, "v2") {
+		t.Fatalf("the recovered run's system prompt is not v1's: %s", sys)
+	}
+}
+
+// counted is a tool that counts its runs.
+func counted(name string, n *atomic.Int32) tool.Tool {
+	return tool.Func{Name: name, Description: "counts", Fn: func(context.Context, tool.Call) (tool.Result, error) {
+		n.Add(1)
+		return tool.Result{Content: name + " ran"}, nil
+	}}
+}
+
+func toolNames(req llmtest.Request) []string {
+	var names []string
+	tools, _ := req.JSON()["tools"].([]any)
+	for _, t := range tools {
+		m, _ := t.(map[string]any)
+		if fn, ok := m["function"].(map[string]any); ok { // OpenAI's shape
+			m = fn
+		}
+		if name, ok := m["name"].(string); ok {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	return names
+}
+
+func TestTwo_sessions_bound_to_two_profiles_reach_their_own_model_instructions_tools_and_limits(t *testing.T) {
+	e := newEnv(t)
+	alphaModel := llmtest.NewAnthropic(t,
+		llmtest.Reply{ToolCalls: []llmtest.ToolCall{{ID: "a1", Name: "tool_b", Input: `{}`}}}, // not alpha's
+		llmtest.Reply{Text: "alpha done"})
+	betaModel := llmtest.NewOpenAI(t,
+		llmtest.Reply{ToolCalls: []llmtest.ToolCall{{ID: "b1", Name: "tool_b", Input: `{}`}}},
+		llmtest.Reply{ToolCalls: []llmtest.ToolCall{{ID: "b2", Name: "tool_b", Input: `{}`}}},
+		llmtest.Reply{Text: "beta never gets here"})
+	runnerModel, p := fakeModel(t)
+	env := map[string]string{
+		"JETWAY_ENDPOINT_FA_BASE_URL": alphaModel.URL(), "JETWAY_ENDPOINT_FA_KEY_ENV": "FA_KEY", "FA_KEY": "k-alpha",
+		"JETWAY_ENDPOINT_FO_BASE_URL": betaModel.URL(),
+	}
+	var built atomic.Int32
+	modelFor := func(m dispatcherapi.AgentModel) (llm.Provider, error) {
+		built.Add(1)
+		return providers.ForModel(providers.Model{Provider: m.Provider, Name: m.Name, Endpoint: m.Endpoint}, func(k string) string { return env[k] })
+	}
+	var ranA, ranB atomic.Int32
+	e.putProfile("t1", "alpha", agents.Profile{Instructions: "You are ALPHA.",
+		Model: dispatcherapi.AgentModel{Provider: "anthropic", Name: "claude-alpha", Endpoint: "fa"},
+		Tools: dispatcherapi.AgentTools{Allow: []string{"tool_a"}}})
+	e.putProfile("t1", "beta", agents.Profile{Instructions: "You are BETA.",
+		Model:  dispatcherapi.AgentModel{Provider: "openai", Name: "gpt-beta", Endpoint: "fo"},
+		Tools:  dispatcherapi.AgentTools{Allow: []string{"tool_b"}},
+		Limits: dispatcherapi.AgentLimits{MaxTurns: 1}})
+	e.run(Config{ID: "r1", Provider: p, ModelFor: modelFor, MaxTurns: 10, IdleEvict: time.Minute,
+		Tools: func(SessionRef) []tool.Tool { return []tool.Tool{counted("tool_a", &ranA), counted("tool_b", &ranB)} }})
+
+	e.publishAgent("t1", "sa", "go", "alpha")
+	e.publishAgent("t1", "sb", "go", "beta")
+	testutil.Eventually(t, 30*time.Second, "both runs to end", func() bool {
+		return countKind(e.records("t1", "sa"), RecordRunEnded) == 1 && countKind(e.records("t1", "sb"), RecordRunEnded) == 1
+	})
+
+	if runnerModel.RequestCount() != 0 {
+		t.Fatalf("the runner's own model was called %d times; both sessions have their own", runnerModel.RequestCount())
+	}
+	// Alpha: its model, its prompt, only its tool; its call of beta's tool
+	// ran nothing.
+	if alphaModel.RequestCount() != 2 {
+		t.Fatalf("alpha's model called %d times, want 2", alphaModel.RequestCount())
+	}
+	a := alphaModel.Requests()[0]
+	if sys := fmt.Sprint(a.JSON()["system"]); !strings.Contains(sys, "You are ALPHA.") || strings.Contains(sys, "BETA") {
+		t.Fatalf("alpha's system prompt: %s", sys)
+	}
+	if got := toolNames(a); !slices.Equal(got, []string{"tool_a"}) {
+		t.Fatalf("alpha was offered %v, want only tool_a", got)
+	}
+	if a.JSON()["model"] != "claude-alpha" {
+		t.Fatalf("alpha's model name %v", a.JSON()["model"])
+	}
+	// Beta: its model over the OpenAI wire, its prompt, its tool, and its
+	// one-turn limit ends the run before a second tool turn.
+	if betaModel.RequestCount() != 1 {
+		t.Fatalf("beta's model called %d times, want 1 (max_turns 1)", betaModel.RequestCount())
+	}
+	b := betaModel.Requests()[0]
+	if body := string(b.Body); !strings.Contains(body, "You are BETA.") || strings.Contains(body, "ALPHA") {
+		t.Fatalf("beta's request lacks its own system prompt:\n%s", body)
+	}
+	if got := toolNames(b); !slices.Equal(got, []string{"tool_b"}) {
+		t.Fatalf("beta was offered %v, want only tool_b", got)
+	}
+	if ranA.Load() != 0 || ranB.Load() != 1 {
+		t.Fatalf("tool_a ran %d times, tool_b %d: want 0 and 1 (beta's one call; alpha's call of tool_b refused)", ranA.Load(), ranB.Load())
+	}
+	reasons := map[string]string{}
+	for _, s := range []string{"sa", "sb"} {
+		for _, r := range e.records("t1", s) {
+			if r.Kind == RecordRunEnded {
+				reasons[s] = r.Reason
+			}
+		}
+	}
+	if reasons["sa"] != "completed" || reasons["sb"] != "max_turns" {
+		t.Fatalf("runs ended %v, want alpha completed and beta at max_turns", reasons)
+	}
+	if built.Load() != 2 {
+		t.Fatalf("built %d providers, want one per profile model", built.Load())
 	}
 }

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -90,10 +91,6 @@ func (a *actor) start(ctx context.Context, p plan) bool {
 			return true
 		}
 		stored := rec.Clone() // what revision rev holds, to undo a claim
-		h, ok := a.prepare(ctx, act, &p, &rec, &rev, st)
-		if !ok {
-			continue // recovery refused: the session is interrupted now
-		}
 		prof, err := a.bindAgent(ctx, act, &rec)
 		if err != nil {
 			var unknown unknownAgentError
@@ -106,7 +103,16 @@ func (a *actor) start(ctx context.Context, p plan) bool {
 			a.retryLater()
 			return false
 		}
-		if reason, ok := a.r.rails.allow(ctx, &rec); !ok {
+		provider, err := a.r.providerFor(prof)
+		if err != nil {
+			a.refuseRun(ctx, p, err.Error())
+			return true
+		}
+		h, ok := a.prepare(ctx, act, &p, &rec, &rev, st, prof)
+		if !ok {
+			continue // recovery refused: the session is interrupted now
+		}
+		if reason, ok := a.r.rails.forProfile(prof).allow(ctx, &rec); !ok {
 			a.refuseRun(ctx, p, reason)
 			return true
 		}
@@ -121,7 +127,7 @@ func (a *actor) start(ctx context.Context, p plan) bool {
 			return false
 		}
 		a.rebind = ""
-		c.agent = prof
+		c.agent, c.provider = prof, provider
 		_, ids := joinInputs(p.ins)
 		if !a.recordStart(ctx, c, h, ids, stored) {
 			return false
@@ -222,7 +228,7 @@ func (a *actor) parkInputs(ins []input) {
 // prepare builds the handover of the run act starts and the record that
 // claims it. A recovery may be refused: then the record says interrupted
 // (written at *rev) and ok is false, for the plan to be decided again.
-func (a *actor) prepare(ctx context.Context, act act, p *plan, rec *SessionRecord, rev *uint64, st liveness) (h handover.Handover, ok bool) {
+func (a *actor) prepare(ctx context.Context, act act, p *plan, rec *SessionRecord, rev *uint64, st liveness, prof agents.Profile) (h handover.Handover, ok bool) {
 	if rec.State == StateInterrupted {
 		// A person sends the work on: the parked events go with it.
 		p.ins = append(a.parked, p.ins...)
@@ -231,7 +237,7 @@ func (a *actor) prepare(ctx context.Context, act act, p *plan, rec *SessionRecor
 	text, _ := joinInputs(p.ins)
 	switch act {
 	case actRecover:
-		return a.recover(ctx, rec, rev, st, text)
+		return a.recover(ctx, rec, rev, st, text, recoverySettings(prof, *rec))
 	case actSteer:
 		note := text
 		if p.steer != nil {
@@ -263,8 +269,10 @@ type claimed struct {
 	run, cause string
 	rec        SessionRecord
 	rev        uint64
-	// agent is the profile the run goes by (its version in rec).
-	agent agents.Profile
+	// agent is the profile the run goes by (its version in rec), provider
+	// the model it calls.
+	agent    agents.Profile
+	provider llm.Provider
 }
 
 // claim writes the new run into the session record by compare-and-swap on
@@ -357,7 +365,7 @@ func (a *actor) refuseRun(ctx context.Context, p plan, reason string) {
 // recover decides what to do with a run that was interrupted: recover it
 // with a handover brief, or record the refusal and tell the person. ok is
 // false when the session is left interrupted.
-func (a *actor) recover(ctx context.Context, rec *SessionRecord, rev *uint64, st liveness, text string) (handover.Handover, bool) {
+func (a *actor) recover(ctx context.Context, rec *SessionRecord, rev *uint64, st liveness, text string, settings handover.RecoverySettings) (handover.Handover, bool) {
 	intr := handover.Interruption{Kind: handover.LostContact}
 	switch st {
 	case restarted:
@@ -374,10 +382,6 @@ func (a *actor) recover(ctx context.Context, rec *SessionRecord, rev *uint64, st
 			a.log.Warn().Err(err).Str("run", rec.Run).Msg("kill the interrupted run's processes")
 		}
 		child = a.r.childState(ctx, old)
-	}
-	settings := handover.DefaultRecoverySettings()
-	if rec.Policy != nil {
-		settings = settings.With(*rec.Policy)
 	}
 	if err := settings.Authorize(intr, child, rec.Attempts); err != nil {
 		reason := fmt.Sprintf("run %s was interrupted (%s) and not recovered: %v", rec.Run, intr, err)
@@ -457,11 +461,15 @@ func (a *actor) launch(ctx context.Context, parent context.Context, c claimed, i
 	hist := a.hist
 	lr.tr, lr.histLen = a.tr, len(a.hist)
 	ref := SessionRef{Tenant: a.tenant, Session: a.session, Run: runID}
-	a.r.publishOut(ctx, a.tenant, a.session, events.RunStarted{Run: runID, Cause: cause, Model: a.r.cfg.Provider.Name(), Runner: a.r.cfg.ID, Events: ids,
+	provider := c.provider
+	if provider == nil {
+		provider = a.r.cfg.Provider
+	}
+	a.r.publishOut(ctx, a.tenant, a.session, events.RunStarted{Run: runID, Cause: cause, Model: provider.Name(), Runner: a.r.cfg.ID, Events: ids,
 		Agent: c.agent.Name, AgentVersion: c.agent.Version})
 	in := agent.QueryInput{
-		Provider:      a.r.cfg.Provider,
-		System:        a.r.cfg.System,
+		Provider:      provider,
+		System:        systemOf(a.r.cfg.System, c.agent),
 		Messages:      hist,
 		AppendInPlace: true,
 		Notices:       lr.guide,
@@ -469,22 +477,22 @@ func (a *actor) launch(ctx context.Context, parent context.Context, c claimed, i
 		// Tool calls and results are redacted in the loop, before the
 		// transcript, jetway.out (and so SSE) and the model read them.
 		Redactor:       redact.Redactor{},
-		MaxTurns:       a.r.cfg.MaxTurns,
-		MaxDuration:    a.r.cfg.MaxDuration,
+		MaxTurns:       cmp.Or(c.agent.Limits.MaxTurns, a.r.cfg.MaxTurns),
+		MaxDuration:    cmp.Or(agents.MaxDuration(c.agent), a.r.cfg.MaxDuration),
 		ToolOutputDir:  a.r.cfg.ToolOutputDir,
 		PermissionMode: a.r.cfg.Permissions,
-		Disallowed:     a.r.cfg.Deny,
+		Disallowed:     append(slices.Clip(a.r.cfg.Deny), c.agent.Tools.Deny...),
 	}
 	tools := []tool.Tool{a.layoverTool(runID, checks)}
 	if a.r.cfg.Tools != nil {
 		tools = append(tools, a.r.cfg.Tools(ref)...)
 	}
-	if reg, err := tool.NewRegistry(tools...); err != nil {
+	if reg, err := tool.NewRegistry(allowedTools(tools, c.agent)...); err != nil {
 		a.log.Error().Err(err).Msg("tools")
 	} else {
 		in.Tools = reg
 	}
-	in.Compactor = compact.New(compact.Config{ContextWindow: a.r.cfg.ContextWindow, Summariser: a.r.cfg.Provider, Views: &a.views})
+	in.Compactor = compact.New(compact.Config{ContextWindow: cmp.Or(c.agent.ContextWindow, a.r.cfg.ContextWindow), Summariser: provider, Views: &a.views})
 	if a.r.cfg.Configure != nil {
 		a.r.cfg.Configure(ref, &in)
 		if len(in.Messages) != len(hist) || (len(hist) > 0 && &in.Messages[0] != &hist[0]) {

@@ -32,6 +32,7 @@ import (
 	"jetway/pkg/bus"
 	"jetway/pkg/bus/kvmirror"
 	"jetway/pkg/control/groundstop"
+	"jetway/pkg/dispatcherapi"
 	"jetway/pkg/handover"
 	"jetway/pkg/llm"
 	"jetway/services/runner/internal/partition"
@@ -45,8 +46,14 @@ type Config struct {
 	// runner (default: the host name). A runner that comes back with the
 	// same ID tells its successor "runner restart" rather than "lost contact".
 	ID string
-	// Provider answers the model calls.
+	// Provider answers the model calls of the default agent and of every
+	// agent profile that names no model.
 	Provider llm.Provider
+	// ModelFor builds the provider of a profile that names a model
+	// (providers.ForModel over the runner's environment). Each model is
+	// built once, at the first run that needs it, and kept. Nil: a profile
+	// that names a model is refused, this runner serving only Provider.
+	ModelFor func(m dispatcherapi.AgentModel) (llm.Provider, error)
 	// System is the system prompt.
 	System []string
 	// Tools makes the tools of one run (nil: no tools).
@@ -120,6 +127,8 @@ type Runner struct {
 
 	// profiles is the agents bucket: the profile a run starts with.
 	profiles jetstream.KeyValue
+	// models are the providers built for profiles' models (agents.go).
+	models models
 
 	running *kvmirror.Mirror // records of live runs, any runner's (sweep.go)
 
