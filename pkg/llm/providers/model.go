@@ -128,4 +128,3 @@ func wrap[P llm.Provider](p P, err error) (llm.Provider, error) {
 	}
 	return p, nil
 }
-
