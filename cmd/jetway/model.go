@@ -38,6 +38,19 @@ func runnerTools(nc *nats.Conn) func(runner.SessionRef) []tool.Tool {
 	return func(s runner.SessionRef) []tool.Tool { return jobtools.Tools(jc, s.Tenant, s.Session, s.Run) }
 }
 
+// runnerInstructions reads a profile's workspace instruction files
+// (AGENTS.md) through the session's jobs worker at a run's start.
+func runnerInstructions(nc *nats.Conn) func(context.Context, runner.SessionRef, string, int) (runner.Instructions, error) {
+	jc, err := jobsclient.New(jobsclient.Config{NC: nc})
+	if err != nil {
+		return nil
+	}
+	return func(ctx context.Context, s runner.SessionRef, path string, max int) (runner.Instructions, error) {
+		f, err := jobtools.ReadInstructions(ctx, jc, s.Tenant, s.Session, path, max)
+		return runner.Instructions{Text: f.Text, Found: f.Found, Cut: f.Cut}, err
+	}
+}
+
 // runnerChildState asks the session's jobs worker whether an interrupted
 // run's foreground commands are gone; an unreachable worker is "unknown",
 // which refuses recovery rather than risk a second copy of the work.

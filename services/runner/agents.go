@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"strings"
 	"sync"
 
 	"jetway/pkg/agent/tool"
@@ -166,4 +167,47 @@ func systemOf(base []string, prof agents.Profile) []string {
 		return base
 	}
 	return append(append([]string(nil), base...), prof.Instructions)
+}
+
+// MaxInstructionBytes caps each workspace instruction file a run start
+// sends: it is in every request of the run.
+const MaxInstructionBytes = 32 << 10
+
+// Instructions is a workspace instruction file as ReadInstructions found
+// it: its text (at most the cap), whether there is one, whether it was cut.
+type Instructions struct {
+	Text       string
+	Found, Cut bool
+}
+
+// instructionBlocks are the system blocks of prof's workspace instruction
+// files, one each, sent after the instructions: a separate block, so the
+// instructions before it stay a cacheable prefix. The implicit default
+// profile reads none, as the runner never did; a file that is absent or
+// cannot be read is left out (the latter logged).
+func (r *Runner) instructionBlocks(ctx context.Context, ref SessionRef, prof agents.Profile) []string {
+	if r.cfg.ReadInstructions == nil || prof.Version == 0 {
+		return nil
+	}
+	var blocks []string
+	for _, file := range agents.InstructionFiles(prof) {
+		f, err := r.cfg.ReadInstructions(ctx, ref, file, MaxInstructionBytes)
+		if err != nil {
+			r.log.Warn().Err(err).Str("tenant", ref.Tenant).Str("session", ref.Session).Str("file", file).Msg("read workspace instructions")
+			continue
+		}
+		if !f.Found || strings.TrimSpace(f.Text) == "" {
+			continue
+		}
+		blocks = append(blocks, instructionBlock(file, f))
+	}
+	return blocks
+}
+
+func instructionBlock(file string, f Instructions) string {
+	s := fmt.Sprintf("Instructions from the workspace file %s:\n\n%s", file, strings.TrimRight(f.Text, "\n"))
+	if f.Cut {
+		s += fmt.Sprintf("\n\n[%s is longer than a run start sends (%d bytes at most): this is its beginning. Read the rest with read_file when you need it.]", file, MaxInstructionBytes)
+	}
+	return s
 }

@@ -3,6 +3,8 @@ package runner
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -18,6 +20,9 @@ import (
 	"jetway/pkg/llm"
 	"jetway/pkg/llm/llmtest"
 	"jetway/pkg/llm/providers"
+	"jetway/services/jobs"
+	jobsclient "jetway/services/jobs/client"
+	"jetway/services/jobs/jobtools"
 )
 
 // putProfile stores a profile as the dispatcher does; it returns its version.
@@ -256,5 +261,107 @@ func TestTwo_sessions_bound_to_two_profiles_reach_their_own_model_instructions_t
 	}
 	if built.Load() != 2 {
 		t.Fatalf("built %d providers, want one per profile model", built.Load())
+	}
+}
+
+// startWorker serves a real jobs worker on the env's server, its
+// workspaces under root, and returns a client of it.
+func (e *env) startWorker(root string) *jobsclient.Client {
+	e.t.Helper()
+	w, err := jobs.New(jobs.Config{NC: e.nc, WorkerID: "w1", Root: root, Grace: 200 * time.Millisecond})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	e.t.Cleanup(func() {
+		stop()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			e.t.Error("worker did not stop")
+		}
+	})
+	select {
+	case <-w.Ready():
+	case err := <-done:
+		e.t.Fatalf("worker: %v", err)
+	case <-time.After(20 * time.Second):
+		e.t.Fatal("worker not ready")
+	}
+	c, err := jobsclient.New(jobsclient.Config{NC: e.nc})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return c
+}
+
+func TestWorkspace_AGENTS_md_is_its_own_system_block_after_the_instructions_present_absent_or_oversized(t *testing.T) {
+	e := newEnv(t)
+	root := t.TempDir()
+	jc := e.startWorker(root)
+	write := func(session, body string) {
+		dir := filepath.Join(root, "t1", session)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "AGENTS.md"), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("present", "Use make test, never go test ./...\n")
+	write("big", strings.Repeat("line of the house rules\n", MaxInstructionBytes/20)+"THE END\n")
+	e.putProfile("t1", "coder", agents.Profile{Instructions: "You code."})
+
+	model, p := fakeModel(t)
+	model.SetFallback(llmtest.Reply{Text: "ok"})
+	e.run(Config{ID: "r1", Provider: p, IdleEvict: time.Minute,
+		ReadInstructions: func(ctx context.Context, s SessionRef, path string, max int) (Instructions, error) {
+			f, err := jobtools.ReadInstructions(ctx, jc, s.Tenant, s.Session, path, max)
+			return Instructions{Text: f.Text, Found: f.Found, Cut: f.Cut}, err
+		}})
+	for _, s := range []string{"present", "absent", "big"} {
+		e.publishAgent("t1", s, "work in "+s, "coder")
+	}
+	// The implicit default reads no file, as the runner never did.
+	write("present-default", "NOT FOR THE DEFAULT\n")
+	e.publish(events.KindEvents, "t1", "present-default", events.Input{Text: "work in present-default"})
+	testutil.Eventually(t, 30*time.Second, "four runs to end", func() bool {
+		n := 0
+		for _, s := range []string{"present", "absent", "big", "present-default"} {
+			n += countKind(e.records("t1", s), RecordRunEnded)
+		}
+		return n == 4
+	})
+
+	system := map[string][]string{}
+	for _, r := range model.Requests() {
+		var blocks []string
+		sys, _ := r.JSON()["system"].([]any)
+		for _, b := range sys {
+			blocks = append(blocks, b.(map[string]any)["text"].(string))
+		}
+		for _, s := range []string{"present-default", "present", "absent", "big"} {
+			if strings.Contains(string(r.Body), `"work in `+s+`"`) {
+				system[s] = blocks
+				break
+			}
+		}
+	}
+	if b := system["present"]; len(b) != 2 || b[0] != "You code." || !strings.Contains(b[1], "AGENTS.md") || !strings.Contains(b[1], "Use make test, never go test ./...") {
+		t.Errorf("present: system blocks %q, want the instructions then AGENTS.md's own block", b)
+	}
+	if b := system["absent"]; len(b) != 1 || b[0] != "You code." {
+		t.Errorf("absent: system blocks %q, want the instructions alone", b)
+	}
+	b := system["big"]
+	if len(b) != 2 || strings.Contains(b[1], "THE END") || !strings.Contains(b[1], "longer than a run start sends") || len(b[1]) > MaxInstructionBytes+500 {
+		t.Errorf("oversized: %d blocks, the second %d bytes; want its beginning under the cap and a note saying so", len(b), len(b[len(b)-1]))
+	}
+	for _, blk := range system["present-default"] {
+		if strings.Contains(blk, "NOT FOR THE DEFAULT") {
+			t.Errorf("the implicit default read AGENTS.md: %q", system["present-default"])
+		}
 	}
 }

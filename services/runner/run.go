@@ -508,6 +508,7 @@ func (a *actor) launch(ctx context.Context, parent context.Context, c claimed, i
 			attribute.String("jetway.run", runID), attribute.String("jetway.cause", cause)))
 	go func() {
 		defer span.End()
+		in.System = append(slices.Clip(in.System), a.r.instructionBlocks(runCtx, ref, c.agent)...)
 		var term *agent.Terminal
 		for ev, err := range agent.Query(runCtx, in, agent.QueryDeps{}) {
 			if err != nil {

@@ -54,6 +54,10 @@ type Config struct {
 	// built once, at the first run that needs it, and kept. Nil: a profile
 	// that names a model is refused, this runner serving only Provider.
 	ModelFor func(m dispatcherapi.AgentModel) (llm.Provider, error)
+	// ReadInstructions, if set, reads a workspace instruction file of the
+	// run's profile (AGENTS.md) through the session's jobs worker at the
+	// run's start, at most max bytes of it. Nil: no files are read.
+	ReadInstructions func(ctx context.Context, s SessionRef, path string, max int) (Instructions, error)
 	// System is the system prompt.
 	System []string
 	// Tools makes the tools of one run (nil: no tools).
