@@ -309,6 +309,16 @@ func TestPermissions(t *testing.T) {
 		if e, err := rkv.GetRevision(ctx, "acme.reviewer", v1); err != nil || string(e.Value()) != `{"instructions":"v1"}` {
 			t.Fatalf("runner: read version %d: %v", v1, err)
 		}
+		defaults, err := rkv.Watch(ctx, "*.default")
+		if err != nil {
+			t.Fatalf("runner: watch the default profiles: %v", err)
+		}
+		select {
+		case <-defaults.Updates():
+		case <-ctx.Done():
+			t.Fatal("runner: the watch of default profiles said nothing")
+		}
+		_ = defaults.Stop()
 		r.noViolation(t)
 		for _, user := range []string{"runner", "jobs", "notifier", "tenant-acme"} {
 			c := d.connect(user)

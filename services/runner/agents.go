@@ -68,6 +68,8 @@ func (a *actor) bindAgent(ctx context.Context, act act, rec *SessionRecord) (age
 			a.log.Warn().Str("agent", name).Uint64("version", rec.AgentVersion).Msg("agent profile version no longer kept; the run takes the current one")
 			prof, err = agents.Get(ctx, a.r.profiles, a.tenant, name)
 		}
+	} else if a.r.implicitDefault(a.tenant, name) {
+		prof = agents.Default()
 	} else {
 		prof, err = agents.Get(ctx, a.r.profiles, a.tenant, name)
 	}
@@ -79,6 +81,24 @@ func (a *actor) bindAgent(ctx context.Context, act act, rec *SessionRecord) (age
 	}
 	rec.AgentVersion = prof.Version
 	return prof, nil
+}
+
+// implicitDefault reports, without a round trip, that name is the
+// default profile and the tenant has stored none: the mirror of stored
+// defaults is complete and has no key for it. A default stored a moment
+// ago may not be there yet; its next run start sees it.
+func (r *Runner) implicitDefault(tenant, name string) bool {
+	m := r.defaults.Load()
+	if name != agents.DefaultName || m == nil {
+		return false
+	}
+	select {
+	case <-m.Ready():
+	default:
+		return false
+	}
+	_, stored := m.Get(agents.Key(tenant, name))
+	return !stored
 }
 
 // models caches the providers built for profiles' models: many agents,

@@ -365,3 +365,37 @@ func TestWorkspace_AGENTS_md_is_its_own_system_block_after_the_instructions_pres
 		}
 	}
 }
+
+func TestA_stored_default_profile_applies_to_unbound_sessions(t *testing.T) {
+	e := newEnv(t)
+	model, p := fakeModel(t)
+	model.SetFallback(llmtest.Reply{Text: "ok"})
+	r := e.startRunner("r1", p, nil)
+	v := e.putProfile("t1", agents.DefaultName, agents.Profile{Instructions: "Be brief."})
+	testutil.Eventually(t, 10*time.Second, "the runner to know the stored default", func() bool {
+		m := r.defaults.Load()
+		if m == nil {
+			return false
+		}
+		_, ok := m.Get(agents.Key("t1", agents.DefaultName))
+		return ok
+	})
+	e.publish(events.KindEvents, "t1", "s1", events.Input{Text: "hi"})
+	testutil.Eventually(t, 20*time.Second, "the run to end", func() bool {
+		return countKind(e.records("t1", "s1"), RecordRunEnded) == 1
+	})
+	if s := runStarts(e.records("t1", "s1")); s[0].Agent != agents.DefaultName || s[0].AgentVersion != v {
+		t.Fatalf("the run went by %q v%d, want the stored default v%d", s[0].Agent, s[0].AgentVersion, v)
+	}
+	if sys := fmt.Sprint(model.Requests()[0].JSON()["system"]); !strings.Contains(sys, "Be brief.") {
+		t.Fatalf("system prompt %s lacks the stored default's instructions", sys)
+	}
+	// Another tenant still has the implicit one.
+	e.publish(events.KindEvents, "t2", "s1", events.Input{Text: "hi"})
+	testutil.Eventually(t, 20*time.Second, "t2's run to end", func() bool {
+		return countKind(e.records("t2", "s1"), RecordRunEnded) == 1
+	})
+	if s := runStarts(e.records("t2", "s1")); s[0].AgentVersion != 0 {
+		t.Fatalf("t2's run went by v%d, want the implicit default", s[0].AgentVersion)
+	}
+}

@@ -130,7 +130,10 @@ type Runner struct {
 	actors map[string]*actor // key: tenant.session
 
 	// profiles is the agents bucket: the profile a run starts with.
+	// defaults mirrors its stored default profiles, so the run start of a
+	// session on the implicit default (the common case) reads nothing.
 	profiles jetstream.KeyValue
+	defaults atomic.Pointer[kvmirror.Mirror]
 	// models are the providers built for profiles' models (agents.go).
 	models models
 
