@@ -17,6 +17,7 @@ func TestWire_names_are_the_contract(t *testing.T) {
 	}{
 		{Accepted{ID: "e1"}, `{"id":"e1","duplicate":false}`},
 		{InputRequest{Text: "hi"}, `{"text":"hi"}`},
+		{InputRequest{Text: "hi", Agent: "reviewer"}, `{"text":"hi","agent":"reviewer"}`},
 		{SteerRequest{Note: "n", ID: "x"}, `{"note":"n","id":"x"}`},
 		{SessionInfo{Session: "s1", Revision: 3, Updated: at, Record: json.RawMessage(`{}`)},
 			`{"session":"s1","revision":3,"updated":"2026-12-03T06:00:00Z","record":{}}`},

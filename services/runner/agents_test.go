@@ -399,3 +399,39 @@ func TestA_stored_default_profile_applies_to_unbound_sessions(t *testing.T) {
 		t.Fatalf("t2's run went by v%d, want the implicit default", s[0].AgentVersion)
 	}
 }
+
+func TestA_profile_update_reaches_the_next_run_not_the_live_one_nor_its_steer(t *testing.T) {
+	e := newEnv(t)
+	g := newGate()
+	v1 := e.putProfile("t1", "reviewer", agents.Profile{Instructions: "Review, v1."})
+	model, p := fakeModel(t, llmtest.Reply{ToolCalls: []llmtest.ToolCall{{ID: "tu1", Name: "wait_for_gate", Input: `{}`}}})
+	model.SetFallback(llmtest.Reply{Text: "ok"})
+	e.startRunner("r1", p, func(SessionRef) []tool.Tool { return []tool.Tool{g.tool()} })
+	e.publishAgent("t1", "s1", "review the change", "reviewer")
+	waitGate(t, g)
+
+	// Changed while the run is live: neither it nor its steer sees it.
+	v2 := e.putProfile("t1", "reviewer", agents.Profile{Instructions: "Review, v2."})
+	e.publish(events.KindEvents, "t1", "s1", events.Steer{Note: "look at the tests too"})
+	testutil.Eventually(t, 20*time.Second, "the steered run to end", func() bool {
+		return countKind(e.records("t1", "s1"), RecordRunEnded) == 2
+	})
+	steered := model.Requests()[model.RequestCount()-1]
+	// The next run takes the new version.
+	e.publish(events.KindEvents, "t1", "s1", events.Input{Text: "and now?"})
+	testutil.Eventually(t, 20*time.Second, "the next run to end", func() bool {
+		return countKind(e.records("t1", "s1"), RecordRunEnded) == 3
+	})
+	next := model.Requests()[model.RequestCount()-1]
+
+	starts := runStarts(e.records("t1", "s1"))
+	if len(starts) != 3 || starts[1].Cause != "steered" || starts[0].AgentVersion != v1 || starts[1].AgentVersion != v1 || starts[2].AgentVersion != v2 {
+		t.Fatalf("runs went by %+v, want v%d, v%d (steered), v%d", starts, v1, v1, v2)
+	}
+	if sys := fmt.Sprint(steered.JSON()["system"]); !strings.Contains(sys, "Review, v1.") {
+		t.Fatalf("the steered run's system prompt is not v1's: %s", sys)
+	}
+	if sys := fmt.Sprint(next.JSON()["system"]); !strings.Contains(sys, "Review, v2.") {
+		t.Fatalf("the next run's system prompt is not v2's: %s", sys)
+	}
+}
