@@ -199,3 +199,27 @@ func agentOfAll(evs []events.HostEvent) []any {
 	}
 	return out
 }
+
+func TestA_session_s_effective_recovery_policy_is_its_agent_profile_s_under_its_own_override(t *testing.T) {
+	f := newFixture(t)
+	a := decode[Agent](t, f.do("PUT", "/v1/agents/careful", tokAcmeAdmin, `{"instructions":"x","recovery":"manual"}`), http.StatusOK)
+	// A session whose last run went by the profile.
+	rec := map[string]any{"tenant": "acme", "session": "s1", "state": "idle", "since": "2026-12-03T06:00:00Z", "runs": 1,
+		"attempts": map[string]any{}, "agent": "careful", "agent_version": a.Version}
+	b, _ := json.Marshal(rec)
+	if _, err := f.sessions().Put(context.Background(), "acme.s1", b); err != nil {
+		t.Fatal(err)
+	}
+	st := decode[RecoveryState](t, f.do("GET", "/v1/sessions/s1/recovery", tokAcme, nil), http.StatusOK)
+	if st.Effective.Policy != "manual" || st.Override != nil {
+		t.Fatalf("effective %+v override %+v, want the profile's manual and no override", st.Effective, st.Override)
+	}
+	st = decode[RecoveryState](t, f.do("PUT", "/v1/sessions/s1/recovery", tokAcmeAdmin, `{"policy":"automatic"}`), http.StatusOK)
+	if st.Effective.Policy != "automatic" {
+		t.Fatalf("the session's own override does not win: %+v", st.Effective)
+	}
+	// An unbound session has the defaults.
+	if st := decode[RecoveryState](t, f.do("GET", "/v1/sessions/s2/recovery", tokAcme, nil), http.StatusOK); st.Effective.Policy != "automatic" {
+		t.Fatalf("unbound session: %+v", st.Effective)
+	}
+}

@@ -17,6 +17,7 @@ import (
 	"jetway/pkg/control/agents"
 	"jetway/pkg/dispatcherapi"
 	"jetway/pkg/events"
+	"jetway/pkg/handover"
 	"jetway/pkg/llm"
 	"jetway/pkg/llm/llmtest"
 	"jetway/pkg/llm/providers"
@@ -433,5 +434,40 @@ func TestA_profile_update_reaches_the_next_run_not_the_live_one_nor_its_steer(t 
 	}
 	if sys := fmt.Sprint(next.JSON()["system"]); !strings.Contains(sys, "Review, v2.") {
 		t.Fatalf("the next run's system prompt is not v2's: %s", sys)
+	}
+}
+
+func TestA_profile_s_recovery_policy_holds_unless_the_session_overrides_it(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		override  *handover.RecoveryOverride
+		recovered bool
+	}{
+		{"profile_manual", nil, false},
+		{"session_overrides_automatic", &handover.RecoveryOverride{Policy: new(handover.Automatic)}, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEnv(t)
+			v := e.putProfile("t1", "careful", agents.Profile{Instructions: "Careful.", Recovery: "manual"})
+			ghostRun(e, c.override, 0)
+			rec := e.session("t1", "s1")
+			rec.Agent, rec.AgentVersion = "careful", v
+			e.putRecord(rec)
+			model, p := fakeModel(t)
+			model.SetFallback(llmtest.Reply{Text: "going on"})
+			e.startRunner("r1", p, nil)
+			if c.recovered {
+				testutil.Eventually(t, 20*time.Second, "the recovered run to end", func() bool {
+					return countKind(e.records("t1", "s1"), RecordRunEnded) == 1
+				})
+				return
+			}
+			testutil.Eventually(t, 20*time.Second, "the session to be interrupted", func() bool {
+				return e.session("t1", "s1").State == StateInterrupted
+			})
+			if model.RequestCount() != 0 {
+				t.Fatal("recovered against the profile's manual policy")
+			}
+		})
 	}
 }
