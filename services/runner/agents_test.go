@@ -471,3 +471,28 @@ func TestA_profile_s_recovery_policy_holds_unless_the_session_overrides_it(t *te
 		})
 	}
 }
+
+func TestInterrupted_work_of_a_profile_that_is_gone_waits_for_a_person_who_rebinds_it(t *testing.T) {
+	e := newEnv(t)
+	ghostRun(e, nil, 0)
+	rec := e.session("t1", "s1")
+	rec.Agent = "gone" // deleted, and no version of it kept
+	e.putRecord(rec)
+	model, p := fakeModel(t)
+	model.SetFallback(llmtest.Reply{Text: "going on"})
+	e.startRunner("r1", p, nil)
+	testutil.Eventually(t, 20*time.Second, "the session to be interrupted naming the agent", func() bool {
+		rec := e.session("t1", "s1")
+		return rec.State == StateInterrupted && strings.Contains(rec.Reason, `"gone"`)
+	})
+	if model.RequestCount() != 0 {
+		t.Fatal("a run started without its profile")
+	}
+	e.publishAgent("t1", "s1", "go on as the default", agents.DefaultName)
+	testutil.Eventually(t, 20*time.Second, "the person's run to end", func() bool {
+		return countKind(e.records("t1", "s1"), RecordRunEnded) == 1
+	})
+	if rec := e.session("t1", "s1"); rec.Agent != agents.DefaultName || rec.Cause != "steered" {
+		t.Fatalf("record = agent %q cause %q, want rebound to the default and sent on", rec.Agent, rec.Cause)
+	}
+}

@@ -92,20 +92,19 @@ func (a *actor) start(ctx context.Context, p plan) bool {
 		}
 		stored := rec.Clone() // what revision rev holds, to undo a claim
 		prof, err := a.bindAgent(ctx, act, &rec)
-		if err != nil {
-			var unknown unknownAgentError
-			if errors.As(err, &unknown) {
-				a.rebind = ""
-				a.refuseRun(ctx, p, err.Error())
-				return true
-			}
+		var unknown unknownAgentError
+		if err != nil && !errors.As(err, &unknown) {
 			a.log.Warn().Err(err).Msg("read agent profile")
 			a.retryLater()
 			return false
 		}
-		provider, err := a.r.providerFor(prof)
+		var provider llm.Provider
+		if err == nil {
+			provider, err = a.r.providerFor(prof)
+		}
 		if err != nil {
-			a.refuseRun(ctx, p, err.Error())
+			a.rebind = ""
+			a.unservable(ctx, act, p, &rec, &rev, err.Error())
 			return true
 		}
 		h, ok := a.prepare(ctx, act, &p, &rec, &rev, st, prof)
@@ -141,6 +140,20 @@ func (a *actor) start(ctx context.Context, p plan) bool {
 	}
 	a.retryLater() // the record kept changing under us
 	return false
+}
+
+// unservable refuses a run whose agent profile this runner cannot serve
+// (gone, or its model not configured here). Interrupted work is left
+// interrupted for a person, as a refused recovery is, rather than tried
+// again at every sweep; the plan's events are answered with the refusal.
+func (a *actor) unservable(ctx context.Context, act act, p plan, rec *SessionRecord, rev *uint64, reason string) {
+	if act == actRecover {
+		a.interrupt(ctx, rec, rev, reason)
+		if len(p.ins) == 0 {
+			return
+		}
+	}
+	a.refuseRun(ctx, p, reason)
 }
 
 // maxDecisions bounds how often one start decides: a refused recovery and
@@ -384,13 +397,8 @@ func (a *actor) recover(ctx context.Context, rec *SessionRecord, rev *uint64, st
 		child = a.r.childState(ctx, old)
 	}
 	if err := settings.Authorize(intr, child, rec.Attempts); err != nil {
-		reason := fmt.Sprintf("run %s was interrupted (%s) and not recovered: %v", rec.Run, intr, err)
 		a.log.Warn().Str("run", rec.Run).Err(err).Msg("recovery refused")
-		rec.State, rec.Reason = StateInterrupted, reason
-		if n, err := a.putRecord(ctx, *rec, *rev); err == nil {
-			*rev = n
-		}
-		a.r.publishOut(ctx, a.tenant, a.session, events.RunRefused{Reason: reason})
+		a.interrupt(ctx, rec, rev, fmt.Sprintf("run %s was interrupted (%s) and not recovered: %v", rec.Run, intr, err))
 		return handover.Handover{}, false
 	}
 	recovery, attempts := rec.Attempts.Restart(rec.Run, intr)
@@ -403,6 +411,16 @@ func (a *actor) recover(ctx context.Context, rec *SessionRecord, rev *uint64, st
 	calls := toolCalls(a.hist, rec.Run)
 	a.log.Info().Str("previous", rec.Run).Int("attempt", recovery.Attempt).Msg("recovering interrupted run")
 	return handover.Recovered(recovery, inputs...).WithToolCalls(calls...), true
+}
+
+// interrupt leaves the session interrupted for reason (written at *rev),
+// waiting for a person, and tells them why.
+func (a *actor) interrupt(ctx context.Context, rec *SessionRecord, rev *uint64, reason string) {
+	rec.State, rec.Reason = StateInterrupted, reason
+	if n, err := a.putRecord(ctx, *rec, *rev); err == nil {
+		*rev = n
+	}
+	a.r.publishOut(ctx, a.tenant, a.session, events.RunRefused{Reason: reason})
 }
 
 // childState asks whether an interrupted run's foreground processes are
