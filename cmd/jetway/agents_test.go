@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -95,4 +96,24 @@ func TestAgents_put_from_a_YAML_file_then_ls_get_and_rm(t *testing.T) {
 	if out, err := runCLI(t, as("jw_user", "agents", "get", "reviewer")...); err == nil || !strings.Contains(err.Error(), "reviewer") {
 		t.Fatalf("get after rm: %v\n%s", err, out)
 	}
+}
+
+func TestDev_binds_a_session_to_the_agent_its_input_names_and_refuses_an_unknown_one(t *testing.T) {
+	d := startDev(t)
+	cf := []string{"--url", d.url, "--tokens-file", d.tokens}
+	file := filepath.Join(t.TempDir(), "reviewer.yaml")
+	if err := os.WriteFile(file, []byte("name: reviewer\ninstructions: Review the change.\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := runCLI(t, append([]string{"agents", "put", "-f", file}, cf...)...); err != nil {
+		t.Fatalf("agents put with the dev admin token: %v\n%s", err, out)
+	}
+	if out, err := runCLI(t, append([]string{"send", "s1", "build the project", "--agent", "nobody"}, cf...)...); err == nil || !strings.Contains(err.Error(), "nobody") {
+		t.Fatalf("send --agent nobody: %v\n%s", err, out)
+	}
+	if out, err := runCLI(t, append([]string{"send", "s1", "build the project", "--agent", "reviewer"}, cf...)...); err != nil {
+		t.Fatalf("send --agent reviewer: %v\n%s", err, out)
+	}
+	bound := regexp.MustCompile(`"agent":\s*"reviewer",\s*"agent_version":\s*[1-9]`)
+	waitCLI(t, "the session bound to reviewer", bound.MatchString, append([]string{"sessions", "--json"}, cf...)...)
 }
