@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"os"
 
 	"github.com/nats-io/nats.go"
 
 	"jetway/pkg/agent/tool"
+	"jetway/pkg/dispatcherapi"
 	"jetway/pkg/handover"
 	"jetway/pkg/llm"
 	"jetway/pkg/llm/providers"
@@ -19,6 +21,13 @@ import (
 // deterministic demo script (announced as such).
 func modelFromEnv() (llm.Provider, error) { return providers.FromEnv() }
 
+// modelFor builds the model an agent profile names from the runner's
+// environment: its endpoint's JETWAY_ENDPOINT_<NAME>_* variables, else the
+// provider's usual ones (docs/PROFILES.md).
+func modelFor(m dispatcherapi.AgentModel) (llm.Provider, error) {
+	return providers.ForModel(providers.Model{Provider: m.Provider, Name: m.Name, Endpoint: m.Endpoint}, os.Getenv)
+}
+
 // runnerTools are the tools a run gets: the shell, job and file tools of the
 // jobs service, executed on the session's jobs worker.
 func runnerTools(nc *nats.Conn) func(runner.SessionRef) []tool.Tool {
@@ -27,6 +36,19 @@ func runnerTools(nc *nats.Conn) func(runner.SessionRef) []tool.Tool {
 		return nil
 	}
 	return func(s runner.SessionRef) []tool.Tool { return jobtools.Tools(jc, s.Tenant, s.Session, s.Run) }
+}
+
+// runnerInstructions reads a profile's workspace instruction files
+// (AGENTS.md) through the session's jobs worker at a run's start.
+func runnerInstructions(nc *nats.Conn) func(context.Context, runner.SessionRef, string, int) (runner.Instructions, error) {
+	jc, err := jobsclient.New(jobsclient.Config{NC: nc})
+	if err != nil {
+		return nil
+	}
+	return func(ctx context.Context, s runner.SessionRef, path string, max int) (runner.Instructions, error) {
+		f, err := jobtools.ReadInstructions(ctx, jc, s.Tenant, s.Session, path, max)
+		return runner.Instructions{Text: f.Text, Found: f.Found, Cut: f.Cut}, err
+	}
 }
 
 // runnerChildState asks the session's jobs worker whether an interrupted

@@ -16,25 +16,30 @@ func init() { addCommand(newSendCmd) }
 
 func newSendCmd(*globals) *cobra.Command {
 	var cf clientFlags
+	var agentName string
 	cmd := &cobra.Command{
 		Use:   "send SESSION TEXT...",
 		Short: "Send a line of input into a session",
 		Long: `send publishes TEXT (the remaining arguments joined by spaces) into SESSION
 as an io.jetway.input event through the dispatcher. An idle session starts a
-run with it; a busy one hands it to the model before its next call.`,
+run with it; a busy one hands it to the model before its next call.
+--agent binds the session to one of the tenant's agent profiles (jetway
+agents ls) from its next run on; without it the session keeps its binding
+("default" until bound).`,
 		Args: cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := cf.client(false)
 			if err != nil {
 				return err
 			}
-			acc, err := c.Input(cmd.Context(), args[0], strings.Join(args[1:], " "))
+			acc, err := c.InputAgent(cmd.Context(), args[0], strings.Join(args[1:], " "), agentName)
 			if err != nil {
 				return err
 			}
 			return cf.printAccepted(cmd.OutOrStdout(), c.BaseURL(), args[0], acc, "sent")
 		},
 	}
+	cmd.Flags().StringVar(&agentName, "agent", "", "bind the session to this agent profile (docs/PROFILES.md)")
 	cf.register(cmd, true)
 	return cmd
 }

@@ -270,6 +270,65 @@ func TestPermissions(t *testing.T) {
 		}
 	})
 
+	t.Run("only_the_dispatcher_writes_agent_profiles_and_runners_read_them", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		disp := d.connect("dispatcher")
+		dkv, err := disp.js.KeyValue(ctx, bus.BucketAgents)
+		if err != nil {
+			t.Fatalf("dispatcher: bucket %s: %v", bus.BucketAgents, err)
+		}
+		v1, err := dkv.Put(ctx, "acme.reviewer", []byte(`{"instructions":"v1"}`))
+		if err != nil {
+			t.Fatalf("dispatcher: put a profile: %v", err)
+		}
+		if _, err := dkv.Put(ctx, "acme.reviewer", []byte(`{"instructions":"v2"}`)); err != nil {
+			t.Fatalf("dispatcher: update a profile: %v", err)
+		}
+		lister, err := dkv.ListKeysFiltered(ctx, "acme.*")
+		if err != nil {
+			t.Fatalf("dispatcher: list profiles: %v", err)
+		}
+		for range lister.Keys() {
+		}
+		disp.noViolation(t)
+
+		r := d.connect("runner")
+		rkv, err := r.js.KeyValue(ctx, bus.BucketAgents)
+		if err != nil {
+			t.Fatalf("runner: bucket %s: %v", bus.BucketAgents, err)
+		}
+		// A replica may not have the puts yet: not found is "not yet".
+		testutil.Eventually(t, 30*time.Second, "the runner to read the current profile", func() bool {
+			e, err := rkv.Get(ctx, "acme.reviewer")
+			if err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+				t.Fatalf("runner: get: %v", err)
+			}
+			return err == nil && string(e.Value()) == `{"instructions":"v2"}`
+		})
+		if e, err := rkv.GetRevision(ctx, "acme.reviewer", v1); err != nil || string(e.Value()) != `{"instructions":"v1"}` {
+			t.Fatalf("runner: read version %d: %v", v1, err)
+		}
+		defaults, err := rkv.Watch(ctx, "*.default")
+		if err != nil {
+			t.Fatalf("runner: watch the default profiles: %v", err)
+		}
+		select {
+		case <-defaults.Updates():
+		case <-ctx.Done():
+			t.Fatal("runner: the watch of default profiles said nothing")
+		}
+		_ = defaults.Stop()
+		r.noViolation(t)
+		for _, user := range []string{"runner", "jobs", "notifier", "tenant-acme"} {
+			c := d.connect(user)
+			c.refusePublish(t, "$KV.jetway_agents.acme.reviewer")
+		}
+		if e, err := dkv.Get(ctx, "acme.reviewer"); err != nil || string(e.Value()) != `{"instructions":"v2"}` {
+			t.Fatalf("the profile changed under a refused writer: %v", err)
+		}
+	})
+
 	t.Run("only_the_runner_writes_layover_schedules", func(t *testing.T) {
 		r := d.connect("runner")
 		pubAck(t, r, "jetway.schedules.acme.s6.l1")

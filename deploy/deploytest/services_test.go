@@ -170,6 +170,45 @@ func TestServices_work_under_their_own_users(t *testing.T) {
 		rconn.noViolation(t)
 	})
 
+	t.Run("a_tenant_admin_s_agent_profile_binds_a_session_the_runner_runs_by", func(t *testing.T) {
+		if status, body := call(t, ctx, http.MethodPut, api.URL+"/v1/agents/reviewer", acmeAdmin, `{"instructions":"Review."}`); status != http.StatusOK {
+			t.Fatalf("put profile (the dispatcher writes jetway_agents): %d %s", status, body)
+		}
+		outc := make(chan *nats.Msg, 64)
+		out, err := acme.ChanSubscribe("jetway.out.acme.s8", outc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer out.Unsubscribe()
+		if status, body := call(t, ctx, http.MethodPost, api.URL+"/v1/sessions/s8/input", token, `{"text":"review","agent":"reviewer"}`); status != http.StatusAccepted {
+			t.Fatalf("input naming the agent: %d %s", status, body)
+		}
+		timer := time.NewTimer(30 * time.Second)
+		defer timer.Stop()
+		for {
+			select {
+			case m := <-outc:
+				var started struct {
+					Agent   string `json:"agent"`
+					Version uint64 `json:"agent_version"`
+				}
+				if m.Header.Get("ce-type") != "io.jetway.run.started" || json.Unmarshal(m.Data, &started) != nil {
+					continue
+				}
+				if started.Agent != "reviewer" || started.Version == 0 {
+					t.Fatalf("the run went by %q v%d, want the stored reviewer", started.Agent, started.Version)
+				}
+				disp.noViolation(t)
+				rconn.noViolation(t)
+				return
+			case err := <-rconn.errs:
+				t.Fatalf("runner: %v", err)
+			case <-timer.C:
+				t.Fatal("no run.started for acme/s8 within 30s")
+			}
+		}
+	})
+
 	t.Run("a_tenant_admin_s_global_stop_is_refused_and_another_tenant_keeps_running", func(t *testing.T) {
 		status, body := call(t, ctx, http.MethodPost, api.URL+"/v1/stop?scope=global", acmeAdmin, `{"reason":"stop everyone"}`)
 		if status != http.StatusForbidden || !strings.Contains(body, "operator") {

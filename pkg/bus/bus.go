@@ -97,4 +97,8 @@ const (
 	// and a hash of the id: a retried request is answered as a duplicate,
 	// and the same id in another tenant or session is a different event.
 	BucketEventIDs = "jetway_event_ids"
+	// BucketAgents holds the tenants' agent profiles, keyed
+	// <tenant>.<name>; a key's revision is the profile's version. Only the
+	// dispatcher writes it; runners read the version a run started with.
+	BucketAgents = "jetway_agents"
 )

@@ -24,6 +24,10 @@ const (
 	DefaultWorkPinnedTTL   = 3 * time.Second
 )
 
+// AgentHistory is how many versions of each agent profile the agents
+// bucket keeps.
+const AgentHistory = 64
+
 // MetadataPartitions is the JETWAY_WORK stream metadata key that records the
 // partition count, so consumers can read P back instead of being told it.
 const MetadataPartitions = "jetway.partitions"
@@ -505,6 +509,10 @@ func BucketConfigs(cfg ProvisionConfig) []jetstream.KeyValueConfig {
 		// a retry of the same tenant's same session's same id. Entries
 		// live as long as the old stream-wide duplicate window did.
 		kv(BucketEventIDs, "jetway caller-chosen CE ids per tenant and session (duplicate answers)", 1, cfg.DuplicateWindow),
+		// Old revisions stay readable so a recovered or steered run goes
+		// on with the profile version its run started with, even after an
+		// update (the most the server keeps is 64).
+		kv(BucketAgents, "jetway agent profiles per tenant (revision = version)", AgentHistory, 0),
 	}
 }
 

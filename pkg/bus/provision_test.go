@@ -91,7 +91,7 @@ func TestProvision_is_idempotent_and_applies_changed_limits(t *testing.T) {
 		}
 	}
 
-	for _, b := range []string{bus.BucketSessions, bus.BucketJobs, bus.BucketWorkers, bus.BucketRunners, bus.BucketControl, bus.BucketEventIDs} {
+	for _, b := range []string{bus.BucketSessions, bus.BucketJobs, bus.BucketWorkers, bus.BucketRunners, bus.BucketControl, bus.BucketEventIDs, bus.BucketAgents} {
 		if _, err := js.KeyValue(ctx, b); err != nil {
 			t.Errorf("bucket %s: %v", b, err)
 		}

@@ -106,6 +106,8 @@ type (
 	JobOutputRequest = dispatcherapi.JobOutputRequest
 	// JobOutput is lines of a job's output.
 	JobOutput = dispatcherapi.JobOutput
+	// Agent is an agent profile: instructions, model, tools, limits.
+	Agent = dispatcherapi.Agent
 )
 
 // StopTarget names a Ground Stop switch. The zero value is the caller's
@@ -147,6 +149,14 @@ func (t StopTarget) query() url.Values {
 func (c *Client) Input(ctx context.Context, session, text string) (Accepted, error) {
 	var acc Accepted
 	err := c.doJSON(ctx, http.MethodPost, sessionPath(session, "input"), nil, dispatcherapi.InputRequest{Text: text}, &acc)
+	return acc, err
+}
+
+// InputAgent sends a line of text into session and binds the session to
+// the agent profile agent from its next run on ("" keeps its binding).
+func (c *Client) InputAgent(ctx context.Context, session, text, agent string) (Accepted, error) {
+	var acc Accepted
+	err := c.doJSON(ctx, http.MethodPost, sessionPath(session, "input"), nil, dispatcherapi.InputRequest{Text: text, Agent: agent}, &acc)
 	return acc, err
 }
 
@@ -362,3 +372,36 @@ func (c *Client) ClearRecovery(ctx context.Context, session string) (Recovery, e
 	err := c.doJSON(ctx, http.MethodDelete, sessionPath(session, "recovery"), nil, nil, &out)
 	return out, err
 }
+
+// Agents lists the tenant's agent profiles, "default" always among them
+// (GET /v1/agents).
+func (c *Client) Agents(ctx context.Context) ([]Agent, error) {
+	var out dispatcherapi.AgentList
+	err := c.doJSON(ctx, http.MethodGet, "/v1/agents", nil, nil, &out)
+	return out.Agents, err
+}
+
+// Agent reads one agent profile (GET /v1/agents/{name}).
+func (c *Client) Agent(ctx context.Context, name string) (Agent, error) {
+	var out Agent
+	err := c.doJSON(ctx, http.MethodGet, agentPath(name), nil, nil, &out)
+	return out, err
+}
+
+// PutAgent stores a as the profile name and returns it with its new version
+// (PUT /v1/agents/{name}; an admin token).
+func (c *Client) PutAgent(ctx context.Context, name string, a Agent) (Agent, error) {
+	var out Agent
+	err := c.doJSON(ctx, http.MethodPut, agentPath(name), nil, a, &out)
+	return out, err
+}
+
+// DeleteAgent deletes the profile name and reports whether there was one
+// (DELETE /v1/agents/{name}; an admin token).
+func (c *Client) DeleteAgent(ctx context.Context, name string) (bool, error) {
+	var out dispatcherapi.AgentDeleted
+	err := c.doJSON(ctx, http.MethodDelete, agentPath(name), nil, nil, &out)
+	return out.Deleted, err
+}
+
+func agentPath(name string) string { return "/v1/agents/" + url.PathEscape(name) }

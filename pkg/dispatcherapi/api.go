@@ -31,7 +31,7 @@ const (
 // HTTP API answers, or a micro error whose code is the HTTP status and whose
 // data is the problem+json body.
 const (
-	SubjectInput    = SubjectPrefix + ".input"    // {"session","text","id"?} → Accepted
+	SubjectInput    = SubjectPrefix + ".input"    // {"session","text","id"?,"agent"?} → Accepted
 	SubjectSteer    = SubjectPrefix + ".steer"    // {"session","note","id"?} → Accepted
 	SubjectEvent    = SubjectPrefix + ".event"    // a CloudEvent, binary or structured → Accepted
 	SubjectSessions = SubjectPrefix + ".sessions" // {} → SessionList; {"session"} → SessionDetail
@@ -46,6 +46,11 @@ const (
 	// SubjectJob reads a job's output or kills it:
 	// {"session","job","action":"output"|"kill","offset"?,"limit"?,"tail"?,"grep"?} → JobOutput | JobKilled.
 	SubjectJob = SubjectPrefix + ".job"
+	// SubjectAgents lists, reads, stores and deletes agent profiles:
+	// {"action":"list"|"get"|"put"|"delete","name"?,"profile"?} → AgentList |
+	// Agent | AgentDeleted. Without an action: get when a name is given,
+	// else list. Storing and deleting need an admin token.
+	SubjectAgents = SubjectPrefix + ".agents"
 )
 
 // Problem documents: every error body is an RFC 9457 problem of this media
@@ -67,6 +72,9 @@ type Problem struct {
 	// RetryAfter (seconds) mirrors the Retry-After header for NATS callers,
 	// which have no such header.
 	RetryAfter int `json:"retry_after,omitempty"`
+	// Field names the request field that was wrong, when one was
+	// ("limits.max_turns", "agent").
+	Field string `json:"field,omitempty"`
 }
 
 // Accepted is the answer to a publish: the CE id, and whether the stream
@@ -92,6 +100,10 @@ type InputRequest struct {
 	// ID optionally fixes the CE id, so a client retrying after a lost
 	// response is stored once.
 	ID string `json:"id,omitempty"`
+	// Agent binds the session to the tenant's agent profile of that name
+	// from its next run on (the jetwayagent extension); "" keeps the
+	// session's binding.
+	Agent string `json:"agent,omitempty"`
 }
 
 // SteerRequest is the body of POST /v1/sessions/{session}/steer.
@@ -243,8 +255,10 @@ type LayoverCancelled struct {
 type NATSRequest struct {
 	Session string `json:"session,omitempty"`
 	Text    string `json:"text,omitempty"`
-	Note    string `json:"note,omitempty"`
-	ID      string `json:"id,omitempty"`
+	// Agent (input) is InputRequest's.
+	Agent string `json:"agent,omitempty"`
+	Note  string `json:"note,omitempty"`
+	ID    string `json:"id,omitempty"`
 	// Action: stop "on", "off" or "get" (default); recovery "set", "clear"
 	// or "get" (default); job "output" (default) or "kill".
 	Action string `json:"action,omitempty"`
@@ -265,6 +279,9 @@ type NATSRequest struct {
 	Offset int    `json:"offset,omitempty"`
 	Tail   int    `json:"tail,omitempty"`
 	Grep   string `json:"grep,omitempty"`
+	// Name (agents) names a profile; Profile (agents "put") is its body.
+	Name    string `json:"name,omitempty"`
+	Profile *Agent `json:"profile,omitempty"`
 }
 
 // SessionDetail answers GET /v1/sessions/{session}: the session record as
@@ -335,6 +352,9 @@ type JobOutputRequest struct {
 	Limit  int    `json:"limit,omitempty"`
 	Tail   int    `json:"tail,omitempty"`
 	Grep   string `json:"grep,omitempty"`
+	// Name (agents) names a profile; Profile (agents "put") is its body.
+	Name    string `json:"name,omitempty"`
+	Profile *Agent `json:"profile,omitempty"`
 }
 
 // JobOutput holds lines of a job's output, as cleaned and redacted when
@@ -420,4 +440,76 @@ type TranscriptBlock struct {
 type TranscriptUsage struct {
 	InputTokens  int `json:"input_tokens"`
 	OutputTokens int `json:"output_tokens"`
+}
+
+// Agent is an agent profile: what a session's agent is for (instructions,
+// the system prompt), which model answers it, which tools it may use and
+// how far it may go. It is the body of PUT /v1/agents/{name} (Name,
+// Version and Updated are the server's and ignored there) and of every
+// answer about a profile. Only Instructions is required; every other field
+// left out takes the runner's default. A profile names its model's
+// endpoint, never a key: keys stay in the runners' environment.
+type Agent struct {
+	Name        string `json:"name"`
+	Description string `json:"description,omitempty"`
+	// Instructions are the system prompt of the agent's runs.
+	Instructions string      `json:"instructions"`
+	Model        AgentModel  `json:"model,omitzero"`
+	Tools        AgentTools  `json:"tools,omitzero"`
+	Limits       AgentLimits `json:"limits,omitzero"`
+	// Recovery is the recovery policy of its sessions unless a session
+	// overrides it: "automatic", "manual" or "never" ("" keeps the
+	// runner's default).
+	Recovery string `json:"recovery,omitempty"`
+	// ContextWindow is the model's context size in tokens (0: the
+	// runner's).
+	ContextWindow int `json:"context_window,omitempty"`
+	// InstructionFiles are workspace files, relative to its root, sent
+	// after the instructions at each run start. Absent (null) means
+	// ["AGENTS.md"]; an empty list means none.
+	InstructionFiles []string `json:"instruction_files"`
+	// Version is the profile's version (its revision in the agents
+	// bucket); 0 for the implicit default profile.
+	Version uint64    `json:"version"`
+	Updated time.Time `json:"updated,omitzero"`
+}
+
+// AgentModel says which model answers an agent. Provider is "anthropic",
+// "openai" (any OpenAI-compatible server) or "script"; "" keeps the
+// runner's default model. Endpoint names a runner-side endpoint
+// configuration (base URL and the name of the variable holding its key).
+type AgentModel struct {
+	Provider string `json:"provider,omitempty"`
+	Name     string `json:"name,omitempty"`
+	Endpoint string `json:"endpoint,omitempty"`
+}
+
+// AgentTools says which tools an agent has. Allow lists tool names (or
+// "*"); absent (null) means every tool the runner has, an empty list none.
+// Deny holds permission rules ("shell(rm *)") that refuse calls of an
+// allowed tool.
+type AgentTools struct {
+	Allow []string `json:"allow"`
+	Deny  []string `json:"deny,omitempty"`
+}
+
+// AgentLimits bound an agent's runs; 0 (or "") keeps the runner's.
+type AgentLimits struct {
+	MaxTurns int `json:"max_turns,omitempty"`
+	// MaxDuration is a Go duration: "30m", "2h".
+	MaxDuration string `json:"max_duration,omitempty"`
+	// Fuel is a session's token budget over all its runs.
+	Fuel        int64 `json:"fuel,omitempty"`
+	RunsPerHour int   `json:"runs_per_hour,omitempty"`
+}
+
+// AgentList answers GET /v1/agents: the tenant's profiles by name, the
+// default one always among them.
+type AgentList struct {
+	Agents []Agent `json:"agents"`
+}
+
+// AgentDeleted answers DELETE /v1/agents/{name}.
+type AgentDeleted struct {
+	Deleted bool `json:"deleted"`
 }

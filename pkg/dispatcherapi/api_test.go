@@ -17,6 +17,7 @@ func TestWire_names_are_the_contract(t *testing.T) {
 	}{
 		{Accepted{ID: "e1"}, `{"id":"e1","duplicate":false}`},
 		{InputRequest{Text: "hi"}, `{"text":"hi"}`},
+		{InputRequest{Text: "hi", Agent: "reviewer"}, `{"text":"hi","agent":"reviewer"}`},
 		{SteerRequest{Note: "n", ID: "x"}, `{"note":"n","id":"x"}`},
 		{SessionInfo{Session: "s1", Revision: 3, Updated: at, Record: json.RawMessage(`{}`)},
 			`{"session":"s1","revision":3,"updated":"2026-12-03T06:00:00Z","record":{}}`},
@@ -27,6 +28,9 @@ func TestWire_names_are_the_contract(t *testing.T) {
 		{RecoveryState{Session: "s1", Override: &RecoveryOverride{Policy: &pol, MaxAttempts: &n}, Effective: RecoverySettings{Policy: pol, MaxAttempts: n}, Revision: 7},
 			`{"session":"s1","override":{"policy":"manual","max_attempts":2},"effective":{"policy":"manual","max_attempts":2},"revision":7}`},
 		{LayoverCancelled{Cancelled: true}, `{"cancelled":true}`},
+		{Agent{Name: "reviewer", Instructions: "Review.", Version: 3}, `{"name":"reviewer","instructions":"Review.","instruction_files":null,"version":3}`},
+		{Agent{Name: "r", Instructions: "x", Tools: AgentTools{Allow: []string{}}, Limits: AgentLimits{MaxDuration: "30m"}, InstructionFiles: []string{}},
+			`{"name":"r","instructions":"x","tools":{"allow":[]},"limits":{"max_duration":"30m"},"instruction_files":[],"version":0}`},
 		{Problem{Type: ProblemTypePrefix + "x", Title: "T", Status: 400}, `{"type":"urn:jetway:problem:x","title":"T","status":400}`},
 		{Accepted{ID: "e1", Held: []StopSwitch{{Scope: "session", Since: at, By: "acme"}}},
 			`{"id":"e1","duplicate":false,"held":[{"scope":"session","since":"2026-12-03T06:00:00Z","by":"acme"}]}`},

@@ -49,6 +49,11 @@ const (
 	ExtTraceState  = "tracestate"
 )
 
+// ExtAgent is the extension that binds a session to an agent profile by
+// name (docs/PROFILES.md): what the input body's "agent" field sets, for
+// publishers that send CloudEvents themselves (NATS, CE over HTTP).
+const ExtAgent = "jetwayagent"
+
 // HostEvent is an accepted event for one session: the CloudEvent as
 // received plus what the runner and notifier need from it, already checked
 // against the contract.
@@ -64,6 +69,9 @@ type HostEvent struct {
 	FromJobs bool
 	// Payload is Input, JobExited, JobOverdue, Steer, Resume or External.
 	Payload Payload
+	// Agent is the agent profile the event binds its session to (the
+	// jetwayagent extension); "" keeps the session's binding.
+	Agent string
 	// Event is the CloudEvent itself, extensions (traceparent …) included.
 	Event event.Event
 }
@@ -351,7 +359,12 @@ func fromEvent(sub Subject, e event.Event) (HostEvent, error) {
 	if err != nil {
 		return HostEvent{}, err
 	}
+	agent, err := agentOf(e)
+	if err != nil {
+		return HostEvent{}, err
+	}
 	return HostEvent{
+		Agent:    agent,
 		ID:       e.ID(),
 		Type:     e.Type(),
 		Source:   e.Source(),
@@ -698,3 +711,24 @@ func unhex(c byte) byte {
 		return c - 'A' + 10
 	}
 }
+
+// agentOf reads the jetwayagent extension: absent is "", present it must
+// name a profile the way a session is named.
+func agentOf(e event.Event) (string, error) {
+	v, ok := e.Extensions()[ExtAgent]
+	if !ok {
+		return "", nil
+	}
+	name, err := types.ToString(v)
+	if err == nil {
+		err = ValidateToken("agent", name)
+	}
+	if err != nil {
+		return "", &AttributeError{Attribute: ExtAgent, Value: fmt.Sprint(v), Reason: "an agent profile name: 1–64 of A-Z a-z 0-9 _ -", Err: ErrInvalidAttribute}
+	}
+	return name, nil
+}
+
+// SetAgent binds e's session to the agent profile name (the jetwayagent
+// extension).
+func SetAgent(e *event.Event, name string) { e.SetExtension(ExtAgent, name) }

@@ -34,6 +34,10 @@ type RunStarted struct {
 	Runner string `json:"runner"`
 	// Events are the CE ids the run's first turn delivered.
 	Events []string `json:"events,omitempty"`
+	// Agent and AgentVersion name the agent profile the run goes by
+	// ("default", version 0: the runner as configured).
+	Agent        string `json:"agent,omitempty"`
+	AgentVersion uint64 `json:"agent_version,omitempty"`
 }
 
 // RunUsage is a run's token use.
@@ -110,9 +114,18 @@ type RunDelivered struct {
 }
 
 // RunStartedHeadline is the one-liner for a run that began:
-// `run r-1a2b started (dispatch) · script demo.json (deterministic, no model)`.
+// `run r-1a2b started (dispatch) · script demo.json (deterministic, no model)`,
+// and with an agent other than the implicit default
+// `run r-1a2b started (dispatch) · agent reviewer v12 · anthropic claude-sonnet-4-5`.
 func RunStartedHeadline(r RunStarted) string {
-	return fmt.Sprintf("run %s started (%s) · %s", r.Run, r.Cause, r.Model)
+	agent := ""
+	switch {
+	case r.Agent != "" && r.AgentVersion > 0:
+		agent = fmt.Sprintf(" · agent %s v%d", r.Agent, r.AgentVersion)
+	case r.Agent != "" && r.Agent != "default":
+		agent = " · agent " + r.Agent
+	}
+	return fmt.Sprintf("run %s started (%s)%s · %s", r.Run, r.Cause, agent, r.Model)
 }
 
 // RunEndedHeadline is the one-liner for a run that finished:

@@ -144,6 +144,12 @@ func (d *Dispatcher) Input(ctx context.Context, p auth.Principal, session string
 	if err != nil {
 		return Accepted{}, err
 	}
+	if req.Agent != "" {
+		if err := agentName(req.Agent); err != nil {
+			return Accepted{}, asAgentField(err)
+		}
+		events.SetAgent(&e, req.Agent)
+	}
 	return d.publishHeld(ctx, p, session, e, req.ID != "")
 }
 
@@ -230,13 +236,16 @@ func (d *Dispatcher) PublishEvent(ctx context.Context, p auth.Principal, e event
 
 // checkEvent runs every check publish runs, without publishing, so a batch
 // is refused whole rather than half published.
-func (d *Dispatcher) checkEvent(p auth.Principal, e event.Event) error {
+func (d *Dispatcher) checkEvent(ctx context.Context, p auth.Principal, e event.Event) error {
 	session, err := target(p, e)
 	if err != nil {
 		return err
 	}
-	_, _, err = d.check(p, session, e)
-	return err
+	_, h, err := d.check(p, session, e)
+	if err != nil {
+		return err
+	}
+	return d.agentExists(ctx, p.Tenant, h.Agent)
 }
 
 func (d *Dispatcher) check(p auth.Principal, session string, e event.Event) (string, events.HostEvent, error) {
@@ -266,6 +275,9 @@ func (d *Dispatcher) check(p auth.Principal, session string, e event.Event) (str
 func (d *Dispatcher) publish(ctx context.Context, p auth.Principal, session string, e event.Event, chosenID bool) (Accepted, error) {
 	subject, h, err := d.check(p, session, e)
 	if err != nil {
+		return Accepted{}, err
+	}
+	if err := d.agentExists(ctx, p.Tenant, h.Agent); err != nil {
 		return Accepted{}, err
 	}
 	ctx, span := d.tracer.Start(publishParent(ctx, h.Event), "publish event", trace.WithSpanKind(trace.SpanKindProducer))

@@ -12,6 +12,7 @@ import (
 
 	"jetway/pkg/auth"
 	"jetway/pkg/bus"
+	"jetway/pkg/control/agents"
 	"jetway/pkg/control/groundstop"
 	api "jetway/pkg/dispatcherapi"
 	"jetway/pkg/events"
@@ -21,9 +22,9 @@ import (
 // SessionDetail is the answer of GET /v1/sessions/{session}.
 type SessionDetail = api.SessionDetail
 
-// DefaultAgent is the agent profile every session runs with until agent
-// profiles exist.
-const DefaultAgent = "default"
+// DefaultAgent is the agent profile a session runs with until an event
+// binds it to another (pkg/control/agents).
+const DefaultAgent = agents.DefaultName
 
 // jobsAnswerWithin bounds how long a detail waits for the session's jobs
 // worker: a worker that is down must not make the session unreadable.
@@ -75,7 +76,7 @@ func (d *Dispatcher) SessionDetail(ctx context.Context, p auth.Principal, sessio
 	if out.Layovers, err = d.Layovers(ctx, p, session); err != nil {
 		return SessionDetail{}, err
 	}
-	if out.Recovery, err = recoveryOf(p.Tenant, session, sr); err != nil {
+	if out.Recovery, err = d.recoveryOf(ctx, p.Tenant, session, sr); err != nil {
 		return SessionDetail{}, err
 	}
 	out.Jobs, out.JobsError = d.runningJobs(ctx, p.Tenant, session)

@@ -49,6 +49,10 @@ func (d *Dispatcher) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/sessions/{session}/jobs/{id}/output", d.handleJobOutput)
 	mux.HandleFunc("POST /v1/sessions/{session}/jobs/{id}/kill", d.handleKillJob)
 	mux.HandleFunc("GET /v1/sessions/{session}/stream", d.handleStream)
+	mux.HandleFunc("GET /v1/agents", d.handleAgents)
+	mux.HandleFunc("GET /v1/agents/{name}", d.handleAgent)
+	mux.HandleFunc("PUT /v1/agents/{name}", d.handleAgent)
+	mux.HandleFunc("DELETE /v1/agents/{name}", d.handleAgent)
 	mux.HandleFunc("GET /v1/stop", d.handleStop)
 	mux.HandleFunc("POST /v1/stop", d.handleStop)
 	mux.HandleFunc("DELETE /v1/stop", d.handleStop)
@@ -271,7 +275,7 @@ func (d *Dispatcher) handleEvents(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	for _, e := range evs {
-		if err := d.checkEvent(p, e); err != nil {
+		if err := d.checkEvent(r.Context(), p, e); err != nil {
 			d.fail(w, r, err)
 			return
 		}

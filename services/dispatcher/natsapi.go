@@ -44,7 +44,7 @@ func (d *Dispatcher) StartNATS() (micro.Service, error) {
 		Name:        ServiceName,
 		Version:     semver(d.cfg.Version),
 		Metadata:    map[string]string{"build": d.cfg.Version},
-		Description: "jetway front door: input, steer, CloudEvents, sessions, transcripts, jobs, recovery policy, Ground Stop",
+		Description: "jetway front door: input, steer, CloudEvents, sessions, transcripts, jobs, recovery policy, agent profiles, Ground Stop",
 	})
 	if err != nil {
 		return nil, fmt.Errorf("dispatcher: start NATS API: %w", err)
@@ -60,6 +60,7 @@ func (d *Dispatcher) StartNATS() (micro.Service, error) {
 		"recovery":   d.natsRecovery,
 		"transcript": d.natsTranscript,
 		"job":        d.natsJob,
+		"agents":     d.natsAgents,
 	}
 	for name, fn := range endpoints {
 		if err := g.AddEndpoint(name, d.natsHandler(name, fn)); err != nil {
@@ -176,7 +177,7 @@ func (d *Dispatcher) natsInput(ctx context.Context, p auth.Principal, req micro.
 	if err != nil {
 		return nil, err
 	}
-	return d.Input(ctx, p, r.Session, InputRequest{Text: r.Text, ID: r.ID})
+	return d.Input(ctx, p, r.Session, InputRequest{Text: r.Text, ID: r.ID, Agent: r.Agent})
 }
 
 func (d *Dispatcher) natsSteer(ctx context.Context, p auth.Principal, req micro.Request) (any, error) {

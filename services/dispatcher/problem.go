@@ -37,6 +37,8 @@ type Problem struct {
 	RetryAfter time.Duration `json:"-"`
 	// RetryAfterSeconds mirrors RetryAfter in the body.
 	RetryAfterSeconds int `json:"retry_after,omitempty"`
+	// Field names the request field that was wrong, when one was.
+	Field string `json:"field,omitempty"`
 
 	slug string
 }

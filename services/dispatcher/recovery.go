@@ -2,6 +2,7 @@ package dispatcher
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,6 +14,7 @@ import (
 
 	"jetway/pkg/auth"
 	"jetway/pkg/bus"
+	"jetway/pkg/control/agents"
 	"jetway/pkg/control/sessionrec"
 	api "jetway/pkg/dispatcherapi"
 	"jetway/pkg/events"
@@ -47,8 +49,8 @@ type (
 
 // recoveryState is the answer for a session whose record sets o: the
 // override as stored and the defaults with it applied, in wire form.
-func recoveryState(session string, o *handover.RecoveryOverride, rev uint64) RecoveryState {
-	eff := handover.DefaultRecoverySettings()
+func recoveryState(session string, base handover.RecoverySettings, o *handover.RecoveryOverride, rev uint64) RecoveryState {
+	eff := base
 	st := RecoveryState{Session: session, Revision: rev}
 	if o != nil {
 		eff = eff.With(*o)
@@ -98,13 +100,13 @@ func (d *Dispatcher) Recovery(ctx context.Context, p auth.Principal, session str
 	if err != nil {
 		return RecoveryState{}, err
 	}
-	return recoveryOf(p.Tenant, session, sr)
+	return d.recoveryOf(ctx, p.Tenant, session, sr)
 }
 
 // recoveryOf is the recovery answer for a record read by readRecord.
-func recoveryOf(tenant, session string, sr storedRecord) (RecoveryState, error) {
+func (d *Dispatcher) recoveryOf(ctx context.Context, tenant, session string, sr storedRecord) (RecoveryState, error) {
 	if !sr.Found {
-		return recoveryState(session, nil, 0), nil
+		return recoveryState(session, d.recoveryBase(ctx, tenant, sessionrec.Record{}), nil, 0), nil
 	}
 	if sr.Err != nil {
 		var pr *Problem
@@ -114,7 +116,33 @@ func recoveryOf(tenant, session string, sr storedRecord) (RecoveryState, error) 
 		return RecoveryState{}, problemf(http.StatusInternalServerError, "corrupt-record", "Session record unreadable",
 			"session %s/%s: stored record: %v", tenant, session, sr.Err)
 	}
-	return recoveryState(session, setOverride(sr.Rec.Policy), sr.Revision), nil
+	return recoveryState(session, d.recoveryBase(ctx, tenant, sr.Rec), setOverride(sr.Rec.Policy), sr.Revision), nil
+}
+
+// recoveryBase is what a session's override applies over: the defaults
+// with the recovery policy of the agent profile its next recovery goes by
+// (the version its last run had). A profile that cannot be read leaves
+// the defaults.
+func (d *Dispatcher) recoveryBase(ctx context.Context, tenant string, rec sessionrec.Record) handover.RecoverySettings {
+	base := handover.DefaultRecoverySettings()
+	kv, err := d.bucket(ctx, bus.BucketAgents)
+	if err != nil || kv == nil {
+		return base
+	}
+	name := cmp.Or(rec.Agent, agents.DefaultName)
+	var prof agents.Profile
+	if rec.AgentVersion > 0 {
+		prof, err = agents.GetVersion(ctx, kv, tenant, name, rec.AgentVersion)
+	} else {
+		prof, err = agents.Get(ctx, kv, tenant, name)
+	}
+	if err != nil || prof.Recovery == "" {
+		return base
+	}
+	if pol, err := handover.ParseRecoveryPolicy(prof.Recovery); err == nil {
+		base.Policy = pol
+	}
+	return base
 }
 
 // loadRecord reads a session record through the one type runners write it
@@ -173,7 +201,7 @@ func (d *Dispatcher) writeRecovery(ctx context.Context, p auth.Principal, sessio
 		return RecoveryState{}, problemf(http.StatusServiceUnavailable, "unavailable", "Sessions bucket missing",
 			"bucket %s does not exist; provision the bus first", bus.BucketSessions)
 	}
-	rev, err := d.casPolicy(ctx, kv, p.Tenant, session, o)
+	rev, rec, err := d.casPolicy(ctx, kv, p.Tenant, session, o)
 	if err != nil {
 		return RecoveryState{}, err
 	}
@@ -183,7 +211,7 @@ func (d *Dispatcher) writeRecovery(ctx context.Context, p auth.Principal, sessio
 	}
 	d.log.Info().Str("tenant", p.Tenant).Str("session", session).Str("action", action).
 		Uint64("revision", rev).Msg("recovery policy")
-	return recoveryState(session, o, rev), nil
+	return recoveryState(session, d.recoveryBase(ctx, p.Tenant, rec), o, rev), nil
 }
 
 // casPolicy changes only the policy of the stored session record, by
@@ -191,26 +219,26 @@ func (d *Dispatcher) writeRecovery(ctx context.Context, p auth.Principal, sessio
 // record is read and written through sessionrec.Record, which keeps the
 // fields a newer runner stores and this dispatcher does not know. A write
 // refused because someone wrote in between is read and tried again.
-func (d *Dispatcher) casPolicy(ctx context.Context, kv jetstream.KeyValue, tenant, session string, o *handover.RecoveryOverride) (uint64, error) {
+func (d *Dispatcher) casPolicy(ctx context.Context, kv jetstream.KeyValue, tenant, session string, o *handover.RecoveryOverride) (uint64, sessionrec.Record, error) {
 	want, err := policyJSON(o)
 	if err != nil {
-		return 0, err
+		return 0, sessionrec.Record{}, err
 	}
 	for try := range recordTries {
 		if try > 0 {
 			if err := backoff(ctx, try); err != nil {
-				return 0, unavailable("write session record", err)
+				return 0, sessionrec.Record{}, unavailable("write session record", err)
 			}
 		}
 		rec, rev, err := d.loadRecord(ctx, kv, tenant, session)
 		if err != nil {
-			return 0, err
+			return 0, rec, err
 		}
 		if rev == 0 && o == nil {
-			return 0, nil // nothing stored, nothing to clear
+			return 0, rec, nil // nothing stored, nothing to clear
 		}
 		if old, _ := policyJSON(setOverride(rec.Policy)); rev != 0 && bytes.Equal(old, want) {
-			return rev, nil // already so: no write to disturb a runner with
+			return rev, rec, nil // already so: no write to disturb a runner with
 		}
 		rec.Policy = o
 		if d.beforeRecordWrite != nil {
@@ -221,11 +249,11 @@ func (d *Dispatcher) casPolicy(ctx context.Context, kv jetstream.KeyValue, tenan
 			continue
 		}
 		if err != nil {
-			return 0, unavailable("write session record", err)
+			return 0, rec, unavailable("write session record", err)
 		}
-		return n, nil
+		return n, rec, nil
 	}
-	return 0, problemf(http.StatusConflict, "conflict", "Session record busy",
+	return 0, sessionrec.Record{}, problemf(http.StatusConflict, "conflict", "Session record busy",
 		"session %s/%s: the record changed under %d writes in a row; try again", tenant, session, recordTries)
 }
 

@@ -84,6 +84,9 @@ type actor struct {
 	// Everything below is the actor goroutine's alone.
 
 	queue []delivery
+	// rebind is an agent named by an event a live run took as a notice:
+	// the session binds to it at its next run's start.
+	rebind string
 	// held are events handed to the live run's notice guide, not yet acked:
 	// they are acked when the turn that carries them is recorded.
 	held map[string]jetstream.Msg
@@ -449,6 +452,19 @@ func (a *actor) handle(ctx context.Context, d delivery) bool {
 	}
 	if !a.inOrder(ctx, d) {
 		return false
+	}
+	if d.ev.Agent != "" {
+		known, err := a.r.knownAgent(ctx, a.tenant, d.ev.Agent)
+		if err != nil {
+			a.log.Warn().Err(err).Msg("read agent profile")
+			a.retryLater()
+			return false
+		}
+		if !known {
+			a.refuse(ctx, delivery{msg: d.msg, ev: d.ev, err: unknownAgentError{tenant: a.tenant, name: d.ev.Agent}})
+			return true
+		}
+		a.rebind = d.ev.Agent // from the next run's start on
 	}
 	text := modelText(d.ev, run != nil)
 	if st, ok := d.ev.Payload.(events.Steer); ok {

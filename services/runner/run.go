@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -19,6 +20,7 @@ import (
 	"jetway/pkg/agent/compact"
 	"jetway/pkg/agent/guide"
 	"jetway/pkg/agent/tool"
+	"jetway/pkg/control/agents"
 	"jetway/pkg/events"
 	"jetway/pkg/handover"
 	"jetway/pkg/llm"
@@ -89,11 +91,27 @@ func (a *actor) start(ctx context.Context, p plan) bool {
 			return true
 		}
 		stored := rec.Clone() // what revision rev holds, to undo a claim
-		h, ok := a.prepare(ctx, act, &p, &rec, &rev, st)
+		prof, err := a.bindAgent(ctx, act, &rec)
+		var unknown unknownAgentError
+		if err != nil && !errors.As(err, &unknown) {
+			a.log.Warn().Err(err).Msg("read agent profile")
+			a.retryLater()
+			return false
+		}
+		var provider llm.Provider
+		if err == nil {
+			provider, err = a.r.providerFor(prof)
+		}
+		if err != nil {
+			a.rebind = ""
+			a.unservable(ctx, act, p, &rec, &rev, err.Error())
+			return true
+		}
+		h, ok := a.prepare(ctx, act, &p, &rec, &rev, st, prof)
 		if !ok {
 			continue // recovery refused: the session is interrupted now
 		}
-		if reason, ok := a.r.rails.allow(ctx, &rec); !ok {
+		if reason, ok := a.r.rails.forProfile(prof).allow(ctx, &rec); !ok {
 			a.refuseRun(ctx, p, reason)
 			return true
 		}
@@ -107,6 +125,8 @@ func (a *actor) start(ctx context.Context, p plan) bool {
 			a.retryLater()
 			return false
 		}
+		a.rebind = ""
+		c.agent, c.provider = prof, provider
 		_, ids := joinInputs(p.ins)
 		if !a.recordStart(ctx, c, h, ids, stored) {
 			return false
@@ -115,11 +135,25 @@ func (a *actor) start(ctx context.Context, p plan) bool {
 		if p.resume != nil && len(ids) > 0 {
 			a.r.dropLayover(ctx, a.tenant, a.session, ids[0])
 		}
-		a.launch(ctx, p.trace, c.run, c.cause, c.rev, ids, c.rec.Checks)
+		a.launch(ctx, p.trace, c, ids)
 		return true
 	}
 	a.retryLater() // the record kept changing under us
 	return false
+}
+
+// unservable refuses a run whose agent profile this runner cannot serve
+// (gone, or its model not configured here). Interrupted work is left
+// interrupted for a person, as a refused recovery is, rather than tried
+// again at every sweep; the plan's events are answered with the refusal.
+func (a *actor) unservable(ctx context.Context, act act, p plan, rec *SessionRecord, rev *uint64, reason string) {
+	if act == actRecover {
+		a.interrupt(ctx, rec, rev, reason)
+		if len(p.ins) == 0 {
+			return
+		}
+	}
+	a.refuseRun(ctx, p, reason)
 }
 
 // maxDecisions bounds how often one start decides: a refused recovery and
@@ -207,7 +241,7 @@ func (a *actor) parkInputs(ins []input) {
 // prepare builds the handover of the run act starts and the record that
 // claims it. A recovery may be refused: then the record says interrupted
 // (written at *rev) and ok is false, for the plan to be decided again.
-func (a *actor) prepare(ctx context.Context, act act, p *plan, rec *SessionRecord, rev *uint64, st liveness) (h handover.Handover, ok bool) {
+func (a *actor) prepare(ctx context.Context, act act, p *plan, rec *SessionRecord, rev *uint64, st liveness, prof agents.Profile) (h handover.Handover, ok bool) {
 	if rec.State == StateInterrupted {
 		// A person sends the work on: the parked events go with it.
 		p.ins = append(a.parked, p.ins...)
@@ -216,7 +250,7 @@ func (a *actor) prepare(ctx context.Context, act act, p *plan, rec *SessionRecor
 	text, _ := joinInputs(p.ins)
 	switch act {
 	case actRecover:
-		return a.recover(ctx, rec, rev, st, text)
+		return a.recover(ctx, rec, rev, st, text, recoverySettings(prof, *rec))
 	case actSteer:
 		note := text
 		if p.steer != nil {
@@ -248,6 +282,10 @@ type claimed struct {
 	run, cause string
 	rec        SessionRecord
 	rev        uint64
+	// agent is the profile the run goes by (its version in rec), provider
+	// the model it calls.
+	agent    agents.Profile
+	provider llm.Provider
 }
 
 // claim writes the new run into the session record by compare-and-swap on
@@ -277,7 +315,8 @@ func (a *actor) recordStart(ctx context.Context, c claimed, h handover.Handover,
 	turn.ID = newID("m-")
 	turn.Delivers = ids
 	tr := a.transcript()
-	begun := Record{Kind: RecordRunStarted, Run: c.run, Runner: a.r.cfg.ID, Cause: c.cause, Time: time.Now().UTC(), Message: &turn}
+	begun := Record{Kind: RecordRunStarted, Run: c.run, Runner: a.r.cfg.ID, Cause: c.cause, Time: time.Now().UTC(), Message: &turn,
+		Agent: c.agent.Name, AgentVersion: c.agent.Version}
 	err := tr.append(ctx, begun)
 	// A refusal may be our own append answering late: the client retries a
 	// publish whose answer was lost (a node restart), and the retry finds
@@ -339,7 +378,7 @@ func (a *actor) refuseRun(ctx context.Context, p plan, reason string) {
 // recover decides what to do with a run that was interrupted: recover it
 // with a handover brief, or record the refusal and tell the person. ok is
 // false when the session is left interrupted.
-func (a *actor) recover(ctx context.Context, rec *SessionRecord, rev *uint64, st liveness, text string) (handover.Handover, bool) {
+func (a *actor) recover(ctx context.Context, rec *SessionRecord, rev *uint64, st liveness, text string, settings handover.RecoverySettings) (handover.Handover, bool) {
 	intr := handover.Interruption{Kind: handover.LostContact}
 	switch st {
 	case restarted:
@@ -357,18 +396,9 @@ func (a *actor) recover(ctx context.Context, rec *SessionRecord, rev *uint64, st
 		}
 		child = a.r.childState(ctx, old)
 	}
-	settings := handover.DefaultRecoverySettings()
-	if rec.Policy != nil {
-		settings = settings.With(*rec.Policy)
-	}
 	if err := settings.Authorize(intr, child, rec.Attempts); err != nil {
-		reason := fmt.Sprintf("run %s was interrupted (%s) and not recovered: %v", rec.Run, intr, err)
 		a.log.Warn().Str("run", rec.Run).Err(err).Msg("recovery refused")
-		rec.State, rec.Reason = StateInterrupted, reason
-		if n, err := a.putRecord(ctx, *rec, *rev); err == nil {
-			*rev = n
-		}
-		a.r.publishOut(ctx, a.tenant, a.session, events.RunRefused{Reason: reason})
+		a.interrupt(ctx, rec, rev, fmt.Sprintf("run %s was interrupted (%s) and not recovered: %v", rec.Run, intr, err))
 		return handover.Handover{}, false
 	}
 	recovery, attempts := rec.Attempts.Restart(rec.Run, intr)
@@ -381,6 +411,16 @@ func (a *actor) recover(ctx context.Context, rec *SessionRecord, rev *uint64, st
 	calls := toolCalls(a.hist, rec.Run)
 	a.log.Info().Str("previous", rec.Run).Int("attempt", recovery.Attempt).Msg("recovering interrupted run")
 	return handover.Recovered(recovery, inputs...).WithToolCalls(calls...), true
+}
+
+// interrupt leaves the session interrupted for reason (written at *rev),
+// waiting for a person, and tells them why.
+func (a *actor) interrupt(ctx context.Context, rec *SessionRecord, rev *uint64, reason string) {
+	rec.State, rec.Reason = StateInterrupted, reason
+	if n, err := a.putRecord(ctx, *rec, *rev); err == nil {
+		*rev = n
+	}
+	a.r.publishOut(ctx, a.tenant, a.session, events.RunRefused{Reason: reason})
 }
 
 // childState asks whether an interrupted run's foreground processes are
@@ -429,7 +469,8 @@ func causeName(k handover.CauseKind) string {
 }
 
 // launch starts the agent loop for a run whose first turn is recorded.
-func (a *actor) launch(ctx context.Context, parent context.Context, runID, cause string, rev uint64, ids []string, checks uint32) {
+func (a *actor) launch(ctx context.Context, parent context.Context, c claimed, ids []string) {
+	runID, cause, rev, checks := c.run, c.cause, c.rev, c.rec.Checks
 	runCtx, cancel := context.WithCancel(context.Background())
 	lr := &liveRun{id: runID, cause: cause, start: time.Now(), guide: guide.NewNoticeGuide(), cancel: cancel, rev: rev}
 	a.run = lr
@@ -438,10 +479,15 @@ func (a *actor) launch(ctx context.Context, parent context.Context, runID, cause
 	hist := a.hist
 	lr.tr, lr.histLen = a.tr, len(a.hist)
 	ref := SessionRef{Tenant: a.tenant, Session: a.session, Run: runID}
-	a.r.publishOut(ctx, a.tenant, a.session, events.RunStarted{Run: runID, Cause: cause, Model: a.r.cfg.Provider.Name(), Runner: a.r.cfg.ID, Events: ids})
+	provider := c.provider
+	if provider == nil {
+		provider = a.r.cfg.Provider
+	}
+	a.r.publishOut(ctx, a.tenant, a.session, events.RunStarted{Run: runID, Cause: cause, Model: provider.Name(), Runner: a.r.cfg.ID, Events: ids,
+		Agent: c.agent.Name, AgentVersion: c.agent.Version})
 	in := agent.QueryInput{
-		Provider:      a.r.cfg.Provider,
-		System:        a.r.cfg.System,
+		Provider:      provider,
+		System:        systemOf(a.r.cfg.System, c.agent),
 		Messages:      hist,
 		AppendInPlace: true,
 		Notices:       lr.guide,
@@ -449,22 +495,22 @@ func (a *actor) launch(ctx context.Context, parent context.Context, runID, cause
 		// Tool calls and results are redacted in the loop, before the
 		// transcript, jetway.out (and so SSE) and the model read them.
 		Redactor:       redact.Redactor{},
-		MaxTurns:       a.r.cfg.MaxTurns,
-		MaxDuration:    a.r.cfg.MaxDuration,
+		MaxTurns:       cmp.Or(c.agent.Limits.MaxTurns, a.r.cfg.MaxTurns),
+		MaxDuration:    cmp.Or(agents.MaxDuration(c.agent), a.r.cfg.MaxDuration),
 		ToolOutputDir:  a.r.cfg.ToolOutputDir,
 		PermissionMode: a.r.cfg.Permissions,
-		Disallowed:     a.r.cfg.Deny,
+		Disallowed:     append(slices.Clip(a.r.cfg.Deny), c.agent.Tools.Deny...),
 	}
 	tools := []tool.Tool{a.layoverTool(runID, checks)}
 	if a.r.cfg.Tools != nil {
 		tools = append(tools, a.r.cfg.Tools(ref)...)
 	}
-	if reg, err := tool.NewRegistry(tools...); err != nil {
+	if reg, err := tool.NewRegistry(allowedTools(tools, c.agent)...); err != nil {
 		a.log.Error().Err(err).Msg("tools")
 	} else {
 		in.Tools = reg
 	}
-	in.Compactor = compact.New(compact.Config{ContextWindow: a.r.cfg.ContextWindow, Summariser: a.r.cfg.Provider, Views: &a.views})
+	in.Compactor = compact.New(compact.Config{ContextWindow: cmp.Or(c.agent.ContextWindow, a.r.cfg.ContextWindow), Summariser: provider, Views: &a.views})
 	if a.r.cfg.Configure != nil {
 		a.r.cfg.Configure(ref, &in)
 		if len(in.Messages) != len(hist) || (len(hist) > 0 && &in.Messages[0] != &hist[0]) {
@@ -480,6 +526,7 @@ func (a *actor) launch(ctx context.Context, parent context.Context, runID, cause
 			attribute.String("jetway.run", runID), attribute.String("jetway.cause", cause)))
 	go func() {
 		defer span.End()
+		in.System = append(slices.Clip(in.System), a.r.instructionBlocks(runCtx, ref, c.agent)...)
 		var term *agent.Terminal
 		for ev, err := range agent.Query(runCtx, in, agent.QueryDeps{}) {
 			if err != nil {
@@ -633,11 +680,17 @@ func (a *actor) setState(ctx context.Context, lr *liveRun, state, reason string)
 		}
 		rec.State, rec.Reason = state, reason
 		rec.TokensUsed += int64(lr.usage.InputTokens + lr.usage.OutputTokens)
+		if a.rebind != "" && a.rebind != rec.Agent {
+			// An event the run took as a notice named another agent: the
+			// session is bound to it from its next run on.
+			rec.Agent, rec.AgentVersion = a.rebind, 0
+		}
 		if !strings.HasPrefix(reason, "aborted") && reason != string(agent.ReasonModelError) {
 			rec.Attempts = handover.Attempts{}
 		}
 		_, err = a.putRecord(ctx, rec, rev)
 		if err == nil {
+			a.rebind = ""
 			return true
 		}
 		if !cached || fresh || !errors.Is(err, ErrLostSession) {

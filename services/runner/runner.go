@@ -32,6 +32,7 @@ import (
 	"jetway/pkg/bus"
 	"jetway/pkg/bus/kvmirror"
 	"jetway/pkg/control/groundstop"
+	"jetway/pkg/dispatcherapi"
 	"jetway/pkg/handover"
 	"jetway/pkg/llm"
 	"jetway/services/runner/internal/partition"
@@ -45,8 +46,18 @@ type Config struct {
 	// runner (default: the host name). A runner that comes back with the
 	// same ID tells its successor "runner restart" rather than "lost contact".
 	ID string
-	// Provider answers the model calls.
+	// Provider answers the model calls of the default agent and of every
+	// agent profile that names no model.
 	Provider llm.Provider
+	// ModelFor builds the provider of a profile that names a model
+	// (providers.ForModel over the runner's environment). Each model is
+	// built once, at the first run that needs it, and kept. Nil: a profile
+	// that names a model is refused, this runner serving only Provider.
+	ModelFor func(m dispatcherapi.AgentModel) (llm.Provider, error)
+	// ReadInstructions, if set, reads a workspace instruction file of the
+	// run's profile (AGENTS.md) through the session's jobs worker at the
+	// run's start, at most max bytes of it. Nil: no files are read.
+	ReadInstructions func(ctx context.Context, s SessionRef, path string, max int) (Instructions, error)
 	// System is the system prompt.
 	System []string
 	// Tools makes the tools of one run (nil: no tools).
@@ -118,6 +129,14 @@ type Runner struct {
 	mu     sync.Mutex
 	actors map[string]*actor // key: tenant.session
 
+	// profiles is the agents bucket: the profile a run starts with.
+	// defaults mirrors its stored default profiles, so the run start of a
+	// session on the implicit default (the common case) reads nothing.
+	profiles jetstream.KeyValue
+	defaults atomic.Pointer[kvmirror.Mirror]
+	// models are the providers built for profiles' models (agents.go).
+	models models
+
 	running *kvmirror.Mirror // records of live runs, any runner's (sweep.go)
 
 	work        jetstream.Stream
@@ -184,6 +203,10 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 	if err != nil {
 		return nil, fmt.Errorf("runner: %w", err)
 	}
+	profiles, err := bus.OpenBucket(ctx, js, bus.BucketAgents)
+	if err != nil {
+		return nil, fmt.Errorf("runner: %w", err)
+	}
 	p, err := bus.Partitions(ctx, js)
 	if err != nil {
 		return nil, fmt.Errorf("runner: %w", err)
@@ -197,6 +220,7 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 		partitions:  p,
 		actors:      make(map[string]*actor),
 		control:     control,
+		profiles:    profiles,
 		rails:       rails{cfg: cfg.Rails, kv: control},
 		stop:        make(chan struct{}),
 	}

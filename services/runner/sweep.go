@@ -8,6 +8,7 @@ import (
 
 	"jetway/pkg/bus"
 	"jetway/pkg/bus/kvmirror"
+	"jetway/pkg/control/agents"
 	"jetway/pkg/control/groundstop"
 	"jetway/pkg/control/sessionrec"
 )
@@ -27,6 +28,8 @@ func (r *Runner) startControl(ctx context.Context) error {
 		Keep: isRunning,
 		Log:  r.log,
 	})
+	// Not waited for: until it is ready, run starts read the bucket.
+	r.defaults.Store(kvmirror.Start(ctx, kvmirror.Config{Name: "default agent profiles", KV: r.profiles, Filters: []string{"*." + agents.DefaultName}, Log: r.log}))
 	if err := r.stops.WaitReady(ctx); err != nil {
 		return fmt.Errorf("runner: %w", err)
 	}

@@ -44,6 +44,9 @@ type Record struct {
 	// Event and Type name a refused event.
 	Event string `json:"event,omitempty"`
 	Type  string `json:"type,omitempty"`
+	// Agent and AgentVersion name the profile a run went by (run_started).
+	Agent        string `json:"agent,omitempty"`
+	AgentVersion uint64 `json:"agent_version,omitempty"`
 }
 
 // ErrFenced means another runner wrote to the session's transcript: this

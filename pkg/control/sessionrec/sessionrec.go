@@ -71,6 +71,9 @@ type Record struct {
 	// Agent is the agent profile the session is bound to; empty is the
 	// default profile.
 	Agent string `json:"agent,omitempty"`
+	// AgentVersion is the version of Agent the live or last run went by
+	// (0: the implicit default): a recovered or steered run goes on with it.
+	AgentVersion uint64 `json:"agent_version,omitempty"`
 
 	// unknown holds the fields of a stored record this version does not
 	// know: Decode keeps them, Encode writes them back as they were.

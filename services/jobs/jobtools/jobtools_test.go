@@ -198,3 +198,34 @@ func TestFile_tools_end_to_end(t *testing.T) {
 		t.Errorf("shell sees the workspace: %q", sh.Content)
 	}
 }
+
+func TestInstructions_are_read_whole_when_present_nothing_when_absent_and_cut_when_oversized(t *testing.T) {
+	_, cli, root := setupRoot(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if got, err := jobtools.ReadInstructions(ctx, cli, "acme", "s1", "AGENTS.md", 1000); err != nil || got.Found {
+		t.Fatalf("absent: %+v, %v", got, err)
+	}
+	body := "# House rules\n\n\tTabs stay.\nRun make test.\n"
+	writeFile(t, root, "AGENTS.md", body)
+	got, err := jobtools.ReadInstructions(ctx, cli, "acme", "s1", "AGENTS.md", 1000)
+	if err != nil || !got.Found || got.Cut || got.Text != body {
+		t.Fatalf("present: %+v, %v; want the file as it is", got, err)
+	}
+	writeFile(t, root, "AGENTS.md", strings.Repeat("0123456789\n", 200))
+	got, err = jobtools.ReadInstructions(ctx, cli, "acme", "s1", "AGENTS.md", 100)
+	if err != nil || !got.Found || !got.Cut || len(got.Text) != 100 || !strings.HasPrefix(got.Text, "0123456789\n0123") {
+		t.Fatalf("oversized: found %v cut %v, %d bytes, %v", got.Found, got.Cut, len(got.Text), err)
+	}
+}
+
+func writeFile(t *testing.T, root, name, body string) {
+	t.Helper()
+	p := root + "/acme/s1/" + name
+	if err := os.MkdirAll(p[:strings.LastIndex(p, "/")], 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}

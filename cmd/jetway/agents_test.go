@@ -1,0 +1,119 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"jetway/pkg/auth"
+	"jetway/pkg/bus"
+	"jetway/pkg/bus/bustest"
+	"jetway/pkg/client"
+	"jetway/services/dispatcher"
+)
+
+// agentsDispatcher serves a real dispatcher on a real JetStream server with
+// a tenant user token and a tenant admin token; it returns its URL.
+func agentsDispatcher(t *testing.T) string {
+	t.Helper()
+	s := bustest.StartServer(t)
+	nc, js := bustest.Connect(t, s.ClientURL())
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := bus.Provision(ctx, js, bus.ProvisionConfig{Partitions: 1}); err != nil {
+		t.Fatal(err)
+	}
+	store, err := auth.New(auth.Grant{Token: "jw_user", Tenant: "acme"}, auth.Grant{Token: "jw_admin", Tenant: "acme", Role: auth.RoleAdmin})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := dispatcher.New(dispatcher.Config{Conn: nc, Auth: store, RatePerSecond: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(d.Handler())
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+func TestAgents_put_from_a_YAML_file_then_ls_get_and_rm(t *testing.T) {
+	url := agentsDispatcher(t)
+	dir := t.TempDir()
+	file := filepath.Join(dir, "reviewer.yaml")
+	if err := os.WriteFile(file, []byte("name: reviewer\ndescription: reviews\ninstructions: |\n  Review.\nlimits:\n  max_turns: 9\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	as := func(token string, args ...string) []string { return append(args, "--url", url, "--token", token) }
+
+	// A user token may read but not store.
+	if out, err := runCLI(t, as("jw_user", "agents", "put", "-f", file)...); err == nil || !strings.Contains(err.Error()+out, "admin") {
+		t.Fatalf("a user's put: %v\n%s", err, out)
+	}
+	out, err := runCLI(t, as("jw_admin", "agents", "put", "-f", file)...)
+	if err != nil || !strings.Contains(out, "stored agent reviewer, version ") {
+		t.Fatalf("put: %v\n%s", err, out)
+	}
+	out, err = runCLI(t, as("jw_user", "agents", "ls")...)
+	if err != nil || !strings.Contains(out, "AGENT") || !strings.Contains(out, "default") || !strings.Contains(out, "reviewer") || !strings.Contains(out, "reviews") {
+		t.Fatalf("ls: %v\n%s", err, out)
+	}
+	out, err = runCLI(t, as("jw_user", "agents", "get", "reviewer")...)
+	if err != nil {
+		t.Fatalf("get: %v\n%s", err, out)
+	}
+	// What get prints, put reads back.
+	got, err := client.ParseAgentFile([]byte(out))
+	if err != nil || got.Instructions != "Review.\n" || got.Limits.MaxTurns != 9 {
+		t.Fatalf("get printed %s (%v)", out, err)
+	}
+	var raw map[string]any
+	if json.Unmarshal([]byte(out), &raw) != nil || raw["version"] == nil {
+		t.Fatalf("get is not the profile as JSON with its version:\n%s", out)
+	}
+
+	// A wrong field is refused naming it, and nothing changes.
+	bad := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(bad, []byte("instructions: x\nlimits:\n  max_duration: soon\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := runCLI(t, as("jw_admin", "agents", "put", "-f", bad, "reviewer")...); err == nil || !strings.Contains(err.Error(), "limits.max_duration") {
+		t.Fatalf("a bad put: %v\n%s", err, out)
+	}
+	if out, err := runCLI(t, as("jw_admin", "agents", "put", "-f", file, "other")...); err == nil || !strings.Contains(err.Error(), "reviewer") {
+		t.Fatalf("a file naming another agent than the command line: %v\n%s", err, out)
+	}
+
+	out, err = runCLI(t, as("jw_admin", "agents", "rm", "reviewer")...)
+	if err != nil || !strings.Contains(out, "deleted agent reviewer") {
+		t.Fatalf("rm: %v\n%s", err, out)
+	}
+	if out, err := runCLI(t, as("jw_user", "agents", "get", "reviewer")...); err == nil || !strings.Contains(err.Error(), "reviewer") {
+		t.Fatalf("get after rm: %v\n%s", err, out)
+	}
+}
+
+func TestDev_binds_a_session_to_the_agent_its_input_names_and_refuses_an_unknown_one(t *testing.T) {
+	d := startDev(t)
+	cf := []string{"--url", d.url, "--tokens-file", d.tokens}
+	file := filepath.Join(t.TempDir(), "reviewer.yaml")
+	if err := os.WriteFile(file, []byte("name: reviewer\ninstructions: Review the change.\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := runCLI(t, append([]string{"agents", "put", "-f", file}, cf...)...); err != nil {
+		t.Fatalf("agents put with the dev admin token: %v\n%s", err, out)
+	}
+	if out, err := runCLI(t, append([]string{"send", "s1", "build the project", "--agent", "nobody"}, cf...)...); err == nil || !strings.Contains(err.Error(), "nobody") {
+		t.Fatalf("send --agent nobody: %v\n%s", err, out)
+	}
+	if out, err := runCLI(t, append([]string{"send", "s1", "build the project", "--agent", "reviewer"}, cf...)...); err != nil {
+		t.Fatalf("send --agent reviewer: %v\n%s", err, out)
+	}
+	bound := regexp.MustCompile(`"agent":\s*"reviewer",\s*"agent_version":\s*[1-9]`)
+	waitCLI(t, "the session bound to reviewer", bound.MatchString, append([]string{"sessions", "--json"}, cf...)...)
+}

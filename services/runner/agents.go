@@ -1,0 +1,233 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"strings"
+	"sync"
+
+	"jetway/pkg/agent/tool"
+	"jetway/pkg/control/agents"
+	"jetway/pkg/dispatcherapi"
+	"jetway/pkg/handover"
+	"jetway/pkg/llm"
+)
+
+// This file binds sessions to agent profiles (pkg/control/agents) and
+// reads the profile a run goes by. A session is bound by the events that
+// name an agent (the jetwayagent extension); the binding lives in its
+// record, with the version its last run went by, so a recovered or
+// steered run goes on as its run began while a new run takes the
+// profile's current version.
+
+// unknownAgentError refuses an event naming an agent its tenant does not
+// have; the refusal (run.refused) names the agent.
+type unknownAgentError struct{ tenant, name string }
+
+func (e unknownAgentError) Error() string {
+	return fmt.Sprintf("unknown agent %q: tenant %s has no agent profile of that name (jetway agents ls)", e.name, e.tenant)
+}
+
+// knownAgent reports whether the tenant has the profile name ("" and
+// "default" always exist).
+func (r *Runner) knownAgent(ctx context.Context, tenant, name string) (bool, error) {
+	if name == "" || name == agents.DefaultName {
+		return true, nil
+	}
+	_, err := agents.Get(ctx, r.profiles, tenant, name)
+	switch {
+	case errors.Is(err, agents.ErrNotFound):
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	return true, nil
+}
+
+// bindAgent applies a pending rebinding to rec and returns the profile the
+// run act starts goes by, its name and version set in rec. A recovery or a
+// steer of the same binding goes on with the version of the run before
+// it; any other run takes the current version. A profile that is gone is
+// an unknownAgentError.
+func (a *actor) bindAgent(ctx context.Context, act act, rec *SessionRecord) (agents.Profile, error) {
+	if a.rebind != "" && a.rebind != rec.Agent {
+		rec.Agent, rec.AgentVersion = a.rebind, 0
+	}
+	name := rec.Agent
+	if name == "" {
+		name = agents.DefaultName
+	}
+	var prof agents.Profile
+	var err error
+	if (act == actRecover || act == actSteer) && rec.AgentVersion > 0 {
+		prof, err = agents.GetVersion(ctx, a.r.profiles, a.tenant, name, rec.AgentVersion)
+		if errors.Is(err, agents.ErrNotFound) {
+			// Older than the bucket keeps: the current version, said so.
+			a.log.Warn().Str("agent", name).Uint64("version", rec.AgentVersion).Msg("agent profile version no longer kept; the run takes the current one")
+			prof, err = agents.Get(ctx, a.r.profiles, a.tenant, name)
+		}
+	} else if a.r.implicitDefault(a.tenant, name) {
+		prof = agents.Default()
+	} else {
+		prof, err = agents.Get(ctx, a.r.profiles, a.tenant, name)
+	}
+	if errors.Is(err, agents.ErrNotFound) {
+		return agents.Profile{}, unknownAgentError{tenant: a.tenant, name: name}
+	}
+	if err != nil {
+		return agents.Profile{}, err
+	}
+	rec.AgentVersion = prof.Version
+	return prof, nil
+}
+
+// implicitDefault reports, without a round trip, that name is the
+// default profile and the tenant has stored none: the mirror of stored
+// defaults is complete and has no key for it. A default stored a moment
+// ago may not be there yet; its next run start sees it.
+func (r *Runner) implicitDefault(tenant, name string) bool {
+	m := r.defaults.Load()
+	if name != agents.DefaultName || m == nil {
+		return false
+	}
+	select {
+	case <-m.Ready():
+	default:
+		return false
+	}
+	_, stored := m.Get(agents.Key(tenant, name))
+	return !stored
+}
+
+// models caches the providers built for profiles' models: many agents,
+// many providers, one runner. A provider is safe for concurrent runs; a
+// failed build is not kept, so the next run tries again.
+type models struct {
+	mu    sync.Mutex
+	built map[dispatcherapi.AgentModel]llm.Provider
+}
+
+// providerFor is the provider a run of prof calls: the runner's own when
+// the profile names no model.
+func (r *Runner) providerFor(prof agents.Profile) (llm.Provider, error) {
+	m := prof.Model
+	if m == (dispatcherapi.AgentModel{}) {
+		return r.cfg.Provider, nil
+	}
+	r.models.mu.Lock()
+	defer r.models.mu.Unlock()
+	if p, ok := r.models.built[m]; ok {
+		return p, nil
+	}
+	if r.cfg.ModelFor == nil {
+		return nil, fmt.Errorf("agent %s names the model %s, and this runner serves only its own (%s)", prof.Name, m.Provider, r.cfg.Provider.Name())
+	}
+	p, err := r.cfg.ModelFor(m)
+	if err != nil {
+		return nil, fmt.Errorf("agent %s: %w", prof.Name, err)
+	}
+	if r.models.built == nil {
+		r.models.built = map[dispatcherapi.AgentModel]llm.Provider{}
+	}
+	r.models.built[m] = p
+	return p, nil
+}
+
+// allowedTools keeps the tools prof allows (names or globs such as
+// shell_job_*; absent: all). A tool left out is neither offered to the
+// model nor run: a call of it finds no such tool.
+func allowedTools(tools []tool.Tool, prof agents.Profile) []tool.Tool {
+	allow := prof.Tools.Allow
+	if allow == nil {
+		return tools
+	}
+	var out []tool.Tool
+	for _, t := range tools {
+		name := t.Spec().Name
+		for _, pattern := range allow {
+			if ok, _ := path.Match(pattern, name); ok {
+				out = append(out, t)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// recoverySettings are the defaults with prof's recovery policy and then
+// the session's own override applied.
+func recoverySettings(prof agents.Profile, rec SessionRecord) handover.RecoverySettings {
+	settings := handover.DefaultRecoverySettings()
+	if pol, err := handover.ParseRecoveryPolicy(prof.Recovery); prof.Recovery != "" && err == nil {
+		settings.Policy = pol
+	}
+	if rec.Policy != nil {
+		settings = settings.With(*rec.Policy)
+	}
+	return settings
+}
+
+// forProfile is r with prof's fuel and run cap where it sets them.
+func (r rails) forProfile(prof agents.Profile) rails {
+	if prof.Limits.Fuel > 0 {
+		r.cfg.Fuel = prof.Limits.Fuel
+	}
+	if prof.Limits.RunsPerHour > 0 {
+		r.cfg.RunsPerHour = prof.Limits.RunsPerHour
+	}
+	return r
+}
+
+// systemOf is a run's system prompt: the runner's, then the profile's
+// instructions.
+func systemOf(base []string, prof agents.Profile) []string {
+	if prof.Instructions == "" {
+		return base
+	}
+	return append(append([]string(nil), base...), prof.Instructions)
+}
+
+// MaxInstructionBytes caps each workspace instruction file a run start
+// sends: it is in every request of the run.
+const MaxInstructionBytes = 32 << 10
+
+// Instructions is a workspace instruction file as ReadInstructions found
+// it: its text (at most the cap), whether there is one, whether it was cut.
+type Instructions struct {
+	Text       string
+	Found, Cut bool
+}
+
+// instructionBlocks are the system blocks of prof's workspace instruction
+// files, one each, sent after the instructions: a separate block, so the
+// instructions before it stay a cacheable prefix. The implicit default
+// profile reads none, as the runner never did; a file that is absent or
+// cannot be read is left out (the latter logged).
+func (r *Runner) instructionBlocks(ctx context.Context, ref SessionRef, prof agents.Profile) []string {
+	if r.cfg.ReadInstructions == nil || prof.Version == 0 {
+		return nil
+	}
+	var blocks []string
+	for _, file := range agents.InstructionFiles(prof) {
+		f, err := r.cfg.ReadInstructions(ctx, ref, file, MaxInstructionBytes)
+		if err != nil {
+			r.log.Warn().Err(err).Str("tenant", ref.Tenant).Str("session", ref.Session).Str("file", file).Msg("read workspace instructions")
+			continue
+		}
+		if !f.Found || strings.TrimSpace(f.Text) == "" {
+			continue
+		}
+		blocks = append(blocks, instructionBlock(file, f))
+	}
+	return blocks
+}
+
+func instructionBlock(file string, f Instructions) string {
+	s := fmt.Sprintf("Instructions from the workspace file %s:\n\n%s", file, strings.TrimRight(f.Text, "\n"))
+	if f.Cut {
+		s += fmt.Sprintf("\n\n[%s is longer than a run start sends (%d bytes at most): this is its beginning. Read the rest with read_file when you need it.]", file, MaxInstructionBytes)
+	}
+	return s
+}
