@@ -6,10 +6,14 @@ import (
 	"os/signal"
 	"path/filepath"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"jetway/pkg/auth"
+	"jetway/pkg/bus"
+	"jetway/pkg/client"
+	"jetway/pkg/control/groundstop"
 	"jetway/pkg/telemetry"
 )
 
@@ -97,12 +101,49 @@ func devNotes(env *devEnv, model string, jobsTools bool) []string {
 		tools = "tools: shell, background jobs and workspace files (jobs worker)"
 	}
 	tokens := filepath.Join(env.DataDir, auth.DevTokensFile)
-	return []string{
+	notes := []string{
 		"model: " + model,
 		tools,
 		"tokens: " + tokens,
 		"chat: " + chatCommand(env.HTTPURL, tokens),
 	}
+	return append(notes, groundStopNotes(env, reachFlags(env.HTTPURL, tokens))...)
+}
+
+// groundStopNotes names every Ground Stop switch that is on as the dev
+// starts, with the command that lifts it: a switch survives restarts, and
+// a stack that silently runs nothing looks broken.
+func groundStopNotes(env *devEnv, flags string) []string {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	kv, err := env.JS.KeyValue(ctx, bus.BucketControl)
+	if err != nil {
+		return nil
+	}
+	on, err := groundstop.All(ctx, kv)
+	if err != nil {
+		return []string{"Ground Stop: cannot read the switches: " + err.Error()}
+	}
+	var notes []string
+	for _, sw := range on {
+		what, scope := "every session of every tenant", "global"
+		switch {
+		case sw.Session != "":
+			what, scope = "session "+sw.Tenant+"/"+sw.Session, "session"
+		case sw.Tenant != "":
+			what, scope = "every session of tenant "+sw.Tenant, "tenant"
+		}
+		line := "! Ground Stop on " + what + " since " + sw.Record.At.Local().Format(time.DateTime)
+		if sw.Record.Reason != "" {
+			line += " (" + sw.Record.Reason + ")"
+		}
+		lift := client.LiftCommand(invokedAs(), flags, scope, sw.Session)
+		if scope == "tenant" && sw.Tenant != auth.DefaultTenant {
+			lift += " --tenant " + sw.Tenant
+		}
+		notes = append(notes, line+": nothing runs there until it is lifted — lift it with: "+lift)
+	}
+	return notes
 }
 
 // chatCommand is the `jetway chat` line that reaches this stack, with

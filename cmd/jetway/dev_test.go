@@ -333,3 +333,27 @@ func TestClient_sends_a_session_name_escaped_once(t *testing.T) {
 		t.Errorf("refusal %q: want it to name \"my session\" as typed (escaped once on the wire)", err)
 	}
 }
+
+func TestDev_names_a_Ground_Stop_left_on_when_it_starts_and_how_to_lift_it(t *testing.T) {
+	// A switch survives a restart; a stack that starts with one on and
+	// says nothing looks broken when typing produces nothing.
+	d := startDev(t)
+	if out, err := runCLI(t, "stop", "--url", d.url, "--tokens-file", d.tokens, "--session", "demo", "--reason", "look first"); err != nil {
+		t.Fatalf("stop: %v\n%s", err, out)
+	}
+	if err := d.p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := d.p.wait(t, 60*time.Second); code != 0 {
+		t.Fatalf("dev exit code %d\n%s", code, d.p.output())
+	}
+
+	p := start(t, "dev", "--data", d.data, "--nats", "127.0.0.1:0", "--http", "127.0.0.1:0", "--partitions", "2", "--log-format", "json")
+	line := p.waitLine(t, "! Ground Stop on session default/demo since ", 60*time.Second)
+	for _, want := range []string{"(look first)", "lift it with: ", "stop --off --session demo --url "} {
+		if !strings.Contains(line, want) {
+			t.Errorf("the dev's Ground Stop line %q lacks %q", line, want)
+		}
+	}
+	p.waitLine(t, "ready;", 60*time.Second)
+}

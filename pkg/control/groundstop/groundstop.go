@@ -155,3 +155,33 @@ func Sessions(ctx context.Context, kv jetstream.KeyValue, tenant string) ([]Swit
 	slices.SortFunc(out, func(a, b Switch) int { return strings.Compare(a.Session, b.Session) })
 	return out, nil
 }
+
+// All lists every switch that is on, of every tenant, ordered by key: for
+// an operator's or a single-machine view, where a switch that survived a
+// restart must not go unseen.
+func All(ctx context.Context, kv jetstream.KeyValue) ([]Change, error) {
+	keys, err := kv.ListKeysFiltered(ctx, KeyGlobal, WatchPattern)
+	if err != nil {
+		if errors.Is(err, jetstream.ErrNoKeysFound) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("groundstop: list switches: %w", err)
+	}
+	var out []Change
+	for key := range keys.Keys() {
+		tenant, session, ok := scope(key)
+		if !ok {
+			continue
+		}
+		rec, on, err := Get(ctx, kv, tenant, session)
+		if err != nil {
+			_ = keys.Stop()
+			return nil, err
+		}
+		if on {
+			out = append(out, Change{Key: key, Tenant: tenant, Session: session, On: true, Record: rec})
+		}
+	}
+	slices.SortFunc(out, func(a, b Change) int { return strings.Compare(a.Key, b.Key) })
+	return out, nil
+}
