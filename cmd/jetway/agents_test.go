@@ -1,45 +1,23 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"jetway/pkg/auth"
-	"jetway/pkg/bus"
-	"jetway/pkg/bus/bustest"
 	"jetway/pkg/client"
-	"jetway/services/dispatcher"
 )
 
 // agentsDispatcher serves a real dispatcher on a real JetStream server with
 // a tenant user token and a tenant admin token; it returns its URL.
 func agentsDispatcher(t *testing.T) string {
 	t.Helper()
-	s := bustest.StartServer(t)
-	nc, js := bustest.Connect(t, s.ClientURL())
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := bus.Provision(ctx, js, bus.ProvisionConfig{Partitions: 1}); err != nil {
-		t.Fatal(err)
-	}
-	store, err := auth.New(auth.Grant{Token: "jw_user", Tenant: "acme"}, auth.Grant{Token: "jw_admin", Tenant: "acme", Role: auth.RoleAdmin})
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := dispatcher.New(dispatcher.Config{Conn: nc, Auth: store, RatePerSecond: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(d.Handler())
-	t.Cleanup(srv.Close)
-	return srv.URL
+	url, _ := serveDispatcher(t, auth.Grant{Token: "jw_user", Tenant: "acme"}, auth.Grant{Token: "jw_admin", Tenant: "acme", Role: auth.RoleAdmin})
+	return url
 }
 
 func TestAgents_put_from_a_YAML_file_then_ls_get_and_rm(t *testing.T) {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http/httptest"
 	"regexp"
 	"strings"
 	"testing"
@@ -14,9 +13,7 @@ import (
 
 	"jetway/pkg/auth"
 	"jetway/pkg/bus"
-	"jetway/pkg/bus/bustest"
 	"jetway/pkg/llm"
-	"jetway/services/dispatcher"
 	"jetway/services/runner"
 )
 
@@ -37,22 +34,12 @@ type stack struct {
 // server, with the three tokens above.
 func realStack(t *testing.T) stack {
 	t.Helper()
-	_, nc, _ := bustest.StartProvisioned(t, bus.ProvisionConfig{Partitions: 1})
-	store, err := auth.New(
+	url, nc := serveDispatcher(t,
 		auth.Grant{Token: stackUser, Tenant: "default"},
 		auth.Grant{Token: stackAdmin, Tenant: "default", Role: auth.RoleAdmin},
 		auth.Grant{Token: stackOperator, Tenant: "default", Role: auth.RoleOperator},
 	)
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := dispatcher.New(dispatcher.Config{Conn: nc, Auth: store, RatePerSecond: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(d.Handler())
-	t.Cleanup(srv.Close)
-	return stack{url: srv.URL, nc: nc}
+	return stack{url: url, nc: nc}
 }
 
 // run runs a client command against the stack with token.

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nats-io/nats.go"
+
 	"jetway/pkg/auth"
 	"jetway/pkg/bus"
 	"jetway/pkg/bus/bustest"
@@ -16,8 +18,17 @@ import (
 // returns its URL; fakeToken is a token of tenant "default".
 func realDispatcher(t *testing.T) string {
 	t.Helper()
+	url, _ := serveDispatcher(t, auth.Grant{Token: fakeToken, Tenant: "default"})
+	return url
+}
+
+// serveDispatcher serves a real dispatcher with grants on a real,
+// provisioned JetStream server (no rate limit) and returns its URL and
+// the server's connection: the one setup the client commands' tests share.
+func serveDispatcher(t *testing.T, grants ...auth.Grant) (string, *nats.Conn) {
+	t.Helper()
 	_, nc, _ := bustest.StartProvisioned(t, bus.ProvisionConfig{Partitions: 1})
-	store, err := auth.New(auth.Grant{Token: fakeToken, Tenant: "default"})
+	store, err := auth.New(grants...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,7 +38,7 @@ func realDispatcher(t *testing.T) string {
 	}
 	srv := httptest.NewServer(d.Handler())
 	t.Cleanup(srv.Close)
-	return srv.URL
+	return srv.URL, nc
 }
 
 func TestRecovery_command_shows_sets_merges_and_clears(t *testing.T) {
