@@ -20,6 +20,7 @@ func newChatCmd(*globals) *cobra.Command {
 	var cf clientFlags
 	var wait time.Duration
 	var noWait bool
+	var agentName string
 	cmd := &cobra.Command{
 		Use:   "chat SESSION",
 		Short: "Talk to a session, seeing its headlines and text as they happen",
@@ -54,6 +55,7 @@ report it leads to are shown (at most --wait; --no-wait leaves at once).`,
 				Client:   c,
 				Admin:    admin,
 				Session:  args[0],
+				Agent:    agentName,
 				In:       cmd.InOrStdin(),
 				Out:      cmd.OutOrStdout(),
 				Wait:     wait,
@@ -66,6 +68,7 @@ report it leads to are shown (at most --wait; --no-wait leaves at once).`,
 	cf.register(cmd, false)
 	cmd.Flags().DurationVar(&wait, "wait", chat.DefaultWait, "line mode: the longest to wait, after input ends, for the session to settle")
 	cmd.Flags().BoolVar(&noWait, "no-wait", false, "line mode: leave as soon as input ends")
+	cmd.Flags().StringVar(&agentName, "agent", "", "bind the session to this agent profile (docs/PROFILES.md)")
 	return cmd
 }
 

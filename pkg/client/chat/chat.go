@@ -39,6 +39,9 @@ type Config struct {
 	// otherwise /stop is tried with Client and its refusal shown.
 	Admin   *client.Client
 	Session string
+	// Agent, when set, is the agent profile every line typed asks for: the
+	// first binds the session to it, the rest keep it so.
+	Agent string
 	// In and Out are the person's side; when In is a terminal, chat runs
 	// the terminal in raw mode and restores it on return.
 	In  io.Reader
@@ -342,7 +345,7 @@ func (c *chat) handle(ctx context.Context, line string) bool {
 }
 
 func (c *chat) input(ctx context.Context, text string) {
-	acc, err := c.cfg.Client.Input(ctx, c.cfg.Session, text)
+	acc, err := c.cfg.Client.InputAgent(ctx, c.cfg.Session, text, c.cfg.Agent)
 	if err != nil {
 		c.println("! " + err.Error())
 		return
