@@ -1,15 +1,12 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"jetway/pkg/auth"
 	"jetway/pkg/client"
@@ -101,16 +98,8 @@ func TestDev_binds_a_session_to_the_agent_its_input_names_and_refuses_an_unknown
 
 func TestChat_agent_flag_asks_for_that_profile_and_an_unknown_one_is_refused_naming_it(t *testing.T) {
 	url := agentsDispatcher(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	root := newRootCmd()
-	var out bytes.Buffer
-	root.SetOut(&out)
-	root.SetErr(&out)
-	root.SetIn(strings.NewReader("hello\n"))
-	root.SetArgs([]string{"chat", "--url", url, "--token", "jw_user", "--no-wait", "--agent", "nosuch", "s1"})
-	_ = root.ExecuteContext(ctx)
-	if !strings.Contains(out.String(), `nosuch`) {
-		t.Fatalf("a line typed with --agent nosuch was not refused naming it:\n%s", out.String())
+	out, _ := runCLIWithInput(t, "hello\n", "chat", "--url", url, "--token", "jw_user", "--no-wait", "--agent", "nosuch", "s1")
+	if !strings.Contains(out, `nosuch`) {
+		t.Fatalf("a line typed with --agent nosuch was not refused naming it:\n%s", out)
 	}
 }

@@ -76,13 +76,19 @@ func (f *fakeAPI) last() string {
 // runCLI runs the jetway root command in-process and returns what it printed.
 func runCLI(t *testing.T, args ...string) (string, error) {
 	t.Helper()
+	return runCLIWithInput(t, "", args...)
+}
+
+// runCLIWithInput is runCLI with in as the command's standard input.
+func runCLIWithInput(t *testing.T, in string, args ...string) (string, error) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	root := newRootCmd()
 	var out bytes.Buffer
 	root.SetOut(&out)
 	root.SetErr(&out)
-	root.SetIn(strings.NewReader(""))
+	root.SetIn(strings.NewReader(in))
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)
 	return out.String(), err

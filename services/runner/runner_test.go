@@ -102,19 +102,15 @@ func (e *env) publish(kind events.Kind, tenant, session string, p events.Payload
 // leader answers "no responders" for a moment: reads retry within a bound.
 func (e *env) records(tenant, session string) []Record {
 	e.t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	var recs []Record
+	testutil.EventuallyNil(e.t, 20*time.Second, "the transcript of "+tenant+"/"+session, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		_, recs, err := loadTranscript(ctx, e.js, tenant, session)
-		cancel()
-		if err == nil {
-			return recs
-		}
-		if time.Now().After(deadline) {
-			e.t.Fatal(err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		defer cancel()
+		var err error
+		_, recs, err = loadTranscript(ctx, e.js, tenant, session)
+		return err
+	})
+	return recs
 }
 
 func countKind(recs []Record, kind string) int {
@@ -146,17 +142,13 @@ func (e *env) session(tenant, session string) SessionRecord {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		rec, _, err := records{kv: kv}.get(context.Background(), tenant, session)
-		if err == nil {
-			return rec
-		}
-		if time.Now().After(deadline) {
-			e.t.Fatal(err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	var rec SessionRecord
+	testutil.EventuallyNil(e.t, 20*time.Second, "the session record of "+tenant+"/"+session, func() error {
+		var err error
+		rec, _, err = records{kv: kv}.get(context.Background(), tenant, session)
+		return err
+	})
+	return rec
 }
 
 // gate is a tool that blocks until the test opens it, so a test can act

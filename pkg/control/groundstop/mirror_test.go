@@ -2,12 +2,14 @@ package groundstop_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/rs/zerolog"
 
+	"jetway/internal/testutil"
 	"jetway/pkg/control/groundstop"
 )
 
@@ -25,19 +27,17 @@ func (c *changes) note(ch groundstop.Change) {
 
 func (c *changes) waitLen(t *testing.T, n int) []groundstop.Change {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	var got []groundstop.Change
+	testutil.EventuallyNil(t, 10*time.Second, fmt.Sprintf("%d changes", n), func() error {
 		c.mu.Lock()
-		got := append([]groundstop.Change(nil), c.all...)
+		got = append([]groundstop.Change(nil), c.all...)
 		c.mu.Unlock()
-		if len(got) >= n {
-			return got
+		if len(got) < n {
+			return fmt.Errorf("got %+v", got)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %d changes; got %+v", n, got)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
+	return got
 }
 
 func TestMirror_holds_the_switches_on_at_start_when_ready_and_answers_by_scope(t *testing.T) {

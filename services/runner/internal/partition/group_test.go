@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
+	"jetway/internal/testutil"
 	"jetway/pkg/bus"
 	"jetway/pkg/bus/bustest"
 )
@@ -110,17 +111,6 @@ func (e *env) startMember(id string, handle func(*member, Delivery), busy func(i
 	return m
 }
 
-func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", d, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // holdLedger tracks which member holds each message un-acked.
 type holdLedger struct {
 	mu        sync.Mutex
@@ -192,15 +182,19 @@ func TestPartitions_are_shared_out_when_a_member_joins_and_no_message_is_held_tw
 		round++
 	}
 	publishRound()
-	waitFor(t, "the lone member to hold every partition", 20*time.Second, func() bool { return len(a.g.Held()) == e.p })
+	lastRound := time.Now()
+	testutil.Eventually(t, 20*time.Second, "the lone member to hold every partition", func() bool { return len(a.g.Held()) == e.p })
 
 	b := e.startMember("mb", l.handle, l.busy("mb"))
 	// Messages keep coming: a partition changes hands only with a delivery.
-	waitFor(t, "two members to hold two partitions each", 40*time.Second, func() bool {
-		publishRound()
-		time.Sleep(100 * time.Millisecond) // pacing the publisher, not synchronising
+	testutil.Eventually(t, 40*time.Second, "two members to hold two partitions each", func() bool {
+		if time.Since(lastRound) >= 100*time.Millisecond {
+			publishRound()
+			lastRound = time.Now()
+		}
 		return len(a.g.Held()) == 2 && len(b.g.Held()) == 2
 	})
+
 	if held := append(a.g.Held(), b.g.Held()...); len(held) != e.p {
 		t.Fatalf("members hold partitions %v between them, want each of %d once", held, e.p)
 	} else {
@@ -209,7 +203,7 @@ func TestPartitions_are_shared_out_when_a_member_joins_and_no_message_is_held_tw
 			t.Fatalf("members hold partitions %v between them, want 0–3 once each", held)
 		}
 	}
-	waitFor(t, "every message to be handled", 20*time.Second, func() bool {
+	testutil.Eventually(t, 20*time.Second, "every message to be handled", func() bool {
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		for _, body := range sent {
@@ -219,6 +213,7 @@ func TestPartitions_are_shared_out_when_a_member_joins_and_no_message_is_held_tw
 		}
 		return true
 	})
+
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if len(l.twice) > 0 {
@@ -255,7 +250,7 @@ func TestA_dead_member_s_partitions_and_unacked_messages_go_to_the_next_in_order
 			sent[s] = append(sent[s], body)
 		}
 	}
-	waitFor(t, "every message to be out to the dying member, un-acked, with nothing left to deliver", 20*time.Second, func() bool {
+	testutil.Eventually(t, 20*time.Second, "every message to be out to the dying member, un-acked, with nothing left to deliver", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		for n := range e.p {
@@ -270,11 +265,12 @@ func TestA_dead_member_s_partitions_and_unacked_messages_go_to_the_next_in_order
 		}
 		return true
 	})
+
 	dying.nc.Close() // SIGKILL, as far as NATS can tell: no more acks, heartbeats or pulls
 
 	l := newLedger()
 	next := e.startMember("next", l.handle, l.busy("next"))
-	waitFor(t, "the dead member's messages to reach the next member", 30*time.Second, func() bool {
+	testutil.Eventually(t, 30*time.Second, "the dead member's messages to reach the next member", func() bool {
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		for _, bodies := range sent {
@@ -286,6 +282,7 @@ func TestA_dead_member_s_partitions_and_unacked_messages_go_to_the_next_in_order
 		}
 		return true
 	})
+
 	if held := next.g.Held(); len(held) != e.p {
 		t.Errorf("the next member holds partitions %v, want all %d", held, e.p)
 	}
@@ -327,11 +324,12 @@ func TestA_quiet_partition_keeps_its_pin_past_the_pinned_TTL(t *testing.T) {
 	e.startMember("m1", l.handle, nil)
 	s := e.sessionIn(1)
 	e.publish(s, "hi")
-	waitFor(t, "the message to be handled", 20*time.Second, func() bool {
+	testutil.Eventually(t, 20*time.Second, "the message to be handled", func() bool {
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		return l.acked["hi"] == 1
 	})
+
 	pin := e.pinOf(1)
 	if pin == "" {
 		t.Fatal("partition 1 has no pin after delivering a message")

@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"jetway/internal/testutil"
 	"jetway/pkg/bus"
 )
 
@@ -173,13 +174,14 @@ func TestThe_peer_view_follows_the_heartbeat_bucket(t *testing.T) {
 
 	agree := func(what string, live int, holders map[int]string) {
 		t.Helper()
-		waitFor(t, what, 10*time.Second, func() bool {
+		testutil.Eventually(t, 10*time.Second, what, func() bool {
 			if _, ok := watched.fresh(); !ok {
-				return false // the answer must come from the mirror
+				return false
 			}
 			gotLive, err := watched.live(ctx)
 			return err == nil && gotLive == live && maps.Equal(watched.holders(ctx), holders)
 		})
+
 		listedLive, _ := listed.live(ctx)
 		if listedLive != live || !maps.Equal(listed.holders(ctx), holders) {
 			t.Fatalf("%s: the bucket listed says %d live, holders %v; the mirror says %d, %v", what, listedLive, listed.holders(ctx), live, holders)
@@ -206,10 +208,11 @@ func TestThe_peer_view_follows_the_heartbeat_bucket(t *testing.T) {
 
 	// rb goes silent: its last heartbeat ages past staleAfter and stops
 	// counting, with no marker in the bucket to say so.
-	waitFor(t, "rb's heartbeat to go stale", 10*time.Second, func() bool {
+	testutil.Eventually(t, 10*time.Second, "rb's heartbeat to go stale", func() bool {
 		beats, ok := watched.fresh()
 		return ok && len(beats) == 0
 	})
+
 	if got := watched.holders(ctx); len(got) != 0 {
 		t.Fatalf("a stale heartbeat still holds partitions %v", slices.Sorted(maps.Keys(got)))
 	}
@@ -226,8 +229,9 @@ func TestThe_peer_view_follows_the_heartbeat_bucket(t *testing.T) {
 	if err := watched.put(ctx, "rb", Beat{Incarnation: "i2", Partitions: []int{1}}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "rb's fresh heartbeat in the mirror", 10*time.Second, func() bool {
+	testutil.Eventually(t, 10*time.Second, "rb's fresh heartbeat in the mirror", func() bool {
 		beats, ok := watched.fresh()
 		return ok && slices.Equal(beats["rb"].Partitions, []int{1})
 	})
+
 }
