@@ -110,6 +110,10 @@ type InputRequest struct {
 type SteerRequest struct {
 	Note string `json:"note"`
 	ID   string `json:"id,omitempty"`
+	// Agent binds the session to the tenant's agent profile of that name,
+	// as InputRequest.Agent does: the steer itself goes to the run under
+	// way, the profile applies from the next run's start on.
+	Agent string `json:"agent,omitempty"`
 }
 
 // ResumeRequest is the optional body of POST /v1/sessions/{session}/resume.
@@ -255,7 +259,7 @@ type LayoverCancelled struct {
 type NATSRequest struct {
 	Session string `json:"session,omitempty"`
 	Text    string `json:"text,omitempty"`
-	// Agent (input) is InputRequest's.
+	// Agent (input, steer) is InputRequest's.
 	Agent string `json:"agent,omitempty"`
 	Note  string `json:"note,omitempty"`
 	ID    string `json:"id,omitempty"`

@@ -185,7 +185,7 @@ func (d *Dispatcher) natsSteer(ctx context.Context, p auth.Principal, req micro.
 	if err != nil {
 		return nil, err
 	}
-	return d.Steer(ctx, p, r.Session, SteerRequest{Note: r.Note, ID: r.ID})
+	return d.Steer(ctx, p, r.Session, SteerRequest{Note: r.Note, ID: r.ID, Agent: r.Agent})
 }
 
 // natsEvent takes a CloudEvent in the NATS binding, binary (ce- headers)
