@@ -421,6 +421,10 @@ type TranscriptEntry struct {
 	Type   string `json:"type,omitempty"`
 	// Usage is the model's token use for an assistant turn.
 	Usage *TranscriptUsage `json:"usage,omitempty"`
+	// Agent and AgentVersion name the agent profile and its version a run
+	// went by (run_started; empty for a run recorded before profiles).
+	Agent        string `json:"agent,omitempty"`
+	AgentVersion uint64 `json:"agent_version,omitempty"`
 }
 
 // TranscriptBlock is one part of a turn. Only the fields of its Type are
