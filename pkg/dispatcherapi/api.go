@@ -84,7 +84,7 @@ type Accepted struct {
 	ID        string `json:"id"`
 	Duplicate bool   `json:"duplicate"`
 	// Held lists the Ground Stop switches that cover the session right now
-	// (input, steer and resume answers): the event is stored, and waits
+	// (input, steer, resume and CloudEvent answers): the event is stored, and waits
 	// until every one of them is lifted. Absent when none is on.
 	Held []StopSwitch `json:"held,omitempty"`
 }

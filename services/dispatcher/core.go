@@ -244,7 +244,7 @@ func (d *Dispatcher) PublishEvent(ctx context.Context, p auth.Principal, e event
 	if err != nil {
 		return Accepted{}, err
 	}
-	return d.publish(ctx, p, session, e, true)
+	return d.publishHeld(ctx, p, session, e, true)
 }
 
 // checkEvent runs every check publish runs, without publishing, so a batch
