@@ -126,10 +126,11 @@ func runDevDispatcher(ctx context.Context, env *devEnv) error {
 		return err
 	}
 	defer svc.Stop()
-	env.Mux.Handle("/v1/", d.Handler())
+	h := d.Handler()
+	env.Mux.Handle("/v1/", h)
 	// The web console: its page at / and its files under /console/.
-	env.Mux.Handle("GET /{$}", d.Handler())
-	env.Mux.Handle("GET "+console.Prefix, d.Handler())
+	env.Mux.Handle("GET /{$}", h)
+	env.Mux.Handle("GET "+console.Prefix, h)
 	log.Info().Str("tokens", dt.Path).Msg("dispatcher API mounted at /v1/, web console at /, NATS API on " + dispatcher.APISubjectPrefix + ".*")
 	<-ctx.Done()
 	return nil
