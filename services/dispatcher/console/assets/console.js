@@ -87,7 +87,8 @@
     let p = null;
     try { p = await res.json(); } catch (_) { /* not a problem document */ }
     const msg = (p && (p.detail || p.title)) || res.status + ' ' + res.statusText;
-    if (res.status === 401) signOut('Signed out: ' + msg);
+    // A refused token ends the sign-in, except on the sign-in form itself.
+    if (res.status === 401 && !document.getElementById('token')) signOut('Signed out: ' + msg);
     throw new APIError(res.status, p, msg);
   }
 
