@@ -27,6 +27,11 @@
     return el;
   }
 
+  // fill replaces el's children, skipping empty ones as h does.
+  function fill(el, ...kids) {
+    el.replaceChildren(...kids.flat(3).filter((k) => k != null && k !== false).map((k) => (k instanceof Node ? k : String(k))));
+  }
+
   const token = () => sessionStorage.getItem(TOKEN_KEY) || '';
 
   function flash(msg, info) {
@@ -94,10 +99,9 @@
 
   // act runs an action and reports its failure in words.
   async function act(what, fn) {
+    flash('');
     try {
-      const out = await fn();
-      flash('');
-      return out;
+      return await fn();
     } catch (e) {
       if (e.name !== 'AbortError') flash(what + ' failed: ' + e.message);
       return undefined;
@@ -111,11 +115,20 @@
       signal: ctl.signal,
       stop: () => ctl.abort(),
       // every runs fn now and then ms after each run ends, until the page ends.
+      // A failed read is said until a later one succeeds.
       every(ms, fn) {
         (async () => {
+          let said = '';
           while (!ctl.signal.aborted) {
-            try { await fn(); } catch (e) {
-              if (e.name !== 'AbortError' && !ctl.signal.aborted) flash(e.message);
+            try {
+              await fn();
+              if (said && flashEl.textContent === said) flash('');
+              said = '';
+            } catch (e) {
+              if (e.name !== 'AbortError' && !ctl.signal.aborted) {
+                said = 'Could not refresh this page: ' + e.message;
+                flash(said);
+              }
             }
             await sleep(ms, ctl.signal);
           }
@@ -170,7 +183,7 @@
       if (location.hash === '' || location.hash === '#/') location.hash = '#/sessions';
       else route();
     });
-    main.replaceChildren(form);
+    fill(main, form);
     input.focus();
   }
 
@@ -239,7 +252,7 @@
       const needle = q.value.trim().toLowerCase();
       const shown = rows.filter((r) => (!state.value || r.state === state.value) &&
         (!needle || r.session.toLowerCase().includes(needle) || r.agent.toLowerCase().includes(needle)));
-      body.replaceChildren(...shown.map((r) => h('tr', {},
+      fill(body, ...shown.map((r) => h('tr', {},
         h('td', {}, h('a', { href: '#/session/' + enc(r.session) }, r.session)),
         h('td', {}, badge(r.state)),
         h('td', {}, r.agent),
@@ -253,12 +266,12 @@
       const on = [];
       if (stop.global_stop) on.push('everywhere (global)');
       if (stop.ground_stop) on.push('for every session of this tenant');
-      banner.replaceChildren(...(on.length ? [h('div', { class: 'banner', role: 'status' }, 'Ground Stop is on ' + on.join(' and ') + '.')] : []));
+      fill(banner, ...(on.length ? [h('div', { class: 'banner', role: 'status' }, 'Ground Stop is on ' + on.join(' and ') + '.')] : []));
     }
 
     q.addEventListener('input', render);
     state.addEventListener('change', render);
-    main.replaceChildren(
+    fill(main,
       h('h1', {}, 'Sessions'), banner,
       h('div', { class: 'card' }, openForm),
       h('div', { class: 'card' },
@@ -312,8 +325,13 @@
         }
         text.append(s);
       },
-      you(s, run) { text = null; into(run).append(h('div', { class: 'entry you' }, h('span', { class: 'who-said' }, 'you:'), h('span', { class: 'text' }, s))); },
-      notice(s, run) { text = null; into(run).append(h('div', { class: 'entry notice' }, s)); },
+      you(s, run) {
+        text = null;
+        const el = h('div', { class: 'entry you' }, h('span', { class: 'who-said' }, 'you:'), h('span', { class: 'text' }, s));
+        into(run).append(el);
+        return el;
+      },
+      notice(s, run) { text = null; const el = h('div', { class: 'entry notice' }, s); into(run).append(el); return el; },
       headline(s, run) { text = null; into(run).append(h('div', { class: 'entry headline' }, s)); },
       toolUse(run, id, name, input) {
         text = null;
@@ -501,11 +519,18 @@
     const send = async (kind) => {
       const text = msg.value;
       if (!text.trim()) { flash('Type something first.'); msg.focus(); return; }
+      // The line is shown at once, as the run it starts may answer before
+      // the request does; a refusal is said beside it.
+      msg.value = '';
+      let mine;
+      keepBottom(() => { mine = kind === 'steer' ? liveR.notice('you steered: ' + text) : liveR.you(text); });
       const ok = await act(kind === 'steer' ? 'Steering' : 'Sending', () =>
         api('POST', `${base}/${kind}`, kind === 'steer' ? { note: text } : { text }));
-      if (!ok) return;
-      msg.value = '';
-      keepBottom(() => (kind === 'steer' ? liveR.notice('you steered: ' + text) : liveR.you(text)));
+      if (!ok) {
+        mine.append(h('span', { class: 'field-error' }, ' — not sent'));
+        msg.value = text;
+        return;
+      }
       if (ok.held && ok.held.length) flash(`Stored, but held by Ground Stop (${ok.held.map((s) => s.scope).join(', ')}): it runs once lifted.`, true);
       refresh();
     };
@@ -530,11 +555,11 @@
     const kids = h('div', { id: 'children' });
     const mcp = h('div', { id: 'mcp' });
 
-    main.replaceChildren(
+    fill(main,
       h('h1', {}, 'Session ', session, ' ', stateEl, ' ', conn), banner,
       h('div', { class: 'session' },
         h('div', {}, transcript, composer),
-        h('div', {}, info, gs, jobs, lay, rec, kids, mcp)));
+        h('div', {}, info, jobs, gs, lay, rec, kids, mcp)));
 
     // Ground Stop and resume
     const reason = h('input', { id: 'gs-reason', placeholder: 'why (optional)' });
@@ -542,8 +567,8 @@
     let detail = null;
 
     function drawInfo(d) {
-      stateEl.replaceChildren(badge(d.state));
-      info.replaceChildren(h('h2', { id: 'h-info' }, 'Session'),
+      fill(stateEl, badge(d.state));
+      fill(info, h('h2', { id: 'h-info' }, 'Session'),
         h('div', { class: 'small' },
           h('div', {}, 'Agent: ', h('a', { href: '#/agents/' + enc(d.agent) }, d.agent)),
           h('div', {}, `Runs: ${d.runs}`, d.run ? ` · live run ${d.run}` : ''),
@@ -565,7 +590,7 @@
     function drawStop(d) {
       const sw = d.ground_stop || [];
       const own = sw.some((s) => s.scope === 'session');
-      banner.replaceChildren(...(sw.length ? [h('div', { class: 'banner', role: 'status', id: 'gs-banner' },
+      fill(banner, ...(sw.length ? [h('div', { class: 'banner', role: 'status', id: 'gs-banner' },
         'Ground Stop on (' + sw.map((s) => s.scope + (s.reason ? ': ' + s.reason : '') + (s.by ? ', set by ' + s.by : '')).join('; ') +
         '). Nothing of this session runs until it is lifted.')] : []));
       const form = h('form', { class: 'row', onsubmit: (e) => {
@@ -578,7 +603,7 @@
       } });
       if (own) form.append(h('button', { type: 'submit', id: 'gs-toggle' }, 'Lift Ground Stop'));
       else form.append(h('label', { for: 'gs-reason' }, 'Reason'), reason, h('button', { class: 'danger', type: 'submit', id: 'gs-toggle' }, 'Ground Stop'));
-      gs.replaceChildren(h('h2', { id: 'h-gs' }, 'Ground Stop'),
+      fill(gs, h('h2', { id: 'h-gs' }, 'Ground Stop'),
         h('p', { class: 'small', id: 'gs-state' }, sw.length ? 'On: ' + sw.map((s) => s.scope).join(', ') : 'Off: the session may run.'),
         sw.some((s) => s.scope !== 'session') ? h('p', { class: 'small muted' }, 'A tenant or global switch is lifted on the sessions page or by an operator.') : null,
         form);
@@ -604,10 +629,10 @@
                 flash(`job ${j.id} ${k.status}`, true);
                 await refresh();
               }) }, 'Kill') : null),
-          h('div', { class: 'small muted' }, j.line || j.command || ''),
+          h('div', { class: 'small muted' }, running ? j.command || j.line || '' : j.line || j.command || ''),
           running ? tail : null);
       });
-      jobs.replaceChildren(h('h2', { id: 'h-jobs' }, 'Jobs'),
+      fill(jobs, h('h2', { id: 'h-jobs' }, 'Jobs'),
         d.jobs_error ? h('p', { class: 'small field-error' }, 'The jobs worker did not answer: ' + d.jobs_error) : null,
         ...(els.length ? els : [h('p', { class: 'small muted' }, 'No background jobs.')]));
       return js.filter((j) => j.status === 'running');
@@ -623,7 +648,7 @@
 
     function drawLayovers(d) {
       const ls = d.layovers || [];
-      lay.replaceChildren(h('h2', { id: 'h-lay' }, 'Layovers'),
+      fill(lay, h('h2', { id: 'h-lay' }, 'Layovers'),
         ...(ls.length ? ls.map((l) => h('div', { class: 'small' },
           h('div', {}, `Waiting for ${l.waiting_for}; resumes ${new Date(l.at).toLocaleString()} (check ${l.checks})`),
           h('button', { type: 'button', id: 'cancel-layover', onclick: () => act('Cancelling the layover', async () => {
@@ -639,7 +664,7 @@
       const pol = h('select', { id: 'rec-policy' }, ['', 'automatic', 'manual', 'never'].map((p) =>
         h('option', { value: p, selected: (o.policy || '') === p }, p || 'default')));
       const max = h('input', { id: 'rec-max', type: 'number', min: '0', value: o.max_attempts ?? '', placeholder: 'default' });
-      rec.replaceChildren(h('h2', { id: 'h-rec' }, 'Recovery'),
+      fill(rec, h('h2', { id: 'h-rec' }, 'Recovery'),
         h('p', { class: 'small' }, `In effect: ${r.effective.policy}, at most ${r.effective.max_attempts} restarts` + (r.override ? ' (set for this session)' : ' (defaults)')),
         h('form', { class: 'grid2', onsubmit: (e) => {
           e.preventDefault();
@@ -661,14 +686,14 @@
     // Children and MCP servers are drawn when the detail has them.
     function drawOptional(d) {
       const ch = d.children || [];
-      kids.replaceChildren(...(ch.length ? [h('div', { class: 'card' }, h('h2', {}, 'Sub-agents'),
+      fill(kids, ...(ch.length ? [h('div', { class: 'card' }, h('h2', {}, 'Sub-agents'),
         h('ul', { class: 'small' }, ch.map((c) => {
           const o = typeof c === 'string' ? { session: c } : c;
           return h('li', {}, h('a', { href: '#/session/' + enc(o.session) }, o.session),
             o.agent ? ' · ' + o.agent : '', o.state ? [' ', badge(o.state)] : '');
         })))] : []));
       const ms = d.mcp || [];
-      mcp.replaceChildren(...(ms.length ? [h('div', { class: 'card' }, h('h2', {}, 'MCP servers'),
+      fill(mcp, ...(ms.length ? [h('div', { class: 'card' }, h('h2', {}, 'MCP servers'),
         h('table', { class: 'small', 'aria-label': 'MCP servers' },
           h('thead', {}, h('tr', {}, h('th', {}, 'Server'), h('th', {}, 'Transport'), h('th', {}, 'State'))),
           h('tbody', {}, ms.map((m) => h('tr', {}, h('td', {}, m.server || m.name || ''), h('td', {}, m.transport || ''),
@@ -686,8 +711,8 @@
             api('GET', `${base}/jobs`, undefined, page.signal).catch(() => ({ jobs: [] })),
           ]);
           if (!d) {
-            stateEl.replaceChildren(badge('new'));
-            info.replaceChildren(h('h2', { id: 'h-info' }, 'Session'), h('p', { class: 'small muted' }, 'No such session yet: what you send starts it.'));
+            fill(stateEl, badge('new'));
+            fill(info, h('h2', { id: 'h-info' }, 'Session'), h('p', { class: 'small muted' }, 'No such session yet: what you send starts it.'));
             drawStop({ ground_stop: [] });
             return;
           }
@@ -731,14 +756,14 @@
   function agentsPage() {
     const page = newPage();
     const body = h('tbody');
-    main.replaceChildren(h('h1', {}, 'Agents'),
+    fill(main, h('h1', {}, 'Agents'),
       h('p', {}, h('a', { href: '#/new-agent', id: 'new-agent' }, 'New agent profile')),
       h('div', { class: 'card table-wrap' }, h('table', { 'aria-label': 'Agent profiles' },
         h('thead', {}, h('tr', {}, h('th', {}, 'Name'), h('th', {}, 'Description'), h('th', {}, 'Model'),
           h('th', { class: 'hide-narrow' }, 'Version'), h('th', { class: 'hide-narrow' }, 'Updated'))), body)));
     page.every(10000, async () => {
       const l = await api('GET', '/v1/agents', undefined, page.signal);
-      body.replaceChildren(...l.agents.map((a) => h('tr', {},
+      fill(body, ...l.agents.map((a) => h('tr', {},
         h('td', {}, h('a', { href: '#/agents/' + enc(a.name) }, a.name)),
         h('td', {}, a.description || ''),
         h('td', {}, a.model && a.model.provider ? [a.model.provider, a.model.name].filter(Boolean).join(' ') : 'runner default'),
@@ -804,10 +829,10 @@
       h('div', { class: 'grid2' }, fields),
       h('div', { class: 'row' }, h('button', { class: 'primary', type: 'submit', id: 'save-agent' }, 'Save'), del), status);
     if (!isNew) { nameInput.value = name; nameInput.readOnly = true; }
-    main.replaceChildren(h('h1', {}, isNew ? 'New agent profile' : 'Agent ' + name),
+    fill(main, h('h1', {}, isNew ? 'New agent profile' : 'Agent ' + name),
       h('p', {}, h('a', { href: '#/agents' }, '← all agents')), form);
 
-    function fill(a) {
+    function fillForm(a) {
       for (const [f, c] of inputs) {
         const v = getPath(a, f);
         c.value = Array.isArray(v) ? v.join(', ') : v == null || v === 0 ? '' : v;
@@ -848,7 +873,7 @@
         const saved = await api('PUT', '/v1/agents/' + enc(n), a);
         flash(`Saved ${saved.name}, version ${saved.version}.`, true);
         if (isNew) location.hash = '#/agents/' + enc(saved.name);
-        else fill(saved);
+        else fillForm(saved);
       } catch (e) {
         if (e.name !== 'AbortError') showError(e);
       }
@@ -861,7 +886,7 @@
         location.hash = '#/agents';
       });
     });
-    if (!isNew) act('Reading agent ' + name, async () => fill(await api('GET', '/v1/agents/' + enc(name), undefined, page.signal)));
+    if (!isNew) act('Reading agent ' + name, async () => fillForm(await api('GET', '/v1/agents/' + enc(name), undefined, page.signal)));
     else nameInput.focus();
     return page;
   }
@@ -871,7 +896,7 @@
   function clusterPage() {
     const page = newPage();
     const body = h('div');
-    main.replaceChildren(h('h1', {}, 'Cluster'), body);
+    fill(main, h('h1', {}, 'Cluster'), body);
     const table = (label, heads, rows) => h('div', { class: 'card table-wrap' }, h('h2', {}, label),
       h('table', { 'aria-label': label }, h('thead', {}, h('tr', {}, heads.map((x) => h('th', {}, x)))),
         h('tbody', {}, rows.length ? rows.map((r) => h('tr', {}, r.map((c) => h('td', {}, c)))) :
@@ -881,12 +906,12 @@
       try {
         c = await api('GET', '/v1/cluster', undefined, page.signal);
       } catch (e) {
-        if (e.status === 403) { body.replaceChildren(h('p', { class: 'card' }, 'The cluster view needs an operator token: ' + e.message)); return; }
+        if (e.status === 403) { fill(body, h('p', { class: 'card' }, 'The cluster view needs an operator token: ' + e.message)); return; }
         throw e;
       }
       const holder = new Map();
       for (const r of c.runners) for (const p of r.partitions || []) holder.set(p, r.id);
-      body.replaceChildren(
+      fill(body, 
         table('Runners', ['Runner', 'Partitions held', 'Started', 'Last heartbeat'], c.runners.map((r) => [
           r.id, (r.partitions || []).join(', ') || 'none', ago(r.started),
           [ago(r.heartbeat), r.stale ? [' ', badge('stale')] : '']])),
