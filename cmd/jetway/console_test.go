@@ -21,6 +21,7 @@ import (
 
 	"jetway/internal/testutil"
 	"jetway/pkg/auth"
+	"jetway/pkg/bus"
 )
 
 // These tests drive the web console in a real headless Chromium against a
@@ -626,11 +627,17 @@ func TestConsole_a_token_of_another_tenant_sees_none_of_it(t *testing.T) {
 
 func TestConsole_shows_operators_the_runners_partitions_and_jobs_workers(t *testing.T) {
 	d, tk := startConsoleDev(t, `{"turns": [{"text": "ok"}]}`)
+	// A runner takes a partition with its first event: send one.
+	if code := apiCall(t, d, "POST", "/v1/sessions/c1/input", tk.user, `{"text": "hello"}`, nil); code != http.StatusAccepted {
+		t.Fatalf("input: %d", code)
+	}
+	held := bus.PartitionFor("default", "c1", 2)
 	b := newBrowser(t, d.url)
 	b.signIn(tk.operator)
 	b.until("the cluster link", `!document.getElementById('nav-cluster').hidden`)
 	b.do("open the cluster page", chromedp.Click(chromedp.CSS("#nav-cluster")))
-	b.until("the runner holding both partitions", `document.querySelector('table[aria-label=Runners]')?.innerText.includes('0, 1')`)
+	b.until("the runner holding the session's partition", fmt.Sprintf(
+		`[...document.querySelectorAll('table[aria-label=Partitions] tbody tr')].some(r => r.cells[0].innerText === '%d' && r.cells[1].innerText === 'dev')`, held))
 	b.until("the jobs worker", `document.querySelector('table[aria-label="Jobs workers"]')?.innerText.includes('dev')`)
 	b.until("the work consumers", `document.querySelector('table[aria-label=Consumers]')?.innerText.includes('work-1')`)
 	b.shot("cluster")

@@ -30,8 +30,8 @@ type Cluster struct {
 // ClusterRunner is one runner's last heartbeat.
 type ClusterRunner struct {
 	ID          string    `json:"id"`
-	Incarnation string    `json:"incarnation,omitempty"`
-	Started     time.Time `json:"started,omitzero"`
+	// Incarnation tells this process from an earlier one of the same id.
+	Incarnation string `json:"incarnation,omitempty"`
 	// Heartbeat is when its last heartbeat was stored; Stale is true when
 	// that is longer ago than a live runner lets pass (see docs/CONSOLE.md).
 	Heartbeat time.Time `json:"heartbeat"`

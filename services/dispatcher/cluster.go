@@ -68,9 +68,8 @@ func (d *Dispatcher) Cluster(ctx context.Context, p auth.Principal) (Cluster, er
 
 // runnerBeat is a runner's heartbeat value as the runner writes it.
 type runnerBeat struct {
-	Incarnation string    `json:"incarnation"`
-	Started     time.Time `json:"started"`
-	Partitions  []int     `json:"partitions"`
+	Incarnation string `json:"incarnation"`
+	Partitions  []int  `json:"partitions"`
 }
 
 func (d *Dispatcher) clusterRunners(ctx context.Context) ([]api.ClusterRunner, error) {
@@ -82,7 +81,7 @@ func (d *Dispatcher) clusterRunners(ctx context.Context) ([]api.ClusterRunner, e
 			continue
 		}
 		sort.Ints(b.Partitions)
-		out = append(out, api.ClusterRunner{ID: e.Key(), Incarnation: b.Incarnation, Started: b.Started,
+		out = append(out, api.ClusterRunner{ID: e.Key(), Incarnation: b.Incarnation,
 			Heartbeat: e.Created(), Stale: time.Since(e.Created()) > ClusterStaleAfter, Partitions: append([]int{}, b.Partitions...)})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })

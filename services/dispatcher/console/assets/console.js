@@ -912,8 +912,8 @@
       const holder = new Map();
       for (const r of c.runners) for (const p of r.partitions || []) holder.set(p, r.id);
       fill(body, 
-        table('Runners', ['Runner', 'Partitions held', 'Started', 'Last heartbeat'], c.runners.map((r) => [
-          r.id, (r.partitions || []).join(', ') || 'none', ago(r.started),
+        table('Runners', ['Runner', 'Partitions held', 'Last heartbeat'], c.runners.map((r) => [
+          r.id, (r.partitions || []).join(', ') || 'none yet (a partition is taken with its first event)',
           [ago(r.heartbeat), r.stale ? [' ', badge('stale')] : '']])),
         table('Partitions', ['Partition', 'Held by', 'Waiting', 'Unacknowledged', 'Redelivered'], c.partitions.map((p) => [
           p.partition, holder.get(p.partition) || h('span', { class: 'badge stop' }, 'nobody'), p.pending, p.ack_pending, p.redelivered])),
