@@ -564,7 +564,6 @@
     // Ground Stop and resume
     const reason = h('input', { id: 'gs-reason', placeholder: 'why (optional)' });
     const note = h('input', { id: 'resume-note', placeholder: 'note (optional)' });
-    let detail = null;
 
     function drawInfo(d) {
       fill(stateEl, badge(d.state));
@@ -714,9 +713,10 @@
             fill(stateEl, badge('new'));
             fill(info, h('h2', { id: 'h-info' }, 'Session'), h('p', { class: 'small muted' }, 'No such session yet: what you send starts it.'));
             drawStop({ ground_stop: [] });
+            for (const c of [jobs, lay, rec]) c.hidden = true;
             return;
           }
-          detail = d;
+          for (const c of [jobs, lay, rec]) c.hidden = false;
           const all = (js.jobs || []).map((j) => Object.assign({ id: j.job }, typeof j.record === 'object' ? j.record : {}));
           drawInfo(d); drawStop(d); running = drawJobs(d, all); drawLayovers(d); drawRecovery(d); drawOptional(d);
         } finally {
@@ -808,7 +808,7 @@
       const err = h('p', { class: 'field-error', id: 'err-' + id });
       errs.set(id, err);
       control.setAttribute('aria-describedby', (hint ? 'hint-' + id + ' ' : '') + 'err-' + id);
-      return h('div', { class: 'field' }, h('label', { for: id }, label), control,
+      return h('div', { class: control.tagName === 'TEXTAREA' ? 'field wide' : 'field' }, h('label', { for: id }, label), control,
         hint ? h('span', { class: 'hint', id: 'hint-' + id }, hint) : null, err);
     };
     const fields = agentFields.map(([f, label, kind, hint]) => {
