@@ -1,6 +1,7 @@
 package dispatcher
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -13,6 +14,14 @@ import (
 	"jetway/pkg/bus"
 	api "jetway/pkg/dispatcherapi"
 )
+
+func TestCluster_and_the_console_are_in_the_OpenAPI_document(t *testing.T) {
+	for _, path := range []string{"/v1/cluster:", "/:"} {
+		if !bytes.Contains(OpenAPI, []byte("\n  "+path+"\n")) {
+			t.Errorf("OpenAPI document lacks path %s", path)
+		}
+	}
+}
 
 func TestCluster_shows_operators_runners_partitions_and_consumer_lag_and_refuses_tenants(t *testing.T) {
 	f := newFixture(t)
