@@ -415,7 +415,7 @@ func TestConsole_flips_Ground_Stop_and_shows_it(t *testing.T) {
 	b.shot("ground-stop-refused")
 }
 
-func TestConsole_shows_an_agents_validation_error_at_the_field(t *testing.T) {
+func TestConsole_shows_an_agents_validation_error_at_the_field_and_binds_a_session_to_it(t *testing.T) {
 	d, tk := startConsoleDev(t, `{"turns": [{"text": "ok"}]}`)
 	if code := apiCall(t, d, "PUT", "/v1/agents/reviewer", tk.admin, `{"instructions": "Review the diff.", "description": "reads diffs"}`, nil); code != http.StatusOK {
 		t.Fatalf("PUT agent: %d", code)
@@ -454,6 +454,14 @@ func TestConsole_shows_an_agents_validation_error_at_the_field(t *testing.T) {
 		t.Errorf("the stored profile is %+v, want max_duration 30m and the description kept", a)
 	}
 	b.shot("agent-saved")
+
+	// The saved profile can be chosen for a session from the composer.
+	b.openSession("bound")
+	b.until("the agent offered", `[...document.querySelectorAll('#agent option')].some(o => o.value === 'reviewer')`)
+	b.do("send as reviewer", chromedp.SetValue(chromedp.CSS("#agent"), "reviewer"),
+		chromedp.SendKeys(chromedp.CSS("#message"), "review this"), chromedp.Click(chromedp.CSS("#send")))
+	b.until("the session bound to reviewer", `document.querySelector('a[href="#/agents/reviewer"]') !== null`)
+	b.shot("session-bound-to-agent")
 }
 
 // dropProxy forwards TCP to a target until told to drop every connection

@@ -516,6 +516,9 @@
 
     // composer
     const msg = h('textarea', { id: 'message', rows: 3, 'aria-describedby': 'message-hint' });
+    const agentSel = h('select', { id: 'agent' }, h('option', { value: '' }, "the session's own"));
+    api('GET', '/v1/agents', undefined, page.signal).then((l) => agentSel.append(...l.agents.map((a) =>
+      h('option', { value: a.name }, a.name)))).catch(() => { /* the composer works without the list */ });
     const send = async (kind) => {
       const text = msg.value;
       if (!text.trim()) { flash('Type something first.'); msg.focus(); return; }
@@ -524,8 +527,9 @@
       msg.value = '';
       let mine;
       keepBottom(() => { mine = kind === 'steer' ? liveR.notice('you steered: ' + text) : liveR.you(text); });
-      const ok = await act(kind === 'steer' ? 'Steering' : 'Sending', () =>
-        api('POST', `${base}/${kind}`, kind === 'steer' ? { note: text } : { text }));
+      const body = kind === 'steer' ? { note: text } : { text };
+      if (kind === 'input' && agentSel.value) body.agent = agentSel.value;
+      const ok = await act(kind === 'steer' ? 'Steering' : 'Sending', () => api('POST', `${base}/${kind}`, body));
       if (!ok) {
         mine.append(h('span', { class: 'field-error' }, ' — not sent'));
         msg.value = text;
@@ -543,7 +547,8 @@
         h('span', { class: 'hint', id: 'message-hint' }, 'Send starts or continues the work (Ctrl+Enter); Steer tells a running agent before its next step.')),
       h('div', { class: 'row' },
         h('button', { class: 'primary', type: 'submit', id: 'send' }, 'Send'),
-        h('button', { type: 'button', id: 'steer', onclick: () => send('steer') }, 'Steer')));
+        h('button', { type: 'button', id: 'steer', onclick: () => send('steer') }, 'Steer'),
+        h('label', { for: 'agent', class: 'push' }, 'Agent'), agentSel));
     composer.addEventListener('submit', (e) => { e.preventDefault(); send('input'); });
 
     // side panels
