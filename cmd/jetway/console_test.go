@@ -651,3 +651,50 @@ func TestConsole_shows_operators_the_runners_partitions_and_jobs_workers(t *test
 	b.shot("cluster")
 	b.shotNarrow("cluster")
 }
+
+func TestConsole_pages_a_long_transcript_in_from_the_history_API(t *testing.T) {
+	// Three runs of 45 tool turns each: some 280 entries, more than one
+	// page of the history API (200 entries a page).
+	var turns []string
+	for i := 1; i <= 45; i++ {
+		turns = append(turns, fmt.Sprintf(`{"text": "step %d", "tool_calls": [{"name": "glob", "input": {"pattern": "*%d*"}}]}`, i, i))
+	}
+	turns = append(turns, `{"text": "All steps done."}`)
+	d, tk := startConsoleDev(t, `{"turns": [`+strings.Join(turns, ",")+`]}`)
+	for run := 1; run <= 3; run++ {
+		if code := apiCall(t, d, "POST", "/v1/sessions/long/input", tk.user, fmt.Sprintf(`{"text": "go %d"}`, run), nil); code != http.StatusAccepted {
+			t.Fatalf("input %d: %d", run, code)
+		}
+		testutil.Eventually(t, devWait, fmt.Sprintf("run %d to end", run), func() bool {
+			var s struct {
+				State string `json:"state"`
+				Runs  int    `json:"runs"`
+			}
+			apiCall(t, d, "GET", "/v1/sessions/long", tk.user, "", &s)
+			return s.Runs == run && s.State == "idle"
+		})
+	}
+
+	b := newBrowser(t, d.url)
+	b.signIn(tk.user)
+	b.openSession("long")
+	b.until("the third run's end in the history", `(document.getElementById('history')?.innerText.match(/All steps done\./g) || []).length === 3`)
+	if n := eval[int](b, `document.querySelectorAll('#history details.tool').length`); n != 135 {
+		t.Errorf("the history shows %d tool calls, want 135", n)
+	}
+	if n := eval[int](b, `document.querySelectorAll('#history details.tool.error').length`); n != 0 {
+		t.Errorf("%d tool calls shown failed", n)
+	}
+	b.shot("long-history")
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	pages := 0
+	for _, u := range b.urls {
+		if strings.Contains(u, "/v1/sessions/long/transcript?after=") {
+			pages++
+		}
+	}
+	if pages < 2 {
+		t.Errorf("the history came in %d request(s), want it paged in", pages)
+	}
+}
