@@ -29,7 +29,7 @@ type Cluster struct {
 
 // ClusterRunner is one runner's last heartbeat.
 type ClusterRunner struct {
-	ID          string    `json:"id"`
+	ID string `json:"id"`
 	// Incarnation tells this process from an earlier one of the same id.
 	Incarnation string `json:"incarnation,omitempty"`
 	// Heartbeat is when its last heartbeat was stored; Stale is true when
