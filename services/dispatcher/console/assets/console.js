@@ -53,6 +53,27 @@
     return new Date(iso).toLocaleString();
   }
 
+  // at is a moment as a clock time today, or a date and time before: it
+  // stays true however long the page shows it.
+  function at(iso) {
+    if (!iso || iso.startsWith('0001')) return '';
+    const d = new Date(iso);
+    return d.toDateString() === new Date().toDateString() ? d.toLocaleTimeString() : d.toLocaleString();
+  }
+
+  // changed says whether data differs from what was drawn last under key,
+  // so a refresh redraws only what changed and never takes the focus or a
+  // half-typed value away.
+  function differ() {
+    const seen = new Map();
+    return (key, data) => {
+      const sig = JSON.stringify(data);
+      if (seen.get(key) === sig) return false;
+      seen.set(key, sig);
+      return true;
+    };
+  }
+
   function elapsed(ms) {
     const s = Math.round(ms / 1000);
     if (s < 60) return s + 's';
@@ -239,6 +260,7 @@
     const body = h('tbody');
     let rows = [];
     let stop = {};
+    const changed = differ();
 
     const openForm = h('form', { class: 'row', 'aria-label': 'Open a session' },
       h('label', { for: 'open-session' }, 'Open or start a session'), open,
@@ -258,7 +280,7 @@
         h('td', {}, r.agent),
         h('td', {}, r.stopped ? h('span', { class: 'badge stop' }, 'on') : 'off'),
         h('td', { class: 'hide-narrow' }, r.runs),
-        h('td', {}, ago(r.updated)))));
+        h('td', {}, at(r.updated)))));
       if (!shown.length) {
         body.append(h('tr', {}, h('td', { colspan: 6, class: 'muted' },
           rows.length ? 'No session matches the filter.' : 'No sessions yet: open one above and send it a line.')));
@@ -297,7 +319,7 @@
           stopped: stopped.has(s.session) || st.ground_stop || st.global_stop,
         };
       }).sort((a, b) => Date.parse(b.updated) - Date.parse(a.updated));
-      render();
+      if (changed('rows', [rows, stop])) render();
     });
     return page;
   }
@@ -578,7 +600,7 @@
           h('div', {}, `Runs: ${d.runs}`, d.run ? ` · live run ${d.run}` : ''),
           d.cause ? h('div', {}, 'Cause: ', d.cause) : null,
           d.reason ? h('div', {}, 'Reason: ', d.reason) : null,
-          h('div', {}, 'In this state since ', ago(d.since) || '—'),
+          h('div', {}, 'In this state since ', at(d.since) || '—'),
           h('div', {}, `Events waiting: ${d.pending_events}`)),
         h('form', { class: 'row', 'aria-label': 'Resume the session', onsubmit: (e) => {
           e.preventDefault();
@@ -616,11 +638,13 @@
     // jobs: the list comes from the detail and the job table; each running
     // job's tail is read every second while the page is open.
     const tails = new Map();
-    function drawJobs(d, all) {
+    function mergeJobs(d, all) {
       const byId = new Map();
       for (const j of all) byId.set(String(j.id), j);
       for (const j of d.jobs || []) byId.set(String(j.id), Object.assign(byId.get(String(j.id)) || {}, j));
-      const js = [...byId.values()].sort((a, b) => Number(b.id) - Number(a.id)).slice(0, 8);
+      return [...byId.values()].sort((a, b) => Number(b.id) - Number(a.id)).slice(0, 8);
+    }
+    function drawJobs(js, jobsError) {
       const els = js.map((j) => {
         const running = j.status === 'running';
         const tail = tails.get(String(j.id)) || h('pre', { class: 'tail', id: 'tail-' + j.id, 'aria-label': 'output of job ' + j.id, tabindex: '0' });
@@ -637,9 +661,8 @@
           running ? tail : null);
       });
       fill(jobs, h('h2', { id: 'h-jobs' }, 'Jobs'),
-        d.jobs_error ? h('p', { class: 'small field-error' }, 'The jobs worker did not answer: ' + d.jobs_error) : null,
+        jobsError ? h('p', { class: 'small field-error' }, 'The jobs worker did not answer: ' + jobsError) : null,
         ...(els.length ? els : [h('p', { class: 'small muted' }, 'No background jobs.')]));
-      return js.filter((j) => j.status === 'running');
     }
 
     async function readTails(running) {
@@ -706,24 +729,33 @@
 
     let running = [];
     let pending = null;
+    const changed = differ();
     async function refresh() {
       if (pending) return pending;
       pending = (async () => {
         try {
-          const [d, js] = await Promise.all([
+          const [d, table] = await Promise.all([
             api('GET', base, undefined, page.signal).catch((e) => { if (e.status === 404) return null; throw e; }),
             api('GET', `${base}/jobs`, undefined, page.signal).catch(() => ({ jobs: [] })),
           ]);
           if (!d) {
+            if (!changed('info', 'new')) return;
             fill(stateEl, badge('new'));
             fill(info, h('h2', { id: 'h-info' }, 'Session'), h('p', { class: 'small muted' }, 'No such session yet: what you send starts it.'));
-            drawStop({ ground_stop: [] });
+            if (changed('stop', [])) drawStop({ ground_stop: [] });
             for (const c of [jobs, lay, rec]) c.hidden = true;
             return;
           }
           for (const c of [jobs, lay, rec]) c.hidden = false;
-          const all = (js.jobs || []).map((j) => Object.assign({ id: j.job }, typeof j.record === 'object' ? j.record : {}));
-          drawInfo(d); drawStop(d); running = drawJobs(d, all); drawLayovers(d); drawRecovery(d); drawOptional(d);
+          const all = (table.jobs || []).map((j) => Object.assign({ id: j.job }, typeof j.record === 'object' ? j.record : {}));
+          const listed = mergeJobs(d, all);
+          running = listed.filter((j) => j.status === 'running');
+          if (changed('info', [d.state, d.agent, d.runs, d.run, d.cause, d.reason, d.since, d.pending_events])) drawInfo(d);
+          if (changed('stop', d.ground_stop)) drawStop(d);
+          if (changed('jobs', [d.jobs_error, listed.map((j) => [j.id, j.status, j.command, j.status === 'running' ? '' : j.line])])) drawJobs(listed, d.jobs_error);
+          if (changed('layovers', d.layovers)) drawLayovers(d);
+          if (changed('recovery', d.recovery)) drawRecovery(d);
+          if (changed('optional', [d.children, d.mcp])) drawOptional(d);
         } finally {
           pending = null;
         }
@@ -766,14 +798,16 @@
       h('div', { class: 'card table-wrap' }, h('table', { 'aria-label': 'Agent profiles' },
         h('thead', {}, h('tr', {}, h('th', {}, 'Name'), h('th', {}, 'Description'), h('th', {}, 'Model'),
           h('th', { class: 'hide-narrow' }, 'Version'), h('th', { class: 'hide-narrow' }, 'Updated'))), body)));
+    const changed = differ();
     page.every(10000, async () => {
       const l = await api('GET', '/v1/agents', undefined, page.signal);
+      if (!changed('agents', l)) return;
       fill(body, ...l.agents.map((a) => h('tr', {},
         h('td', {}, h('a', { href: '#/agents/' + enc(a.name) }, a.name)),
         h('td', {}, a.description || ''),
         h('td', {}, a.model && a.model.provider ? [a.model.provider, a.model.name].filter(Boolean).join(' ') : 'runner default'),
         h('td', { class: 'hide-narrow' }, a.version),
-        h('td', { class: 'hide-narrow' }, ago(a.updated)))));
+        h('td', { class: 'hide-narrow' }, at(a.updated)))));
     });
     return page;
   }
