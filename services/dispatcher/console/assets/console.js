@@ -570,7 +570,7 @@
       h('div', { class: 'row' },
         h('button', { class: 'primary', type: 'submit', id: 'send' }, 'Send'),
         h('button', { type: 'button', id: 'steer', onclick: () => send('steer') }, 'Steer'),
-        h('label', { for: 'agent', class: 'push' }, 'Agent'), agentSel));
+        h('span', { class: 'row push' }, h('label', { for: 'agent' }, 'Agent'), agentSel)));
     composer.addEventListener('submit', (e) => { e.preventDefault(); send('input'); });
 
     // side panels
