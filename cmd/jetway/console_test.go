@@ -698,3 +698,49 @@ func TestConsole_pages_a_long_transcript_in_from_the_history_API(t *testing.T) {
 		t.Errorf("the history came in %d request(s), want it paged in", pages)
 	}
 }
+
+func TestConsole_cancels_a_layover_sets_the_recovery_policy_and_resumes(t *testing.T) {
+	d, tk := startConsoleDev(t, `{"turns": [
+	  {"text": "Waiting for CI.", "tool_calls": [{"name": "layover", "input": {"waiting_for": "CI to finish", "check_after": "2h"}}]},
+	  {"text": "Back at it."}
+	]}`)
+	b := newBrowser(t, d.url)
+	b.signIn(tk.user)
+	b.openSession("lay")
+	b.do("send a line", chromedp.SendKeys(chromedp.CSS("#message"), "wait for CI"), chromedp.Click(chromedp.CSS("#send")))
+	b.until("the layover", `document.getElementById('layovers')?.innerText.includes('Waiting for CI to finish')`)
+	b.shot("layover")
+	b.do("cancel it", chromedp.Click(chromedp.CSS("#cancel-layover")))
+	b.until("the cancel reported", `document.getElementById('flash').textContent === 'Layover cancelled.'`)
+	b.until("no layover shown", `document.getElementById('layovers').innerText.includes('None')`)
+	var ls struct {
+		Layovers []json.RawMessage `json:"layovers"`
+	}
+	apiCall(t, d, "GET", "/v1/sessions/lay/layovers", tk.user, "", &ls)
+	if len(ls.Layovers) != 0 {
+		t.Errorf("the API still lists %d layovers", len(ls.Layovers))
+	}
+
+	b.do("set manual, one attempt", chromedp.SetValue(chromedp.CSS("#rec-policy"), "manual"),
+		chromedp.SendKeys(chromedp.CSS("#rec-max"), "1"), chromedp.Click(chromedp.CSS(`#recovery button[type=submit]`)))
+	b.until("the policy in effect", `document.getElementById('recovery').innerText.includes('In effect: manual, at most 1 restarts (set for this session)')`)
+	var rec struct {
+		Effective struct {
+			Policy      string `json:"policy"`
+			MaxAttempts int    `json:"max_attempts"`
+		} `json:"effective"`
+	}
+	apiCall(t, d, "GET", "/v1/sessions/lay/recovery", tk.user, "", &rec)
+	if rec.Effective.Policy != "manual" || rec.Effective.MaxAttempts != 1 {
+		t.Errorf("the API says %+v after the console set manual, 1", rec.Effective)
+	}
+	b.shot("recovery-set")
+
+	b.do("steer with nothing typed", chromedp.Click(chromedp.CSS("#steer")))
+	b.until("the refusal in words", `document.getElementById('flash').textContent === 'Type something first.'`)
+	b.do("resume", chromedp.SendKeys(chromedp.CSS("#resume-note"), "CI is green"), chromedp.Click(chromedp.CSS("#resume")))
+	b.until("the resumed run's answer", `document.getElementById('live').innerText.includes('Back at it.')`)
+	// A resume is the person's steer: the run it starts says so.
+	b.until("the run's cause", `document.getElementById('live').innerText.includes('started (steered)')`)
+	b.shot("resumed")
+}

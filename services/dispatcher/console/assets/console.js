@@ -703,7 +703,7 @@
         } },
         h('div', { class: 'field' }, h('label', { for: 'rec-policy' }, 'Policy'), pol),
         h('div', { class: 'field' }, h('label', { for: 'rec-max' }, 'Max attempts'), max),
-        h('div', { class: 'row' }, h('button', { type: 'submit' }, 'Save'),
+        h('div', { class: 'row wide' }, h('button', { type: 'submit' }, 'Save'),
           h('button', { type: 'button', onclick: () => act('Clearing the recovery policy', async () => {
             await api('DELETE', `${base}/recovery`);
             await refresh();
