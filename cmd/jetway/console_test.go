@@ -723,7 +723,7 @@ func TestConsole_cancels_a_layover_sets_the_recovery_policy_and_resumes(t *testi
 
 	b.do("set manual, one attempt", chromedp.SetValue(chromedp.CSS("#rec-policy"), "manual"),
 		chromedp.SendKeys(chromedp.CSS("#rec-max"), "1"), chromedp.Click(chromedp.CSS(`#recovery button[type=submit]`)))
-	b.until("the policy in effect", `document.getElementById('recovery').innerText.includes('In effect: manual, at most 1 restarts (set for this session)')`)
+	b.until("the policy in effect", `document.getElementById('recovery').innerText.includes('In effect: manual, at most 1 restart (set for this session)')`)
 	var rec struct {
 		Effective struct {
 			Policy      string `json:"policy"`

@@ -692,7 +692,7 @@
         h('option', { value: p, selected: (o.policy || '') === p }, p || 'default')));
       const max = h('input', { id: 'rec-max', type: 'number', min: '0', value: o.max_attempts ?? '', placeholder: 'default' });
       fill(rec, h('h2', { id: 'h-rec' }, 'Recovery'),
-        h('p', { class: 'small' }, `In effect: ${r.effective.policy}, at most ${r.effective.max_attempts} restarts` + (r.override ? ' (set for this session)' : ' (defaults)')),
+        h('p', { class: 'small' }, `In effect: ${r.effective.policy}, at most ${r.effective.max_attempts} restart${r.effective.max_attempts === 1 ? '' : 's'}` + (r.override ? ' (set for this session)' : ' (defaults)')),
         h('form', { class: 'grid2', onsubmit: (e) => {
           e.preventDefault();
           act('Saving the recovery policy', async () => {
