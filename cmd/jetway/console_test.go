@@ -54,8 +54,8 @@ func chromium(t *testing.T) string {
 }
 
 // consoleTokens are the tokens of a console test's dev: three of tenant
-// "default" and a user of tenant "other".
-type consoleTokens struct{ user, admin, operator, other string }
+// "default", a user of tenant "other" and an operator of no tenant.
+type consoleTokens struct{ user, admin, operator, other, operatorNoTenant string }
 
 // startConsoleDev starts `jetway dev` with the script as its model and a
 // tokens file written beforehand, so a second tenant exists.
@@ -66,7 +66,7 @@ func startConsoleDev(t *testing.T, script string) (*devStack, consoleTokens) {
 		t.Fatal(err)
 	}
 	var tk consoleTokens
-	for _, p := range []*string{&tk.user, &tk.admin, &tk.operator, &tk.other} {
+	for _, p := range []*string{&tk.user, &tk.admin, &tk.operator, &tk.other, &tk.operatorNoTenant} {
 		tok, err := auth.NewToken()
 		if err != nil {
 			t.Fatal(err)
@@ -79,7 +79,7 @@ func startConsoleDev(t *testing.T, script string) (*devStack, consoleTokens) {
 			{Token: tk.admin, Tenant: "default", Admin: true},
 			{Token: tk.other, Tenant: "other"},
 		},
-		Operators: []auth.Grant{{Token: tk.operator, Tenant: "default"}},
+		Operators: []auth.Grant{{Token: tk.operator, Tenant: "default"}, {Token: tk.operatorNoTenant}},
 	}
 	b, err := json.Marshal(f)
 	if err != nil {
@@ -650,6 +650,13 @@ func TestConsole_shows_operators_the_runners_partitions_and_jobs_workers(t *test
 	b.until("the work consumers", `document.querySelector('table[aria-label=Consumers]')?.innerText.includes('work-1')`)
 	b.shot("cluster")
 	b.shotNarrow("cluster")
+
+	// An operator token of no tenant has no sessions: it signs in to the
+	// cluster.
+	b.do("sign out", chromedp.Click(chromedp.CSS("#signout")))
+	b.do("sign in as an operator of no tenant", chromedp.WaitVisible(chromedp.CSS("#token")),
+		chromedp.SendKeys(chromedp.CSS("#token"), tk.operatorNoTenant), chromedp.Click(chromedp.CSS("form button[type=submit]")))
+	b.until("the cluster page", `document.querySelector('table[aria-label=Runners]')?.innerText.includes('dev')`)
 }
 
 func TestConsole_pages_a_long_transcript_in_from_the_history_API(t *testing.T) {

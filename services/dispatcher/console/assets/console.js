@@ -191,17 +191,24 @@
     form.addEventListener('submit', async (e) => {
       e.preventDefault();
       sessionStorage.setItem(TOKEN_KEY, input.value.trim());
+      let home = '#/sessions';
       try {
         await api('GET', '/v1/sessions');
       } catch (ex) {
-        sessionStorage.removeItem(TOKEN_KEY);
-        err.textContent = 'Sign-in failed: ' + ex.message;
-        input.setAttribute('aria-invalid', 'true');
-        input.focus();
-        return;
+        // An operator token of no tenant has no sessions, only the cluster.
+        const operator = ex.status === 403 && await api('GET', '/v1/cluster').then(() => true, () => false);
+        if (!operator) {
+          sessionStorage.removeItem(TOKEN_KEY);
+          err.textContent = 'Sign-in failed: ' + ex.message;
+          input.setAttribute('aria-invalid', 'true');
+          input.focus();
+          return;
+        }
+        home = '#/cluster';
       }
       input.value = '';
-      if (location.hash === '' || location.hash === '#/') location.hash = '#/sessions';
+      const target = location.hash === '' || location.hash === '#/' || home === '#/cluster' ? home : location.hash;
+      if (location.hash !== target) location.hash = target; // the hashchange routes
       else route();
     });
     fill(main, form);
