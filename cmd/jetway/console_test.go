@@ -270,6 +270,15 @@ func (b *browser) openSession(name string) {
 	b.until("the session's stream to be live", `document.querySelector('.conn.live') !== null`)
 }
 
+// unlabelled lists the page's form controls that have no label, so a
+// screen reader would announce them by nothing but their kind.
+func (b *browser) unlabelled() []string {
+	b.t.Helper()
+	return eval[[]string](b, `[...document.querySelectorAll('input, select, textarea')]
+		.filter(c => c.labels.length === 0 && !c.getAttribute('aria-label'))
+		.map(c => c.id || c.outerHTML)`)
+}
+
 // clear empties an input, as selecting its text and deleting it does.
 func (b *browser) clear(sel string) {
 	b.t.Helper()
@@ -310,12 +319,18 @@ func TestConsole_signs_in_streams_an_input_and_never_puts_the_token_in_a_URL(t *
 	}
 	b.shot("session-streamed")
 	b.shotNarrow("session-streamed")
+	if u := b.unlabelled(); len(u) != 0 {
+		t.Errorf("the session page has controls without a label: %v", u)
+	}
 
 	// Opened afresh, the session's history comes from the transcript API.
 	b.goTo("#/sessions")
 	b.until("the session listed", `document.querySelector('table[aria-label=Sessions] a[href="#/session/s1"]') !== null`)
 	b.shot("sessions")
 	b.shotNarrow("sessions")
+	if u := b.unlabelled(); len(u) != 0 {
+		t.Errorf("the sessions page has controls without a label: %v", u)
+	}
 	b.openSession("s1")
 	b.until("the history", `document.getElementById('history').innerText.includes('A second line, streamed word by word.')`)
 	b.shot("session-history")
@@ -428,6 +443,9 @@ func TestConsole_shows_an_agents_validation_error_at_the_field_and_binds_a_sessi
 	b.shotNarrow("agents")
 	b.do("open the agent", chromedp.Click(chromedp.CSS(`a[href="#/agents/reviewer"]`)))
 	b.until("the form filled", `document.getElementById('f-instructions')?.value === 'Review the diff.'`)
+	if u := b.unlabelled(); len(u) != 0 {
+		t.Errorf("the agent form has controls without a label: %v", u)
+	}
 
 	b.do("enter a bad duration", chromedp.SendKeys(chromedp.CSS("#f-limits-max_duration"), "soon"), chromedp.Click(chromedp.CSS("#save-agent")))
 	b.until("the error at the field", `document.getElementById('err-f-limits-max_duration')?.textContent.includes('soon')`)
