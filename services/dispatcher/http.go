@@ -58,8 +58,9 @@ func (d *Dispatcher) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/stop", d.handleStop)
 	mux.HandleFunc("DELETE /v1/stop", d.handleStop)
 	mux.HandleFunc("GET /v1/cluster", d.handleCluster)
-	mux.Handle("GET /{$}", console.Handler())
-	mux.Handle("GET "+console.Prefix, console.Handler())
+	web := console.Handler()
+	mux.Handle("GET /{$}", web)
+	mux.Handle("GET "+console.Prefix, web)
 	mux.HandleFunc("GET /v1/openapi.yaml", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/yaml")
 		w.Write(OpenAPI)
