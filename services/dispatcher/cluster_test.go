@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -81,4 +82,17 @@ func TestCluster_shows_operators_runners_partitions_and_consumer_lag_and_refuses
 	if err := json.Unmarshal(reply.Data, &nc); err != nil || len(nc.Partitions) != 1 {
 		t.Fatalf("NATS cluster answer %s: %v", reply.Data, err)
 	}
+}
+
+func TestConsole_is_served_at_the_root_without_a_token_and_the_API_still_needs_one(t *testing.T) {
+	f := newFixture(t)
+	for path, ctype := range map[string]string{"/": "text/html; charset=utf-8", "/console/console.js": "text/javascript; charset=utf-8"} {
+		resp := f.do("GET", path, "", nil)
+		if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != ctype ||
+			!strings.Contains(resp.Header.Get("Content-Security-Policy"), "frame-ancestors 'none'") {
+			t.Errorf("GET %s: %d %q CSP %q", path, resp.StatusCode, resp.Header.Get("Content-Type"), resp.Header.Get("Content-Security-Policy"))
+		}
+	}
+	problemOf(t, f.do("GET", "/v1/sessions", "", nil), http.StatusUnauthorized)
+	problemOf(t, f.do("GET", "/nothing-here", "", nil), http.StatusNotFound)
 }
