@@ -541,7 +541,7 @@
         loading = false;
       }
     }
-    more.addEventListener('click', () => act('Loading history', () => loadHistory(5)));
+    more.addEventListener('click', () => act('Loading history', () => loadHistory(10)));
 
     // composer
     const msg = h('textarea', { id: 'message', rows: 3, 'aria-describedby': 'message-hint' });
