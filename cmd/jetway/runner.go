@@ -80,7 +80,7 @@ any service with provisioning rights, creates them).`,
 				Heartbeat: rf.heartbeat, IdleEvict: rf.idleEvict, MaxTurns: rf.maxTurns, MaxDuration: rf.maxDuration,
 				Rails: rf.rails, ContextWindow: rf.window,
 				Tools: runnerTools(nc), ChildState: runnerChildState(nc), KillRun: runnerKillRun(nc),
-				ReadInstructions: runnerInstructions(nc),
+				ReadInstructions: runnerInstructions(nc), MCP: runnerMCP(nc, log),
 			})
 			if err != nil {
 				return err
@@ -105,7 +105,7 @@ func runDevRunner(ctx context.Context, env *devEnv) error {
 		NC: env.NC, ID: "dev", Provider: provider, ModelFor: modelFor, Logger: log,
 		MaxTurns: 50, MaxDuration: 30 * time.Minute,
 		Tools: runnerTools(env.NC), ChildState: runnerChildState(env.NC), KillRun: runnerKillRun(env.NC),
-		ReadInstructions: runnerInstructions(env.NC),
+		ReadInstructions: runnerInstructions(env.NC), MCP: runnerMCP(env.NC, log),
 	})
 	if err != nil {
 		return err

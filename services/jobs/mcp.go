@@ -1,0 +1,744 @@
+package jobs
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"jetway/pkg/bus"
+	"jetway/pkg/control/agents"
+	"jetway/pkg/control/groundstop"
+	"jetway/pkg/redact"
+	"jetway/pkg/tasks/proctree"
+	"jetway/services/jobs/jobsapi"
+)
+
+// This file hosts the sessions' MCP stdio servers (see jobsapi/mcp.go for
+// the wire): one process tree per session and server, started by the
+// first open, confined and contained as the session's jobs are, its
+// environment built from the profile's env and named secrets only. A
+// server that crashes starts again at the next open, after a backoff that
+// doubles with each crash in a row; one no connection used for the idle
+// timeout is stopped, and so are a session's servers on its Ground Stop
+// or kill_session. The worker's own proctree host holds them, so none
+// outlives the worker.
+
+// MCP server defaults.
+const (
+	DefaultMCPIdle   = 10 * time.Minute
+	mcpBackoffMin    = 500 * time.Millisecond
+	mcpBackoffMax    = 30 * time.Second
+	mcpStableAfter   = time.Minute // a server up this long starts its backoff over
+	mcpMaxLine       = 8 << 20     // the longest message a server may write
+	mcpMaxOpenWait   = 10 * time.Second
+	mcpStderrLines   = 5
+	MCPSecretEnvPref = "JETWAY_MCP_SECRET_"
+)
+
+// MCPSecretVar is the variable holding the secret name on the workers
+// (stdio servers) and runners (http headers): JETWAY_MCP_SECRET_<NAME>,
+// the name upper-cased with - as _.
+func MCPSecretVar(name string) string {
+	return MCPSecretEnvPref + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
+}
+
+// mcpHost holds a worker's MCP servers.
+type mcpHost struct {
+	w    *Worker
+	host *proctree.Host
+	idle time.Duration
+
+	mu      sync.Mutex
+	servers map[string]*mcpServer // by sid + "\x00" + name
+	seq     int
+}
+
+// mcpServer is one session's server: its process (when running) and its
+// one connection.
+type mcpServer struct {
+	sid, name string
+
+	mu       sync.Mutex
+	spec     jobsapi.MCPServer
+	state    string
+	err      string
+	tree     *proctree.Tree
+	stdin    *os.File
+	gen      int
+	conn     *mcpConn
+	initRes  json.RawMessage // the result of the process's initialize
+	initID   string          // the id of that initialize, until answered
+	restarts int
+	crashes  int // in a row
+	started  time.Time
+	notBefre time.Time
+	lastUse  time.Time
+	stderr   []string
+	writeMu  sync.Mutex
+}
+
+// mcpConn is a runner's connection to a server.
+type mcpConn struct {
+	id      string
+	queue   []json.RawMessage
+	wake    chan struct{} // closed and replaced when queue or closed change
+	closed  bool
+	reason  string
+	dropIni bool // the worker answered its initialize: drop its initialized
+}
+
+func newMCPHost(w *Worker) (*mcpHost, error) {
+	h, err := proctree.NewHost(proctree.Config{Grace: w.cfg.Grace, NoCgroups: w.cfg.NoCgroups, Log: w.cfg.Log})
+	if err != nil {
+		return nil, fmt.Errorf("jobs: mcp servers: %w", err)
+	}
+	idle := w.cfg.MCPIdle
+	if idle <= 0 {
+		idle = DefaultMCPIdle
+	}
+	return &mcpHost{w: w, host: h, idle: idle, servers: map[string]*mcpServer{}}, nil
+}
+
+// run stops idle servers until ctx is done, then every server.
+func (m *mcpHost) run(ctx context.Context) {
+	tick := time.NewTicker(max(m.idle/4, 100*time.Millisecond))
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			m.stopAll("the jobs worker stopped")
+			m.host.Close()
+			return
+		case <-tick.C:
+			m.stopIdle()
+		}
+	}
+}
+
+func (m *mcpHost) all() []*mcpServer {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]*mcpServer, 0, len(m.servers))
+	for _, s := range m.servers {
+		out = append(out, s)
+	}
+	return out
+}
+
+func (m *mcpHost) stopIdle() {
+	for _, s := range m.all() {
+		s.mu.Lock()
+		idle := s.tree != nil && time.Since(s.lastUse) > m.idle
+		s.mu.Unlock()
+		if idle {
+			s.stop(fmt.Sprintf("idle for %s", m.idle))
+		}
+	}
+}
+
+func (m *mcpHost) stopAll(reason string) {
+	for _, s := range m.all() {
+		s.stop(reason)
+	}
+}
+
+// stopSession stops the session's servers (kill_session, Ground Stop).
+func (m *mcpHost) stopSession(sid, reason string) {
+	for _, s := range m.all() {
+		if s.sid == sid {
+			s.stop(reason)
+		}
+	}
+}
+
+// stopCovered stops the servers of every session cover says.
+func (m *mcpHost) stopCovered(cover func(tenant, session string) bool, reason string) {
+	for _, s := range m.all() {
+		if t, sess := splitSession(s.sid); cover(t, sess) {
+			s.stop(reason)
+		}
+	}
+}
+
+func (m *mcpHost) server(sid, name string, create bool) *mcpServer {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	key := sid + "\x00" + name
+	s := m.servers[key]
+	if s == nil && create {
+		s = &mcpServer{sid: sid, name: name, state: "stopped"}
+		m.servers[key] = s
+	}
+	return s
+}
+
+func (m *mcpHost) connID() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.seq++
+	return fmt.Sprintf("c%d-%s", m.seq, randHex(4))
+}
+
+// open attaches a new connection, starting the server when it does not
+// run (after its backoff when it crashed).
+func (m *mcpHost) open(ctx context.Context, r jobsapi.MCPOpenRequest) (jobsapi.MCPOpenResponse, error) {
+	w := m.w
+	if w.conf.base == nil && !w.cfg.AllowUnconfined {
+		return jobsapi.MCPOpenResponse{}, w.errUnconfined()
+	}
+	if stop, on := w.grounded(r.Tenant, r.Session); on {
+		return jobsapi.MCPOpenResponse{}, &jobsapi.Error{Code: jobsapi.CodeConflict,
+			Message: "Ground Stop holds session " + r.Tenant + "/" + r.Session + ": its MCP servers do not start (" + stop + ")"}
+	}
+	env, err := m.serverEnv(r.Server)
+	if err != nil {
+		return jobsapi.MCPOpenResponse{}, err
+	}
+	ws, err := w.workspaceOf(ctx, r.SessionRequest)
+	if err != nil {
+		return jobsapi.MCPOpenResponse{}, err
+	}
+	tmp, err := w.tmpDir(r.Tenant, r.Session)
+	if err != nil {
+		return jobsapi.MCPOpenResponse{}, err
+	}
+	s := m.server(sessionKey(r.Tenant, r.Session), r.Server.Name, true)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.tree != nil && !sameServer(s.spec, r.Server) {
+		s.stopLocked("the profile changed the server")
+	}
+	if s.tree == nil {
+		if wait := time.Until(s.notBefre); wait > 0 {
+			if wait > mcpMaxOpenWait {
+				return jobsapi.MCPOpenResponse{}, &jobsapi.Error{Code: jobsapi.CodeUnavailable,
+					Message: fmt.Sprintf("MCP server %s crashed %d times in a row (%s); it starts again in %s", s.name, s.crashes, s.err, wait.Round(time.Second))}
+			}
+			s.mu.Unlock()
+			select {
+			case <-time.After(wait):
+			case <-ctx.Done():
+				s.mu.Lock()
+				return jobsapi.MCPOpenResponse{}, ctx.Err()
+			}
+			s.mu.Lock()
+		}
+		if s.tree == nil {
+			if err := m.start(s, r.Server, ws.Dir(), tmp, env); err != nil {
+				return jobsapi.MCPOpenResponse{}, err
+			}
+		}
+	}
+	if s.conn != nil {
+		s.conn.close("another connection took the server over (the session's next run)")
+	}
+	s.conn = &mcpConn{id: m.connID(), wake: make(chan struct{})}
+	s.lastUse = time.Now()
+	return jobsapi.MCPOpenResponse{Conn: s.conn.id, Restarts: s.restarts}, nil
+}
+
+func sameServer(a, b jobsapi.MCPServer) bool {
+	x, _ := json.Marshal(a)
+	y, _ := json.Marshal(b)
+	return bytes.Equal(x, y)
+}
+
+// serverEnv is a server's environment past what the worker sets: the
+// profile's plain variables and its secrets, read from the worker's
+// JETWAY_MCP_SECRET_<NAME> variables. Nothing else of the worker's
+// environment is passed on.
+func (m *mcpHost) serverEnv(spec jobsapi.MCPServer) ([]string, error) {
+	var env []string
+	for _, name := range sortedKeys(spec.Env) {
+		if why := agents.ForbiddenMCPEnv(name); why != "" {
+			return nil, badRequest("MCP server %s: env %s: %s", spec.Name, name, why)
+		}
+		env = append(env, name+"="+spec.Env[name])
+	}
+	for _, name := range sortedKeys(spec.Secrets) {
+		if why := agents.ForbiddenMCPEnv(name); why != "" {
+			return nil, badRequest("MCP server %s: secrets %s: %s", spec.Name, name, why)
+		}
+		v, ok := m.w.cfg.Secret(spec.Secrets[name])
+		if !ok {
+			return nil, &jobsapi.Error{Code: jobsapi.CodeBadRequest, Message: fmt.Sprintf(
+				"MCP server %s: secret %q is not configured on jobs worker %s (set %s there)", spec.Name, spec.Secrets[name], m.w.cfg.WorkerID, MCPSecretVar(spec.Secrets[name]))}
+		}
+		env = append(env, name+"="+v)
+	}
+	return env, nil
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// start starts s's process in the workspace, confined and contained.
+// s.mu is held.
+func (m *mcpHost) start(s *mcpServer, spec jobsapi.MCPServer, ws, tmp string, extra []string) error {
+	w := m.w
+	path := os.Getenv("PATH")
+	if path == "" {
+		path = "/usr/local/bin:/usr/bin:/bin"
+	}
+	cmd := exec.Command(spec.Command, spec.Args...)
+	if cmd.Err != nil && !strings.Contains(spec.Command, "/") {
+		// Look the program up on the PATH the server gets, not the worker's.
+		if p, err := lookPath(spec.Command, path); err == nil {
+			cmd = exec.Command(p, spec.Args...)
+		}
+	}
+	cmd.Dir = ws
+	cmd.Env = append([]string{"PATH=" + path, "HOME=" + ws, "TMPDIR=" + tmp, "LANG=C.UTF-8"}, passedEnv()...)
+	cmd.Env = append(cmd.Env, extra...)
+	cmd.Env = append(cmd.Env, WorkerEnv+"="+w.marker())
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		return fmt.Errorf("jobs: mcp server %s: %w", spec.Name, err)
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		_ = inR.Close()
+		_ = inW.Close()
+		return fmt.Errorf("jobs: mcp server %s: %w", spec.Name, err)
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		for _, f := range []*os.File{inR, inW, outR, outW} {
+			_ = f.Close()
+		}
+		return fmt.Errorf("jobs: mcp server %s: %w", spec.Name, err)
+	}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
+	tree, err := m.host.StartConfined(cmd, w.cfg.Limits.Tree, w.jobConfinement(ws, tmp))
+	for _, f := range []*os.File{inR, outW, errW} {
+		_ = f.Close()
+	}
+	if err != nil {
+		for _, f := range []*os.File{inW, outR, errR} {
+			_ = f.Close()
+		}
+		s.state, s.err = "restarting", err.Error()
+		s.crashes++
+		s.notBefre = time.Now().Add(backoff(s.crashes))
+		return &jobsapi.Error{Code: jobsapi.CodeBadRequest, Message: fmt.Sprintf("MCP server %s did not start: %v", spec.Name, err)}
+	}
+	s.gen++
+	if s.tree != nil || s.state == "restarting" {
+		s.restarts++
+	}
+	s.spec, s.tree, s.stdin, s.state, s.err = spec, tree, inW, "running", ""
+	s.initRes, s.initID, s.stderr = nil, "", nil
+	s.started = time.Now()
+	gen := s.gen
+	go s.readStdout(outR, gen)
+	go s.readStderr(errR)
+	go s.wait(tree, gen)
+	w.cfg.Log.Info().Str("session", s.sid).Str("server", s.name).Int("pid", tree.Pid()).Msg("jobs: MCP server started")
+	return nil
+}
+
+func lookPath(file, path string) (string, error) {
+	for _, dir := range strings.Split(path, ":") {
+		p := dir + "/" + file
+		if st, err := os.Stat(p); err == nil && !st.IsDir() && st.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", exec.ErrNotFound
+}
+
+func backoff(crashes int) time.Duration {
+	d := mcpBackoffMin
+	for i := 1; i < crashes && d < mcpBackoffMax; i++ {
+		d *= 2
+	}
+	return min(d, mcpBackoffMax)
+}
+
+// readStdout hands each line the server writes to the connection, and
+// keeps the result of the process's initialize for later connections.
+func (s *mcpServer) readStdout(f *os.File, gen int) {
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), mcpMaxLine)
+	for sc.Scan() {
+		line := bytes.TrimSpace(sc.Bytes())
+		if len(line) == 0 || !json.Valid(line) {
+			continue
+		}
+		msg := json.RawMessage(bytes.Clone(line))
+		s.mu.Lock()
+		if s.gen != gen {
+			s.mu.Unlock()
+			return
+		}
+		if s.initID != "" {
+			var r struct {
+				ID     json.RawMessage `json:"id"`
+				Result json.RawMessage `json:"result"`
+			}
+			if json.Unmarshal(msg, &r) == nil && string(r.ID) == s.initID && len(r.Result) > 0 {
+				s.initRes, s.initID = r.Result, ""
+			}
+		}
+		if s.conn != nil {
+			s.conn.push(msg)
+		}
+		s.mu.Unlock()
+	}
+}
+
+// readStderr keeps the last lines the server wrote to stderr, redacted,
+// for the error a crash reports.
+func (s *mcpServer) readStderr(f *os.File) {
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 4096), 64<<10)
+	for sc.Scan() {
+		line := redact.Text(strings.TrimSpace(sc.Text()))
+		if line == "" {
+			continue
+		}
+		s.mu.Lock()
+		s.stderr = append(s.stderr, line)
+		if len(s.stderr) > mcpStderrLines {
+			s.stderr = s.stderr[len(s.stderr)-mcpStderrLines:]
+		}
+		s.mu.Unlock()
+	}
+}
+
+// wait notes the process's end: a crash (an end the worker did not ask
+// for) makes the server "restarting" with its backoff.
+func (s *mcpServer) wait(tree *proctree.Tree, gen int) {
+	err := tree.Wait()
+	tree.Close()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.gen != gen || s.tree != tree {
+		return // stopped on purpose: stop said why
+	}
+	how := "exited"
+	if err != nil {
+		how = err.Error()
+	}
+	if hit := tree.LimitHit(); hit != "" {
+		how += " (" + hit + ")"
+	}
+	if len(s.stderr) > 0 {
+		how += "; its last words: " + strings.Join(s.stderr, " | ")
+	}
+	if time.Since(s.started) > mcpStableAfter {
+		s.crashes = 0
+	}
+	s.crashes++
+	s.tree, s.state, s.err = nil, "restarting", "crashed: "+how
+	_ = s.stdin.Close()
+	s.notBefre = time.Now().Add(backoff(s.crashes))
+	if s.conn != nil {
+		s.conn.close(fmt.Sprintf("MCP server %s crashed (%s); it is started again at the next call", s.name, how))
+		s.conn = nil
+	}
+}
+
+// stop ends the server's process and its connection, saying why.
+func (s *mcpServer) stop(reason string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stopLocked(reason)
+}
+
+func (s *mcpServer) stopLocked(reason string) {
+	tree := s.tree
+	if tree == nil && s.conn == nil {
+		if s.state != "restarting" {
+			s.state, s.err = "stopped", reason
+		}
+		return
+	}
+	s.tree, s.state, s.err = nil, "stopped", reason
+	s.gen++
+	s.crashes, s.notBefre = 0, time.Time{}
+	if s.stdin != nil {
+		_ = s.stdin.Close()
+	}
+	if s.conn != nil {
+		s.conn.close(fmt.Sprintf("MCP server %s was stopped: %s", s.name, reason))
+		s.conn = nil
+	}
+	if tree != nil {
+		go func() {
+			_ = tree.KillNow()
+			_ = tree.Wait()
+			tree.Close()
+		}()
+	}
+}
+
+func (c *mcpConn) push(msg json.RawMessage) {
+	c.queue = append(c.queue, msg)
+	c.signal()
+}
+
+func (c *mcpConn) close(reason string) {
+	if c.closed {
+		return
+	}
+	c.closed, c.reason = true, reason
+	c.signal()
+}
+
+func (c *mcpConn) signal() {
+	close(c.wake)
+	c.wake = make(chan struct{})
+}
+
+// connOf finds the server and checks the connection is its current one.
+func (m *mcpHost) connOf(r jobsapi.MCPConnRequest) (*mcpServer, error) {
+	s := m.server(sessionKey(r.Tenant, r.Session), r.Server, false)
+	if s == nil {
+		return nil, &jobsapi.Error{Code: jobsapi.CodeNotFound, Message: fmt.Sprintf("session %s/%s has no MCP server %s on this worker", r.Tenant, r.Session, r.Server)}
+	}
+	return s, nil
+}
+
+func (m *mcpHost) send(r jobsapi.MCPSendRequest) error {
+	s, err := m.connOf(r.MCPConnRequest)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	c := s.conn
+	if c == nil || c.id != r.Conn {
+		s.mu.Unlock()
+		return &jobsapi.Error{Code: jobsapi.CodeConflict, Message: fmt.Sprintf("MCP server %s: connection %s is closed (%s)", r.Server, r.Conn, s.err)}
+	}
+	s.lastUse = time.Now()
+	var lines [][]byte
+	for _, msg := range r.Messages {
+		var head struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+		}
+		if err := json.Unmarshal(msg, &head); err != nil {
+			s.mu.Unlock()
+			return badRequest("MCP message is not a JSON object: %v", err)
+		}
+		switch {
+		case head.Method == "initialize" && s.initRes != nil:
+			// An MCP server is initialized once per process: answer a later
+			// connection's initialize with the process's first result.
+			resp, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": head.ID, "result": s.initRes})
+			c.push(resp)
+			c.dropIni = true
+			continue
+		case head.Method == "notifications/initialized" && c.dropIni:
+			c.dropIni = false
+			continue
+		case head.Method == "initialize":
+			s.initID = string(head.ID)
+		}
+		lines = append(lines, append(bytes.Clone(compact(msg)), '\n'))
+	}
+	stdin := s.stdin
+	s.mu.Unlock()
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	for _, l := range lines {
+		if _, err := stdin.Write(l); err != nil {
+			return &jobsapi.Error{Code: jobsapi.CodeConflict, Message: fmt.Sprintf("MCP server %s: write to its stdin: %v", r.Server, err)}
+		}
+	}
+	return nil
+}
+
+// compact puts a message on one line, as the stdio transport needs.
+func compact(msg json.RawMessage) []byte {
+	var b bytes.Buffer
+	if json.Compact(&b, msg) != nil {
+		return msg
+	}
+	return b.Bytes()
+}
+
+func (m *mcpHost) recv(ctx context.Context, r jobsapi.MCPRecvRequest) (jobsapi.MCPRecvResponse, error) {
+	s, err := m.connOf(r.MCPConnRequest)
+	if err != nil {
+		return jobsapi.MCPRecvResponse{}, err
+	}
+	wait := time.Duration(min(max(r.WaitMS, 0), jobsapi.MCPMaxRecvWaitMS)) * time.Millisecond
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	limit := int(m.w.cfg.NC.MaxPayload()) - 1024
+	s.mu.Lock()
+	c := s.conn
+	if c == nil || c.id != r.Conn {
+		s.mu.Unlock()
+		return jobsapi.MCPRecvResponse{Closed: true, Reason: s.closedReason(r.Conn)}, nil
+	}
+	for {
+		s.lastUse = time.Now()
+		if len(c.queue) > 0 || c.closed {
+			res := jobsapi.MCPRecvResponse{}
+			size := 0
+			for len(c.queue) > 0 && (len(res.Messages) == 0 || size+len(c.queue[0]) < limit) {
+				size += len(c.queue[0])
+				res.Messages = append(res.Messages, c.queue[0])
+				c.queue = c.queue[1:]
+			}
+			if len(c.queue) == 0 && c.closed {
+				res.Closed, res.Reason = true, c.reason
+			}
+			s.mu.Unlock()
+			return res, nil
+		}
+		wake := c.wake
+		s.mu.Unlock()
+		select {
+		case <-wake:
+		case <-timer.C:
+			return jobsapi.MCPRecvResponse{}, nil
+		case <-ctx.Done():
+			return jobsapi.MCPRecvResponse{Closed: true, Reason: "the jobs worker stopped"}, nil
+		}
+		s.mu.Lock()
+	}
+}
+
+// closedReason says why a connection that is not the server's current one
+// ended. s.mu is held.
+func (s *mcpServer) closedReason(conn string) string {
+	if s.err != "" {
+		return fmt.Sprintf("MCP server %s: connection %s ended: %s", s.name, conn, s.err)
+	}
+	return fmt.Sprintf("MCP server %s: connection %s ended (another took the server over)", s.name, conn)
+}
+
+func (m *mcpHost) closeConn(r jobsapi.MCPConnRequest) {
+	s := m.server(sessionKey(r.Tenant, r.Session), r.Server, false)
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.conn != nil && s.conn.id == r.Conn {
+		s.conn.close("closed by the runner")
+		s.conn = nil
+		s.lastUse = time.Now()
+	}
+}
+
+func (m *mcpHost) states(sid string) []jobsapi.MCPServerState {
+	out := []jobsapi.MCPServerState{}
+	for _, s := range m.all() {
+		if s.sid != sid {
+			continue
+		}
+		s.mu.Lock()
+		st := jobsapi.MCPServerState{Server: s.name, State: s.state, Error: s.err, Restarts: s.restarts}
+		if s.tree != nil {
+			st.Pid = s.tree.Pid()
+		}
+		s.mu.Unlock()
+		out = append(out, st)
+	}
+	slices.SortFunc(out, func(a, b jobsapi.MCPServerState) int { return strings.Compare(a.Server, b.Server) })
+	return out
+}
+
+// The MCP ops of the service.
+
+func (w *Worker) opMCPOpen(ctx context.Context, data []byte) (any, error) {
+	r, err := decode[jobsapi.MCPOpenRequest](data)
+	if err != nil {
+		return nil, err
+	}
+	return w.mcp.open(ctx, r)
+}
+
+func (w *Worker) opMCPSend(_ context.Context, data []byte) (any, error) {
+	r, err := decode[jobsapi.MCPSendRequest](data)
+	if err != nil {
+		return nil, err
+	}
+	return jobsapi.MCPEmpty{}, w.mcp.send(r)
+}
+
+func (w *Worker) opMCPRecv(ctx context.Context, data []byte) (any, error) {
+	r, err := decode[jobsapi.MCPRecvRequest](data)
+	if err != nil {
+		return nil, err
+	}
+	return w.mcp.recv(ctx, r)
+}
+
+func (w *Worker) opMCPClose(_ context.Context, data []byte) (any, error) {
+	r, err := decode[jobsapi.MCPConnRequest](data)
+	if err != nil {
+		return nil, err
+	}
+	w.mcp.closeConn(r)
+	return jobsapi.MCPEmpty{}, nil
+}
+
+func (w *Worker) opMCPState(_ context.Context, data []byte) (any, error) {
+	r, err := decode[jobsapi.SessionRequest](data)
+	if err != nil {
+		return nil, err
+	}
+	return jobsapi.MCPStateResponse{Servers: w.mcp.states(sessionKey(r.Tenant, r.Session))}, nil
+}
+
+// EnvSecrets is the workers' and runners' usual secret lookup: the
+// variable JETWAY_MCP_SECRET_<NAME> of the process's environment.
+func EnvSecrets(name string) (string, bool) {
+	v, ok := os.LookupEnv(MCPSecretVar(name))
+	return v, ok && v != ""
+}
+
+// startMCP starts the MCP server host and the Ground Stop mirror that
+// stops the servers of the sessions a switch covers. The returned channel
+// is closed once every server is stopped, after ctx ends.
+func (w *Worker) startMCP(ctx context.Context) (<-chan struct{}, error) {
+	m, err := newMCPHost(w)
+	if err != nil {
+		return nil, err
+	}
+	w.mcp = m
+	if control, err := bus.OpenBucket(ctx, w.js, bus.BucketControl); err != nil {
+		w.cfg.Log.Warn().Err(err).Msg("jobs: cannot read Ground Stop: MCP servers are not stopped by it")
+	} else {
+		w.stops = groundstop.StartMirror(ctx, control, w.cfg.Log, func(c groundstop.Change) {
+			if c.On && !c.Initial {
+				m.stopCovered(c.Covers, "Ground Stop: "+c.Record.Reason)
+			}
+		})
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); m.run(ctx) }()
+	return done, nil
+}
+
+// grounded reports whether a Ground Stop switch covers the session, and
+// its reason.
+func (w *Worker) grounded(tenant, session string) (string, bool) {
+	if w.stops == nil {
+		return "", false
+	}
+	rec, on := w.stops.Active(tenant, session)
+	return rec.Reason, on
+}
