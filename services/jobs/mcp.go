@@ -344,9 +344,10 @@ func (m *mcpHost) start(s *mcpServer, spec jobsapi.MCPServer, ws, tmp string, ex
 	s.initRes, s.initID, s.stderr = nil, "", nil
 	s.started = time.Now()
 	gen := s.gen
+	errDone := make(chan struct{})
 	go s.readStdout(outR, gen)
-	go s.readStderr(errR)
-	go s.wait(tree, gen)
+	go func() { defer close(errDone); s.readStderr(errR) }()
+	go s.wait(tree, gen, errDone)
 	w.cfg.Log.Info().Str("session", s.sid).Str("server", s.name).Int("pid", tree.Pid()).Msg("jobs: MCP server started")
 	return nil
 }
@@ -424,9 +425,13 @@ func (s *mcpServer) readStderr(f *os.File) {
 
 // wait notes the process's end: a crash (an end the worker did not ask
 // for) makes the server "restarting" with its backoff.
-func (s *mcpServer) wait(tree *proctree.Tree, gen int) {
+func (s *mcpServer) wait(tree *proctree.Tree, gen int, stderrDone <-chan struct{}) {
 	err := tree.Wait()
 	tree.Close()
+	select {
+	case <-stderrDone: // its last words are in
+	case <-time.After(time.Second):
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.gen != gen || s.tree != tree {

@@ -165,6 +165,11 @@ func (s *server) connect(ctx context.Context) error {
 // none (the first call, or the one after a crash).
 func (s *server) session(ctx context.Context) (*mcp.ClientSession, error) {
 	s.mu.Lock()
+	if s.cs != nil && s.conn != nil && s.conn.closedReason() != "" {
+		// The worker ended the connection (a stop, a crash) and the SDK
+		// has not noticed yet: a new one, rather than a call into the void.
+		s.ended(s.cs, true)
+	}
 	if s.cs != nil {
 		cs := s.cs
 		s.mu.Unlock()
@@ -202,7 +207,7 @@ func (s *server) session(ctx context.Context) (*mcp.ClientSession, error) {
 	s.mu.Unlock()
 	go func() {
 		_ = cs.Wait()
-		s.ended(cs)
+		s.ended(cs, false)
 	}()
 	return cs, nil
 }
@@ -266,7 +271,7 @@ func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 func (s *server) why(wc *workerConn, err error) error {
 	if wc != nil {
 		if reason := wc.closedReason(); reason != "" {
-			return fmt.Errorf("%s: %w", reason, err)
+			return errors.New(reason)
 		}
 	}
 	return err
@@ -280,14 +285,21 @@ func (s *server) fail(err error) {
 	}
 }
 
-// ended notes that cs is over: the next call connects again.
-func (s *server) ended(cs *mcp.ClientSession) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+// ended notes that cs is over: the next call connects again. A
+// connection the worker ended because it stopped the server (kill_session,
+// Ground Stop, idle) leaves it "stopped"; any other end, "restarting".
+func (s *server) ended(cs *mcp.ClientSession, locked bool) {
+	if !locked {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+	}
 	if s.cs != cs {
 		return
 	}
 	s.cs = nil
+	if locked {
+		go func() { _ = cs.Close() }()
+	}
 	if s.closed {
 		return
 	}
@@ -295,6 +307,9 @@ func (s *server) ended(cs *mcp.ClientSession) {
 	if s.conn != nil {
 		if reason := s.conn.closedReason(); reason != "" {
 			s.err = redact.Text(reason)
+			if strings.Contains(reason, " was stopped: ") {
+				s.state = "stopped"
+			}
 		}
 	}
 }

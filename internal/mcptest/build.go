@@ -1,0 +1,78 @@
+package mcptest
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+var (
+	buildOnce sync.Once
+	buildDir  string
+	buildErr  error
+	buildOut  []byte
+)
+
+// Build compiles the mcptestserver program once per test binary and
+// returns its path, in a directory of its own (a worker's confined
+// servers need it among their read-only paths).
+func Build(t testing.TB) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		buildDir, buildErr = os.MkdirTemp("", "jetway-mcptest-")
+		if buildErr != nil {
+			return
+		}
+		_ = os.Chmod(buildDir, 0o755)
+		cmd := exec.Command("go", "build", "-o", filepath.Join(buildDir, "mcptestserver"), "jetway/internal/mcptest/mcptestserver")
+		buildOut, buildErr = cmd.CombinedOutput()
+	})
+	if buildErr != nil {
+		t.Fatalf("build the MCP test server: %v\n%s", buildErr, buildOut)
+	}
+	return filepath.Join(buildDir, "mcptestserver")
+}
+
+// Cleanup removes what Build made; TestMain calls it after the tests.
+func Cleanup() {
+	if buildDir != "" {
+		_ = os.RemoveAll(buildDir)
+	}
+}
+
+// HTTPServer is the test server over streamable HTTP.
+type HTTPServer struct {
+	*httptest.Server
+	mu      sync.Mutex
+	headers []http.Header
+}
+
+// ServeHTTP serves NewServer over streamable HTTP until the test ends.
+func ServeHTTP(t testing.TB) *HTTPServer {
+	t.Helper()
+	srv := NewServer()
+	srv.RemoveTools("crash") // it would end the test binary
+	h := &HTTPServer{}
+	mcpHandler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
+	h.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.mu.Lock()
+		h.headers = append(h.headers, r.Header.Clone())
+		h.mu.Unlock()
+		mcpHandler.ServeHTTP(w, r)
+	}))
+	t.Cleanup(h.Close)
+	return h
+}
+
+// Headers are the request headers the server got so far.
+func (h *HTTPServer) Headers() []http.Header {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]http.Header(nil), h.headers...)
+}
