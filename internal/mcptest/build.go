@@ -1,6 +1,9 @@
 package mcptest
 
 import (
+	"bytes"
+	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -51,6 +54,7 @@ type HTTPServer struct {
 	*httptest.Server
 	mu      sync.Mutex
 	headers []http.Header
+	calls   []string
 }
 
 // ServeHTTP serves NewServer over streamable HTTP until the test ends.
@@ -61,13 +65,31 @@ func ServeHTTP(t testing.TB) *HTTPServer {
 	h := &HTTPServer{}
 	mcpHandler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
 	h.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		var msg struct {
+			Method string `json:"method"`
+			Params struct {
+				Name string `json:"name"`
+			} `json:"params"`
+		}
 		h.mu.Lock()
 		h.headers = append(h.headers, r.Header.Clone())
+		if json.Unmarshal(body, &msg) == nil && msg.Method == "tools/call" {
+			h.calls = append(h.calls, msg.Params.Name)
+		}
 		h.mu.Unlock()
 		mcpHandler.ServeHTTP(w, r)
 	}))
 	t.Cleanup(h.Close)
 	return h
+}
+
+// Calls are the tools the server was asked to call, in order.
+func (h *HTTPServer) Calls() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]string(nil), h.calls...)
 }
 
 // Headers are the request headers the server got so far.
