@@ -540,8 +540,12 @@ type MCPServerState struct {
 	// Transport is "stdio" or "http".
 	Transport string `json:"transport"`
 	// State is "running" (connected, its tools offered), "starting",
-	// "restarting" (it crashed; it starts again after a pause), "stopped"
-	// or "failed" (it could not be reached; Error says why).
+	// "restarting" (it crashed or its connection ended; the next call
+	// starts it again, after a pause), "stopped" (Ground Stop, a kill or
+	// its idle timeout ended it; Error says which), "failed" (it could not
+	// be started or reached; Error says why), "idle" (no run has used it
+	// yet, or the last run that did is over) or "unknown" (the session's
+	// jobs worker did not answer; Error says so).
 	State string `json:"state"`
 	Error string `json:"error,omitempty"`
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -56,9 +57,10 @@ type mcpHost struct {
 	host *proctree.Host
 	idle time.Duration
 
-	mu      sync.Mutex
-	servers map[string]*mcpServer // by sid + "\x00" + name
-	seq     int
+	mu       sync.Mutex
+	servers  map[string]*mcpServer // by sid + "\x00" + name
+	seq      int
+	reported map[string][]jobsapi.MCPServerState // http servers' states by sid, as runners report them
 }
 
 // mcpServer is one session's server: its process (when running) and its
@@ -104,7 +106,7 @@ func newMCPHost(w *Worker) (*mcpHost, error) {
 	if idle <= 0 {
 		idle = DefaultMCPIdle
 	}
-	return &mcpHost{w: w, host: h, idle: idle, servers: map[string]*mcpServer{}}, nil
+	return &mcpHost{w: w, host: h, idle: idle, servers: map[string]*mcpServer{}, reported: map[string][]jobsapi.MCPServerState{}}, nil
 }
 
 // run stops idle servers until ctx is done, then every server.
@@ -654,16 +656,40 @@ func (m *mcpHost) states(sid string) []jobsapi.MCPServerState {
 			continue
 		}
 		s.mu.Lock()
-		st := jobsapi.MCPServerState{Server: s.name, State: s.state, Error: s.err, Restarts: s.restarts}
+		st := jobsapi.MCPServerState{Server: s.name, Transport: "stdio", State: s.state, Error: s.err, Restarts: s.restarts}
 		if s.tree != nil {
 			st.Pid = s.tree.Pid()
 		}
 		s.mu.Unlock()
 		out = append(out, st)
 	}
+	m.mu.Lock()
+	out = append(out, m.reported[sid]...)
+	m.mu.Unlock()
 	slices.SortFunc(out, func(a, b jobsapi.MCPServerState) int { return strings.Compare(a.Server, b.Server) })
 	return out
 }
+
+// report keeps a runner's report of a session's http servers (the latest
+// replaces the one before).
+func (m *mcpHost) report(sid string, servers []jobsapi.MCPServerState) {
+	var keep []jobsapi.MCPServerState
+	for _, s := range servers {
+		if s.Transport == "http" && mcpServerName.MatchString(s.Server) {
+			s.Error = redact.Text(s.Error)
+			keep = append(keep, s)
+		}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(keep) == 0 {
+		delete(m.reported, sid)
+		return
+	}
+	m.reported[sid] = keep
+}
+
+var mcpServerName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,32}$`)
 
 // The MCP ops of the service.
 
@@ -697,6 +723,18 @@ func (w *Worker) opMCPClose(_ context.Context, data []byte) (any, error) {
 		return nil, err
 	}
 	w.mcp.closeConn(r)
+	return jobsapi.MCPEmpty{}, nil
+}
+
+func (w *Worker) opMCPReport(_ context.Context, data []byte) (any, error) {
+	r, err := decode[jobsapi.MCPReportRequest](data)
+	if err != nil {
+		return nil, err
+	}
+	if len(r.Servers) > 64 {
+		return nil, badRequest("at most 64 servers")
+	}
+	w.mcp.report(sessionKey(r.Tenant, r.Session), r.Servers)
 	return jobsapi.MCPEmpty{}, nil
 }
 

@@ -56,6 +56,7 @@ func (w *Worker) startService() (micro.Service, error) {
 		jobsapi.OpMCPRecv:     w.opMCPRecv,
 		jobsapi.OpMCPClose:    w.opMCPClose,
 		jobsapi.OpMCPState:    w.opMCPState,
+		jobsapi.OpMCPReport:   w.opMCPReport,
 	}
 	g := svc.AddGroup(jobsapi.SubjectPrefix + "." + w.cfg.WorkerID)
 	for _, op := range jobsapi.Ops {

@@ -25,6 +25,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -36,6 +37,7 @@ import (
 	"jetway/pkg/llm"
 	"jetway/pkg/redact"
 	jobsclient "jetway/services/jobs/client"
+	"jetway/services/jobs/jobsapi"
 )
 
 // DefaultConnectTimeout bounds connecting to a server and listing its
@@ -82,7 +84,10 @@ type Target func(server string, tools []tool.Tool)
 
 // Set is the MCP servers of one run.
 type Set struct {
+	hub     *Hub
+	ref     Ref
 	servers []*server
+	opened  atomic.Bool
 }
 
 // Open connects to every server of the profile (in parallel, each
@@ -90,10 +95,10 @@ type Set struct {
 // server that cannot be reached offers no tools and is tried again when
 // its list is asked for... it is reported in States.
 func (h *Hub) Open(ctx context.Context, ref Ref, specs []dispatcherapi.AgentMCPServer, target Target) *Set {
-	set := &Set{}
+	set := &Set{hub: h, ref: ref}
 	var wg sync.WaitGroup
 	for _, spec := range specs {
-		s := &server{hub: h, ref: ref, spec: spec, target: target, state: "starting",
+		s := &server{hub: h, set: set, ref: ref, spec: spec, target: target, state: "starting",
 			log: h.cfg.Log.With().Str("tenant", ref.Tenant).Str("session", ref.Session).Str("mcp_server", spec.Name).Logger()}
 		set.servers = append(set.servers, s)
 		wg.Add(1)
@@ -105,7 +110,36 @@ func (h *Hub) Open(ctx context.Context, ref Ref, specs []dispatcherapi.AgentMCPS
 		}()
 	}
 	wg.Wait()
+	set.opened.Store(true)
+	set.report()
 	return set
+}
+
+// report tells the session's jobs worker how the http servers are, so
+// the session detail can show them beside the stdio servers the worker
+// runs itself. It does not wait: a report that gets lost is replaced by
+// the next.
+func (s *Set) report() {
+	if s.hub.cfg.Jobs == nil {
+		return
+	}
+	var http []jobsapi.MCPServerState
+	for _, st := range s.States() {
+		if st.Transport == agents.MCPHTTP {
+			http = append(http, jobsapi.MCPServerState{Server: st.Server, Transport: st.Transport, State: st.State, Error: st.Error})
+		}
+	}
+	if len(http) == 0 {
+		return
+	}
+	req := jobsapi.MCPReportRequest{SessionRequest: jobsapi.SessionRequest{Tenant: s.ref.Tenant, Session: s.ref.Session}, Servers: http}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		if err := s.hub.cfg.Jobs.MCPReport(ctx, req); err != nil {
+			s.hub.cfg.Log.Debug().Err(err).Msg("mcp: report the http servers' states")
+		}
+	}()
 }
 
 // Close ends the run's connections; stdio servers go on running in the
@@ -117,6 +151,7 @@ func (s *Set) Close() {
 	for _, srv := range s.servers {
 		srv.close()
 	}
+	s.report()
 }
 
 // States says how each server is.
@@ -136,6 +171,7 @@ func (s *Set) States() []dispatcherapi.MCPServerState {
 // server is one MCP server of a run.
 type server struct {
 	hub    *Hub
+	set    *Set
 	ref    Ref
 	spec   dispatcherapi.AgentMCPServer
 	target Target
@@ -208,6 +244,7 @@ func (s *server) session(ctx context.Context) (*mcp.ClientSession, error) {
 	go func() {
 		_ = cs.Wait()
 		s.ended(cs, false)
+		s.changed()
 	}()
 	return cs, nil
 }
@@ -279,9 +316,18 @@ func (s *server) why(wc *workerConn, err error) error {
 
 func (s *server) fail(err error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if !s.closed {
 		s.state, s.err = "failed", redact.Text(err.Error())
+	}
+	s.mu.Unlock()
+	s.changed()
+}
+
+// changed reports an http server's new state after the run's start (the
+// start reports all of them at once).
+func (s *server) changed() {
+	if agents.MCPTransport(s.spec) == agents.MCPHTTP && s.set != nil && s.set.opened.Load() {
+		s.set.report()
 	}
 }
 
@@ -317,7 +363,7 @@ func (s *server) ended(cs *mcp.ClientSession, locked bool) {
 func (s *server) close() {
 	s.mu.Lock()
 	cs := s.cs
-	s.cs, s.closed, s.state = nil, true, "stopped"
+	s.cs, s.closed, s.state, s.err = nil, true, "idle", ""
 	s.mu.Unlock()
 	if cs != nil {
 		_ = cs.Close()

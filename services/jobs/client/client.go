@@ -555,3 +555,10 @@ func (c *Client) MCPState(ctx context.Context, tenant, session string) ([]jobsap
 	err := c.request(ctx, jobsapi.SessionRequest{Tenant: tenant, Session: session}, jobsapi.OpMCPState, 0, jobsapi.SessionRequest{Tenant: tenant, Session: session}, &res)
 	return res.Servers, err
 }
+
+// MCPReport tells the session's worker how the session's http MCP
+// servers are, for MCPState's readers (the session detail).
+func (c *Client) MCPReport(ctx context.Context, r jobsapi.MCPReportRequest) error {
+	var res jobsapi.MCPEmpty
+	return c.request(ctx, r.SessionRequest, jobsapi.OpMCPReport, 0, r, &res)
+}

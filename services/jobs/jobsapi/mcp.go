@@ -27,7 +27,9 @@ import (
 //   - mcp_close detaches; the server keeps running until its idle
 //     timeout, the session's Ground Stop or kill_session, or the worker's
 //     end.
-//   - mcp_state lists the session's servers and their states.
+//   - mcp_state lists the session's servers and their states: its stdio
+//     servers as the worker sees them, and the http servers as the
+//     session's runner last reported them with mcp_report.
 
 // MCPServer is a stdio MCP server as a profile describes it.
 type MCPServer struct {
@@ -111,6 +113,13 @@ type MCPRecvResponse struct {
 	Reason   string            `json:"reason,omitempty"`
 }
 
+// MCPReportRequest is a runner's report of the states of a session's
+// http servers, which the worker keeps for mcp_state.
+type MCPReportRequest struct {
+	SessionRequest
+	Servers []MCPServerState `json:"servers"`
+}
+
 // MCPEmpty answers send and close.
 type MCPEmpty struct{}
 
@@ -123,11 +132,13 @@ type MCPStateResponse struct {
 // "restarting" (crashed; Error says how, and it starts again at the next
 // open after its backoff) or "stopped" (Error says why).
 type MCPServerState struct {
-	Server   string `json:"server"`
-	State    string `json:"state"`
-	Error    string `json:"error,omitempty"`
-	Pid      int    `json:"pid,omitempty"`
-	Restarts int    `json:"restarts"`
+	Server string `json:"server"`
+	// Transport is "stdio", or "http" for a state a runner reported.
+	Transport string `json:"transport"`
+	State     string `json:"state"`
+	Error     string `json:"error,omitempty"`
+	Pid       int    `json:"pid,omitempty"`
+	Restarts  int    `json:"restarts"`
 }
 
 // MCPMaxRecvWait caps a receive's long poll; the client asks again.
