@@ -24,7 +24,6 @@ import (
 	"jetway/pkg/tasks/proctree"
 	"jetway/services/jobs"
 	jobsclient "jetway/services/jobs/client"
-	"jetway/services/jobs/jobsapi"
 	"jetway/services/mcptools"
 )
 
@@ -471,4 +470,22 @@ func TestAn_http_server_whose_secret_is_not_configured_offers_nothing_and_says_w
 	}
 }
 
-var _ = jobsapi.OpMCPOpen
+func TestSecret_names_map_to_their_variables_as_the_docs_say(t *testing.T) {
+	for name, want := range map[string]string{
+		"tickets-token": "JETWAY_MCP_SECRET_TICKETS_TOKEN",
+		"github-token":  "JETWAY_MCP_SECRET_GITHUB_TOKEN",
+		"gh-token":      "JETWAY_MCP_SECRET_GH_TOKEN",
+		"web_auth":      "JETWAY_MCP_SECRET_WEB_AUTH",
+	} {
+		if got := mcptools.SecretVar(name); got != want || jobs.MCPSecretVar(name) != want {
+			t.Errorf("secret %s: runner reads %s, worker reads %s; want %s", name, got, jobs.MCPSecretVar(name), want)
+		}
+	}
+	t.Setenv("JETWAY_MCP_SECRET_TICKETS_TOKEN", "Bearer t-1")
+	if v, ok := mcptools.EnvSecret("tickets-token"); !ok || v != "Bearer t-1" {
+		t.Errorf("EnvSecret = %q, %v", v, ok)
+	}
+	if _, ok := jobs.EnvSecrets("tickets-token"); !ok {
+		t.Error("the worker does not read the same variable")
+	}
+}
