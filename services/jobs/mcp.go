@@ -83,6 +83,7 @@ type mcpServer struct {
 	started  time.Time
 	notBefre time.Time
 	lastUse  time.Time
+	polling  int // receives waiting now: a connection in use is never idle
 	stderr   []string
 	writeMu  sync.Mutex
 }
@@ -138,7 +139,7 @@ func (m *mcpHost) all() []*mcpServer {
 func (m *mcpHost) stopIdle() {
 	for _, s := range m.all() {
 		s.mu.Lock()
-		idle := s.tree != nil && time.Since(s.lastUse) > m.idle
+		idle := s.tree != nil && s.polling == 0 && time.Since(s.lastUse) > m.idle
 		s.mu.Unlock()
 		if idle {
 			s.stop(fmt.Sprintf("idle for %s", m.idle))
@@ -453,13 +454,25 @@ func (s *mcpServer) wait(tree *proctree.Tree, gen int, stderrDone <-chan struct{
 		s.crashes = 0
 	}
 	s.crashes++
-	s.tree, s.state, s.err = nil, "restarting", "crashed: "+how
+	s.tree, s.state, s.err = nil, "restarting", "crashed ("+how+")"
 	_ = s.stdin.Close()
 	s.notBefre = time.Now().Add(backoff(s.crashes))
 	if s.conn != nil {
-		s.conn.close(fmt.Sprintf("MCP server %s crashed (%s); it is started again at the next call", s.name, how))
+		s.conn.close(s.endReason())
 		s.conn = nil
 	}
+}
+
+// endReason says why the server's connections ended, from its state.
+// s.mu is held.
+func (s *mcpServer) endReason() string {
+	switch s.state {
+	case "stopped":
+		return fmt.Sprintf("MCP server %s was stopped: %s", s.name, s.err)
+	case "restarting":
+		return fmt.Sprintf("MCP server %s %s; it is started again at the next call", s.name, s.err)
+	}
+	return fmt.Sprintf("MCP server %s: another connection took the server over", s.name)
 }
 
 // stop ends the server's process and its connection, saying why.
@@ -484,7 +497,7 @@ func (s *mcpServer) stopLocked(reason string) {
 		_ = s.stdin.Close()
 	}
 	if s.conn != nil {
-		s.conn.close(fmt.Sprintf("MCP server %s was stopped: %s", s.name, reason))
+		s.conn.close(s.endReason())
 		s.conn = nil
 	}
 	if tree != nil {
@@ -532,7 +545,7 @@ func (m *mcpHost) send(r jobsapi.MCPSendRequest) error {
 	c := s.conn
 	if c == nil || c.id != r.Conn {
 		s.mu.Unlock()
-		return &jobsapi.Error{Code: jobsapi.CodeConflict, Message: fmt.Sprintf("MCP server %s: connection %s is closed (%s)", r.Server, r.Conn, s.err)}
+		return &jobsapi.Error{Code: jobsapi.CodeConflict, Message: fmt.Sprintf("connection %s is closed: %s", r.Conn, s.endReason())}
 	}
 	s.lastUse = time.Now()
 	var lines [][]byte
@@ -594,9 +607,16 @@ func (m *mcpHost) recv(ctx context.Context, r jobsapi.MCPRecvRequest) (jobsapi.M
 	s.mu.Lock()
 	c := s.conn
 	if c == nil || c.id != r.Conn {
-		s.mu.Unlock()
-		return jobsapi.MCPRecvResponse{Closed: true, Reason: s.closedReason(r.Conn)}, nil
+		defer s.mu.Unlock()
+		return jobsapi.MCPRecvResponse{Closed: true, Reason: s.endReason()}, nil
 	}
+	s.polling++
+	defer func() {
+		s.mu.Lock()
+		s.polling--
+		s.lastUse = time.Now()
+		s.mu.Unlock()
+	}()
 	for {
 		s.lastUse = time.Now()
 		if len(c.queue) > 0 || c.closed {
@@ -626,14 +646,6 @@ func (m *mcpHost) recv(ctx context.Context, r jobsapi.MCPRecvRequest) (jobsapi.M
 	}
 }
 
-// closedReason says why a connection that is not the server's current one
-// ended. s.mu is held.
-func (s *mcpServer) closedReason(conn string) string {
-	if s.err != "" {
-		return fmt.Sprintf("MCP server %s: connection %s ended: %s", s.name, conn, s.err)
-	}
-	return fmt.Sprintf("MCP server %s: connection %s ended (another took the server over)", s.name, conn)
-}
 
 func (m *mcpHost) closeConn(r jobsapi.MCPConnRequest) {
 	s := m.server(sessionKey(r.Tenant, r.Session), r.Server, false)

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -31,15 +33,42 @@ import (
 // NATS password would be: no server may see it.
 const workerSecret = "worker-secret-3f9a1c"
 
+// Environment of a jobs worker run as a child process of the test binary.
+const (
+	childURL  = "MCPTOOLS_TEST_CHILD_URL"
+	childRoot = "MCPTOOLS_TEST_CHILD_ROOT"
+	childRead = "MCPTOOLS_TEST_CHILD_READ"
+)
+
 func TestMain(m *testing.M) {
 	tasks.RunShimIfRequested()
 	os.Setenv("NATS_PASSWORD", workerSecret)
+	if os.Getenv(childURL) != "" {
+		os.Exit(runChildWorker())
+	}
 	code := m.Run()
 	mcptest.Cleanup()
 	os.Exit(code)
 }
 
 var bg = context.Background()
+
+// runChildWorker serves a jobs worker until the process is killed.
+func runChildWorker() int {
+	nc, err := bus.Connect(bg, bus.ConnConfig{URLs: []string{os.Getenv(childURL)}})
+	if err != nil {
+		return 2
+	}
+	w, err := jobs.New(jobs.Config{NC: nc, WorkerID: "child", Root: os.Getenv(childRoot), Grace: 200 * time.Millisecond,
+		ReadOnly: []string{os.Getenv(childRead)}})
+	if err != nil {
+		return 2
+	}
+	if err := w.Run(bg); err != nil {
+		return 1
+	}
+	return 0
+}
 
 const tenant, session = "acme", "s1"
 
@@ -487,5 +516,74 @@ func TestSecret_names_map_to_their_variables_as_the_docs_say(t *testing.T) {
 	}
 	if _, ok := jobs.EnvSecrets("tickets-token"); !ok {
 		t.Error("the worker does not read the same variable")
+	}
+}
+
+// childWorker runs a jobs worker in a child process of the test binary
+// and waits until it answers.
+func childWorker(t *testing.T, url, root, read string, jc *jobsclient.Client) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childURL+"="+url, childRoot+"="+root, childRead+"="+read)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	testutil.Eventually(t, 20*time.Second, "the child worker to answer", func() bool {
+		ws, _ := jc.Workers(bg)
+		return slices.Contains(ws, "child")
+	})
+	return cmd
+}
+
+func TestA_stdio_server_in_a_jobs_worker_process_dies_with_it(t *testing.T) {
+	if v := proctree.LandlockABI(); v < proctree.MinLandlockABI {
+		t.Skipf("kernel Landlock ABI %d; confinement needs %d", v, proctree.MinLandlockABI)
+	}
+	bin := mcptest.Build(t)
+	srv := bustest.StartServer(t)
+	nc, js := bustest.Connect(t, srv.ClientURL())
+	ctx, cancel := context.WithTimeout(bg, 30*time.Second)
+	defer cancel()
+	if err := bus.Provision(ctx, js, bus.ProvisionConfig{Partitions: 1}); err != nil {
+		t.Fatalf("provision: %v", err)
+	}
+	jc, err := jobsclient.New(jobsclient.Config{NC: nc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := filepath.Join(t.TempDir(), "jobs")
+	worker := childWorker(t, srv.ClientURL(), root, filepath.Dir(bin), jc)
+	hub := mcptools.New(mcptools.Config{Jobs: jc, ConnectTimeout: 20 * time.Second})
+	o := &offered{tools: map[string]tool.Tool{}}
+	set := hub.Open(bg, mcptools.Ref{Tenant: tenant, Session: session, Run: "r-1"}, []dispatcherapi.AgentMCPServer{{Name: "kit", Command: bin}}, o.target)
+	t.Cleanup(set.Close)
+	if res := call(t, o, "mcp__kit__echo", `{"text":"via a worker process"}`); res.IsError || res.Content != "echo: via a worker process" {
+		t.Fatalf("echo = %+v", res)
+	}
+	env := call(t, o, "mcp__kit__env", `{}`)
+	if strings.Contains(env.Content, workerSecret) || strings.Contains(env.Content, childURL) {
+		t.Fatalf("the server's environment holds its worker's:\n%s", env.Content)
+	}
+	pids := serverTree(t, o)
+
+	if err := worker.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = worker.Wait()
+	gone(t, "the server to die with its killed worker", pids[:1])
+	res := call(t, o, "mcp__kit__echo", `{"text":"x"}`)
+	if !res.IsError || !strings.Contains(res.Content, "not available") && !strings.Contains(res.Content, "failed") {
+		t.Fatalf("a call with the worker gone = %+v, want a tool error", res)
+	}
+	// What escaped the tree (a setsid child) is killed by the worker's
+	// next start under the same id, as its jobs' escapees are.
+	childWorker(t, srv.ClientURL(), root, filepath.Dir(bin), jc)
+	gone(t, "the escaped child to die at the worker's next start", pids[1:])
+	if res := call(t, o, "mcp__kit__echo", `{"text":"again"}`); res.IsError || res.Content != "echo: again" {
+		t.Fatalf("after the worker's restart echo = %+v, want the server started again", res)
 	}
 }
