@@ -79,7 +79,6 @@ type env struct {
 	root   string
 	jc     *jobsclient.Client
 	hub    *mcptools.Hub
-	js     interface{}
 	server string // the mcptestserver binary
 	stop   func()
 	kvCtl  func(on bool)
