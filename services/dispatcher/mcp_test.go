@@ -71,7 +71,7 @@ func TestSessionDetail_shows_each_MCP_server_of_the_sessions_profile_with_its_st
 		t.Fatal(err)
 	}
 	// The run uses kit and web; later waits for a run that needs it.
-	set := mcptools.New(mcptools.Config{Jobs: jc}).Open(ctx, mcptools.Ref{Tenant: "default", Session: "s1", Run: "r-1"}, servers[:2], func(string, []tool.Tool) {})
+	set := mcptools.New(mcptools.Config{Jobs: jc, AllowHosts: []string{"127.0.0.1"}}).Open(ctx, mcptools.Ref{Tenant: "default", Session: "s1", Run: "r-1"}, servers[:2], func(string, []tool.Tool) {})
 	t.Cleanup(set.Close)
 
 	want := []dispatcherapi.MCPServerState{

@@ -646,7 +646,6 @@ func (m *mcpHost) recv(ctx context.Context, r jobsapi.MCPRecvRequest) (jobsapi.M
 	}
 }
 
-
 func (m *mcpHost) closeConn(r jobsapi.MCPConnRequest) {
 	s := m.server(sessionKey(r.Tenant, r.Session), r.Server, false)
 	if s == nil {

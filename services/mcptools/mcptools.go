@@ -31,6 +31,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/rs/zerolog"
 
+	"jetway/internal/egress"
 	"jetway/pkg/agent/tool"
 	"jetway/pkg/control/agents"
 	"jetway/pkg/dispatcherapi"
@@ -52,9 +53,15 @@ type Config struct {
 	// Secret resolves a secret an http server's headers name (default:
 	// the runner's JETWAY_MCP_SECRET_<NAME> variables).
 	Secret func(name string) (string, bool)
-	// HTTPClient makes the requests to http servers (default: a client
-	// without a timeout of its own; each call has its server's).
+	// HTTPClient makes the requests to http servers. The default has no
+	// timeout of its own (each call has its server's), no proxy, follows
+	// no redirect, and refuses loopback, link-local, private and other
+	// internal addresses unless AllowHosts names the host: a tenant's URL
+	// must not reach into the operator's network through a runner.
 	HTTPClient *http.Client
+	// AllowHosts are the host names (or IPs, as URLs write them) an http
+	// server may have on an internal address (--mcp-allow-host).
+	AllowHosts []string
 	// ConnectTimeout bounds connecting and listing tools (default
 	// DefaultConnectTimeout).
 	ConnectTimeout time.Duration
@@ -70,7 +77,7 @@ func New(cfg Config) *Hub {
 		cfg.ConnectTimeout = DefaultConnectTimeout
 	}
 	if cfg.HTTPClient == nil {
-		cfg.HTTPClient = &http.Client{}
+		cfg.HTTPClient = guardedClient(cfg.AllowHosts)
 	}
 	return &Hub{cfg: cfg}
 }
@@ -283,6 +290,24 @@ func (h *Hub) secret(name string) (string, bool) {
 		return h.cfg.Secret(name)
 	}
 	return EnvSecret(name)
+}
+
+// guardedClient is the default client of http servers (see
+// Config.HTTPClient).
+func guardedClient(allowHosts []string) *http.Client {
+	g := egress.NewGuard(allowHosts, "MCP server", "--mcp-allow-host")
+	return &http.Client{
+		Transport: &http.Transport{
+			Proxy:                 nil,
+			DialContext:           g.DialContext,
+			ForceAttemptHTTP2:     true,
+			MaxIdleConns:          100,
+			IdleConnTimeout:       90 * time.Second,
+			TLSHandshakeTimeout:   10 * time.Second,
+			ExpectContinueTimeout: time.Second,
+		},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
 }
 
 // headerTransport adds the server's configured headers to every request.

@@ -454,7 +454,7 @@ func TestA_stdio_server_naming_a_secret_the_worker_lacks_is_refused_naming_the_v
 
 func TestAn_http_server_is_reached_from_the_runner_with_its_header_secret(t *testing.T) {
 	h := mcptest.ServeHTTP(t)
-	hub := mcptools.New(mcptools.Config{Secret: func(name string) (string, bool) {
+	hub := mcptools.New(mcptools.Config{AllowHosts: []string{"127.0.0.1"}, Secret: func(name string) (string, bool) {
 		return map[string]string{"web-auth": "Bearer web-secret-77"}[name], name == "web-auth"
 	}})
 	o := &offered{tools: map[string]tool.Tool{}}
@@ -487,7 +487,7 @@ func TestAn_http_server_is_reached_from_the_runner_with_its_header_secret(t *tes
 
 func TestAn_http_server_whose_secret_is_not_configured_offers_nothing_and_says_why(t *testing.T) {
 	h := mcptest.ServeHTTP(t)
-	hub := mcptools.New(mcptools.Config{Secret: func(string) (string, bool) { return "", false }})
+	hub := mcptools.New(mcptools.Config{AllowHosts: []string{"127.0.0.1"}, Secret: func(string) (string, bool) { return "", false }})
 	o := &offered{tools: map[string]tool.Tool{}}
 	spec := dispatcherapi.AgentMCPServer{Name: "web", URL: h.URL, Headers: map[string]string{"Authorization": "web-auth"}}
 	set := hub.Open(bg, mcptools.Ref{Tenant: tenant, Session: session}, []dispatcherapi.AgentMCPServer{spec}, o.target)
@@ -584,5 +584,22 @@ func TestA_stdio_server_in_a_jobs_worker_process_dies_with_it(t *testing.T) {
 	gone(t, "the escaped child to die at the worker's next start", pids[1:])
 	if res := call(t, o, "mcp__kit__echo", `{"text":"again"}`); res.IsError || res.Content != "echo: again" {
 		t.Fatalf("after the worker's restart echo = %+v, want the server started again", res)
+	}
+}
+
+func TestAn_http_server_on_an_internal_address_is_refused_unless_the_operator_allows_its_host(t *testing.T) {
+	h := mcptest.ServeHTTP(t)
+	spec := []dispatcherapi.AgentMCPServer{{Name: "web", URL: h.URL}}
+	o := &offered{tools: map[string]tool.Tool{}}
+	set := mcptools.New(mcptools.Config{}).Open(bg, mcptools.Ref{Tenant: tenant, Session: session}, spec, o.target)
+	t.Cleanup(set.Close)
+	st := set.States()
+	if len(st) != 1 || st[0].State != "failed" || !strings.Contains(st[0].Error, "loopback") || !strings.Contains(st[0].Error, "--mcp-allow-host 127.0.0.1") || len(h.Headers()) != 0 {
+		t.Fatalf("states = %+v after %d requests, want refused before any request, naming the flag", st, len(h.Headers()))
+	}
+	allowed := mcptools.New(mcptools.Config{AllowHosts: []string{"127.0.0.1"}}).Open(bg, mcptools.Ref{Tenant: tenant, Session: session}, spec, o.target)
+	t.Cleanup(allowed.Close)
+	if res := call(t, o, "mcp__web__echo", `{"text":"allowed"}`); res.IsError || res.Content != "echo: allowed" {
+		t.Fatalf("echo on an allowed host = %+v", res)
 	}
 }
