@@ -120,3 +120,30 @@ func TestAn_MCP_tool_call_round_trips_through_the_models_wire_format_and_deny_ru
 		}
 	}
 }
+
+func TestA_servers_new_tool_list_replaces_its_old_one_in_the_run_as_the_profile_allows(t *testing.T) {
+	echo := func(name string) tool.Tool {
+		return tool.Func{Name: name, Fn: func(context.Context, tool.Call) (tool.Result, error) { return tool.Result{Content: name}, nil }}
+	}
+	reg, err := tool.NewRegistry(echo("shell"), echo("mcp__other__keep"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	prof := agents.Profile{Tools: dispatcherapi.AgentTools{Allow: []string{"shell", "mcp__web__*", "mcp__other__*"}}}
+	offerServerTools(reg, prof, "web", []tool.Tool{echo("mcp__web__a"), echo("mcp__web__b")})
+	if got := reg.Names(); !slices.Equal(got, []string{"shell", "mcp__other__keep", "mcp__web__a", "mcp__web__b"}) {
+		t.Fatalf("after the first list: %v", got)
+	}
+	offerServerTools(reg, prof, "web", []tool.Tool{echo("mcp__web__b"), echo("mcp__web__c")})
+	if got := reg.Names(); !slices.Equal(got, []string{"shell", "mcp__other__keep", "mcp__web__b", "mcp__web__c"}) {
+		t.Fatalf("after the changed list: %v, want a gone, c added, the rest kept", got)
+	}
+	if _, ok := reg.Get("mcp__web__a"); ok {
+		t.Fatal("a tool the server dropped can still be called")
+	}
+	narrow := agents.Profile{Tools: dispatcherapi.AgentTools{Allow: []string{"mcp__web__c"}}}
+	offerServerTools(reg, narrow, "web", []tool.Tool{echo("mcp__web__b"), echo("mcp__web__c")})
+	if _, ok := reg.Get("mcp__web__b"); ok {
+		t.Fatal("a tool tools.allow leaves out was offered")
+	}
+}
