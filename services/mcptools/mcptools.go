@@ -65,6 +65,10 @@ type Config struct {
 	// ConnectTimeout bounds connecting and listing tools (default
 	// DefaultConnectTimeout).
 	ConnectTimeout time.Duration
+	// ProtocolVersion is the MCP version the client asks for ("": the
+	// SDK's latest, which falls back to an older handshake by itself for
+	// servers that do not know it).
+	ProtocolVersion string
 	Log            zerolog.Logger
 }
 
@@ -234,7 +238,11 @@ func (s *server) session(ctx context.Context) (*mcp.ClientSession, error) {
 			go s.listChanged()
 		},
 	})
-	cs, err := client.Connect(ctx, t, nil)
+	var opts *mcp.ClientSessionOptions
+	if v := s.hub.cfg.ProtocolVersion; v != "" {
+		opts = &mcp.ClientSessionOptions{ProtocolVersion: v}
+	}
+	cs, err := client.Connect(ctx, t, opts)
 	if err != nil {
 		err = s.why(wc, err)
 		s.fail(err)

@@ -603,3 +603,49 @@ func TestAn_http_server_on_an_internal_address_is_refused_unless_the_operator_al
 		t.Fatalf("echo on an allowed host = %+v", res)
 	}
 }
+
+func TestThe_sessions_next_run_finds_its_stdio_server_running_and_hears_its_list_changes(t *testing.T) {
+	e := newEnv(t)
+	first, o1 := e.open(e.stdio("kit"))
+	pid := call(t, o1, "mcp__kit__pid", `{}`).Content
+	first.Close()
+
+	_, o2 := e.open(e.stdio("kit"))
+	if got := call(t, o2, "mcp__kit__pid", `{}`).Content; got != pid {
+		t.Fatalf("the next run's server has pid %s, want the running one's %s", got, pid)
+	}
+	if res := call(t, o2, "mcp__kit__grow", `{"name":"second"}`); res.IsError {
+		t.Fatalf("grow = %+v", res)
+	}
+	testutil.Eventually(t, 10*time.Second, "the next run to be offered the new tool", func() bool {
+		_, ok := o2.get("mcp__kit__second")
+		return ok
+	})
+	if res := call(t, o2, "mcp__kit__second", `{"text":"hi"}`); res.IsError || res.Content != "second: hi" {
+		t.Fatalf("second = %+v", res)
+	}
+	states, err := e.jc.MCPState(bg, tenant, session)
+	if err != nil || len(states) != 1 || states[0].Restarts != 0 || strconv.Itoa(states[0].Pid) != pid {
+		t.Fatalf("worker states = %+v, %v; want one server, never restarted", states, err)
+	}
+}
+
+// An MCP server of the older protocol is initialized once per process;
+// the worker answers a later connection's initialize itself.
+func TestA_later_connection_to_a_server_of_the_initialize_handshake_is_answered_by_the_worker(t *testing.T) {
+	e := newEnv(t)
+	e.hub = mcptools.New(mcptools.Config{Jobs: e.jc, ConnectTimeout: 20 * time.Second, ProtocolVersion: "2025-06-18"})
+	first, o1 := e.open(e.stdio("kit"))
+	pid := call(t, o1, "mcp__kit__pid", `{}`).Content
+	first.Close()
+	second, o2 := e.open(e.stdio("kit"))
+	if st := second.States(); st[0].State != "running" {
+		t.Fatalf("the second connection: %+v", st)
+	}
+	if got := call(t, o2, "mcp__kit__pid", `{}`).Content; got != pid {
+		t.Fatalf("pid %s, want the first connection's server %s", got, pid)
+	}
+	if res := call(t, o2, "mcp__kit__echo", `{"text":"again"}`); res.IsError || res.Content != "echo: again" {
+		t.Fatalf("echo on the second connection = %+v", res)
+	}
+}
