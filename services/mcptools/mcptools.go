@@ -69,7 +69,7 @@ type Config struct {
 	// SDK's latest, which falls back to an older handshake by itself for
 	// servers that do not know it).
 	ProtocolVersion string
-	Log            zerolog.Logger
+	Log             zerolog.Logger
 }
 
 // Hub connects runs to their MCP servers.
