@@ -506,7 +506,8 @@ type AgentTools struct {
 // Secrets only; an http server (URL set) is reached from the runner over
 // the streamable HTTP transport. A profile never holds a secret: Secrets
 // and Headers name secrets the operator configures on the workers and
-// runners (JETWAY_MCP_SECRET_<NAME>).
+// runners (JETWAY_MCP_SECRET_<TENANT>__<NAME>, or JETWAY_MCP_SECRET_<NAME>
+// for every tenant).
 type AgentMCPServer struct {
 	// Name is 1–32 of [A-Za-z0-9_-] without "__": the <server> of its
 	// tools' names.

@@ -34,22 +34,14 @@ import (
 
 // MCP server defaults.
 const (
-	DefaultMCPIdle   = 10 * time.Minute
-	mcpBackoffMin    = 500 * time.Millisecond
-	mcpBackoffMax    = 30 * time.Second
-	mcpStableAfter   = time.Minute // a server up this long starts its backoff over
-	mcpMaxLine       = 8 << 20     // the longest message a server may write
-	mcpMaxOpenWait   = 10 * time.Second
-	mcpStderrLines   = 5
-	MCPSecretEnvPref = "JETWAY_MCP_SECRET_"
+	DefaultMCPIdle = 10 * time.Minute
+	mcpBackoffMin  = 500 * time.Millisecond
+	mcpBackoffMax  = 30 * time.Second
+	mcpStableAfter = time.Minute // a server up this long starts its backoff over
+	mcpMaxLine     = 8 << 20     // the longest message a server may write
+	mcpMaxOpenWait = 10 * time.Second
+	mcpStderrLines = 5
 )
-
-// MCPSecretVar is the variable holding the secret name on the workers
-// (stdio servers) and runners (http headers): JETWAY_MCP_SECRET_<NAME>,
-// the name upper-cased with - as _.
-func MCPSecretVar(name string) string {
-	return MCPSecretEnvPref + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
-}
 
 // mcpHost holds a worker's MCP servers.
 type mcpHost struct {
@@ -201,7 +193,7 @@ func (m *mcpHost) open(ctx context.Context, r jobsapi.MCPOpenRequest) (jobsapi.M
 		return jobsapi.MCPOpenResponse{}, &jobsapi.Error{Code: jobsapi.CodeConflict,
 			Message: "Ground Stop holds session " + r.Tenant + "/" + r.Session + ": its MCP servers do not start (" + stop + ")"}
 	}
-	env, err := m.serverEnv(r.Server)
+	env, err := m.serverEnv(r.Tenant, r.Server)
 	if err != nil {
 		return jobsapi.MCPOpenResponse{}, err
 	}
@@ -256,9 +248,9 @@ func sameServer(a, b jobsapi.MCPServer) bool {
 
 // serverEnv is a server's environment past what the worker sets: the
 // profile's plain variables and its secrets, read from the worker's
-// JETWAY_MCP_SECRET_<NAME> variables. Nothing else of the worker's
+// JETWAY_MCP_SECRET_ variables for the session's tenant. Nothing else of the worker's
 // environment is passed on.
-func (m *mcpHost) serverEnv(spec jobsapi.MCPServer) ([]string, error) {
+func (m *mcpHost) serverEnv(tenant string, spec jobsapi.MCPServer) ([]string, error) {
 	var env []string
 	for _, name := range sortedKeys(spec.Env) {
 		if why := agents.ForbiddenMCPEnv(name); why != "" {
@@ -270,10 +262,10 @@ func (m *mcpHost) serverEnv(spec jobsapi.MCPServer) ([]string, error) {
 		if why := agents.ForbiddenMCPEnv(name); why != "" {
 			return nil, badRequest("MCP server %s: secrets %s: %s", spec.Name, name, why)
 		}
-		v, ok := m.w.cfg.Secret(spec.Secrets[name])
+		v, ok := m.w.cfg.Secret(tenant, spec.Secrets[name])
 		if !ok {
 			return nil, &jobsapi.Error{Code: jobsapi.CodeBadRequest, Message: fmt.Sprintf(
-				"MCP server %s: secret %q is not configured on jobs worker %s (set %s there)", spec.Name, spec.Secrets[name], m.w.cfg.WorkerID, MCPSecretVar(spec.Secrets[name]))}
+				"MCP server %s: %s", spec.Name, agents.MCPSecretMissing(tenant, spec.Secrets[name], "jobs worker "+m.w.cfg.WorkerID))}
 		}
 		env = append(env, name+"="+v)
 	}
@@ -757,11 +749,11 @@ func (w *Worker) opMCPState(_ context.Context, data []byte) (any, error) {
 	return jobsapi.MCPStateResponse{Servers: w.mcp.states(sessionKey(r.Tenant, r.Session))}, nil
 }
 
-// EnvSecrets is the workers' and runners' usual secret lookup: the
-// variable JETWAY_MCP_SECRET_<NAME> of the process's environment.
-func EnvSecrets(name string) (string, bool) {
-	v, ok := os.LookupEnv(MCPSecretVar(name))
-	return v, ok && v != ""
+// EnvSecrets is the worker's usual secret lookup: its own
+// JETWAY_MCP_SECRET_<TENANT>__<NAME>, else JETWAY_MCP_SECRET_<NAME>
+// (agents.MCPSecretVars).
+func EnvSecrets(tenant, name string) (string, bool) {
+	return agents.LookupMCPSecret(os.LookupEnv, tenant, name)
 }
 
 // startMCP starts the MCP server host and the Ground Stop mirror that

@@ -105,9 +105,10 @@ type Config struct {
 	// MCPIdle stops a session's MCP stdio server that no connection used
 	// for this long (default DefaultMCPIdle).
 	MCPIdle time.Duration
-	// Secret resolves a secret an MCP stdio server's profile names
-	// (default EnvSecrets: the worker's JETWAY_MCP_SECRET_<NAME>).
-	Secret func(name string) (string, bool)
+	// Secret resolves a secret an MCP stdio server of a tenant's profile
+	// names (default EnvSecrets: the worker's JETWAY_MCP_SECRET_
+	// variables).
+	Secret func(tenant, name string) (string, bool)
 	// Source is the CloudEvents source of the worker's events (default
 	// "jetway/jobs/<worker>").
 	Source  string

@@ -50,9 +50,10 @@ type Config struct {
 	// Jobs reaches the sessions' jobs workers, which run stdio servers;
 	// nil refuses stdio servers.
 	Jobs *jobsclient.Client
-	// Secret resolves a secret an http server's headers name (default:
-	// the runner's JETWAY_MCP_SECRET_<NAME> variables).
-	Secret func(name string) (string, bool)
+	// Secret resolves a secret an http server's headers name, for the
+	// session's tenant (default EnvSecret: the runner's
+	// JETWAY_MCP_SECRET_ variables).
+	Secret func(tenant, name string) (string, bool)
 	// HTTPClient makes the requests to http servers. The default has no
 	// timeout of its own (each call has its server's), no proxy, follows
 	// no redirect, and refuses loopback, link-local, private and other
@@ -271,9 +272,9 @@ func (s *server) transport() (mcp.Transport, *workerConn, error) {
 	case agents.MCPHTTP:
 		hdr := http.Header{}
 		for name, secret := range s.spec.Headers {
-			v, ok := s.hub.secret(secret)
+			v, ok := s.hub.secret(s.ref.Tenant, secret)
 			if !ok {
-				return nil, nil, fmt.Errorf("the secret %q its header %s names is not configured on this runner (set %s)", secret, name, SecretVar(secret))
+				return nil, nil, fmt.Errorf("header %s: %s", name, agents.MCPSecretMissing(s.ref.Tenant, secret, "this runner"))
 			}
 			hdr.Set(name, v)
 		}
@@ -293,11 +294,11 @@ func (s *server) transport() (mcp.Transport, *workerConn, error) {
 	}
 }
 
-func (h *Hub) secret(name string) (string, bool) {
+func (h *Hub) secret(tenant, name string) (string, bool) {
 	if h.cfg.Secret != nil {
-		return h.cfg.Secret(name)
+		return h.cfg.Secret(tenant, name)
 	}
-	return EnvSecret(name)
+	return EnvSecret(tenant, name)
 }
 
 // guardedClient is the default client of http servers (see
@@ -573,18 +574,11 @@ func toResult(res *mcp.CallToolResult) tool.Result {
 	return out
 }
 
-// SecretVar is the runner variable holding an http header's secret:
-// JETWAY_MCP_SECRET_<NAME>, the name upper-cased with - as _ (the jobs
-// worker reads stdio servers' secrets from its own variables of the same
-// names).
-func SecretVar(name string) string {
-	return "JETWAY_MCP_SECRET_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
-}
-
-// EnvSecret reads a secret from the process's environment.
-func EnvSecret(name string) (string, bool) {
-	v, ok := lookupEnv(SecretVar(name))
-	return v, ok && v != ""
+// EnvSecret is the runner's usual secret lookup: its own
+// JETWAY_MCP_SECRET_<TENANT>__<NAME>, else JETWAY_MCP_SECRET_<NAME>
+// (agents.MCPSecretVars).
+func EnvSecret(tenant, name string) (string, bool) {
+	return agents.LookupMCPSecret(lookupEnv, tenant, name)
 }
 
 // Names lists the tool names a Target got, sorted: for logs and tests.

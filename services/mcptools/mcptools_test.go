@@ -20,6 +20,7 @@ import (
 	"jetway/pkg/agent/tool"
 	"jetway/pkg/bus"
 	"jetway/pkg/bus/bustest"
+	"jetway/pkg/control/agents"
 	"jetway/pkg/control/groundstop"
 	"jetway/pkg/dispatcherapi"
 	"jetway/pkg/tasks"
@@ -101,7 +102,7 @@ func newEnv(t *testing.T, mods ...func(*jobs.Config)) *env {
 	secrets := map[string]string{"gh-token": "ghp_server_secret_value_1"}
 	cfg := jobs.Config{NC: nc, WorkerID: "w1", Root: root, Grace: 200 * time.Millisecond,
 		ReadOnly: []string{filepath.Dir(bin)},
-		Secret:   func(name string) (string, bool) { v, ok := secrets[name]; return v, ok }}
+		Secret:   func(_, name string) (string, bool) { v, ok := secrets[name]; return v, ok }}
 	for _, m := range mods {
 		m(&cfg)
 	}
@@ -447,14 +448,14 @@ func TestA_stdio_server_naming_a_secret_the_worker_lacks_is_refused_naming_the_v
 		t.Fatal("a server that cannot start offers tools")
 	}
 	st := set.States()
-	if len(st) != 1 || st[0].State != "failed" || !strings.Contains(st[0].Error, "JETWAY_MCP_SECRET_NOT_CONFIGURED") {
+	if len(st) != 1 || st[0].State != "failed" || !strings.Contains(st[0].Error, "JETWAY_MCP_SECRET_ACME__NOT_CONFIGURED") || !strings.Contains(st[0].Error, "JETWAY_MCP_SECRET_NOT_CONFIGURED") {
 		t.Fatalf("states = %+v, want failed naming the variable", st)
 	}
 }
 
 func TestAn_http_server_is_reached_from_the_runner_with_its_header_secret(t *testing.T) {
 	h := mcptest.ServeHTTP(t)
-	hub := mcptools.New(mcptools.Config{AllowHosts: []string{"127.0.0.1"}, Secret: func(name string) (string, bool) {
+	hub := mcptools.New(mcptools.Config{AllowHosts: []string{"127.0.0.1"}, Secret: func(_, name string) (string, bool) {
 		return map[string]string{"web-auth": "Bearer web-secret-77"}[name], name == "web-auth"
 	}})
 	o := &offered{tools: map[string]tool.Tool{}}
@@ -487,34 +488,42 @@ func TestAn_http_server_is_reached_from_the_runner_with_its_header_secret(t *tes
 
 func TestAn_http_server_whose_secret_is_not_configured_offers_nothing_and_says_why(t *testing.T) {
 	h := mcptest.ServeHTTP(t)
-	hub := mcptools.New(mcptools.Config{AllowHosts: []string{"127.0.0.1"}, Secret: func(string) (string, bool) { return "", false }})
+	hub := mcptools.New(mcptools.Config{AllowHosts: []string{"127.0.0.1"}, Secret: func(string, string) (string, bool) { return "", false }})
 	o := &offered{tools: map[string]tool.Tool{}}
 	spec := dispatcherapi.AgentMCPServer{Name: "web", URL: h.URL, Headers: map[string]string{"Authorization": "web-auth"}}
 	set := hub.Open(bg, mcptools.Ref{Tenant: tenant, Session: session}, []dispatcherapi.AgentMCPServer{spec}, o.target)
 	t.Cleanup(set.Close)
 	st := set.States()
-	if len(st) != 1 || st[0].State != "failed" || !strings.Contains(st[0].Error, "JETWAY_MCP_SECRET_WEB_AUTH") || len(h.Headers()) != 0 {
+	if len(st) != 1 || st[0].State != "failed" || !strings.Contains(st[0].Error, "JETWAY_MCP_SECRET_ACME__WEB_AUTH") || len(h.Headers()) != 0 {
 		t.Fatalf("states = %+v after %d requests, want failed naming the variable before any request", st, len(h.Headers()))
 	}
 }
 
-func TestSecret_names_map_to_their_variables_as_the_docs_say(t *testing.T) {
-	for name, want := range map[string]string{
-		"tickets-token": "JETWAY_MCP_SECRET_TICKETS_TOKEN",
-		"github-token":  "JETWAY_MCP_SECRET_GITHUB_TOKEN",
-		"gh-token":      "JETWAY_MCP_SECRET_GH_TOKEN",
-		"web_auth":      "JETWAY_MCP_SECRET_WEB_AUTH",
+func TestSecret_names_map_to_their_variables_and_a_tenants_own_come_first(t *testing.T) {
+	for _, c := range []struct{ tenant, name, own, every string }{
+		{"acme", "tickets-token", "JETWAY_MCP_SECRET_ACME__TICKETS_TOKEN", "JETWAY_MCP_SECRET_TICKETS_TOKEN"},
+		{"acme", "github-token", "JETWAY_MCP_SECRET_ACME__GITHUB_TOKEN", "JETWAY_MCP_SECRET_GITHUB_TOKEN"},
+		{"default", "gh-token", "JETWAY_MCP_SECRET_DEFAULT__GH_TOKEN", "JETWAY_MCP_SECRET_GH_TOKEN"},
+		{"globex", "web_auth", "JETWAY_MCP_SECRET_GLOBEX__WEB_AUTH", "JETWAY_MCP_SECRET_WEB_AUTH"},
 	} {
-		if got := mcptools.SecretVar(name); got != want || jobs.MCPSecretVar(name) != want {
-			t.Errorf("secret %s: runner reads %s, worker reads %s; want %s", name, got, jobs.MCPSecretVar(name), want)
+		if got := agents.MCPSecretVars(c.tenant, c.name); !slices.Equal(got, []string{c.own, c.every}) {
+			t.Errorf("secret %s of %s is read from %v, want %s then %s", c.name, c.tenant, got, c.own, c.every)
 		}
 	}
-	t.Setenv("JETWAY_MCP_SECRET_TICKETS_TOKEN", "Bearer t-1")
-	if v, ok := mcptools.EnvSecret("tickets-token"); !ok || v != "Bearer t-1" {
-		t.Errorf("EnvSecret = %q, %v", v, ok)
-	}
-	if _, ok := jobs.EnvSecrets("tickets-token"); !ok {
-		t.Error("the worker does not read the same variable")
+	t.Setenv("JETWAY_MCP_SECRET_TICKETS_TOKEN", "Bearer every-tenant")
+	t.Setenv("JETWAY_MCP_SECRET_ACME__TICKETS_TOKEN", "Bearer acme-only")
+	t.Setenv("JETWAY_MCP_SECRET_ACME__GITHUB_TOKEN", "ghp_acme")
+	for _, c := range []struct{ tenant, name, want string }{
+		{"acme", "tickets-token", "Bearer acme-only"},
+		{"globex", "tickets-token", "Bearer every-tenant"},
+		{"acme", "github-token", "ghp_acme"},
+		{"globex", "github-token", ""},
+	} {
+		v, ok := mcptools.EnvSecret(c.tenant, c.name)
+		w, wok := jobs.EnvSecrets(c.tenant, c.name)
+		if v != c.want || ok != (c.want != "") || w != v || wok != ok {
+			t.Errorf("%s's %s: runner reads %q (%v), worker %q (%v); want %q", c.tenant, c.name, v, ok, w, wok, c.want)
+		}
 	}
 }
 
