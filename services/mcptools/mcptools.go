@@ -189,13 +189,14 @@ type server struct {
 	target Target
 	log    zerolog.Logger
 
-	mu      sync.Mutex
-	cs      *mcp.ClientSession
-	conn    *workerConn // the stdio connection under cs, for why it ended
-	state   string
-	err     string
-	closed  bool
-	listGen int
+	mu       sync.Mutex
+	cs       *mcp.ClientSession
+	conn     *workerConn // the stdio connection under cs, for why it ended
+	state    string
+	err      string
+	closed   bool
+	listGen  int
+	connects int
 }
 
 // connect opens a session with the server and offers its tools.
@@ -256,7 +257,14 @@ func (s *server) session(ctx context.Context) (*mcp.ClientSession, error) {
 		return nil, errors.New("the run is over")
 	}
 	s.cs, s.conn, s.state, s.err = cs, wc, "running", ""
+	s.connects++
+	again := s.connects > 1
 	s.mu.Unlock()
+	if again {
+		// A server started again (after a crash, a stop) may offer other
+		// tools than the one before it.
+		go s.listChanged()
+	}
 	go func() {
 		_ = cs.Wait()
 		s.ended(cs, false)

@@ -298,6 +298,11 @@ func TestA_crashed_stdio_server_gives_a_clear_tool_error_and_restarts(t *testing
 	e := newEnv(t)
 	set, o := e.open(e.stdio("kit"))
 	first := call(t, o, "mcp__kit__pid", `{}`)
+	call(t, o, "mcp__kit__grow", `{"name":"ephemeral"}`)
+	testutil.Eventually(t, 10*time.Second, "the grown tool to be offered", func() bool {
+		_, ok := o.get("mcp__kit__ephemeral")
+		return ok
+	})
 	crash := call(t, o, "mcp__kit__crash", `{}`)
 	if !crash.IsError || !strings.Contains(crash.Content, "crashed") || !strings.Contains(crash.Content, "boom: crashing on purpose") {
 		t.Fatalf("crash = %+v, want a tool error saying it crashed and its last words", crash)
@@ -310,6 +315,13 @@ func TestA_crashed_stdio_server_gives_a_clear_tool_error_and_restarts(t *testing
 	if again.IsError || again.Content == first.Content {
 		t.Fatalf("after the crash pid = %+v (was %s), want a new server's pid", again, first.Content)
 	}
+	// The new process lists its own tools: the one the old process grew
+	// is gone.
+	testutil.Eventually(t, 10*time.Second, "the new server's tool list to be offered", func() bool {
+		_, grown := o.get("mcp__kit__ephemeral")
+		_, echo := o.get("mcp__kit__echo")
+		return !grown && echo
+	})
 	states, err := e.jc.MCPState(bg, tenant, session)
 	if err != nil || len(states) != 1 || states[0].State != "running" || states[0].Restarts != 1 {
 		t.Fatalf("worker states = %+v, %v; want running after 1 restart", states, err)
