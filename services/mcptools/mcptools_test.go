@@ -27,6 +27,7 @@ import (
 	"jetway/pkg/tasks/proctree"
 	"jetway/services/jobs"
 	jobsclient "jetway/services/jobs/client"
+	"jetway/services/jobs/jobsapi"
 	"jetway/services/mcptools"
 )
 
@@ -432,8 +433,14 @@ func TestA_stdio_servers_tree_dies_with_its_session_kill_ground_stop_idle_and_wo
 		t.Fatalf("a call under Ground Stop = %+v, want refused naming it", res)
 	}
 	e.kvCtl(false)
+	spec := e.stdio("kit")
+	testutil.EventuallyNil(t, 10*time.Second, "the worker to see Ground Stop lifted", func() error {
+		_, err := e.jc.MCPOpen(bg, jobsapi.MCPOpenRequest{SessionRequest: jobsapi.SessionRequest{Tenant: tenant, Session: session},
+			Server: jobsapi.MCPServer{Name: spec.Name, Command: spec.Command, Env: spec.Env, Secrets: spec.Secrets}})
+		return err
+	})
 
-	set2, o2 := e.open(e.stdio("kit"))
+	set2, o2 := e.open(spec)
 	pids = serverTree(t, o2)
 	set2.Close()
 	gone(t, "the idle timeout to end the server tree", pids)
