@@ -157,7 +157,14 @@ func (c *workerConn) Write(ctx context.Context, m jsonrpc.Message) error {
 	}
 	err = c.jc.MCPSend(ctx, jobsapi.MCPSendRequest{MCPConnRequest: c.req, Messages: []json.RawMessage{data}})
 	if err != nil {
+		// The worker refused the message (the connection is gone there) or
+		// does not answer (it died): the connection is over, and a read
+		// still waiting on that worker would only learn it at its timeout.
 		c.setReason(err.Error())
+		c.mu.Lock()
+		c.closed = true
+		c.mu.Unlock()
+		c.cancel()
 		return fmt.Errorf("%w: %v", mcp.ErrConnectionClosed, err)
 	}
 	return nil
