@@ -88,6 +88,10 @@ type mcpConn struct {
 	closed  bool
 	reason  string
 	dropIni bool // the worker answered its initialize: drop its initialized
+	// pending are the ids of the requests this connection sent and the
+	// server has not answered: an answer to another (one taken over before
+	// its answer came) would meet a request of this one with the same id.
+	pending map[string]bool
 }
 
 func newMCPHost(w *Worker) (*mcpHost, error) {
@@ -235,7 +239,7 @@ func (m *mcpHost) open(ctx context.Context, r jobsapi.MCPOpenRequest) (jobsapi.M
 	if s.conn != nil {
 		s.conn.close("another connection took the server over (the session's next run)")
 	}
-	s.conn = &mcpConn{id: m.connID(), wake: make(chan struct{})}
+	s.conn = &mcpConn{id: m.connID(), wake: make(chan struct{}), pending: map[string]bool{}}
 	s.lastUse = time.Now()
 	return jobsapi.MCPOpenResponse{Conn: s.conn.id, Restarts: s.restarts}, nil
 }
@@ -391,7 +395,7 @@ func (s *mcpServer) readStdout(f *os.File, gen int) {
 				s.initRes, s.initID = r.Result, ""
 			}
 		}
-		if s.conn != nil {
+		if s.conn != nil && s.conn.owns(msg) {
 			s.conn.push(msg)
 		}
 		s.mu.Unlock()
@@ -501,6 +505,23 @@ func (s *mcpServer) stopLocked(reason string) {
 	}
 }
 
+// owns reports whether msg, a line the server wrote, is for c: a request
+// or notification of the server's, or the answer to a request c sent.
+func (c *mcpConn) owns(msg json.RawMessage) bool {
+	var head struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+	}
+	if json.Unmarshal(msg, &head) != nil || head.Method != "" || len(head.ID) == 0 {
+		return true
+	}
+	if !c.pending[string(head.ID)] {
+		return false
+	}
+	delete(c.pending, string(head.ID))
+	return true
+}
+
 func (c *mcpConn) push(msg json.RawMessage) {
 	c.queue = append(c.queue, msg)
 	c.signal()
@@ -563,6 +584,9 @@ func (m *mcpHost) send(r jobsapi.MCPSendRequest) error {
 			continue
 		case head.Method == "initialize":
 			s.initID = string(head.ID)
+		}
+		if head.Method != "" && len(head.ID) > 0 && string(head.ID) != "null" {
+			c.pending[string(head.ID)] = true
 		}
 		lines = append(lines, append(bytes.Clone(compact(msg)), '\n'))
 	}

@@ -86,6 +86,17 @@ func TestMCP_bad_requests_are_refused_naming_what_is_wrong(t *testing.T) {
 	if err != nil || len(got.Messages) != 1 || string(got.Messages[0]) != string(msg) {
 		t.Fatalf("recv = %+v, %v; want the line back", got, err)
 	}
+	// An answer to a request this connection never sent (one an earlier
+	// connection sent) is not handed to it: cat echoes this "answer" back.
+	stray := json.RawMessage(`{"jsonrpc":"2.0","id":99,"result":{}}`)
+	next := json.RawMessage(`{"jsonrpc":"2.0","method":"notifications/progress"}`)
+	if err := e.cli.MCPSend(bg, jobsapi.MCPSendRequest{MCPConnRequest: cr, Messages: []json.RawMessage{stray, next}}); err != nil {
+		t.Fatal(err)
+	}
+	got, err = e.cli.MCPRecv(bg, jobsapi.MCPRecvRequest{MCPConnRequest: cr, WaitMS: 10_000})
+	if err != nil || len(got.Messages) != 1 || string(got.Messages[0]) != string(next) {
+		t.Fatalf("recv = %+v, %v; want only the notification, not the stray answer", got, err)
+	}
 	if err := e.cli.MCPSend(bg, jobsapi.MCPSendRequest{MCPConnRequest: cr, Messages: []json.RawMessage{json.RawMessage(`[1,`)}}); err == nil {
 		t.Error("a message that is not JSON was sent")
 	}
