@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"jetway/pkg/dispatcherapi"
+	"jetway/pkg/redact"
 )
 
 // MCP transports a profile's server may use.
@@ -129,9 +130,16 @@ func validateStdio(s dispatcherapi.AgentMCPServer, bad badField) error {
 	case len(s.Env)+len(s.Secrets) > MaxMCPEnv:
 		return bad(".env", "at most %d variables in env and secrets together", MaxMCPEnv)
 	}
-	for _, a := range append([]string{s.Command}, s.Args...) {
+	for i, a := range append([]string{s.Command}, s.Args...) {
+		field := fmt.Sprintf(".args[%d]", i-1)
+		if i == 0 {
+			field = ".command"
+		}
 		if strings.ContainsRune(a, 0) || len(a) > 4096 {
-			return bad(".args", "an argument holds a NUL byte or is longer than 4096 bytes")
+			return bad(field, "holds a NUL byte or is longer than 4096 bytes")
+		}
+		if holdsSecret(a) {
+			return bad(field, "looks like it holds a secret; a profile never does: name it in secrets and read it from the environment")
 		}
 	}
 	for _, name := range sortedKeys(s.Env) {
@@ -140,6 +148,9 @@ func validateStdio(s dispatcherapi.AgentMCPServer, bad badField) error {
 		}
 		if strings.ContainsRune(s.Env[name], 0) {
 			return bad(".env."+name, "the value holds a NUL byte")
+		}
+		if holdsSecret(name + "=" + s.Env[name]) {
+			return bad(".env."+name, "looks like a secret; a profile never holds one: move it to secrets, which names a secret the jobs worker holds")
 		}
 	}
 	for _, name := range sortedKeys(s.Secrets) {
@@ -174,6 +185,8 @@ func validateHTTP(s dispatcherapi.AgentMCPServer, bad badField) error {
 		return bad(".url", "a URL may not carry credentials; name a secret in headers")
 	case len(s.URL) > 2048:
 		return bad(".url", "longer than 2048 bytes")
+	case holdsSecret(s.URL):
+		return bad(".url", "looks like it holds a secret; a profile never does: name it in headers")
 	case len(s.Headers) > MaxMCPEnv:
 		return bad(".headers", "at most %d headers", MaxMCPEnv)
 	}
@@ -187,6 +200,11 @@ func validateHTTP(s dispatcherapi.AgentMCPServer, bad badField) error {
 	}
 	return nil
 }
+
+// holdsSecret reports whether s holds something the redaction rules take
+// for a credential (a GitHub token, an API key, NAME=value of a secret's
+// name): those go in secrets and headers, by name.
+func holdsSecret(s string) bool { return redact.Text(s) != s }
 
 func sortedKeys(m map[string]string) []string {
 	keys := make([]string, 0, len(m))

@@ -46,6 +46,15 @@ func TestA_profile_with_bad_MCP_servers_is_refused_naming_the_field_and_nothing_
 		}))},
 		{"mcp[0].command", with(edit(web, func(s *dispatcherapi.AgentMCPServer) { s.Command = "x" }))},
 		{"mcp[0].timeout", with(edit(web, func(s *dispatcherapi.AgentMCPServer) { s.Timeout = "forever" }))},
+		{"mcp[0].env.GH_TOKEN", with(edit(stdio, func(s *dispatcherapi.AgentMCPServer) {
+			s.Env = map[string]string{"GH_TOKEN": "ghp_abcdefghijklmnopqrstuvwxyz0123456789"}
+		}))},
+		{"mcp[0].args[1]", with(edit(stdio, func(s *dispatcherapi.AgentMCPServer) {
+			s.Args = []string{"--token", "sk-ant-api03-abcdefghijklmnopqrstuvwxyz0123456789abcdefghij"}
+		}))},
+		{"mcp[0].url", with(edit(web, func(s *dispatcherapi.AgentMCPServer) {
+			s.URL = "https://mcp.example.com/mcp?key=ghp_abcdefghijklmnopqrstuvwxyz0123456789"
+		}))},
 	} {
 		_, err := agents.Put(ctx, kv, "acme", "tooled", c.p)
 		var fe *agents.FieldError
