@@ -252,8 +252,8 @@ func sameServer(a, b jobsapi.MCPServer) bool {
 
 // serverEnv is a server's environment past what the worker sets: the
 // profile's plain variables and its secrets, read from the worker's
-// JETWAY_MCP_SECRET_ variables for the session's tenant. Nothing else of the worker's
-// environment is passed on.
+// JETWAY_MCP_SECRET_ variables for the session's tenant. Nothing else of
+// the worker's environment is passed on.
 func (m *mcpHost) serverEnv(tenant string, spec jobsapi.MCPServer) ([]string, error) {
 	var env []string
 	for _, name := range sortedKeys(spec.Env) {
@@ -293,13 +293,9 @@ func (m *mcpHost) start(s *mcpServer, spec jobsapi.MCPServer, ws, tmp string, ex
 	if path == "" {
 		path = "/usr/local/bin:/usr/bin:/bin"
 	}
+	// A bare name is looked up on the worker's PATH, which is the one the
+	// server gets too.
 	cmd := exec.Command(spec.Command, spec.Args...)
-	if cmd.Err != nil && !strings.Contains(spec.Command, "/") {
-		// Look the program up on the PATH the server gets, not the worker's.
-		if p, err := lookPath(spec.Command, path); err == nil {
-			cmd = exec.Command(p, spec.Args...)
-		}
-	}
 	cmd.Dir = ws
 	cmd.Env = append([]string{"PATH=" + path, "HOME=" + ws, "TMPDIR=" + tmp, "LANG=C.UTF-8"}, passedEnv()...)
 	cmd.Env = append(cmd.Env, extra...)
@@ -330,7 +326,7 @@ func (m *mcpHost) start(s *mcpServer, spec jobsapi.MCPServer, ws, tmp string, ex
 		for _, f := range []*os.File{inW, outR, errR} {
 			_ = f.Close()
 		}
-		s.state, s.err = "restarting", err.Error()
+		s.state, s.err = "failed", err.Error()
 		s.crashes++
 		s.notBefre = time.Now().Add(backoff(s.crashes))
 		return &jobsapi.Error{Code: jobsapi.CodeBadRequest, Message: fmt.Sprintf("MCP server %s did not start: %v", spec.Name, err)}
@@ -351,16 +347,8 @@ func (m *mcpHost) start(s *mcpServer, spec jobsapi.MCPServer, ws, tmp string, ex
 	return nil
 }
 
-func lookPath(file, path string) (string, error) {
-	for _, dir := range strings.Split(path, ":") {
-		p := dir + "/" + file
-		if st, err := os.Stat(p); err == nil && !st.IsDir() && st.Mode()&0o111 != 0 {
-			return p, nil
-		}
-	}
-	return "", exec.ErrNotFound
-}
-
+// backoff is how long a server that crashed crashes times in a row waits
+// before it starts again: 0.5 s, doubling, at most 30 s.
 func backoff(crashes int) time.Duration {
 	d := mcpBackoffMin
 	for i := 1; i < crashes && d < mcpBackoffMax; i++ {
