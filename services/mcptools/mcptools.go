@@ -104,8 +104,8 @@ type Set struct {
 
 // Open connects to every server of the profile (in parallel, each
 // bounded by the connect timeout) and hands their tools to target. A
-// server that cannot be reached offers no tools and is tried again when
-// its list is asked for... it is reported in States.
+// server that cannot be reached offers no tools in this run; States says
+// why.
 func (h *Hub) Open(ctx context.Context, ref Ref, specs []dispatcherapi.AgentMCPServer, target Target) *Set {
 	set := &Set{hub: h, ref: ref}
 	var wg sync.WaitGroup
@@ -189,6 +189,7 @@ type server struct {
 	target Target
 	log    zerolog.Logger
 
+	connMu   sync.Mutex // held while a session is looked up or made
 	mu       sync.Mutex
 	cs       *mcp.ClientSession
 	conn     *workerConn // the stdio connection under cs, for why it ended
@@ -213,6 +214,10 @@ func (s *server) connect(ctx context.Context) error {
 // session is the server's client session, connecting one when there is
 // none (the first call, or the one after a crash).
 func (s *server) session(ctx context.Context) (*mcp.ClientSession, error) {
+	// One connection at a time: two calls finding none would each open
+	// one, and the second would end the first at the worker.
+	s.connMu.Lock()
+	defer s.connMu.Unlock()
 	s.mu.Lock()
 	if s.cs != nil && s.conn != nil && s.conn.closedReason() != "" {
 		// The worker ended the connection (a stop, a crash) and the SDK
