@@ -331,19 +331,21 @@ func TestA_crashed_stdio_server_gives_a_clear_tool_error_and_restarts(t *testing
 
 func TestA_hanging_tool_call_ends_at_its_timeout_as_a_tool_error(t *testing.T) {
 	e := newEnv(t)
-	spec := e.stdio("kit")
-	spec.Timeout = "1s"
-	_, o := e.open(spec)
+	slow := e.stdio("slow")
+	slow.Timeout = "1s"
+	_, o := e.open(e.stdio("kit"), slow)
 	start := time.Now()
-	res := call(t, o, "mcp__kit__hang", `{}`)
+	res := call(t, o, "mcp__slow__hang", `{}`)
 	if !res.IsError || !strings.Contains(res.Content, "did not answer within 1s") {
 		t.Fatalf("hang = %+v, want a timeout tool error", res)
 	}
 	if d := time.Since(start); d > 10*time.Second {
 		t.Fatalf("the timeout took %s", d)
 	}
-	if res := call(t, o, "mcp__kit__echo", `{"text":"still here"}`); res.IsError || res.Content != "echo: still here" {
-		t.Fatalf("echo after a timeout = %+v", res)
+	for _, name := range []string{"mcp__slow__echo", "mcp__kit__echo"} {
+		if res := call(t, o, name, `{"text":"still here"}`); res.IsError || res.Content != "echo: still here" {
+			t.Fatalf("%s after a timeout = %+v", name, res)
+		}
 	}
 }
 
@@ -478,10 +480,13 @@ func TestAn_http_server_is_reached_from_the_runner_with_its_header_secret(t *tes
 		return map[string]string{"web-auth": "Bearer web-secret-77"}[name], name == "web-auth"
 	}})
 	o := &offered{tools: map[string]tool.Tool{}}
-	spec := dispatcherapi.AgentMCPServer{Name: "web", URL: h.URL, Headers: map[string]string{"Authorization": "web-auth"}, Timeout: "1s"}
-	set := hub.Open(bg, mcptools.Ref{Tenant: tenant, Session: session, Run: "r-1"}, []dispatcherapi.AgentMCPServer{spec}, o.target)
+	spec := dispatcherapi.AgentMCPServer{Name: "web", URL: h.URL, Headers: map[string]string{"Authorization": "web-auth"}}
+	// The same server under another name, with a short timeout for the
+	// hang.
+	slow := dispatcherapi.AgentMCPServer{Name: "slow", URL: h.URL, Headers: spec.Headers, Timeout: "1s"}
+	set := hub.Open(bg, mcptools.Ref{Tenant: tenant, Session: session, Run: "r-1"}, []dispatcherapi.AgentMCPServer{spec, slow}, o.target)
 	t.Cleanup(set.Close)
-	if st := set.States(); len(st) != 1 || st[0].State != "running" || st[0].Transport != "http" {
+	if st := set.States(); len(st) != 2 || st[0].State != "running" || st[0].Transport != "http" || st[1].State != "running" {
 		t.Fatalf("states = %+v", st)
 	}
 	if res := call(t, o, "mcp__web__echo", `{"text":"over HTTP"}`); res.IsError || res.Content != "echo: over HTTP" {
@@ -492,7 +497,7 @@ func TestAn_http_server_is_reached_from_the_runner_with_its_header_secret(t *tes
 			t.Fatalf("a request carried Authorization %q", got)
 		}
 	}
-	if res := call(t, o, "mcp__web__hang", `{}`); !res.IsError || !strings.Contains(res.Content, "did not answer within 1s") {
+	if res := call(t, o, "mcp__slow__hang", `{}`); !res.IsError || !strings.Contains(res.Content, "did not answer within 1s") {
 		t.Fatalf("hang = %+v, want a timeout tool error", res)
 	}
 	call(t, o, "mcp__web__grow", `{"name":"later"}`)
