@@ -92,7 +92,8 @@ any service with provisioning rights, creates them).`,
 				Heartbeat: rf.heartbeat, IdleEvict: rf.idleEvict, MaxTurns: rf.maxTurns, MaxDuration: rf.maxDuration,
 				Rails: rf.rails, ContextWindow: rf.window,
 				Tools: runnerTools(nc), ChildState: runnerChildState(nc), KillRun: runnerKillRun(nc),
-				ReadInstructions: runnerInstructions(nc), MCP: runnerMCP(nc, log, rf.mcpAllow),
+				ReadInstructions: runnerInstructions(nc),
+				MCP:              runnerMCP(nc, log, rf.mcpAllow),
 			})
 			if err != nil {
 				return err
@@ -117,7 +118,8 @@ func runDevRunner(ctx context.Context, env *devEnv) error {
 		NC: env.NC, ID: "dev", Provider: provider, ModelFor: modelFor, Logger: log,
 		MaxTurns: 50, MaxDuration: 30 * time.Minute,
 		Tools: runnerTools(env.NC), ChildState: runnerChildState(env.NC), KillRun: runnerKillRun(env.NC),
-		ReadInstructions: runnerInstructions(env.NC), MCP: runnerMCP(env.NC, log, devMCPAllowHosts),
+		ReadInstructions: runnerInstructions(env.NC),
+		MCP:              runnerMCP(env.NC, log, devMCPAllowHosts),
 	})
 	if err != nil {
 		return err
