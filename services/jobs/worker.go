@@ -269,7 +269,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.mgr.SetOnOverdue(w.onOverdue)
 	w.restore(records)
 
-	mcpDone, err := w.startMCP(ctx)
+	mcpCtx, stopMCP := context.WithCancel(ctx)
+	defer stopMCP()
+	mcpDone, err := w.startMCP(mcpCtx)
 	if err != nil {
 		w.mgr.Close()
 		w.out.close()
@@ -280,6 +282,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	defer w.reqCancel()
 	svc, err := w.startService()
 	if err != nil {
+		stopMCP()
 		<-mcpDone
 		w.mgr.Close()
 		w.out.close()
@@ -298,6 +301,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.reqCancel()
 	w.reqs.Wait()
 	w.closing.Store(true)
+	stopMCP()
 	<-mcpDone
 	w.mgr.Close()
 	w.out.close()
