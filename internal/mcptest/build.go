@@ -3,6 +3,7 @@ package mcptest
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -17,36 +18,40 @@ import (
 
 var (
 	buildOnce sync.Once
-	buildDir  string
+	buildPath string
 	buildErr  error
 	buildOut  []byte
 )
 
 // Build compiles the mcptestserver program once per test binary and
 // returns its path, in a directory of its own (a worker's confined
-// servers need it among their read-only paths).
+// servers need it among their read-only paths). The directory is in the
+// user's cache, and each build replaces the program there by a rename, so
+// test binaries running at once each find a whole program and nothing is
+// left behind in /tmp.
 func Build(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
-		buildDir, buildErr = os.MkdirTemp("", "jetway-mcptest-")
-		if buildErr != nil {
+		var cache string
+		if cache, buildErr = os.UserCacheDir(); buildErr != nil {
 			return
 		}
-		_ = os.Chmod(buildDir, 0o755)
-		cmd := exec.Command("go", "build", "-o", filepath.Join(buildDir, "mcptestserver"), "jetway/internal/mcptest/mcptestserver")
-		buildOut, buildErr = cmd.CombinedOutput()
+		dir := filepath.Join(cache, "jetway-mcptest")
+		if buildErr = os.MkdirAll(dir, 0o755); buildErr != nil {
+			return
+		}
+		buildPath = filepath.Join(dir, "mcptestserver")
+		tmp := fmt.Sprintf("%s.%d.tmp", buildPath, os.Getpid())
+		cmd := exec.Command("go", "build", "-o", tmp, "jetway/internal/mcptest/mcptestserver")
+		if buildOut, buildErr = cmd.CombinedOutput(); buildErr != nil {
+			return
+		}
+		buildErr = os.Rename(tmp, buildPath)
 	})
 	if buildErr != nil {
 		t.Fatalf("build the MCP test server: %v\n%s", buildErr, buildOut)
 	}
-	return filepath.Join(buildDir, "mcptestserver")
-}
-
-// Cleanup removes what Build made; TestMain calls it after the tests.
-func Cleanup() {
-	if buildDir != "" {
-		_ = os.RemoveAll(buildDir)
-	}
+	return buildPath
 }
 
 // HTTPServer is the test server over streamable HTTP.

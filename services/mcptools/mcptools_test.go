@@ -48,9 +48,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv(childURL) != "" {
 		os.Exit(runChildWorker())
 	}
-	code := m.Run()
-	mcptest.Cleanup()
-	os.Exit(code)
+	os.Exit(m.Run())
 }
 
 var bg = context.Background()
