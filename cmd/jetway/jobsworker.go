@@ -47,6 +47,7 @@ type jobsWorkerFlags struct {
 	unconfined  bool
 	jobEnv      []string
 	jobRead     []string
+	mcpIdle     time.Duration
 }
 
 // apply puts the flags into cfg; a limit of 0 on the command line means
@@ -69,6 +70,10 @@ func (f *jobsWorkerFlags) apply(cfg *jobs.Config) error {
 	cfg.Limits.Tree.CPUTime = time.Duration(none(int64(f.cpuTime)))
 	cfg.AllowUnconfined = f.unconfined
 	cfg.ReadOnly = f.jobRead
+	if f.mcpIdle <= 0 {
+		return fmt.Errorf("--mcp-idle %s: must be longer than zero", f.mcpIdle)
+	}
+	cfg.MCPIdle = f.mcpIdle
 	for _, name := range f.jobEnv {
 		if err := jobs.ForbiddenJobEnv(name); err != nil {
 			return fmt.Errorf("--job-env: %w", err)
@@ -166,6 +171,7 @@ func addJobsWorkerFlags(cmd *cobra.Command, flags *jobsWorkerFlags) {
 		"run jobs even where the kernel cannot confine them (no Landlock ABI 3+): each job then reads and writes every workspace and whatever else the worker's user can, its credentials' files included")
 	f.StringArrayVar(&flags.jobEnv, "job-env", nil, "NAME of a variable of the worker's environment to pass to every job (repeatable; NATS_* and JETWAY_* never are)")
 	f.StringArrayVar(&flags.jobRead, "job-read", nil, "PATH jobs may read and execute besides the system directories, e.g. a toolchain (repeatable)")
+	f.DurationVar(&flags.mcpIdle, "mcp-idle", jobs.DefaultMCPIdle, "how long a session's MCP stdio server may go unused before it is stopped")
 }
 
 func envInt64(key string, def int64) int64 {

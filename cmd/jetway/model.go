@@ -5,14 +5,17 @@ import (
 	"os"
 
 	"github.com/nats-io/nats.go"
+	"github.com/rs/zerolog"
 
 	"jetway/pkg/agent/tool"
+	"jetway/pkg/control/agents"
 	"jetway/pkg/dispatcherapi"
 	"jetway/pkg/handover"
 	"jetway/pkg/llm"
 	"jetway/pkg/llm/providers"
 	jobsclient "jetway/services/jobs/client"
 	"jetway/services/jobs/jobtools"
+	"jetway/services/mcptools"
 	"jetway/services/runner"
 )
 
@@ -88,5 +91,21 @@ func runnerKillRun(nc *nats.Conn) func(context.Context, runner.SessionRef) error
 			}
 		}
 		return nil
+	}
+}
+
+// runnerMCP connects a run's MCP servers (docs/MCP.md): http servers from
+// the runner (internal addresses only on the hosts allowHosts names), with
+// header secrets from its JETWAY_MCP_SECRET_<NAME> variables; stdio
+// servers in the session's jobs worker.
+func runnerMCP(nc *nats.Conn, log zerolog.Logger, allowHosts []string) func(context.Context, runner.SessionRef, agents.Profile, func(string, []tool.Tool)) func() {
+	jc, err := jobsclient.New(jobsclient.Config{NC: nc})
+	if err != nil {
+		return nil
+	}
+	hub := mcptools.New(mcptools.Config{Jobs: jc, Log: log, AllowHosts: allowHosts})
+	return func(ctx context.Context, s runner.SessionRef, prof agents.Profile, offer func(string, []tool.Tool)) func() {
+		set := hub.Open(ctx, mcptools.Ref{Tenant: s.Tenant, Session: s.Session, Run: s.Run}, prof.MCP, offer)
+		return set.Close
 	}
 }

@@ -17,6 +17,16 @@ import (
 func init() {
 	addCommand(newRunnerCmd)
 	addDevComponent(devComponent{Name: "runner", Run: runDevRunner})
+	addDevFlags(func(cmd *cobra.Command) { addMCPAllowHost(cmd, &devMCPAllowHosts) })
+}
+
+// devMCPAllowHosts is jetway dev's --mcp-allow-host.
+var devMCPAllowHosts []string
+
+// addMCPAllowHost registers --mcp-allow-host.
+func addMCPAllowHost(cmd *cobra.Command, hosts *[]string) {
+	cmd.Flags().StringSliceVar(hosts, "mcp-allow-host", nil,
+		"MCP server host (name or IP, as in the URL) allowed to resolve to a loopback, link-local, private or multicast address (repeatable)")
 }
 
 // runnerFlags are the runner's own settings.
@@ -28,6 +38,7 @@ type runnerFlags struct {
 	idleEvict   time.Duration
 	rails       runner.Rails
 	window      int
+	mcpAllow    []string
 }
 
 func (rf *runnerFlags) register(cmd *cobra.Command) {
@@ -42,6 +53,7 @@ func (rf *runnerFlags) register(cmd *cobra.Command) {
 	f.IntVar(&rf.rails.RunsPerHour, "runs-per-hour", 0, "runs one session may start in a rolling hour (0 = no cap)")
 	f.IntVar(&rf.rails.GlobalRunsPerHour, "global-runs-per-hour", 0, "runs all sessions together may start in a rolling hour (0 = no cap)")
 	f.IntVar(&rf.window, "context-window", 200000, "the model's context window in tokens, for compaction")
+	addMCPAllowHost(cmd, &rf.mcpAllow)
 }
 
 func newRunnerCmd(g *globals) *cobra.Command {
@@ -81,6 +93,7 @@ any service with provisioning rights, creates them).`,
 				Rails: rf.rails, ContextWindow: rf.window,
 				Tools: runnerTools(nc), ChildState: runnerChildState(nc), KillRun: runnerKillRun(nc),
 				ReadInstructions: runnerInstructions(nc),
+				MCP:              runnerMCP(nc, log, rf.mcpAllow),
 			})
 			if err != nil {
 				return err
@@ -106,6 +119,7 @@ func runDevRunner(ctx context.Context, env *devEnv) error {
 		MaxTurns: 50, MaxDuration: 30 * time.Minute,
 		Tools: runnerTools(env.NC), ChildState: runnerChildState(env.NC), KillRun: runnerKillRun(env.NC),
 		ReadInstructions: runnerInstructions(env.NC),
+		MCP:              runnerMCP(env.NC, log, devMCPAllowHosts),
 	})
 	if err != nil {
 		return err

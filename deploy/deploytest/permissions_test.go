@@ -161,6 +161,15 @@ func TestPermissions(t *testing.T) {
 		})
 		disp.refusePublish(t, "jetway.jobs.w1.start")
 		disp.refusePublish(t, "jetway.jobs.w1.run")
+		// The session detail reads its MCP servers' states, and may not
+		// start, talk to or report on one.
+		if err := disp.Publish("jetway.jobs.w1.mcp_state", []byte(`{}`)); err != nil {
+			t.Fatal(err)
+		}
+		disp.noViolation(t)
+		for _, op := range []string{"mcp_open", "mcp_send", "mcp_recv", "mcp_close", "mcp_report"} {
+			disp.refusePublish(t, "jetway.jobs.w1."+op)
+		}
 	})
 
 	t.Run("notifier_cannot_publish_events", func(t *testing.T) {

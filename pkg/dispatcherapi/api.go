@@ -326,6 +326,9 @@ type SessionDetail struct {
 	Recovery RecoveryState `json:"recovery"`
 	// Children are the session's sub-agent sessions, when it has any.
 	Children []string `json:"children,omitempty"`
+	// MCP is the state of each MCP server of the session's agent profile
+	// (absent when it names none).
+	MCP []MCPServerState `json:"mcp,omitempty"`
 }
 
 // JobSummary is a background job as its jobs worker reports it.
@@ -476,6 +479,10 @@ type Agent struct {
 	// after the instructions at each run start. Absent (null) means
 	// ["AGENTS.md"]; an empty list means none.
 	InstructionFiles []string `json:"instruction_files"`
+	// MCP lists the MCP tool servers whose tools the agent's runs offer
+	// the model, as mcp__<server>__<tool> (tools.allow and tools.deny
+	// name them so too). Absent: none.
+	MCP []AgentMCPServer `json:"mcp,omitempty"`
 	// Version is the profile's version (its revision in the agents
 	// bucket); 0 for the implicit default profile.
 	Version uint64    `json:"version"`
@@ -499,6 +506,57 @@ type AgentModel struct {
 type AgentTools struct {
 	Allow []string `json:"allow"`
 	Deny  []string `json:"deny,omitempty"`
+}
+
+// AgentMCPServer is one MCP tool server of an agent profile. A stdio
+// server (Command set) runs in the session's jobs worker, confined to the
+// session's workspace like its jobs, with an environment of Env and
+// Secrets only; an http server (URL set) is reached from the runner over
+// the streamable HTTP transport. A profile never holds a secret: Secrets
+// and Headers name secrets the operator configures on the workers and
+// runners (JETWAY_MCP_SECRET_<TENANT>__<NAME>, or JETWAY_MCP_SECRET_<NAME>
+// for every tenant).
+type AgentMCPServer struct {
+	// Name is 1–32 of [A-Za-z0-9_-] without "__": the <server> of its
+	// tools' names.
+	Name string `json:"name"`
+	// Transport is "stdio" or "http"; left out, it is stdio when Command
+	// is set and http when URL is.
+	Transport string `json:"transport,omitempty"`
+	// Command and Args (stdio) start the server in the session's
+	// workspace.
+	Command string   `json:"command,omitempty"`
+	Args    []string `json:"args,omitempty"`
+	// Env (stdio) are plain variables of the server's environment.
+	Env map[string]string `json:"env,omitempty"`
+	// Secrets (stdio) maps a variable of the server's environment to the
+	// name of a secret the jobs worker holds.
+	Secrets map[string]string `json:"secrets,omitempty"`
+	// URL (http) is the server's streamable HTTP endpoint.
+	URL string `json:"url,omitempty"`
+	// Headers (http) maps a request header to the name of a secret the
+	// runner holds, whose value is the header's whole value.
+	Headers map[string]string `json:"headers,omitempty"`
+	// Timeout is how long one tool call may take, a Go duration ("30s";
+	// default 60s). A call past it is answered with a tool error.
+	Timeout string `json:"timeout,omitempty"`
+}
+
+// MCPServerState is one MCP server of a session as the session detail
+// shows it.
+type MCPServerState struct {
+	Server string `json:"server"`
+	// Transport is "stdio" or "http".
+	Transport string `json:"transport"`
+	// State is "running" (connected, its tools offered), "starting",
+	// "restarting" (it crashed or its connection ended; the next call
+	// starts it again, after a pause), "stopped" (Ground Stop, a kill or
+	// its idle timeout ended it; Error says which), "failed" (it could not
+	// be started or reached; Error says why), "idle" (no run has used it
+	// yet, or the last run that did is over) or "unknown" (the session's
+	// jobs worker did not answer; Error says so).
+	State string `json:"state"`
+	Error string `json:"error,omitempty"`
 }
 
 // AgentLimits bound an agent's runs; 0 (or "") keeps the runner's.

@@ -80,6 +80,7 @@ func (d *Dispatcher) SessionDetail(ctx context.Context, p auth.Principal, sessio
 		return SessionDetail{}, err
 	}
 	out.Jobs, out.JobsError = d.runningJobs(ctx, p.Tenant, session)
+	out.MCP = d.mcpStates(ctx, p.Tenant, session, sr.Rec)
 	return out, nil
 }
 

@@ -51,6 +51,12 @@ func (w *Worker) startService() (micro.Service, error) {
 		jobsapi.OpEdit:        w.opEdit,
 		jobsapi.OpGlob:        w.opGlob,
 		jobsapi.OpGrep:        w.opGrep,
+		jobsapi.OpMCPOpen:     w.opMCPOpen,
+		jobsapi.OpMCPSend:     w.opMCPSend,
+		jobsapi.OpMCPRecv:     w.opMCPRecv,
+		jobsapi.OpMCPClose:    w.opMCPClose,
+		jobsapi.OpMCPState:    w.opMCPState,
+		jobsapi.OpMCPReport:   w.opMCPReport,
 	}
 	g := svc.AddGroup(jobsapi.SubjectPrefix + "." + w.cfg.WorkerID)
 	for _, op := range jobsapi.Ops {
@@ -235,6 +241,7 @@ func (w *Worker) opKillSession(ctx context.Context, data []byte) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	w.mcp.stopSession(sessionKey(r.Tenant, r.Session), "the session's jobs were killed (kill_session)")
 	return jobsapi.ListResponse{Jobs: w.wireAll(w.mgr.KillSession(sessionKey(r.Tenant, r.Session)))}, nil
 }
 

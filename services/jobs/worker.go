@@ -37,6 +37,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"jetway/pkg/bus"
+	"jetway/pkg/control/groundstop"
 	"jetway/pkg/redact"
 	"jetway/pkg/tasks"
 	"jetway/pkg/tasks/proctree"
@@ -101,6 +102,13 @@ type Config struct {
 	MaxWait       time.Duration
 	// Workspace holds the limits of the file tools.
 	Workspace workspace.Config
+	// MCPIdle stops a session's MCP stdio server that no connection used
+	// for this long (default DefaultMCPIdle).
+	MCPIdle time.Duration
+	// Secret resolves a secret an MCP stdio server of a tenant's profile
+	// names (default EnvSecrets: the worker's JETWAY_MCP_SECRET_
+	// variables).
+	Secret func(tenant, name string) (string, bool)
 	// Source is the CloudEvents source of the worker's events (default
 	// "jetway/jobs/<worker>").
 	Source  string
@@ -117,6 +125,8 @@ type Worker struct {
 	mgr     *tasks.Manager
 	conf    confinement
 	out     *outbox
+	mcp     *mcpHost
+	stops   *groundstop.Mirror
 	ready   chan struct{}
 	closing atomic.Bool // Run is shutting down: ends are told by events
 
@@ -173,6 +183,9 @@ func New(cfg Config) (*Worker, error) {
 	}
 	if cfg.Source == "" {
 		cfg.Source = "jetway/jobs/" + cfg.WorkerID
+	}
+	if cfg.Secret == nil {
+		cfg.Secret = EnvSecrets
 	}
 	cfg.Limits.Tree = treeLimits(cfg.Limits.Tree)
 	for _, kv := range cfg.Env {
@@ -256,10 +269,21 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.mgr.SetOnOverdue(w.onOverdue)
 	w.restore(records)
 
+	mcpCtx, stopMCP := context.WithCancel(ctx)
+	defer stopMCP()
+	mcpDone, err := w.startMCP(mcpCtx)
+	if err != nil {
+		w.mgr.Close()
+		w.out.close()
+		<-outDone
+		return err
+	}
 	w.reqCtx, w.reqCancel = context.WithCancel(context.Background())
 	defer w.reqCancel()
 	svc, err := w.startService()
 	if err != nil {
+		stopMCP()
+		<-mcpDone
 		w.mgr.Close()
 		w.out.close()
 		<-outDone
@@ -277,6 +301,8 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.reqCancel()
 	w.reqs.Wait()
 	w.closing.Store(true)
+	stopMCP()
+	<-mcpDone
 	w.mgr.Close()
 	w.out.close()
 	<-outDone

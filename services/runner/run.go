@@ -527,6 +527,7 @@ func (a *actor) launch(ctx context.Context, parent context.Context, c claimed, i
 	go func() {
 		defer span.End()
 		in.System = append(slices.Clip(in.System), a.r.instructionBlocks(runCtx, ref, c.agent)...)
+		defer a.r.openMCP(runCtx, ref, c.agent, in.Tools)()
 		var term *agent.Terminal
 		for ev, err := range agent.Query(runCtx, in, agent.QueryDeps{}) {
 			if err != nil {

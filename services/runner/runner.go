@@ -31,6 +31,7 @@ import (
 	"jetway/pkg/agent/tool"
 	"jetway/pkg/bus"
 	"jetway/pkg/bus/kvmirror"
+	"jetway/pkg/control/agents"
 	"jetway/pkg/control/groundstop"
 	"jetway/pkg/dispatcherapi"
 	"jetway/pkg/handover"
@@ -62,6 +63,12 @@ type Config struct {
 	System []string
 	// Tools makes the tools of one run (nil: no tools).
 	Tools func(s SessionRef) []tool.Tool
+	// MCP, if set, connects the MCP servers a run's agent profile names
+	// (prof.MCP, never empty here) at the run's start and hands each
+	// server's tools to offer, again whenever its list changes; the run
+	// offers those its profile allows, as mcp__<server>__<tool>. The
+	// returned func ends the connections when the run is over.
+	MCP func(ctx context.Context, s SessionRef, prof agents.Profile, offer func(server string, tools []tool.Tool)) (closeAll func())
 	// ChildState, if set, tells whether an interrupted run's foreground
 	// processes are gone (the jobs service's answer). Without it, a runner
 	// whose tools start no processes answers "gone", and one whose tools do

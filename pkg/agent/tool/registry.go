@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"slices"
 	"sort"
 	"sync"
 
@@ -57,6 +58,21 @@ func (r *Registry) Register(t Tool) error {
 	r.schemas[spec.Name] = s
 	r.order = append(r.order, spec.Name)
 	return nil
+}
+
+// Unregister removes the tool called name, reporting whether it was
+// there: a tool set that changes during a run (an MCP server's
+// tools/list_changed) is offered as it is now from the next model call.
+func (r *Registry) Unregister(name string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.tools[name]; !ok {
+		return false
+	}
+	delete(r.tools, name)
+	delete(r.schemas, name)
+	r.order = slices.DeleteFunc(r.order, func(n string) bool { return n == name })
+	return true
 }
 
 // Get returns the tool called name.

@@ -99,7 +99,7 @@ func Validate(name string, p Profile) error {
 	if err := validateRecovery(p.Recovery); err != nil {
 		return err
 	}
-	for _, check := range []func(Profile) error{validateModel, validateTools, validateLimits, validateFiles} {
+	for _, check := range []func(Profile) error{validateModel, validateTools, validateLimits, validateFiles, validateMCP} {
 		if err := check(p); err != nil {
 			return err
 		}

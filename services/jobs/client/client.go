@@ -519,3 +519,46 @@ func (c *Client) Grep(ctx context.Context, tenant, session string, r workspace.G
 func jobRequest(tenant, session, id string) jobsapi.JobRequest {
 	return jobsapi.JobRequest{SessionRequest: jobsapi.SessionRequest{Tenant: tenant, Session: session}, ID: id}
 }
+
+// MCPOpen attaches a connection to the session's MCP stdio server,
+// starting it on the session's worker when it does not run.
+func (c *Client) MCPOpen(ctx context.Context, r jobsapi.MCPOpenRequest) (jobsapi.MCPOpenResponse, error) {
+	var res jobsapi.MCPOpenResponse
+	err := c.request(ctx, r.SessionRequest, jobsapi.OpMCPOpen, 15*time.Second, r, &res)
+	return res, err
+}
+
+// MCPSend writes JSON-RPC messages to a connection's server.
+func (c *Client) MCPSend(ctx context.Context, r jobsapi.MCPSendRequest) error {
+	var res jobsapi.MCPEmpty
+	return c.request(ctx, r.SessionRequest, jobsapi.OpMCPSend, 0, r, &res)
+}
+
+// MCPRecv waits up to r.WaitMS for the messages a connection's server
+// wrote.
+func (c *Client) MCPRecv(ctx context.Context, r jobsapi.MCPRecvRequest) (jobsapi.MCPRecvResponse, error) {
+	var res jobsapi.MCPRecvResponse
+	err := c.request(ctx, r.SessionRequest, jobsapi.OpMCPRecv, time.Duration(r.WaitMS)*time.Millisecond, r, &res)
+	return res, err
+}
+
+// MCPClose detaches a connection; the server keeps running until its
+// idle timeout.
+func (c *Client) MCPClose(ctx context.Context, r jobsapi.MCPConnRequest) error {
+	var res jobsapi.MCPEmpty
+	return c.request(ctx, r.SessionRequest, jobsapi.OpMCPClose, 0, r, &res)
+}
+
+// MCPState lists the session's MCP stdio servers on its worker.
+func (c *Client) MCPState(ctx context.Context, tenant, session string) ([]jobsapi.MCPServerState, error) {
+	var res jobsapi.MCPStateResponse
+	err := c.request(ctx, jobsapi.SessionRequest{Tenant: tenant, Session: session}, jobsapi.OpMCPState, 0, jobsapi.SessionRequest{Tenant: tenant, Session: session}, &res)
+	return res.Servers, err
+}
+
+// MCPReport tells the session's worker how the session's http MCP
+// servers are, for MCPState's readers (the session detail).
+func (c *Client) MCPReport(ctx context.Context, r jobsapi.MCPReportRequest) error {
+	var res jobsapi.MCPEmpty
+	return c.request(ctx, r.SessionRequest, jobsapi.OpMCPReport, 0, r, &res)
+}

@@ -46,12 +46,20 @@ const (
 	OpEdit        = "edit"         // EditRequest → workspace.EditResult
 	OpGlob        = "glob"         // GlobRequest → workspace.GlobResult
 	OpGrep        = "grep"         // GrepRequest → workspace.GrepResult
+	// The MCP stdio server ops (mcp.go).
+	OpMCPOpen   = "mcp_open"   // MCPOpenRequest → MCPOpenResponse
+	OpMCPSend   = "mcp_send"   // MCPSendRequest → MCPEmpty
+	OpMCPRecv   = "mcp_recv"   // MCPRecvRequest → MCPRecvResponse
+	OpMCPClose  = "mcp_close"  // MCPConnRequest → MCPEmpty
+	OpMCPState  = "mcp_state"  // SessionRequest → MCPStateResponse
+	OpMCPReport = "mcp_report" // MCPReportRequest → MCPEmpty
 )
 
 // Ops lists every operation, in the order the worker registers them.
 var Ops = []string{
 	OpStart, OpRun, OpStatus, OpOutput, OpKill, OpKillSession, OpList, OpGet,
 	OpChildState, OpRead, OpWrite, OpEdit, OpGlob, OpGrep,
+	OpMCPOpen, OpMCPSend, OpMCPRecv, OpMCPClose, OpMCPState, OpMCPReport,
 }
 
 // Subject is the request subject of op on worker: jetway.jobs.<worker>.<op>.

@@ -1,0 +1,605 @@
+// Package mcptools offers a run's model the tools of the MCP servers its
+// agent profile names, as mcp__<server>__<tool>. It is the runner's side
+// of MCP, built on the official SDK (github.com/modelcontextprotocol/go-sdk):
+// an http server is reached from the runner over the streamable HTTP
+// transport, with its headers' secrets read from the runner's
+// configuration; a stdio server runs in the session's jobs worker, and
+// its JSON-RPC messages travel over NATS (workerTransport, and the
+// mcp_* operations of package jobsapi).
+//
+// A server's tools are discovered at the run's start and again whenever
+// it says its list changed (notifications/tools/list_changed). A tool
+// call's failure — an error result, a timeout, a server that crashed or
+// cannot be reached — is a tool error the model reads; a server whose
+// connection ended is connected again at the next call.
+package mcptools
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/rs/zerolog"
+
+	"jetway/internal/egress"
+	"jetway/pkg/agent/tool"
+	"jetway/pkg/control/agents"
+	"jetway/pkg/dispatcherapi"
+	"jetway/pkg/llm"
+	"jetway/pkg/redact"
+	jobsclient "jetway/services/jobs/client"
+	"jetway/services/jobs/jobsapi"
+)
+
+// DefaultConnectTimeout bounds connecting to a server and listing its
+// tools.
+const DefaultConnectTimeout = 15 * time.Second
+
+// Config configures a Hub.
+type Config struct {
+	// Jobs reaches the sessions' jobs workers, which run stdio servers;
+	// nil refuses stdio servers.
+	Jobs *jobsclient.Client
+	// Secret resolves a secret an http server's headers name, for the
+	// session's tenant (default EnvSecret: the runner's
+	// JETWAY_MCP_SECRET_ variables).
+	Secret func(tenant, name string) (string, bool)
+	// HTTPClient makes the requests to http servers. The default has no
+	// timeout of its own (each call has its server's), no proxy, follows
+	// no redirect, and refuses loopback, link-local, private and other
+	// internal addresses unless AllowHosts names the host: a tenant's URL
+	// must not reach into the operator's network through a runner.
+	HTTPClient *http.Client
+	// AllowHosts are the host names (or IPs, as URLs write them) an http
+	// server may have on an internal address (--mcp-allow-host).
+	AllowHosts []string
+	// ConnectTimeout bounds connecting and listing tools (default
+	// DefaultConnectTimeout).
+	ConnectTimeout time.Duration
+	// ProtocolVersion is the MCP version the client asks for ("": the
+	// SDK's latest, which falls back to an older handshake by itself for
+	// servers that do not know it).
+	ProtocolVersion string
+	Log             zerolog.Logger
+}
+
+// Hub connects runs to their MCP servers.
+type Hub struct{ cfg Config }
+
+// New returns a Hub.
+func New(cfg Config) *Hub {
+	if cfg.ConnectTimeout <= 0 {
+		cfg.ConnectTimeout = DefaultConnectTimeout
+	}
+	if cfg.HTTPClient == nil {
+		cfg.HTTPClient = guardedClient(cfg.AllowHosts)
+	}
+	return &Hub{cfg: cfg}
+}
+
+// Ref names the run a Set serves.
+type Ref struct{ Tenant, Session, Run string }
+
+// Target receives a server's tools, at the start and after each change of
+// its list: the run offers exactly these tools of the server from then on.
+type Target func(server string, tools []tool.Tool)
+
+// Set is the MCP servers of one run.
+type Set struct {
+	hub     *Hub
+	ref     Ref
+	servers []*server
+	opened  atomic.Bool
+}
+
+// Open connects to every server of the profile (in parallel, each
+// bounded by the connect timeout) and hands their tools to target. A
+// server that cannot be reached offers no tools in this run; States says
+// why.
+func (h *Hub) Open(ctx context.Context, ref Ref, specs []dispatcherapi.AgentMCPServer, target Target) *Set {
+	set := &Set{hub: h, ref: ref}
+	var wg sync.WaitGroup
+	for _, spec := range specs {
+		s := &server{hub: h, set: set, ref: ref, spec: spec, target: target, state: "starting",
+			log: h.cfg.Log.With().Str("tenant", ref.Tenant).Str("session", ref.Session).Str("mcp_server", spec.Name).Logger()}
+		set.servers = append(set.servers, s)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := s.connect(ctx); err != nil {
+				s.log.Warn().Err(err).Msg("mcp: server not reached; its tools are not offered")
+			}
+		}()
+	}
+	wg.Wait()
+	set.opened.Store(true)
+	set.report()
+	return set
+}
+
+// report tells the session's jobs worker how the http servers are, so
+// the session detail can show them beside the stdio servers the worker
+// runs itself. It does not wait: a report that gets lost is replaced by
+// the next.
+func (s *Set) report() {
+	if s.hub.cfg.Jobs == nil {
+		return
+	}
+	var http []jobsapi.MCPServerState
+	for _, st := range s.States() {
+		if st.Transport == agents.MCPHTTP {
+			http = append(http, jobsapi.MCPServerState{Server: st.Server, Transport: st.Transport, State: st.State, Error: st.Error})
+		}
+	}
+	if len(http) == 0 {
+		return
+	}
+	req := jobsapi.MCPReportRequest{SessionRequest: jobsapi.SessionRequest{Tenant: s.ref.Tenant, Session: s.ref.Session}, Servers: http}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		if err := s.hub.cfg.Jobs.MCPReport(ctx, req); err != nil {
+			s.hub.cfg.Log.Debug().Err(err).Msg("mcp: report the http servers' states")
+		}
+	}()
+}
+
+// Close ends the run's connections; stdio servers go on running in the
+// worker until their idle timeout.
+func (s *Set) Close() {
+	if s == nil {
+		return
+	}
+	for _, srv := range s.servers {
+		srv.close()
+	}
+	s.report()
+}
+
+// States says how each server is.
+func (s *Set) States() []dispatcherapi.MCPServerState {
+	if s == nil {
+		return nil
+	}
+	out := make([]dispatcherapi.MCPServerState, 0, len(s.servers))
+	for _, srv := range s.servers {
+		srv.mu.Lock()
+		out = append(out, dispatcherapi.MCPServerState{Server: srv.spec.Name, Transport: agents.MCPTransport(srv.spec), State: srv.state, Error: srv.err})
+		srv.mu.Unlock()
+	}
+	return out
+}
+
+// server is one MCP server of a run.
+type server struct {
+	hub    *Hub
+	set    *Set
+	ref    Ref
+	spec   dispatcherapi.AgentMCPServer
+	target Target
+	log    zerolog.Logger
+
+	connMu   sync.Mutex // held while a session is looked up or made
+	mu       sync.Mutex
+	cs       *mcp.ClientSession
+	conn     *workerConn // the stdio connection under cs, for why it ended
+	state    string
+	err      string
+	closed   bool
+	listGen  int
+	connects int
+}
+
+// connect opens a session with the server and offers its tools.
+func (s *server) connect(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, s.hub.cfg.ConnectTimeout)
+	defer cancel()
+	cs, err := s.session(ctx)
+	if err != nil {
+		return err
+	}
+	return s.refresh(ctx, cs)
+}
+
+// session is the server's client session, connecting one when there is
+// none (the first call, or the one after a crash).
+func (s *server) session(ctx context.Context) (*mcp.ClientSession, error) {
+	// One connection at a time: two calls finding none would each open
+	// one, and the second would end the first at the worker.
+	s.connMu.Lock()
+	defer s.connMu.Unlock()
+	s.mu.Lock()
+	if s.cs != nil && s.conn != nil && s.conn.closedReason() != "" {
+		// The worker ended the connection (a stop, a crash) and the SDK
+		// has not noticed yet: a new one, rather than a call into the void.
+		s.ended(s.cs, true)
+	}
+	if s.cs != nil {
+		cs := s.cs
+		s.mu.Unlock()
+		return cs, nil
+	}
+	if s.closed {
+		s.mu.Unlock()
+		return nil, errors.New("the run is over")
+	}
+	s.mu.Unlock()
+	t, wc, err := s.transport()
+	if err != nil {
+		s.fail(err)
+		return nil, err
+	}
+	client := mcp.NewClient(&mcp.Implementation{Name: "jetway", Version: "1"}, &mcp.ClientOptions{
+		Capabilities: &mcp.ClientCapabilities{},
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+			go s.listChanged()
+		},
+	})
+	var opts *mcp.ClientSessionOptions
+	if v := s.hub.cfg.ProtocolVersion; v != "" {
+		opts = &mcp.ClientSessionOptions{ProtocolVersion: v}
+	}
+	cs, err := client.Connect(ctx, t, opts)
+	if err != nil {
+		err = s.why(wc, err)
+		s.fail(err)
+		return nil, err
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		_ = cs.Close()
+		return nil, errors.New("the run is over")
+	}
+	s.cs, s.conn, s.state, s.err = cs, wc, "running", ""
+	s.connects++
+	again := s.connects > 1
+	s.mu.Unlock()
+	if again {
+		// A server started again (after a crash, a stop) may offer other
+		// tools than the one before it.
+		go s.listChanged()
+	}
+	go func() {
+		_ = cs.Wait()
+		s.ended(cs, false)
+		s.changed()
+	}()
+	return cs, nil
+}
+
+// transport is how the server is reached: over HTTP from here, or through
+// the session's jobs worker.
+func (s *server) transport() (mcp.Transport, *workerConn, error) {
+	switch agents.MCPTransport(s.spec) {
+	case agents.MCPHTTP:
+		hdr := http.Header{}
+		for name, secret := range s.spec.Headers {
+			v, ok := s.hub.secret(s.ref.Tenant, secret)
+			if !ok {
+				return nil, nil, fmt.Errorf("header %s: %s", name, agents.MCPSecretMissing(s.ref.Tenant, secret, "this runner"))
+			}
+			hdr.Set(name, v)
+		}
+		hc := *s.hub.cfg.HTTPClient
+		base := hc.Transport
+		if base == nil {
+			base = http.DefaultTransport
+		}
+		hc.Transport = headerTransport{base: base, hdr: hdr}
+		return &mcp.StreamableClientTransport{Endpoint: s.spec.URL, HTTPClient: &hc, MaxRetries: 1}, nil, nil
+	default:
+		if s.hub.cfg.Jobs == nil {
+			return nil, nil, errors.New("this runner has no jobs workers to run stdio servers on")
+		}
+		wt := &workerTransport{jc: s.hub.cfg.Jobs, ref: s.ref, spec: stdioSpec(s.spec)}
+		return wt, wt.conn(), nil
+	}
+}
+
+func (h *Hub) secret(tenant, name string) (string, bool) {
+	if h.cfg.Secret != nil {
+		return h.cfg.Secret(tenant, name)
+	}
+	return EnvSecret(tenant, name)
+}
+
+// guardedClient is the default client of http servers (see
+// Config.HTTPClient).
+func guardedClient(allowHosts []string) *http.Client {
+	g := egress.NewGuard(allowHosts, "MCP server", "--mcp-allow-host")
+	return &http.Client{
+		Transport: &http.Transport{
+			Proxy:                 nil,
+			DialContext:           g.DialContext,
+			ForceAttemptHTTP2:     true,
+			MaxIdleConns:          100,
+			IdleConnTimeout:       90 * time.Second,
+			TLSHandshakeTimeout:   10 * time.Second,
+			ExpectContinueTimeout: time.Second,
+		},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+}
+
+// headerTransport adds the server's configured headers to every request.
+type headerTransport struct {
+	base http.RoundTripper
+	hdr  http.Header
+}
+
+func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if len(t.hdr) == 0 {
+		return t.base.RoundTrip(r)
+	}
+	r = r.Clone(r.Context())
+	for k, v := range t.hdr {
+		r.Header[k] = v
+	}
+	return t.base.RoundTrip(r)
+}
+
+// why is err with the reason the worker gave for the connection's end,
+// when it gave one: "crashed (exit status 2)" says more than "connection
+// closed".
+func (s *server) why(wc *workerConn, err error) error {
+	if wc != nil {
+		if reason := wc.closedReason(); reason != "" {
+			return errors.New(reason)
+		}
+	}
+	return err
+}
+
+func (s *server) fail(err error) {
+	s.mu.Lock()
+	if !s.closed {
+		s.state, s.err = "failed", redact.Text(err.Error())
+	}
+	s.mu.Unlock()
+	s.changed()
+}
+
+// changed reports an http server's new state after the run's start (the
+// start reports all of them at once).
+func (s *server) changed() {
+	if agents.MCPTransport(s.spec) == agents.MCPHTTP && s.set != nil && s.set.opened.Load() {
+		s.set.report()
+	}
+}
+
+// ended notes that cs is over: the next call connects again. A
+// connection the worker ended because it stopped the server (kill_session,
+// Ground Stop, idle) leaves it "stopped"; any other end, "restarting".
+func (s *server) ended(cs *mcp.ClientSession, locked bool) {
+	if !locked {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+	}
+	if s.cs != cs {
+		return
+	}
+	s.cs = nil
+	if locked {
+		go func() { _ = cs.Close() }()
+	}
+	if s.closed {
+		return
+	}
+	s.state, s.err = "restarting", "the connection ended"
+	if s.conn != nil {
+		if reason := s.conn.closedReason(); reason != "" {
+			s.err = redact.Text(reason)
+			if strings.Contains(reason, " was stopped: ") {
+				s.state = "stopped"
+			}
+		}
+	}
+}
+
+func (s *server) close() {
+	s.mu.Lock()
+	cs := s.cs
+	s.cs, s.closed, s.state, s.err = nil, true, "idle", ""
+	s.mu.Unlock()
+	if cs != nil {
+		_ = cs.Close()
+	}
+}
+
+// listChanged lists the server's tools again after it said they changed.
+func (s *server) listChanged() {
+	s.mu.Lock()
+	cs := s.cs
+	s.mu.Unlock()
+	if cs == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.hub.cfg.ConnectTimeout)
+	defer cancel()
+	if err := s.refresh(ctx, cs); err != nil {
+		s.log.Warn().Err(err).Msg("mcp: list the changed tools")
+	}
+}
+
+// refresh lists the server's tools and hands them to the target.
+func (s *server) refresh(ctx context.Context, cs *mcp.ClientSession) error {
+	s.mu.Lock()
+	s.listGen++
+	gen := s.listGen
+	s.mu.Unlock()
+	var tools []tool.Tool
+	for t, err := range cs.Tools(ctx, nil) {
+		if err != nil {
+			err = fmt.Errorf("list the tools of MCP server %s: %w", s.spec.Name, err)
+			s.fail(err)
+			return err
+		}
+		mt, err := s.wrap(t)
+		if err != nil {
+			s.log.Warn().Err(err).Msg("mcp: tool left out")
+			continue
+		}
+		tools = append(tools, mt)
+	}
+	s.mu.Lock()
+	stale := gen != s.listGen || s.closed
+	s.mu.Unlock()
+	if !stale {
+		s.target(s.spec.Name, tools)
+	}
+	return nil
+}
+
+var invalidToolChars = regexp.MustCompile(`[^A-Za-z0-9_-]`)
+
+// wrap makes an MCP tool a jetway tool named mcp__<server>__<tool>.
+func (s *server) wrap(t *mcp.Tool) (tool.Tool, error) {
+	name := agents.MCPToolName(s.spec.Name, invalidToolChars.ReplaceAllString(t.Name, "_"))
+	if len(name) > 64 {
+		return nil, fmt.Errorf("tool %q: its name %s is longer than the 64 characters a model takes", t.Name, name)
+	}
+	schema, err := inputSchema(t.InputSchema)
+	if err != nil {
+		return nil, fmt.Errorf("tool %q: input schema: %w", t.Name, err)
+	}
+	desc := t.Description
+	if desc == "" && t.Annotations != nil {
+		desc = t.Annotations.Title
+	}
+	return &mcpTool{srv: s, remote: t.Name, spec: llm.ToolSpec{Name: name, Description: desc, InputSchema: schema}}, nil
+}
+
+// inputSchema is the tool's schema as the registry takes it: a JSON
+// object schema ("type": "object" added where the server left it out).
+func inputSchema(v any) (json.RawMessage, error) {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]any
+	if len(raw) == 0 || string(raw) == "null" {
+		m = map[string]any{}
+	} else if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, fmt.Errorf("not a JSON object: %w", err)
+	}
+	if _, ok := m["type"]; !ok {
+		m["type"] = "object"
+	}
+	if m["type"] != "object" {
+		return nil, fmt.Errorf("type %v, not object", m["type"])
+	}
+	return json.Marshal(m)
+}
+
+// mcpTool is one tool of an MCP server as the model sees it.
+type mcpTool struct {
+	srv    *server
+	remote string
+	spec   llm.ToolSpec
+}
+
+func (t *mcpTool) Spec() llm.ToolSpec { return t.spec }
+
+// ReadOnly is false: a server's readOnlyHint is its own claim, and a
+// read-only call may start before its turn is recorded.
+func (t *mcpTool) ReadOnly(json.RawMessage) bool { return false }
+
+// Run calls the tool; every failure is an error result the model reads.
+func (t *mcpTool) Run(ctx context.Context, call tool.Call) (tool.Result, error) {
+	s := t.srv
+	timeout := agents.MCPTimeout(s.spec)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	cs, err := s.session(ctx)
+	if err != nil {
+		return errorResult("MCP server %s is not available: %v", s.spec.Name, err), nil
+	}
+	args := call.Input
+	if len(args) == 0 || string(args) == "null" {
+		args = json.RawMessage("{}")
+	}
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: t.remote, Arguments: args})
+	switch {
+	case err != nil && ctx.Err() == context.DeadlineExceeded:
+		return errorResult("MCP server %s: tool %s did not answer within %s; the call was cancelled", s.spec.Name, t.remote, timeout), nil
+	case err != nil && ctx.Err() != nil:
+		return tool.Result{}, ctx.Err()
+	case err != nil:
+		s.mu.Lock()
+		wc := s.conn
+		s.mu.Unlock()
+		return errorResult("MCP server %s: tool %s failed: %v", s.spec.Name, t.remote, s.why(wc, err)), nil
+	}
+	return toResult(res), nil
+}
+
+func errorResult(format string, args ...any) tool.Result {
+	return tool.Result{Content: fmt.Sprintf(format, args...), IsError: true}
+}
+
+// toResult maps a tool's result to jetway's: text as text, pictures as
+// images, embedded resources by their text (or what they are),
+// structured content as its JSON when no text says it already.
+func toResult(res *mcp.CallToolResult) tool.Result {
+	var out tool.Result
+	var text []string
+	for _, c := range res.Content {
+		switch c := c.(type) {
+		case *mcp.TextContent:
+			text = append(text, c.Text)
+		case *mcp.ImageContent:
+			out.Images = append(out.Images, llm.Image{MediaType: c.MIMEType, Data: base64.StdEncoding.EncodeToString(c.Data)})
+		case *mcp.AudioContent:
+			text = append(text, fmt.Sprintf("[audio %s, %d bytes, not shown]", c.MIMEType, len(c.Data)))
+		case *mcp.EmbeddedResource:
+			if r := c.Resource; r != nil {
+				if r.Text != "" {
+					text = append(text, fmt.Sprintf("[resource %s]\n%s", r.URI, r.Text))
+				} else {
+					text = append(text, fmt.Sprintf("[resource %s, %s, %d bytes]", r.URI, r.MIMEType, len(r.Blob)))
+				}
+			}
+		case *mcp.ResourceLink:
+			text = append(text, fmt.Sprintf("[resource link %s %s]", c.URI, c.Name))
+		}
+	}
+	if res.StructuredContent != nil && len(text) == 0 {
+		if b, err := json.Marshal(res.StructuredContent); err == nil {
+			text = append(text, string(b))
+		}
+	}
+	out.Content = strings.Join(text, "\n")
+	out.IsError = res.IsError
+	if out.Content == "" && len(out.Images) == 0 {
+		out.Content = "(the tool returned nothing)"
+	}
+	return out
+}
+
+// EnvSecret is the runner's usual secret lookup: its own
+// JETWAY_MCP_SECRET_<TENANT>__<NAME>, else JETWAY_MCP_SECRET_<NAME>
+// (agents.MCPSecretVars).
+func EnvSecret(tenant, name string) (string, bool) {
+	return agents.LookupMCPSecret(lookupEnv, tenant, name)
+}
+
+// Names lists the tool names a Target got, sorted: for logs and tests.
+func Names(tools []tool.Tool) []string {
+	out := make([]string, 0, len(tools))
+	for _, t := range tools {
+		out = append(out, t.Spec().Name)
+	}
+	slices.Sort(out)
+	return out
+}

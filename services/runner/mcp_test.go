@@ -1,0 +1,149 @@
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"jetway/internal/mcptest"
+	"jetway/internal/testutil"
+	"jetway/pkg/agent/tool"
+	"jetway/pkg/control/agents"
+	"jetway/pkg/dispatcherapi"
+	"jetway/pkg/llm/llmtest"
+	"jetway/services/mcptools"
+)
+
+// mcpHook is Config.MCP as cmd/jetway wires it, with the test's secrets.
+func mcpHook(secrets map[string]string) func(context.Context, SessionRef, agents.Profile, func(string, []tool.Tool)) func() {
+	hub := mcptools.New(mcptools.Config{AllowHosts: []string{"127.0.0.1"}, Secret: func(_, name string) (string, bool) { v, ok := secrets[name]; return v, ok }})
+	return func(ctx context.Context, s SessionRef, prof agents.Profile, offer func(string, []tool.Tool)) func() {
+		return hub.Open(ctx, mcptools.Ref{Tenant: s.Tenant, Session: s.Session, Run: s.Run}, prof.MCP, offer).Close
+	}
+}
+
+// toolsOffered are the tool names of a request to the fake Anthropic API.
+func toolsOffered(req llmtest.Request) []string {
+	var body struct {
+		Tools []struct {
+			Name        string          `json:"name"`
+			InputSchema json.RawMessage `json:"input_schema"`
+		} `json:"tools"`
+	}
+	_ = json.Unmarshal(req.Body, &body)
+	var names []string
+	for _, t := range body.Tools {
+		names = append(names, t.Name)
+	}
+	return names
+}
+
+// toolResults are the tool_result blocks of a request, by tool_use id.
+func toolResults(req llmtest.Request) map[string]string {
+	var body struct {
+		Messages []struct {
+			Content json.RawMessage `json:"content"`
+		} `json:"messages"`
+	}
+	_ = json.Unmarshal(req.Body, &body)
+	out := map[string]string{}
+	for _, m := range body.Messages {
+		var blocks []struct {
+			Type      string          `json:"type"`
+			ToolUseID string          `json:"tool_use_id"`
+			Content   json.RawMessage `json:"content"`
+			IsError   bool            `json:"is_error"`
+		}
+		if json.Unmarshal(m.Content, &blocks) != nil {
+			continue
+		}
+		for _, b := range blocks {
+			if b.Type == "tool_result" {
+				s := string(b.Content)
+				if b.IsError {
+					s = "ERROR " + s
+				}
+				out[b.ToolUseID] = s
+			}
+		}
+	}
+	return out
+}
+
+func TestAn_MCP_tool_call_round_trips_through_the_models_wire_format_and_deny_rules_hold(t *testing.T) {
+	e := newEnv(t)
+	web := mcptest.ServeHTTP(t)
+	e.putProfile("t1", "tooled", agents.Profile{
+		Instructions: "Use the web tools.",
+		MCP:          []dispatcherapi.AgentMCPServer{{Name: "web", URL: web.URL, Headers: map[string]string{"Authorization": "web-auth"}}},
+		Tools:        dispatcherapi.AgentTools{Allow: []string{"mcp__web__*"}, Deny: []string{"mcp__web__env"}},
+	})
+	model, p := fakeModel(t,
+		llmtest.Reply{ToolCalls: []llmtest.ToolCall{{ID: "tu_echo", Name: "mcp__web__echo", Input: `{"text":"through the model"}`}}},
+		llmtest.Reply{ToolCalls: []llmtest.ToolCall{{ID: "tu_env", Name: "mcp__web__env", Input: `{}`}}},
+		llmtest.Reply{ToolCalls: []llmtest.ToolCall{{ID: "tu_layover", Name: "layover", Input: `{}`}}},
+		llmtest.Reply{Text: "done"},
+	)
+	e.run(Config{ID: "r1", Provider: p, IdleEvict: time.Minute, MCP: mcpHook(map[string]string{"web-auth": "Bearer w-secret"})})
+	e.publishAgent("t1", "s1", "go", "tooled")
+	testutil.Eventually(t, 30*time.Second, "the run to end", func() bool {
+		return countKind(e.records("t1", "s1"), RecordRunEnded) == 1
+	})
+
+	reqs := model.Requests()
+	if len(reqs) != 4 {
+		t.Fatalf("%d model requests, want 4", len(reqs))
+	}
+	offered := toolsOffered(reqs[0])
+	if !slices.Contains(offered, "mcp__web__echo") || slices.Contains(offered, "layover") || slices.Contains(offered, "shell") {
+		t.Fatalf("tools offered %v: want the server's tools and only those tools.allow names", offered)
+	}
+	results := toolResults(reqs[3])
+	if got := results["tu_echo"]; !strings.Contains(got, "echo: through the model") || strings.HasPrefix(got, "ERROR") {
+		t.Errorf("echo's result = %s", got)
+	}
+	if got := results["tu_env"]; !strings.HasPrefix(got, "ERROR") || !strings.Contains(got, "denied") {
+		t.Errorf("env's result = %s, want denied by the rule", got)
+	}
+	if got := results["tu_layover"]; !strings.HasPrefix(got, "ERROR") {
+		t.Errorf("layover (not allowed) result = %s, want an error", got)
+	}
+	if calls := web.Calls(); !slices.Equal(calls, []string{"echo"}) {
+		t.Errorf("the server was asked to call %v, want only echo: a denied tool never reaches it", calls)
+	}
+	for _, h := range web.Headers() {
+		if h.Get("Authorization") != "Bearer w-secret" {
+			t.Fatalf("a request to the server carried Authorization %q", h.Get("Authorization"))
+		}
+	}
+}
+
+func TestA_servers_new_tool_list_replaces_its_old_one_in_the_run_as_the_profile_allows(t *testing.T) {
+	echo := func(name string) tool.Tool {
+		return tool.Func{Name: name, Fn: func(context.Context, tool.Call) (tool.Result, error) { return tool.Result{Content: name}, nil }}
+	}
+	reg, err := tool.NewRegistry(echo("shell"), echo("mcp__other__keep"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	prof := agents.Profile{Tools: dispatcherapi.AgentTools{Allow: []string{"shell", "mcp__web__*", "mcp__other__*"}}}
+	offerServerTools(reg, prof, "web", []tool.Tool{echo("mcp__web__a"), echo("mcp__web__b")})
+	if got := reg.Names(); !slices.Equal(got, []string{"shell", "mcp__other__keep", "mcp__web__a", "mcp__web__b"}) {
+		t.Fatalf("after the first list: %v", got)
+	}
+	offerServerTools(reg, prof, "web", []tool.Tool{echo("mcp__web__b"), echo("mcp__web__c")})
+	if got := reg.Names(); !slices.Equal(got, []string{"shell", "mcp__other__keep", "mcp__web__b", "mcp__web__c"}) {
+		t.Fatalf("after the changed list: %v, want a gone, c added, the rest kept", got)
+	}
+	if _, ok := reg.Get("mcp__web__a"); ok {
+		t.Fatal("a tool the server dropped can still be called")
+	}
+	narrow := agents.Profile{Tools: dispatcherapi.AgentTools{Allow: []string{"mcp__web__c"}}}
+	offerServerTools(reg, narrow, "web", []tool.Tool{echo("mcp__web__b"), echo("mcp__web__c")})
+	if _, ok := reg.Get("mcp__web__b"); ok {
+		t.Fatal("a tool tools.allow leaves out was offered")
+	}
+}
