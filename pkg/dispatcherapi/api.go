@@ -501,6 +501,13 @@ type AgentLimits struct {
 	// Fuel is a session's token budget over all its runs.
 	Fuel        int64 `json:"fuel,omitempty"`
 	RunsPerHour int   `json:"runs_per_hour,omitempty"`
+	// MaxSubagentDepth is how deep sub-agents may nest below a root
+	// session (a root's child is depth 1): a session of this profile may
+	// start a child only if the child's depth is within it.
+	MaxSubagentDepth int `json:"max_subagent_depth,omitempty"`
+	// MaxSubagents is how many sub-agents a session of this profile may
+	// have at work at once.
+	MaxSubagents int `json:"max_subagents,omitempty"`
 }
 
 // AgentList answers GET /v1/agents: the tenant's profiles by name, the
