@@ -432,7 +432,7 @@ func (a *actor) recover(ctx context.Context, rec *SessionRecord, rev *uint64, st
 	rec.Inputs = inputs
 	calls := toolCalls(a.hist, rec.Run)
 	a.log.Info().Str("previous", rec.Run).Int("attempt", recovery.Attempt).Msg("recovering interrupted run")
-	return handover.Recovered(recovery, inputs...).WithToolCalls(calls...), true
+	return handover.Recovered(recovery, inputs...).WithToolCalls(calls...).WithChildren(a.r.childrenAtWork(ctx, *rec, calls)...), true
 }
 
 // interrupt leaves the session interrupted for reason (written at *rev),

@@ -12,6 +12,7 @@ import (
 	"jetway/pkg/control/agents"
 	"jetway/pkg/control/sessionrec"
 	"jetway/pkg/events"
+	"jetway/pkg/handover"
 	"jetway/pkg/llm"
 )
 
@@ -662,4 +663,36 @@ func (a *actor) reportRunEnd(ctx context.Context, lr *liveRun, reason string) bo
 		return false
 	}
 	return true
+}
+
+// childrenAtWork lists rec's sub-agents that are still at work, for a
+// recovered run's brief. The interrupted run was waiting in the
+// foreground for those it started itself when one of its agent_start
+// calls has no result.
+func (r *Runner) childrenAtWork(ctx context.Context, rec SessionRecord, calls []handover.ToolCall) []handover.Child {
+	waiting := false
+	for _, c := range calls {
+		if c.Name == AgentStartTool && !c.Finished {
+			waiting = true
+		}
+	}
+	var out []handover.Child
+	for _, ch := range rec.Children {
+		crec, _, err := r.records.get(ctx, rec.Tenant, ch.Session)
+		if err != nil || !childAtWork(crec) {
+			continue
+		}
+		line, _ := r.childLine(ctx, rec.Tenant, ch)
+		state := line[strings.LastIndex(line, " · ")+len(" · "):]
+		out = append(out, handover.Child{Number: ch.Number, Agent: agentOrDefault(ch.Agent), Session: ch.Session, State: state,
+			Waited: waiting && ch.Run == rec.Run})
+	}
+	return out
+}
+
+func agentOrDefault(name string) string {
+	if name == "" {
+		return agents.DefaultName
+	}
+	return name
 }
