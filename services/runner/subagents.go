@@ -682,7 +682,10 @@ func (r *Runner) childrenAtWork(ctx context.Context, rec SessionRecord, calls []
 		if err != nil || !childAtWork(crec) {
 			continue
 		}
-		line, _ := r.childLine(ctx, rec.Tenant, ch)
+		line, err := r.childLine(ctx, rec.Tenant, ch)
+		if err != nil {
+			continue
+		}
 		state := line[strings.LastIndex(line, " · ")+len(" · "):]
 		out = append(out, handover.Child{Number: ch.Number, Agent: agentOrDefault(ch.Agent), Session: ch.Session, State: state,
 			Waited: waiting && ch.Run == rec.Run})
