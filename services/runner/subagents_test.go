@@ -14,6 +14,7 @@ import (
 	"jetway/pkg/bus"
 	"jetway/pkg/control/agents"
 	"jetway/pkg/control/groundstop"
+	"jetway/pkg/control/sessionrec"
 	"jetway/pkg/dispatcherapi"
 	"jetway/pkg/events"
 	"jetway/pkg/llm"
@@ -533,5 +534,95 @@ func TestA_forged_agent_finished_on_the_events_subject_is_refused_and_recorded(t
 	})
 	if n := model.RequestCount(); n != 0 {
 		t.Errorf("the model was called %d times for a forged event", n)
+	}
+}
+
+// ghostChild leaves child p1-a1 as a runner that died right after
+// recording its run's end would: the transcript says the run ended with
+// an answer, the record still says running on a runner that is gone.
+func ghostChild(e *env) {
+	prompt := llm.UserText("review the diff")
+	prompt.ID = "m-1"
+	answer := llm.Message{ID: "m-2", Role: llm.RoleAssistant, Content: []llm.ContentBlock{{Type: llm.BlockText, Text: "the answer is 42"}}}
+	e.appendRecord("t1", "p1-a1", Record{Kind: RecordRunStarted, Run: "r-ghost", Runner: "ghost", Cause: "dispatch", Message: &prompt})
+	e.appendRecord("t1", "p1-a1", Record{Kind: RecordMessage, Run: "r-ghost", Runner: "ghost", Message: &answer})
+	e.appendRecord("t1", "p1-a1", Record{Kind: RecordRunEnded, Run: "r-ghost", Runner: "ghost", Reason: "completed"})
+	e.putRecord(SessionRecord{Tenant: "t1", Session: "p1-a1", State: StateRunning, Run: "r-ghost", Runner: "ghost",
+		Incarnation: "gone", Since: time.Now().UTC(), Runs: 1, Agent: "reviewer", Lineage: []string{"p1"}, Number: 1})
+	e.putRecord(SessionRecord{Tenant: "t1", Session: "p1", State: StateIdle, Runs: 1,
+		Children: []sessionrec.Child{{Session: "p1-a1", Agent: "reviewer", Number: 1, Run: "r-p", Started: time.Now().UTC()}}})
+}
+
+func TestA_child_whose_runner_died_between_its_end_and_the_publish_reports_its_answer_once(t *testing.T) {
+	for _, published := range []bool{false, true} {
+		t.Run(fmt.Sprintf("published_before_the_crash=%v", published), func(t *testing.T) {
+			e := newEnv(t)
+			e.profiles(map[string]agents.Profile{"reviewer": {Instructions: "ROLE:reviewer"}})
+			ghostChild(e)
+			fin := finishedID("p1-a1", "r-ghost")
+			if published {
+				// The dead runner got its publish out; the recovery's is the
+				// same event again.
+				ev, err := events.New("t1", "p1", "ghost", events.AgentFinished{Child: "p1-a1", Agent: "reviewer", Number: 1, Run: "r-ghost", Reason: "completed", Answer: "the answer is 42"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				ev.SetID(fin)
+				subj, _ := events.AgentEventsSubject("t1", "p1")
+				msg, _ := events.Encode(context.Background(), subj, ev)
+				if _, err := e.js.PublishMsg(context.Background(), msg); err != nil {
+					t.Fatal(err)
+				}
+			}
+			model, p := routedModel(t, func(r modelReq) llmtest.Reply { return llmtest.Reply{Text: "thanks"} })
+			e.startRunner("r1", p, nil)
+			testutil.Eventually(t, 30*time.Second, "the answer to wake the parent and the child to settle", func() bool {
+				return deliveries(e.records("t1", "p1"))[fin] == 1 && e.session("t1", "p1").State == StateIdle &&
+					e.session("t1", "p1-a1").State == StateIdle
+			})
+			if n := len(requestsOf(model, "ROLE:reviewer")); n != 0 {
+				t.Errorf("the child's ended run was run again (%d model calls)", n)
+			}
+			if n := countIn(model, "", "the answer is 42"); n != 1 {
+				t.Errorf("requests carrying the answer: %d, want 1", n)
+			}
+			if rec := e.session("t1", "p1"); rec.Runs != 2 {
+				t.Errorf("parent runs = %d, want 2 (one woken by the answer)", rec.Runs)
+			}
+		})
+	}
+}
+
+func TestA_recovered_parent_s_brief_lists_children_at_work_and_the_one_it_was_waiting_for(t *testing.T) {
+	e := newEnv(t)
+	turn := llm.UserText("get a review")
+	turn.ID = "m-1"
+	start := llm.Message{ID: "m-2", Role: llm.RoleAssistant, Content: []llm.ContentBlock{{Type: llm.BlockToolUse, ID: "tu1", Name: AgentStartTool,
+		Input: json.RawMessage(`{"agent":"reviewer","prompt":"review","wait":120}`)}}}
+	e.appendRecord("t1", "p1", Record{Kind: RecordRunStarted, Run: "r-ghost", Runner: "ghost", Cause: "dispatch", Message: &turn})
+	e.appendRecord("t1", "p1", Record{Kind: RecordMessage, Run: "r-ghost", Runner: "ghost", Message: &start})
+	e.putRecord(SessionRecord{Tenant: "t1", Session: "p1", State: StateRunning, Run: "r-ghost", Runner: "ghost", Incarnation: "gone",
+		Since: time.Now().UTC(), Runs: 1, Inputs: []string{"get a review"},
+		Children: []sessionrec.Child{
+			{Session: "p1-a1", Agent: "reviewer", Number: 1, Run: "r-ghost", Started: time.Now().UTC()},
+			{Session: "p1-a2", Agent: "reviewer", Number: 2, Run: "r-older", Started: time.Now().UTC()},
+		}})
+	e.putRecord(SessionRecord{Tenant: "t1", Session: "p1-a1", State: StateIdle, Lineage: []string{"p1"}, Number: 1, Agent: "reviewer"})
+	e.putRecord(SessionRecord{Tenant: "t1", Session: "p1-a2", State: StateIdle, Runs: 1, Reason: "completed", Lineage: []string{"p1"}, Number: 2, Agent: "reviewer"})
+	model, p := fakeModel(t)
+	model.SetFallback(llmtest.Reply{Text: "waiting for the review"})
+	e.startRunner("r1", p, nil)
+	testutil.Eventually(t, 20*time.Second, "the recovered run to end", func() bool {
+		return countKind(e.records("t1", "p1"), RecordRunEnded) == 1
+	})
+	first := readReq(model.Requests()[0].Body).all
+	for _, want := range []string{"Sub-agents the earlier work started are still at work",
+		"agent 1 (reviewer), session p1-a1: starting; the earlier run was waiting for its answer when it stopped and did not get it"} {
+		if !strings.Contains(first, want) {
+			t.Errorf("the brief lacks %q:\n%s", want, first)
+		}
+	}
+	if strings.Contains(first, "session p1-a2") {
+		t.Errorf("the brief lists a child that finished:\n%s", first)
 	}
 }
