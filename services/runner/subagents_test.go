@@ -12,6 +12,7 @@ import (
 	"jetway/internal/testutil"
 	"jetway/pkg/agent/tool"
 	"jetway/pkg/bus"
+	"jetway/pkg/bus/bustest"
 	"jetway/pkg/control/agents"
 	"jetway/pkg/control/groundstop"
 	"jetway/pkg/control/sessionrec"
@@ -96,35 +97,7 @@ func (e *env) twoRunners(p llm.Provider, tools func(SessionRef) []tool.Tool) (*R
 	e.t.Helper()
 	r1 := e.startRunner("r1", p, tools)
 	r2 := e.startRunner("r2", p, tools)
-	warm := map[int]string{} // a session of each partition
-	for i := 0; len(warm) < r1.partitions; i++ {
-		name := fmt.Sprintf("warm-%d", i)
-		if n := bus.PartitionFor("t0", name, r1.partitions); warm[n] == "" {
-			warm[n] = name
-		}
-	}
-	// A partition is held once an event came through it after its last
-	// release: a partition nobody holds gets one more warm-up input.
-	last := time.Time{}
-	testutil.Eventually(e.t, 60*time.Second, "both runners to hold partitions", func() bool {
-		h := e.holders("r1", "r2")
-		seen := map[string]bool{}
-		for _, id := range h {
-			seen[id] = true
-		}
-		if len(h) == r1.partitions && seen["r1"] && seen["r2"] {
-			return true
-		}
-		if time.Since(last) > time.Second {
-			last = time.Now()
-			for n, name := range warm {
-				if _, held := h[n]; !held {
-					e.publish(events.KindEvents, "t0", name, events.Input{Text: "warm up"})
-				}
-			}
-		}
-		return false
-	})
+	e.warmUp("r1", "r2")
 	return r1, r2
 }
 
@@ -625,4 +598,137 @@ func TestA_recovered_parent_s_brief_lists_children_at_work_and_the_one_it_was_wa
 	if strings.Contains(first, "session p1-a2") {
 		t.Errorf("the brief lists a child that finished:\n%s", first)
 	}
+}
+
+// TestA_child_s_answer_reaches_its_parent_once_through_a_SIGKILL_of_the_parent_s_runner
+// runs two `jetway runner` processes. The parent runs on one and waits in
+// the foreground for a child placed on the other; the parent's runner is
+// SIGKILLed mid-wait. The survivor recovers the parent (its brief names
+// the child it was waiting for), and the child's answer reaches the
+// parent exactly once, as a notice.
+func TestA_child_s_answer_reaches_its_parent_once_through_a_SIGKILL_of_the_parent_s_runner(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process test")
+	}
+	if _, err := buildJetway(); err != nil {
+		t.Fatal(err)
+	}
+	srv := bustest.StartServer(t)
+	_, js := bustest.Connect(t, srv.ClientURL())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := bus.Provision(ctx, js, bus.ProvisionConfig{Partitions: 4, WorkAckWait: 2 * time.Second, WorkPinnedTTL: 2 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	e := &env{t: t, js: js}
+	e.profiles(map[string]agents.Profile{"reviewer": {Instructions: "ROLE:reviewer"}})
+	var childName atomic.Value
+	model := llmtest.NewAnthropic(t)
+	model.SetRouter(func(body []byte) (llmtest.Reply, bool) {
+		r := readReq(body)
+		switch {
+		case strings.Contains(r.system, "ROLE:reviewer"):
+			return llmtest.Reply{Text: "reviewed: fine", Latency: 4 * time.Second}, true
+		case strings.Contains(r.last, "[sub-agent notice]"):
+			return llmtest.Reply{Text: "got the review"}, true
+		case strings.Contains(r.all, "You are continuing interrupted work"):
+			return llmtest.Reply{Text: "waiting for the reviewer"}, true
+		case strings.Contains(r.last, "please review"):
+			name := nameOnOtherRunnerOf(e, "ra", "rb", "t1", "p1")
+			childName.Store(name)
+			return call(AgentStartTool, map[string]any{"agent": "reviewer", "prompt": "review it", "name": name, "wait": 60}), true
+		}
+		return llmtest.Reply{Text: "ok"}, true
+	})
+	procs := map[string]*runnerProc{
+		"ra": startRunnerProc(t, "ra", srv.ClientURL(), model.URL()),
+		"rb": startRunnerProc(t, "rb", srv.ClientURL(), model.URL()),
+	}
+	e.warmUp("ra", "rb")
+
+	e.publish(events.KindEvents, "t1", "p1", events.Input{Text: "please review"})
+	var child, parentRunner string
+	testutil.Eventually(t, 30*time.Second, "the parent waiting on a running child", func() bool {
+		name, _ := childName.Load().(string)
+		if name == "" {
+			return false
+		}
+		c, p := e.session("t1", name), e.session("t1", "p1")
+		child, parentRunner = name, p.Runner
+		return c.State == StateRunning && p.State == StateRunning && c.Runner != p.Runner
+	})
+	procs[parentRunner].kill(t)
+	t.Logf("killed the parent's runner %s while it waited for %s", parentRunner, child)
+
+	testutil.Eventually(t, 60*time.Second, "the answer to reach the recovered parent", func() bool {
+		return countIn(model, "", "[sub-agent notice] agent 1 (reviewer) finished after") >= 1 &&
+			e.session("t1", "p1").State == StateIdle
+	})
+	crec := e.session("t1", child)
+	fin := finishedID(child, crec.Run)
+	if n := deliveries(e.records("t1", "p1"))[fin]; n != 1 {
+		t.Errorf("finished event %s delivered %d times, want 1", fin, n)
+	}
+	if n := countIn(model, "", "[sub-agent notice]"); n != 1 {
+		t.Errorf("requests whose last message carries the notice: %d, want 1", n)
+	}
+	starts := runStarts(e.records("t1", "p1"))
+	if len(starts) < 2 || starts[0].Runner != parentRunner || starts[1].Cause != "recovered" {
+		t.Fatalf("parent runs: %+v", starts)
+	}
+	if !strings.Contains(starts[1].Message.Content[0].Text, "session "+child) {
+		t.Errorf("the recovered brief does not name the child:\n%s", starts[1].Message.Content[0].Text)
+	}
+}
+
+// warmUp sends events through every partition until the runners ids
+// share them (a partition is held once an event came through it).
+func (e *env) warmUp(ids ...string) {
+	e.t.Helper()
+	p, err := bus.Partitions(context.Background(), e.js)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	warm := map[int]string{}
+	for i := 0; len(warm) < p; i++ {
+		name := fmt.Sprintf("warm-%d", i)
+		if n := bus.PartitionFor("t0", name, p); warm[n] == "" {
+			warm[n] = name
+		}
+	}
+	last := time.Time{}
+	testutil.Eventually(e.t, 60*time.Second, "the runners to share the partitions", func() bool {
+		h := e.holders(ids...)
+		seen := map[string]bool{}
+		for _, id := range h {
+			seen[id] = true
+		}
+		if len(h) == p && len(seen) == len(ids) {
+			return true
+		}
+		if time.Since(last) > time.Second {
+			last = time.Now()
+			for n, name := range warm {
+				if _, held := h[n]; !held {
+					e.publish(events.KindEvents, "t0", name, events.Input{Text: "warm up"})
+				}
+			}
+		}
+		return false
+	})
+}
+
+// nameOnOtherRunnerOf is a child name whose partition the other of two
+// runners holds than the one holding session's.
+func nameOnOtherRunnerOf(e *env, a, b, tenant, session string) string {
+	h := e.holders(a, b)
+	p := len(h)
+	mine := h[bus.PartitionFor(tenant, session, p)]
+	for i := range 200 {
+		name := fmt.Sprintf("reviewer-%d", i)
+		if h[bus.PartitionFor(tenant, name, p)] != mine {
+			return name
+		}
+	}
+	return "reviewer-x"
 }
