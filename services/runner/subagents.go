@@ -52,10 +52,10 @@ type endedRun struct {
 	started             time.Time
 }
 
-// finishedID is the CE id of a child run's finished event: made from the
+// FinishedEventID is the CE id of a child run's finished event: made from the
 // run, so a publish repeated after a crash is the same event (dropped by
 // JETWAY_AGENTEVENTS's dedupe window, and by the parent's transcript).
-func finishedID(child, run string) string { return "agent-finished." + child + "." + run }
+func FinishedEventID(child, run string) string { return "agent-finished." + child + "." + run }
 
 // subagents are the sub-agent tools of one run.
 type subagents struct {
@@ -591,7 +591,7 @@ func (a *actor) reportEnd(ctx context.Context, lr *liveRun, end endedRun) error 
 	answer, cut := events.CapAnswer(end.answer)
 	f := events.AgentFinished{Child: a.session, Agent: ch.agent, Number: ch.number, Run: end.run, Reason: end.reason,
 		Answer: answer, Truncated: cut, RunningForMS: events.ElapsedMS(time.Since(end.started))}
-	return a.r.publishAgentEvent(ctx, a.tenant, ch.parent, finishedID(a.session, end.run), f)
+	return a.r.publishAgentEvent(ctx, a.tenant, ch.parent, FinishedEventID(a.session, end.run), f)
 }
 
 // endedOf reads the last recorded run end from a loaded transcript.

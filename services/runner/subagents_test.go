@@ -254,7 +254,7 @@ func TestA_child_past_its_wait_goes_to_the_background_and_its_answer_wakes_the_i
 		!strings.Contains(starts[1].Message.Content[0].Text, "reviewed: fine") {
 		t.Fatalf("the parent's second run did not start from the notice: %+v", starts)
 	}
-	fin := finishedID("p1-a1", e.session("t1", "p1-a1").Run)
+	fin := FinishedEventID("p1-a1", e.session("t1", "p1-a1").Run)
 	if n := deliveries(e.records("t1", "p1"))[fin]; n != 1 {
 		t.Errorf("finished event %s delivered %d times", fin, n)
 	}
@@ -295,7 +295,7 @@ func TestA_child_answer_reaches_a_busy_parent_s_next_model_request_once(t *testi
 	if n := countIn(model, "", "[sub-agent notice] agent 1 (reviewer) finished after"); n != 1 {
 		t.Errorf("requests whose last message carries the notice: %d, want 1", n)
 	}
-	fin := finishedID("p1-a1", e.session("t1", "p1-a1").Run)
+	fin := FinishedEventID("p1-a1", e.session("t1", "p1-a1").Run)
 	if n := deliveries(e.records("t1", "p1"))[fin]; n != 1 {
 		t.Errorf("finished event delivered %d times", n)
 	}
@@ -532,7 +532,7 @@ func TestA_child_whose_runner_died_between_its_end_and_the_publish_reports_its_a
 			e := newEnv(t)
 			e.profiles(map[string]agents.Profile{"reviewer": {Instructions: "ROLE:reviewer"}})
 			ghostChild(e)
-			fin := finishedID("p1-a1", "r-ghost")
+			fin := FinishedEventID("p1-a1", "r-ghost")
 			if published {
 				// The dead runner got its publish out; the recovery's is the
 				// same event again.
@@ -665,7 +665,7 @@ func TestA_child_s_answer_reaches_its_parent_once_through_a_SIGKILL_of_the_paren
 			e.session("t1", "p1").State == StateIdle
 	})
 	crec := e.session("t1", child)
-	fin := finishedID(child, crec.Run)
+	fin := FinishedEventID(child, crec.Run)
 	if n := deliveries(e.records("t1", "p1"))[fin]; n != 1 {
 		t.Errorf("finished event %s delivered %d times, want 1", fin, n)
 	}
