@@ -140,7 +140,7 @@ func agentNotice(p AgentFinished) string {
 		b.WriteString(strings.TrimSpace(p.Answer))
 	}
 	if p.Truncated {
-		fmt.Fprintf(&b, "\n… (answer cut at %d bytes: read all of it with agent_status {\"agent\": %d, \"full\": true})", MaxAgentAnswer, p.Number)
+		fmt.Fprintf(&b, "\n… (answer cut at %d bytes: read all of it with agent_status {\"agent\": %d})", MaxAgentAnswer, p.Number)
 	}
 	b.WriteString("\nUse the answer in your work, or tell the user what it found.")
 	return b.String()

@@ -395,6 +395,7 @@ func (a *actor) refuseRun(ctx context.Context, p plan, reason string) {
 	}
 	a.settle(msgsOf(p.ins)...)
 	a.r.publishOut(ctx, a.tenant, a.session, events.RunRefused{Reason: reason})
+	a.reportRefusal(ctx, p, reason)
 }
 
 // recover decides what to do with a run that was interrupted: recover it

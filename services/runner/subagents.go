@@ -321,9 +321,10 @@ func profileName(prof agents.Profile) string {
 	return prof.Name
 }
 
-// childAtWork: a child that runs, or has not yet run its first prompt.
+// childAtWork: a child that runs, or has not yet run its first prompt
+// (and was not refused it).
 func childAtWork(rec SessionRecord) bool {
-	return rec.State == StateRunning || (rec.Runs == 0 && rec.State == StateIdle)
+	return rec.State == StateRunning || (rec.Runs == 0 && rec.State == StateIdle && rec.Reason == "")
 }
 
 // rootFuelLeft refuses work for a sub-agent tree whose root has spent its
@@ -474,7 +475,7 @@ func (r *Runner) childLine(ctx context.Context, tenant string, ch sessionrec.Chi
 	switch {
 	case rec.State == StateRunning:
 		state = "running for " + events.FmtElapsed(time.Since(rec.Since))
-	case rec.State == StateIdle && rec.Runs == 0:
+	case rec.State == StateIdle && rec.Runs == 0 && rec.Reason == "":
 		state = "starting"
 	case rec.State == StateIdle:
 		state = "finished (" + rec.Reason + ")"
@@ -698,4 +699,30 @@ func agentOrDefault(name string) string {
 		return agents.DefaultName
 	}
 	return name
+}
+
+// reportRefusal tells a sub-agent's parent that the child's run was
+// refused (a rail: its root's fuel, its run cap), so the parent does not
+// wait for an answer that will not come, and marks the child's record so
+// it no longer counts as at work. The event's id is made from the first
+// refused event's, so a redelivered refusal reports nothing new.
+func (a *actor) reportRefusal(ctx context.Context, p plan, reason string) {
+	l := a.lineage.Load()
+	if l == nil || len(*l) == 0 || len(p.ins) == 0 {
+		return
+	}
+	rec, rev, _, err := a.record(ctx)
+	if err != nil || rec.Parent() == "" {
+		return
+	}
+	run := "refused-" + p.ins[0].id
+	f := events.AgentFinished{Child: a.session, Agent: rec.Agent, Number: rec.Number, Run: run, Reason: "refused",
+		Answer: "Its run was refused: " + reason}
+	if err := a.r.publishAgentEvent(ctx, a.tenant, rec.Parent(), FinishedEventID(a.session, run), f); err != nil {
+		a.log.Warn().Err(err).Msg("tell the parent session a sub-agent's run was refused")
+	}
+	if rec.State == StateIdle && rec.Reason == "" {
+		rec.Reason = "refused: " + reason
+		_, _ = a.putRecord(ctx, rec, rev)
+	}
 }
