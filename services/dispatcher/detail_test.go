@@ -10,8 +10,8 @@ import (
 	"jetway/internal/testutil"
 	"jetway/pkg/bus"
 	"jetway/pkg/control/groundstop"
-	"jetway/pkg/control/sessionrec"
 	"jetway/pkg/control/layovers"
+	"jetway/pkg/control/sessionrec"
 	"jetway/services/runner"
 )
 
