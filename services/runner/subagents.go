@@ -30,6 +30,8 @@ const (
 	AgentStatusTool = "agent_status"
 	AgentSendTool   = "agent_send"
 	AgentStopTool   = "agent_stop"
+	// AgentReportTool is a sub-agent's own: a progress report to its parent.
+	AgentReportTool = "agent_report"
 )
 
 // Foreground wait bounds of agent_start, in seconds.
@@ -68,7 +70,7 @@ type subagents struct {
 
 func (a *actor) subagentTools(run string, lr *liveRun, c claimed) []tool.Tool {
 	s := &subagents{a: a, run: run, lr: lr, prof: c.agent, fuel: a.r.rails.forProfile(c.agent).cfg.Fuel}
-	return []tool.Tool{
+	tools := []tool.Tool{
 		tool.Func{Name: AgentStartTool, Schema: startSchema, Fn: s.start,
 			Description: "Start a sub-agent: a new session with its own context that works on prompt with the agent profile named. " +
 				"Waits up to wait seconds for its answer; past that it goes on in the background and its answer arrives later as a notice. " +
@@ -80,6 +82,30 @@ func (a *actor) subagentTools(run string, lr *liveRun, c claimed) []tool.Tool {
 		tool.Func{Name: AgentStopTool, Schema: stopSchema, Fn: s.stop,
 			Description: "Stop a sub-agent's run; its end arrives as a notice."},
 	}
+	if lr.child != nil {
+		tools = append(tools, tool.Func{Name: AgentReportTool, Schema: reportSchema, Fn: s.report,
+			Description: "You are a sub-agent: tell the session that started you how far you got, while you go on working. " +
+				"Your final answer reaches it by itself when your run ends."})
+	}
+	return tools
+}
+
+var reportSchema = json.RawMessage(`{"type":"object","properties":{"text":{"type":"string","description":"a short progress report"}},"required":["text"]}`)
+
+// report is agent_report: a child's progress, a notice for its parent.
+func (s *subagents) report(ctx context.Context, c tool.Call) (tool.Result, error) {
+	var in struct {
+		Text string `json:"text"`
+	}
+	if err := json.Unmarshal(c.Input, &in); err != nil || strings.TrimSpace(in.Text) == "" {
+		return toolError("invalid input: want {\"text\": \"...\"}")
+	}
+	ch := s.lr.child
+	p := events.AgentProgress{Child: s.a.session, Agent: agentOrDefault(ch.agent), Number: ch.number, Text: in.Text}
+	if err := s.a.r.publishAgentEvent(ctx, s.a.tenant, ch.parent, "", p); err != nil {
+		return toolError("could not report to session %s: %v", ch.parent, err)
+	}
+	return tool.Result{Content: "Reported to session " + ch.parent + "."}, nil
 }
 
 var (

@@ -260,14 +260,16 @@ func TestA_child_past_its_wait_goes_to_the_background_and_its_answer_wakes_the_i
 	}
 }
 
-func TestA_child_answer_reaches_a_busy_parent_s_next_model_request_once(t *testing.T) {
+func TestA_child_s_progress_and_answer_reach_a_busy_parent_s_next_model_request_once(t *testing.T) {
 	e := newEnv(t)
 	e.profiles(map[string]agents.Profile{"reviewer": {Instructions: "ROLE:reviewer"}})
 	g := newGate()
 	model, p := routedModel(t, func(r modelReq) llmtest.Reply {
 		switch {
-		case strings.Contains(r.system, "ROLE:reviewer"):
+		case strings.Contains(r.system, "ROLE:reviewer") && strings.Contains(r.last, "Reported to session p1"):
 			return llmtest.Reply{Text: "reviewed: fine"}
+		case strings.Contains(r.system, "ROLE:reviewer"):
+			return call(AgentReportTool, map[string]any{"text": "half way"})
 		case strings.Contains(r.last, "[sub-agent notice]"):
 			return llmtest.Reply{Text: "noted the review"}
 		case strings.Contains(r.last, "in the background."):
@@ -294,6 +296,9 @@ func TestA_child_answer_reaches_a_busy_parent_s_next_model_request_once(t *testi
 	}
 	if n := countIn(model, "", "[sub-agent notice] agent 1 (reviewer) finished after"); n != 1 {
 		t.Errorf("requests whose last message carries the notice: %d, want 1", n)
+	}
+	if n := countIn(model, "", "[sub-agent progress] agent 1 (reviewer) reports: half way"); n != 1 {
+		t.Errorf("requests whose last message carries the child's progress report: %d, want 1", n)
 	}
 	fin := FinishedEventID("p1-a1", e.session("t1", "p1-a1").Run)
 	if n := deliveries(e.records("t1", "p1"))[fin]; n != 1 {
