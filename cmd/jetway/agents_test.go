@@ -76,7 +76,7 @@ func TestAgents_put_from_a_YAML_file_then_ls_get_and_rm(t *testing.T) {
 	}
 }
 
-func TestDev_binds_a_session_to_the_agent_its_input_names_and_refuses_an_unknown_one(t *testing.T) {
+func TestDev_binds_a_session_to_the_agent_its_input_or_steer_names_and_refuses_an_unknown_one(t *testing.T) {
 	d := startDev(t)
 	cf := []string{"--url", d.url, "--tokens-file", d.tokens}
 	file := filepath.Join(t.TempDir(), "reviewer.yaml")
@@ -94,6 +94,23 @@ func TestDev_binds_a_session_to_the_agent_its_input_names_and_refuses_an_unknown
 	}
 	bound := regexp.MustCompile(`"agent":\s*"reviewer",\s*"agent_version":\s*[1-9]`)
 	waitCLI(t, "the session bound to reviewer", bound.MatchString, append([]string{"sessions", "--json"}, cf...)...)
+
+	// A steer binds as send does, and refuses an unknown profile the same way.
+	if out, err := runCLI(t, append([]string{"steer", "s1", "look again", "--agent", "nobody"}, cf...)...); err == nil || !strings.Contains(err.Error(), "nobody") {
+		t.Fatalf("steer --agent nobody: %v\n%s", err, out)
+	}
+	writer := filepath.Join(t.TempDir(), "writer.yaml")
+	if err := os.WriteFile(writer, []byte("name: writer\ninstructions: Write it up.\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := runCLI(t, append([]string{"agents", "put", "-f", writer}, cf...)...); err != nil {
+		t.Fatalf("agents put writer: %v\n%s", err, out)
+	}
+	if out, err := runCLI(t, append([]string{"steer", "s1", "write it up instead", "--agent", "writer"}, cf...)...); err != nil {
+		t.Fatalf("steer --agent writer: %v\n%s", err, out)
+	}
+	rebound := regexp.MustCompile(`"agent":\s*"writer",\s*"agent_version":\s*[1-9]`)
+	waitCLI(t, "the session bound to writer by the steer", rebound.MatchString, append([]string{"sessions", "--json"}, cf...)...)
 }
 
 func TestChat_agent_flag_asks_for_that_profile_and_an_unknown_one_is_refused_naming_it(t *testing.T) {

@@ -13,6 +13,7 @@ import (
 	"jetway/pkg/bus"
 	"jetway/pkg/telemetry"
 	"jetway/services/dispatcher"
+	"jetway/services/dispatcher/console"
 )
 
 func init() {
@@ -125,8 +126,12 @@ func runDevDispatcher(ctx context.Context, env *devEnv) error {
 		return err
 	}
 	defer svc.Stop()
-	env.Mux.Handle("/v1/", d.Handler())
-	log.Info().Str("tokens", dt.Path).Msg("dispatcher API mounted at /v1/, NATS API on " + dispatcher.APISubjectPrefix + ".*")
+	h := d.Handler()
+	env.Mux.Handle("/v1/", h)
+	// The web console: its page at / and its files under /console/.
+	env.Mux.Handle("GET /{$}", h)
+	env.Mux.Handle("GET "+console.Prefix, h)
+	log.Info().Str("tokens", dt.Path).Msg("dispatcher API mounted at /v1/, web console at /, NATS API on " + dispatcher.APISubjectPrefix + ".*")
 	<-ctx.Done()
 	return nil
 }

@@ -81,7 +81,7 @@ func (h *historyPrinter) entry(e client.TranscriptEntry) error {
 	when := e.Time.Local().Format("2006-01-02 15:04:05")
 	switch e.Kind {
 	case "run_started":
-		h.printf("── run %s started (%s) %s\n", e.Run, e.Cause, when)
+		h.printf("── run %s started (%s)%s %s\n", e.Run, e.Cause, agentOf(e), when)
 	case "run_ended":
 		h.flushCalls()
 		h.printf("── run %s ended: %s %s\n", e.Run, orDash(e.Reason), when)
@@ -226,4 +226,16 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// agentOf names the profile a run went by, " as reviewer v3"; nothing for
+// a run recorded without one.
+func agentOf(e client.TranscriptEntry) string {
+	switch {
+	case e.Agent == "":
+		return ""
+	case e.AgentVersion == 0:
+		return " as " + e.Agent
+	}
+	return fmt.Sprintf(" as %s v%d", e.Agent, e.AgentVersion)
 }

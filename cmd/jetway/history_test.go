@@ -135,7 +135,7 @@ func (s stack) record(t *testing.T, session string, recs ...runner.Record) {
 	}
 }
 
-func TestHistory_prints_a_whole_session_readably_and_as_json_lines(t *testing.T) {
+func TestHistory_prints_a_whole_session_readably_with_each_run_s_agent_and_as_json_lines(t *testing.T) {
 	s := realStack(t)
 	at := time.Date(2026, 12, 3, 6, 0, 0, 0, time.UTC)
 	msg := func(role llm.Role, kind llm.MessageKind, blocks ...llm.ContentBlock) *llm.Message {
@@ -152,6 +152,7 @@ func TestHistory_prints_a_whole_session_readably_and_as_json_lines(t *testing.T)
 		{Kind: runner.RecordMessage, Run: "r-1", Time: at, Message: msg(llm.RoleUser, llm.KindNotice, text("[background job notice] job 3 (gh) exited 0 after 21m."))},
 		{Kind: runner.RecordRunEnded, Run: "r-1", Reason: "end_turn", Time: at},
 		{Kind: runner.RecordRefused, Event: "ev-9", Type: "io.jetway.job.exited", Reason: "job events come only from jobs workers", Time: at},
+		{Kind: runner.RecordRunStarted, Run: "r-2", Cause: "input", Agent: "reviewer", AgentVersion: 3, Time: at, Message: msg(llm.RoleUser, "", text("review it"))},
 	}
 	// More than a page of chatter, so the command has to page.
 	for i := range 130 {
@@ -172,6 +173,8 @@ func TestHistory_prints_a_whole_session_readably_and_as_json_lines(t *testing.T)
 		"notice: [background job notice] job 3 (gh) exited 0 after 21m.",
 		"── run r-1 ended: end_turn ",
 		"refused: event ev-9 (io.jetway.job.exited): job events come only from jobs workers",
+		"── run r-2 started (input) as reviewer v3 ",
+		"person: review it",
 		"assistant: line 000",
 		"assistant: line 129",
 	}

@@ -167,6 +167,14 @@ func (c *Client) Steer(ctx context.Context, session, note string) (Accepted, err
 	return acc, err
 }
 
+// SteerAgent steers session and binds it to the agent profile agent from
+// its next run on ("" keeps its binding).
+func (c *Client) SteerAgent(ctx context.Context, session, note, agent string) (Accepted, error) {
+	var acc Accepted
+	err := c.doJSON(ctx, http.MethodPost, sessionPath(session, "steer"), nil, dispatcherapi.SteerRequest{Note: note, Agent: agent}, &acc)
+	return acc, err
+}
+
 // Publish sends a CloudEvent in structured mode (POST /v1/events). Its
 // subject attribute must be `<tenant>/<session>` with the token's tenant.
 func (c *Client) Publish(ctx context.Context, e event.Event) (Accepted, error) {

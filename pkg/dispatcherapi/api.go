@@ -84,7 +84,7 @@ type Accepted struct {
 	ID        string `json:"id"`
 	Duplicate bool   `json:"duplicate"`
 	// Held lists the Ground Stop switches that cover the session right now
-	// (input, steer and resume answers): the event is stored, and waits
+	// (input, steer, resume and CloudEvent answers): the event is stored, and waits
 	// until every one of them is lifted. Absent when none is on.
 	Held []StopSwitch `json:"held,omitempty"`
 }
@@ -110,6 +110,10 @@ type InputRequest struct {
 type SteerRequest struct {
 	Note string `json:"note"`
 	ID   string `json:"id,omitempty"`
+	// Agent binds the session to the tenant's agent profile of that name,
+	// as InputRequest.Agent does: the steer itself goes to the run under
+	// way, the profile applies from the next run's start on.
+	Agent string `json:"agent,omitempty"`
 }
 
 // ResumeRequest is the optional body of POST /v1/sessions/{session}/resume.
@@ -255,7 +259,7 @@ type LayoverCancelled struct {
 type NATSRequest struct {
 	Session string `json:"session,omitempty"`
 	Text    string `json:"text,omitempty"`
-	// Agent (input) is InputRequest's.
+	// Agent (input, steer) is InputRequest's.
 	Agent string `json:"agent,omitempty"`
 	Note  string `json:"note,omitempty"`
 	ID    string `json:"id,omitempty"`
@@ -438,6 +442,10 @@ type TranscriptEntry struct {
 	Type   string `json:"type,omitempty"`
 	// Usage is the model's token use for an assistant turn.
 	Usage *TranscriptUsage `json:"usage,omitempty"`
+	// Agent and AgentVersion name the agent profile and its version a run
+	// went by (run_started; empty for a run recorded before profiles).
+	Agent        string `json:"agent,omitempty"`
+	AgentVersion uint64 `json:"agent_version,omitempty"`
 }
 
 // TranscriptBlock is one part of a turn. Only the fields of its Type are

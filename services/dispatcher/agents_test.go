@@ -155,7 +155,7 @@ func TestThe_Go_client_manages_agent_profiles_against_the_dispatcher(t *testing.
 	}
 }
 
-func TestInput_naming_an_agent_carries_the_binding_and_an_unknown_agent_is_refused_naming_it(t *testing.T) {
+func TestInput_or_steer_naming_an_agent_carries_the_binding_and_an_unknown_agent_is_refused_naming_it(t *testing.T) {
 	f := newFixture(t)
 	startNATSAPI(t, f)
 	decode[Agent](t, f.do("PUT", "/v1/agents/reviewer", tokAcmeAdmin, `{"instructions":"Review."}`), http.StatusOK)
@@ -180,15 +180,27 @@ func TestInput_naming_an_agent_carries_the_binding_and_an_unknown_agent_is_refus
 	if code := resp.Header.Get("Nats-Service-Error-Code"); code != "404" || !strings.Contains(string(resp.Data), "nobody") {
 		t.Fatalf("NATS input with an unknown agent: %q %s", code, resp.Data)
 	}
+	// A steer binds as an input does, with the same refusals.
+	if p := problemOf(t, f.do("POST", "/v1/sessions/s1/steer", tokAcmeAdmin, `{"note":"stop","agent":"nobody"}`), http.StatusNotFound); p.Field != "agent" || !strings.Contains(p.Detail, `"nobody"`) {
+		t.Fatalf("steer with an unknown agent: %+v", p)
+	}
+	resp = natsRequest(t, f, SubjectSteer, tokAcmeAdmin, `{"session":"s1","note":"stop","agent":"nobody"}`)
+	if code := resp.Header.Get("Nats-Service-Error-Code"); code != "404" {
+		t.Fatalf("NATS steer with an unknown agent: %q %s", code, resp.Data)
+	}
 	if f.lastSeq() != before {
 		t.Fatal("a refused event was published")
 	}
 
 	decode[Accepted](t, f.do("POST", "/v1/sessions/s1/input", tokAcme, `{"text":"hi","agent":"reviewer"}`), http.StatusAccepted)
 	decode[BatchAccepted](t, f.do("POST", "/v1/events", tokAcme, batch[:1], "Content-Type", "application/cloudevents-batch+json"), http.StatusAccepted)
+	decode[Accepted](t, f.do("POST", "/v1/sessions/s1/steer", tokAcmeAdmin, `{"note":"look again","agent":"reviewer"}`), http.StatusAccepted)
 	evs, _ := f.eventsOn("jetway.events.acme.s1")
-	if len(evs) != 2 || evs[0].Agent != "reviewer" || evs[1].Agent != "" {
-		t.Fatalf("stored events bind %q and %q, want reviewer and nothing", agentOfAll(evs)...)
+	if len(evs) != 3 || evs[0].Agent != "reviewer" || evs[1].Agent != "" || evs[2].Agent != "reviewer" {
+		t.Fatalf("stored events bind %q, %q and %q, want reviewer, nothing and reviewer", agentOfAll(evs)...)
+	}
+	if _, ok := evs[2].Payload.(events.Steer); !ok {
+		t.Fatalf("third stored event is %T, want the steer", evs[2].Payload)
 	}
 }
 

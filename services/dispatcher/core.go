@@ -144,13 +144,23 @@ func (d *Dispatcher) Input(ctx context.Context, p auth.Principal, session string
 	if err != nil {
 		return Accepted{}, err
 	}
-	if req.Agent != "" {
-		if err := agentName(req.Agent); err != nil {
-			return Accepted{}, asAgentField(err)
-		}
-		events.SetAgent(&e, req.Agent)
+	if err := bindAgent(&e, req.Agent); err != nil {
+		return Accepted{}, err
 	}
 	return d.publishHeld(ctx, p, session, e, req.ID != "")
+}
+
+// bindAgent names agent in e (the jetwayagent extension) when a person's
+// request asks for one; publish refuses a profile the tenant does not have.
+func bindAgent(e *event.Event, agent string) error {
+	if agent == "" {
+		return nil
+	}
+	if err := agentName(agent); err != nil {
+		return asAgentField(err)
+	}
+	events.SetAgent(e, agent)
+	return nil
 }
 
 // Steer publishes an io.jetway.steer into one of the caller's sessions.
@@ -160,6 +170,9 @@ func (d *Dispatcher) Steer(ctx context.Context, p auth.Principal, session string
 	}
 	e, err := d.newEvent(p, session, req.ID, events.Steer{Note: req.Note})
 	if err != nil {
+		return Accepted{}, err
+	}
+	if err := bindAgent(&e, req.Agent); err != nil {
 		return Accepted{}, err
 	}
 	return d.publishHeld(ctx, p, session, e, req.ID != "")
@@ -231,7 +244,7 @@ func (d *Dispatcher) PublishEvent(ctx context.Context, p auth.Principal, e event
 	if err != nil {
 		return Accepted{}, err
 	}
-	return d.publish(ctx, p, session, e, true)
+	return d.publishHeld(ctx, p, session, e, true)
 }
 
 // checkEvent runs every check publish runs, without publishing, so a batch

@@ -21,6 +21,7 @@ import (
 
 	"jetway/pkg/auth"
 	"jetway/pkg/telemetry"
+	"jetway/services/dispatcher/console"
 )
 
 // OpenAPI is the OpenAPI 3.1 description of the HTTP API, served at
@@ -56,6 +57,10 @@ func (d *Dispatcher) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/stop", d.handleStop)
 	mux.HandleFunc("POST /v1/stop", d.handleStop)
 	mux.HandleFunc("DELETE /v1/stop", d.handleStop)
+	mux.HandleFunc("GET /v1/cluster", d.handleCluster)
+	web := console.Handler()
+	mux.Handle("GET /{$}", web)
+	mux.Handle("GET "+console.Prefix, web)
 	mux.HandleFunc("GET /v1/openapi.yaml", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/yaml")
 		w.Write(OpenAPI)

@@ -61,6 +61,7 @@ func (d *Dispatcher) StartNATS() (micro.Service, error) {
 		"transcript": d.natsTranscript,
 		"job":        d.natsJob,
 		"agents":     d.natsAgents,
+		"cluster":    d.natsCluster,
 	}
 	for name, fn := range endpoints {
 		if err := g.AddEndpoint(name, d.natsHandler(name, fn)); err != nil {
@@ -127,7 +128,7 @@ func (d *Dispatcher) natsHandler(name string, fn func(context.Context, auth.Prin
 		token := auth.BearerToken(natsHeaderCarrier(req.Headers()).Get("Authorization"))
 		var res any
 		p, err := d.authenticate(token)
-		if err == nil && name != "stop" {
+		if err == nil && name != "stop" && name != "cluster" {
 			err = needsTenant(p)
 		}
 		if err == nil && int64(len(req.Data())) > d.cfg.MaxBodyBytes {
@@ -185,7 +186,7 @@ func (d *Dispatcher) natsSteer(ctx context.Context, p auth.Principal, req micro.
 	if err != nil {
 		return nil, err
 	}
-	return d.Steer(ctx, p, r.Session, SteerRequest{Note: r.Note, ID: r.ID})
+	return d.Steer(ctx, p, r.Session, SteerRequest{Note: r.Note, ID: r.ID, Agent: r.Agent})
 }
 
 // natsEvent takes a CloudEvent in the NATS binding, binary (ce- headers)

@@ -68,4 +68,16 @@ func TestInput_answer_says_which_Ground_Stop_switches_hold_the_session_as_they_c
 	if got := scopes(st); len(got) != 1 || got[0] != "tenant" {
 		t.Fatalf("steer held scopes = %v, want tenant", got)
 	}
+
+	// So do CloudEvents from other systems, one by one and in a batch.
+	ce := map[string]any{"specversion": "1.0", "id": "ci-1", "source": "ci", "type": "io.jetway.input", "subject": "default/s1", "data": map[string]any{"text": "ci is green"}}
+	one := decode[Accepted](t, f.do("POST", "/v1/events", tokUser, ce, "Content-Type", "application/cloudevents+json"), http.StatusAccepted)
+	if got := scopes(one); len(got) != 1 || got[0] != "tenant" {
+		t.Fatalf("cloudevent held scopes = %v, want tenant", got)
+	}
+	ce["id"] = "ci-2"
+	batch := decode[BatchAccepted](t, f.do("POST", "/v1/events", tokUser, []map[string]any{ce}, "Content-Type", "application/cloudevents-batch+json"), http.StatusAccepted)
+	if len(batch.Events) != 1 || len(batch.Events[0].Held) != 1 || batch.Events[0].Held[0].Scope != "tenant" {
+		t.Fatalf("batch answer = %+v, want its event held by the tenant switch", batch)
+	}
 }

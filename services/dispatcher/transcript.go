@@ -34,6 +34,9 @@ type transcriptRecord struct {
 	Reason  string       `json:"reason,omitempty"`
 	Event   string       `json:"event,omitempty"`
 	Type    string       `json:"type,omitempty"`
+	// Agent and AgentVersion name the profile a run went by (run_started).
+	Agent        string `json:"agent,omitempty"`
+	AgentVersion uint64 `json:"agent_version,omitempty"`
 }
 
 // Transcript reads a page of one of the caller's sessions' transcript: up
@@ -116,7 +119,8 @@ func entryOf(m *jetstream.RawStreamMsg) api.TranscriptEntry {
 			Reason: "the stored record does not decode: " + err.Error()}
 	}
 	e := api.TranscriptEntry{ID: m.Sequence, Kind: r.Kind, Time: r.Time, Run: r.Run,
-		Cause: redact.Text(r.Cause), Reason: redact.Text(r.Reason), Event: r.Event, Type: r.Type}
+		Cause: redact.Text(r.Cause), Reason: redact.Text(r.Reason), Event: r.Event, Type: r.Type,
+		Agent: r.Agent, AgentVersion: r.AgentVersion}
 	if r.Usage != nil {
 		e.Usage = &api.TranscriptUsage{InputTokens: r.Usage.InputTokens, OutputTokens: r.Usage.OutputTokens}
 	}

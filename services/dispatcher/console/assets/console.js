@@ -1,0 +1,980 @@
+// jetway console: a single page over the dispatcher's HTTP API, with no
+// framework and no build step. Every read and action goes through api(),
+// which sends the token in the Authorization header only; the token is kept
+// in this tab's sessionStorage and never put in a URL.
+'use strict';
+(() => {
+  const TOKEN_KEY = 'jetway.token';
+  const main = document.getElementById('main');
+  const flashEl = document.getElementById('flash');
+  const enc = encodeURIComponent;
+
+  // ---- small helpers ------------------------------------------------------
+
+  // h builds an element; text children are text nodes, so nothing from the
+  // API is ever parsed as HTML.
+  function h(tag, attrs, ...kids) {
+    const el = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs || {})) {
+      if (v == null || v === false) continue;
+      if (k.startsWith('on')) el.addEventListener(k.slice(2), v);
+      else if (k === 'class') el.className = v;
+      else el.setAttribute(k, v === true ? '' : v);
+    }
+    for (const kid of kids.flat(3)) {
+      if (kid != null && kid !== false) el.append(kid instanceof Node ? kid : String(kid));
+    }
+    return el;
+  }
+
+  // fill replaces el's children, skipping empty ones as h does.
+  function fill(el, ...kids) {
+    el.replaceChildren(...kids.flat(3).filter((k) => k != null && k !== false).map((k) => (k instanceof Node ? k : String(k))));
+  }
+
+  const token = () => sessionStorage.getItem(TOKEN_KEY) || '';
+
+  function flash(msg, info) {
+    flashEl.className = info ? 'flash info' : 'flash';
+    flashEl.textContent = msg || '';
+  }
+
+  const sleep = (ms, signal) => new Promise((resolve) => {
+    const t = setTimeout(resolve, ms);
+    if (signal) signal.addEventListener('abort', () => { clearTimeout(t); resolve(); }, { once: true });
+  });
+
+  function ago(iso) {
+    if (!iso || iso.startsWith('0001')) return '';
+    const s = Math.max(0, (Date.now() - Date.parse(iso)) / 1000);
+    if (s < 60) return Math.round(s) + 's ago';
+    if (s < 3600) return Math.round(s / 60) + 'm ago';
+    if (s < 86400) return Math.round(s / 3600) + 'h ago';
+    return new Date(iso).toLocaleString();
+  }
+
+  // at is a moment as a clock time today, or a date and time before: it
+  // stays true however long the page shows it.
+  function at(iso) {
+    if (!iso || iso.startsWith('0001')) return '';
+    const d = new Date(iso);
+    return d.toDateString() === new Date().toDateString() ? d.toLocaleTimeString() : d.toLocaleString();
+  }
+
+  // changed says whether data differs from what was drawn last under key,
+  // so a refresh redraws only what changed and never takes the focus or a
+  // half-typed value away.
+  function differ() {
+    const seen = new Map();
+    return (key, data) => {
+      const sig = JSON.stringify(data);
+      if (seen.get(key) === sig) return false;
+      seen.set(key, sig);
+      return true;
+    };
+  }
+
+  function elapsed(ms) {
+    const s = Math.round(ms / 1000);
+    if (s < 60) return s + 's';
+    if (s < 3600) return Math.floor(s / 60) + 'm' + String(s % 60).padStart(2, '0') + 's';
+    return Math.floor(s / 3600) + 'h' + String(Math.floor(s / 60) % 60).padStart(2, '0') + 'm';
+  }
+
+  const list = (s) => s.split(',').map((x) => x.trim()).filter(Boolean);
+  const badge = (state) => h('span', { class: 'badge ' + state }, state);
+
+  // ---- the API ------------------------------------------------------------
+
+  class APIError extends Error {
+    constructor(status, problem, message) {
+      super(message);
+      this.status = status;
+      this.problem = problem || {};
+    }
+  }
+
+  // api calls the dispatcher and returns the JSON answer; a refusal is an
+  // APIError whose message is the problem's detail, in words.
+  async function api(method, path, body, signal) {
+    const headers = { Authorization: 'Bearer ' + token() };
+    if (body !== undefined) headers['Content-Type'] = 'application/json';
+    let res;
+    try {
+      res = await fetch(path, {
+        method, headers, signal, cache: 'no-store',
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
+    } catch (e) {
+      if (e.name === 'AbortError') throw e;
+      throw new APIError(0, null, 'the dispatcher did not answer (' + e.message + ')');
+    }
+    if (res.ok) return res.json();
+    let p = null;
+    try { p = await res.json(); } catch (_) { /* not a problem document */ }
+    const msg = (p && (p.detail || p.title)) || res.status + ' ' + res.statusText;
+    // A refused token ends the sign-in, except on the sign-in form itself.
+    if (res.status === 401 && !document.getElementById('token')) signOut('Signed out: ' + msg);
+    throw new APIError(res.status, p, msg);
+  }
+
+  // act runs an action and reports its failure in words.
+  async function act(what, fn) {
+    flash('');
+    try {
+      return await fn();
+    } catch (e) {
+      if (e.name !== 'AbortError') flash(what + ' failed: ' + e.message);
+      return undefined;
+    }
+  }
+
+  // page is what one view owns: its timers and streams end with it.
+  function newPage() {
+    const ctl = new AbortController();
+    return {
+      signal: ctl.signal,
+      stop: () => ctl.abort(),
+      // every runs fn now and then ms after each run ends, until the page ends.
+      // A failed read is said until a later one succeeds.
+      every(ms, fn) {
+        (async () => {
+          let said = '';
+          while (!ctl.signal.aborted) {
+            try {
+              await fn();
+              if (said && flashEl.textContent === said) flash('');
+              said = '';
+            } catch (e) {
+              if (e.name !== 'AbortError' && !ctl.signal.aborted) {
+                said = 'Could not refresh this page: ' + e.message;
+                flash(said);
+              }
+            }
+            await sleep(ms, ctl.signal);
+          }
+        })();
+      },
+    };
+  }
+
+  // ---- sign in and out, routing --------------------------------------------
+
+  function signOut(msg) {
+    sessionStorage.removeItem(TOKEN_KEY);
+    if (current) current.stop();
+    current = null;
+    location.hash = '#/';
+    renderSignIn(msg);
+  }
+
+  function renderSignIn(msg) {
+    document.getElementById('nav').hidden = true;
+    document.getElementById('signout').hidden = true;
+    document.getElementById('who').textContent = '';
+    flash('');
+    const input = h('input', {
+      id: 'token', type: 'password', autocomplete: 'off', spellcheck: 'false', required: true,
+      'aria-describedby': 'token-hint token-error',
+    });
+    const err = h('p', { class: 'field-error', id: 'token-error', role: 'alert' }, msg || '');
+    const form = h('form', { class: 'card signin', 'aria-labelledby': 'signin-title' },
+      h('h1', { id: 'signin-title' }, 'Sign in to jetway'),
+      h('div', { class: 'field' },
+        h('label', { for: 'token' }, 'API token'),
+        input,
+        h('span', { class: 'hint', id: 'token-hint' },
+          'A bearer token of the dispatcher (jetway dev prints where its tokens are). ' +
+          'It is kept in this browser tab only and sent in the Authorization header.'),
+        err),
+      h('button', { class: 'primary', type: 'submit' }, 'Sign in'));
+    form.addEventListener('submit', async (e) => {
+      e.preventDefault();
+      sessionStorage.setItem(TOKEN_KEY, input.value.trim());
+      let home = '#/sessions';
+      try {
+        await api('GET', '/v1/sessions');
+      } catch (ex) {
+        // An operator token of no tenant has no sessions, only the cluster.
+        const operator = ex.status === 403 && await api('GET', '/v1/cluster').then(() => true, () => false);
+        if (!operator) {
+          sessionStorage.removeItem(TOKEN_KEY);
+          err.textContent = 'Sign-in failed: ' + ex.message;
+          input.setAttribute('aria-invalid', 'true');
+          input.focus();
+          return;
+        }
+        home = '#/cluster';
+      }
+      input.value = '';
+      const target = location.hash === '' || location.hash === '#/' || home === '#/cluster' ? home : location.hash;
+      if (location.hash !== target) location.hash = target; // the hashchange routes
+      else route();
+    });
+    fill(main, form);
+    input.focus();
+  }
+
+  let current = null;
+  let signedInShown = false;
+
+  // showSignedIn shows the navigation, and the cluster link to operators.
+  async function showSignedIn() {
+    document.getElementById('nav').hidden = false;
+    document.getElementById('signout').hidden = false;
+    document.getElementById('who').textContent = 'signed in';
+    if (signedInShown) return;
+    signedInShown = true;
+    try {
+      await api('GET', '/v1/cluster');
+      document.getElementById('nav-cluster').hidden = false;
+    } catch (_) { /* not an operator: no cluster link */ }
+  }
+
+  function route() {
+    if (current) current.stop();
+    current = null;
+    flash('');
+    if (!token()) {
+      signedInShown = false;
+      if (!document.getElementById('token')) renderSignIn();
+      return;
+    }
+    showSignedIn();
+    const parts = location.hash.replace(/^#\/?/, '').split('/').map(decodeURIComponent);
+    for (const a of document.querySelectorAll('#nav a')) {
+      const on = a.getAttribute('href').slice(2) === (parts[0] === 'session' ? 'sessions' : parts[0] === 'new-agent' ? 'agents' : parts[0]);
+      if (on) a.setAttribute('aria-current', 'page'); else a.removeAttribute('aria-current');
+    }
+    if (parts[0] === 'session' && parts[1]) current = sessionPage(parts[1]);
+    else if (parts[0] === 'agents' && parts[1]) current = agentPage(parts[1], false);
+    else if (parts[0] === 'new-agent') current = agentPage('', true);
+    else if (parts[0] === 'agents') current = agentsPage();
+    else if (parts[0] === 'cluster') current = clusterPage();
+    else current = sessionsPage();
+    main.focus({ preventScroll: true });
+  }
+
+  // ---- sessions -------------------------------------------------------------
+
+  function sessionsPage() {
+    const page = newPage();
+    const q = h('input', { id: 'q', type: 'search', placeholder: 'name or agent' });
+    const state = h('select', { id: 'state' },
+      ['', 'idle', 'running', 'interrupted', 'stopped'].map((s) => h('option', { value: s }, s || 'any')));
+    const open = h('input', { id: 'open-session', placeholder: 'session name', required: true, pattern: '[A-Za-z0-9_-]{1,64}' });
+    const banner = h('div');
+    const body = h('tbody');
+    let rows = [];
+    let stop = {};
+    const changed = differ();
+
+    const openForm = h('form', { class: 'row', 'aria-label': 'Open a session' },
+      h('label', { for: 'open-session' }, 'Open or start a session'), open,
+      h('button', { type: 'submit' }, 'Open'));
+    openForm.addEventListener('submit', (e) => {
+      e.preventDefault();
+      location.hash = '#/session/' + enc(open.value.trim());
+    });
+
+    function render() {
+      const needle = q.value.trim().toLowerCase();
+      const shown = rows.filter((r) => (!state.value || r.state === state.value) &&
+        (!needle || r.session.toLowerCase().includes(needle) || r.agent.toLowerCase().includes(needle)));
+      fill(body, ...shown.map((r) => h('tr', {},
+        h('td', {}, h('a', { href: '#/session/' + enc(r.session) }, r.session)),
+        h('td', {}, badge(r.state)),
+        h('td', {}, r.agent),
+        h('td', {}, r.stopped ? h('span', { class: 'badge stop' }, 'on') : 'off'),
+        h('td', { class: 'hide-narrow' }, r.runs),
+        h('td', {}, at(r.updated)))));
+      if (!shown.length) {
+        body.append(h('tr', {}, h('td', { colspan: 6, class: 'muted' },
+          rows.length ? 'No session matches the filter.' : 'No sessions yet: open one above and send it a line.')));
+      }
+      const on = [];
+      if (stop.global_stop) on.push('everywhere (global)');
+      if (stop.ground_stop) on.push('for every session of this tenant');
+      fill(banner, ...(on.length ? [h('div', { class: 'banner', role: 'status' }, 'Ground Stop is on ' + on.join(' and ') + '.')] : []));
+    }
+
+    q.addEventListener('input', render);
+    state.addEventListener('change', render);
+    fill(main,
+      h('h1', {}, 'Sessions'), banner,
+      h('div', { class: 'card' }, openForm),
+      h('div', { class: 'card' },
+        h('div', { class: 'filter', role: 'search' },
+          h('label', { for: 'q' }, 'Search'), q, h('label', { for: 'state' }, 'State'), state),
+        h('div', { class: 'table-wrap' }, h('table', { 'aria-label': 'Sessions' },
+          h('thead', {}, h('tr', {}, h('th', {}, 'Session'), h('th', {}, 'State'), h('th', {}, 'Agent'),
+            h('th', {}, 'Ground Stop'), h('th', { class: 'hide-narrow' }, 'Runs'), h('th', {}, 'Last activity'))),
+          body))));
+
+    page.every(3000, async () => {
+      const [list, st] = await Promise.all([
+        api('GET', '/v1/sessions', undefined, page.signal),
+        api('GET', '/v1/stop?scope=tenant', undefined, page.signal).catch(() => ({})),
+      ]);
+      stop = st;
+      const stopped = new Set((st.sessions || []).map((s) => s.scope.split('/')[1]));
+      rows = list.sessions.map((s) => {
+        const rec = (s.record && typeof s.record === 'object') ? s.record : {};
+        return {
+          session: s.session, state: rec.state || 'idle', agent: rec.agent || 'default',
+          runs: rec.runs || 0, updated: s.updated,
+          stopped: stopped.has(s.session) || st.ground_stop || st.global_stop,
+        };
+      }).sort((a, b) => Date.parse(b.updated) - Date.parse(a.updated));
+      if (changed('rows', [rows, stop])) render();
+    });
+    return page;
+  }
+
+  // ---- transcript rendering ---------------------------------------------------
+
+  // renderer draws runs, text, tool calls and notices into root; the history
+  // and the live stream each have one.
+  function renderer(root) {
+    const runs = new Map();
+    const tools = new Map();
+    let text = null;
+    const into = (run) => (run && runs.has(run) ? runs.get(run).el : root);
+    return {
+      runStarted(run, head, time) {
+        const el = h('section', { class: 'run', 'aria-label': 'run ' + run }, h('div', { class: 'run-head' }, head));
+        root.append(el);
+        runs.set(run, { el, time, inTok: 0, outTok: 0 });
+        text = null;
+      },
+      text(run, s) {
+        if (!text || text.dataset.run !== (run || '')) {
+          text = h('div', { class: 'entry assistant text', 'data-run': run || '' });
+          into(run).append(text);
+        }
+        text.append(s);
+      },
+      you(s, run) {
+        text = null;
+        const el = h('div', { class: 'entry you' }, h('span', { class: 'who-said' }, 'you:'), h('span', { class: 'text' }, s));
+        into(run).append(el);
+        return el;
+      },
+      notice(s, run) { text = null; const el = h('div', { class: 'entry notice' }, s); into(run).append(el); return el; },
+      headline(s, run) { text = null; into(run).append(h('div', { class: 'entry headline' }, s)); },
+      toolUse(run, id, name, input) {
+        text = null;
+        const args = input === undefined || input === null ? '' : JSON.stringify(input, null, 2);
+        const el = h('details', { class: 'tool' }, h('summary', {}, 'tool ' + name), h('div', { class: 'small muted' }, 'arguments'), h('pre', {}, args));
+        tools.set(id, el);
+        into(run).append(el);
+      },
+      toolResult(run, id, name, result, isError) {
+        text = null;
+        let el = tools.get(id);
+        if (!el) {
+          el = h('details', { class: 'tool' }, h('summary', {}, 'tool ' + (name || id)));
+          into(run).append(el);
+        }
+        if (isError) el.classList.add('error');
+        el.querySelector('summary').append(isError ? ' — failed' : ' — done');
+        el.append(h('div', { class: 'small muted' }, 'result'), h('pre', {}, result || ''));
+      },
+      usage(run, u) {
+        const r = runs.get(run);
+        if (r && u) { r.inTok += u.input_tokens || 0; r.outTok += u.output_tokens || 0; }
+      },
+      runEnded(run, reason, ms, usage, extra) {
+        text = null;
+        const r = runs.get(run) || {};
+        const inTok = usage ? usage.input_tokens : r.inTok || 0;
+        const outTok = usage ? usage.output_tokens : r.outTok || 0;
+        const took = ms != null ? ms : (r.time ? Date.parse(extra.time) - Date.parse(r.time) : 0);
+        into(run).append(h('div', { class: 'run-end' },
+          `run ${run} ${reason || 'ended'} after ${elapsed(took)} · ${inTok} tokens in, ${outTok} out` +
+          (extra.turns ? ` · ${extra.turns} turn${extra.turns === 1 ? '' : 's'}` : '') +
+          (extra.error ? ': ' + extra.error : '')));
+      },
+    };
+  }
+
+  // drawEntry renders one transcript entry of the history API.
+  function drawEntry(r, e) {
+    if (e.kind === 'run_started') r.runStarted(e.run, `run ${e.run} started (${e.cause || 'dispatch'})`, e.time);
+    if (e.kind === 'run_ended') { r.runEnded(e.run, e.reason, null, null, { time: e.time }); return; }
+    if (e.kind === 'refused') { r.notice(`refused ${e.type || 'event'}: ${e.reason}`, e.run); return; }
+    if (e.kind === 'boundary') { r.headline('earlier history was compacted into a summary', e.run); return; }
+    r.usage(e.run, e.usage);
+    for (const b of e.content || []) {
+      if (b.type === 'text' && e.role === 'assistant') r.text(e.run, b.text);
+      else if (b.type === 'text' && e.message_kind) r.notice(b.text, e.run);
+      else if (b.type === 'text') r.you(b.text, e.run);
+      else if (b.type === 'tool_use') r.toolUse(e.run, b.id, b.name, b.input);
+      else if (b.type === 'tool_result') r.toolResult(e.run, b.tool_use_id, '', b.content, b.is_error);
+    }
+  }
+
+  // drawEvent renders one event of the live stream.
+  function drawEvent(r, ev) {
+    const d = ev.data || {};
+    switch (ev.type) {
+      case 'io.jetway.run.started':
+        r.runStarted(d.run, `run ${d.run} started (${d.cause})` + (d.agent && d.agent !== 'default' ? ' · agent ' + d.agent : '') + (d.model ? ' · ' + d.model : ''), new Date().toISOString());
+        break;
+      case 'io.jetway.run.text': r.text(d.run, d.text); break;
+      case 'io.jetway.run.tool_use': r.toolUse(d.run, d.id, d.name, d.input); break;
+      case 'io.jetway.run.tool_result': r.toolResult(d.run, d.id, d.name, d.summary, d.is_error); break;
+      case 'io.jetway.run.refused': r.notice(`refused ${d.type || 'event'}: ${d.reason}`); break;
+      case 'io.jetway.run.delivered': r.headline(`${(d.events || []).length} waiting event(s) reached the running model`, d.run); break;
+      case 'io.jetway.run.ended': r.runEnded(d.run, d.reason, d.elapsed_ms, d.usage, { turns: d.turns, error: d.error }); break;
+      case 'io.jetway.headline':
+        if (d.about !== 'io.jetway.run.started' && d.about !== 'io.jetway.run.ended') r.headline(d.text);
+        break;
+      default: break;
+    }
+  }
+
+  // parseFrame reads one Server-Sent Events frame.
+  function parseFrame(frame) {
+    let id = null, type = 'message';
+    const data = [];
+    for (const line of frame.split('\n')) {
+      if (!line || line[0] === ':') continue;
+      const c = line.indexOf(':');
+      const field = c < 0 ? line : line.slice(0, c);
+      let v = c < 0 ? '' : line.slice(c + 1);
+      if (v[0] === ' ') v = v.slice(1);
+      if (field === 'id') id = v;
+      else if (field === 'event') type = v;
+      else if (field === 'data') data.push(v);
+    }
+    if (!data.length) return null;
+    let parsed = data.join('\n');
+    try { parsed = JSON.parse(parsed); } catch (_) { /* keep the text */ }
+    return { id, type, data: parsed };
+  }
+
+  // follow reads a session's stream with fetch, which, unlike EventSource,
+  // can send the Authorization header. After a drop it reconnects with
+  // Last-Event-ID, so the server sends only what came after the last event
+  // drawn; an event at or below that id is never drawn twice.
+  async function follow(session, signal, onEvent, onState) {
+    let last = null;
+    let delay = 1000;
+    while (!signal.aborted) {
+      try {
+        const headers = { Authorization: 'Bearer ' + token(), Accept: 'text/event-stream' };
+        let url = '/v1/sessions/' + enc(session) + '/stream';
+        if (last !== null) headers['Last-Event-ID'] = last;
+        else url += '?from=new';
+        const res = await fetch(url, { headers, signal, cache: 'no-store' });
+        if (!res.ok) {
+          const p = await res.json().catch(() => null);
+          if (res.status === 401) { signOut('Signed out: ' + ((p && p.detail) || 'token refused')); return; }
+          throw new Error((p && p.detail) || res.status + ' ' + res.statusText);
+        }
+        onState('live', '', last === null);
+        delay = 1000;
+        const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
+        let buf = '';
+        for (;;) {
+          const { value, done } = await reader.read();
+          if (done) break;
+          buf += value;
+          let i;
+          while ((i = buf.indexOf('\n\n')) >= 0) {
+            const ev = parseFrame(buf.slice(0, i));
+            buf = buf.slice(i + 2);
+            if (!ev || ev.id === null) continue;
+            if (last !== null && Number(ev.id) <= Number(last)) continue;
+            last = ev.id;
+            onEvent(ev);
+          }
+        }
+        throw new Error('the stream ended');
+      } catch (e) {
+        if (signal.aborted) return;
+        onState('down', e.message);
+        await sleep(delay, signal);
+        delay = Math.min(delay * 2, 8000);
+      }
+    }
+  }
+
+  // ---- one session ----------------------------------------------------------
+
+  function sessionPage(session) {
+    const page = newPage();
+    const base = '/v1/sessions/' + enc(session);
+    const conn = h('span', { class: 'conn', role: 'status' }, 'connecting…');
+    const stateEl = h('span');
+    const banner = h('div');
+    const history = h('div', { id: 'history' });
+    const live = h('div', { id: 'live' });
+    const more = h('button', { type: 'button', hidden: true }, 'Load more history');
+    const transcript = h('div', { class: 'transcript card', id: 'transcript', role: 'log', 'aria-label': 'Transcript', tabindex: '0' }, history, more, live);
+    const hist = renderer(history);
+    const liveR = renderer(live);
+    let next = 0;
+    let loading = false;
+
+    const atBottom = () => transcript.scrollHeight - transcript.scrollTop - transcript.clientHeight < 40;
+    const keepBottom = (fn) => { const b = atBottom(); fn(); if (b) transcript.scrollTop = transcript.scrollHeight; };
+
+    // loadHistory pages the transcript in from the history API, up to
+    // pages pages at a time; "Load more history" fetches the rest.
+    async function loadHistory(pages) {
+      if (loading) return;
+      loading = true;
+      try {
+        for (let i = 0; i < pages; i++) {
+          const pg = await api('GET', `${base}/transcript?after=${next}&limit=200`, undefined, page.signal);
+          keepBottom(() => pg.entries.forEach((e) => drawEntry(hist, e)));
+          next = pg.next;
+          more.hidden = !pg.more;
+          if (!pg.more) break;
+        }
+      } catch (e) {
+        if (e.status === 404) return; // a new session: no history yet
+        throw e;
+      } finally {
+        loading = false;
+      }
+    }
+    more.addEventListener('click', () => act('Loading history', () => loadHistory(10)));
+
+    // composer
+    const msg = h('textarea', { id: 'message', rows: 3, 'aria-describedby': 'message-hint' });
+    const agentSel = h('select', { id: 'agent' }, h('option', { value: '' }, "the session's own"));
+    api('GET', '/v1/agents', undefined, page.signal).then((l) => agentSel.append(...l.agents.map((a) =>
+      h('option', { value: a.name }, a.name)))).catch(() => { /* the composer works without the list */ });
+    const send = async (kind) => {
+      const text = msg.value;
+      if (!text.trim()) { flash('Type something first.'); msg.focus(); return; }
+      // The line is shown at once, as the run it starts may answer before
+      // the request does; a refusal is said beside it.
+      msg.value = '';
+      let mine;
+      keepBottom(() => { mine = kind === 'steer' ? liveR.notice('you steered: ' + text) : liveR.you(text); });
+      const body = kind === 'steer' ? { note: text } : { text };
+      if (kind === 'input' && agentSel.value) body.agent = agentSel.value;
+      const ok = await act(kind === 'steer' ? 'Steering' : 'Sending', () => api('POST', `${base}/${kind}`, body));
+      if (!ok) {
+        mine.append(h('span', { class: 'field-error' }, ' — not sent'));
+        msg.value = text;
+        return;
+      }
+      if (ok.held && ok.held.length) flash(`Stored, but held by Ground Stop (${ok.held.map((s) => s.scope).join(', ')}): it runs once lifted.`, true);
+      refresh();
+    };
+    msg.addEventListener('keydown', (e) => {
+      if (e.key === 'Enter' && (e.ctrlKey || e.metaKey)) { e.preventDefault(); send('input'); }
+    });
+    const composer = h('form', { class: 'card composer', 'aria-label': 'Send to the session' },
+      h('div', { class: 'field' },
+        h('label', { for: 'message' }, 'Message'), msg,
+        h('span', { class: 'hint', id: 'message-hint' }, 'Send starts or continues the work (Ctrl+Enter); Steer tells a running agent before its next step.')),
+      h('div', { class: 'row' },
+        h('button', { class: 'primary', type: 'submit', id: 'send' }, 'Send'),
+        h('button', { type: 'button', id: 'steer', onclick: () => send('steer') }, 'Steer'),
+        h('span', { class: 'row push' }, h('label', { for: 'agent' }, 'Agent'), agentSel)));
+    composer.addEventListener('submit', (e) => { e.preventDefault(); send('input'); });
+
+    // side panels
+    const info = h('div', { class: 'card', 'aria-labelledby': 'h-info' });
+    const gs = h('div', { class: 'card', id: 'groundstop', 'aria-labelledby': 'h-gs' });
+    const jobs = h('div', { class: 'card', id: 'jobs', 'aria-labelledby': 'h-jobs' });
+    const lay = h('div', { class: 'card', id: 'layovers', 'aria-labelledby': 'h-lay' });
+    const rec = h('div', { class: 'card', id: 'recovery', 'aria-labelledby': 'h-rec' });
+    const kids = h('div', { id: 'children' });
+    const mcp = h('div', { id: 'mcp' });
+
+    fill(main,
+      h('h1', {}, 'Session ', session, ' ', stateEl, ' ', conn), banner,
+      h('div', { class: 'session' },
+        h('div', {}, transcript, composer),
+        h('div', {}, info, jobs, gs, lay, rec, kids, mcp)));
+
+    // Ground Stop and resume
+    const reason = h('input', { id: 'gs-reason', placeholder: 'why (optional)' });
+    const note = h('input', { id: 'resume-note', placeholder: 'note (optional)' });
+
+    function drawInfo(d) {
+      fill(stateEl, badge(d.state));
+      fill(info, h('h2', { id: 'h-info' }, 'Session'),
+        h('div', { class: 'small' },
+          h('div', {}, 'Agent: ', h('a', { href: '#/agents/' + enc(d.agent) }, d.agent)),
+          h('div', {}, `Runs: ${d.runs}`, d.run ? ` · live run ${d.run}` : ''),
+          d.cause ? h('div', {}, 'Cause: ', d.cause) : null,
+          d.reason ? h('div', {}, 'Reason: ', d.reason) : null,
+          h('div', {}, 'In this state since ', at(d.since) || '—'),
+          h('div', {}, `Events waiting: ${d.pending_events}`)),
+        h('form', { class: 'row', 'aria-label': 'Resume the session', onsubmit: (e) => {
+          e.preventDefault();
+          act('Resuming', async () => {
+            await api('POST', `${base}/resume`, note.value ? { note: note.value } : {});
+            note.value = '';
+            flash('Resume sent.', true);
+            refresh();
+          });
+        } }, h('label', { for: 'resume-note' }, 'Resume'), note, h('button', { type: 'submit', id: 'resume' }, 'Resume')));
+    }
+
+    function drawStop(d) {
+      const sw = d.ground_stop || [];
+      const own = sw.some((s) => s.scope === 'session');
+      fill(banner, ...(sw.length ? [h('div', { class: 'banner', role: 'status', id: 'gs-banner' },
+        'Ground Stop on (' + sw.map((s) => s.scope + (s.reason ? ': ' + s.reason : '') + (s.by ? ', set by ' + s.by : '')).join('; ') +
+        '). Nothing of this session runs until it is lifted.')] : []));
+      const form = h('form', { class: 'row', onsubmit: (e) => {
+        e.preventDefault();
+        act(own ? 'Lifting Ground Stop' : 'Turning Ground Stop on', async () => {
+          await api(own ? 'DELETE' : 'POST', '/v1/stop?session=' + enc(session), own ? undefined : { reason: reason.value });
+          reason.value = '';
+          await refresh();
+        });
+      } });
+      if (own) form.append(h('button', { type: 'submit', id: 'gs-toggle' }, 'Lift Ground Stop'));
+      else form.append(h('label', { for: 'gs-reason' }, 'Reason'), reason, h('button', { class: 'danger', type: 'submit', id: 'gs-toggle' }, 'Ground Stop'));
+      fill(gs, h('h2', { id: 'h-gs' }, 'Ground Stop'),
+        h('p', { class: 'small', id: 'gs-state' }, sw.length ? 'On: ' + sw.map((s) => s.scope).join(', ') : 'Off: the session may run.'),
+        sw.some((s) => s.scope !== 'session') ? h('p', { class: 'small muted' }, 'A tenant or global switch is lifted on the sessions page or by an operator.') : null,
+        form);
+    }
+
+    // jobs: the list comes from the detail and the job table; each running
+    // job's tail is read every second while the page is open.
+    const tails = new Map();
+    function mergeJobs(d, all) {
+      const byId = new Map();
+      for (const j of all) byId.set(String(j.id), j);
+      for (const j of d.jobs || []) byId.set(String(j.id), Object.assign(byId.get(String(j.id)) || {}, j));
+      return [...byId.values()].sort((a, b) => Number(b.id) - Number(a.id)).slice(0, 8);
+    }
+    function drawJobs(js, jobsError) {
+      const els = js.map((j) => {
+        const running = j.status === 'running';
+        const tail = tails.get(String(j.id)) || h('pre', { class: 'tail', id: 'tail-' + j.id, 'aria-label': 'output of job ' + j.id, tabindex: '0' });
+        tails.set(String(j.id), tail);
+        return h('div', { class: 'job', id: 'job-' + j.id },
+          h('div', { class: 'row' }, h('strong', {}, 'job ' + j.id), h('span', { class: 'badge ' + j.status, id: 'job-status-' + j.id }, j.status),
+            running ? h('button', { type: 'button', class: 'danger', id: 'kill-' + j.id, onclick: () =>
+              act('Killing job ' + j.id, async () => {
+                const k = await api('POST', `${base}/jobs/${enc(j.id)}/kill`);
+                flash(`job ${j.id} ${k.status}`, true);
+                await refresh();
+              }) }, 'Kill') : null),
+          h('div', { class: 'small muted' }, running ? j.command || j.line || '' : j.line || j.command || ''),
+          running ? tail : null);
+      });
+      fill(jobs, h('h2', { id: 'h-jobs' }, 'Jobs'),
+        jobsError ? h('p', { class: 'small field-error' }, 'The jobs worker did not answer: ' + jobsError) : null,
+        ...(els.length ? els : [h('p', { class: 'small muted' }, 'No background jobs.')]));
+    }
+
+    async function readTails(running) {
+      await Promise.all(running.slice(0, 3).map(async (j) => {
+        const out = await api('GET', `${base}/jobs/${enc(j.id)}/output?tail=20`, undefined, page.signal);
+        const t = tails.get(String(j.id));
+        if (t) t.textContent = out.lines.join('\n') + `\n— ${out.total} lines so far`;
+      }));
+    }
+
+    function drawLayovers(d) {
+      const ls = d.layovers || [];
+      fill(lay, h('h2', { id: 'h-lay' }, 'Layovers'),
+        ...(ls.length ? ls.map((l) => h('div', { class: 'small' },
+          h('div', {}, `Waiting for ${l.waiting_for}; resumes ${new Date(l.at).toLocaleString()} (check ${l.checks})`),
+          h('button', { type: 'button', id: 'cancel-layover', onclick: () => act('Cancelling the layover', async () => {
+            const c = await api('DELETE', `${base}/layover`);
+            flash(c.cancelled ? 'Layover cancelled.' : 'There was no layover to cancel.', true);
+            await refresh();
+          }) }, 'Cancel layover'))) : [h('p', { class: 'small muted' }, 'None: the agent has set no work down to check later.')]));
+    }
+
+    function drawRecovery(d) {
+      const r = d.recovery || { effective: {} };
+      const o = r.override || {};
+      const pol = h('select', { id: 'rec-policy' }, ['', 'automatic', 'manual', 'never'].map((p) =>
+        h('option', { value: p, selected: (o.policy || '') === p }, p || 'default')));
+      const max = h('input', { id: 'rec-max', type: 'number', min: '0', value: o.max_attempts ?? '', placeholder: 'default' });
+      fill(rec, h('h2', { id: 'h-rec' }, 'Recovery'),
+        h('p', { class: 'small' }, `In effect: ${r.effective.policy}, at most ${r.effective.max_attempts} restart${r.effective.max_attempts === 1 ? '' : 's'}` + (r.override ? ' (set for this session)' : ' (defaults)')),
+        h('form', { class: 'grid2', onsubmit: (e) => {
+          e.preventDefault();
+          act('Saving the recovery policy', async () => {
+            await api('PUT', `${base}/recovery`, { policy: pol.value || null, max_attempts: max.value === '' ? null : Number(max.value) });
+            flash('Recovery policy saved.', true);
+            await refresh();
+          });
+        } },
+        h('div', { class: 'field' }, h('label', { for: 'rec-policy' }, 'Policy'), pol),
+        h('div', { class: 'field' }, h('label', { for: 'rec-max' }, 'Max attempts'), max),
+        h('div', { class: 'row wide' }, h('button', { type: 'submit' }, 'Save'),
+          h('button', { type: 'button', onclick: () => act('Clearing the recovery policy', async () => {
+            await api('DELETE', `${base}/recovery`);
+            await refresh();
+          }) }, 'Use defaults'))));
+    }
+
+    // Children and MCP servers are drawn when the detail has them.
+    function drawOptional(d) {
+      const ch = d.children || [];
+      fill(kids, ...(ch.length ? [h('div', { class: 'card' }, h('h2', {}, 'Sub-agents'),
+        h('ul', { class: 'small' }, ch.map((c) => {
+          const o = typeof c === 'string' ? { session: c } : c;
+          return h('li', {}, h('a', { href: '#/session/' + enc(o.session) }, o.session),
+            o.agent ? ' · ' + o.agent : '', o.state ? [' ', badge(o.state)] : '');
+        })))] : []));
+      const ms = d.mcp || [];
+      fill(mcp, ...(ms.length ? [h('div', { class: 'card' }, h('h2', {}, 'MCP servers'),
+        h('table', { class: 'small', 'aria-label': 'MCP servers' },
+          h('thead', {}, h('tr', {}, h('th', {}, 'Server'), h('th', {}, 'Transport'), h('th', {}, 'State'))),
+          h('tbody', {}, ms.map((m) => h('tr', {}, h('td', {}, m.server || m.name || ''), h('td', {}, m.transport || ''),
+            h('td', {}, badge(m.state || ''), m.error ? h('div', { class: 'field-error' }, m.error) : null))))))] : []));
+    }
+
+    let running = [];
+    let pending = null;
+    const changed = differ();
+    async function refresh() {
+      if (pending) return pending;
+      pending = (async () => {
+        try {
+          const [d, table] = await Promise.all([
+            api('GET', base, undefined, page.signal).catch((e) => { if (e.status === 404) return null; throw e; }),
+            api('GET', `${base}/jobs`, undefined, page.signal).catch(() => ({ jobs: [] })),
+          ]);
+          if (!d) {
+            if (!changed('info', 'new')) return;
+            fill(stateEl, badge('new'));
+            fill(info, h('h2', { id: 'h-info' }, 'Session'), h('p', { class: 'small muted' }, 'No such session yet: what you send starts it.'));
+            if (changed('stop', [])) drawStop({ ground_stop: [] });
+            for (const c of [jobs, lay, rec]) c.hidden = true;
+            return;
+          }
+          for (const c of [jobs, lay, rec]) c.hidden = false;
+          const all = (table.jobs || []).map((j) => Object.assign({ id: j.job }, typeof j.record === 'object' ? j.record : {}));
+          const listed = mergeJobs(d, all);
+          running = listed.filter((j) => j.status === 'running');
+          if (changed('info', [d.state, d.agent, d.runs, d.run, d.cause, d.reason, d.since, d.pending_events])) drawInfo(d);
+          if (changed('stop', d.ground_stop)) drawStop(d);
+          if (changed('jobs', [d.jobs_error, listed.map((j) => [j.id, j.status, j.command, j.status === 'running' ? '' : j.line])])) drawJobs(listed, d.jobs_error);
+          if (changed('layovers', d.layovers)) drawLayovers(d);
+          if (changed('recovery', d.recovery)) drawRecovery(d);
+          if (changed('optional', [d.children, d.mcp])) drawOptional(d);
+        } finally {
+          pending = null;
+        }
+      })();
+      return pending;
+    }
+
+    page.every(2500, refresh);
+    page.every(1000, async () => { if (running.length) await readTails(running); });
+
+    let first = true;
+    follow(session, page.signal, (ev) => {
+      keepBottom(() => drawEvent(liveR, ev));
+      if (/run\.(started|ended)|headline/.test(ev.type)) refresh();
+    }, (s, why, fresh) => {
+      conn.className = 'conn ' + s;
+      conn.textContent = s === 'live' ? '● live' : '○ reconnecting (' + why + ')';
+      if (s === 'live' && first) {
+        first = false;
+        act('Loading history', async () => {
+          await loadHistory(10);
+          transcript.scrollTop = transcript.scrollHeight;
+        });
+      } else if (s === 'live' && fresh) {
+        // Nothing had come before the drop, so there is no event to resume
+        // after: what was recorded meanwhile comes from the history.
+        act('Loading history', () => loadHistory(10));
+      }
+    });
+    return page;
+  }
+
+  // ---- agents --------------------------------------------------------------
+
+  function agentsPage() {
+    const page = newPage();
+    const body = h('tbody');
+    fill(main, h('h1', {}, 'Agents'),
+      h('p', {}, h('a', { href: '#/new-agent', id: 'new-agent' }, 'New agent profile')),
+      h('div', { class: 'card table-wrap' }, h('table', { 'aria-label': 'Agent profiles' },
+        h('thead', {}, h('tr', {}, h('th', {}, 'Name'), h('th', {}, 'Description'), h('th', {}, 'Model'),
+          h('th', { class: 'hide-narrow' }, 'Version'), h('th', { class: 'hide-narrow' }, 'Updated'))), body)));
+    const changed = differ();
+    page.every(10000, async () => {
+      const l = await api('GET', '/v1/agents', undefined, page.signal);
+      if (!changed('agents', l)) return;
+      fill(body, ...l.agents.map((a) => h('tr', {},
+        h('td', {}, h('a', { href: '#/agents/' + enc(a.name) }, a.name)),
+        h('td', {}, a.description || ''),
+        h('td', {}, a.model && a.model.provider ? [a.model.provider, a.model.name].filter(Boolean).join(' ') : 'runner default'),
+        h('td', { class: 'hide-narrow' }, a.version),
+        h('td', { class: 'hide-narrow' }, at(a.updated)))));
+    });
+    return page;
+  }
+
+  // The agent form's fields, by the names the API's errors use.
+  const agentFields = [
+    ['description', 'Description', 'text'],
+    ['instructions', 'Instructions (the system prompt)', 'textarea'],
+    ['model.provider', 'Model provider', ['', 'anthropic', 'openai', 'script']],
+    ['model.name', 'Model name', 'text'],
+    ['model.endpoint', 'Model endpoint', 'text', 'names runner-side configuration, never a key'],
+    ['tools.allow', 'Tools allowed', 'list', 'comma-separated names; empty: every tool'],
+    ['tools.deny', 'Tool calls refused', 'list', 'comma-separated rules, e.g. shell(rm *)'],
+    ['limits.max_turns', 'Max turns per run', 'number'],
+    ['limits.max_duration', 'Max run duration', 'text', 'a duration such as 30m or 2h'],
+    ['limits.fuel', 'Fuel (tokens per session)', 'number'],
+    ['limits.runs_per_hour', 'Runs per hour', 'number'],
+    ['recovery', 'Recovery', ['', 'automatic', 'manual', 'never']],
+    ['context_window', 'Context window (tokens)', 'number'],
+    ['instruction_files', 'Instruction files', 'list', 'comma-separated workspace paths; empty: AGENTS.md'],
+  ];
+  const fieldId = (f) => 'f-' + f.replace(/[.[\]]/g, '-');
+  const getPath = (o, p) => p.split('.').reduce((x, k) => (x == null ? undefined : x[k]), o);
+  function setPath(o, p, v) {
+    const ks = p.split('.');
+    let x = o;
+    for (const k of ks.slice(0, -1)) x = x[k] = x[k] || {};
+    x[ks[ks.length - 1]] = v;
+  }
+
+  function agentPage(name, isNew) {
+    const page = newPage();
+    const nameInput = h('input', { id: 'f-name', required: true, pattern: '[A-Za-z0-9_-]{1,64}', 'aria-describedby': 'err-f-name' });
+    const inputs = new Map();
+    const errs = new Map();
+    const field = (id, label, control, hint) => {
+      const err = h('p', { class: 'field-error', id: 'err-' + id });
+      errs.set(id, err);
+      control.setAttribute('aria-describedby', (hint ? 'hint-' + id + ' ' : '') + 'err-' + id);
+      return h('div', { class: control.tagName === 'TEXTAREA' ? 'field wide' : 'field' }, h('label', { for: id }, label), control,
+        hint ? h('span', { class: 'hint', id: 'hint-' + id }, hint) : null, err);
+    };
+    const fields = agentFields.map(([f, label, kind, hint]) => {
+      const id = fieldId(f);
+      let c;
+      if (Array.isArray(kind)) c = h('select', { id }, kind.map((o) => h('option', { value: o }, o || 'runner default')));
+      else if (kind === 'textarea') c = h('textarea', { id, rows: 6 });
+      else c = h('input', { id, type: kind === 'number' ? 'number' : 'text' });
+      c.dataset.field = f;
+      c.dataset.kind = Array.isArray(kind) ? 'select' : kind;
+      inputs.set(f, c);
+      return field(id, label, c, hint);
+    });
+    const del = h('button', { type: 'button', class: 'danger', id: 'delete-agent', hidden: isNew }, 'Delete');
+    const status = h('p', { class: 'small muted', id: 'agent-version' });
+    const form = h('form', { class: 'card', 'aria-label': 'Agent profile', novalidate: true },
+      field('f-name', 'Name', nameInput, isNew ? '1–64 of A-Z a-z 0-9 _ -' : null),
+      h('div', { class: 'grid2' }, fields),
+      h('div', { class: 'row' }, h('button', { class: 'primary', type: 'submit', id: 'save-agent' }, 'Save'), del), status);
+    if (!isNew) { nameInput.value = name; nameInput.readOnly = true; }
+    fill(main, h('h1', {}, isNew ? 'New agent profile' : 'Agent ' + name),
+      h('p', {}, h('a', { href: '#/agents' }, '← all agents')), form);
+
+    function fillForm(a) {
+      for (const [f, c] of inputs) {
+        const v = getPath(a, f);
+        c.value = Array.isArray(v) ? v.join(', ') : v == null || v === 0 ? '' : v;
+      }
+      status.textContent = a.version ? `version ${a.version}, updated ${ago(a.updated)}` : 'the implicit default profile: saving stores it';
+    }
+
+    function clearErrors() {
+      for (const e of errs.values()) e.textContent = '';
+      for (const c of form.querySelectorAll('[aria-invalid]')) c.removeAttribute('aria-invalid');
+    }
+
+    // showError puts a refusal at the field it names (tools.allow[2] is
+    // tools.allow's), or above the form when it names none.
+    function showError(e) {
+      const f = (e.problem.field || '').replace(/\[\d+\]$/, '');
+      const c = f === 'name' ? nameInput : inputs.get(f);
+      if (!c) { flash('Saving failed: ' + e.message); return; }
+      c.setAttribute('aria-invalid', 'true');
+      errs.get(c.id).textContent = e.message;
+      c.focus();
+      flash('Saving failed: ' + f + ' — see the field.');
+    }
+
+    form.addEventListener('submit', async (ev) => {
+      ev.preventDefault();
+      clearErrors();
+      const a = {};
+      for (const [f, c] of inputs) {
+        const v = c.value.trim();
+        if (c.dataset.kind === 'number') { if (v !== '') setPath(a, f, Number(v)); }
+        else if (c.dataset.kind === 'list') setPath(a, f, v === '' ? null : list(v));
+        else if (v !== '') setPath(a, f, v);
+      }
+      if (!a.instructions) a.instructions = '';
+      const n = nameInput.value.trim();
+      try {
+        const saved = await api('PUT', '/v1/agents/' + enc(n), a);
+        flash(`Saved ${saved.name}, version ${saved.version}.`, true);
+        if (isNew) location.hash = '#/agents/' + enc(saved.name);
+        else fillForm(saved);
+      } catch (e) {
+        if (e.name !== 'AbortError') showError(e);
+      }
+    });
+    let armed = false;
+    del.addEventListener('click', () => {
+      if (!armed) { armed = true; del.textContent = 'Really delete ' + name + '?'; return; }
+      act('Deleting ' + name, async () => {
+        await api('DELETE', '/v1/agents/' + enc(name));
+        location.hash = '#/agents';
+      });
+    });
+    if (!isNew) act('Reading agent ' + name, async () => fillForm(await api('GET', '/v1/agents/' + enc(name), undefined, page.signal)));
+    else nameInput.focus();
+    return page;
+  }
+
+  // ---- cluster (operators) --------------------------------------------------
+
+  function clusterPage() {
+    const page = newPage();
+    const body = h('div');
+    fill(main, h('h1', {}, 'Cluster'), body);
+    const table = (label, heads, rows) => h('div', { class: 'card table-wrap' }, h('h2', {}, label),
+      h('table', { 'aria-label': label }, h('thead', {}, h('tr', {}, heads.map((x) => h('th', {}, x)))),
+        h('tbody', {}, rows.length ? rows.map((r) => h('tr', {}, r.map((c) => h('td', {}, c)))) :
+          h('tr', {}, h('td', { colspan: heads.length, class: 'muted' }, 'none')))));
+    page.every(3000, async () => {
+      let c;
+      try {
+        c = await api('GET', '/v1/cluster', undefined, page.signal);
+      } catch (e) {
+        if (e.status === 403) { fill(body, h('p', { class: 'card' }, 'The cluster view needs an operator token: ' + e.message)); return; }
+        throw e;
+      }
+      const holder = new Map();
+      for (const r of c.runners) for (const p of r.partitions || []) holder.set(p, r.id);
+      fill(body, 
+        table('Runners', ['Runner', 'Partitions held', 'Last heartbeat'], c.runners.map((r) => [
+          r.id, (r.partitions || []).join(', ') || 'none yet (a partition is taken with its first event)',
+          [ago(r.heartbeat), r.stale ? [' ', badge('stale')] : '']])),
+        table('Partitions', ['Partition', 'Held by', 'Waiting', 'Unacknowledged', 'Redelivered'], c.partitions.map((p) => [
+          p.partition, holder.get(p.partition) || h('span', { class: 'badge stop' }, 'nobody'), p.pending, p.ack_pending, p.redelivered])),
+        table('Jobs workers', ['Worker', 'Version', 'Confinement', 'Sessions bound'], c.jobs_workers.map((w) => [
+          w.id, w.version || '', w.confinement || '', w.sessions])),
+        table('Streams', ['Stream', 'Messages', 'Bytes', 'Consumers'], c.streams.map((s) => [s.name, s.messages, s.bytes, s.consumers])),
+        table('Consumers', ['Stream', 'Consumer', 'Waiting (lag)', 'Unacknowledged', 'Redelivered'], c.consumers.map((k) => [
+          k.stream, k.name, k.pending, k.ack_pending, k.redelivered])));
+    });
+    return page;
+  }
+
+  // ---- start ----------------------------------------------------------------
+
+  document.getElementById('signout').addEventListener('click', () => signOut('Signed out.'));
+  window.addEventListener('hashchange', route);
+  route();
+})();
