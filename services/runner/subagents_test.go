@@ -737,3 +737,45 @@ func nameOnOtherRunnerOf(e *env, a, b, tenant, session string) string {
 	}
 	return "reviewer-x"
 }
+
+func TestAgent_start_refuses_bad_input_with_clear_errors_and_makes_nothing(t *testing.T) {
+	e := newEnv(t)
+	e.putRecord(SessionRecord{Tenant: "t1", Session: "taken", State: StateIdle, Runs: 1})
+	model, p := routedModel(t, func(r modelReq) llmtest.Reply {
+		if strings.Contains(r.last, "tool_result") {
+			return llmtest.Reply{Text: "done"}
+		}
+		return llmtest.Reply{ToolCalls: []llmtest.ToolCall{
+			{Name: AgentStartTool, Input: `{"agent":"nope","prompt":"x"}`},
+			{Name: AgentStartTool, Input: `{"prompt":"x","name":"a.b"}`},
+			{Name: AgentStartTool, Input: `{"prompt":"x","name":"taken"}`},
+			{Name: AgentStartTool, Input: `{"prompt":"x","wait":9999}`},
+			{Name: AgentStartTool, Input: `{"prompt":"  "}`},
+			{Name: AgentSendTool, Input: `{"agent":3,"text":"hi"}`},
+		}}
+	})
+	e.startRunner("r1", p, nil)
+	e.publish(events.KindEvents, "t1", "p1", events.Input{Text: "go"})
+	testutil.Eventually(t, 20*time.Second, "the run to end", func() bool {
+		return countKind(e.records("t1", "p1"), RecordRunEnded) == 1
+	})
+	results := requestsOf(model, "")[1].last
+	for _, want := range []string{
+		`unknown agent \"nope\": tenant t1 has no agent profile of that name`,
+		`name \"a.b\": may contain only A-Z a-z 0-9 _ -`,
+		`session \"taken\" exists already: choose another name`,
+		`wait 9999: want 0 to 600 seconds`,
+		`prompt: say what the sub-agent is to do`,
+		`this session has no sub-agent 3 (it has 0; agent_status lists them)`,
+	} {
+		if !strings.Contains(results, want) {
+			t.Errorf("the tool results lack %q:\n%s", want, results)
+		}
+	}
+	if kids := e.session("t1", "p1").Children; len(kids) != 0 {
+		t.Errorf("refused starts made children: %+v", kids)
+	}
+	if rec := e.session("t1", "taken"); rec.Runs != 1 || len(rec.Lineage) != 0 {
+		t.Errorf("the existing session was touched: %+v", rec)
+	}
+}
