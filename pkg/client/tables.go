@@ -177,7 +177,7 @@ func WriteChildren(w io.Writer, children []dispatcherapi.ChildSummary) error {
 		state := c.State
 		if c.Run != "" {
 			state += " (run " + c.Run + ")"
-		} else if c.Runs == 0 && c.State == "idle" {
+		} else if c.Runs == 0 && c.State == "idle" && c.Reason == "" {
 			state = "starting"
 		}
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\n", c.Number, c.Session, orDash(c.Agent), state, c.Runs)

@@ -75,7 +75,7 @@ func (c *chat) stateLines(d client.SessionDetail) []string {
 		out = append(out, "! jobs: "+d.JobsError)
 	}
 	for _, ch := range d.Children {
-		if ch.State == "running" || ch.Runs == 0 {
+		if ch.State == "running" || (ch.Runs == 0 && ch.Reason == "") {
 			out = append(out, fmt.Sprintf("  sub-agent %d (%s): session %s, %s", ch.Number, ch.Agent, ch.Session, ch.State))
 		}
 	}
