@@ -441,8 +441,9 @@ func TestGround_Stop_of_a_parent_stops_its_child_s_run_on_another_runner(t *test
 	}
 }
 
-// publishAgentInput publishes work for a child as its parent's runner does.
-func (e *env) publishAgentInput(tenant, session, text string) {
+// publishAgentInput publishes work for a child as its parent's runner
+// does and returns its CE id.
+func (e *env) publishAgentInput(tenant, session, text string) string {
 	e.t.Helper()
 	ev, err := events.New(tenant, session, "test-runner", events.AgentInput{Text: text, Parent: "p1"})
 	if err != nil {
@@ -456,6 +457,7 @@ func (e *env) publishAgentInput(tenant, session, text string) {
 	if _, err := e.js.PublishMsg(context.Background(), msg); err != nil {
 		e.t.Fatal(err)
 	}
+	return ev.ID()
 }
 
 func TestA_child_s_tokens_count_against_its_root_s_fuel(t *testing.T) {
@@ -485,10 +487,18 @@ func TestA_child_s_tokens_count_against_its_root_s_fuel(t *testing.T) {
 	// The family spent the root's fuel: the root's next run is refused,
 	// and so is more work for the child.
 	next := e.publish(events.KindEvents, "t1", "p1", events.Input{Text: "again"})
-	e.publishAgentInput("t1", "p1-a1", "more")
-	testutil.Eventually(t, 30*time.Second, "both refusals", func() bool {
-		return refusedFor(e.records("t1", "p1"), next, "out of fuel") && refusedFor(e.records("t1", "p1-a1"), "", "out of fuel: the root session p1")
+	more := e.publishAgentInput("t1", "p1-a1", "more")
+	// The child's refusal is told to the parent, which (out of fuel
+	// itself) records it refused too.
+	told := FinishedEventID("p1-a1", "refused-"+more)
+	testutil.Eventually(t, 30*time.Second, "both refusals, and the child's told to its parent", func() bool {
+		return refusedFor(e.records("t1", "p1"), next, "out of fuel") &&
+			refusedFor(e.records("t1", "p1-a1"), more, "out of fuel: the root session p1") &&
+			refusedFor(e.records("t1", "p1"), told, "out of fuel")
 	})
+	if c := e.session("t1", "p1-a1"); c.Runs != 1 {
+		t.Errorf("the refused input started a child run: %+v", c)
+	}
 }
 
 // refusedFor reports a refusal of event id ("" any) whose reason holds text.
