@@ -290,10 +290,11 @@ func (a *actor) reportRunEnd(ctx context.Context, lr *liveRun, reason string) bo
 	return true
 }
 
-// childrenAtWork lists rec's sub-agents that are still at work, for a
-// recovered run's brief. The interrupted run was waiting in the
-// foreground for those it started itself when one of its agent_start
-// calls has no result.
+// childrenAtWork lists, for a recovered run's brief, rec's sub-agents that
+// are still at work, and those the interrupted run started that have
+// finished (their answers may have been lost with it). The interrupted run
+// was waiting in the foreground for those it started itself when one of
+// its agent_start calls has no result.
 func (r *Runner) childrenAtWork(ctx context.Context, rec SessionRecord, calls []handover.ToolCall) []handover.Child {
 	waiting := false
 	for _, c := range calls {
@@ -304,7 +305,11 @@ func (r *Runner) childrenAtWork(ctx context.Context, rec SessionRecord, calls []
 	var out []handover.Child
 	for _, ch := range rec.Children {
 		crec, _, err := r.records.get(ctx, rec.Tenant, ch.Session)
-		if err != nil || !childAtWork(crec) {
+		if err != nil {
+			continue
+		}
+		atWork := childAtWork(crec)
+		if !atWork && ch.Run != rec.Run {
 			continue
 		}
 		line, err := r.childLine(ctx, rec.Tenant, ch)
@@ -313,7 +318,7 @@ func (r *Runner) childrenAtWork(ctx context.Context, rec SessionRecord, calls []
 		}
 		state := line[strings.LastIndex(line, " · ")+len(" · "):]
 		out = append(out, handover.Child{Number: ch.Number, Agent: agentOrDefault(ch.Agent), Session: ch.Session, State: state,
-			Waited: waiting && ch.Run == rec.Run})
+			Waited: atWork && waiting && ch.Run == rec.Run, Finished: !atWork})
 	}
 	return out
 }

@@ -594,7 +594,9 @@ func TestA_recovered_parent_s_brief_lists_children_at_work_and_the_one_it_was_wa
 		Children: []sessionrec.Child{
 			{Session: "p1-a1", Agent: "reviewer", Number: 1, Run: "r-ghost", Started: time.Now().UTC()},
 			{Session: "p1-a2", Agent: "reviewer", Number: 2, Run: "r-older", Started: time.Now().UTC()},
+			{Session: "p1-a3", Agent: "reviewer", Number: 3, Run: "r-ghost", Started: time.Now().UTC()},
 		}})
+	e.putRecord(SessionRecord{Tenant: "t1", Session: "p1-a3", State: StateIdle, Runs: 1, Reason: "completed", Lineage: []string{"p1"}, Number: 3, Agent: "reviewer"})
 	e.putRecord(SessionRecord{Tenant: "t1", Session: "p1-a1", State: StateIdle, Lineage: []string{"p1"}, Number: 1, Agent: "reviewer"})
 	e.putRecord(SessionRecord{Tenant: "t1", Session: "p1-a2", State: StateIdle, Runs: 1, Reason: "completed", Lineage: []string{"p1"}, Number: 2, Agent: "reviewer"})
 	model, p := fakeModel(t)
@@ -605,13 +607,14 @@ func TestA_recovered_parent_s_brief_lists_children_at_work_and_the_one_it_was_wa
 	})
 	first := readReq(model.Requests()[0].Body).all
 	for _, want := range []string{"Sub-agents the earlier work started are still at work",
-		"agent 1 (reviewer), session p1-a1: starting; the earlier run was waiting for its answer when it stopped and did not get it"} {
+		"agent 1 (reviewer), session p1-a1: starting; the earlier run was waiting for its answer when it stopped and did not get it",
+		`agent 3 (reviewer), session p1-a3: finished (completed); read its answer with agent_status {\"agent\": 3}`} {
 		if !strings.Contains(first, want) {
 			t.Errorf("the brief lacks %q:\n%s", want, first)
 		}
 	}
 	if strings.Contains(first, "session p1-a2") {
-		t.Errorf("the brief lists a child that finished:\n%s", first)
+		t.Errorf("the brief lists a child an earlier run started that finished:\n%s", first)
 	}
 }
 
