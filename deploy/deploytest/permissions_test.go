@@ -75,6 +75,19 @@ func TestPermissions(t *testing.T) {
 		}
 	})
 
+	t.Run("only_runners_publish_sub_agent_events", func(t *testing.T) {
+		for _, user := range []string{"tenant-acme", "dispatcher", "jobs", "notifier"} {
+			c := d.connect(user)
+			c.refusePublish(t, "jetway.agentevents.acme.s1")
+		}
+		if stored(t, bus.StreamAgentEvents, "jetway.agentevents.acme.s1") {
+			t.Error("a sub-agent event from someone other than a runner was stored")
+		}
+		run := d.connect("runner")
+		pubAck(t, run, "jetway.agentevents.acme.s1")
+		run.noViolation(t)
+	})
+
 	t.Run("tenant_cannot_listen_to_other_inboxes_or_the_api", func(t *testing.T) {
 		acme := d.connect("tenant-acme")
 		acme.refuseSubscribe(t, "_INBOX.>")

@@ -21,6 +21,7 @@ import (
 	"sort"
 	"strings"
 
+	"jetway/pkg/events"
 	"jetway/services/runner"
 )
 
@@ -81,6 +82,9 @@ const (
 	Recovery    = "recovery"
 	JobsEnded   = "jobs ended"
 	NoJobProcs  = "no job process left"
+	// SubagentEnds: every run a sub-agent ended is told to its parent
+	// exactly once (delivered, or taken by the call that waited for it).
+	SubagentEnds = "sub-agent ends"
 )
 
 // Result is one check: one invariant over one subject (a session, a job
@@ -171,6 +175,7 @@ func Check(ev Evidence) Report {
 			checkRecovery(s, recs, ev.Sessions[s], ev.Refusals[s]),
 		)
 	}
+	rep.Results = append(rep.Results, checkSubagentEnds(ev)...)
 	if !ev.JobsInPlay {
 		rep.Skipped = append(rep.Skipped, "jobs: no background jobs in play")
 		return rep
@@ -426,4 +431,79 @@ func clip(items []string) string {
 		return strings.Join(items, ", ")
 	}
 	return strings.Join(items[:max], ", ") + fmt.Sprintf(" and %d more", len(items)-max)
+}
+
+// checkSubagentEnds: for every sub-agent session, each run whose end its
+// transcript records is named exactly once in its parent's transcript —
+// by a message that delivered its finished event, or by the record of the
+// agent_start call that took it — never missing, never twice.
+func checkSubagentEnds(ev Evidence) []Result {
+	var out []Result
+	for _, s := range sessions(ev) {
+		rec := ev.Sessions[s]
+		parent := rec.Parent()
+		if parent == "" {
+			continue
+		}
+		res := Result{Invariant: SubagentEnds, Subject: s.String()}
+		counts := EndsTold(ev.Transcripts[Session{Tenant: s.Tenant, Session: parent}])
+		var missing, twice []string
+		n := 0
+		for _, r := range ev.Transcripts[s] {
+			if r.Kind != runner.RecordRunEnded {
+				continue
+			}
+			n++
+			switch id := runner.FinishedEventID(s.Session, r.Run); counts[id] {
+			case 1:
+			case 0:
+				missing = append(missing, r.Run)
+			default:
+				twice = append(twice, fmt.Sprintf("%s (%d times)", r.Run, counts[id]))
+			}
+		}
+		switch {
+		case len(missing) > 0:
+			res.Detail = fmt.Sprintf("%d ended runs never told to %s: %s", len(missing), parent, clip(missing))
+		case len(twice) > 0:
+			res.Detail = fmt.Sprintf("ended runs told to %s more than once: %s", parent, clip(twice))
+		default:
+			res.OK = true
+			res.Detail = fmt.Sprintf("%d ended runs, each told to %s once", n, parent)
+		}
+		out = append(out, res)
+	}
+	return out
+}
+
+// EndsTold counts, per CE id, how often a parent's transcript names a
+// sub-agent's finished event: delivered in a message, or recorded as taken
+// by the agent_start call that waited for it.
+func EndsTold(recs []runner.Record) map[string]int {
+	n := map[string]int{}
+	for _, r := range recs {
+		if r.Message != nil {
+			for _, id := range r.Message.Delivers {
+				if strings.HasPrefix(id, "agent-finished.") {
+					n[id]++
+				}
+			}
+		}
+		if r.Kind == runner.RecordRefused && r.Type == events.TypeAgentFinished {
+			n[r.Event]++
+		}
+	}
+	return n
+}
+
+// OwedEnds lists the sub-agent run ends not yet told to their parents, so
+// a caller waiting for quiescence knows the system still owes them.
+func OwedEnds(ev Evidence) []string {
+	var owed []string
+	for _, r := range checkSubagentEnds(ev) {
+		if !r.OK {
+			owed = append(owed, r.Subject+": "+r.Detail)
+		}
+	}
+	return owed
 }

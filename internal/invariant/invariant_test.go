@@ -223,3 +223,35 @@ func TestReport_ends_with_the_passed_failed_line(t *testing.T) {
 		t.Fatalf("the failure is not printed in full:\n%s", b.String())
 	}
 }
+
+// withChild adds sub-agent s1-a1 of s1 with the given transcript.
+func withChild(ev Evidence, recs []runner.Record) Evidence {
+	c := Session{Tenant: "t1", Session: "s1-a1"}
+	ev.Transcripts[c] = recs
+	ev.Sessions[c] = runner.SessionRecord{Tenant: "t1", Session: "s1-a1", State: runner.StateIdle, Lineage: []string{"s1"}, Number: 1}
+	return ev
+}
+
+func TestCheck_holds_each_sub_agent_end_told_to_its_parent_exactly_once(t *testing.T) {
+	f1, f2 := runner.FinishedEventID("s1-a1", "c1"), runner.FinishedEventID("s1-a1", "c2")
+	child := transcript("start c1 dispatch", "end c1", "start c2 dispatch", "end c2")
+	taken := runner.Record{Kind: runner.RecordRefused, Event: f1, Type: "io.jetway.agent.finished", Reason: runner.ReasonAnsweredInWait}
+	parent := append(append(transcript("start r1 dispatch", "msg r1 e1"), taken),
+		transcript("end r1", "start r2 dispatch", "msg r2 "+f2, "end r2")...)
+	ok := withChild(evidence([]string{"e1"}, parent, runner.StateIdle), child)
+	if rep := Check(ok); rep.Failed() != 0 {
+		t.Fatalf("want no failures, got %+v", rep.Failures())
+	}
+	missing := withChild(evidence([]string{"e1"}, transcript("start r1 dispatch", "msg r1 e1", "end r1"), runner.StateIdle), child)
+	if f := failed(t, Check(missing), SubagentEnds); len(f) != 1 || !strings.Contains(f[0].Detail, "2 ended runs never told") {
+		t.Fatalf("want the two untold ends reported, got %+v", f)
+	}
+	if owed := OwedEnds(missing); len(owed) != 1 {
+		t.Fatalf("owed = %v", owed)
+	}
+	told := append(append(transcript("start r1 dispatch", "msg r1 e1 "+f1+" "+f2), taken), transcript("end r1")...)
+	twice := withChild(evidence([]string{"e1"}, told, runner.StateIdle), child)
+	if f := failed(t, Check(twice), SubagentEnds); len(f) != 1 || !strings.Contains(f[0].Detail, "c1 (2 times)") {
+		t.Fatalf("want the end told twice reported, got %+v", f)
+	}
+}

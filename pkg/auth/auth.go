@@ -21,6 +21,10 @@ import (
 // otherwise a tenant could forge a job's exit.
 const ReservedTypePrefix = "io.jetway.job."
 
+// ReservedAgentTypePrefix starts the event types only runners publish (on
+// jetway.agentevents.…, sub-agents): no token may send one.
+const ReservedAgentTypePrefix = "io.jetway.agent."
+
 // Errors a caller can test for with errors.Is. Each returned error wraps one
 // of them and says what exactly was wrong.
 var (
@@ -60,7 +64,7 @@ type Grant struct {
 	Admin bool `json:"admin,omitempty"`
 	// EventTypes are glob patterns ('*' any run of characters, '?' one) of
 	// the CloudEvent types this token may publish. Empty means every type
-	// except the reserved io.jetway.job.* ones.
+	// except the reserved io.jetway.job.* and io.jetway.agent.* ones.
 	EventTypes []string `json:"event_types,omitempty"`
 }
 
@@ -88,6 +92,9 @@ func (p Principal) MayAccess(tenant string) error {
 func (p Principal) MayPublish(typ string) error {
 	if strings.HasPrefix(typ, ReservedTypePrefix) {
 		return fmt.Errorf("%w: event type %q is reserved for jobs workers (%s*)", ErrForbidden, typ, ReservedTypePrefix)
+	}
+	if strings.HasPrefix(typ, ReservedAgentTypePrefix) {
+		return fmt.Errorf("%w: event type %q is reserved for runners (%s*, sub-agents)", ErrForbidden, typ, ReservedAgentTypePrefix)
 	}
 	if len(p.eventTypes) == 0 {
 		return nil

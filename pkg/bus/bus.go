@@ -49,6 +49,11 @@ const (
 	// allows message schedules (and with them, as the server insists,
 	// roll-ups and purges: cancelling a layover purges its holder).
 	StreamSchedules = "JETWAY_SCHEDULES"
+	// StreamAgentEvents holds sub-agent events on jetway.agentevents.>: a
+	// parent's work for its child, a child's end for its parent. Only
+	// runners may publish there, so its dedupe window (a child's end has
+	// an id made from its run) is theirs alone.
+	StreamAgentEvents = "JETWAY_AGENTEVENTS"
 	// StreamEventsV1 is where an upgrade keeps the log of a deployment made
 	// before the streams were split (see UpgradeEvents); it ages out after
 	// EventsMaxAge.
@@ -69,6 +74,8 @@ const (
 	SubjectEvents    = "jetway.events.>"
 	SubjectJobEvents = "jetway.jobevents.>"
 	SubjectSchedules = "jetway.schedules.>"
+	// SubjectAgentEvents carries sub-agent events (runners only).
+	SubjectAgentEvents = "jetway.agentevents.>"
 	// SubjectFired is where a layover's schedule stores the resume it fires
 	// (jetway.fired.<tenant>.<session>); JETWAY_EVENTS sources it as
 	// jetway.events.<tenant>.<session>. No user publishes here: the server

@@ -306,6 +306,21 @@ func StreamConfigs(cfg ProvisionConfig) []jetstream.StreamConfig {
 			DenyDelete: true,
 		},
 		{
+			Name:        StreamAgentEvents,
+			Description: "jetway sub-agent events from the runners (sourced into JETWAY_EVENTS)",
+			Subjects:    []string{SubjectAgentEvents},
+			Retention:   jetstream.LimitsPolicy,
+			Storage:     jetstream.FileStorage,
+			Replicas:    cfg.Replicas,
+			// A child's end is published with an id made from its run, again
+			// after a crash between its end and the publish: the window
+			// drops the repeat. Only runners write here.
+			Duplicates: cfg.DuplicateWindow,
+			MaxAge:     cfg.EventsMaxAge,
+			DenyPurge:  true,
+			DenyDelete: true,
+		},
+		{
 			Name:        StreamSchedules,
 			Description: "jetway layover schedules and what they fire (runners only; sourced into JETWAY_EVENTS)",
 			Subjects:    []string{SubjectSchedules, SubjectFired},
@@ -378,13 +393,16 @@ const (
 	EventsSourceConsumer     = "jetway-events-source"
 	EventsSourceDeliverJobs  = "jetway.sourcing.jobevents"
 	EventsSourceDeliverFired = "jetway.sourcing.fired"
+	EventsSourceDeliverAgent = "jetway.sourcing.agentevents"
+	agentEventsFilter        = "jetway.agentevents.*.*"
 	firedFilter              = "jetway.fired.*.*"
 	jobEventsFilter          = "jetway.jobevents.*.*"
 	eventsFilter             = "jetway.events.*.*"
 	firedToEventsDestination = "jetway.events.{{wildcard(1)}}.{{wildcard(2)}}"
 )
 
-// EventsSources are JETWAY_EVENTS's sources: job events as they are, and
+// EventsSources are JETWAY_EVENTS's sources: job events and sub-agent
+// events as they are, and
 // what layover schedules fire, from jetway.fired.<tenant>.<session> to
 // jetway.events.<tenant>.<session> (where a session's resume has always
 // arrived). Schedule holders are not sourced.
@@ -395,6 +413,10 @@ func EventsSources() []*jetstream.StreamSource {
 			// with the consumer (SourceConsumerConfig).
 			Name:     StreamJobEvents,
 			Consumer: &jetstream.StreamConsumerSource{Name: EventsSourceConsumer, DeliverSubject: EventsSourceDeliverJobs},
+		},
+		{
+			Name:     StreamAgentEvents,
+			Consumer: &jetstream.StreamConsumerSource{Name: EventsSourceConsumer, DeliverSubject: EventsSourceDeliverAgent},
 		},
 		{
 			Name:              StreamSchedules,
@@ -459,6 +481,9 @@ const workSourceConsumerV1 = "jetway-work-source"
 func SourceConsumerConfig(src *jetstream.StreamSource, cfg ProvisionConfig) jetstream.ConsumerConfig {
 	cfg = cfg.withDefaults()
 	filter := jobEventsFilter
+	if src.Name == StreamAgentEvents {
+		filter = agentEventsFilter
+	}
 	if len(src.SubjectTransforms) == 1 {
 		filter = src.SubjectTransforms[0].Source
 	}

@@ -229,7 +229,7 @@ func unstashHolders(ctx context.Context, js jetstream.JetStream, cfg ProvisionCo
 		return fmt.Errorf("read %s: %w", streamUpgradeStash, err)
 	}
 	for _, sc := range StreamConfigs(cfg) {
-		if sc.Name != StreamJobEvents && sc.Name != StreamSchedules {
+		if sc.Name != StreamJobEvents && sc.Name != StreamSchedules && sc.Name != StreamAgentEvents {
 			continue
 		}
 		err := whilePlacing(ctx, func(ctx context.Context) error {

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"jetway/pkg/dispatcherapi"
 )
 
 // JobRecord is the part of a job record a person reads: the jobs service's
@@ -164,4 +166,21 @@ func LiftCommand(cli, flags, scope, session string) string {
 		s += " " + flags
 	}
 	return s
+}
+
+// WriteChildren prints a session's sub-agents as a table by number: their
+// session, agent profile, state (with the live run) and runs.
+func WriteChildren(w io.Writer, children []dispatcherapi.ChildSummary) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "AGENT\tSESSION\tPROFILE\tSTATE\tRUNS")
+	for _, c := range children {
+		state := c.State
+		if c.Run != "" {
+			state += " (run " + c.Run + ")"
+		} else if c.Runs == 0 && c.State == "idle" && c.Reason == "" {
+			state = "starting"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\n", c.Number, c.Session, orDash(c.Agent), state, c.Runs)
+	}
+	return tw.Flush()
 }

@@ -324,11 +324,32 @@ type SessionDetail struct {
 	Layovers []Layover `json:"layovers"`
 	// Recovery is the session's recovery override and the rule in effect.
 	Recovery RecoveryState `json:"recovery"`
-	// Children are the session's sub-agent sessions, when it has any.
-	Children []string `json:"children,omitempty"`
+	// Children are the sub-agent sessions the session's runs started, in
+	// start order, each as its own record says it is doing (empty: none).
+	Children []ChildSummary `json:"children"`
+	// Parent and Root name, for a sub-agent's session, the session that
+	// started it and the first session of its lineage.
+	Parent string `json:"parent,omitempty"`
+	Root   string `json:"root,omitempty"`
 	// MCP is the state of each MCP server of the session's agent profile
 	// (absent when it names none).
 	MCP []MCPServerState `json:"mcp,omitempty"`
+}
+
+// ChildSummary is one sub-agent session of a session: its name, agent
+// profile and number, its state as its own record says ("idle",
+// "running", "interrupted", "stopped"), its live run, since when it is in
+// that state, and why its last run ended.
+type ChildSummary struct {
+	Session string    `json:"session"`
+	Agent   string    `json:"agent"`
+	State   string    `json:"state"`
+	Run     string    `json:"run,omitempty"`
+	Since   time.Time `json:"since,omitzero"`
+	Number  int       `json:"number"`
+	Runs    int       `json:"runs"`
+	Reason  string    `json:"reason,omitempty"`
+	Started time.Time `json:"started,omitzero"`
 }
 
 // JobSummary is a background job as its jobs worker reports it.
@@ -567,6 +588,13 @@ type AgentLimits struct {
 	// Fuel is a session's token budget over all its runs.
 	Fuel        int64 `json:"fuel,omitempty"`
 	RunsPerHour int   `json:"runs_per_hour,omitempty"`
+	// MaxSubagentDepth is how deep sub-agents may nest below a root
+	// session (a root's child is depth 1): a session of this profile may
+	// start a child only if the child's depth is within it.
+	MaxSubagentDepth int `json:"max_subagent_depth,omitempty"`
+	// MaxSubagents is how many sub-agents a session of this profile may
+	// have at work at once.
+	MaxSubagents int `json:"max_subagents,omitempty"`
 }
 
 // AgentList answers GET /v1/agents: the tenant's profiles by name, the

@@ -67,6 +67,9 @@ type HostEvent struct {
 	// FromJobs is true when the event arrived on jetway.jobevents.…, the
 	// subject only jobs workers may publish on.
 	FromJobs bool
+	// FromRunner is true when the event arrived on jetway.agentevents.…,
+	// the subject only runners may publish on (sub-agent events).
+	FromRunner bool
 	// Payload is Input, JobExited, JobOverdue, Steer, Resume or External.
 	Payload Payload
 	// Agent is the agent profile the event binds its session to (the
@@ -318,9 +321,9 @@ func eventSubject(subject string) (Subject, error) {
 	if err != nil {
 		return Subject{}, err
 	}
-	if sub.Kind != KindEvents && sub.Kind != KindJobEvents {
+	if sub.Kind != KindEvents && sub.Kind != KindJobEvents && sub.Kind != KindAgentEvents {
 		return Subject{}, &SubjectError{Subject: subject,
-			Reason: "host events travel only on jetway.events.… and jetway.jobevents.…", Err: ErrInvalidSubject}
+			Reason: "host events travel only on jetway.events.…, jetway.jobevents.… and jetway.agentevents.…", Err: ErrInvalidSubject}
 	}
 	return sub, nil
 }
@@ -355,6 +358,11 @@ func fromEvent(sub Subject, e event.Event) (HostEvent, error) {
 		return HostEvent{}, fmt.Errorf("%w: %s on %s (only jobs workers publish job events, on %s)",
 			ErrForgedJobEvent, e.Type(), sub, Subject{Kind: KindJobEvents, Tenant: sub.Tenant, Session: sub.Session})
 	}
+	fromRunner := sub.Kind == KindAgentEvents
+	if IsAgentType(e.Type()) && !fromRunner {
+		return HostEvent{}, fmt.Errorf("%w: %s on %s (only runners publish sub-agent events, on %s)",
+			ErrForgedAgentEvent, e.Type(), sub, Subject{Kind: KindAgentEvents, Tenant: sub.Tenant, Session: sub.Session})
+	}
 	p, err := decodePayload(e.Type(), e.Source(), e.DataContentType(), e.Data())
 	if err != nil {
 		return HostEvent{}, err
@@ -364,16 +372,17 @@ func fromEvent(sub Subject, e event.Event) (HostEvent, error) {
 		return HostEvent{}, err
 	}
 	return HostEvent{
-		Agent:    agent,
-		ID:       e.ID(),
-		Type:     e.Type(),
-		Source:   e.Source(),
-		Time:     e.Time(),
-		Tenant:   sub.Tenant,
-		Session:  sub.Session,
-		FromJobs: fromJobs,
-		Payload:  p,
-		Event:    e,
+		Agent:      agent,
+		ID:         e.ID(),
+		Type:       e.Type(),
+		Source:     e.Source(),
+		Time:       e.Time(),
+		Tenant:     sub.Tenant,
+		Session:    sub.Session,
+		FromJobs:   fromJobs,
+		FromRunner: fromRunner,
+		Payload:    p,
+		Event:      e,
 	}, nil
 }
 

@@ -34,6 +34,9 @@ var (
 	// jetway.events.… instead of jetway.jobevents.…; only jobs workers may
 	// publish job events, so this one is refused (and should be recorded).
 	ErrForgedJobEvent = errors.New("job event outside the jobevents subject")
+	// ErrForgedAgentEvent: an io.jetway.agent.* event arrived outside
+	// jetway.agentevents.…; only runners publish sub-agent events.
+	ErrForgedAgentEvent = errors.New("sub-agent event outside the agentevents subject")
 )
 
 // TokenError says which token rule a tenant, session or schedule id broke.

@@ -29,7 +29,7 @@ func parseHeaderBlob(blob string) nats.Header {
 }
 
 var sentinels = []error{ErrInvalidToken, ErrInvalidSubject, ErrTooLarge, ErrMalformed, ErrMissingAttribute,
-	ErrInvalidAttribute, ErrSpecVersion, ErrSubjectMismatch, ErrInvalidData, ErrForgedJobEvent}
+	ErrInvalidAttribute, ErrSpecVersion, ErrSubjectMismatch, ErrInvalidData, ErrForgedJobEvent, ErrForgedAgentEvent}
 
 // FuzzDecode holds three properties for any input, binary or structured:
 // Decode does not panic; a refusal matches one of the package's sentinel

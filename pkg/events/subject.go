@@ -29,11 +29,14 @@ const (
 	// KindSchedules: a layover's JetStream message schedule; it has a third
 	// token, the schedule id, after tenant and session.
 	KindSchedules Kind = "schedules"
+	// KindAgentEvents: sub-agent events (a child's work, a child's end)
+	// from runners only.
+	KindAgentEvents Kind = "agentevents"
 )
 
 func (k Kind) valid() bool {
 	switch k {
-	case KindEvents, KindJobEvents, KindOut, KindNotify, KindTranscript, KindSchedules:
+	case KindEvents, KindJobEvents, KindOut, KindNotify, KindTranscript, KindSchedules, KindAgentEvents:
 		return true
 	}
 	return false
@@ -108,6 +111,11 @@ func EventsSubject(tenant, session string) (string, error) {
 // JobEventsSubject is `jetway.jobevents.<tenant>.<session>`.
 func JobEventsSubject(tenant, session string) (string, error) {
 	return build(KindJobEvents, tenant, session)
+}
+
+// AgentEventsSubject is `jetway.agentevents.<tenant>.<session>`.
+func AgentEventsSubject(tenant, session string) (string, error) {
+	return build(KindAgentEvents, tenant, session)
 }
 
 // OutSubject is `jetway.out.<tenant>.<session>`.

@@ -43,6 +43,12 @@ func Headline(p Payload) (string, bool) {
 		return fmt.Sprintf("picked up work set down by %s, waiting for: %s", oneLine(p.BookedBy, 80), oneLine(p.WaitingFor, 120)), true
 	case External:
 		return fmt.Sprintf("external event %s from %s", oneLine(p.Type, 120), oneLine(p.Source, 120)), true
+	case AgentFinished:
+		return agentHeadline(p), true
+	case AgentProgress:
+		return fmt.Sprintf("%s reports: %s", agentName(p.Number, p.Agent), oneLine(p.Text, 200)), true
+	case JobNotice:
+		return jobNoticeHeadline(p), true
 	}
 	return "", false
 }
@@ -95,6 +101,14 @@ func Notice(p Payload) (string, bool) {
 		return ResumeNotice(p), true
 	case External:
 		return ExternalNotice(p), true
+	case AgentFinished:
+		return agentNotice(p), true
+	case AgentProgress:
+		return agentProgressNotice(p), true
+	case JobNotice:
+		// A report, not a warning: no "check it, kill it if stuck".
+		head := jobNoticeHeadline(p)
+		return "[background job report] " + head + "\nThe task is still running; act on the report if it matters to your work.", true
 	}
 	return "", false
 }

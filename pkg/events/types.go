@@ -162,7 +162,8 @@ func isJSONMedia(ct string) bool {
 // checks it against the contract; other types become External.
 func decodePayload(typ, source, contentType string, data []byte) (Payload, error) {
 	switch typ {
-	case TypeInput, TypeJobExited, TypeJobOverdue, TypeSteer, TypeResume:
+	case TypeInput, TypeJobExited, TypeJobOverdue, TypeSteer, TypeResume,
+		TypeAgentInput, TypeAgentFinished, TypeAgentProgress, TypeAgentStop, TypeJobNotice:
 	default:
 		return External{Type: typ, Source: source, DataContentType: contentType, Data: bytes.Clone(data)}, nil
 	}
@@ -225,6 +226,35 @@ func decodePayload(typ, source, contentType string, data []byte) (Payload, error
 			err = &DataError{Type: typ, Reason: "booked_by is empty"}
 		case v.BookedAt.IsZero():
 			err = &DataError{Type: typ, Reason: "booked_at is the zero time"}
+		}
+		p = v
+	case TypeAgentInput:
+		var v AgentInput
+		err = decodeFields(typ, data, &v, fields, "text", "parent")
+		if err == nil && strings.TrimSpace(v.Text) == "" {
+			err = &DataError{Type: typ, Reason: "text is empty"}
+		}
+		p = v
+	case TypeAgentFinished:
+		var v AgentFinished
+		err = decodeFields(typ, data, &v, fields, "child", "run")
+		if err == nil && v.RunningForMS < 0 {
+			err = &DataError{Type: typ, Reason: "running_for_ms is negative"}
+		}
+		p = v
+	case TypeAgentProgress:
+		var v AgentProgress
+		err = decodeFields(typ, data, &v, fields, "child", "text")
+		p = v
+	case TypeAgentStop:
+		var v AgentStop
+		err = decodeFields(typ, data, &v, fields, "parent")
+		p = v
+	case TypeJobNotice:
+		var v JobNotice
+		err = decodeFields(typ, data, &v, fields, "id", "program", "text")
+		if err == nil {
+			err = checkJob(typ, v.Program, v.RunningForMS, v.TaskRef)
 		}
 		p = v
 	}

@@ -19,6 +19,30 @@ type Handover struct {
 	// back from the transcript (see [ToolCall]). Never a promise that the list
 	// is complete: an interrupted run stops mid-sentence by definition.
 	Progress []string `json:"progress,omitempty"`
+	// Children are sub-agents the earlier work started that are still at
+	// work: their answers are still to come.
+	Children []Child `json:"children,omitempty"`
+}
+
+// Child is a sub-agent still at work when the run it belongs to was
+// interrupted. Waited says the interrupted run was waiting for its answer
+// in the foreground when it stopped (so it never got it).
+//
+// Finished marks a child of the interrupted run that has already ended:
+// its answer may have reached that run, or may have been lost with it.
+type Child struct {
+	Number   int    `json:"number"`
+	Agent    string `json:"agent"`
+	Session  string `json:"session"`
+	State    string `json:"state"`
+	Waited   bool   `json:"waited,omitempty"`
+	Finished bool   `json:"finished,omitempty"`
+}
+
+// WithChildren returns h with the sub-agents still at work.
+func (h Handover) WithChildren(children ...Child) Handover {
+	h.Children = children
+	return h
 }
 
 // Dispatch is an ordinary first run, taking over from nothing.
@@ -99,6 +123,8 @@ func (h Handover) Brief() string {
 		return ""
 	}
 
+	writeChildren(&b, h.Children)
+
 	// Only said when the earlier run may have stopped mid-sentence. A resumed
 	// layover ended on purpose, so warning that it might have got "anywhere
 	// from nowhere to almost finished" would send this run looking for damage
@@ -116,6 +142,43 @@ func (h Handover) Brief() string {
 	}
 	b.WriteString("\nThat list is what it managed to write down, not necessarily everything it did.\n")
 	return b.String()
+}
+
+// writeChildren lists the sub-agents still at work and how their answers
+// arrive, so the new run neither starts them again nor waits for nothing;
+// and the interrupted run's children that have finished, whose answers it
+// may never have read.
+func writeChildren(b *strings.Builder, children []Child) {
+	var working, finished []Child
+	for _, c := range children {
+		if c.Finished {
+			finished = append(finished, c)
+		} else {
+			working = append(working, c)
+		}
+	}
+	if len(working) > 0 {
+		b.WriteString("Sub-agents the earlier work started are still at work:\n\n")
+		for _, c := range working {
+			fmt.Fprintf(b, "- agent %d (%s), session %s: %s", c.Number, c.Agent, c.Session, c.State)
+			if c.Waited {
+				b.WriteString("; the earlier run was waiting for its answer when it stopped and did not get it")
+			} else {
+				b.WriteString("; it was working in the background")
+			}
+			b.WriteString("\n")
+		}
+		b.WriteString("\nEach one's answer arrives as a notice when it finishes. Do not start them again: " +
+			"follow them with agent_status, and stop one with agent_stop if it is no longer needed.\n\n")
+	}
+	if len(finished) > 0 {
+		b.WriteString("Sub-agents the interrupted run started have finished; their answers may not have reached it:\n\n")
+		for _, c := range finished {
+			fmt.Fprintf(b, "- agent %d (%s), session %s: %s; read its answer with agent_status {\"agent\": %d}\n",
+				c.Number, c.Agent, c.Session, c.State, c.Number)
+		}
+		b.WriteString("\n")
+	}
 }
 
 // Compose renders the new run's opening message: the brief, then the inputs

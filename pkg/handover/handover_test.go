@@ -374,3 +374,20 @@ func TestAttempts_do_not_share_the_interruption_they_record(t *testing.T) {
 		t.Errorf("changing the caller's interruption changed the record: %v / %v", r.Interruption, a.Last)
 	}
 }
+
+func TestBrief_lists_sub_agents_still_at_work_and_the_one_the_run_waited_for(t *testing.T) {
+	brief := Recovered(recovery(), workItem).WithChildren(
+		Child{Number: 1, Agent: "reviewer", Session: "s1-a1", State: "running for 2m", Waited: true},
+		Child{Number: 2, Agent: "default", Session: "s1-a2", State: "starting"},
+		Child{Number: 3, Agent: "reviewer", Session: "s1-a3", State: "finished (completed)", Finished: true},
+	).Brief()
+	mustContain(t, brief, "Sub-agents the earlier work started are still at work", "")
+	mustContain(t, brief, "- agent 1 (reviewer), session s1-a1: running for 2m; the earlier run was waiting for its answer when it stopped and did not get it", "")
+	mustContain(t, brief, "- agent 2 (default), session s1-a2: starting; it was working in the background", "")
+	mustContain(t, brief, "Do not start them again", ": the new run must not duplicate work already delegated")
+	mustContain(t, brief, "- agent 3 (reviewer), session s1-a3: finished (completed); read its answer with agent_status {\"agent\": 3}",
+		": an answer the interrupted run may have lost must be findable")
+	if strings.Contains(Recovered(recovery(), workItem).Brief(), "Sub-agents") {
+		t.Error("a brief with no children mentions sub-agents")
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"jetway/pkg/bus"
 	"jetway/pkg/control/agents"
 	"jetway/pkg/control/groundstop"
+	"jetway/pkg/control/sessionrec"
 	api "jetway/pkg/dispatcherapi"
 	"jetway/pkg/events"
 	jobsclient "jetway/services/jobs/client"
@@ -81,6 +82,34 @@ func (d *Dispatcher) SessionDetail(ctx context.Context, p auth.Principal, sessio
 	}
 	out.Jobs, out.JobsError = d.runningJobs(ctx, p.Tenant, session)
 	out.MCP = d.mcpStates(ctx, p.Tenant, session, sr.Rec)
+	if out.Children, err = d.children(ctx, p.Tenant, sr.Rec); err != nil {
+		return SessionDetail{}, err
+	}
+	if len(sr.Rec.Lineage) > 0 {
+		out.Parent, out.Root = sr.Rec.Parent(), sr.Rec.Root()
+	}
+	return out, nil
+}
+
+// children reads the state of each sub-agent a session started from the
+// sub-agent's own record.
+func (d *Dispatcher) children(ctx context.Context, tenant string, rec sessionrec.Record) ([]api.ChildSummary, error) {
+	out := make([]api.ChildSummary, 0, len(rec.Children))
+	for _, ch := range rec.Children {
+		cr, err := d.readRecord(ctx, tenant, ch.Session)
+		if err != nil {
+			return nil, err
+		}
+		c := api.ChildSummary{Session: ch.Session, Agent: ch.Agent, State: cr.Rec.State, Since: cr.Rec.Since,
+			Number: ch.Number, Runs: cr.Rec.Runs, Reason: cr.Rec.Reason, Started: ch.Started}
+		if c.Agent == "" {
+			c.Agent = DefaultAgent
+		}
+		if c.State == sessionrec.StateRunning {
+			c.Run = cr.Rec.Run
+		}
+		out = append(out, c)
+	}
 	return out, nil
 }
 

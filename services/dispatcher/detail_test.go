@@ -11,6 +11,7 @@ import (
 	"jetway/pkg/bus"
 	"jetway/pkg/control/groundstop"
 	"jetway/pkg/control/layovers"
+	"jetway/pkg/control/sessionrec"
 	"jetway/services/runner"
 )
 
@@ -105,5 +106,55 @@ func TestSessionDetail_of_a_session_with_no_record_but_waiting_input_says_it_is_
 
 	if d.State != "idle" || d.PendingEvents != 1 || len(d.GroundStop) != 1 || d.GroundStop[0].Scope != "session" {
 		t.Fatalf("detail = %+v, want idle, one pending event, held by the session's switch", d)
+	}
+}
+
+func TestSessionDetail_lists_a_session_s_sub_agents_with_their_own_state(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	started := time.Now().UTC().Add(-time.Minute).Truncate(time.Second)
+	put := func(rec runner.SessionRecord) {
+		t.Helper()
+		b, _ := json.Marshal(rec)
+		if _, err := f.sessions().Create(ctx, "default."+rec.Session, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put(runner.SessionRecord{Tenant: "default", Session: "p1", State: runner.StateIdle, Runs: 1, Children: []sessionrec.Child{
+		{Session: "p1-a1", Agent: "reviewer", Number: 1, Run: "r-p", Started: started},
+		{Session: "p1-a2", Number: 2, Run: "r-p", Started: started},
+	}})
+	put(runner.SessionRecord{Tenant: "default", Session: "p1-a1", State: runner.StateRunning, Run: "r-c1", Since: started, Runs: 1,
+		Agent: "reviewer", Lineage: []string{"p1"}, Number: 1})
+	put(runner.SessionRecord{Tenant: "default", Session: "p1-a2", State: runner.StateIdle, Runs: 1, Reason: "completed",
+		Lineage: []string{"p1"}, Number: 2})
+
+	d := decode[SessionDetail](t, f.do("GET", "/v1/sessions/p1", tokUser, nil), http.StatusOK)
+	if len(d.Children) != 2 {
+		t.Fatalf("children = %+v", d.Children)
+	}
+	if c := d.Children[0]; c.Session != "p1-a1" || c.Agent != "reviewer" || c.State != "running" || c.Run != "r-c1" || !c.Since.Equal(started) || c.Number != 1 {
+		t.Errorf("child 1 = %+v", c)
+	}
+	if c := d.Children[1]; c.Session != "p1-a2" || c.Agent != "default" || c.State != "idle" || c.Run != "" || c.Reason != "completed" {
+		t.Errorf("child 2 = %+v", c)
+	}
+	child := decode[SessionDetail](t, f.do("GET", "/v1/sessions/p1-a1", tokUser, nil), http.StatusOK)
+	if child.Parent != "p1" || child.Root != "p1" || child.Children == nil || len(child.Children) != 0 {
+		t.Errorf("the child's detail: parent %q root %q children %+v", child.Parent, child.Root, child.Children)
+	}
+	// The JSON names the web console reads.
+	resp := f.do("GET", "/v1/sessions/p1", tokUser, nil)
+	var raw struct {
+		Children []map[string]any `json:"children"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&raw); err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	for _, k := range []string{"session", "agent", "state", "run", "since"} {
+		if _, ok := raw.Children[0][k]; !ok {
+			t.Errorf("children[0] has no %q: %v", k, raw.Children[0])
+		}
 	}
 }

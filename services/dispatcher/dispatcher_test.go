@@ -201,6 +201,8 @@ func TestRefusals_answer_with_the_right_status_and_a_problem(t *testing.T) {
 		{"type not in the token's patterns", "POST", "/v1/events", tokAcme, ce("io.jetway.steer", "acme/s1"), structured, 403, "io.jetway.steer"},
 		{"job type from a tenant", "POST", "/v1/events", tokUser, ce("io.jetway.job.exited", "default/s1"), structured, 403, "reserved"},
 		{"job type even from an admin", "POST", "/v1/events", tokAdmin, ce("io.jetway.job.overdue", "default/s1"), structured, 403, "reserved"},
+		{"a sub-agent's end from a tenant", "POST", "/v1/events", tokUser, ce("io.jetway.agent.finished", "default/s1"), structured, 403, "reserved for runners"},
+		{"a sub-agent's work even from an admin", "POST", "/v1/events", tokAdmin, ce("io.jetway.agent.input", "default/s1"), structured, 403, "reserved for runners"},
 		{"CE subject without a session", "POST", "/v1/events", tokUser, ce("com.example.x", "default"), structured, 400, "<tenant>/<session>"},
 		{"not a CloudEvent", "POST", "/v1/events", tokUser, `{"hello":1}`, []string{"Content-Type", "application/json"}, 415, "ce-"},
 		{"jetway type with bad data", "POST", "/v1/events", tokUser, []byte(`{"specversion":"1.0","id":"x","source":"s","type":"io.jetway.input","subject":"default/s1","data":{"txt":"a"}}`), structured, 400, "text"},

@@ -97,7 +97,7 @@ func toProblem(err error) *Problem {
 		return problem(http.StatusRequestEntityTooLarge, "too-large", "Event too large", se.Error())
 	case errors.As(err, &te):
 		return problem(http.StatusBadRequest, "invalid-token", "Invalid "+te.Field+" name", te.Error())
-	case errors.Is(err, events.ErrForgedJobEvent):
+	case errors.Is(err, events.ErrForgedJobEvent), errors.Is(err, events.ErrForgedAgentEvent):
 		return problem(http.StatusForbidden, "forbidden", "Forbidden", err.Error())
 	case errors.As(err, &ae):
 		return problem(http.StatusBadRequest, "invalid-event", "Invalid CloudEvent", ae.Error())

@@ -92,7 +92,7 @@ func (w *Worker) nextSeq(tk string) uint64 {
 }
 
 // onNotice publishes a notice the manager left: an end the model did not
-// see (exited), or a function task's Reporter.Notify (as an overdue event
+// see (exited), or a function task's Reporter.Notify (io.jetway.job.notice
 // carrying the report, numbered so the next one supersedes it). The
 // manager's own notice queue is emptied: the events are the notices here.
 //
@@ -115,9 +115,9 @@ func (w *Worker) onNotice(i tasks.Info) {
 	}
 	if i.Notice != "" {
 		seq := w.nextSeq(tk)
-		w.emit(i, w.taskEventID(i, "notice/"+strconv.FormatUint(seq, 10)), events.JobOverdue{
+		w.emit(i, w.taskEventID(i, "notice/"+strconv.FormatUint(seq, 10)), events.JobNotice{
 			ID: jobNumber(i.ID), Program: program(i), RunningForMS: events.ElapsedMS(i.Duration()),
-			Tail: i.Notice, TaskRef: events.TaskRef{Task: i.ID, Seq: seq},
+			Text: i.Notice, TaskRef: events.TaskRef{Task: i.ID, Seq: seq},
 		})
 		return
 	}

@@ -605,8 +605,8 @@ func TestFunction_task_notices_are_numbered_so_newer_ones_supersede(t *testing.T
 	for range 3 {
 		ev, _ := sub.next()
 		switch p := ev.Payload.(type) {
-		case events.JobOverdue:
-			refs, texts = append(refs, p.TaskRef), append(texts, p.Tail)
+		case events.JobNotice:
+			refs, texts = append(refs, p.TaskRef), append(texts, p.Text)
 		case events.JobExited:
 			refs, texts = append(refs, p.TaskRef), append(texts, headline(t, ev))
 		}

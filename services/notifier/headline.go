@@ -35,13 +35,13 @@ func HeadlineFor(subject string, h nats.Header, data []byte) (Headline, bool, er
 		return Headline{}, false, err
 	}
 	switch sub.Kind {
-	case events.KindJobEvents, events.KindEvents:
+	case events.KindJobEvents, events.KindEvents, events.KindAgentEvents:
 		he, err := events.Decode(subject, h, data)
 		if err != nil {
 			return Headline{}, false, err
 		}
 		switch he.Payload.(type) {
-		case events.JobExited, events.JobOverdue:
+		case events.JobExited, events.JobOverdue, events.JobNotice, events.AgentFinished, events.AgentProgress:
 		default:
 			return Headline{}, false, nil
 		}

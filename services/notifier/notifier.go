@@ -60,6 +60,9 @@ import (
 const (
 	// ConsumerEvents reads job events from JETWAY_EVENTS.
 	ConsumerEvents = "notifier-events"
+	// ConsumerAgentEvents reads sub-agent events (a child's end or
+	// progress, for its parent's headlines) from JETWAY_EVENTS.
+	ConsumerAgentEvents = "notifier-agentevents"
 	// ConsumerOut reads run output from JETWAY_OUT.
 	ConsumerOut = "notifier-out"
 	// BucketDeliveries holds one record per webhook delivery.
@@ -346,6 +349,7 @@ type source struct {
 func (n *Notifier) sources() []source {
 	return []source{
 		{stream: bus.StreamEvents, durable: ConsumerEvents, filter: bus.SubjectJobEvents},
+		{stream: bus.StreamEvents, durable: ConsumerAgentEvents, filter: bus.SubjectAgentEvents},
 		{stream: bus.StreamOut, durable: ConsumerOut, filter: bus.SubjectOut},
 	}
 }

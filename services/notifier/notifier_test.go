@@ -197,6 +197,27 @@ func TestOverdue_job_reads_still_running(t *testing.T) {
 	}
 }
 
+func TestA_sub_agent_s_end_and_a_task_report_have_their_own_headlines(t *testing.T) {
+	e := newEnv(t)
+	start(t, testConfig(e.nc, nil))
+	agents, err := events.AgentEventsSubject("default", "p1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The child's work is no headline; its end is, on the parent's.
+	publish(t, e.js, agents, "default", "p1", events.AgentInput{Text: "review it", Parent: "p0"})
+	publish(t, e.js, agents, "default", "p1", events.AgentFinished{Child: "p1-a2", Agent: "reviewer", Number: 2, Run: "r-1", Reason: "completed", RunningForMS: 180000})
+	publish(t, e.js, jobEventsSubject(t, "default", "p1"), "default", "p1", events.JobNotice{ID: 4, Program: "watch", Text: "ci is green", RunningForMS: 1000})
+	var texts []string
+	for _, h := range headlines(t, e.js, "default", "p1", 2) {
+		texts = append(texts, h.Text)
+	}
+	if got := strings.Join(texts, "\n"); got != "agent 2 (reviewer) finished after 3m\njob 4 (watch) reports: ci is green" &&
+		got != "job 4 (watch) reports: ci is green\nagent 2 (reviewer) finished after 3m" {
+		t.Fatalf("headlines:\n%s", got)
+	}
+}
+
 func TestRun_lifecycle_and_refusals_are_one_liners_and_text_is_not_a_headline(t *testing.T) {
 	e := newEnv(t)
 	start(t, testConfig(e.nc, nil))

@@ -122,6 +122,13 @@ type actor struct {
 	tr     *transcript
 	hist   []llm.Message
 	seen   map[string]struct{} // CE ids already in the transcript
+	// ended is the last run whose end the transcript records (a
+	// sub-agent's end is published from it after a crash).
+	ended endedRun
+	// lineage is the session's ancestors when it is a sub-agent (root
+	// first): Ground Stop of any of them covers it. Read by noteStop.
+	lineage atomic.Pointer[[]string]
+
 	// views builds each run's request views from what hist added since the
 	// last run's, instead of from all of it (used by one run at a time).
 	views llm.ViewCache
@@ -374,6 +381,7 @@ func (a *actor) load(ctx context.Context) error {
 		return err
 	}
 	a.tr, a.hist, a.seen, a.loaded = tr, history(recs), delivered(recs), true
+	a.ended = endedOf(recs)
 	return nil
 }
 
@@ -466,6 +474,9 @@ func (a *actor) handle(ctx context.Context, d delivery) bool {
 		}
 		a.rebind = d.ev.Agent // from the next run's start on
 	}
+	if a.agentEvent(ctx, d, run) {
+		return true
+	}
 	text := modelText(d.ev, run != nil)
 	if st, ok := d.ev.Payload.(events.Steer); ok {
 		return a.steer(ctx, d, st, run)
@@ -545,6 +556,8 @@ func (a *actor) superseded(ctx context.Context, d delivery, run *liveRun) bool {
 		ref = p.TaskRef
 	case events.JobOverdue:
 		ref = p.TaskRef
+	case events.JobNotice:
+		ref = p.TaskRef
 	}
 	if ref.Task == "" || !d.ev.FromJobs {
 		return false
@@ -590,6 +603,11 @@ func modelText(ev events.HostEvent, busy bool) string {
 	case events.Input:
 		if busy {
 			return events.InputNotice(p)
+		}
+		return p.Text
+	case events.AgentInput:
+		if busy {
+			return events.AgentInputNotice(p)
 		}
 		return p.Text
 	case events.Steer:

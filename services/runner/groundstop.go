@@ -18,7 +18,7 @@ func (r *Runner) noteStop(c groundstop.Change) {
 	r.mu.Lock()
 	actors := make([]*actor, 0, len(r.actors))
 	for _, a := range r.actors {
-		if c.Covers(a.tenant, a.session) {
+		if c.Covers(a.tenant, a.session) || a.coveredByAncestor(c) {
 			actors = append(actors, a)
 		}
 	}
@@ -56,4 +56,43 @@ func (a *actor) stopRun() {
 			a.run.cancel()
 		}
 	})
+}
+
+// grounded reports whether Ground Stop covers the session now: its own
+// switch, its tenant's, the global one, or (a sub-agent) any ancestor's.
+func (a *actor) grounded() (groundstop.Record, bool) {
+	if stop, on := a.r.grounded(a.tenant, a.session); on {
+		return stop, true
+	}
+	if l := a.lineage.Load(); l != nil {
+		for _, s := range *l {
+			if stop, on := a.r.grounded(a.tenant, s); on {
+				return stop, true
+			}
+		}
+	}
+	return groundstop.Record{}, false
+}
+
+// coveredByAncestor reports whether switch change c is of one of a
+// sub-agent's ancestors.
+func (a *actor) coveredByAncestor(c groundstop.Change) bool {
+	l := a.lineage.Load()
+	if l == nil {
+		return false
+	}
+	for _, s := range *l {
+		if c.Covers(a.tenant, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// setLineage notes the session's ancestors (they never change).
+func (a *actor) setLineage(l []string) {
+	if a.lineage.Load() == nil {
+		c := append([]string(nil), l...)
+		a.lineage.Store(&c)
+	}
 }

@@ -47,6 +47,13 @@ type liveRun struct {
 	tr       *transcript
 	histLen  int
 	recorded []llm.Message
+
+	// waiters are the foreground agent_start calls waiting for a child's
+	// end, by child session (the actor's alone); child is set when the
+	// session is itself a sub-agent; stopAsked when its parent stopped it.
+	waiters   map[string]chan events.AgentFinished
+	child     *childRun
+	stopAsked bool
 }
 
 type runResult struct {
@@ -66,7 +73,7 @@ type runResult struct {
 // interrupted now, which a person's line sends on) and a claim refused on
 // the actor's copy of the record (decided again on a fresh read).
 func (a *actor) start(ctx context.Context, p plan) bool {
-	if stop, on := a.r.grounded(a.tenant, a.session); on {
+	if stop, on := a.grounded(); on {
 		a.log.Debug().Str("reason", stop.Reason).Msg("ground stop: holding events")
 		return false // the watcher pokes every actor when it lifts
 	}
@@ -78,8 +85,19 @@ func (a *actor) start(ctx context.Context, p plan) bool {
 			a.retryLater()
 			return false
 		}
+		if len(rec.Lineage) > 0 {
+			a.setLineage(rec.Lineage)
+			if stop, on := a.grounded(); on {
+				a.log.Debug().Str("reason", stop.Reason).Msg("ground stop of an ancestor: holding events")
+				return false
+			}
+		}
 		st := a.runnerOf(ctx, rec)
 		act := decide(p, rec, st)
+		if act == actRecover && a.finishRecorded(ctx, rec, rev) {
+			fresh = true
+			continue // its end was recorded: nothing to recover
+		}
 		switch act {
 		case actWaitOther:
 			a.waitForOther()
@@ -112,6 +130,10 @@ func (a *actor) start(ctx context.Context, p plan) bool {
 			continue // recovery refused: the session is interrupted now
 		}
 		if reason, ok := a.r.rails.forProfile(prof).allow(ctx, &rec); !ok {
+			a.refuseRun(ctx, p, reason)
+			return true
+		}
+		if reason, ok := a.r.rootFuelLeft(ctx, rec, rec.RootFuel); len(rec.Lineage) > 0 && !ok {
 			a.refuseRun(ctx, p, reason)
 			return true
 		}
@@ -373,6 +395,7 @@ func (a *actor) refuseRun(ctx context.Context, p plan, reason string) {
 	}
 	a.settle(msgsOf(p.ins)...)
 	a.r.publishOut(ctx, a.tenant, a.session, events.RunRefused{Reason: reason})
+	a.reportRefusal(ctx, p, reason)
 }
 
 // recover decides what to do with a run that was interrupted: recover it
@@ -410,7 +433,7 @@ func (a *actor) recover(ctx context.Context, rec *SessionRecord, rev *uint64, st
 	rec.Inputs = inputs
 	calls := toolCalls(a.hist, rec.Run)
 	a.log.Info().Str("previous", rec.Run).Int("attempt", recovery.Attempt).Msg("recovering interrupted run")
-	return handover.Recovered(recovery, inputs...).WithToolCalls(calls...), true
+	return handover.Recovered(recovery, inputs...).WithToolCalls(calls...).WithChildren(a.r.childrenAtWork(ctx, *rec, calls)...), true
 }
 
 // interrupt leaves the session interrupted for reason (written at *rev),
@@ -472,7 +495,11 @@ func causeName(k handover.CauseKind) string {
 func (a *actor) launch(ctx context.Context, parent context.Context, c claimed, ids []string) {
 	runID, cause, rev, checks := c.run, c.cause, c.rev, c.rec.Checks
 	runCtx, cancel := context.WithCancel(context.Background())
-	lr := &liveRun{id: runID, cause: cause, start: time.Now(), guide: guide.NewNoticeGuide(), cancel: cancel, rev: rev}
+	lr := &liveRun{id: runID, cause: cause, start: time.Now(), guide: guide.NewNoticeGuide(), cancel: cancel, rev: rev,
+		waiters: map[string]chan events.AgentFinished{}}
+	if parent := c.rec.Parent(); parent != "" {
+		lr.child = &childRun{parent: parent, number: c.rec.Number, agent: c.rec.Agent}
+	}
 	a.run = lr
 	// The loop appends to the history in place, past its length; nothing
 	// here writes there until finishRun takes the history back.
@@ -501,7 +528,7 @@ func (a *actor) launch(ctx context.Context, parent context.Context, c claimed, i
 		PermissionMode: a.r.cfg.Permissions,
 		Disallowed:     append(slices.Clip(a.r.cfg.Deny), c.agent.Tools.Deny...),
 	}
-	tools := []tool.Tool{a.layoverTool(runID, checks)}
+	tools := append([]tool.Tool{a.layoverTool(runID, checks)}, a.subagentTools(runID, lr, c)...)
 	if a.r.cfg.Tools != nil {
 		tools = append(tools, a.r.cfg.Tools(ref)...)
 	}
@@ -610,6 +637,9 @@ func (a *actor) finishRun(ctx context.Context, lr *liveRun, res runResult) {
 		a.lost(ctx, err)
 		return
 	}
+	if !a.reportRunEnd(ctx, lr, reason) {
+		return
+	}
 
 	// Notices the model never got go to the next run, in order.
 	var ins []input
@@ -619,7 +649,7 @@ func (a *actor) finishRun(ctx context.Context, lr *liveRun, res runResult) {
 			delete(a.held, n.ID)
 		}
 	}
-	if stop, on := a.r.grounded(a.tenant, a.session); on {
+	if stop, on := a.grounded(); on {
 		// Ground Stop: nothing restarts through it. Its events wait.
 		if steer != nil {
 			ins = append(ins, steer.in)
@@ -692,6 +722,10 @@ func (a *actor) setState(ctx context.Context, lr *liveRun, state, reason string)
 		_, err = a.putRecord(ctx, rec, rev)
 		if err == nil {
 			a.rebind = ""
+			if len(rec.Lineage) > 0 {
+				// A sub-agent's tokens count against its root's fuel too.
+				a.r.addRootTokens(ctx, a.tenant, rec.Root(), int64(lr.usage.InputTokens+lr.usage.OutputTokens))
+			}
 			return true
 		}
 		if !cached || fresh || !errors.Is(err, ErrLostSession) {

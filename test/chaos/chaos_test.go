@@ -152,6 +152,9 @@ type publisher struct {
 	js       jetstream.JetStream
 	rng      *rand.Rand
 	sessions []invariant.Session
+	// delegate: about one input in five asks for a sub-agent (the
+	// scripted model starts one).
+	delegate bool
 
 	mu       sync.Mutex
 	accepted map[invariant.Session][]string
@@ -163,7 +166,11 @@ type publisher struct {
 func (p *publisher) run(ctx context.Context, gap [2]time.Duration, retryUntil time.Time) error {
 	for n := 0; ctx.Err() == nil; n++ {
 		s := p.sessions[p.rng.IntN(len(p.sessions))]
-		ev, err := events.New(s.Tenant, s.Session, "chaos", events.Input{Text: fmt.Sprintf("%s message %d", s.Session, n)})
+		text := fmt.Sprintf("%s message %d", s.Session, n)
+		if p.delegate && p.rng.IntN(5) == 0 {
+			text = fmt.Sprintf("%s delegate %d", s.Session, n)
+		}
+		ev, err := events.New(s.Tenant, s.Session, "chaos", events.Input{Text: text})
 		if err != nil {
 			return fmt.Errorf("new event: %w", err)
 		}
@@ -219,14 +226,22 @@ const (
 )
 
 // jobsScript is the model when jobs are in play: every input starts a short
-// background job and ends the turn; the job's exit notice is answered.
+// background job and ends the turn; the job's exit notice is answered. An
+// input that says "delegate" starts a sub-agent instead (waiting a second
+// for its answer, which takes about that long, so some answers come in the
+// wait and some as notices); the sub-agent's own input is answered.
 const jobsScript = `{
-  "description": "chaos: a background job per input",
+  "description": "chaos: a background job per input, a sub-agent per delegation",
   "turns": [
+    {"when": {"user_contains": "delegate"}, "text": "Delegating.",
+     "tool_calls": [{"name": "agent_start", "input": {"prompt": "chaos sub-task", "wait": 1}}]},
+    {"when": {"tool_result_for": "agent_start"}, "text": "Delegated."},
+    {"when": {"user_contains": "chaos sub-task"}, "delay": "900ms", "text": "Sub-task done."},
     {"text": "Starting a background job.",
      "tool_calls": [{"name": "shell", "input": {"command": "sleep 1; echo chaos job done", "background": true}}]},
     {"text": "The job runs in the background."},
-    {"when": {"notice_contains": "[background job notice]"}, "text": "Job report: {{notice}}"}
+    {"when": {"notice_contains": "[background job notice]"}, "text": "Job report: {{notice}}"},
+    {"when": {"notice_contains": "[sub-agent notice]"}, "text": "Sub-agent report: {{notice}}"}
   ]
 }`
 
@@ -301,7 +316,7 @@ func TestChaos_every_accepted_event_reaches_the_model_once_through_faults(t *tes
 	for i := range p.sessions {
 		sessions = append(sessions, invariant.Session{Tenant: "chaos", Session: fmt.Sprintf("s%02d", i)})
 	}
-	pub := &publisher{js: js, rng: rand.New(rand.NewPCG(p.seed, 0x6576656e)), sessions: sessions, accepted: map[invariant.Session][]string{}}
+	pub := &publisher{js: js, rng: rand.New(rand.NewPCG(p.seed, 0x6576656e)), sessions: sessions, accepted: map[invariant.Session][]string{}, delegate: withJobs}
 	faultCtx, stopFaults := context.WithTimeout(ctx, p.duration)
 	defer stopFaults()
 	pubDone := make(chan error, 1)
@@ -497,6 +512,9 @@ func quiescent(ev invariant.Evidence) bool {
 		if j.Status == "running" {
 			return false
 		}
+	}
+	if len(invariant.OwedEnds(ev)) > 0 {
+		return false
 	}
 	return len(ev.Procs) == 0
 }

@@ -74,6 +74,11 @@ func (c *chat) stateLines(d client.SessionDetail) []string {
 	if d.JobsError != "" {
 		out = append(out, "! jobs: "+d.JobsError)
 	}
+	for _, ch := range d.Children {
+		if ch.State == "running" || (ch.Runs == 0 && ch.Reason == "") {
+			out = append(out, fmt.Sprintf("  sub-agent %d (%s): session %s, %s", ch.Number, ch.Agent, ch.Session, ch.State))
+		}
+	}
 	if d.PendingEvents > 0 {
 		out = append(out, fmt.Sprintf("  %d event(s) wait for the session", d.PendingEvents))
 	}

@@ -167,6 +167,27 @@ func validateRule(rule string) string {
 	return ""
 }
 
+// Sub-agent limits: the defaults a profile that sets none gets, and the
+// most a profile may set (a deeper or wider tree is a runaway, not a plan).
+const (
+	DefaultSubagentDepth = 2
+	MaxSubagentDepth     = 8
+	DefaultSubagents     = 4
+	MaxSubagents         = 32
+)
+
+// SubagentLimits are prof's depth and fan-out limits, defaults filled in.
+func SubagentLimits(prof Profile) (depth, fanOut int) {
+	depth, fanOut = prof.Limits.MaxSubagentDepth, prof.Limits.MaxSubagents
+	if depth == 0 {
+		depth = DefaultSubagentDepth
+	}
+	if fanOut == 0 {
+		fanOut = DefaultSubagents
+	}
+	return depth, fanOut
+}
+
 func validateLimits(p Profile) error {
 	l := p.Limits
 	switch {
@@ -176,6 +197,10 @@ func validateLimits(p Profile) error {
 		return &FieldError{Field: "limits.fuel", Reason: "negative"}
 	case l.RunsPerHour < 0:
 		return &FieldError{Field: "limits.runs_per_hour", Reason: "negative"}
+	case l.MaxSubagentDepth < 0 || l.MaxSubagentDepth > MaxSubagentDepth:
+		return &FieldError{Field: "limits.max_subagent_depth", Reason: fmt.Sprintf("%d is not between 0 (the default, %d) and %d", l.MaxSubagentDepth, DefaultSubagentDepth, MaxSubagentDepth)}
+	case l.MaxSubagents < 0 || l.MaxSubagents > MaxSubagents:
+		return &FieldError{Field: "limits.max_subagents", Reason: fmt.Sprintf("%d is not between 0 (the default, %d) and %d", l.MaxSubagents, DefaultSubagents, MaxSubagents)}
 	}
 	if l.MaxDuration != "" {
 		d, err := time.ParseDuration(l.MaxDuration)

@@ -134,6 +134,10 @@ func TestA_bad_profile_is_refused_naming_its_field_and_nothing_is_stored(t *test
 		{"reviewer", "limits.max_duration", with(func(p *agents.Profile) { p.Limits.MaxDuration = "soon" })},
 		{"reviewer", "limits.fuel", with(func(p *agents.Profile) { p.Limits.Fuel = -5 })},
 		{"reviewer", "limits.runs_per_hour", with(func(p *agents.Profile) { p.Limits.RunsPerHour = -1 })},
+		{"reviewer", "limits.max_subagent_depth", with(func(p *agents.Profile) { p.Limits.MaxSubagentDepth = -1 })},
+		{"reviewer", "limits.max_subagent_depth", with(func(p *agents.Profile) { p.Limits.MaxSubagentDepth = agents.MaxSubagentDepth + 1 })},
+		{"reviewer", "limits.max_subagents", with(func(p *agents.Profile) { p.Limits.MaxSubagents = -2 })},
+		{"reviewer", "limits.max_subagents", with(func(p *agents.Profile) { p.Limits.MaxSubagents = 1000 })},
 		{"reviewer", "recovery", with(func(p *agents.Profile) { p.Recovery = "sometimes" })},
 		{"reviewer", "context_window", with(func(p *agents.Profile) { p.ContextWindow = 10 })},
 		{"reviewer", "instruction_files[0]", with(func(p *agents.Profile) { p.InstructionFiles = []string{"../secrets"} })},
@@ -152,10 +156,20 @@ func TestA_bad_profile_is_refused_naming_its_field_and_nothing_is_stored(t *test
 		Instructions: "Review.", Description: "reviews",
 		Model:    dispatcherapi.AgentModel{Provider: "openai", Name: "gpt-4.1", Endpoint: "local-vllm"},
 		Tools:    dispatcherapi.AgentTools{Allow: []string{"shell", "read_file"}, Deny: []string{"shell(rm *)"}},
-		Limits:   dispatcherapi.AgentLimits{MaxTurns: 20, MaxDuration: "2h", Fuel: 100000, RunsPerHour: 6},
+		Limits:   dispatcherapi.AgentLimits{MaxTurns: 20, MaxDuration: "2h", Fuel: 100000, RunsPerHour: 6, MaxSubagentDepth: 3, MaxSubagents: 8},
 		Recovery: "manual", ContextWindow: 128000, InstructionFiles: []string{"docs/AGENTS.md"},
 	}
 	if err := agents.Validate("reviewer", full); err != nil {
 		t.Fatalf("a full, good profile refused: %v", err)
+	}
+}
+
+func TestSubagentLimits_fill_in_the_defaults_a_profile_leaves_out(t *testing.T) {
+	if d, f := agents.SubagentLimits(agents.Profile{}); d != agents.DefaultSubagentDepth || f != agents.DefaultSubagents {
+		t.Errorf("defaults: depth %d fan-out %d", d, f)
+	}
+	p := agents.Profile{Limits: dispatcherapi.AgentLimits{MaxSubagentDepth: 1, MaxSubagents: 7}}
+	if d, f := agents.SubagentLimits(p); d != 1 || f != 7 {
+		t.Errorf("set: depth %d fan-out %d", d, f)
 	}
 }

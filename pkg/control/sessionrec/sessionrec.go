@@ -75,9 +75,48 @@ type Record struct {
 	// (0: the implicit default): a recovered or steered run goes on with it.
 	AgentVersion uint64 `json:"agent_version,omitempty"`
 
+	// Lineage is set on a sub-agent's session: its ancestors, root first,
+	// its parent last. Ground Stop of any of them covers it.
+	Lineage []string `json:"lineage,omitempty"`
+	// Number is a sub-agent's number among its parent's children (1, 2, …).
+	Number int `json:"number,omitempty"`
+	// RootFuel is the root session's token budget (0: none) that a
+	// sub-agent's runs count against; its use is added to the root's
+	// TokensUsed.
+	RootFuel int64 `json:"root_fuel,omitempty"`
+	// Children are the sub-agents this session's runs started, in order.
+	Children []Child `json:"children,omitempty"`
+
 	// unknown holds the fields of a stored record this version does not
 	// know: Decode keeps them, Encode writes them back as they were.
 	unknown map[string]json.RawMessage
+}
+
+// Child is one sub-agent a session started: its own session (whose
+// record says how it is doing), its profile and number, when and by which
+// run it was started.
+type Child struct {
+	Session string    `json:"session"`
+	Agent   string    `json:"agent,omitempty"`
+	Number  int       `json:"number"`
+	Run     string    `json:"run,omitempty"`
+	Started time.Time `json:"started"`
+}
+
+// Parent is the session that started this one ("" for a root session).
+func (r Record) Parent() string {
+	if len(r.Lineage) == 0 {
+		return ""
+	}
+	return r.Lineage[len(r.Lineage)-1]
+}
+
+// Root is the first session of this one's lineage (itself for a root).
+func (r Record) Root() string {
+	if len(r.Lineage) == 0 {
+		return r.Session
+	}
+	return r.Lineage[0]
 }
 
 // Clone is a copy of r that shares no slice, map or pointer with it.
@@ -85,6 +124,8 @@ func (r Record) Clone() Record {
 	c := r
 	c.Inputs = append([]string(nil), r.Inputs...)
 	c.RecentRuns = append([]time.Time(nil), r.RecentRuns...)
+	c.Lineage = append([]string(nil), r.Lineage...)
+	c.Children = append([]Child(nil), r.Children...)
 	if r.Attempts.Last != nil {
 		last := *r.Attempts.Last
 		c.Attempts.Last = &last

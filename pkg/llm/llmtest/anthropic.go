@@ -86,7 +86,7 @@ func (s *Anthropic) serve(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, &APIError{Status: http.StatusBadRequest, Message: "There was an error parsing the body: " + err.Error()})
 		return
 	}
-	rep, ok := s.next()
+	rep, ok := s.next(body)
 	if !ok {
 		s.writeError(w, &APIError{Status: http.StatusInternalServerError, Message: "llmtest: no scripted reply left for this request"})
 		return

@@ -146,6 +146,17 @@ type server struct {
 	observe   func(at time.Time, body []byte)
 	// unchecked: read only the fields a reply is made from (SetChecking).
 	unchecked bool
+	router    func(body []byte) (Reply, bool)
+}
+
+// SetRouter has route answer a request before the queue does: for tests
+// where several sessions call one server at once and the order of their
+// requests is not fixed, route picks the reply from the request body
+// (e.g. by the system prompt). When it reports false the queue answers.
+func (s *server) SetRouter(route func(body []byte) (Reply, bool)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.router = route
 }
 
 func (s *server) start(h http.Handler) {
@@ -312,7 +323,15 @@ func (*skipped) UnmarshalJSON([]byte) error { return nil }
 
 // next takes the next reply: a request the API would refuse is answered
 // with its refusal and takes none.
-func (s *server) next() (Reply, bool) {
+func (s *server) next(body []byte) (Reply, bool) {
+	s.mu.Lock()
+	route := s.router
+	s.mu.Unlock()
+	if route != nil {
+		if rep, ok := route(body); ok {
+			return rep, true
+		}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.replies) > 0 {

@@ -79,7 +79,7 @@ func (s *OpenAI) serve(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, &APIError{Status: http.StatusBadRequest, Message: "We could not parse the JSON body of your request: " + err.Error()})
 		return
 	}
-	rep, ok := s.next()
+	rep, ok := s.next(body)
 	if !ok {
 		s.writeError(w, &APIError{Status: http.StatusInternalServerError, Message: "llmtest: no scripted reply left for this request"})
 		return
