@@ -152,7 +152,8 @@ func TestSteer_sessions_jobs_and_stop_talk_to_their_endpoints(t *testing.T) {
 		{[]string{"steer", "s1", "only", "the", "docs"}, `POST /v1/sessions/s1/steer {"note":"only the docs"}`, "steered 0b6f6c1e"},
 		{[]string{"sessions"}, `GET /v1/stop`, `s1       idle`},
 		{[]string{"sessions", "--json"}, `GET /v1/sessions`, `"session": "s1"`},
-		{[]string{"jobs", "s1"}, `GET /v1/sessions/s1/jobs`, `3    exited`},
+		// jobs reads the jobs, then the session's detail for its sub-agents.
+		{[]string{"jobs", "s1"}, `GET /v1/sessions/s1`, `3    exited`},
 		{[]string{"stop", "--session", "s1", "--reason", "incident"}, `POST /v1/stop?session=s1 {"reason":"incident"}`, "Ground Stop is ON (default/s1): incident — set by default"},
 		{[]string{"stop", "--session", "s1", "--off"}, `DELETE /v1/stop?session=s1`, "Ground Stop is off (default/s1)"},
 		{[]string{"stop", "--status", "--json"}, `GET /v1/stop`, `"ground_stop": false`},

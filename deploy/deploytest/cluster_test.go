@@ -109,9 +109,10 @@ func render(t testing.TB, opts renderOptions) *deployment {
 	t.Helper()
 	d := &deployment{t: t, dir: t.TempDir()}
 	var pairs []string
+	ports9 := freePorts(t, 9)
 	for i := range 3 {
 		n := &node{name: fmt.Sprintf("node-%d", i+1), dir: d.dir}
-		n.client, n.route, n.monitor = freePort(t), freePort(t), freePort(t)
+		n.client, n.route, n.monitor = ports9[3*i], ports9[3*i+1], ports9[3*i+2]
 		pairs = append(pairs,
 			fmt.Sprintf("127.0.0.1:%d", 4222+i), fmt.Sprintf("127.0.0.1:%d", n.client),
 			fmt.Sprintf("127.0.0.1:%d", 6222+i), fmt.Sprintf("127.0.0.1:%d", n.route),
@@ -163,14 +164,21 @@ func render(t testing.TB, opts renderOptions) *deployment {
 	return d
 }
 
-func freePort(t testing.TB) int {
+// freePorts picks n distinct free loopback ports. Every listener stays open
+// until all are picked: closed one by one, the kernel may hand the same
+// port out twice, and a node then fails to bind its second listener.
+func freePorts(t testing.TB, n int) []int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	ports := make([]int, 0, n)
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return ports
 }
 
 func (d *deployment) secret(name string) string { return filepath.Join(d.dir, "secrets", name) }
