@@ -1,5 +1,5 @@
 // Package invariant proves, after the fact, that the runners kept the
-// promises DESIGN.md makes ("Invariants the runner keeps"): it reads the
+// promises docs/ARCHITECTURE.md makes ("Invariants the runner keeps"): it reads the
 // evidence a run of the system leaves behind — every session's transcript,
 // its session record, the run refusals on JETWAY_OUT, the jobs table and a
 // /proc scan for job processes — and checks it against the list of events

@@ -6,7 +6,7 @@
 // token budget, and stopping at turn and time budgets with an optional
 // wrap-up. It is exposed as a range-over-func iterator of Events.
 //
-// The loop keeps the runner's invariants (DESIGN.md): every message it makes
+// The loop keeps the runner's invariants (docs/ARCHITECTURE.md): every message it makes
 // is told to the Recorder before anything acts on it (a refused record ends
 // the run at once), the history is append-only and every request is a pure
 // view of it, and a tool call never stays without its result.
