@@ -147,6 +147,7 @@ script\ demo.json*)
 esac
 echo "  tools: $(dev_line "tools: ")"
 echo "  more terminals: $attach"
+echo "  web console: $url/ (sign in with a token from $DATA/tokens.json)"
 echo "  leave: /quit or Ctrl-D (this stops jetway dev too); /help lists the commands"
 echo
 
