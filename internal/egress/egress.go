@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"net/netip"
 	"strings"
 	"syscall"
@@ -110,3 +111,27 @@ func (g *Guard) DialContext(ctx context.Context, network, addr string) (net.Conn
 	}
 	return d.DialContext(ctx, network, addr)
 }
+
+// Client is an HTTP client whose every dial goes through g: no proxy from
+// the environment (a proxy would be dialled instead of the target, and the
+// address check would see only the proxy) and no redirects (a 3xx answer
+// is returned as it is, so a target cannot send the request elsewhere).
+// timeout bounds a whole request; 0 leaves it to the request's context.
+func (g *Guard) Client(timeout time.Duration) *http.Client {
+	return &http.Client{
+		Timeout: timeout,
+		Transport: &http.Transport{
+			Proxy:                 nil,
+			DialContext:           g.DialContext,
+			ForceAttemptHTTP2:     true,
+			MaxIdleConns:          100,
+			IdleConnTimeout:       90 * time.Second,
+			TLSHandshakeTimeout:   10 * time.Second,
+			ExpectContinueTimeout: time.Second,
+		},
+		CheckRedirect: NoRedirects,
+	}
+}
+
+// NoRedirects is a CheckRedirect that returns a 3xx answer as it is.
+func NoRedirects(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"regexp"
@@ -256,13 +257,13 @@ func sameServer(a, b jobsapi.MCPServer) bool {
 // the worker's environment is passed on.
 func (m *mcpHost) serverEnv(tenant string, spec jobsapi.MCPServer) ([]string, error) {
 	var env []string
-	for _, name := range sortedKeys(spec.Env) {
+	for _, name := range slices.Sorted(maps.Keys(spec.Env)) {
 		if why := agents.ForbiddenMCPEnv(name); why != "" {
 			return nil, badRequest("MCP server %s: env %s: %s", spec.Name, name, why)
 		}
 		env = append(env, name+"="+spec.Env[name])
 	}
-	for _, name := range sortedKeys(spec.Secrets) {
+	for _, name := range slices.Sorted(maps.Keys(spec.Secrets)) {
 		if why := agents.ForbiddenMCPEnv(name); why != "" {
 			return nil, badRequest("MCP server %s: secrets %s: %s", spec.Name, name, why)
 		}
@@ -274,15 +275,6 @@ func (m *mcpHost) serverEnv(tenant string, spec jobsapi.MCPServer) ([]string, er
 		env = append(env, name+"="+v)
 	}
 	return env, nil
-}
-
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
 
 // start starts s's process in the workspace, confined and contained.

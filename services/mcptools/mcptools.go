@@ -315,21 +315,10 @@ func (h *Hub) secret(tenant, name string) (string, bool) {
 }
 
 // guardedClient is the default client of http servers (see
-// Config.HTTPClient).
+// Config.HTTPClient): every dial through the egress guard, no proxy, no
+// redirects.
 func guardedClient(allowHosts []string) *http.Client {
-	g := egress.NewGuard(allowHosts, "MCP server", "--mcp-allow-host")
-	return &http.Client{
-		Transport: &http.Transport{
-			Proxy:                 nil,
-			DialContext:           g.DialContext,
-			ForceAttemptHTTP2:     true,
-			MaxIdleConns:          100,
-			IdleConnTimeout:       90 * time.Second,
-			TLSHandshakeTimeout:   10 * time.Second,
-			ExpectContinueTimeout: time.Second,
-		},
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-	}
+	return egress.NewGuard(allowHosts, "MCP server", "--mcp-allow-host").Client(0)
 }
 
 // headerTransport adds the server's configured headers to every request.

@@ -29,25 +29,8 @@ func newEgressGuard(allowHosts []string) *egress.Guard {
 // host included.
 var errRedirect = errors.New("redirects are not followed")
 
-// webhookClient is the HTTP client that posts webhooks: no redirects, no
-// proxy from the environment (a proxy would be dialled instead of the
-// target and the address check would see only the proxy), every dial
-// through the guard.
+// webhookClient is the HTTP client that posts webhooks: every dial through
+// the guard, no proxy, no redirects (egress.Guard.Client).
 func webhookClient(timeout time.Duration, allowHosts []string) *http.Client {
-	g := newEgressGuard(allowHosts)
-	return &http.Client{
-		Timeout: timeout,
-		Transport: &http.Transport{
-			Proxy:                 nil,
-			DialContext:           g.DialContext,
-			ForceAttemptHTTP2:     true,
-			MaxIdleConns:          100,
-			IdleConnTimeout:       90 * time.Second,
-			TLSHandshakeTimeout:   10 * time.Second,
-			ExpectContinueTimeout: time.Second,
-		},
-		CheckRedirect: noRedirects,
-	}
+	return newEgressGuard(allowHosts).Client(timeout)
 }
-
-func noRedirects(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }

@@ -52,6 +52,7 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/trace"
 
+	"jetway/internal/egress"
 	"jetway/pkg/bus"
 	"jetway/pkg/events"
 )
@@ -223,7 +224,7 @@ func New(cfg Config) (*Notifier, error) {
 	hc := webhookClient(cfg.HTTPTimeout, cfg.WebhookAllowHosts)
 	if cfg.HTTPClient != nil {
 		c := *cfg.HTTPClient
-		c.CheckRedirect = noRedirects
+		c.CheckRedirect = egress.NoRedirects
 		hc = &c
 	}
 	host, _ := os.Hostname()

@@ -2,6 +2,7 @@ package agents
 
 import (
 	"fmt"
+	"maps"
 	"net/url"
 	"regexp"
 	"slices"
@@ -142,7 +143,7 @@ func validateStdio(s dispatcherapi.AgentMCPServer, bad badField) error {
 			return bad(field, "looks like it holds a secret; a profile never does: name it in secrets and read it from the environment")
 		}
 	}
-	for _, name := range sortedKeys(s.Env) {
+	for _, name := range slices.Sorted(maps.Keys(s.Env)) {
 		if why := ForbiddenMCPEnv(name); why != "" {
 			return bad(".env."+name, "%s", why)
 		}
@@ -153,7 +154,7 @@ func validateStdio(s dispatcherapi.AgentMCPServer, bad badField) error {
 			return bad(".env."+name, "looks like a secret; a profile never holds one: move it to secrets, which names a secret the jobs worker holds")
 		}
 	}
-	for _, name := range sortedKeys(s.Secrets) {
+	for _, name := range slices.Sorted(maps.Keys(s.Secrets)) {
 		if why := ForbiddenMCPEnv(name); why != "" {
 			return bad(".secrets."+name, "%s", why)
 		}
@@ -190,7 +191,7 @@ func validateHTTP(s dispatcherapi.AgentMCPServer, bad badField) error {
 	case len(s.Headers) > MaxMCPEnv:
 		return bad(".headers", "at most %d headers", MaxMCPEnv)
 	}
-	for _, h := range sortedKeys(s.Headers) {
+	for _, h := range slices.Sorted(maps.Keys(s.Headers)) {
 		if !headerNamePattern.MatchString(h) {
 			return bad(".headers."+h, "not a header name")
 		}
@@ -205,15 +206,6 @@ func validateHTTP(s dispatcherapi.AgentMCPServer, bad badField) error {
 // for a credential (a GitHub token, an API key, NAME=value of a secret's
 // name): those go in secrets and headers, by name.
 func holdsSecret(s string) bool { return redact.Text(s) != s }
-
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
-}
 
 // MCPSecretPrefix starts the variables that hold the secrets MCP servers
 // name, on the jobs workers (stdio secrets) and runners (http headers).
