@@ -432,7 +432,8 @@ func TestConsole_flips_Ground_Stop_and_shows_it(t *testing.T) {
 
 func TestConsole_shows_an_agents_validation_error_at_the_field_and_binds_a_session_to_it(t *testing.T) {
 	d, tk := startConsoleDev(t, `{"turns": [{"text": "ok"}]}`)
-	if code := apiCall(t, d, "PUT", "/v1/agents/reviewer", tk.admin, `{"instructions": "Review the diff.", "description": "reads diffs"}`, nil); code != http.StatusOK {
+	if code := apiCall(t, d, "PUT", "/v1/agents/reviewer", tk.admin, `{"instructions": "Review the diff.", "description": "reads diffs",
+		"limits": {"max_subagents": 3}, "mcp": [{"name": "gh", "transport": "stdio", "command": "gh-mcp"}]}`, nil); code != http.StatusOK {
 		t.Fatalf("PUT agent: %d", code)
 	}
 	b := newBrowser(t, d.url)
@@ -463,15 +464,27 @@ func TestConsole_shows_an_agents_validation_error_at_the_field_and_binds_a_sessi
 	}
 	var a struct {
 		Limits struct {
-			MaxDuration string `json:"max_duration"`
+			MaxDuration  string `json:"max_duration"`
+			MaxSubagents int    `json:"max_subagents"`
 		} `json:"limits"`
 		Description string `json:"description"`
+		MCP         []struct {
+			Name    string `json:"name"`
+			Command string `json:"command"`
+		} `json:"mcp"`
 	}
 	apiCall(t, d, "GET", "/v1/agents/reviewer", tk.admin, "", &a)
-	if a.Limits.MaxDuration != "30m" || a.Description != "reads diffs" {
-		t.Errorf("the stored profile is %+v, want max_duration 30m and the description kept", a)
+	if a.Limits.MaxDuration != "30m" || a.Description != "reads diffs" || a.Limits.MaxSubagents != 3 ||
+		len(a.MCP) != 1 || a.MCP[0].Name != "gh" || a.MCP[0].Command != "gh-mcp" {
+		t.Errorf("the stored profile is %+v, want max_duration 30m and the description, sub-agent limit and MCP server kept", a)
 	}
 	b.shot("agent-saved")
+
+	// A refusal naming a field inside the MCP list is shown at that list.
+	b.do("enter an MCP server without a URL", chromedp.SetValue(chromedp.CSS("#f-mcp"), `[{"name": "web", "transport": "http"}]`),
+		chromedp.Click(chromedp.CSS("#save-agent")))
+	b.until("the error at the MCP field", `document.getElementById('err-f-mcp')?.textContent.includes('mcp[0]')`)
+	b.shot("agent-mcp-error")
 
 	// The saved profile can be chosen for a session from the composer.
 	b.openSession("bound")

@@ -832,9 +832,12 @@
     ['limits.max_duration', 'Max run duration', 'text', 'a duration such as 30m or 2h'],
     ['limits.fuel', 'Fuel (tokens per session)', 'number'],
     ['limits.runs_per_hour', 'Runs per hour', 'number'],
+    ['limits.max_subagent_depth', 'Sub-agent depth', 'number', 'how deep sub-agents may nest; empty: 2'],
+    ['limits.max_subagents', 'Sub-agents at once', 'number', 'empty: 4'],
     ['recovery', 'Recovery', ['', 'automatic', 'manual', 'never']],
     ['context_window', 'Context window (tokens)', 'number'],
     ['instruction_files', 'Instruction files', 'list', 'comma-separated workspace paths; empty: AGENTS.md'],
+    ['mcp', 'MCP servers (JSON)', 'json', 'a JSON list of servers, as in docs/MCP.md; empty: none'],
   ];
   const fieldId = (f) => 'f-' + f.replace(/[.[\]]/g, '-');
   const getPath = (o, p) => p.split('.').reduce((x, k) => (x == null ? undefined : x[k]), o);
@@ -843,6 +846,11 @@
     let x = o;
     for (const k of ks.slice(0, -1)) x = x[k] = x[k] || {};
     x[ks[ks.length - 1]] = v;
+  }
+  function deletePath(o, p) {
+    const ks = p.split('.');
+    const x = getPath(o, ks.slice(0, -1).join('.')) ?? (ks.length === 1 ? o : undefined);
+    if (x && typeof x === 'object') delete x[ks[ks.length - 1]];
   }
 
   function agentPage(name, isNew) {
@@ -861,7 +869,7 @@
       const id = fieldId(f);
       let c;
       if (Array.isArray(kind)) c = h('select', { id }, kind.map((o) => h('option', { value: o }, o || 'runner default')));
-      else if (kind === 'textarea') c = h('textarea', { id, rows: 6 });
+      else if (kind === 'textarea' || kind === 'json') c = h('textarea', { id, rows: 6, spellcheck: 'false' });
       else c = h('input', { id, type: kind === 'number' ? 'number' : 'text' });
       c.dataset.field = f;
       c.dataset.kind = Array.isArray(kind) ? 'select' : kind;
@@ -878,10 +886,15 @@
     fill(main, h('h1', {}, isNew ? 'New agent profile' : 'Agent ' + name),
       h('p', {}, h('a', { href: '#/agents' }, '← all agents')), form);
 
+    // loaded is the profile as last read or saved: a save starts from it,
+    // so a field this form does not show is kept, never dropped.
+    let loaded = {};
     function fillForm(a) {
+      loaded = a;
       for (const [f, c] of inputs) {
         const v = getPath(a, f);
-        c.value = Array.isArray(v) ? v.join(', ') : v == null || v === 0 ? '' : v;
+        if (c.dataset.kind === 'json') c.value = v == null ? '' : JSON.stringify(v, null, 2);
+        else c.value = Array.isArray(v) ? v.join(', ') : v == null || v === 0 ? '' : v;
       }
       status.textContent = a.version ? `version ${a.version}, updated ${ago(a.updated)}` : 'the implicit default profile: saving stores it';
     }
@@ -894,7 +907,7 @@
     // showError puts a refusal at the field it names (tools.allow[2] is
     // tools.allow's), or above the form when it names none.
     function showError(e) {
-      const f = (e.problem.field || '').replace(/\[\d+\]$/, '');
+      const f = formField(e.problem.field || '');
       const c = f === 'name' ? nameInput : inputs.get(f);
       if (!c) { flash('Saving failed: ' + e.message); return; }
       c.setAttribute('aria-invalid', 'true');
@@ -903,15 +916,29 @@
       flash('Saving failed: ' + f + ' — see the field.');
     }
 
+    // formField is the form's field for the one a refusal names:
+    // mcp[0].url is the MCP servers', tools.allow[2] is tools.allow's.
+    function formField(f) {
+      while (f && f !== 'name' && !inputs.has(f)) f = f.replace(/(\.[^.[\]]*|\[\d+\])$/, '');
+      return f;
+    }
+
     form.addEventListener('submit', async (ev) => {
       ev.preventDefault();
       clearErrors();
-      const a = {};
+      const a = structuredClone(loaded);
+      for (const k of ['name', 'version', 'updated']) delete a[k];
       for (const [f, c] of inputs) {
         const v = c.value.trim();
-        if (c.dataset.kind === 'number') { if (v !== '') setPath(a, f, Number(v)); }
-        else if (c.dataset.kind === 'list') setPath(a, f, v === '' ? null : list(v));
-        else if (v !== '') setPath(a, f, v);
+        if (v === '') { deletePath(a, f); continue; }
+        if (c.dataset.kind === 'number') setPath(a, f, Number(v));
+        else if (c.dataset.kind === 'list') setPath(a, f, list(v));
+        else if (c.dataset.kind === 'json') {
+          try { setPath(a, f, JSON.parse(v)); } catch (err) {
+            showError({ problem: { field: f }, message: f + ': not JSON: ' + err.message });
+            return;
+          }
+        } else setPath(a, f, v);
       }
       if (!a.instructions) a.instructions = '';
       const n = nameInput.value.trim();
