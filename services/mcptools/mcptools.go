@@ -246,7 +246,7 @@ func (s *server) session(ctx context.Context) (*mcp.ClientSession, error) {
 		},
 	})
 	var opts *mcp.ClientSessionOptions
-	if v := s.hub.cfg.ProtocolVersion; v != "" {
+	if v := s.protocolVersion(wc != nil); v != "" {
 		opts = &mcp.ClientSessionOptions{ProtocolVersion: v}
 	}
 	cs, err := client.Connect(ctx, t, opts)
@@ -280,6 +280,26 @@ func (s *server) session(ctx context.Context) (*mcp.ClientSession, error) {
 
 // transport is how the server is reached: over HTTP from here, or through
 // the session's jobs worker.
+// StdioProtocolVersion is the MCP version asked of stdio servers when
+// Config.ProtocolVersion names none. A stdio server is one process per
+// session that each run's connection attaches to in turn, so it must not
+// hold per-connection state: from 2026-07-28 on, list_changed reaches only
+// a connection with a subscriptions/listen stream open, and the SDK's
+// server forgets the session's subscription when an earlier connection's
+// stream ends, even after a later one opened its own (so a run attached
+// after another could stop hearing its server's changes). Before that
+// version the notifications go to the session, whichever run is attached.
+const StdioProtocolVersion = "2025-11-25"
+
+// protocolVersion is the version to ask for: the configured one, or for a
+// stdio server through a worker StdioProtocolVersion.
+func (s *server) protocolVersion(stdio bool) string {
+	if v := s.hub.cfg.ProtocolVersion; v != "" || !stdio {
+		return v
+	}
+	return StdioProtocolVersion
+}
+
 func (s *server) transport() (mcp.Transport, *workerConn, error) {
 	switch agents.MCPTransport(s.spec) {
 	case agents.MCPHTTP:
