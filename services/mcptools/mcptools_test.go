@@ -15,6 +15,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
 	"jetway/internal/mcptest"
 	"jetway/internal/testutil"
 	"jetway/pkg/agent/tool"
@@ -84,19 +88,43 @@ type env struct {
 	kvCtl  func(on bool)
 }
 
-func newEnv(t *testing.T, mods ...func(*jobs.Config)) *env {
+// testBus is what every stdio test stands on: the test server built with
+// the SDK, a provisioned JetStream server and a jobs client on it. Tests
+// skip where the kernel cannot confine a server.
+type testBus struct {
+	server string
+	srv    *server.Server
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	jc     *jobsclient.Client
+}
+
+func startBus(t *testing.T) testBus {
 	t.Helper()
 	if v := proctree.LandlockABI(); v < proctree.MinLandlockABI {
 		t.Skipf("kernel Landlock ABI %d; confinement needs %d", v, proctree.MinLandlockABI)
 	}
-	bin := mcptest.Build(t)
-	srv := bustest.StartServer(t)
-	nc, js := bustest.Connect(t, srv.ClientURL())
+	b := testBus{server: mcptest.Build(t), srv: bustest.StartServer(t)}
+	b.nc, b.js = bustest.Connect(t, b.srv.ClientURL())
 	ctx, cancel := context.WithTimeout(bg, 30*time.Second)
 	defer cancel()
-	if err := bus.Provision(ctx, js, bus.ProvisionConfig{Partitions: 1}); err != nil {
+	if err := bus.Provision(ctx, b.js, bus.ProvisionConfig{Partitions: 1}); err != nil {
 		t.Fatalf("provision: %v", err)
 	}
+	jc, err := jobsclient.New(jobsclient.Config{NC: b.nc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.jc = jc
+	return b
+}
+
+func newEnv(t *testing.T, mods ...func(*jobs.Config)) *env {
+	t.Helper()
+	b := startBus(t)
+	bin, nc, js, jc := b.server, b.nc, b.js, b.jc
+	ctx, cancel := context.WithTimeout(bg, 30*time.Second)
+	defer cancel()
 	root := filepath.Join(t.TempDir(), "jobs")
 	secrets := map[string]string{"gh-token": "ghp_server_secret_value_1"}
 	cfg := jobs.Config{NC: nc, WorkerID: "w1", Root: root, Grace: 200 * time.Millisecond,
@@ -133,10 +161,6 @@ func newEnv(t *testing.T, mods ...func(*jobs.Config)) *env {
 		}
 	}
 	t.Cleanup(stop)
-	jc, err := jobsclient.New(jobsclient.Config{NC: nc})
-	if err != nil {
-		t.Fatal(err)
-	}
 	control, err := bus.OpenBucket(ctx, js, bus.BucketControl)
 	if err != nil {
 		t.Fatal(err)
@@ -570,21 +594,8 @@ func childWorker(t *testing.T, url, root, read string, jc *jobsclient.Client) *e
 }
 
 func TestA_stdio_server_in_a_jobs_worker_process_dies_with_it(t *testing.T) {
-	if v := proctree.LandlockABI(); v < proctree.MinLandlockABI {
-		t.Skipf("kernel Landlock ABI %d; confinement needs %d", v, proctree.MinLandlockABI)
-	}
-	bin := mcptest.Build(t)
-	srv := bustest.StartServer(t)
-	nc, js := bustest.Connect(t, srv.ClientURL())
-	ctx, cancel := context.WithTimeout(bg, 30*time.Second)
-	defer cancel()
-	if err := bus.Provision(ctx, js, bus.ProvisionConfig{Partitions: 1}); err != nil {
-		t.Fatalf("provision: %v", err)
-	}
-	jc, err := jobsclient.New(jobsclient.Config{NC: nc})
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := startBus(t)
+	bin, srv, jc := b.server, b.srv, b.jc
 	root := filepath.Join(t.TempDir(), "jobs")
 	worker := childWorker(t, srv.ClientURL(), root, filepath.Dir(bin), jc)
 	hub := mcptools.New(mcptools.Config{Jobs: jc, ConnectTimeout: 20 * time.Second})

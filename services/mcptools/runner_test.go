@@ -2,7 +2,6 @@ package mcptools_test
 
 import (
 	"context"
-	"encoding/json"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -10,57 +9,17 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"jetway/internal/mcptest"
 	"jetway/internal/testutil"
 	"jetway/pkg/agent/tool"
 	"jetway/pkg/bus"
-	"jetway/pkg/bus/bustest"
 	"jetway/pkg/control/agents"
 	"jetway/pkg/dispatcherapi"
 	"jetway/pkg/events"
 	"jetway/pkg/llm/anthropic"
 	"jetway/pkg/llm/llmtest"
-	"jetway/pkg/tasks/proctree"
-	jobsclient "jetway/services/jobs/client"
 	"jetway/services/mcptools"
 	"jetway/services/runner"
 )
-
-// anthropicToolResults are the tool_result blocks of a request to the
-// fake Anthropic API, by tool_use id ("ERROR " before an error's).
-func anthropicToolResults(t *testing.T, req llmtest.Request) map[string]string {
-	t.Helper()
-	var body struct {
-		Messages []struct {
-			Content json.RawMessage `json:"content"`
-		} `json:"messages"`
-	}
-	if err := json.Unmarshal(req.Body, &body); err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]string{}
-	for _, m := range body.Messages {
-		var blocks []struct {
-			Type      string          `json:"type"`
-			ToolUseID string          `json:"tool_use_id"`
-			Content   json.RawMessage `json:"content"`
-			IsError   bool            `json:"is_error"`
-		}
-		if json.Unmarshal(m.Content, &blocks) != nil {
-			continue
-		}
-		for _, b := range blocks {
-			if b.Type == "tool_result" {
-				s := string(b.Content)
-				if b.IsError {
-					s = "ERROR " + s
-				}
-				out[b.ToolUseID] = s
-			}
-		}
-	}
-	return out
-}
 
 // TestA_stdio_tool_call_round_trips_from_the_model_through_a_runner_and_a_worker_process
 // is the whole path: a model speaking the Anthropic wire format (over
@@ -68,21 +27,10 @@ func anthropicToolResults(t *testing.T, req llmtest.Request) map[string]string {
 // runs in a jobs worker process; the server crashes under a call and the
 // next call starts it again.
 func TestA_stdio_tool_call_round_trips_from_the_model_through_a_runner_and_a_worker_process(t *testing.T) {
-	if v := proctree.LandlockABI(); v < proctree.MinLandlockABI {
-		t.Skipf("kernel Landlock ABI %d; confinement needs %d", v, proctree.MinLandlockABI)
-	}
-	bin := mcptest.Build(t)
-	srv := bustest.StartServer(t)
-	nc, js := bustest.Connect(t, srv.ClientURL())
+	b := startBus(t)
+	bin, srv, nc, js, jc := b.server, b.srv, b.nc, b.js, b.jc
 	ctx, cancel := context.WithTimeout(bg, 30*time.Second)
 	defer cancel()
-	if err := bus.Provision(ctx, js, bus.ProvisionConfig{Partitions: 1}); err != nil {
-		t.Fatalf("provision: %v", err)
-	}
-	jc, err := jobsclient.New(jobsclient.Config{NC: nc})
-	if err != nil {
-		t.Fatal(err)
-	}
 	childWorker(t, srv.ClientURL(), filepath.Join(t.TempDir(), "jobs"), filepath.Dir(bin), jc)
 
 	kv, err := js.KeyValue(ctx, bus.BucketAgents)
@@ -140,7 +88,7 @@ func TestA_stdio_tool_call_round_trips_from_the_model_through_a_runner_and_a_wor
 	}
 	testutil.Eventually(t, 60*time.Second, "the model's fourth call", func() bool { return model.RequestCount() >= 4 })
 
-	results := anthropicToolResults(t, model.Requests()[3])
+	results := model.Requests()[3].ToolResults()
 	if got := results["tu_1"]; !strings.Contains(got, "echo: first") || strings.HasPrefix(got, "ERROR") {
 		t.Errorf("first echo's result = %s", got)
 	}

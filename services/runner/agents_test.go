@@ -164,22 +164,6 @@ func counted(name string, n *atomic.Int32) tool.Tool {
 	}}
 }
 
-func toolNames(req llmtest.Request) []string {
-	var names []string
-	tools, _ := req.JSON()["tools"].([]any)
-	for _, t := range tools {
-		m, _ := t.(map[string]any)
-		if fn, ok := m["function"].(map[string]any); ok { // OpenAI's shape
-			m = fn
-		}
-		if name, ok := m["name"].(string); ok {
-			names = append(names, name)
-		}
-	}
-	slices.Sort(names)
-	return names
-}
-
 func TestTwo_sessions_bound_to_two_profiles_reach_their_own_model_instructions_tools_and_limits(t *testing.T) {
 	e := newEnv(t)
 	alphaModel := llmtest.NewAnthropic(t,
@@ -228,7 +212,7 @@ func TestTwo_sessions_bound_to_two_profiles_reach_their_own_model_instructions_t
 	if sys := fmt.Sprint(a.JSON()["system"]); !strings.Contains(sys, "You are ALPHA.") || strings.Contains(sys, "BETA") {
 		t.Fatalf("alpha's system prompt: %s", sys)
 	}
-	if got := toolNames(a); !slices.Equal(got, []string{"tool_a"}) {
+	if got := a.ToolNames(); !slices.Equal(got, []string{"tool_a"}) {
 		t.Fatalf("alpha was offered %v, want only tool_a", got)
 	}
 	if a.JSON()["model"] != "claude-alpha" {
@@ -243,7 +227,7 @@ func TestTwo_sessions_bound_to_two_profiles_reach_their_own_model_instructions_t
 	if body := string(b.Body); !strings.Contains(body, "You are BETA.") || strings.Contains(body, "ALPHA") {
 		t.Fatalf("beta's request lacks its own system prompt:\n%s", body)
 	}
-	if got := toolNames(b); !slices.Equal(got, []string{"tool_b"}) {
+	if got := b.ToolNames(); !slices.Equal(got, []string{"tool_b"}) {
 		t.Fatalf("beta was offered %v, want only tool_b", got)
 	}
 	if ranA.Load() != 0 || ranB.Load() != 1 {

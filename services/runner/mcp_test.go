@@ -2,7 +2,6 @@ package runner
 
 import (
 	"context"
-	"encoding/json"
 	"slices"
 	"strings"
 	"testing"
@@ -23,54 +22,6 @@ func mcpHook(secrets map[string]string) func(context.Context, SessionRef, agents
 	return func(ctx context.Context, s SessionRef, prof agents.Profile, offer func(string, []tool.Tool)) func() {
 		return hub.Open(ctx, mcptools.Ref{Tenant: s.Tenant, Session: s.Session, Run: s.Run}, prof.MCP, offer).Close
 	}
-}
-
-// toolsOffered are the tool names of a request to the fake Anthropic API.
-func toolsOffered(req llmtest.Request) []string {
-	var body struct {
-		Tools []struct {
-			Name        string          `json:"name"`
-			InputSchema json.RawMessage `json:"input_schema"`
-		} `json:"tools"`
-	}
-	_ = json.Unmarshal(req.Body, &body)
-	var names []string
-	for _, t := range body.Tools {
-		names = append(names, t.Name)
-	}
-	return names
-}
-
-// toolResults are the tool_result blocks of a request, by tool_use id.
-func toolResults(req llmtest.Request) map[string]string {
-	var body struct {
-		Messages []struct {
-			Content json.RawMessage `json:"content"`
-		} `json:"messages"`
-	}
-	_ = json.Unmarshal(req.Body, &body)
-	out := map[string]string{}
-	for _, m := range body.Messages {
-		var blocks []struct {
-			Type      string          `json:"type"`
-			ToolUseID string          `json:"tool_use_id"`
-			Content   json.RawMessage `json:"content"`
-			IsError   bool            `json:"is_error"`
-		}
-		if json.Unmarshal(m.Content, &blocks) != nil {
-			continue
-		}
-		for _, b := range blocks {
-			if b.Type == "tool_result" {
-				s := string(b.Content)
-				if b.IsError {
-					s = "ERROR " + s
-				}
-				out[b.ToolUseID] = s
-			}
-		}
-	}
-	return out
 }
 
 func TestAn_MCP_tool_call_round_trips_through_the_models_wire_format_and_deny_rules_hold(t *testing.T) {
@@ -97,11 +48,11 @@ func TestAn_MCP_tool_call_round_trips_through_the_models_wire_format_and_deny_ru
 	if len(reqs) != 4 {
 		t.Fatalf("%d model requests, want 4", len(reqs))
 	}
-	offered := toolsOffered(reqs[0])
+	offered := reqs[0].ToolNames()
 	if !slices.Contains(offered, "mcp__web__echo") || slices.Contains(offered, "layover") || slices.Contains(offered, "shell") {
 		t.Fatalf("tools offered %v: want the server's tools and only those tools.allow names", offered)
 	}
-	results := toolResults(reqs[3])
+	results := reqs[3].ToolResults()
 	if got := results["tu_echo"]; !strings.Contains(got, "echo: through the model") || strings.HasPrefix(got, "ERROR") {
 		t.Errorf("echo's result = %s", got)
 	}

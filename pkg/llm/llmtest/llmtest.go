@@ -24,6 +24,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -130,6 +131,58 @@ func (r Request) JSON() map[string]any {
 	var m map[string]any
 	_ = json.Unmarshal(r.Body, &m)
 	return m
+}
+
+// ToolNames are the names of the tools a request offers, sorted, in either
+// provider's shape (OpenAI nests them under "function").
+func (r Request) ToolNames() []string {
+	var names []string
+	tools, _ := r.JSON()["tools"].([]any)
+	for _, t := range tools {
+		m, _ := t.(map[string]any)
+		if fn, ok := m["function"].(map[string]any); ok {
+			m = fn
+		}
+		if name, ok := m["name"].(string); ok {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	return names
+}
+
+// ToolResults are an Anthropic request's tool_result blocks by tool_use
+// id: each one's content as JSON, after "ERROR " when it is an error.
+func (r Request) ToolResults() map[string]string {
+	var body struct {
+		Messages []struct {
+			Content json.RawMessage `json:"content"`
+		} `json:"messages"`
+	}
+	_ = json.Unmarshal(r.Body, &body)
+	out := map[string]string{}
+	for _, m := range body.Messages {
+		var blocks []struct {
+			Type      string          `json:"type"`
+			ToolUseID string          `json:"tool_use_id"`
+			Content   json.RawMessage `json:"content"`
+			IsError   bool            `json:"is_error"`
+		}
+		if json.Unmarshal(m.Content, &blocks) != nil {
+			continue // a string: no blocks
+		}
+		for _, b := range blocks {
+			if b.Type != "tool_result" {
+				continue
+			}
+			c := string(b.Content)
+			if b.IsError {
+				c = "ERROR " + c
+			}
+			out[b.ToolUseID] = c
+		}
+	}
+	return out
 }
 
 // server is what both fake servers share: the reply queue, the recording
