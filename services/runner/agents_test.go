@@ -52,14 +52,7 @@ func (e *env) publishAgent(tenant, session, text, agent string) string {
 	}
 	events.SetAgent(&ev, agent)
 	subj, _ := events.EventsSubject(tenant, session)
-	msg, err := events.Encode(context.Background(), subj, ev)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	if _, err := e.js.PublishMsg(context.Background(), msg); err != nil {
-		e.t.Fatal(err)
-	}
-	return ev.ID()
+	return e.send(subj, ev)
 }
 
 // runStarts are the run_started records of a session's transcript.

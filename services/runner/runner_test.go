@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cloudevents/sdk-go/v2/event"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
@@ -88,6 +89,12 @@ func (e *env) publish(kind events.Kind, tenant, session string, p events.Payload
 	if err != nil {
 		e.t.Fatal(err)
 	}
+	return e.send(subj, ev)
+}
+
+// send publishes ev on subj, encoded as publishers do, and returns its CE id.
+func (e *env) send(subj string, ev event.Event) string {
+	e.t.Helper()
 	msg, err := events.Encode(context.Background(), subj, ev)
 	if err != nil {
 		e.t.Fatal(err)

@@ -450,14 +450,7 @@ func (e *env) publishAgentInput(tenant, session, text string) string {
 		e.t.Fatal(err)
 	}
 	subj, _ := events.AgentEventsSubject(tenant, session)
-	msg, err := events.Encode(context.Background(), subj, ev)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	if _, err := e.js.PublishMsg(context.Background(), msg); err != nil {
-		e.t.Fatal(err)
-	}
-	return ev.ID()
+	return e.send(subj, ev)
 }
 
 func TestA_child_s_tokens_count_against_its_root_s_fuel(t *testing.T) {
