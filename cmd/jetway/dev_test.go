@@ -49,7 +49,7 @@ func TestDev_provisions_serves_health_and_stops_cleanly_on_SIGTERM(t *testing.T)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	// The dev bus takes only its token: a client without it is refused.
+	// The dev bus takes only its users: a client without a credential is refused.
 	if _, err := nats.Connect(natsURL, nats.Timeout(10*time.Second), nats.MaxReconnects(0)); err == nil {
 		t.Fatalf("connect to %s without the dev token: want refused, got connected", natsURL)
 	} else if !strings.Contains(strings.ToLower(err.Error()), "authorization") {
@@ -62,7 +62,7 @@ func TestDev_provisions_serves_health_and_stops_cleanly_on_SIGTERM(t *testing.T)
 	if fi, err := os.Stat(filepath.Join(data, devNATSTokenFile)); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("dev token file mode: %v %v, want 0600", fi.Mode(), err)
 	}
-	nc, err := bus.Connect(ctx, bus.ConnConfig{URLs: []string{natsURL}, Token: strings.TrimSpace(string(token)), Name: t.Name()})
+	nc, err := bus.Connect(ctx, bus.ConnConfig{URLs: []string{natsURL}, User: devServiceUser, Password: strings.TrimSpace(string(token)), Name: t.Name()})
 	if err != nil {
 		t.Fatalf("connect to %s: %v", natsURL, err)
 	}

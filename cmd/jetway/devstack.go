@@ -127,20 +127,26 @@ func runDev(ctx context.Context, cfg devConfig) error {
 		return err
 	}
 
-	token, tokenPath, err := devNATSToken(cfg.DataDir)
+	devb, err := prepareDevBus(cfg.DataDir)
 	if err != nil {
 		return err
 	}
+	if moved, err := bus.MoveGlobalAccountStore(storeDir); err != nil {
+		return err
+	} else if moved {
+		say("moved the streams of a bus without accounts into account %s", bus.AccountJetway)
+	}
 
 	say("jetway dev (version %s), data in %s", version, cfg.DataDir)
-	srv, err := bus.StartEmbedded(bus.EmbeddedConfig{
-		Token:      token,
+	busCfg := bus.EmbeddedConfig{
+		ConfigFile: devb.accountsConf,
 		StoreDir:   storeDir,
 		Host:       host,
 		Port:       port,
 		ServerName: "jetway-dev",
 		Logger:     natsLogger{cfg.Log.With().Str("component", "nats-server").Logger()},
-	})
+	}
+	srv, err := bus.StartEmbedded(busCfg)
 	if err != nil {
 		return err
 	}
@@ -153,15 +159,20 @@ func runDev(ctx context.Context, cfg devConfig) error {
 	if err := lock.Publish(lockInfo); err != nil {
 		return err
 	}
+	stopReload := reloadDevBusOnHangup(devb, srv, busCfg, say)
+	defer stopReload()
 	say("nats-server started, JetStream store in %s", storeDir)
 	say("NATS URL: %s", url)
-	say("NATS token: %s (nats --server %s --user \"$(cat %s)\")", tokenPath, url, tokenPath)
+	say("NATS services' user: %s, password in %s", devServiceUser, devb.passwordPath)
+	say("NATS tenant credentials: %s/<tenant>.nk (nats --server %s --nkey %s pub jetway.events.<session> …)",
+		devb.creds.Dir, url, devb.creds.Path(auth.DefaultTenant, ""))
 
 	connLog := cfg.Log.With().Str("component", "nats").Logger()
 	nc, err := bus.Connect(ctx, bus.ConnConfig{
-		URLs:  []string{url},
-		Token: token,
-		Name:  "jetway-dev",
+		URLs:     []string{url},
+		User:     devServiceUser,
+		Password: devb.password,
+		Name:     "jetway-dev",
 		Logger: func(ev bus.ConnEvent) {
 			level := zerolog.WarnLevel
 			if ev.Err == nil { // our own Close, or a reconnect

@@ -3,6 +3,7 @@ package bus
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"time"
 
@@ -31,8 +32,14 @@ type EmbeddedConfig struct {
 
 	// Token, if set, is the one credential every client must present. A
 	// bus without it lets any local process act as every service, a job's
-	// shell included.
+	// shell included. Not with ConfigFile.
 	Token string
+
+	// ConfigFile, if set, is a nats-server configuration whose accounts and
+	// users the server takes (the account layout: DevAccountsConf); the
+	// fields above still decide where it listens and stores. ReloadEmbedded
+	// reads it again.
+	ConfigFile string
 
 	// ReadyTimeout bounds the wait for the server to accept clients
 	// (default 10s).
@@ -53,17 +60,9 @@ func StartEmbedded(cfg EmbeddedConfig) (*server.Server, error) {
 	if host == "" {
 		host = "127.0.0.1"
 	}
-	opts := &server.Options{
-		ServerName: cfg.ServerName,
-		Host:       host,
-		Port:       freePortFlag(cfg.Port),
-		JetStream:  true,
-		StoreDir:   cfg.StoreDir,
-		NoSigs:     true,
-		Debug:      cfg.Debug,
-		Trace:      cfg.Trace,
-		// Authorization is nats-server's single-token auth.
-		Authorization: cfg.Token,
+	opts, err := embeddedOptions(cfg, host, freePortFlag(cfg.Port))
+	if err != nil {
+		return nil, err
 	}
 	if cfg.ClusterName != "" {
 		clusterHost := cfg.ClusterHost
@@ -109,6 +108,60 @@ func StartEmbedded(cfg EmbeddedConfig) (*server.Server, error) {
 		}
 	}
 	return s, nil
+}
+
+// embeddedOptions are the server options cfg describes: those of its
+// ConfigFile if it has one, with where to listen and store set over them.
+func embeddedOptions(cfg EmbeddedConfig, host string, port int) (*server.Options, error) {
+	opts := &server.Options{}
+	if cfg.ConfigFile != "" {
+		if cfg.Token != "" {
+			return nil, errors.New("bus: embedded server: Token and ConfigFile do not go together (the accounts file has the users)")
+		}
+		var err error
+		if opts, err = server.ProcessConfigFile(cfg.ConfigFile); err != nil {
+			return nil, fmt.Errorf("bus: embedded server: %w", err)
+		}
+	}
+	opts.ServerName = cfg.ServerName
+	opts.Host = host
+	opts.Port = port
+	opts.JetStream = true
+	opts.StoreDir = cfg.StoreDir
+	opts.NoSigs = true
+	opts.Debug = cfg.Debug
+	opts.Trace = cfg.Trace
+	// Authorization is nats-server's single-token auth.
+	opts.Authorization = cfg.Token
+	return opts, nil
+}
+
+// ReloadEmbedded makes s take its ConfigFile again: tenant accounts added
+// or users revoked since it started hold at once, with no restart, and the
+// connections of revoked users are closed.
+func ReloadEmbedded(s *server.Server, cfg EmbeddedConfig) error {
+	if cfg.ConfigFile == "" {
+		return errors.New("bus: reload: the embedded server has no configuration file")
+	}
+	host := cfg.Host
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	port := cfg.Port
+	if addr, ok := s.Addr().(*net.TCPAddr); ok {
+		port = addr.Port
+	}
+	opts, err := embeddedOptions(cfg, host, port)
+	if err != nil {
+		return err
+	}
+	if cfg.ClusterName != "" {
+		return errors.New("bus: reload: not for a clustered embedded server")
+	}
+	if err := s.ReloadOptions(opts); err != nil {
+		return fmt.Errorf("bus: reload %s: %w", cfg.ConfigFile, err)
+	}
+	return nil
 }
 
 // fatalLogger passes the server's log on and catches its fatal errors: an

@@ -53,6 +53,17 @@ const (
 	SubjectAgents = SubjectPrefix + ".agents"
 )
 
+// Endpoints names every NATS API endpoint (the last token of its subject).
+// The dispatcher serves exactly these, and the attack suites try each one
+// from a tenant account: an endpoint added to the dispatcher and not here
+// does not start.
+var Endpoints = []string{"input", "steer", "event", "sessions", "jobs", "stop", "recovery", "transcript", "job", "agents", "cluster"}
+
+// TenantSubject is the subject an API request of a tenant account arrives
+// on in the JETWAY account: the tenant calls jetway.api.<name> in its own
+// account, and its import maps that to jetway.api.<tenant>.<name>.
+func TenantSubject(tenant, name string) string { return SubjectPrefix + "." + tenant + "." + name }
+
 // Problem documents: every error body is an RFC 9457 problem of this media
 // type whose type URI starts with ProblemTypePrefix.
 const (

@@ -63,13 +63,60 @@ func (d *Dispatcher) StartNATS() (micro.Service, error) {
 		"agents":     d.natsAgents,
 		"cluster":    d.natsCluster,
 	}
-	for name, fn := range endpoints {
+	if len(endpoints) != len(api.Endpoints) {
+		svc.Stop()
+		return nil, fmt.Errorf("dispatcher: %d NATS endpoints, but dispatcherapi.Endpoints lists %d", len(endpoints), len(api.Endpoints))
+	}
+	for _, name := range api.Endpoints {
+		fn, ok := endpoints[name]
+		if !ok {
+			svc.Stop()
+			return nil, fmt.Errorf("dispatcher: NATS endpoint %s has no handler", name)
+		}
 		if err := g.AddEndpoint(name, d.natsHandler(name, fn)); err != nil {
 			svc.Stop()
 			return nil, fmt.Errorf("dispatcher: add NATS endpoint %s: %w", name, err)
 		}
+		// The same endpoint as a tenant account reaches it: its import maps
+		// the tenant's jetway.api.<name> to jetway.api.<tenant>.<name>, so
+		// the subject says which tenant asked and the server routes the
+		// reply back into that account, never onto a subject of JETWAY.
+		if err := svc.AddEndpoint("tenant_"+name, d.natsHandler(name, fn),
+			micro.WithEndpointSubject(api.TenantSubject("*", name))); err != nil {
+			svc.Stop()
+			return nil, fmt.Errorf("dispatcher: add NATS endpoint %s for tenant accounts: %w", name, err)
+		}
 	}
 	return svc, nil
+}
+
+// subjectTenant is the tenant a request came from when it arrived through
+// a tenant account's import (jetway.api.<tenant>.<name>), else "".
+func subjectTenant(subject string) string {
+	rest, ok := strings.CutPrefix(subject, APISubjectPrefix+".")
+	if !ok {
+		return ""
+	}
+	tenant, _, ok := strings.Cut(rest, ".")
+	if !ok {
+		return ""
+	}
+	return tenant
+}
+
+// sameTenant refuses a token of another tenant than the account the
+// request came through: the account is where the request came from, the
+// token what it may do there. Operators keep their Ground Stop and cluster
+// views from any account.
+func sameTenant(p auth.Principal, name, subject string) error {
+	tenant := subjectTenant(subject)
+	if tenant == "" || tenant == p.Tenant {
+		return nil
+	}
+	if p.Operator && (name == "stop" || name == "cluster") {
+		return nil
+	}
+	return fmt.Errorf("%w: a token of tenant %q may not act through tenant %q's NATS account", auth.ErrForbidden, p.Tenant, tenant)
 }
 
 // semverRE is the SemVer 2.0 shape micro insists on.
@@ -128,6 +175,9 @@ func (d *Dispatcher) natsHandler(name string, fn func(context.Context, auth.Prin
 		token := auth.BearerToken(natsHeaderCarrier(req.Headers()).Get("Authorization"))
 		var res any
 		p, err := d.authenticate(token)
+		if err == nil {
+			err = sameTenant(p, name, req.Subject())
+		}
 		if err == nil && name != "stop" && name != "cluster" {
 			err = needsTenant(p)
 		}

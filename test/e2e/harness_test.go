@@ -372,7 +372,7 @@ func (d *devStack) jetStream(t *testing.T) jetstream.JetStream {
 	if err != nil {
 		t.Fatalf("the dev bus's token: %v", err)
 	}
-	nc, err := bus.Connect(ctx, bus.ConnConfig{URLs: []string{d.NATSURL}, Token: strings.TrimSpace(string(token)), Name: t.Name()})
+	nc, err := bus.Connect(ctx, bus.ConnConfig{URLs: []string{d.NATSURL}, User: "jetway", Password: strings.TrimSpace(string(token)), Name: t.Name()})
 	if err != nil {
 		t.Fatalf("connect to %s: %v", d.NATSURL, err)
 	}

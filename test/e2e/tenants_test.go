@@ -1,0 +1,138 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"testing"
+	"time"
+
+	cloudevents "github.com/cloudevents/sdk-go/v2"
+	"github.com/nats-io/nats.go"
+
+	"jetway/internal/tenantattack"
+	"jetway/pkg/auth"
+	"jetway/pkg/bus"
+	"jetway/pkg/client"
+	"jetway/pkg/events"
+)
+
+// Tokens of two tenants besides default, written into tokens.json before
+// dev starts: dev makes a NATS account and a credential for each.
+const (
+	acmeUser    = "jw_e2e_acme_user_token"
+	acmeAdmin   = "jw_e2e_acme_admin_token"
+	globexUser  = "jw_e2e_globex_user_token"
+	globexAdmin = "jw_e2e_globex_admin_token"
+)
+
+func tenantTokens(t *testing.T) string {
+	t.Helper()
+	b, err := json.Marshal(auth.File{
+		Tokens: []auth.Grant{
+			{Token: "jw_e2e_default_user_token", Tenant: auth.DefaultTenant},
+			{Token: "jw_e2e_default_admin_token", Tenant: auth.DefaultTenant, Admin: true},
+			{Token: acmeUser, Tenant: "acme"}, {Token: acmeAdmin, Tenant: "acme", Admin: true},
+			{Token: globexUser, Tenant: "globex"}, {Token: globexAdmin, Tenant: "globex", Admin: true},
+		},
+		Operators: []auth.Grant{{Token: "jw_e2e_operator_token", Tenant: auth.DefaultTenant}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// connectTenant connects with the credential dev wrote for tenant.
+func connectTenant(t *testing.T, d *devStack, tenant string) *nats.Conn {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	nc, err := bus.Connect(ctx, bus.ConnConfig{
+		URLs: []string{d.NATSURL}, Name: t.Name() + "-" + tenant,
+		NKeySeedFile: filepath.Join(d.Data, "tenants", tenant+bus.SeedFileExt),
+	})
+	if err != nil {
+		t.Fatalf("connect as tenant %s: %v", tenant, err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
+
+// TestTenantAccounts_in_dev holds the tenant boundary of `jetway dev`,
+// which runs the production account layout: a tenant's credential reaches
+// its own sessions and nothing else, whatever reply, subject or header it
+// tries.
+func TestTenantAccounts_in_dev(t *testing.T) {
+	t.Parallel()
+	d := startDev(t, devOptions{Script: echoScript, Files: map[string]string{auth.DevTokensFile: tenantTokens(t)}})
+	acme := connectTenant(t, d, "acme")
+
+	t.Run("an_input_published_with_the_tenant_credential_starts_a_run", func(t *testing.T) {
+		out := make(chan *nats.Msg, 64)
+		sub, err := acme.ChanSubscribe("jetway.out.own1", out) // the tenant's own view of jetway.out.acme.own1
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sub.Unsubscribe()
+		e := cloudevents.NewEvent()
+		e.SetID("tenant-input-1")
+		e.SetSource("e2e/outside-system")
+		e.SetType(events.TypeInput)
+		if err := e.SetData(cloudevents.ApplicationJSON, map[string]string{"text": "hello over the tenant account"}); err != nil {
+			t.Fatal(err)
+		}
+		msg, err := events.Encode(context.Background(), "jetway.events.own1", e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ack, err := acme.RequestMsg(msg, 10*time.Second)
+		if err != nil {
+			t.Fatalf("publish through the tenant account: %v", err)
+		}
+		var pa struct {
+			Stream string `json:"stream"`
+			Seq    uint64 `json:"seq"`
+		}
+		if err := json.Unmarshal(ack.Data, &pa); err != nil || pa.Stream != bus.StreamEvents {
+			t.Fatalf("PubAck %s (%v): want one from %s", ack.Data, err, bus.StreamEvents)
+		}
+		deadline := time.After(time.Minute)
+		for {
+			select {
+			case m := <-out:
+				if m.Header.Get("ce-type") == events.TypeRunStarted {
+					return
+				}
+			case <-deadline:
+				t.Fatalf("no %s on the tenant's jetway.out.own1 within the deadline; log:\n%s", events.TypeRunStarted, d.logTail(20))
+			}
+		}
+	})
+
+	t.Run("no_reply_subject_or_header_crosses_the_account", func(t *testing.T) {
+		tenantattack.Run(t, tenantattack.Target{
+			Attacker: acme, AttackerTenant: "acme", AttackerToken: acmeUser, AdminToken: acmeAdmin,
+			Victim: "globex", Observer: d.jetStream(t),
+		})
+		// The victim is healthy afterwards: no Ground Stop, and its input runs.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		gc, err := client.New(client.Config{BaseURL: d.URL, Token: globexUser})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := gc.Stop(ctx, "victim1")
+		if err != nil || st.GroundStop || (st.GlobalStop != nil && *st.GlobalStop) || (st.TenantStop != nil && *st.TenantStop) {
+			t.Errorf("Ground Stop over globex's session after the attacks: %+v, %v; want every switch off", st, err)
+		}
+		s := follow(t, gc, "victim1", client.StreamOptions{})
+		acc, err := gc.Input(ctx, "victim1", "are you still fine")
+		if err != nil {
+			t.Fatalf("victim input: %v", err)
+		}
+		if _, end, _ := s.runFor(t, acc.ID); end.Reason != "completed" {
+			t.Errorf("victim's run ended %+v, want completed", end)
+		}
+	})
+}
