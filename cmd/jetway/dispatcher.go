@@ -51,6 +51,7 @@ With no token configured it refuses to start: there is no open mode.`,
 			if err != nil {
 				return err
 			}
+			defer reloadTokensOnHangup(store, auth.Sources{File: tokensFile}, &log)()
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
 			shutdownTracing, err := telemetry.SetupTracing(ctx, telemetry.TracingConfig{ServiceName: "jetway-dispatcher", ServiceVersion: version})
@@ -115,6 +116,7 @@ func runDevDispatcher(ctx context.Context, env *devEnv) error {
 	if err != nil {
 		return err
 	}
+	defer reloadTokensOnHangup(store, auth.Sources{File: dt.Path}, &log)()
 	d, err := dispatcher.New(dispatcher.Config{
 		Conn: env.NC, Auth: store, Logger: &log, Registry: env.Metrics, Version: serviceVersion,
 	})

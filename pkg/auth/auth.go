@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 
 	"jetway/pkg/events"
 )
@@ -133,9 +134,11 @@ type entry struct {
 	principal Principal
 }
 
-// Store answers "whose token is this?".
+// Store answers "whose token is this?". Its tokens can be replaced while
+// it answers (Replace), so a tenant added to a running deployment gets its
+// tokens without a restart.
 type Store struct {
-	entries []entry
+	entries atomic.Pointer[[]entry]
 }
 
 // New builds a Store from grants. Every grant needs a token and a valid
@@ -145,6 +148,7 @@ func New(grants ...Grant) (*Store, error) {
 		return nil, fmt.Errorf("auth: %w (give a tokens file, JETWAY_TOKENS or JETWAY_ADMIN_TOKEN)", ErrNoTokens)
 	}
 	s := &Store{}
+	var entries []entry
 	seen := map[[sha256.Size]byte]int{}
 	for i, g := range grants {
 		if err := g.validate(); err != nil {
@@ -157,15 +161,20 @@ func New(grants ...Grant) (*Store, error) {
 		}
 		seen[h] = i
 		role := g.role()
-		s.entries = append(s.entries, entry{hash: h, principal: Principal{
+		entries = append(entries, entry{hash: h, principal: Principal{
 			Tenant:     g.Tenant,
 			Admin:      role == RoleAdmin || role == RoleOperator,
 			Operator:   role == RoleOperator,
 			eventTypes: append([]string(nil), g.EventTypes...),
 		}})
 	}
+	s.entries.Store(&entries)
 	return s, nil
 }
+
+// Replace makes s answer with from's tokens from now on: a token removed
+// is refused at its next request, one added is known at once.
+func (s *Store) Replace(from *Store) { s.entries.Store(from.entries.Load()) }
 
 func (g Grant) validate() error {
 	if g.Token == "" {
@@ -220,20 +229,21 @@ func (s *Store) Authenticate(token string) (Principal, error) {
 		return Principal{}, fmt.Errorf("auth: %w", ErrNoToken)
 	}
 	h := sha256.Sum256([]byte(token))
+	entries := *s.entries.Load()
 	found := -1
-	for i := range s.entries {
-		if subtle.ConstantTimeCompare(h[:], s.entries[i].hash[:]) == 1 {
+	for i := range entries {
+		if subtle.ConstantTimeCompare(h[:], entries[i].hash[:]) == 1 {
 			found = i
 		}
 	}
 	if found < 0 {
 		return Principal{}, fmt.Errorf("auth: %w", ErrUnknownToken)
 	}
-	return s.entries[found].principal, nil
+	return entries[found].principal, nil
 }
 
 // Len is the number of tokens the Store knows.
-func (s *Store) Len() int { return len(s.entries) }
+func (s *Store) Len() int { return len(*s.entries.Load()) }
 
 // BearerToken extracts the token from an Authorization header value
 // ("Bearer <token>", scheme case-insensitive). It returns "" when there is

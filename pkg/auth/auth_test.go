@@ -53,7 +53,7 @@ func TestAuthenticate_refuses_missing_and_unknown_tokens(t *testing.T) {
 
 func TestStore_keeps_no_token_in_clear(t *testing.T) {
 	s := mustStore(t, Grant{Token: "very-secret-token", Tenant: "acme"})
-	for _, e := range s.entries {
+	for _, e := range *s.entries.Load() {
 		if strings.Contains(string(e.hash[:]), "very-secret-token") {
 			t.Fatal("token stored in clear")
 		}

@@ -315,3 +315,17 @@ func NewToken() (string, error) {
 	}
 	return "jw_" + base64.RawURLEncoding.EncodeToString(b), nil
 }
+
+// WriteFile replaces the tokens file at path with f in one rename (mode
+// 0600), so a dispatcher reloading at that moment reads a whole file.
+func WriteFile(path string, f File) error {
+	tmp, err := writeAside(filepath.Dir(path), f)
+	if err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("auth: tokens file %s: %w", path, err)
+	}
+	return nil
+}

@@ -3,14 +3,18 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
 
+	cenats "github.com/cloudevents/sdk-go/protocol/nats/v2"
 	cloudevents "github.com/cloudevents/sdk-go/v2"
 	"github.com/nats-io/nats.go"
 
 	"jetway/internal/tenantattack"
+	"jetway/internal/testutil"
 	"jetway/pkg/auth"
 	"jetway/pkg/bus"
 	"jetway/pkg/client"
@@ -97,16 +101,72 @@ func TestTenantAccounts_in_dev(t *testing.T) {
 		if err := json.Unmarshal(ack.Data, &pa); err != nil || pa.Stream != bus.StreamEvents {
 			t.Fatalf("PubAck %s (%v): want one from %s", ack.Data, err, bus.StreamEvents)
 		}
-		deadline := time.After(time.Minute)
-		for {
-			select {
-			case m := <-out:
-				if m.Header.Get("ce-type") == events.TypeRunStarted {
-					return
-				}
-			case <-deadline:
-				t.Fatalf("no %s on the tenant's jetway.out.own1 within the deadline; log:\n%s", events.TypeRunStarted, d.logTail(20))
+		waitRunStarted(t, d, out, "jetway.out.own1")
+	})
+
+	t.Run("an_outside_system_added_as_a_user_publishes_with_the_CloudEvents_SDK_until_revoked", func(t *testing.T) {
+		tenants := func(args ...string) {
+			t.Helper()
+			out, err := exec.Command(jetwayBinary(t), append([]string{"tenants"}, append(args, "--data", d.Data)...)...).CombinedOutput()
+			if err != nil {
+				t.Fatalf("jetway tenants %v: %v\n%s", args, err, out)
 			}
+		}
+		tenants("add", "acme", "--user", "ci")
+		seed := filepath.Join(d.Data, "tenants", "acme.ci"+bus.SeedFileExt)
+		opt, err := nats.NkeyOptionFromSeed(seed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The dev bus reloads on the command's signal: connect once it has.
+		var ci *nats.Conn
+		testutil.EventuallyNil(t, 30*time.Second, "the new user's credential is accepted", func() error {
+			var err error
+			ci, err = nats.Connect(d.NATSURL, opt, nats.MaxReconnects(0))
+			return err
+		})
+		defer ci.Close()
+
+		out := make(chan *nats.Msg, 64)
+		sub, err := acme.ChanSubscribe("jetway.out.ci1", out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sub.Unsubscribe()
+		sender, err := cenats.NewSenderFromConn(ci, "jetway.events.ci1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cec, err := cloudevents.NewClient(sender)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := cloudevents.NewEvent()
+		e.SetID("ci-build-7")
+		e.SetSource("ci.example/builds")
+		e.SetType(events.TypeInput)
+		if err := e.SetData(cloudevents.ApplicationJSON, map[string]string{"text": "build 7 finished"}); err != nil {
+			t.Fatal(err)
+		}
+		if res := cec.Send(context.Background(), e); cloudevents.IsUndelivered(res) {
+			t.Fatalf("send with the CloudEvents SDK: %v", res)
+		}
+		waitRunStarted(t, d, out, "jetway.out.ci1")
+
+		tenants("revoke", "acme", "--user", "ci")
+		testutil.EventuallyNil(t, 30*time.Second, "the revoked user is disconnected and refused", func() error {
+			if !ci.IsClosed() {
+				return errors.New("the revoked user's connection is still open")
+			}
+			if c, err := nats.Connect(d.NATSURL, opt, nats.MaxReconnects(0)); err == nil {
+				c.Close()
+				return errors.New("the revoked credential still connects")
+			}
+			return nil
+		})
+		// The tenant's first user is untouched by revoking another.
+		if !acme.IsConnected() {
+			t.Error("revoking user ci disconnected the tenant's first user")
 		}
 	})
 
@@ -135,4 +195,21 @@ func TestTenantAccounts_in_dev(t *testing.T) {
 			t.Errorf("victim's run ended %+v, want completed", end)
 		}
 	})
+}
+
+// waitRunStarted waits for a run's start on the tenant's view of a
+// session's output.
+func waitRunStarted(t *testing.T, d *devStack, out <-chan *nats.Msg, subject string) {
+	t.Helper()
+	deadline := time.After(time.Minute)
+	for {
+		select {
+		case m := <-out:
+			if m.Header.Get("ce-type") == events.TypeRunStarted {
+				return
+			}
+		case <-deadline:
+			t.Fatalf("no %s on the tenant's %s within a minute; log:\n%s", events.TypeRunStarted, subject, d.logTail(20))
+		}
+	}
 }
