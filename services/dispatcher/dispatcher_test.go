@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	api "jetway/pkg/dispatcherapi"
 	"net"
 	"net/http"
 	"os"
@@ -893,4 +894,39 @@ func TestAn_operator_token_of_no_tenant_may_use_Ground_Stop_only(t *testing.T) {
 		t.Fatalf("NATS sessions as an operator of no tenant: code %q (%s)", code, resp.Data)
 	}
 	decode[StopState](t, f.do("GET", "/v1/stop", tokOperator, nil), http.StatusOK)
+}
+
+// A request that came through a tenant account's import names the tenant
+// in its subject: it acts for that tenant, and a token of another tenant
+// is refused there (the account is where it came from, the token what it
+// may do), while an operator keeps its Ground Stop view from any account.
+func TestNATS_API_through_a_tenant_account_acts_for_the_subjects_tenant_only(t *testing.T) {
+	f := newFixture(t)
+	svc, err := f.d.StartNATS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = svc.Stop() })
+
+	resp := natsRequest(t, f, api.TenantSubject("acme", "input"), tokAcme, `{"session":"s9","text":"through acme's account"}`)
+	var acc Accepted
+	if err := json.Unmarshal(resp.Data, &acc); err != nil || acc.ID == "" {
+		t.Fatalf("input through acme's account: %s (%v)", resp.Data, err)
+	}
+	if hs, _ := f.eventsOn("jetway.events.acme.s9"); len(hs) != 1 || hs[0].ID != acc.ID {
+		t.Fatalf("stored %+v, want %s on acme's s9", hs, acc.ID)
+	}
+	for _, name := range api.Endpoints {
+		resp := natsRequest(t, f, api.TenantSubject("acme", name), tokUser, `{"session":"s9","text":"x"}`)
+		if got := resp.Header.Get("Nats-Service-Error-Code"); got != "403" {
+			t.Errorf("%s through acme's account with tenant default's token: code %q, want 403 (%s)", name, got, resp.Data)
+		}
+	}
+	if hs, _ := f.eventsOn("jetway.events.default.s9"); len(hs) != 0 {
+		t.Errorf("a request through acme's account stored %d events for tenant default", len(hs))
+	}
+	resp = natsRequest(t, f, api.TenantSubject("acme", "stop"), tokOperator, `{"action":"get","scope":"global"}`)
+	if got := resp.Header.Get("Nats-Service-Error-Code"); got != "" {
+		t.Errorf("an operator's Ground Stop read through acme's account: code %s (%s)", got, resp.Data)
+	}
 }
