@@ -156,15 +156,18 @@ func (s Sizes) merge(o Sizes) Sizes {
 // env is what every group shares: the NATS connection, the baselines
 // measured so far, and the results.
 type env struct {
-	cfg     Config
-	sizes   Sizes
-	dir     string
-	url     string
-	srv     *server.Server // nil with Config.NATSURL
-	nc      *nats.Conn
-	js      jetstream.JetStream
-	base    baselines
-	results []Result
+	cfg   Config
+	sizes Sizes
+	dir   string
+	url   string
+	srv   *server.Server // nil with Config.NATSURL
+	nc    *nats.Conn
+	js    jetstream.JetStream
+	base  baselines
+	// tenantCreds holds the bench tenant's credential on the bench's own
+	// server (empty with Config.NATSURL).
+	tenantCreds bus.TenantCredentials
+	results     []Result
 }
 
 // baselines are the raw figures other figures are compared with.
@@ -200,6 +203,7 @@ func Run(ctx context.Context, cfg Config) ([]Result, error) {
 	// Every group compares with the raw figures, so they run first.
 	e.progress("raw JetStream baselines")
 	e.measureRaw(ctx)
+	e.measureTenant(ctx)
 	for _, g := range groups {
 		if ctx.Err() != nil {
 			break
@@ -229,7 +233,13 @@ func (e *env) start(ctx context.Context) error {
 	e.url = e.cfg.NATSURL
 	if e.url == "" {
 		e.progress("starting an embedded nats-server with JetStream in %s", dir)
-		srv, err := bus.StartEmbedded(bus.EmbeddedConfig{StoreDir: dir + "/nats", ServerName: "bench"})
+		conf, creds, err := benchAccounts(dir)
+		if err != nil {
+			e.cleanDir()
+			return err
+		}
+		e.tenantCreds = creds
+		srv, err := bus.StartEmbedded(bus.EmbeddedConfig{StoreDir: dir + "/nats", ServerName: "bench", ConfigFile: conf})
 		if err != nil {
 			e.cleanDir()
 			return fmt.Errorf("bench: embedded server: %w", err)
