@@ -88,6 +88,10 @@ func alnum(r rune) bool { return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' ||
 // refuses a profile with it, and the lookup refuses it again for
 // profiles stored before the rule.
 func MCPSecretRefProblem(ref string) string {
+	if holdsSecret(ref) {
+		// Not quoted: the error must not carry what may be a credential.
+		return "this looks like a secret itself, not a secret's name; a profile names secrets, it never holds them"
+	}
 	name, shared := strings.CutPrefix(ref, MCPSharedRef)
 	why := mcpSecretNameProblem(name)
 	if why == "" {
@@ -108,7 +112,7 @@ func MCPSecretRefProblem(ref string) string {
 // tenant token.
 func MCPSecretVar(tenant, ref string) (string, error) {
 	if why := MCPSecretRefProblem(ref); why != "" {
-		return "", errors.New("secret " + why)
+		return "", errors.New(why)
 	}
 	if name, ok := strings.CutPrefix(ref, MCPSharedRef); ok {
 		return mcpSharedSecretPrefix + envName(name), nil

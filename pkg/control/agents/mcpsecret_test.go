@@ -39,6 +39,7 @@ func lookup(v string) (string, bool) { s, ok := secretEnv[v]; return s, ok }
 func TestSecret_names_read_their_own_tenants_one_variable_and_shared_names_the_shared_one(t *testing.T) {
 	for _, c := range []struct{ tenant, ref, variable string }{
 		{"acme", "github-token", "JETWAY_MCP_SECRET_ACME__GITHUB_TOKEN"},
+		{"acme", "tickets-token", "JETWAY_MCP_SECRET_ACME__TICKETS_TOKEN"},
 		{"acme", "GITHUB_TOKEN", "JETWAY_MCP_SECRET_ACME__GITHUB_TOKEN"},
 		{"globex", "web_auth", "JETWAY_MCP_SECRET_GLOBEX__WEB_AUTH"},
 		{"default", "gh-token", "JETWAY_MCP_SECRET_DEFAULT__GH_TOKEN"},
@@ -185,12 +186,15 @@ func TestThe_variable_of_a_tenants_secret_belongs_to_that_tenant_alone(t *testin
 }
 
 func TestThe_unscoped_variables_an_upgrade_leaves_are_reported_by_name(t *testing.T) {
-	got := agents.UnreadMCPSecretVars([]string{"JETWAY_MCP_SECRET_GH_TOKEN=old-value", mcptest.VictimVar + "=" + mcptest.VictimValue,
-		"JETWAY_MCP_SHARED_SECRET_CI=x", "PATH=/bin", "JETWAY_MCP_SECRET_ACME__A__B=y"})
-	if !slices.Equal(got, []string{"JETWAY_MCP_SECRET_ACME__A__B", "JETWAY_MCP_SECRET_GH_TOKEN"}) {
+	// The examples of docs/OPERATIONS.md: an unscoped one, and the
+	// old form of tenant my-org's, which my_org's profiles read too.
+	got := agents.UnreadMCPSecretVars([]string{"JETWAY_MCP_SECRET_GITHUB_TOKEN=old-value", mcptest.VictimVar + "=" + mcptest.VictimValue,
+		"JETWAY_MCP_SHARED_SECRET_CI=x", "PATH=/bin", "JETWAY_MCP_SECRET_ACME__A__B=y", "JETWAY_MCP_SECRET_MY_ORG__GH_TOKEN=z",
+		"JETWAY_MCP_SECRET_MY_2DORG__GH_TOKEN=z"})
+	if !slices.Equal(got, []string{"JETWAY_MCP_SECRET_ACME__A__B", "JETWAY_MCP_SECRET_GITHUB_TOKEN", "JETWAY_MCP_SECRET_MY_ORG__GH_TOKEN"}) {
 		t.Fatalf("unread = %v", got)
 	}
-	if w := agents.UnreadMCPSecretWarning(got); !strings.Contains(w, "JETWAY_MCP_SECRET_GH_TOKEN") || strings.Contains(w, "old-value") ||
+	if w := agents.UnreadMCPSecretWarning(got); !strings.Contains(w, "no profile reads JETWAY_MCP_SECRET_ACME__A__B, JETWAY_MCP_SECRET_GITHUB_TOKEN") || strings.Contains(w, "old-value") ||
 		!strings.Contains(w, "JETWAY_MCP_SHARED_SECRET_<NAME>") {
 		t.Fatalf("warning %q", w)
 	}
@@ -336,6 +340,19 @@ func TestThe_secret_lookup_surface_is_enumerated(t *testing.T) {
 	for file := range want {
 		if _, ok := got[file]; !ok {
 			t.Errorf("%s no longer calls %v: update this list", file, want[file])
+		}
+	}
+}
+
+func TestA_credential_written_where_a_secret_name_belongs_is_refused_without_being_repeated(t *testing.T) {
+	for _, ref := range []string{"ghp_abcdefghijklmnopqrstuvwxyz0123456789", "shared:ghp_abcdefghijklmnopqrstuvwxyz0123456789",
+		"sk-ant-api03-abcdefghijklmnopqrstuvwxyz0123456789abcdefghij"} {
+		why := agents.MCPSecretRefProblem(ref)
+		if !strings.Contains(why, "looks like a secret") || strings.Contains(why, "abcdefghij") {
+			t.Errorf("%s: %q, want refused without the value", ref[:8], why)
+		}
+		if _, err := agents.ResolveMCPSecret(lookup, "acme", ref, "w1"); err == nil || strings.Contains(err.Error(), "abcdefghij") {
+			t.Errorf("%s: the lookup said %v", ref[:8], err)
 		}
 	}
 }
