@@ -114,11 +114,11 @@ func MCPSecretVar(tenant, ref string) (string, error) {
 	if why := MCPSecretRefProblem(ref); why != "" {
 		return "", errors.New(why)
 	}
-	if name, ok := strings.CutPrefix(ref, MCPSharedRef); ok {
-		return mcpSharedSecretPrefix + envName(name), nil
-	}
 	if err := events.ValidateToken("tenant", tenant); err != nil {
 		return "", fmt.Errorf("secret %q: %w", ref, err)
+	}
+	if name, ok := strings.CutPrefix(ref, MCPSharedRef); ok {
+		return mcpSharedSecretPrefix + envName(name), nil
 	}
 	return mcpSecretPrefix + envTenant(tenant) + "__" + envName(ref), nil
 }

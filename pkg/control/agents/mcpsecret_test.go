@@ -254,7 +254,7 @@ func TestThe_secret_lookup_surface_is_enumerated(t *testing.T) {
 			ast.Inspect(fn, func(n ast.Node) bool {
 				switch n := n.(type) {
 				case *ast.Ident:
-					if n.Name == "mcpSecretPrefix" || n.Name == "mcpSharedSecretPrefix" {
+					if slices.Contains([]string{"mcpSecretPrefix", "mcpSharedSecretPrefix", "MCPSecretVar", "envTenant", "envName"}, n.Name) && n != fn.Name {
 						forming[fn.Name.Name] = true
 					}
 				case *ast.SelectorExpr:
