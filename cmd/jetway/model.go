@@ -96,8 +96,8 @@ func runnerKillRun(nc *nats.Conn) func(context.Context, runner.SessionRef) error
 
 // runnerMCP connects a run's MCP servers (docs/MCP.md): http servers from
 // the runner (internal addresses only on the hosts allowHosts names), with
-// header secrets from its JETWAY_MCP_SECRET_<NAME> variables; stdio
-// servers in the session's jobs worker.
+// header secrets from its variables for the session's tenant
+// (agents.ResolveMCPSecret); stdio servers in the session's jobs worker.
 func runnerMCP(nc *nats.Conn, log zerolog.Logger, allowHosts []string) func(context.Context, runner.SessionRef, agents.Profile, func(string, []tool.Tool)) func() {
 	jc, err := jobsclient.New(jobsclient.Config{NC: nc})
 	if err != nil {

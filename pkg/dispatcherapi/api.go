@@ -546,8 +546,10 @@ type AgentTools struct {
 // Secrets only; an http server (URL set) is reached from the runner over
 // the streamable HTTP transport. A profile never holds a secret: Secrets
 // and Headers name secrets the operator configures on the workers and
-// runners (JETWAY_MCP_SECRET_<TENANT>__<NAME>, or JETWAY_MCP_SECRET_<NAME>
-// for every tenant).
+// runners, a plain name only the profile's own tenant's
+// (JETWAY_MCP_SECRET_<TENANT>__<NAME>) and shared:<name> the operator's
+// secret for every tenant (JETWAY_MCP_SHARED_SECRET_<NAME>); see
+// agents.MCPSecretVar.
 type AgentMCPServer struct {
 	// Name is 1–32 of [A-Za-z0-9_-] without "__": the <server> of its
 	// tools' names.
@@ -562,7 +564,8 @@ type AgentMCPServer struct {
 	// Env (stdio) are plain variables of the server's environment.
 	Env map[string]string `json:"env,omitempty"`
 	// Secrets (stdio) maps a variable of the server's environment to the
-	// name of a secret the jobs worker holds.
+	// name of a secret the jobs worker holds: words of letters and digits
+	// joined by single - or _, or shared:<name>.
 	Secrets map[string]string `json:"secrets,omitempty"`
 	// URL (http) is the server's streamable HTTP endpoint.
 	URL string `json:"url,omitempty"`

@@ -252,9 +252,10 @@ func sameServer(a, b jobsapi.MCPServer) bool {
 }
 
 // serverEnv is a server's environment past what the worker sets: the
-// profile's plain variables and its secrets, read from the worker's
-// JETWAY_MCP_SECRET_ variables for the session's tenant. Nothing else of
-// the worker's environment is passed on.
+// profile's plain variables and its secrets, each read from the one
+// variable of the session's tenant (or the operator's shared one) that
+// agents.ResolveMCPSecret names. Nothing else of the worker's environment
+// is passed on.
 func (m *mcpHost) serverEnv(tenant string, spec jobsapi.MCPServer) ([]string, error) {
 	var env []string
 	for _, name := range slices.Sorted(maps.Keys(spec.Env)) {
@@ -267,10 +268,9 @@ func (m *mcpHost) serverEnv(tenant string, spec jobsapi.MCPServer) ([]string, er
 		if why := agents.ForbiddenMCPEnv(name); why != "" {
 			return nil, badRequest("MCP server %s: secrets %s: %s", spec.Name, name, why)
 		}
-		v, ok := m.w.cfg.Secret(tenant, spec.Secrets[name])
-		if !ok {
-			return nil, &jobsapi.Error{Code: jobsapi.CodeBadRequest, Message: fmt.Sprintf(
-				"MCP server %s: %s", spec.Name, agents.MCPSecretMissing(tenant, spec.Secrets[name], "jobs worker "+m.w.cfg.WorkerID))}
+		v, err := agents.ResolveMCPSecret(m.w.cfg.SecretEnv, tenant, spec.Secrets[name], "jobs worker "+m.w.cfg.WorkerID)
+		if err != nil {
+			return nil, badRequest("MCP server %s: secrets %s: %v", spec.Name, name, err)
 		}
 		env = append(env, name+"="+v)
 	}
@@ -751,13 +751,6 @@ func (w *Worker) opMCPState(_ context.Context, data []byte) (any, error) {
 		return nil, err
 	}
 	return jobsapi.MCPStateResponse{Servers: w.mcp.states(sessionKey(r.Tenant, r.Session))}, nil
-}
-
-// EnvSecrets is the worker's usual secret lookup: its own
-// JETWAY_MCP_SECRET_<TENANT>__<NAME>, else JETWAY_MCP_SECRET_<NAME>
-// (agents.MCPSecretVars).
-func EnvSecrets(tenant, name string) (string, bool) {
-	return agents.LookupMCPSecret(os.LookupEnv, tenant, name)
 }
 
 // startMCP starts the MCP server host and the Ground Stop mirror that

@@ -37,6 +37,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"jetway/pkg/bus"
+	"jetway/pkg/control/agents"
 	"jetway/pkg/control/groundstop"
 	"jetway/pkg/redact"
 	"jetway/pkg/tasks"
@@ -105,10 +106,12 @@ type Config struct {
 	// MCPIdle stops a session's MCP stdio server that no connection used
 	// for this long (default DefaultMCPIdle).
 	MCPIdle time.Duration
-	// Secret resolves a secret an MCP stdio server of a tenant's profile
-	// names (default EnvSecrets: the worker's JETWAY_MCP_SECRET_
-	// variables).
-	Secret func(tenant, name string) (string, bool)
+	// SecretEnv is the environment the secrets of MCP stdio servers are
+	// read from (nil: the worker's own). Only the source is configurable:
+	// which variable a tenant's secret name reads is
+	// agents.ResolveMCPSecret's alone, so no configuration can let one
+	// tenant's name reach another's variable.
+	SecretEnv func(variable string) (string, bool)
 	// Source is the CloudEvents source of the worker's events (default
 	// "jetway/jobs/<worker>").
 	Source  string
@@ -184,9 +187,6 @@ func New(cfg Config) (*Worker, error) {
 	if cfg.Source == "" {
 		cfg.Source = "jetway/jobs/" + cfg.WorkerID
 	}
-	if cfg.Secret == nil {
-		cfg.Secret = EnvSecrets
-	}
 	cfg.Limits.Tree = treeLimits(cfg.Limits.Tree)
 	for _, kv := range cfg.Env {
 		name, _, _ := strings.Cut(kv, "=")
@@ -242,6 +242,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	default:
 		log.Error().Str("confinement", "none").Int("landlock_abi", w.conf.abi).
 			Msg("jobs: this kernel cannot confine jobs (no Landlock ABI 3+); every command will be refused unless the worker is started with --allow-unconfined-jobs")
+	}
+	if unread := agents.UnreadMCPSecretVars(os.Environ()); w.cfg.SecretEnv == nil && len(unread) > 0 {
+		log.Warn().Strs("variables", unread).Msg("jobs: " + agents.UnreadMCPSecretWarning(unread))
 	}
 	records, err := w.loadRecords(ctx)
 	if err != nil {

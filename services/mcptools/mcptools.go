@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"regexp"
 	"slices"
 	"strings"
@@ -50,10 +51,12 @@ type Config struct {
 	// Jobs reaches the sessions' jobs workers, which run stdio servers;
 	// nil refuses stdio servers.
 	Jobs *jobsclient.Client
-	// Secret resolves a secret an http server's headers name, for the
-	// session's tenant (default EnvSecret: the runner's
-	// JETWAY_MCP_SECRET_ variables).
-	Secret func(tenant, name string) (string, bool)
+	// SecretEnv is the environment the secrets http servers' headers name
+	// are read from (nil: the runner's own). Only the source is
+	// configurable: which variable a tenant's secret name reads is
+	// agents.ResolveMCPSecret's alone, so no configuration can let one
+	// tenant's name reach another's variable.
+	SecretEnv func(variable string) (string, bool)
 	// HTTPClient makes the requests to http servers. The default has no
 	// timeout of its own (each call has its server's), no proxy, follows
 	// no redirect, and refuses loopback, link-local, private and other
@@ -83,6 +86,9 @@ func New(cfg Config) *Hub {
 	}
 	if cfg.HTTPClient == nil {
 		cfg.HTTPClient = guardedClient(cfg.AllowHosts)
+	}
+	if unread := agents.UnreadMCPSecretVars(os.Environ()); cfg.SecretEnv == nil && len(unread) > 0 {
+		cfg.Log.Warn().Strs("variables", unread).Msg("mcp: " + agents.UnreadMCPSecretWarning(unread))
 	}
 	return &Hub{cfg: cfg}
 }
@@ -305,9 +311,9 @@ func (s *server) transport() (mcp.Transport, *workerConn, error) {
 	case agents.MCPHTTP:
 		hdr := http.Header{}
 		for name, secret := range s.spec.Headers {
-			v, ok := s.hub.secret(s.ref.Tenant, secret)
-			if !ok {
-				return nil, nil, fmt.Errorf("header %s: %s", name, agents.MCPSecretMissing(s.ref.Tenant, secret, "this runner"))
+			v, err := agents.ResolveMCPSecret(s.hub.cfg.SecretEnv, s.ref.Tenant, secret, "this runner")
+			if err != nil {
+				return nil, nil, fmt.Errorf("header %s: %w", name, err)
 			}
 			hdr.Set(name, v)
 		}
@@ -325,13 +331,6 @@ func (s *server) transport() (mcp.Transport, *workerConn, error) {
 		wt := &workerTransport{jc: s.hub.cfg.Jobs, ref: s.ref, spec: stdioSpec(s.spec)}
 		return wt, wt.conn(), nil
 	}
-}
-
-func (h *Hub) secret(tenant, name string) (string, bool) {
-	if h.cfg.Secret != nil {
-		return h.cfg.Secret(tenant, name)
-	}
-	return EnvSecret(tenant, name)
 }
 
 // guardedClient is the default client of http servers (see
@@ -594,13 +593,6 @@ func toResult(res *mcp.CallToolResult) tool.Result {
 		out.Content = "(the tool returned nothing)"
 	}
 	return out
-}
-
-// EnvSecret is the runner's usual secret lookup: its own
-// JETWAY_MCP_SECRET_<TENANT>__<NAME>, else JETWAY_MCP_SECRET_<NAME>
-// (agents.MCPSecretVars).
-func EnvSecret(tenant, name string) (string, bool) {
-	return agents.LookupMCPSecret(lookupEnv, tenant, name)
 }
 
 // Names lists the tool names a Target got, sorted: for logs and tests.

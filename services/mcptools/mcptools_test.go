@@ -24,7 +24,6 @@ import (
 	"jetway/pkg/agent/tool"
 	"jetway/pkg/bus"
 	"jetway/pkg/bus/bustest"
-	"jetway/pkg/control/agents"
 	"jetway/pkg/control/groundstop"
 	"jetway/pkg/dispatcherapi"
 	"jetway/pkg/tasks"
@@ -126,10 +125,10 @@ func newEnv(t *testing.T, mods ...func(*jobs.Config)) *env {
 	ctx, cancel := context.WithTimeout(bg, 30*time.Second)
 	defer cancel()
 	root := filepath.Join(t.TempDir(), "jobs")
-	secrets := map[string]string{"gh-token": "ghp_server_secret_value_1"}
+	secrets := map[string]string{"JETWAY_MCP_SECRET_ACME__GH_TOKEN": "ghp_server_secret_value_1"}
 	cfg := jobs.Config{NC: nc, WorkerID: "w1", Root: root, Grace: 200 * time.Millisecond,
-		ReadOnly: []string{filepath.Dir(bin)},
-		Secret:   func(_, name string) (string, bool) { v, ok := secrets[name]; return v, ok }}
+		ReadOnly:  []string{filepath.Dir(bin)},
+		SecretEnv: func(v string) (string, bool) { s, ok := secrets[v]; return s, ok }}
 	for _, m := range mods {
 		m(&cfg)
 	}
@@ -491,15 +490,15 @@ func TestA_stdio_server_naming_a_secret_the_worker_lacks_is_refused_naming_the_v
 		t.Fatal("a server that cannot start offers tools")
 	}
 	st := set.States()
-	if len(st) != 1 || st[0].State != "failed" || !strings.Contains(st[0].Error, "JETWAY_MCP_SECRET_ACME__NOT_CONFIGURED") || !strings.Contains(st[0].Error, "JETWAY_MCP_SECRET_NOT_CONFIGURED") {
-		t.Fatalf("states = %+v, want failed naming the variable", st)
+	if len(st) != 1 || st[0].State != "failed" || !strings.Contains(st[0].Error, "set JETWAY_MCP_SECRET_ACME__NOT_CONFIGURED there") {
+		t.Fatalf("states = %+v, want failed naming the tenant's variable", st)
 	}
 }
 
 func TestAn_http_server_is_reached_from_the_runner_with_its_header_secret(t *testing.T) {
 	h := mcptest.ServeHTTP(t)
-	hub := mcptools.New(mcptools.Config{AllowHosts: []string{"127.0.0.1"}, Secret: func(_, name string) (string, bool) {
-		return map[string]string{"web-auth": "Bearer web-secret-77"}[name], name == "web-auth"
+	hub := mcptools.New(mcptools.Config{AllowHosts: []string{"127.0.0.1"}, SecretEnv: func(v string) (string, bool) {
+		return "Bearer web-secret-77", v == "JETWAY_MCP_SECRET_ACME__WEB_AUTH"
 	}})
 	o := &offered{tools: map[string]tool.Tool{}}
 	spec := dispatcherapi.AgentMCPServer{Name: "web", URL: h.URL, Headers: map[string]string{"Authorization": "web-auth"}}
@@ -534,42 +533,115 @@ func TestAn_http_server_is_reached_from_the_runner_with_its_header_secret(t *tes
 
 func TestAn_http_server_whose_secret_is_not_configured_offers_nothing_and_says_why(t *testing.T) {
 	h := mcptest.ServeHTTP(t)
-	hub := mcptools.New(mcptools.Config{AllowHosts: []string{"127.0.0.1"}, Secret: func(string, string) (string, bool) { return "", false }})
+	hub := mcptools.New(mcptools.Config{AllowHosts: []string{"127.0.0.1"}, SecretEnv: func(string) (string, bool) { return "", false }})
 	o := &offered{tools: map[string]tool.Tool{}}
 	spec := dispatcherapi.AgentMCPServer{Name: "web", URL: h.URL, Headers: map[string]string{"Authorization": "web-auth"}}
 	set := hub.Open(bg, mcptools.Ref{Tenant: tenant, Session: session}, []dispatcherapi.AgentMCPServer{spec}, o.target)
 	t.Cleanup(set.Close)
 	st := set.States()
-	if len(st) != 1 || st[0].State != "failed" || !strings.Contains(st[0].Error, "JETWAY_MCP_SECRET_ACME__WEB_AUTH") || len(h.Headers()) != 0 {
+	if len(st) != 1 || st[0].State != "failed" || !strings.Contains(st[0].Error, "set JETWAY_MCP_SECRET_ACME__WEB_AUTH there") || len(h.Headers()) != 0 {
 		t.Fatalf("states = %+v after %d requests, want failed naming the variable before any request", st, len(h.Headers()))
 	}
 }
 
-func TestSecret_names_map_to_their_variables_and_a_tenants_own_come_first(t *testing.T) {
-	for _, c := range []struct{ tenant, name, own, every string }{
-		{"acme", "tickets-token", "JETWAY_MCP_SECRET_ACME__TICKETS_TOKEN", "JETWAY_MCP_SECRET_TICKETS_TOKEN"},
-		{"acme", "github-token", "JETWAY_MCP_SECRET_ACME__GITHUB_TOKEN", "JETWAY_MCP_SECRET_GITHUB_TOKEN"},
-		{"default", "gh-token", "JETWAY_MCP_SECRET_DEFAULT__GH_TOKEN", "JETWAY_MCP_SECRET_GH_TOKEN"},
-		{"globex", "web_auth", "JETWAY_MCP_SECRET_GLOBEX__WEB_AUTH", "JETWAY_MCP_SECRET_WEB_AUTH"},
-	} {
-		if got := agents.MCPSecretVars(c.tenant, c.name); !slices.Equal(got, []string{c.own, c.every}) {
-			t.Errorf("secret %s of %s is read from %v, want %s then %s", c.name, c.tenant, got, c.own, c.every)
+// setSecrets puts the victim's secret, a shared one and an unscoped one
+// of the kind the lookup used to fall back to into this process's
+// environment, which the runner's and (in process) the worker's lookups
+// read.
+func setSecrets(t *testing.T) {
+	t.Setenv(mcptest.VictimVar, mcptest.VictimValue)
+	t.Setenv("JETWAY_MCP_SECRET_GH_TOKEN", "unscoped-value-of-old")
+	t.Setenv("JETWAY_MCP_SHARED_SECRET_CI_TOKEN", "shared-ci-value")
+}
+
+func TestNo_spelling_in_another_tenants_http_headers_reaches_the_victims_secret(t *testing.T) {
+	setSecrets(t)
+	h := mcptest.ServeHTTP(t)
+	hub := mcptools.New(mcptools.Config{AllowHosts: []string{"127.0.0.1"}})
+	open := func(tenant, ref string) dispatcherapi.MCPServerState {
+		spec := dispatcherapi.AgentMCPServer{Name: "web", URL: h.URL, Headers: map[string]string{"Authorization": ref}}
+		set := hub.Open(bg, mcptools.Ref{Tenant: tenant, Session: session}, []dispatcherapi.AgentMCPServer{spec}, (&offered{tools: map[string]tool.Tool{}}).target)
+		defer set.Close()
+		return set.States()[0]
+	}
+	for _, attacker := range mcptest.AttackerTenants {
+		for _, ref := range append(slices.Clone(mcptest.CrossTenantSpellings), "ci-token", "CI_TOKEN", "shared-ci-token") {
+			if st := open(attacker, ref); st.State != "failed" || strings.Contains(st.Error, mcptest.VictimValue) {
+				t.Errorf("tenant %s's header naming %q: %+v, want failed", attacker, ref, st)
+			}
 		}
 	}
-	t.Setenv("JETWAY_MCP_SECRET_TICKETS_TOKEN", "Bearer every-tenant")
-	t.Setenv("JETWAY_MCP_SECRET_ACME__TICKETS_TOKEN", "Bearer acme-only")
-	t.Setenv("JETWAY_MCP_SECRET_ACME__GITHUB_TOKEN", "ghp_acme")
-	for _, c := range []struct{ tenant, name, want string }{
-		{"acme", "tickets-token", "Bearer acme-only"},
-		{"globex", "tickets-token", "Bearer every-tenant"},
-		{"acme", "github-token", "ghp_acme"},
-		{"globex", "github-token", ""},
+	if n := len(h.Headers()); n != 0 {
+		t.Fatalf("the server got %d requests from other tenants' profiles", n)
+	}
+	if st := open(tenant, "gh-token"); !strings.Contains(st.Error, "set JETWAY_MCP_SECRET_ACME__GH_TOKEN there") || strings.Contains(st.Error, "unscoped-value") {
+		t.Errorf("acme's gh-token: %+v, want failed naming acme's variable: the unscoped one is read no more", st)
+	}
+	for _, c := range []struct{ tenant, ref, want string }{
+		{mcptest.Victim, mcptest.VictimSecret, mcptest.VictimValue},
+		{tenant, "shared:ci-token", "shared-ci-value"},
 	} {
-		v, ok := mcptools.EnvSecret(c.tenant, c.name)
-		w, wok := jobs.EnvSecrets(c.tenant, c.name)
-		if v != c.want || ok != (c.want != "") || w != v || wok != ok {
-			t.Errorf("%s's %s: runner reads %q (%v), worker %q (%v); want %q", c.tenant, c.name, v, ok, w, wok, c.want)
+		before := len(h.Headers())
+		if st := open(c.tenant, c.ref); st.State != "running" {
+			t.Fatalf("%s's %s: %+v, want running", c.tenant, c.ref, st)
 		}
+		hdrs := h.Headers()[before:]
+		if len(hdrs) == 0 {
+			t.Fatalf("%s's %s: no request", c.tenant, c.ref)
+		}
+		for _, hdr := range hdrs {
+			if got := hdr.Get("Authorization"); got != c.want {
+				t.Fatalf("%s's %s: a request carried Authorization %q, want %q", c.tenant, c.ref, got, c.want)
+			}
+		}
+	}
+}
+
+func TestNo_spelling_in_another_tenants_stdio_secrets_reaches_the_victims_secret(t *testing.T) {
+	setSecrets(t)
+	e := newEnv(t, func(c *jobs.Config) { c.SecretEnv = nil })
+	open := func(tenant string, secrets map[string]string) (*mcptools.Set, *offered) {
+		spec := e.stdio("kit")
+		spec.Secrets = secrets
+		o := &offered{tools: map[string]tool.Tool{}}
+		set := e.hub.Open(bg, mcptools.Ref{Tenant: tenant, Session: session, Run: "r-1"}, []dispatcherapi.AgentMCPServer{spec}, o.target)
+		t.Cleanup(set.Close)
+		return set, o
+	}
+	for _, attacker := range mcptest.AttackerTenants {
+		for _, ref := range mcptest.CrossTenantSpellings {
+			set, o := open(attacker, map[string]string{"GH_TOKEN": ref})
+			if st := set.States()[0]; st.State != "failed" || strings.Contains(st.Error, mcptest.VictimValue) || len(o.names()) != 0 {
+				t.Errorf("tenant %s's secret naming %q: %+v, want failed before the server starts", attacker, ref, st)
+			}
+			set.Close()
+		}
+	}
+	set, _ := open(tenant, map[string]string{"GH_TOKEN": "gh-token"})
+	if st := set.States()[0]; !strings.Contains(st.Error, "set JETWAY_MCP_SECRET_ACME__GH_TOKEN there") {
+		t.Errorf("acme's gh-token: %+v, want failed naming acme's variable: the unscoped one is read no more", st)
+	}
+	set.Close()
+	for _, c := range []struct {
+		tenant  string
+		secrets map[string]string
+		want    []string
+	}{
+		{mcptest.Victim, map[string]string{"GH_TOKEN": mcptest.VictimSecret, "CI": "shared:ci-token"},
+			[]string{"GH_TOKEN=" + mcptest.VictimValue, "CI=shared-ci-value"}},
+		{tenant, map[string]string{"CI": "shared:ci-token"}, []string{"CI=shared-ci-value"}},
+	} {
+		set, o := open(c.tenant, c.secrets)
+		env := call(t, o, "mcp__kit__env", `{}`)
+		for _, want := range c.want {
+			if !strings.Contains(env.Content, want) {
+				t.Errorf("%s's server environment lacks %s:\n%s", c.tenant, want, env.Content)
+			}
+		}
+		if c.tenant != mcptest.Victim && strings.Contains(env.Content, mcptest.VictimValue) {
+			t.Errorf("%s's server holds the victim's secret", c.tenant)
+		}
+		set.Close()
 	}
 }
 

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"sync"
 	"time"
 
@@ -16,8 +15,6 @@ import (
 	jobsclient "jetway/services/jobs/client"
 	"jetway/services/jobs/jobsapi"
 )
-
-var lookupEnv = os.LookupEnv
 
 // recvWait is how long one receive waits on the worker before asking
 // again: under the worker's cap, and short enough that a connection the

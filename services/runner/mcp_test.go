@@ -16,9 +16,10 @@ import (
 	"jetway/services/mcptools"
 )
 
-// mcpHook is Config.MCP as cmd/jetway wires it, with the test's secrets.
-func mcpHook(secrets map[string]string) func(context.Context, SessionRef, agents.Profile, func(string, []tool.Tool)) func() {
-	hub := mcptools.New(mcptools.Config{AllowHosts: []string{"127.0.0.1"}, Secret: func(_, name string) (string, bool) { v, ok := secrets[name]; return v, ok }})
+// mcpHook is Config.MCP as cmd/jetway wires it, with the test's
+// environment of secret variables.
+func mcpHook(env map[string]string) func(context.Context, SessionRef, agents.Profile, func(string, []tool.Tool)) func() {
+	hub := mcptools.New(mcptools.Config{AllowHosts: []string{"127.0.0.1"}, SecretEnv: func(v string) (string, bool) { s, ok := env[v]; return s, ok }})
 	return func(ctx context.Context, s SessionRef, prof agents.Profile, offer func(string, []tool.Tool)) func() {
 		return hub.Open(ctx, mcptools.Ref{Tenant: s.Tenant, Session: s.Session, Run: s.Run}, prof.MCP, offer).Close
 	}
@@ -38,7 +39,7 @@ func TestAn_MCP_tool_call_round_trips_through_the_models_wire_format_and_deny_ru
 		llmtest.Reply{ToolCalls: []llmtest.ToolCall{{ID: "tu_layover", Name: "layover", Input: `{}`}}},
 		llmtest.Reply{Text: "done"},
 	)
-	e.run(Config{ID: "r1", Provider: p, IdleEvict: time.Minute, MCP: mcpHook(map[string]string{"web-auth": "Bearer w-secret"})})
+	e.run(Config{ID: "r1", Provider: p, IdleEvict: time.Minute, MCP: mcpHook(map[string]string{"JETWAY_MCP_SECRET_T1__WEB_AUTH": "Bearer w-secret"})})
 	e.publishAgent("t1", "s1", "go", "tooled")
 	testutil.Eventually(t, 30*time.Second, "the run to end", func() bool {
 		return countKind(e.records("t1", "s1"), RecordRunEnded) == 1

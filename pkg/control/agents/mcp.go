@@ -161,8 +161,8 @@ func validateStdio(s dispatcherapi.AgentMCPServer, bad badField) error {
 		if _, dup := s.Env[name]; dup {
 			return bad(".secrets."+name, "also set in env")
 		}
-		if !ValidName(s.Secrets[name]) {
-			return bad(".secrets."+name, "%q is not a secret's name (1–64 of A-Z a-z 0-9 _ -); a profile names secrets, it never holds them", s.Secrets[name])
+		if why := MCPSecretRefProblem(s.Secrets[name]); why != "" {
+			return bad(".secrets."+name, "%s", why)
 		}
 	}
 	return nil
@@ -195,8 +195,8 @@ func validateHTTP(s dispatcherapi.AgentMCPServer, bad badField) error {
 		if !headerNamePattern.MatchString(h) {
 			return bad(".headers."+h, "not a header name")
 		}
-		if !ValidName(s.Headers[h]) {
-			return bad(".headers."+h, "%q is not a secret's name (1–64 of A-Z a-z 0-9 _ -); a profile names secrets, it never holds them", s.Headers[h])
+		if why := MCPSecretRefProblem(s.Headers[h]); why != "" {
+			return bad(".headers."+h, "%s", why)
 		}
 	}
 	return nil
@@ -206,37 +206,3 @@ func validateHTTP(s dispatcherapi.AgentMCPServer, bad badField) error {
 // for a credential (a GitHub token, an API key, NAME=value of a secret's
 // name): those go in secrets and headers, by name.
 func holdsSecret(s string) bool { return redact.Text(s) != s }
-
-// MCPSecretPrefix starts the variables that hold the secrets MCP servers
-// name, on the jobs workers (stdio secrets) and runners (http headers).
-const MCPSecretPrefix = "JETWAY_MCP_SECRET_"
-
-// envToken is s upper-cased with - as _, as a variable name takes it.
-func envToken(s string) string { return strings.ToUpper(strings.ReplaceAll(s, "-", "_")) }
-
-// MCPSecretVars are the variables a tenant's secret name is read from, in
-// order: the tenant's own, JETWAY_MCP_SECRET_<TENANT>__<NAME>, which only
-// that tenant's profiles reach, then JETWAY_MCP_SECRET_<NAME>, which
-// every tenant's profiles may name.
-func MCPSecretVars(tenant, name string) []string {
-	return []string{MCPSecretPrefix + envToken(tenant) + "__" + envToken(name), MCPSecretPrefix + envToken(name)}
-}
-
-// LookupMCPSecret resolves a tenant's secret name through lookup (the
-// process's environment: os.LookupEnv) by MCPSecretVars; an empty value
-// counts as not set.
-func LookupMCPSecret(lookup func(string) (string, bool), tenant, name string) (string, bool) {
-	for _, v := range MCPSecretVars(tenant, name) {
-		if val, ok := lookup(v); ok && val != "" {
-			return val, true
-		}
-	}
-	return "", false
-}
-
-// MCPSecretMissing says that a secret is not configured where it was
-// looked for, naming the variables that would hold it, never a value.
-func MCPSecretMissing(tenant, name, where string) string {
-	vars := MCPSecretVars(tenant, name)
-	return fmt.Sprintf("secret %q is not configured on %s (set %s, or %s for every tenant)", name, where, vars[0], vars[1])
-}

@@ -38,7 +38,8 @@ type MCPServer struct {
 	Args    []string          `json:"args,omitempty"`
 	Env     map[string]string `json:"env,omitempty"`
 	// Secrets maps a variable of the server's environment to the name of
-	// a secret the worker holds for the tenant (agents.MCPSecretVars).
+	// a secret the worker holds for the tenant, or shared:<name>
+	// (agents.MCPSecretVar).
 	Secrets map[string]string `json:"secrets,omitempty"`
 }
 
