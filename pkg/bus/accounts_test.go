@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
@@ -173,6 +174,22 @@ func TestReloadEmbedded_adds_and_revokes_tenant_users_without_a_restart(t *testi
 	g, err := connect("globex")
 	if err != nil {
 		t.Fatalf("globex after the reload: %v", err)
+	}
+	// The new account's imports work at once: its API request reaches a
+	// responder in JETWAY, and the answer comes back.
+	svc, err := nats.Connect(srv.ClientURL(), nats.UserInfo("svc", "pw"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Close()
+	if _, err := svc.Subscribe("jetway.api.*.ping", func(m *nats.Msg) { _ = m.Respond([]byte(m.Subject)) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := g.Request("jetway.api.ping", nil, 5*time.Second); err != nil || string(r.Data) != "jetway.api.globex.ping" {
+		t.Fatalf("globex's API request after the reload: %v, %v; want the answer to jetway.api.globex.ping", r, err)
 	}
 	closed := make(chan struct{})
 	g.SetClosedHandler(func(*nats.Conn) { close(closed) })

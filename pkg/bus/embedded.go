@@ -151,15 +151,21 @@ func ReloadEmbedded(s *server.Server, cfg EmbeddedConfig) error {
 	if addr, ok := s.Addr().(*net.TCPAddr); ok {
 		port = addr.Port
 	}
-	opts, err := embeddedOptions(cfg, host, port)
-	if err != nil {
-		return err
-	}
 	if cfg.ClusterName != "" {
 		return errors.New("bus: reload: not for a clustered embedded server")
 	}
-	if err := s.ReloadOptions(opts); err != nil {
-		return fmt.Errorf("bus: reload %s: %w", cfg.ConfigFile, err)
+	// Twice: nats-server (2.15) creates an account that a reload adds but
+	// wires its imports only at the next reload, so a new tenant's events
+	// and API requests would find no responder until then. The second
+	// reload changes nothing else.
+	for range 2 {
+		o, err := embeddedOptions(cfg, host, port)
+		if err != nil {
+			return err
+		}
+		if err := s.ReloadOptions(o); err != nil {
+			return fmt.Errorf("bus: reload %s: %w", cfg.ConfigFile, err)
+		}
 	}
 	return nil
 }

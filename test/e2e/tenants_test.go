@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os/exec"
 	"path/filepath"
 	"testing"
@@ -168,6 +169,77 @@ func TestTenantAccounts_in_dev(t *testing.T) {
 		if !acme.IsConnected() {
 			t.Error("revoking user ci disconnected the tenant's first user")
 		}
+	})
+
+	t.Run("a_tenant_added_to_the_running_dev_publishes_and_its_tokens_work_at_once", func(t *testing.T) {
+		out, err := exec.Command(jetwayBinary(t), "tenants", "add", "initech", "--data", d.Data).CombinedOutput()
+		if err != nil {
+			t.Fatalf("jetway tenants add initech: %v\n%s", err, out)
+		}
+		opt, err := nats.NkeyOptionFromSeed(filepath.Join(d.Data, "tenants", "initech"+bus.SeedFileExt))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var nc *nats.Conn
+		testutil.EventuallyNil(t, 30*time.Second, "the new tenant's credential is accepted", func() error {
+			var err error
+			nc, err = nats.Connect(d.NATSURL, opt, nats.MaxReconnects(0))
+			return err
+		})
+		defer nc.Close()
+		outs := make(chan *nats.Msg, 64)
+		sub, err := nc.ChanSubscribe("jetway.out.i1", outs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sub.Unsubscribe()
+		e := cloudevents.NewEvent()
+		e.SetID("initech-1")
+		e.SetSource("e2e/initech")
+		e.SetType(events.TypeInput)
+		if err := e.SetData(cloudevents.ApplicationJSON, map[string]string{"text": "hello from a new tenant"}); err != nil {
+			t.Fatal(err)
+		}
+		msg, err := events.Encode(context.Background(), "jetway.events.i1", e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := nc.RequestMsg(msg, 10*time.Second); err != nil {
+			t.Fatalf("the new tenant's publish got no PubAck: %v", err)
+		}
+		waitRunStarted(t, d, outs, "jetway.out.i1")
+
+		f, err := auth.ReadFile(filepath.Join(d.Data, auth.DevTokensFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var tok string
+		for _, g := range f.Tokens {
+			if g.Tenant == "initech" && !g.IsAdmin() {
+				tok = g.Token
+			}
+		}
+		if tok == "" {
+			t.Fatalf("tokens.json has no user token for initech: %+v", f.Tokens)
+		}
+		ic, err := client.New(client.Config{BaseURL: d.URL, Token: tok})
+		if err != nil {
+			t.Fatal(err)
+		}
+		testutil.EventuallyNil(t, 30*time.Second, "the dispatcher knows initech's token", func() error {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			ss, err := ic.Sessions(ctx)
+			if err != nil {
+				return err
+			}
+			for _, s := range ss {
+				if s.Session == "i1" {
+					return nil
+				}
+			}
+			return fmt.Errorf("initech's sessions %+v lack i1", ss)
+		})
 	})
 
 	t.Run("no_reply_subject_or_header_crosses_the_account", func(t *testing.T) {
