@@ -96,11 +96,23 @@ type deployment struct {
 	dir       string
 	nodes     []*node
 	passwords map[string]string
+	// seeds are the tenants' nkey seed files, by tenant.
+	seeds map[string]string
+	// perUserTenants says the running configuration is the old layout
+	// (renderOptions.accounts), where tenant-<t> is a password user of
+	// JETWAY.
+	perUserTenants bool
 }
+
+// tenants get credentials in every rendered deployment.
+var tenants = []string{"acme", "globex"}
 
 type renderOptions struct {
 	// mTLS swaps client-tls.conf for client-mtls.conf, as the docs describe.
 	mTLS bool
+	// accounts replaces accounts.conf with another file (the old per-user
+	// layout, for the upgrade test); users of both get passwords.
+	accounts string
 }
 
 // render copies the deploy configuration into a temporary directory, moving
@@ -142,17 +154,22 @@ func render(t testing.TB, opts renderOptions) *deployment {
 			t.Fatal(err)
 		}
 	}
-	accounts, err := os.ReadFile(filepath.Join(confDir, "accounts.conf"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	users, err := certs.UsersInConfig(accounts)
-	if err != nil {
-		t.Fatal(err)
+	users := usersOf(t, filepath.Join(confDir, "accounts.conf"))
+	if opts.accounts != "" {
+		users = append(users, usersOf(t, opts.accounts)...)
+		old, err := os.ReadFile(opts.accounts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(d.dir, "accounts.conf"), old, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		d.perUserTenants = true
 	}
 	res, err := certs.Generate(certs.Config{
-		Dir:   filepath.Join(d.dir, "secrets"),
-		Users: users,
+		Dir:     filepath.Join(d.dir, "secrets"),
+		Users:   users,
+		Tenants: tenants,
 		// The server checks the hash on every connect; the cost does not
 		// change what is tested.
 		BcryptCost: bcrypt.MinCost,
@@ -160,8 +177,22 @@ func render(t testing.TB, opts renderOptions) *deployment {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d.passwords = res.Passwords
+	d.passwords, d.seeds = res.Passwords, res.TenantSeeds
 	return d
+}
+
+// usersOf is the password users an accounts file declares.
+func usersOf(t testing.TB, path string) []string {
+	t.Helper()
+	conf, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	users, err := certs.UsersInConfig(conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return users
 }
 
 // freePorts picks n distinct free loopback ports. Every listener stays open
@@ -332,10 +363,13 @@ func (d *deployment) connect(user string, opts ...nats.Option) *client {
 	return c
 }
 
+// dial connects as user: a service user (or admin, sys) with its password;
+// tenant-<t> with tenant t's nkey seed, as a user of t's own account (with
+// the old layout running, as the password user tenant-<t> of JETWAY).
 func (d *deployment) dial(user string, opts ...nats.Option) (*client, error) {
-	pw, ok := d.passwords[user]
-	if !ok {
-		return nil, fmt.Errorf("no user %q in accounts.conf", user)
+	auth, err := d.auth(user)
+	if err != nil {
+		return nil, err
 	}
 	c := &client{errs: make(chan error, 64)}
 	base := []nats.Option{
@@ -343,7 +377,7 @@ func (d *deployment) dial(user string, opts ...nats.Option) (*client, error) {
 		// As jetway's services connect: each service user may read only its
 		// own inbox. Options given by the caller come later and win.
 		nats.CustomInboxPrefix(inboxFor(user)),
-		nats.UserInfo(user, pw),
+		auth,
 		nats.RootCAs(d.secret(certs.CAFile)),
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(100 * time.Millisecond),
@@ -365,6 +399,22 @@ func (d *deployment) dial(user string, opts ...nats.Option) (*client, error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// auth is how user authenticates (see dial).
+func (d *deployment) auth(user string) (nats.Option, error) {
+	if tenant, ok := strings.CutPrefix(user, "tenant-"); ok && !d.perUserTenants {
+		seed, ok := d.seeds[tenant]
+		if !ok {
+			return nil, fmt.Errorf("no credential for tenant %q", tenant)
+		}
+		return nats.NkeyOptionFromSeed(seed)
+	}
+	pw, ok := d.passwords[user]
+	if !ok {
+		return nil, fmt.Errorf("no user %q in accounts.conf", user)
+	}
+	return nats.UserInfo(user, pw), nil
 }
 
 // provision creates jetway's streams, buckets and work consumers as the

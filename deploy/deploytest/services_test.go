@@ -59,9 +59,11 @@ func TestServices_work_under_their_own_users(t *testing.T) {
 		spy.waitViolation(t, subj)
 	}
 
-	// The tenant watches its headlines the way a terminal would.
-	acme := d.connect("tenant-acme", nats.CustomInboxPrefix("_INBOX_acme"))
-	headlines, err := acme.SubscribeSync("jetway.notify.acme.>")
+	// The tenant watches its headlines the way a terminal would, in its
+	// own account: jetway.notify.<session> there is
+	// jetway.notify.acme.<session> in JETWAY.
+	acme := d.connect("tenant-acme")
+	headlines, err := acme.SubscribeSync("jetway.notify.*")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +149,7 @@ func TestServices_work_under_their_own_users(t *testing.T) {
 
 	t.Run("runner_runs_the_session_the_tenant_sent_input_to", func(t *testing.T) {
 		outc := make(chan *nats.Msg, 64)
-		out, err := acme.ChanSubscribe("jetway.out.acme.s7", outc)
+		out, err := acme.ChanSubscribe("jetway.out.s7", outc)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -175,7 +177,7 @@ func TestServices_work_under_their_own_users(t *testing.T) {
 			t.Fatalf("put profile (the dispatcher writes jetway_agents): %d %s", status, body)
 		}
 		outc := make(chan *nats.Msg, 64)
-		out, err := acme.ChanSubscribe("jetway.out.acme.s8", outc)
+		out, err := acme.ChanSubscribe("jetway.out.s8", outc)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -226,9 +228,9 @@ func TestServices_work_under_their_own_users(t *testing.T) {
 			t.Fatalf("acme's view after the refusals: %d %s, want the global switch off", status, body)
 		}
 		// The other tenant is healthy: its input runs.
-		globex := d.connect("tenant-globex", nats.CustomInboxPrefix("_INBOX_globex"))
+		globex := d.connect("tenant-globex")
 		outc := make(chan *nats.Msg, 64)
-		out, err := globex.ChanSubscribe("jetway.out.globex.g1", outc)
+		out, err := globex.ChanSubscribe("jetway.out.g1", outc)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -351,7 +353,7 @@ func TestServices_work_under_their_own_users(t *testing.T) {
 	})
 
 	t.Run("runner_starts_a_job_whose_exit_reaches_the_tenant", func(t *testing.T) {
-		notes, err := acme.SubscribeSync("jetway.notify.acme.s8")
+		notes, err := acme.SubscribeSync("jetway.notify.s8")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -106,9 +106,9 @@ func TestUpgrade_of_an_old_events_stream_on_a_cluster(t *testing.T) {
 		t.Errorf("JETWAY_WORK holds %d messages, want 11", n)
 	}
 
-	acme := d.connect("tenant-acme", nats.CustomInboxPrefix("_INBOX_acme"))
+	acme := d.connect("tenant-acme") // in its own account: jetway.events.s1 is acme's s1
 	before := msgs(bus.StreamEvents)
-	rollup := nats.NewMsg("jetway.events.acme.s1")
+	rollup := nats.NewMsg("jetway.events.s1")
 	rollup.Header.Set(jetstream.MsgRollup, jetstream.MsgRollupAll)
 	if _, err := acme.js.PublishMsg(ctx, rollup); err == nil {
 		t.Errorf("tenant: Nats-Rollup: all accepted after the upgrade")
