@@ -96,7 +96,8 @@ type Config struct {
 	Tenants []string
 	// Force replaces certificates that already exist. Passwords are never
 	// replaced: a user already in UsersEnv keeps its password, so running
-	// Generate again only adds what is missing.
+	// Generate again only adds what is missing (and drops the passwords of
+	// users no longer in Users).
 	Force bool
 }
 
@@ -347,6 +348,15 @@ func ensurePasswords(cfg Config) (map[string]string, bool, error) {
 	users = slices.Compact(users)
 	plain := map[string]string{}
 	changed := !exists(cfg.path(PasswordsConf)) || !exists(cfg.path(UsersEnv))
+	// A user no longer in the list (the tenant-<t> users of the layout
+	// before tenant accounts) is dropped from both files: nats-server
+	// refuses to start on a passwords.conf variable the configuration does
+	// not use ("unknown field").
+	for k := range existing {
+		if !slices.ContainsFunc(users, func(u string) bool { return EnvVar(u) == k }) {
+			changed = true
+		}
+	}
 	for _, u := range users {
 		if !userName.MatchString(u) {
 			return nil, false, fmt.Errorf("certs: user name %q: want letters, digits, '-' or '_'", u)

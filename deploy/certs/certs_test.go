@@ -228,3 +228,25 @@ func publicKey(t *testing.T, seedFile string) string {
 	}
 	return pub
 }
+
+func TestGenerate_drops_the_passwords_of_users_no_longer_listed(t *testing.T) {
+	// The per-user layout had tenant-<t> users; the account layout has
+	// none, and nats-server refuses a passwords.conf variable nothing uses.
+	dir := t.TempDir()
+	old, err := Generate(Config{Dir: dir, Users: []string{"runner", "tenant-acme"}, BcryptCost: bcrypt.MinCost})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now, err := Generate(Config{Dir: dir, Users: []string{"runner"}, BcryptCost: bcrypt.MinCost})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if now.Passwords["runner"] != old.Passwords["runner"] {
+		t.Error("runner's password changed")
+	}
+	for _, f := range []string{UsersEnv, PasswordsConf} {
+		if text := readFile(t, filepath.Join(dir, f)); strings.Contains(text, "TENANT_ACME") {
+			t.Errorf("%s still holds tenant-acme:\n%s", f, text)
+		}
+	}
+}

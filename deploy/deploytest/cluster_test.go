@@ -259,6 +259,28 @@ func (d *deployment) kill(n *node) {
 	_ = cmd.Wait()
 }
 
+// stop shuts the node down as an operator would (SIGTERM: it leaves the
+// cluster in order), waits up to 30 s for it to exit, then kills it.
+func (d *deployment) stop(n *node) {
+	n.mu.Lock()
+	cmd := n.cmd
+	n.cmd = nil
+	n.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		d.t.Logf("%s did not exit within 30s of SIGTERM; killing it", n.name)
+		_ = cmd.Process.Signal(syscall.SIGKILL)
+		<-done
+	}
+}
+
 func tail(b []byte, n int) []byte {
 	if len(b) > n {
 		return b[len(b)-n:]
