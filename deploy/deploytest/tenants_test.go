@@ -6,10 +6,13 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +22,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
+	"jetway/deploy/certs"
 	"jetway/internal/tenantattack"
 	"jetway/internal/testutil"
 	"jetway/pkg/auth"
@@ -468,4 +472,141 @@ func stopState(t *testing.T, ctx context.Context, url, token, session string) jw
 		t.Fatalf("read Ground Stop: %v", err)
 	}
 	return st
+}
+
+// TestCluster_script_reload_adds_and_revokes_a_tenant_without_a_restart
+// adds tenant initech and revokes acme's credential in the secrets of a
+// running cluster, as `jetway tenants add`/`revoke --secrets` do, and runs
+// `scripts/cluster.sh reload` against the nodes: no node restarts, initech
+// publishes into its own session at once, acme's credential no longer
+// connects and its open connection is closed, and globex, unchanged, keeps
+// working on the connection it had.
+func TestCluster_script_reload_adds_and_revokes_a_tenant_without_a_restart(t *testing.T) {
+	if _, err := exec.LookPath("bash"); err != nil {
+		t.Skip("no bash")
+	}
+	d := render(t, renderOptions{})
+	d.startCluster()
+	d.provision()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	acme, globex := d.connect("tenant-acme"), d.connect("tenant-globex")
+	pubAck := func(c *client, subject string) error {
+		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		_, err := c.js.Publish(pctx, subject, []byte(`{}`))
+		return err
+	}
+	if err := pubAck(acme, "jetway.events.before"); err != nil {
+		t.Fatal(err)
+	}
+
+	secrets := filepath.Join(d.dir, "secrets")
+	creds := certs.TenantCredentials(secrets)
+	if _, err := creds.Ensure("initech", ""); err != nil {
+		t.Fatal(err)
+	}
+	// acme's seed, kept aside to show it no longer gets in.
+	acmeSeed := filepath.Join(t.TempDir(), "acme.nk")
+	if err := os.Rename(d.seeds["acme"], acmeSeed); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := creds.Ensure("acme", ""); err != nil { // and back, for Remove
+		t.Fatal(err)
+	}
+	if err := creds.Remove("acme", ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := creds.WriteTenantsConf(filepath.Join(secrets, certs.TenantsConf)); err != nil {
+		t.Fatal(err)
+	}
+	initechSeed := creds.Path("initech", "")
+	connectAs := func(n *node, seed string) (*nats.Conn, error) {
+		auth, err := nats.NkeyOptionFromSeed(seed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return nats.Connect(n.url(), auth, nats.RootCAs(d.secret(certs.CAFile)), nats.Timeout(5*time.Second), nats.NoReconnect())
+	}
+	if nc, err := connectAs(d.nodes[0], initechSeed); err == nil {
+		nc.Close()
+		t.Fatal("initech connected before the reload: the test proves nothing")
+	}
+
+	// The script's view of the running nodes: their pids and logs.
+	state := t.TempDir()
+	pids := map[string]int{}
+	for _, sub := range []string{"pids", "logs"} {
+		if err := os.Mkdir(filepath.Join(state, sub), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, n := range d.nodes {
+		n.mu.Lock()
+		pids[n.name] = n.cmd.Process.Pid
+		n.mu.Unlock()
+		if err := os.WriteFile(filepath.Join(state, "pids", n.name+".pid"), []byte(strconv.Itoa(pids[n.name])), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(filepath.Join(d.dir, n.name+".log"), filepath.Join(state, "logs", n.name+".log")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := exec.CommandContext(ctx, "bash", "../../scripts/cluster.sh", "reload")
+	cmd.Env = append(os.Environ(), "JETWAY_CLUSTER_STATE="+state, "JETWAY_SECRETS="+secrets)
+	out, err := cmd.CombinedOutput()
+	t.Logf("cluster.sh reload:\n%s", out)
+	if err != nil {
+		t.Fatalf("cluster.sh reload: %v", err)
+	}
+	for _, n := range d.nodes {
+		if !strings.Contains(string(out), fmt.Sprintf("reloaded %s (pid %d)", n.name, pids[n.name])) {
+			t.Errorf("cluster.sh reload did not reload %s", n.name)
+		}
+		n.mu.Lock()
+		same := n.cmd != nil && n.cmd.Process.Pid == pids[n.name] && n.cmd.ProcessState == nil
+		n.mu.Unlock()
+		if !same {
+			t.Errorf("%s is not the process it was before the reload", n.name)
+		}
+	}
+	if !strings.Contains(string(out), initechSeed) {
+		t.Errorf("cluster.sh reload does not name initech's credential %s", initechSeed)
+	}
+
+	// Every node: acme out; initech in, and its imports work there (the
+	// events import answers with the stream's PubAck).
+	for _, n := range d.nodes {
+		if nc, err := connectAs(n, acmeSeed); err == nil {
+			nc.Close()
+			t.Errorf("acme's revoked credential still connects to %s", n.name)
+		}
+		nc, err := connectAs(n, initechSeed)
+		if err != nil {
+			t.Fatalf("initech on %s after the reload: %v", n.name, err)
+		}
+		initech := &client{Conn: nc, errs: make(chan error, 64)}
+		if initech.js, err = jetstream.New(nc); err != nil {
+			t.Fatal(err)
+		}
+		err = pubAck(initech, "jetway.events.first-"+n.name)
+		nc.Close()
+		if err != nil {
+			t.Errorf("initech on %s publishes into its own session: %v", n.name, err)
+		}
+	}
+	admin := d.connect("admin")
+	evs, err := admin.js.Stream(ctx, bus.StreamEvents)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range d.nodes {
+		if _, err := evs.GetLastMsgForSubject(ctx, "jetway.events.initech.first-"+n.name); err != nil {
+			t.Errorf("initech's event from %s is not in JETWAY_EVENTS: %v", n.name, err)
+		}
+	}
+	testutil.Eventually(t, 30*time.Second, "acme's open connection closed by the reload", func() bool { return !acme.IsConnected() })
+	if err := pubAck(globex, "jetway.events.after"); err != nil {
+		t.Errorf("globex after the reload: %v", err)
+	}
 }
