@@ -12,15 +12,12 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/rs/zerolog"
 
 	"jetway/internal/testutil"
 	"jetway/pkg/auth"
 	"jetway/pkg/bus"
 	"jetway/pkg/events"
-	"jetway/pkg/llm/script"
 	"jetway/services/dispatcher"
-	"jetway/services/runner"
 )
 
 // TestAttacks_on_the_bus_are_refused_or_without_effect runs, against real
@@ -94,28 +91,8 @@ func TestAttacks_on_the_bus_are_refused_or_without_effect(t *testing.T) {
 
 	// A runner (the demo script for a model) and a dispatcher, as their
 	// deployment users, so the victim's session is a live one.
-	demo, err := script.Demo()
-	if err != nil {
-		t.Fatal(err)
-	}
-	rn, err := runner.New(ctx, runner.Config{NC: run.Conn, ID: "attacks-runner", Provider: demo, Logger: zerolog.Nop()})
-	if err != nil {
-		t.Fatalf("runner as the runner user: %v", err)
-	}
-	startService(t, ctx, "runner", rn.Run, nil, run)
-	store, err := auth.New(auth.Grant{Token: acmeToken, Tenant: "acme"}, auth.Grant{Token: globexToken, Tenant: "globex"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dsp, err := dispatcher.New(dispatcher.Config{Conn: disp.Conn, Auth: store})
-	if err != nil {
-		t.Fatal(err)
-	}
-	svc, err := dsp.StartNATS()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = svc.Stop() })
+	startDemoRunner(t, ctx, run, "attacks-runner")
+	startDispatcher(t, disp, auth.Grant{Token: acmeToken, Tenant: "acme"}, auth.Grant{Token: globexToken, Tenant: "globex"})
 
 	// Every schedule attack is due at the same second; a canary the runner
 	// books the way layovers are booked is due a second later. Once the

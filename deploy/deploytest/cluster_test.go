@@ -248,10 +248,7 @@ func (d *deployment) start(n *node) {
 // kill ends the node's process at once (SIGKILL: a crash, not a shutdown)
 // and reaps it. Killing a node that is not running does nothing.
 func (d *deployment) kill(n *node) {
-	n.mu.Lock()
-	cmd := n.cmd
-	n.cmd = nil
-	n.mu.Unlock()
+	cmd := n.take()
 	if cmd == nil {
 		return
 	}
@@ -259,13 +256,20 @@ func (d *deployment) kill(n *node) {
 	_ = cmd.Wait()
 }
 
+// take returns the node's process, if it runs, and forgets it: whoever
+// takes it ends it.
+func (n *node) take() *exec.Cmd {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	cmd := n.cmd
+	n.cmd = nil
+	return cmd
+}
+
 // stop shuts the node down as an operator would (SIGTERM: it leaves the
 // cluster in order), waits up to 30 s for it to exit, then kills it.
 func (d *deployment) stop(n *node) {
-	n.mu.Lock()
-	cmd := n.cmd
-	n.cmd = nil
-	n.mu.Unlock()
+	cmd := n.take()
 	if cmd == nil {
 		return
 	}

@@ -20,7 +20,6 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/rs/zerolog"
 
 	"jetway/deploy/certs"
 	"jetway/internal/tenantattack"
@@ -30,9 +29,7 @@ import (
 	jwclient "jetway/pkg/client"
 	"jetway/pkg/control/sessionrec"
 	"jetway/pkg/events"
-	"jetway/pkg/llm/script"
 	"jetway/services/dispatcher"
-	"jetway/services/runner"
 )
 
 // TestTenant_accounts_of_the_configuration_are_bus_TenantExports loads the
@@ -199,31 +196,11 @@ func TestTenant_accounts_hold_on_the_cluster(t *testing.T) {
 		victim                  = "victim"
 	)
 	run := d.connect("runner")
-	demo, err := script.Demo()
-	if err != nil {
-		t.Fatal(err)
-	}
-	rn, err := runner.New(ctx, runner.Config{NC: run.Conn, ID: "tenants-runner", Provider: demo, Logger: zerolog.Nop()})
-	if err != nil {
-		t.Fatalf("runner as the runner user: %v", err)
-	}
-	startService(t, ctx, "runner", rn.Run, nil, run)
-	store, err := auth.New(
+	startDemoRunner(t, ctx, run, "tenants-runner")
+	disp := d.connect("dispatcher")
+	dsp, _ := startDispatcher(t, disp,
 		auth.Grant{Token: acmeUser, Tenant: "acme"}, auth.Grant{Token: acmeAdmin, Tenant: "acme", Role: auth.RoleAdmin},
 		auth.Grant{Token: globexUser, Tenant: "globex"}, auth.Grant{Token: globexAdmin, Tenant: "globex", Role: auth.RoleAdmin})
-	if err != nil {
-		t.Fatal(err)
-	}
-	disp := d.connect("dispatcher")
-	dsp, err := dispatcher.New(dispatcher.Config{Conn: disp.Conn, Auth: store})
-	if err != nil {
-		t.Fatal(err)
-	}
-	svc, err := dsp.StartNATS()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = svc.Stop() })
 	api := httptest.NewServer(dsp.Handler())
 	t.Cleanup(api.Close)
 

@@ -11,7 +11,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/rs/zerolog"
 	"golang.org/x/crypto/bcrypt"
 
 	"jetway/deploy/certs"
@@ -19,8 +18,6 @@ import (
 	"jetway/pkg/bus"
 	"jetway/pkg/bus/bustest"
 	"jetway/pkg/events"
-	"jetway/pkg/llm/script"
-	"jetway/services/runner"
 )
 
 // TestUpgrade_of_an_old_events_stream_on_a_cluster provisions the layout of
@@ -231,15 +228,7 @@ func TestUpgrade_to_per_tenant_accounts(t *testing.T) {
 	pending = append(pending, struct{ tenant, session, id string }{"acme", "up-new", after.Header.Get(events.HeaderPrefix + "id")})
 
 	run := d.connect("runner")
-	demo, err := script.Demo()
-	if err != nil {
-		t.Fatal(err)
-	}
-	rn, err := runner.New(ctx, runner.Config{NC: run.Conn, ID: "upgrade-runner", Provider: demo, Logger: zerolog.Nop()})
-	if err != nil {
-		t.Fatalf("runner as the runner user: %v", err)
-	}
-	startService(t, ctx, "runner", rn.Run, nil, run)
+	startDemoRunner(t, ctx, run, "upgrade-runner")
 	for _, p := range pending {
 		testutil.Eventually(t, 60*time.Second, p.id+" delivered to "+p.tenant+"/"+p.session, func() bool {
 			return transcriptHas(t, ctx, admin, p.tenant, p.session, p.id)
