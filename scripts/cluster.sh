@@ -122,6 +122,8 @@ wait_healthy() { # wait_healthy PORT: the node's /healthz answers 200 (JetStream
 up() {
 	[[ -x $BIN/jetway ]] || die "no $BIN/jetway: run make build"
 	[[ -f $SECRETS/users.env ]] || die "no secrets in $SECRETS: run make certs"
+	# accounts.conf includes it: without it no node starts.
+	[[ -f $SECRETS/tenants.conf ]] || die "no $SECRETS/tenants.conf (the tenant accounts): run make certs"
 	mkdir -p "$STATE/pids" "$STATE/logs" "$STATE/nats"
 	chmod 700 "$STATE"
 	say "building nats-server (the version go.mod pins) and the provisioner"
