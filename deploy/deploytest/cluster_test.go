@@ -285,6 +285,39 @@ func (d *deployment) stop(n *node) {
 	}
 }
 
+// reload makes the node read its configuration again (SIGHUP, as
+// scripts/cluster.sh reload and nats-server --signal reload send it) and
+// waits for its log to say it did, failing the test if it says it refused.
+func (d *deployment) reload(n *node) {
+	t := d.t
+	t.Helper()
+	log := filepath.Join(d.dir, n.name+".log")
+	count := func(s string) int {
+		b, err := os.ReadFile(log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.Count(string(b), s)
+	}
+	const ok, failed = "Reloaded server configuration", "Failed to reload server configuration"
+	before, failedBefore := count(ok), count(failed)
+	n.mu.Lock()
+	cmd := n.cmd
+	n.mu.Unlock()
+	if cmd == nil {
+		t.Fatalf("reload %s: not running", n.name)
+	}
+	if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatalf("reload %s: %v", n.name, err)
+	}
+	d.waitNode(n, "reload", func() (bool, string) {
+		if count(failed) > failedBefore {
+			t.Fatalf("%s refused its configuration; see its log", n.name)
+		}
+		return count(ok) > before, "no reload in its log yet"
+	})
+}
+
 func tail(b []byte, n int) []byte {
 	if len(b) > n {
 		return b[len(b)-n:]

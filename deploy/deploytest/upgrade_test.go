@@ -128,16 +128,35 @@ func TestUpgrade_of_an_old_events_stream_on_a_cluster(t *testing.T) {
 // layout that came before tenant accounts (testdata/accounts-per-user.conf:
 // tenant-<t> password users inside JETWAY), has a tenant and the
 // dispatcher publish events that wait in JETWAY_WORK (no runner yet), then
-// restarts the nodes one at a time with deploy/nats/accounts.conf, as
-// docs/OPERATIONS.md says to roll it out. Nothing pending is lost: every
-// waiting event is still queued and is delivered to its session once a
-// runner starts; the tenant's client, now with its nkey seed in its own
+// takes deploy/nats/accounts.conf as docs/OPERATIONS.md says to roll it
+// out: restarting the nodes one at a time, or reloading each (twice, as
+// scripts/cluster.sh reload does) with no restart. Nothing pending is lost:
+// every waiting event is still queued and is delivered to its session once
+// a runner starts; the tenant's client, now with its nkey seed in its own
 // account, publishes on its own subjects and is delivered too; the old
 // password user is refused.
 func TestUpgrade_to_per_tenant_accounts(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts and restarts a three-node cluster; skipped with -short")
 	}
+	t.Run("restarting_each_node", func(t *testing.T) {
+		upgradeToTenantAccounts(t, func(d *deployment, n *node) {
+			d.stop(n)
+			d.start(n)
+			d.waitHTTP(n, "/healthz")
+		})
+	})
+	t.Run("reloading_each_node", func(t *testing.T) {
+		upgradeToTenantAccounts(t, func(d *deployment, n *node) {
+			d.reload(n)
+			d.reload(n)
+		})
+	})
+}
+
+// upgradeToTenantAccounts is TestUpgrade_to_per_tenant_accounts with take
+// making one node take the new configuration.
+func upgradeToTenantAccounts(t *testing.T, take func(*deployment, *node)) {
 	d := render(t, renderOptions{accounts: filepath.Join("testdata", "accounts-per-user.conf")})
 	d.startCluster()
 	d.provision()
@@ -202,9 +221,7 @@ func TestUpgrade_to_per_tenant_accounts(t *testing.T) {
 	}
 	d.perUserTenants = false
 	for _, n := range d.nodes {
-		d.stop(n)
-		d.start(n)
-		d.waitHTTP(n, "/healthz")
+		take(d, n)
 	}
 
 	if n := msgs(bus.StreamWork); n != 4 {
