@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
-# cluster.sh up|down|status — jetway's deployment topology as local processes
-# on loopback, for machines without a container engine (see
+# cluster.sh up|down|status|reload — jetway's deployment topology as local
+# processes on loopback, for machines without a container engine (see
 # docs/OPERATIONS.md): three nats-server nodes with deploy/nats (TLS, the
-# least-privilege accounts), provisioning as admin, then the services, each
-# as its own NATS user. State lives in .cluster/ (gitignored): pids/, logs/,
-# nats/ (the rendered configuration and the JetStream stores).
+# JETWAY account with a user per service, an account per tenant), provisioning
+# as admin, then the services, each as its own NATS user. State lives in
+# .cluster/ (gitignored): pids/, logs/, nats/ (the configuration and the
+# JetStream stores). `reload` makes every running node read its
+# configuration again, so a tenant added or revoked (jetway tenants add
+# --secrets, make certs) holds without a restart.
 #
 # Environment: JETWAY_RUNNERS (default 2) runners to start;
 # JETWAY_HTTP (default 127.0.0.1:8080) the dispatcher's address;
-# JETWAY_SECRETS (default deploy/secrets) where `make certs` wrote.
+# JETWAY_SECRETS (default deploy/secrets) where `make certs` wrote;
+# JETWAY_CLUSTER_STATE (default .cluster) the state directory.
 #
 # Secrets: each service gets its own NATS user's password and nothing else.
 # users.env is read into unexported shell variables, and every service
@@ -21,7 +25,7 @@ set -euo pipefail
 
 cd "$(dirname "$0")/.."
 ROOT=$PWD
-STATE=$ROOT/.cluster
+STATE=${JETWAY_CLUSTER_STATE:-$ROOT/.cluster}
 SECRETS=${JETWAY_SECRETS:-$ROOT/deploy/secrets}
 BIN=$ROOT/bin
 RUNNERS=${JETWAY_RUNNERS:-2}
@@ -118,6 +122,8 @@ wait_healthy() { # wait_healthy PORT: the node's /healthz answers 200 (JetStream
 up() {
 	[[ -x $BIN/jetway ]] || die "no $BIN/jetway: run make build"
 	[[ -f $SECRETS/users.env ]] || die "no secrets in $SECRETS: run make certs"
+	# accounts.conf includes it: without it no node starts.
+	[[ -f $SECRETS/tenants.conf ]] || die "no $SECRETS/tenants.conf (the tenant accounts): run make certs"
 	mkdir -p "$STATE/pids" "$STATE/logs" "$STATE/nats"
 	chmod 700 "$STATE"
 	say "building nats-server (the version go.mod pins) and the provisioner"
@@ -176,56 +182,84 @@ up() {
 	cat <<EOF
 
 jetway cluster is up.
-  NATS        tls://127.0.0.1:4222,4223,4224 (CA deploy/secrets/ca.pem, users in deploy/secrets/users.env)
-  dispatcher  http://$HTTP_ADDR   tokens in .cluster/tokens.json
-  logs        .cluster/logs/       pids .cluster/pids/
+  NATS        tls://127.0.0.1:4222,4223,4224 (CA $SECRETS/ca.pem, service users in $SECRETS/users.env)
+  dispatcher  http://$HTTP_ADDR   tokens in $STATE/tokens.json
+  logs        $STATE/logs/       pids $STATE/pids/
+$(tenant_credentials)
 Try:
   JETWAY_URL=http://$HTTP_ADDR JETWAY_TOKEN=$token bin/jetway send demo "hello"
+  nats --server tls://127.0.0.1:4222 --tlsca $SECRETS/ca.pem --nkey $SECRETS/tenants/acme.nk pub jetway.events.demo '{}'
 Stop it with: make cluster-down
 EOF
 }
 
-# stop NAME: SIGTERM, up to 15 s to exit, then SIGKILL.
-stop() {
-	local name=$1 f=$STATE/pids/$1.pid pid i
-	[[ -f $f ]] || return 0
-	pid=$(cat "$f")
-	if kill -0 "$pid" 2>/dev/null; then
-		kill -TERM "$pid" 2>/dev/null || true
-		for i in $(seq 1 75); do
-			kill -0 "$pid" 2>/dev/null || break
-			sleep 0.2
-		done
-		if kill -0 "$pid" 2>/dev/null; then
-			kill -KILL "$pid" 2>/dev/null || true
-			say "killed $name (pid $pid) after 15s"
-		else
-			say "stopped $name (pid $pid)"
-		fi
-	fi
-	rm -f "$f"
-}
-
-down() {
-	[[ -d $STATE/pids ]] || { say "nothing running"; return 0; }
-	local f name
-	# Services first, so they do not spend their last seconds reconnecting.
-	for f in "$STATE"/pids/*.pid; do
+# tenant_credentials: where the tenant accounts and the tenants' nkey seed
+# files are, for the summaries. A tenant's users connect with a seed into
+# the tenant's own account; the servers read only tenants.conf.
+tenant_credentials() {
+	local f found=""
+	printf '  tenants     accounts in %s; credentials (nkey seeds, for the tenants'"'"' clients):\n' "$SECRETS/tenants.conf"
+	for f in "$SECRETS"/tenants/*.nk; do
 		[[ -e $f ]] || continue
-		name=$(basename "$f" .pid)
-		[[ $name == node-* ]] || stop "$name"
+		found=1
+		printf '                %s\n' "$f"
 	done
-	for name in "${NODES[@]}"; do stop "$name"; done
-	say "down (JetStream data kept in .cluster/nats/data; rm -rf .cluster to start afresh)"
+	[[ -n $found ]] || printf '                none (make certs, or jetway tenants add NAME --secrets %s)\n' "$SECRETS"
 }
 
-status() {
-	local f name
-	for f in "$STATE"/pids/*.pid; do
-		[[ -e $f ]] || { say "nothing running"; return 0; }
-		name=$(basename "$f" .pid)
-		if alive "$name"; then say "$name running (pid $(cat "$f"))"; else say "$name dead (see .cluster/logs/$name.log)"; fi
+# reload: every running node reads its configuration again (SIGHUP, what
+# `nats-server --signal reload=<pid>` sends), so a tenant added or revoked
+# in $SECRETS/tenants.conf holds without a restart: a new tenant's users
+# connect, a revoked user's connections are closed. The configuration is
+# copied from deploy/nats again first, so an edited accounts.conf is taken
+# too. A configuration a node refuses is reported with the node's reason
+# (the node keeps running on the one it had).
+#
+# Each node reloads twice: nats-server (2.15.2) does not start the service
+# import subscriptions of an account that a reload creates (configureAccounts
+# starts them "only if not reloading"), so a new tenant's events and API
+# requests would find no responder; the second reload finds the account
+# existing and starts them. deploy/deploytest holds this
+# (TestCluster_script_reload_adds_and_revokes_a_tenant_without_a_restart).
+reload() {
+	[[ -d $STATE/pids ]] || die "nothing running"
+	[[ -f $SECRETS/tenants.conf ]] || die "no $SECRETS/tenants.conf: run make certs"
+	mkdir -p "$STATE/nats"
+	cp deploy/nats/*.conf "$STATE/nats/"
+	local n any=""
+	for n in "${NODES[@]}"; do
+		if ! alive "$n"; then
+			say "$n is not running: it reads the configuration when it starts"
+			continue
+		fi
+		reload_node "$n"
+		reload_node "$n"
+		say "reloaded $n (pid $(cat "$STATE/pids/$n.pid"))"
+		any=1
 	done
+	[[ -n $any ]] || die "no node is running"
+	tenant_credentials
+}
+
+# reload_node NAME: SIGHUP the node and wait up to 10 s for its log to say
+# it reloaded, or that it refused the configuration.
+reload_node() {
+	local n=$1 pid log before failed i
+	pid=$(cat "$STATE/pids/$n.pid")
+	log=$STATE/logs/$n.log
+	before=$(grep -c 'Reloaded server configuration' "$log" || true)
+	failed=$(grep -c 'Failed to reload server configuration' "$log" || true)
+	kill -HUP "$pid"
+	for i in $(seq 1 100); do
+		if (($(grep -c 'Reloaded server configuration' "$log" || true) > before)); then
+			return 0
+		fi
+		if (($(grep -c 'Failed to reload server configuration' "$log" || true) > failed)); then
+			die "$n (pid $pid) refused the new configuration: $(grep 'Failed to reload server configuration' "$log" | tail -1)"
+		fi
+		sleep 0.1
+	done
+	die "$n (pid $pid) did not say it reloaded within 10s; see $log"
 }
 
 case ${1:-} in
@@ -237,5 +271,6 @@ service-env)
 	;;
 down) down ;;
 status) status ;;
-*) die "usage: $0 up|down|status" ;;
+reload) reload ;;
+*) die "usage: $0 up|down|status|reload" ;;
 esac

@@ -98,7 +98,8 @@ service() {
 		"${opts[@]}" "$@"
 }
 
-# node_config: deploy/nats and the four secrets a node needs, staged in
+# node_config: deploy/nats and the five files of secrets/ a node needs
+# (never a tenant's nkey seed: tenants.conf holds their public keys), staged in
 # the state directory and owned by the image's NATS user (the key is 0600
 # and root's in deploy/secrets; mounted as is it would be unreadable, and a
 # file mounted into a read-only mount needs a mount point that is not there).
@@ -109,7 +110,7 @@ node_config() {
 	# data/node-N, relative to the working directory /etc/nats.
 	mkdir -p "$d/secrets" "$d/data"
 	cp "$ROOT"/deploy/nats/*.conf "$d/"
-	for f in passwords.conf server.pem server-key.pem ca.pem; do
+	for f in passwords.conf tenants.conf server.pem server-key.pem ca.pem; do
 		[[ -f $SECRETS/$f ]] || die "no $SECRETS/$f: run make certs"
 		install -m 0400 "$SECRETS/$f" "$d/secrets/$f"
 	done

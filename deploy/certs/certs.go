@@ -1,7 +1,9 @@
 // Package certs makes the secrets a locked-down jetway deployment needs: a
 // local certificate authority, a server certificate for the NATS nodes
 // (client and route TLS), a client certificate for the optional mTLS variant,
-// and one random password per NATS user with its bcrypt hash.
+// one random password per NATS user with its bcrypt hash, and an nkey
+// credential for each tenant's first user with the tenant accounts the
+// servers include (pkg/bus, "The NATS account layout").
 //
 // It is written in Go rather than as an openssl script so that CI and a
 // fresh machine need nothing but the Go toolchain.
@@ -30,6 +32,8 @@ import (
 	"time"
 
 	"golang.org/x/crypto/bcrypt"
+
+	"jetway/pkg/bus"
 )
 
 // File names written into Config.Dir.
@@ -46,7 +50,19 @@ const (
 	// UsersEnv holds the plain passwords as shell variables
 	// (NATS_PASSWORD_NAME=…) for scripts and compose.
 	UsersEnv = "users.env"
+	// TenantsDir holds the tenants' nkey seeds, <tenant>.nk and
+	// <tenant>.<user>.nk (bus.TenantCredentials): secrets of the tenants'
+	// clients, never mounted into a server.
+	TenantsDir = "tenants"
+	// TenantsConf holds the tenant accounts (their users' public keys and
+	// their imports of JETWAY's exports), included by accounts.conf. It
+	// holds no secret: the servers need it and nothing else of TenantsDir.
+	TenantsConf = "tenants.conf"
 )
+
+// DefaultTenants are the tenants `make certs` makes credentials for when
+// told no others: the two the examples and tests use.
+var DefaultTenants = []string{"acme", "globex"}
 
 // DefaultHosts are the names the server certificate is valid for: loopback
 // for `make cluster` and tests, the compose service names, and the in-cluster
@@ -73,9 +89,15 @@ type Config struct {
 	// BcryptCost is the hash cost (default bcrypt.DefaultCost). The server
 	// pays it on every connect, so keep it modest.
 	BcryptCost int
+	// Tenants get a credential (the nkey seed of their first user) unless
+	// they have one. Tenants with a seed in TenantsDir but not listed here
+	// keep it: TenantsConf is made from every seed there, so a tenant added
+	// since (jetway tenants add) is not dropped by the next run.
+	Tenants []string
 	// Force replaces certificates that already exist. Passwords are never
 	// replaced: a user already in UsersEnv keeps its password, so running
-	// Generate again only adds what is missing.
+	// Generate again only adds what is missing (and drops the passwords of
+	// users no longer in Users).
 	Force bool
 }
 
@@ -85,6 +107,9 @@ type Result struct {
 	Created []string
 	// Passwords maps each user of Config.Users to its plain password.
 	Passwords map[string]string
+	// TenantSeeds maps each tenant of Config.Tenants to the seed file of
+	// its first user.
+	TenantSeeds map[string]string
 }
 
 // Generate writes the CA, certificates and passwords into cfg.Dir, keeping
@@ -119,7 +144,51 @@ func Generate(cfg Config) (Result, error) {
 	if wrote {
 		res.Created = append(res.Created, UsersEnv, PasswordsConf)
 	}
+	seeds, created, err := ensureTenants(cfg)
+	if err != nil {
+		return Result{}, err
+	}
+	res.TenantSeeds = seeds
+	res.Created = append(res.Created, created...)
 	return res, nil
+}
+
+// TenantCredentials are the tenant credentials kept in dir.
+func TenantCredentials(dir string) bus.TenantCredentials {
+	return bus.TenantCredentials{Dir: filepath.Join(dir, TenantsDir)}
+}
+
+// ensureTenants makes a seed for every tenant of cfg.Tenants that has none
+// and writes TenantsConf from every seed in TenantsDir when it changed or
+// is missing. The file is written even with no tenant at all, because
+// accounts.conf includes it and a server does not start without it.
+func ensureTenants(cfg Config) (map[string]string, []string, error) {
+	creds := TenantCredentials(cfg.Dir)
+	seeds := map[string]string{}
+	var created []string
+	for _, tenant := range cfg.Tenants {
+		made, err := creds.Ensure(tenant, "")
+		if err != nil {
+			return nil, nil, fmt.Errorf("certs: %w", err)
+		}
+		path := creds.Path(tenant, "")
+		seeds[tenant] = path
+		if made {
+			created = append(created, filepath.Join(TenantsDir, filepath.Base(path)))
+		}
+	}
+	tenants, err := creds.Tenants()
+	if err != nil {
+		return nil, nil, fmt.Errorf("certs: %w", err)
+	}
+	old, err := os.ReadFile(cfg.path(TenantsConf))
+	if err == nil && string(old) == bus.TenantsConf(tenants) {
+		return seeds, created, nil
+	}
+	if err := creds.WriteTenantsConf(cfg.path(TenantsConf)); err != nil {
+		return nil, nil, fmt.Errorf("certs: %w", err)
+	}
+	return seeds, append(created, TenantsConf), nil
 }
 
 func (c Config) path(name string) string { return filepath.Join(c.Dir, name) }
@@ -279,6 +348,15 @@ func ensurePasswords(cfg Config) (map[string]string, bool, error) {
 	users = slices.Compact(users)
 	plain := map[string]string{}
 	changed := !exists(cfg.path(PasswordsConf)) || !exists(cfg.path(UsersEnv))
+	// A user no longer in the list (the tenant-<t> users of the layout
+	// before tenant accounts) is dropped from both files: nats-server
+	// refuses to start on a passwords.conf variable the configuration does
+	// not use ("unknown field").
+	for k := range existing {
+		if !slices.ContainsFunc(users, func(u string) bool { return EnvVar(u) == k }) {
+			changed = true
+		}
+	}
 	for _, u := range users {
 		if !userName.MatchString(u) {
 			return nil, false, fmt.Errorf("certs: user name %q: want letters, digits, '-' or '_'", u)

@@ -5,9 +5,11 @@ import (
 	"crypto/x509"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/nats-io/nkeys"
 	"golang.org/x/crypto/bcrypt"
 )
 
@@ -123,8 +125,128 @@ func TestUsersInConfig_finds_every_user_of_the_deploy_accounts_file(t *testing.T
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := "admin,dispatcher,jobs,notifier,runner,sys,tenant-acme,tenant-globex"
+	// Tenants are not users of accounts.conf: they have accounts of their
+	// own, in tenants.conf.
+	want := "admin,dispatcher,jobs,notifier,runner,sys"
 	if strings.Join(got, ",") != want {
 		t.Errorf("users = %v, want %s", got, want)
+	}
+}
+
+func TestGenerate_makes_tenant_credentials_and_keeps_them(t *testing.T) {
+	dir := t.TempDir()
+	first, err := Generate(Config{Dir: dir, Users: []string{"runner"}, Tenants: []string{"acme"}, BcryptCost: bcrypt.MinCost})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seed := filepath.Join(dir, TenantsDir, "acme.nk")
+	if first.TenantSeeds["acme"] != seed {
+		t.Errorf("acme's seed at %q, want %s", first.TenantSeeds["acme"], seed)
+	}
+	if !slices.Contains(first.Created, TenantsConf) || !slices.Contains(first.Created, filepath.Join(TenantsDir, "acme.nk")) {
+		t.Errorf("created %v, want the seed and %s", first.Created, TenantsConf)
+	}
+	acmeSeed, err := os.ReadFile(seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{seed, filepath.Join(dir, TenantsDir)} {
+		if st, err := os.Stat(p); err != nil || st.Mode().Perm()&0o077 != 0 {
+			t.Errorf("%s: %v, mode %v; want no group or other access", p, err, st.Mode().Perm())
+		}
+	}
+	pub := publicKey(t, seed)
+	conf := readFile(t, filepath.Join(dir, TenantsConf))
+	if !strings.Contains(conf, pub) || strings.Contains(conf, strings.TrimSpace(string(acmeSeed))) {
+		t.Errorf("tenants.conf should hold acme's public key and not its seed:\n%s", conf)
+	}
+
+	// Nothing new: nothing written.
+	again, err := Generate(Config{Dir: dir, Users: []string{"runner"}, Tenants: []string{"acme"}, BcryptCost: bcrypt.MinCost})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(again.Created) != 0 {
+		t.Errorf("second run created %v, want nothing", again.Created)
+	}
+	// A tenant added by another tool (its seed dropped into tenants/) and
+	// one added to the list: both in tenants.conf, acme's seed untouched.
+	if _, err := TenantCredentials(dir).Ensure("initech", ""); err != nil {
+		t.Fatal(err)
+	}
+	more, err := Generate(Config{Dir: dir, Users: []string{"runner"}, Tenants: []string{"acme", "globex"}, BcryptCost: bcrypt.MinCost})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(more.Created, TenantsConf) {
+		t.Errorf("created %v, want %s rewritten", more.Created, TenantsConf)
+	}
+	if b, _ := os.ReadFile(seed); string(b) != string(acmeSeed) {
+		t.Error("acme's seed changed")
+	}
+	conf = readFile(t, filepath.Join(dir, TenantsConf))
+	for _, tenant := range []string{"acme", "globex", "initech"} {
+		if !strings.Contains(conf, `"`+tenant+`" {`) {
+			t.Errorf("tenants.conf has no account %s:\n%s", tenant, conf)
+		}
+	}
+
+	if _, err := Generate(Config{Dir: dir, Tenants: []string{"JETWAY"}}); err == nil {
+		t.Error("a tenant named after the JETWAY account was accepted")
+	}
+}
+
+func TestGenerate_writes_tenants_conf_with_no_tenant(t *testing.T) {
+	// accounts.conf includes it: a server does not start without the file.
+	dir := t.TempDir()
+	if _, err := Generate(Config{Dir: dir, Users: []string{"runner"}, BcryptCost: bcrypt.MinCost}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, TenantsConf)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func publicKey(t *testing.T, seedFile string) string {
+	t.Helper()
+	kp, err := nkeys.FromSeed([]byte(strings.TrimSpace(readFile(t, seedFile))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, err := kp.PublicKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pub
+}
+
+func TestGenerate_drops_the_passwords_of_users_no_longer_listed(t *testing.T) {
+	// The per-user layout had tenant-<t> users; the account layout has
+	// none, and nats-server refuses a passwords.conf variable nothing uses.
+	dir := t.TempDir()
+	old, err := Generate(Config{Dir: dir, Users: []string{"runner", "tenant-acme"}, BcryptCost: bcrypt.MinCost})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now, err := Generate(Config{Dir: dir, Users: []string{"runner"}, BcryptCost: bcrypt.MinCost})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if now.Passwords["runner"] != old.Passwords["runner"] {
+		t.Error("runner's password changed")
+	}
+	for _, f := range []string{UsersEnv, PasswordsConf} {
+		if text := readFile(t, filepath.Join(dir, f)); strings.Contains(text, "TENANT_ACME") {
+			t.Errorf("%s still holds tenant-acme:\n%s", f, text)
+		}
 	}
 }

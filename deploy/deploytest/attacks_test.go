@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -11,21 +12,19 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/rs/zerolog"
 
 	"jetway/internal/testutil"
 	"jetway/pkg/auth"
 	"jetway/pkg/bus"
 	"jetway/pkg/events"
-	"jetway/pkg/llm/script"
 	"jetway/services/dispatcher"
-	"jetway/services/runner"
 )
 
 // TestAttacks_on_the_bus_are_refused_or_without_effect runs, against real
 // nats-server processes with the deploy/nats configuration, every attack
 // on the bus found from outside (docs/SECURITY.md), exactly as it was
-// made: a tenant (acme), the dispatcher, the runner and the jobs users
+// made, a tenant's from its own account (its view of the subjects has no
+// tenant token): a tenant (acme), the dispatcher, the runner and the jobs users
 // trying to schedule messages onto another tenant's (globex's) sessions
 // and job events, to copy another tenant's event with a schedule source,
 // to erase the stream with roll-ups, purges and deletes, and to occupy a
@@ -66,8 +65,10 @@ func TestAttacks_on_the_bus_are_refused_or_without_effect(t *testing.T) {
 		return info.State.Msgs
 	}
 
-	acme := d.connect("tenant-acme", nats.CustomInboxPrefix("_INBOX_acme"))
-	globex := d.connect("tenant-globex", nats.CustomInboxPrefix("_INBOX_globex"))
+	// The tenants, each in its own account: jetway.events.<session> there
+	// is jetway.events.<tenant>.<session> in JETWAY.
+	acme := d.connect("tenant-acme")
+	globex := d.connect("tenant-globex")
 	disp := d.connect("dispatcher")
 	run := d.connect("runner")
 	jobsUser := d.connect("jobs")
@@ -83,35 +84,15 @@ func TestAttacks_on_the_bus_are_refused_or_without_effect(t *testing.T) {
 	)
 
 	// The victim's session holds one event of its own, data included.
-	secret := inputMsg(t, "globex", "victim", "globex's secret plan")
+	secret := tenantInputMsg(t, "globex", "victim", "globex's secret plan")
 	if _, err := globex.js.PublishMsg(ctx, secret); err != nil {
 		t.Fatalf("globex: its own input: %v", err)
 	}
 
 	// A runner (the demo script for a model) and a dispatcher, as their
 	// deployment users, so the victim's session is a live one.
-	demo, err := script.Demo()
-	if err != nil {
-		t.Fatal(err)
-	}
-	rn, err := runner.New(ctx, runner.Config{NC: run.Conn, ID: "attacks-runner", Provider: demo, Logger: zerolog.Nop()})
-	if err != nil {
-		t.Fatalf("runner as the runner user: %v", err)
-	}
-	startService(t, ctx, "runner", rn.Run, nil, run)
-	store, err := auth.New(auth.Grant{Token: acmeToken, Tenant: "acme"}, auth.Grant{Token: globexToken, Tenant: "globex"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dsp, err := dispatcher.New(dispatcher.Config{Conn: disp.Conn, Auth: store})
-	if err != nil {
-		t.Fatal(err)
-	}
-	svc, err := dsp.StartNATS()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = svc.Stop() })
+	startDemoRunner(t, ctx, run, "attacks-runner")
+	startDispatcher(t, disp, auth.Grant{Token: acmeToken, Tenant: "acme"}, auth.Grant{Token: globexToken, Tenant: "globex"})
 
 	// Every schedule attack is due at the same second; a canary the runner
 	// books the way layovers are booked is due a second later. Once the
@@ -141,11 +122,11 @@ func TestAttacks_on_the_bus_are_refused_or_without_effect(t *testing.T) {
 	exitBody, _ := json.Marshal(exit)
 
 	t.Run("schedules_aimed_at_another_tenant_land_nothing", func(t *testing.T) {
-		schedule(t, acme, "tenant target other tenant's events", "jetway.events.acme.s1",
+		schedule(t, acme, "tenant target other tenant's events", "jetway.events.s1",
 			map[string]string{jetstream.ScheduleTargetHeader: victim, "ce-type": events.TypeInput}, forgedBody)
-		schedule(t, acme, "tenant target other tenant's job events", "jetway.events.acme.s1",
+		schedule(t, acme, "tenant target other tenant's job events", "jetway.events.s1",
 			map[string]string{jetstream.ScheduleTargetHeader: victimJobs}, string(exitBody))
-		schedule(t, acme, "tenant schedule source on other tenant's subject", "jetway.events.acme.s2",
+		schedule(t, acme, "tenant schedule source on other tenant's subject", "jetway.events.s2",
 			map[string]string{jetstream.ScheduleTargetHeader: loot, jetstream.ScheduleSourceHeader: victim}, "")
 		schedule(t, disp, "dispatcher forges a job event", "jetway.events.globex.s2",
 			map[string]string{jetstream.ScheduleTargetHeader: victimJobs}, string(exitBody))
@@ -194,23 +175,24 @@ func TestAttacks_on_the_bus_are_refused_or_without_effect(t *testing.T) {
 		for _, tc := range []struct {
 			who     string
 			c       *client
-			subject string
+			subject string // as c publishes it
+			stored  string // as JETWAY stores it
 			rollup  string
 		}{
-			{"tenant all", acme, "jetway.events.acme.s1", jetstream.MsgRollupAll},
-			{"tenant sub", acme, "jetway.events.acme.s1", jetstream.MsgRollupSubject},
-			{"dispatcher all", disp, "jetway.events.globex.s2", jetstream.MsgRollupAll},
-			{"jobs all", jobsUser, "jetway.jobevents.acme.s1", jetstream.MsgRollupAll},
+			{"tenant all", acme, "jetway.events.s1", "jetway.events.acme.s1", jetstream.MsgRollupAll},
+			{"tenant sub", acme, "jetway.events.s1", "jetway.events.acme.s1", jetstream.MsgRollupSubject},
+			{"dispatcher all", disp, "jetway.events.globex.s2", "jetway.events.globex.s2", jetstream.MsgRollupAll},
+			{"jobs all", jobsUser, "jetway.jobevents.acme.s1", "jetway.jobevents.acme.s1", jetstream.MsgRollupAll},
 		} {
 			stream := bus.StreamEvents
-			if strings.HasPrefix(tc.subject, "jetway.jobevents.") {
+			if strings.HasPrefix(tc.stored, "jetway.jobevents.") {
 				stream = bus.StreamJobEvents
 			}
 			// Something to erase on the subject itself.
 			if _, err := tc.c.js.Publish(ctx, tc.subject, []byte(`{}`)); err != nil {
 				t.Fatalf("%s: plain publish: %v", tc.who, err)
 			}
-			before, onSubject := total(t, stream), count(t, stream, tc.subject)
+			before, onSubject := total(t, stream), count(t, stream, tc.stored)
 			m := nats.NewMsg(tc.subject)
 			m.Data = []byte(`{}`)
 			m.Header.Set(jetstream.MsgRollup, tc.rollup)
@@ -220,8 +202,8 @@ func TestAttacks_on_the_bus_are_refused_or_without_effect(t *testing.T) {
 			if after := total(t, stream); after != before {
 				t.Errorf("%s: %s went from %d to %d messages", tc.who, stream, before, after)
 			}
-			if after := count(t, stream, tc.subject); after != onSubject {
-				t.Errorf("%s: %s went from %d to %d messages", tc.who, tc.subject, onSubject, after)
+			if after := count(t, stream, tc.stored); after != onSubject {
+				t.Errorf("%s: %s went from %d to %d messages", tc.who, tc.stored, onSubject, after)
 			}
 		}
 	})
@@ -232,7 +214,7 @@ func TestAttacks_on_the_bus_are_refused_or_without_effect(t *testing.T) {
 		// stores it without applying it.
 		const session = "jetway.events.acme.rr"
 		for range 2 {
-			if _, err := acme.js.Publish(ctx, session, []byte(`{}`)); err != nil {
+			if _, err := acme.js.Publish(ctx, "jetway.events.rr", []byte(`{}`)); err != nil {
 				t.Fatalf("acme: %v", err)
 			}
 		}
@@ -269,6 +251,12 @@ func TestAttacks_on_the_bus_are_refused_or_without_effect(t *testing.T) {
 					{"$JS.API.STREAM.PURGE." + stream, `{"filter":"` + victim + `"}`},
 					{"$JS.API.STREAM.MSG.DELETE." + stream, `{"seq":1}`},
 				} {
+					if c.c == acme {
+						// A tenant's account has no JetStream: the request
+						// never reaches JETWAY's API.
+						noJetStream(t, ctx, acme, api.subject, api.body)
+						continue
+					}
 					c.c.refuseAPI(t, api.subject, func(ctx context.Context) error {
 						_, err := c.c.RequestWithContext(ctx, api.subject, []byte(api.body))
 						return err
@@ -298,7 +286,7 @@ func TestAttacks_on_the_bus_are_refused_or_without_effect(t *testing.T) {
 	t.Run("a_squatted_job_event_id_is_still_stored_and_delivered", func(t *testing.T) {
 		// The predictable id of the victim's next job exit, taken first.
 		const id = "jetway.job/globex/victim/7/exited"
-		squat := nats.NewMsg("jetway.events.acme.s1")
+		squat := nats.NewMsg("jetway.events.s1")
 		squat.Data = []byte(`{}`)
 		squat.Header.Set(nats.MsgIdHdr, id)
 		if _, err := acme.js.PublishMsg(ctx, squat); err != nil {
@@ -324,7 +312,7 @@ func TestAttacks_on_the_bus_are_refused_or_without_effect(t *testing.T) {
 		for _, c := range []struct {
 			c       *client
 			subject string
-		}{{acme, "jetway.events.acme.ci"}, {globex, "jetway.events.globex.ci"}} {
+		}{{acme, "jetway.events.ci"}, {globex, "jetway.events.ci"}} {
 			m := nats.NewMsg(c.subject)
 			m.Data = []byte(`{}`)
 			m.Header.Set(nats.MsgIdHdr, "ci-42")
@@ -372,27 +360,34 @@ func TestAttacks_on_the_bus_are_refused_or_without_effect(t *testing.T) {
 			}
 			return m
 		}
-		// Straight onto the runner-only subject, by every other user.
+		// Straight onto the runner-only subject, by every other user (in a
+		// tenant's account the subject, with the token or without, leads
+		// nowhere: no responder).
 		for _, c := range []struct {
-			who string
-			c   *client
-		}{{"tenant-acme", acme}, {"tenant-globex", globex}, {"dispatcher", disp}, {"jobs", jobsUser}} {
+			who     string
+			c       *client
+			subject string
+		}{
+			{"tenant-acme", acme, victimAgents}, {"tenant-acme", acme, "jetway.agentevents.victim"},
+			{"tenant-globex", globex, victimAgents}, {"tenant-globex", globex, "jetway.agentevents.victim"},
+			{"dispatcher", disp, victimAgents}, {"jobs", jobsUser, victimAgents},
+		} {
 			// A publish the permissions drop gets no answer: bounded here.
 			pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-			if _, err := c.c.js.PublishMsg(pctx, finMsg(victimAgents)); err == nil {
-				t.Errorf("%s: a sub-agent event on %s was accepted", c.who, victimAgents)
+			if _, err := c.c.js.PublishMsg(pctx, finMsg(c.subject)); err == nil {
+				t.Errorf("%s: a sub-agent event on %s was accepted", c.who, c.subject)
 			}
 			cancel()
 		}
 		// Scheduled onto it from a stream a tenant writes; or with a
 		// roll-up, or the real end's Nats-Msg-Id squatted on its own subject.
-		schedule(t, acme, "tenant schedules a sub-agent end", "jetway.events.acme.s1",
+		schedule(t, acme, "tenant schedules a sub-agent end", "jetway.events.s1",
 			map[string]string{jetstream.ScheduleTargetHeader: victimAgents}, "{}")
-		squat := finMsg("jetway.events.globex.victim")
+		squat := finMsg("jetway.events.victim") // globex's own session
 		if _, err := globex.js.PublishMsg(ctx, squat); err != nil {
 			t.Fatalf("globex: the forged end on its own events subject: %v", err)
 		}
-		rolled := finMsg("jetway.events.globex.victim")
+		rolled := finMsg("jetway.events.victim")
 		rolled.Header.Set(nats.MsgIdHdr, "another")
 		rolled.Header.Set(jetstream.MsgRollup, jetstream.MsgRollupSubject)
 		if _, err := globex.js.PublishMsg(ctx, rolled); err == nil {
@@ -423,7 +418,8 @@ func TestAttacks_on_the_bus_are_refused_or_without_effect(t *testing.T) {
 			t.Errorf("the runner's real end with that id: %+v, %v; want stored", ack, err)
 		}
 		// Nobody purges or deletes it, the admin included.
-		for _, c := range []*client{acme, disp, run} {
+		noJetStream(t, ctx, acme, "$JS.API.STREAM.PURGE."+bus.StreamAgentEvents, `{}`)
+		for _, c := range []*client{disp, run} {
 			c.refuseAPI(t, "$JS.API.STREAM.PURGE."+bus.StreamAgentEvents, func(ctx context.Context) error {
 				_, err := c.RequestWithContext(ctx, "$JS.API.STREAM.PURGE."+bus.StreamAgentEvents, []byte(`{}`))
 				return err
@@ -440,7 +436,7 @@ func TestAttacks_on_the_bus_are_refused_or_without_effect(t *testing.T) {
 
 	t.Run("the_victim_session_still_runs_a_good_input", func(t *testing.T) {
 		outc := make(chan *nats.Msg, 64)
-		out, err := globex.ChanSubscribe("jetway.out.globex.victim", outc)
+		out, err := globex.ChanSubscribe("jetway.out.victim", outc)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -474,6 +470,43 @@ func TestAttacks_on_the_bus_are_refused_or_without_effect(t *testing.T) {
 
 	for _, c := range []*client{run, disp} {
 		c.noViolation(t)
+	}
+}
+
+// tenantInputMsg is an io.jetway.input for tenant/session as a user of the
+// tenant's account publishes it: on jetway.events.<session>, which the
+// account's import maps to jetway.events.<tenant>.<session>.
+func tenantInputMsg(t *testing.T, tenant, session, text string) *nats.Msg {
+	t.Helper()
+	m := inputMsg(t, tenant, session, text)
+	m.Subject = "jetway.events." + session
+	return m
+}
+
+// noJetStream sends a JetStream API request from a tenant's account and
+// expects the answer that the account has no JetStream: the request never
+// reaches the JETWAY account's API.
+func noJetStream(t *testing.T, ctx context.Context, c *client, subject, body string) {
+	t.Helper()
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	reply, err := c.RequestWithContext(rctx, subject, []byte(body))
+	if err != nil {
+		// No responder at all is as good: nothing acted on it.
+		if !errors.Is(err, nats.ErrNoResponders) {
+			t.Errorf("%s from a tenant account: %v; want JetStream not enabled or no responders", subject, err)
+		}
+		return
+	}
+	var resp struct {
+		Error *struct {
+			Code    int    `json:"err_code"`
+			Message string `json:"description"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(reply.Data, &resp); err != nil || resp.Error == nil ||
+		resp.Error.Code != int(jetstream.JSErrCodeJetStreamNotEnabledForAccount) {
+		t.Errorf("%s from a tenant account answered %s; want JetStream not enabled for the account", subject, reply.Data)
 	}
 }
 

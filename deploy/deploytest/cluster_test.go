@@ -96,11 +96,23 @@ type deployment struct {
 	dir       string
 	nodes     []*node
 	passwords map[string]string
+	// seeds are the tenants' nkey seed files, by tenant.
+	seeds map[string]string
+	// perUserTenants says the running configuration is the old layout
+	// (renderOptions.accounts), where tenant-<t> is a password user of
+	// JETWAY.
+	perUserTenants bool
 }
+
+// tenants get credentials in every rendered deployment.
+var tenants = []string{"acme", "globex"}
 
 type renderOptions struct {
 	// mTLS swaps client-tls.conf for client-mtls.conf, as the docs describe.
 	mTLS bool
+	// accounts replaces accounts.conf with another file (the old per-user
+	// layout, for the upgrade test); users of both get passwords.
+	accounts string
 }
 
 // render copies the deploy configuration into a temporary directory, moving
@@ -142,17 +154,22 @@ func render(t testing.TB, opts renderOptions) *deployment {
 			t.Fatal(err)
 		}
 	}
-	accounts, err := os.ReadFile(filepath.Join(confDir, "accounts.conf"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	users, err := certs.UsersInConfig(accounts)
-	if err != nil {
-		t.Fatal(err)
+	users := usersOf(t, filepath.Join(confDir, "accounts.conf"))
+	if opts.accounts != "" {
+		users = append(users, usersOf(t, opts.accounts)...)
+		old, err := os.ReadFile(opts.accounts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(d.dir, "accounts.conf"), old, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		d.perUserTenants = true
 	}
 	res, err := certs.Generate(certs.Config{
-		Dir:   filepath.Join(d.dir, "secrets"),
-		Users: users,
+		Dir:     filepath.Join(d.dir, "secrets"),
+		Users:   users,
+		Tenants: tenants,
 		// The server checks the hash on every connect; the cost does not
 		// change what is tested.
 		BcryptCost: bcrypt.MinCost,
@@ -160,8 +177,22 @@ func render(t testing.TB, opts renderOptions) *deployment {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d.passwords = res.Passwords
+	d.passwords, d.seeds = res.Passwords, res.TenantSeeds
 	return d
+}
+
+// usersOf is the password users an accounts file declares.
+func usersOf(t testing.TB, path string) []string {
+	t.Helper()
+	conf, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	users, err := certs.UsersInConfig(conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return users
 }
 
 // freePorts picks n distinct free loopback ports. Every listener stays open
@@ -217,15 +248,74 @@ func (d *deployment) start(n *node) {
 // kill ends the node's process at once (SIGKILL: a crash, not a shutdown)
 // and reaps it. Killing a node that is not running does nothing.
 func (d *deployment) kill(n *node) {
-	n.mu.Lock()
-	cmd := n.cmd
-	n.cmd = nil
-	n.mu.Unlock()
+	cmd := n.take()
 	if cmd == nil {
 		return
 	}
 	_ = cmd.Process.Signal(syscall.SIGKILL)
 	_ = cmd.Wait()
+}
+
+// take returns the node's process, if it runs, and forgets it: whoever
+// takes it ends it.
+func (n *node) take() *exec.Cmd {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	cmd := n.cmd
+	n.cmd = nil
+	return cmd
+}
+
+// stop shuts the node down as an operator would (SIGTERM: it leaves the
+// cluster in order), waits up to 30 s for it to exit, then kills it.
+func (d *deployment) stop(n *node) {
+	cmd := n.take()
+	if cmd == nil {
+		return
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		d.t.Logf("%s did not exit within 30s of SIGTERM; killing it", n.name)
+		_ = cmd.Process.Signal(syscall.SIGKILL)
+		<-done
+	}
+}
+
+// reload makes the node read its configuration again (SIGHUP, as
+// scripts/cluster.sh reload and nats-server --signal reload send it) and
+// waits for its log to say it did, failing the test if it says it refused.
+func (d *deployment) reload(n *node) {
+	t := d.t
+	t.Helper()
+	log := filepath.Join(d.dir, n.name+".log")
+	count := func(s string) int {
+		b, err := os.ReadFile(log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.Count(string(b), s)
+	}
+	const ok, failed = "Reloaded server configuration", "Failed to reload server configuration"
+	before, failedBefore := count(ok), count(failed)
+	n.mu.Lock()
+	cmd := n.cmd
+	n.mu.Unlock()
+	if cmd == nil {
+		t.Fatalf("reload %s: not running", n.name)
+	}
+	if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatalf("reload %s: %v", n.name, err)
+	}
+	d.waitNode(n, "reload", func() (bool, string) {
+		if count(failed) > failedBefore {
+			t.Fatalf("%s refused its configuration; see its log", n.name)
+		}
+		return count(ok) > before, "no reload in its log yet"
+	})
 }
 
 func tail(b []byte, n int) []byte {
@@ -332,10 +422,13 @@ func (d *deployment) connect(user string, opts ...nats.Option) *client {
 	return c
 }
 
+// dial connects as user: a service user (or admin, sys) with its password;
+// tenant-<t> with tenant t's nkey seed, as a user of t's own account (with
+// the old layout running, as the password user tenant-<t> of JETWAY).
 func (d *deployment) dial(user string, opts ...nats.Option) (*client, error) {
-	pw, ok := d.passwords[user]
-	if !ok {
-		return nil, fmt.Errorf("no user %q in accounts.conf", user)
+	auth, err := d.auth(user)
+	if err != nil {
+		return nil, err
 	}
 	c := &client{errs: make(chan error, 64)}
 	base := []nats.Option{
@@ -343,7 +436,7 @@ func (d *deployment) dial(user string, opts ...nats.Option) (*client, error) {
 		// As jetway's services connect: each service user may read only its
 		// own inbox. Options given by the caller come later and win.
 		nats.CustomInboxPrefix(inboxFor(user)),
-		nats.UserInfo(user, pw),
+		auth,
 		nats.RootCAs(d.secret(certs.CAFile)),
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(100 * time.Millisecond),
@@ -365,6 +458,22 @@ func (d *deployment) dial(user string, opts ...nats.Option) (*client, error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// auth is how user authenticates (see dial).
+func (d *deployment) auth(user string) (nats.Option, error) {
+	if tenant, ok := strings.CutPrefix(user, "tenant-"); ok && !d.perUserTenants {
+		seed, ok := d.seeds[tenant]
+		if !ok {
+			return nil, fmt.Errorf("no credential for tenant %q", tenant)
+		}
+		return nats.NkeyOptionFromSeed(seed)
+	}
+	pw, ok := d.passwords[user]
+	if !ok {
+		return nil, fmt.Errorf("no user %q in accounts.conf", user)
+	}
+	return nats.UserInfo(user, pw), nil
 }
 
 // provision creates jetway's streams, buckets and work consumers as the

@@ -379,7 +379,9 @@ func TestCompose_hands_each_container_only_its_own_secret(t *testing.T) {
 	passwordRef := regexp.MustCompile(`\$\{NATS_PASSWORD_([A-Z_]+)`)
 	own := map[string]string{"dispatcher": "DISPATCHER", "runner-1": "RUNNER", "runner-2": "RUNNER",
 		"jobs-1": "JOBS", "notifier": "NOTIFIER", "provision": "ADMIN"}
-	nodeFiles := []string{"passwords.conf", "server.pem", "server-key.pem", "ca.pem"}
+	// Never a tenant's nkey seed (secrets/tenants/): the servers need the
+	// tenant accounts' public keys only, in tenants.conf.
+	nodeFiles := []string{"passwords.conf", "tenants.conf", "server.pem", "server-key.pem", "ca.pem"}
 	for name, svc := range services {
 		if at(svc, "env_file") != nil {
 			t.Errorf("%s reads an env_file: every variable in it (passwords included) would reach the container", name)
@@ -408,6 +410,78 @@ func TestCompose_hands_each_container_only_its_own_secret(t *testing.T) {
 			case file != "ca.pem":
 				t.Errorf("%s mounts secrets/%s; a service needs only ca.pem", name, file)
 			}
+		}
+	}
+}
+
+// includedSecrets are the files of secrets/ the deploy configuration
+// includes: a node that lacks one does not start.
+func includedSecrets(t *testing.T) []string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(confDir, "*.conf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	include := regexp.MustCompile(`(?m)^\s*include\s+"secrets/([^"]+)"`)
+	var out []string
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range include.FindAllSubmatch(data, -1) {
+			out = append(out, string(m[1]))
+		}
+	}
+	if !slices.Contains(out, "tenants.conf") || !slices.Contains(out, "passwords.conf") {
+		t.Fatalf("deploy/nats includes %v from secrets/, want passwords.conf and tenants.conf", out)
+	}
+	return out
+}
+
+func TestEvery_node_is_given_every_secrets_file_the_configuration_includes(t *testing.T) {
+	want := includedSecrets(t)
+	services, _ := decodeAll(t, "../docker-compose.yml")[0]["services"].(obj)
+	for _, node := range []string{"nats-1", "nats-2", "nats-3"} {
+		var mounted []string
+		for _, v := range list(at(services[node], "volumes")) {
+			src, dst, _ := strings.Cut(str(v), ":")
+			if file, ok := strings.CutPrefix(src, "./secrets/"); ok {
+				if d, _, _ := strings.Cut(dst, ":"); d != "/etc/nats/secrets/"+file {
+					t.Errorf("compose %s mounts secrets/%s at %s, not where accounts.conf includes it", node, file, d)
+				}
+				mounted = append(mounted, file)
+			}
+		}
+		for _, f := range want {
+			if !slices.Contains(mounted, f) {
+				t.Errorf("compose %s does not mount secrets/%s, which the configuration includes", node, f)
+			}
+		}
+	}
+	values := decodeAll(t, "../k8s/nats-values.yaml")[0]
+	var items []string
+	for _, p := range list(at(values, "podTemplate", "patch")) {
+		for _, it := range list(at(p, "value", "secret", "items")) {
+			items = append(items, str(at(it, "path")))
+		}
+	}
+	for _, f := range want {
+		if !slices.Contains(items, "secrets/"+f) {
+			t.Errorf("nats-values.yaml: Secret nats-accounts has no item at secrets/%s (have %v)", f, items)
+		}
+	}
+	script, err := os.ReadFile("../../scripts/containers.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	loop := regexp.MustCompile(`for f in ([^;]+); do`).FindSubmatch(script)
+	if loop == nil {
+		t.Fatal("scripts/containers.sh: no `for f in …; do` loop staging the nodes' secrets")
+	}
+	for _, f := range want {
+		if !slices.Contains(strings.Fields(string(loop[1])), f) {
+			t.Errorf("scripts/containers.sh stages %s for the nodes, not %s", loop[1], f)
 		}
 	}
 }

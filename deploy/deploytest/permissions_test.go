@@ -14,9 +14,10 @@ import (
 	"jetway/pkg/bus"
 )
 
-// TestPermissions runs every user of deploy/nats/accounts.conf against a
-// real three-node cluster: each boundary the design depends on refuses, and
-// each user's own job still works.
+// TestPermissions runs every user of deploy/nats/accounts.conf, and a user
+// of a tenant's own account, against a real three-node cluster: each
+// boundary the design depends on refuses (a service's permissions) or
+// leads nowhere (a tenant's account), and each user's own job still works.
 func TestPermissions(t *testing.T) {
 	d := render(t, renderOptions{})
 	d.startCluster()
@@ -45,14 +46,33 @@ func TestPermissions(t *testing.T) {
 		}
 	}
 
+	// tenantTries publishes on subject from a tenant's account, then waits
+	// for a PubAck of its own session on the same connection, so whatever
+	// the server would do with the first is done when it returns.
+	tenantTries := func(t *testing.T, c *client, subjects ...string) {
+		t.Helper()
+		for _, s := range subjects {
+			if err := c.Publish(s, []byte(`{}`)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		pubAck(t, c, "jetway.events.barrier")
+		c.noViolation(t)
+	}
+
 	t.Run("tenant_publishes_into_its_own_sessions", func(t *testing.T) {
-		acme := d.connect("tenant-acme", nats.CustomInboxPrefix("_INBOX_acme"))
-		pubAck(t, acme, "jetway.events.acme.s1")
+		acme := d.connect("tenant-acme")
+		// Its own view: jetway.events.<session>, stored as
+		// jetway.events.acme.<session> in JETWAY.
+		pubAck(t, acme, "jetway.events.s1")
 		acme.noViolation(t)
+		if !stored(t, bus.StreamEvents, "jetway.events.acme.s1") {
+			t.Error("acme's event is not in jetway.events.acme.s1")
+		}
 
 		// A plain publish needs no inbox at all: the stream stores it.
 		plain := d.connect("tenant-acme")
-		if err := plain.Publish("jetway.events.acme.plain", []byte(`{}`)); err != nil {
+		if err := plain.Publish("jetway.events.plain", []byte(`{}`)); err != nil {
 			t.Fatal(err)
 		}
 		plain.noViolation(t)
@@ -60,26 +80,33 @@ func TestPermissions(t *testing.T) {
 	})
 
 	t.Run("tenant_cannot_publish_into_another_tenant", func(t *testing.T) {
+		// No subject of acme's account leads to globex's sessions: naming
+		// globex, or itself, in the subject leads nowhere.
 		acme := d.connect("tenant-acme")
-		acme.refusePublish(t, "jetway.events.globex.s1")
-		if stored(t, bus.StreamEvents, "jetway.events.globex.s1") {
-			t.Error("acme's event landed in globex's session")
+		tenantTries(t, acme, "jetway.events.globex.s1", "jetway.events.acme.globex")
+		for _, s := range []string{"jetway.events.globex.s1", "jetway.events.acme.globex.s1", "jetway.events.acme.acme.globex"} {
+			if stored(t, bus.StreamEvents, s) {
+				t.Errorf("acme's event landed on %s", s)
+			}
 		}
 	})
 
 	t.Run("tenant_cannot_forge_a_job_event", func(t *testing.T) {
 		acme := d.connect("tenant-acme")
-		acme.refusePublish(t, "jetway.jobevents.acme.s1")
-		if stored(t, bus.StreamEvents, "jetway.jobevents.acme.s1") {
-			t.Error("a tenant's forged job event was stored")
+		tenantTries(t, acme, "jetway.jobevents.acme.s1", "jetway.jobevents.s1")
+		for _, s := range []string{"jetway.jobevents.acme.s1", "jetway.jobevents.s1"} {
+			if stored(t, bus.StreamJobEvents, s) || stored(t, bus.StreamEvents, s) {
+				t.Errorf("a tenant's forged job event was stored on %s", s)
+			}
 		}
 	})
 
 	t.Run("only_runners_publish_sub_agent_events", func(t *testing.T) {
-		for _, user := range []string{"tenant-acme", "dispatcher", "jobs", "notifier"} {
+		for _, user := range []string{"dispatcher", "jobs", "notifier"} {
 			c := d.connect(user)
 			c.refusePublish(t, "jetway.agentevents.acme.s1")
 		}
+		tenantTries(t, d.connect("tenant-acme"), "jetway.agentevents.acme.s1", "jetway.agentevents.s1")
 		if stored(t, bus.StreamAgentEvents, "jetway.agentevents.acme.s1") {
 			t.Error("a sub-agent event from someone other than a runner was stored")
 		}
@@ -89,10 +116,55 @@ func TestPermissions(t *testing.T) {
 	})
 
 	t.Run("tenant_cannot_listen_to_other_inboxes_or_the_api", func(t *testing.T) {
-		acme := d.connect("tenant-acme")
-		acme.refuseSubscribe(t, "_INBOX.>")
-		acme.refuseSubscribe(t, "jetway.notify.globex.>")
-		acme.refusePublish(t, "$JS.API.STREAM.INFO."+bus.StreamEvents)
+		// Everyone on node-1 (nats.DontRandomize and the URL list's order),
+		// so a message published and flushed before the barrier reaches
+		// acme's subscription before it.
+		one := nats.DontRandomize()
+		acme := d.connect("tenant-acme", one)
+		// Anything at all in acme's account: it may subscribe to it, and
+		// hears only its own.
+		all, err := acme.SubscribeSync(">")
+		if err != nil {
+			t.Fatal(err)
+		}
+		acme.noViolation(t)
+		globex := d.connect("tenant-globex", one)
+		pubAck(t, globex, "jetway.events.g1") // its PubAck travels on its inbox
+		for user, subjects := range map[string][]string{
+			"runner":     {"jetway.out.globex.g1", "jetway.transcript.globex.g1"},
+			"notifier":   {"jetway.notify.globex.g1"},
+			"dispatcher": {"jetway.events.globex.g1", "_INBOX_dispatcher.x"},
+		} {
+			c := d.connect(user, one)
+			for _, s := range subjects {
+				if err := c.Publish(s, []byte(`{}`)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := c.Flush(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// The barrier: acme's own run output reaches it.
+		run := d.connect("runner", one)
+		pubAck(t, run, "jetway.out.acme.barrier")
+		for {
+			m, err := all.NextMsg(10 * time.Second)
+			if err != nil {
+				t.Fatalf("acme did not get its own run output: %v", err)
+			}
+			if m.Subject == "jetway.out.barrier" {
+				break
+			}
+			t.Errorf("acme heard %s: %s", m.Subject, m.Data)
+		}
+		// And the JetStream API does not exist in its account.
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		noJetStream(t, ctx, acme, "$JS.API.STREAM.INFO."+bus.StreamEvents, "")
+		if _, err := acme.js.Stream(ctx, bus.StreamEvents); err == nil {
+			t.Errorf("acme reached stream %s", bus.StreamEvents)
+		}
 	})
 
 	t.Run("each_service_reads_only_its_own_inbox", func(t *testing.T) {
@@ -342,10 +414,11 @@ func TestPermissions(t *testing.T) {
 		}
 		_ = defaults.Stop()
 		r.noViolation(t)
-		for _, user := range []string{"runner", "jobs", "notifier", "tenant-acme"} {
+		for _, user := range []string{"runner", "jobs", "notifier"} {
 			c := d.connect(user)
 			c.refusePublish(t, "$KV.jetway_agents.acme.reviewer")
 		}
+		tenantTries(t, d.connect("tenant-acme"), "$KV.jetway_agents.acme.reviewer", "$KV.jetway_agents.reviewer")
 		if e, err := dkv.Get(ctx, "acme.reviewer"); err != nil || string(e.Value()) != `{"instructions":"v2"}` {
 			t.Fatalf("the profile changed under a refused writer: %v", err)
 		}
@@ -355,17 +428,21 @@ func TestPermissions(t *testing.T) {
 		r := d.connect("runner")
 		pubAck(t, r, "jetway.schedules.acme.s6.l1")
 		r.noViolation(t)
-		for _, user := range []string{"dispatcher", "jobs", "notifier", "tenant-acme"} {
+		for _, user := range []string{"dispatcher", "jobs", "notifier"} {
 			c := d.connect(user)
 			c.refusePublish(t, "jetway.schedules.acme.s6.l2")
 		}
 		// What a schedule fires is stored by the server; nobody publishes it.
-		for _, user := range []string{"runner", "dispatcher", "jobs", "notifier", "tenant-acme"} {
+		for _, user := range []string{"runner", "dispatcher", "jobs", "notifier"} {
 			c := d.connect(user)
 			c.refusePublish(t, "jetway.fired.acme.s6")
 		}
+		tenantTries(t, d.connect("tenant-acme"), "jetway.schedules.acme.s6.l2", "jetway.schedules.s6.l2", "jetway.fired.acme.s6", "jetway.fired.s6")
 		if stored(t, bus.StreamSchedules, "jetway.fired.acme.s6") {
 			t.Error("a publish on jetway.fired.acme.s6 was stored")
+		}
+		if stored(t, bus.StreamSchedules, "jetway.schedules.acme.s6.l2") {
+			t.Error("a publish on jetway.schedules.acme.s6.l2 was stored")
 		}
 	})
 }

@@ -59,9 +59,11 @@ func TestServices_work_under_their_own_users(t *testing.T) {
 		spy.waitViolation(t, subj)
 	}
 
-	// The tenant watches its headlines the way a terminal would.
-	acme := d.connect("tenant-acme", nats.CustomInboxPrefix("_INBOX_acme"))
-	headlines, err := acme.SubscribeSync("jetway.notify.acme.>")
+	// The tenant watches its headlines the way a terminal would, in its
+	// own account: jetway.notify.<session> there is
+	// jetway.notify.acme.<session> in JETWAY.
+	acme := d.connect("tenant-acme")
+	headlines, err := acme.SubscribeSync("jetway.notify.*")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,15 +97,7 @@ func TestServices_work_under_their_own_users(t *testing.T) {
 
 	// A runner with the deterministic demo script for a model.
 	rconn := d.connect("runner")
-	demo, err := script.Demo()
-	if err != nil {
-		t.Fatal(err)
-	}
-	rn, err := runner.New(ctx, runner.Config{NC: rconn.Conn, ID: "deploytest-runner", Provider: demo, Logger: zerolog.Nop()})
-	if err != nil {
-		t.Fatalf("runner as the runner user: %v", err)
-	}
-	startService(t, ctx, "runner", rn.Run, nil, rconn)
+	startDemoRunner(t, ctx, rconn, "deploytest-runner")
 
 	// A jobs worker: it registers its micro service, binds and keeps its
 	// table as the jobs user.
@@ -116,22 +110,10 @@ func TestServices_work_under_their_own_users(t *testing.T) {
 
 	const token = "acme-token"
 	const acmeAdmin, globexToken = "acme-admin-token", "globex-token"
-	store, err := auth.New(auth.Grant{Token: token, Tenant: "acme"},
+	disp := d.connect("dispatcher")
+	dsp, store := startDispatcher(t, disp, auth.Grant{Token: token, Tenant: "acme"},
 		auth.Grant{Token: acmeAdmin, Tenant: "acme", Role: auth.RoleAdmin},
 		auth.Grant{Token: globexToken, Tenant: "globex"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	disp := d.connect("dispatcher")
-	dsp, err := dispatcher.New(dispatcher.Config{Conn: disp.Conn, Auth: store})
-	if err != nil {
-		t.Fatal(err)
-	}
-	svc, err := dsp.StartNATS()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = svc.Stop() })
 	api := httptest.NewServer(dsp.Handler())
 	t.Cleanup(api.Close)
 
@@ -147,7 +129,7 @@ func TestServices_work_under_their_own_users(t *testing.T) {
 
 	t.Run("runner_runs_the_session_the_tenant_sent_input_to", func(t *testing.T) {
 		outc := make(chan *nats.Msg, 64)
-		out, err := acme.ChanSubscribe("jetway.out.acme.s7", outc)
+		out, err := acme.ChanSubscribe("jetway.out.s7", outc)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -175,7 +157,7 @@ func TestServices_work_under_their_own_users(t *testing.T) {
 			t.Fatalf("put profile (the dispatcher writes jetway_agents): %d %s", status, body)
 		}
 		outc := make(chan *nats.Msg, 64)
-		out, err := acme.ChanSubscribe("jetway.out.acme.s8", outc)
+		out, err := acme.ChanSubscribe("jetway.out.s8", outc)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -226,9 +208,9 @@ func TestServices_work_under_their_own_users(t *testing.T) {
 			t.Fatalf("acme's view after the refusals: %d %s, want the global switch off", status, body)
 		}
 		// The other tenant is healthy: its input runs.
-		globex := d.connect("tenant-globex", nats.CustomInboxPrefix("_INBOX_globex"))
+		globex := d.connect("tenant-globex")
 		outc := make(chan *nats.Msg, 64)
-		out, err := globex.ChanSubscribe("jetway.out.globex.g1", outc)
+		out, err := globex.ChanSubscribe("jetway.out.g1", outc)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -351,7 +333,7 @@ func TestServices_work_under_their_own_users(t *testing.T) {
 	})
 
 	t.Run("runner_starts_a_job_whose_exit_reaches_the_tenant", func(t *testing.T) {
-		notes, err := acme.SubscribeSync("jetway.notify.acme.s8")
+		notes, err := acme.SubscribeSync("jetway.notify.s8")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -432,6 +414,41 @@ func startService(t *testing.T, ctx context.Context, name string, run func(conte
 		t.Fatalf("%s not ready within 30s", name)
 	}
 	c.noViolation(t)
+}
+
+// startDemoRunner runs a runner on c (a connection as the runner user)
+// with the deterministic demo script for a model, until the test ends.
+func startDemoRunner(t *testing.T, ctx context.Context, c *client, id string) {
+	t.Helper()
+	demo, err := script.Demo()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rn, err := runner.New(ctx, runner.Config{NC: c.Conn, ID: id, Provider: demo, Logger: zerolog.Nop()})
+	if err != nil {
+		t.Fatalf("runner as the runner user: %v", err)
+	}
+	startService(t, ctx, "runner", rn.Run, nil, c)
+}
+
+// startDispatcher serves the dispatcher's NATS API on c (a connection as
+// the dispatcher user) with the tokens grants, until the test ends.
+func startDispatcher(t *testing.T, c *client, grants ...auth.Grant) (*dispatcher.Dispatcher, *auth.Store) {
+	t.Helper()
+	store, err := auth.New(grants...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dsp, err := dispatcher.New(dispatcher.Config{Conn: c.Conn, Auth: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := dsp.StartNATS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = svc.Stop() })
+	return dsp, store
 }
 
 // call makes one request to the dispatcher's HTTP API as a tenant's token

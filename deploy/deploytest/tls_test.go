@@ -17,34 +17,38 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"jetway/deploy/certs"
+	"jetway/pkg/bus"
 )
 
 // TestTLS checks the client and route listeners of the deploy
-// configuration: TLS with the local CA and a password gets in; plaintext,
-// an untrusted server certificate and a wrong password do not.
+// configuration: TLS with the local CA and a password (a service) or an
+// nkey (a tenant's user) gets in; plaintext, an untrusted server
+// certificate, a wrong password and an nkey no tenant has do not.
 func TestTLS(t *testing.T) {
 	d := render(t, renderOptions{})
 	d.startCluster()
 	n1 := d.nodes[0]
 
 	t.Run("tls_client_with_the_local_CA_connects", func(t *testing.T) {
-		c := d.connect("tenant-acme")
-		if !c.TLSRequired() {
-			t.Error("server did not require TLS")
-		}
-		state, err := c.TLSConnectionState()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if state.Version < tls.VersionTLS12 {
-			t.Errorf("TLS version %x, want 1.2 or newer", state.Version)
+		for _, user := range []string{"runner", "tenant-acme"} {
+			c := d.connect(user)
+			if !c.TLSRequired() {
+				t.Errorf("%s: server did not require TLS", user)
+			}
+			state, err := c.TLSConnectionState()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if state.Version < tls.VersionTLS12 {
+				t.Errorf("%s: TLS version %x, want 1.2 or newer", user, state.Version)
+			}
 		}
 	})
 
 	t.Run("plaintext_client_is_refused", func(t *testing.T) {
 		info, reply, err := rawConnect(t, n1.client, fmt.Sprintf(
-			`CONNECT {"verbose":false,"pedantic":false,"user":"tenant-acme","pass":%q}`+"\r\nPING\r\n",
-			d.passwords["tenant-acme"]))
+			`CONNECT {"verbose":false,"pedantic":false,"user":"runner","pass":%q}`+"\r\nPING\r\n",
+			d.passwords["runner"]))
 		if info["tls_required"] != true {
 			t.Errorf("client INFO tls_required = %v, want true", info["tls_required"])
 		}
@@ -60,25 +64,47 @@ func TestTLS(t *testing.T) {
 	})
 
 	t.Run("server_not_trusted_without_the_CA_is_refused", func(t *testing.T) {
-		nc, err := nats.Connect(n1.url(), nats.UserInfo("tenant-acme", d.passwords["tenant-acme"]), nats.Timeout(5*time.Second))
-		if err == nil {
-			nc.Close()
-			t.Fatal("connected without trusting the local CA")
+		seed, err := nats.NkeyOptionFromSeed(d.seeds["acme"])
+		if err != nil {
+			t.Fatal(err)
 		}
-		if !strings.Contains(err.Error(), "certificate") {
-			t.Errorf("err = %v, want a certificate verification error", err)
+		for user, auth := range map[string]nats.Option{"runner": nats.UserInfo("runner", d.passwords["runner"]), "tenant-acme": seed} {
+			nc, err := nats.Connect(n1.url(), auth, nats.Timeout(5*time.Second))
+			if err == nil {
+				nc.Close()
+				t.Fatalf("%s: connected without trusting the local CA", user)
+			}
+			if !strings.Contains(err.Error(), "certificate") {
+				t.Errorf("%s: err = %v, want a certificate verification error", user, err)
+			}
 		}
 	})
 
-	t.Run("wrong_password_is_refused", func(t *testing.T) {
-		nc, err := nats.Connect(n1.url(), nats.UserInfo("tenant-acme", "not-the-password"),
-			nats.RootCAs(d.secret(certs.CAFile)), nats.Timeout(5*time.Second))
-		if err == nil {
-			nc.Close()
-			t.Fatal("connected with a wrong password")
+	t.Run("wrong_password_or_unknown_nkey_is_refused", func(t *testing.T) {
+		// A tenant user's seed that no tenants.conf lists (made, never
+		// written into the tenant accounts), and the old password user of
+		// acme, which is gone.
+		stranger := bus.TenantCredentials{Dir: t.TempDir()}
+		if _, err := stranger.Ensure("acme", ""); err != nil {
+			t.Fatal(err)
 		}
-		if !strings.Contains(strings.ToLower(err.Error()), "authorization") {
-			t.Errorf("err = %v, want an authorization violation", err)
+		seed, err := nats.NkeyOptionFromSeed(stranger.Path("acme", ""))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for what, auth := range map[string]nats.Option{
+			"a wrong password":         nats.UserInfo("runner", "not-the-password"),
+			"an nkey no tenant has":    seed,
+			"the old tenant-acme user": nats.UserInfo("tenant-acme", "any"),
+		} {
+			nc, err := nats.Connect(n1.url(), auth, nats.RootCAs(d.secret(certs.CAFile)), nats.Timeout(5*time.Second))
+			if err == nil {
+				nc.Close()
+				t.Fatalf("connected with %s", what)
+			}
+			if !strings.Contains(strings.ToLower(err.Error()), "authorization") {
+				t.Errorf("%s: err = %v, want an authorization violation", what, err)
+			}
 		}
 	})
 
@@ -125,7 +151,7 @@ func TestMTLS(t *testing.T) {
 	// other two keep retrying in the background.
 	d.start(n1)
 	d.waitListening(n1)
-	user, pw := "tenant-acme", d.passwords["tenant-acme"]
+	user, pw := "runner", d.passwords["runner"]
 
 	nc, err := nats.Connect(n1.url(), nats.UserInfo(user, pw), nats.RootCAs(d.secret(certs.CAFile)), nats.Timeout(5*time.Second))
 	if err == nil {

@@ -3,15 +3,21 @@ package deploytest
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/crypto/bcrypt"
 
+	"jetway/deploy/certs"
 	"jetway/internal/testutil"
 	"jetway/pkg/bus"
 	"jetway/pkg/bus/bustest"
+	"jetway/pkg/events"
 )
 
 // TestUpgrade_of_an_old_events_stream_on_a_cluster provisions the layout of
@@ -106,9 +112,9 @@ func TestUpgrade_of_an_old_events_stream_on_a_cluster(t *testing.T) {
 		t.Errorf("JETWAY_WORK holds %d messages, want 11", n)
 	}
 
-	acme := d.connect("tenant-acme", nats.CustomInboxPrefix("_INBOX_acme"))
+	acme := d.connect("tenant-acme") // in its own account: jetway.events.s1 is acme's s1
 	before := msgs(bus.StreamEvents)
-	rollup := nats.NewMsg("jetway.events.acme.s1")
+	rollup := nats.NewMsg("jetway.events.s1")
 	rollup.Header.Set(jetstream.MsgRollup, jetstream.MsgRollupAll)
 	if _, err := acme.js.PublishMsg(ctx, rollup); err == nil {
 		t.Errorf("tenant: Nats-Rollup: all accepted after the upgrade")
@@ -116,4 +122,134 @@ func TestUpgrade_of_an_old_events_stream_on_a_cluster(t *testing.T) {
 	if after := msgs(bus.StreamEvents); after < before {
 		t.Errorf("a tenant's roll-up erased %d events", before-after)
 	}
+}
+
+// TestUpgrade_to_per_tenant_accounts runs a cluster with the per-user
+// layout that came before tenant accounts (testdata/accounts-per-user.conf:
+// tenant-<t> password users inside JETWAY), has a tenant and the
+// dispatcher publish events that wait in JETWAY_WORK (no runner yet), then
+// takes deploy/nats/accounts.conf as docs/OPERATIONS.md says to roll it
+// out: restarting the nodes one at a time, or reloading each (twice, as
+// scripts/cluster.sh reload does) with no restart. Nothing pending is lost:
+// every waiting event is still queued and is delivered to its session once
+// a runner starts; the tenant's client, now with its nkey seed in its own
+// account, publishes on its own subjects and is delivered too; the old
+// password user is refused.
+func TestUpgrade_to_per_tenant_accounts(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts and restarts a three-node cluster; skipped with -short")
+	}
+	t.Run("restarting_each_node", func(t *testing.T) {
+		upgradeToTenantAccounts(t, func(d *deployment, n *node) {
+			d.stop(n)
+			d.start(n)
+			d.waitHTTP(n, "/healthz")
+		})
+	})
+	t.Run("reloading_each_node", func(t *testing.T) {
+		upgradeToTenantAccounts(t, func(d *deployment, n *node) {
+			d.reload(n)
+			d.reload(n)
+		})
+	})
+}
+
+// upgradeToTenantAccounts is TestUpgrade_to_per_tenant_accounts with take
+// making one node take the new configuration.
+func upgradeToTenantAccounts(t *testing.T, take func(*deployment, *node)) {
+	d := render(t, renderOptions{accounts: filepath.Join("testdata", "accounts-per-user.conf")})
+	d.startCluster()
+	d.provision()
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	admin := d.connect("admin")
+	msgs := func(name string) uint64 {
+		t.Helper()
+		s, err := admin.js.Stream(ctx, name)
+		if err != nil {
+			t.Fatalf("stream %s: %v", name, err)
+		}
+		return s.CachedInfo().State.Msgs
+	}
+
+	// The old layout: the tenant publishes jetway.events.<tenant>.<session>
+	// as a password user of JETWAY, with its own inbox for the PubAck.
+	oldAcme, err := d.dial("tenant-acme", nats.CustomInboxPrefix("_INBOX_acme"))
+	if err != nil {
+		t.Fatalf("the old tenant-acme user: %v", err)
+	}
+	disp := d.connect("dispatcher")
+	var pending []struct{ tenant, session, id string }
+	send := func(c *client, tenant, session string) {
+		t.Helper()
+		m := inputMsg(t, tenant, session, "sent before the upgrade")
+		if _, err := c.js.PublishMsg(ctx, m); err != nil {
+			t.Fatalf("publish %s: %v", m.Subject, err)
+		}
+		pending = append(pending, struct{ tenant, session, id string }{tenant, session, m.Header.Get(events.HeaderPrefix + "id")})
+	}
+	for i := range 3 {
+		send(oldAcme, "acme", fmt.Sprintf("up%d", i))
+	}
+	send(disp, "globex", "up-g")
+	oldAcme.Close()
+	testutil.Eventually(t, 30*time.Second, "the 4 events waiting in JETWAY_WORK", func() bool { return msgs(bus.StreamWork) == 4 })
+
+	// The upgrade: `make certs` with the new accounts.conf (the tenants'
+	// seeds and tenants.conf; the tenant-<t> passwords dropped, which the
+	// new configuration would refuse as unknown variables; every other
+	// password kept), the new accounts.conf, and each node stopped and
+	// started again, the next only when it is current.
+	res, err := certs.Generate(certs.Config{
+		Dir: filepath.Join(d.dir, "secrets"), Users: usersOf(t, filepath.Join(confDir, "accounts.conf")),
+		Tenants: tenants, BcryptCost: bcrypt.MinCost,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range serviceUsers {
+		if res.Passwords[u] != d.passwords[u] {
+			t.Fatalf("make certs changed %s's password", u)
+		}
+	}
+	upgraded, err := os.ReadFile(filepath.Join(confDir, "accounts.conf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(d.dir, "accounts.conf"), upgraded, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d.perUserTenants = false
+	for _, n := range d.nodes {
+		take(d, n)
+	}
+
+	if n := msgs(bus.StreamWork); n != 4 {
+		t.Fatalf("JETWAY_WORK holds %d events after the upgrade, want the 4 that waited", n)
+	}
+	if nc, err := nats.Connect(d.urls(), nats.UserInfo("tenant-acme", d.passwords["tenant-acme"]),
+		nats.RootCAs(d.secret(certs.CAFile)), nats.Timeout(5*time.Second)); err == nil {
+		nc.Close()
+		t.Error("the old tenant-acme password user still connects")
+	} else if !strings.Contains(strings.ToLower(err.Error()), "authorization") {
+		t.Errorf("the old tenant-acme password user: %v; want an authorization violation", err)
+	}
+
+	// The tenant's client after the upgrade: its nkey seed, its own
+	// account, its subjects without the tenant token.
+	acme := d.connect("tenant-acme")
+	after := tenantInputMsg(t, "acme", "up-new", "sent after the upgrade")
+	if _, err := acme.js.PublishMsg(ctx, after); err != nil {
+		t.Fatalf("acme in its own account: %v", err)
+	}
+	pending = append(pending, struct{ tenant, session, id string }{"acme", "up-new", after.Header.Get(events.HeaderPrefix + "id")})
+
+	run := d.connect("runner")
+	startDemoRunner(t, ctx, run, "upgrade-runner")
+	for _, p := range pending {
+		testutil.Eventually(t, 60*time.Second, p.id+" delivered to "+p.tenant+"/"+p.session, func() bool {
+			return transcriptHas(t, ctx, admin, p.tenant, p.session, p.id)
+		})
+	}
+	run.noViolation(t)
 }
