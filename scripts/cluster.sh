@@ -238,6 +238,12 @@ reload() {
 		any=1
 	done
 	[[ -n $any ]] || die "no node is running"
+	# The dispatcher reads its tokens file again on SIGHUP, so a tenant's
+	# HTTP tokens added with `jetway tenants add --tokens` hold too.
+	if alive dispatcher; then
+		kill -HUP "$(cat "$STATE/pids/dispatcher.pid")"
+		say "dispatcher (pid $(cat "$STATE/pids/dispatcher.pid")) reloads $STATE/tokens.json"
+	fi
 	tenant_credentials
 }
 

@@ -55,7 +55,8 @@ headlines. A tenant's users authenticate with nkey seed files.
 Without flags it works on jetway dev's data directory (.jetway) and tells a
 running jetway dev to reload, so a change holds at once. With --secrets it
 works on a cluster's secrets directory; reload the servers afterwards
-(scripts/cluster.sh reload, or nats-server --signal reload).`,
+(scripts/cluster.sh reload, or nats-server --signal reload twice: a new
+account's imports are wired at the second reload).`,
 	}
 	cmd.AddCommand(newTenantsAddCmd(), newTenantsRevokeCmd(), newTenantsListCmd())
 	return cmd
@@ -189,7 +190,8 @@ func addTenantTokens(out io.Writer, path, tenant string) error {
 // make a cluster take it.
 func reloadDeployment(out io.Writer, f tenantsFlags) error {
 	if f.secrets != "" {
-		fmt.Fprintln(out, "now reload the NATS servers (scripts/cluster.sh reload, or nats-server --signal reload=<pid>) and, for new tokens, send the dispatchers SIGHUP")
+		fmt.Fprintln(out, "now reload every NATS server twice (scripts/cluster.sh reload does; or nats-server --signal reload=<pid>, twice: "+
+			"a new account's imports are wired at the second reload) and, for new tokens, send the dispatchers SIGHUP")
 		return nil
 	}
 	info, ok := devlock.Running(f.data)
