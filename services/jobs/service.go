@@ -177,6 +177,7 @@ func decode[T interface{ Validate() error }](data []byte) (T, error) {
 // jobs and workspace are there.
 func (w *Worker) ensureBound(ctx context.Context, s jobsapi.SessionRequest) (string, error) {
 	sid := sessionKey(s.Tenant, s.Session)
+	w.noteLineage(sid, s.Lineage)
 	w.mu.Lock()
 	ok := w.bound[sid]
 	w.mu.Unlock()

@@ -137,6 +137,7 @@ type Worker struct {
 	fgTasks  map[string]bool                 // task keys a run call is waiting for
 	fgEnded  map[string]bool                 // foreground tasks whose unseen end was held back
 	lostFG   map[string]bool                 // task keys lost while in the foreground
+	lineage  map[string][]string             // sub-agent session key -> its ancestors, root first
 	seqs     map[string]uint64               // function task key -> last notice seq
 	overdues map[string]int                  // task key -> overdue events so far
 	// eventKeys holds each task's random event key (see eventID); a task
@@ -201,7 +202,7 @@ func New(cfg Config) (*Worker, error) {
 	return &Worker{
 		cfg: cfg, js: js, ready: make(chan struct{}),
 		bound: map[string]bool{}, spaces: map[string]*workspace.Workspace{},
-		fgRuns: map[string]int{}, fgTasks: map[string]bool{}, fgEnded: map[string]bool{}, lostFG: map[string]bool{},
+		fgRuns: map[string]int{}, fgTasks: map[string]bool{}, fgEnded: map[string]bool{}, lostFG: map[string]bool{}, lineage: map[string][]string{},
 		seqs: map[string]uint64{}, overdues: map[string]int{}, eventKeys: map[string]string{},
 	}, nil
 }
