@@ -3,16 +3,21 @@ package runner
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"jetway/internal/testutil"
+	"jetway/pkg/agent/tool"
 	"jetway/pkg/bus"
 	"jetway/pkg/control/groundstop"
 	"jetway/pkg/events"
 	"jetway/pkg/llm/llmtest"
+	"jetway/services/jobs/jobtools"
 )
 
 // A runner must know every switch before it takes its first event: a
@@ -84,4 +89,77 @@ func (e *env) workConsumer(tenant, session string) interface {
 		e.t.Fatal(err)
 	}
 	return c
+}
+
+// The issue's reproduction, end to end through a real runner, a real jobs
+// worker and the model's real SSE protocol: a run starts a background
+// heartbeat and then waits on a foreground one; Ground Stop of the session
+// ends both within a second (the worker kills on the switch it watches,
+// the runner cancels the run), and once the switch is lifted the model's
+// next request reads that the commands were killed by Ground Stop. Lifting
+// starts no command again.
+func TestGround_Stop_kills_the_runs_commands_and_the_model_reads_so(t *testing.T) {
+	e := newEnv(t)
+	root := t.TempDir()
+	jc := e.startWorker(root)
+	beat := func(file string) string { return "while :; do echo beat >> " + file + "; sleep 0.02; done" }
+	model, p := fakeModel(t, llmtest.Reply{ToolCalls: []llmtest.ToolCall{
+		{ID: "c1", Name: jobtools.Shell, Input: `{"command":"` + beat("bg") + `","background":true}`},
+		{ID: "c2", Name: jobtools.Shell, Input: `{"command":"` + beat("fg") + `","timeout":600}`},
+	}})
+	model.SetFallback(llmtest.Reply{Text: "noted"})
+	e.startRunner("r1", p, func(s SessionRef) []tool.Tool { return jobtools.Tools(jc, s.Tenant, s.Session, s.Run, s.Lineage...) })
+	e.publish(events.KindEvents, "t1", "s1", events.Input{Text: "start the heartbeats"})
+
+	bgBeat, fgBeat := filepath.Join(root, "t1", "s1", "bg"), filepath.Join(root, "t1", "s1", "fg")
+	size := func(f string) int64 {
+		st, err := os.Stat(f)
+		if err != nil {
+			return -1
+		}
+		return st.Size()
+	}
+	testutil.Eventually(t, 20*time.Second, "both heartbeats to beat", func() bool { return size(bgBeat) > 0 && size(fgBeat) > 0 })
+
+	ctx := context.Background()
+	control, err := e.js.KeyValue(ctx, bus.BucketControl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Now()
+	if _, err := groundstop.Set(ctx, control, "t1", "s1", groundstop.Record{Reason: "incident 7", By: "t1"}); err != nil {
+		t.Fatal(err)
+	}
+	still := func(from time.Time) {
+		t.Helper()
+		time.Sleep(time.Until(from))
+		b, f := size(bgBeat), size(fgBeat)
+		time.Sleep(300 * time.Millisecond) // 15 heartbeats
+		if size(bgBeat) != b || size(fgBeat) != f {
+			t.Errorf("a heartbeat still beats %s after Ground Stop: bg %d → %d, fg %d → %d bytes", time.Since(at).Round(time.Millisecond), b, size(bgBeat), f, size(fgBeat))
+		}
+	}
+	still(at.Add(time.Second))
+	testutil.Eventually(t, 20*time.Second, "the run to stop", func() bool { return e.session("t1", "s1").State == StateStopped })
+	before := model.RequestCount()
+
+	if err := groundstop.Clear(ctx, control, "t1", "s1"); err != nil {
+		t.Fatal(err)
+	}
+	killed := func(id int) string { return fmt.Sprintf("job %d (while) was killed", id) }
+	testutil.Eventually(t, 20*time.Second, "the model to read that both commands were killed by Ground Stop", func() bool {
+		var after string
+		for _, r := range model.Requests()[before:] {
+			after += string(r.Body)
+		}
+		return strings.Contains(after, killed(1)) && strings.Contains(after, killed(2))
+	})
+	if next := string(model.Requests()[before].Body); !strings.Contains(next, "killed by Ground Stop") || strings.Contains(next, "incident 7") {
+		t.Errorf("the model's next request does not say Ground Stop killed the commands (or names the switch's reason): %.2000s", next)
+	}
+	still(time.Now())
+	jobs, err := jc.List(ctx, "t1", "s1")
+	if err != nil || len(jobs) != 2 || jobs[0].Status != "killed" || jobs[1].Status != "killed" {
+		t.Errorf("jobs after the switch was lifted: %+v, %v; want both killed, none started again", jobs, err)
+	}
 }
