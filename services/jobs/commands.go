@@ -101,7 +101,7 @@ func (w *Worker) opStart(ctx context.Context, data []byte) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	i, err := w.mgr.Start(tasks.WithSession(ctx, sid), w.shellSpec(r, cmd, conf))
+	i, err := w.mgr.Start(tasks.WithSession(ctx, sid), w.shellSpec(r, sid, cmd, conf))
 	if err != nil {
 		return nil, tooMany(err)
 	}
@@ -112,10 +112,10 @@ func (w *Worker) opStart(ctx context.Context, data []byte) (any, error) {
 // shellSpec is the task of a shell command: its summary, confinement,
 // expected duration, run, and the note naming the workspace's disk cap
 // when the command ended with the workspace full.
-func (w *Worker) shellSpec(r jobsapi.StartRequest, cmd *exec.Cmd, conf *proctree.Confinement) tasks.Spec {
+func (w *Worker) shellSpec(r jobsapi.StartRequest, sid string, cmd *exec.Cmd, conf *proctree.Confinement) tasks.Spec {
 	return tasks.Spec{
 		Kind: "shell", Summary: summary(r.Command), Cmd: cmd, Confine: conf,
-		Expected: ms(r.ExpectedMS), RunID: r.Run, EndNote: w.diskNote(cmd.Dir),
+		Expected: ms(r.ExpectedMS), RunID: r.Run, EndNote: w.diskNote(sid),
 	}
 }
 
@@ -172,7 +172,7 @@ func (w *Worker) opRun(ctx context.Context, data []byte) (any, error) {
 		return nil, tooMany(err)
 	}
 	defer place.Release() // a no-op once the task took it over
-	i, release, err := w.adopt(ctx, sid, cmd, w.shellSpec(r, cmd, conf), place)
+	i, release, err := w.adopt(ctx, sid, cmd, w.shellSpec(r, sid, cmd, conf), place)
 	if err != nil {
 		return nil, err
 	}

@@ -31,7 +31,8 @@ func (w *Worker) startService() (micro.Service, error) {
 		Name:        jobsapi.ServiceName,
 		Version:     semver(w.cfg.Version),
 		Description: "jetway jobs worker: background process trees, output files, workspaces",
-		Metadata:    map[string]string{jobsapi.MetadataWorker: w.cfg.WorkerID, "build": w.cfg.Version, MetadataConfinement: w.confinementInfo()},
+		Metadata: map[string]string{jobsapi.MetadataWorker: w.cfg.WorkerID, "build": w.cfg.Version, MetadataConfinement: w.confinementInfo(),
+			MetadataDiskCap: w.disks.String()},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("jobs: start micro service: %w", err)
@@ -220,6 +221,15 @@ func (w *Worker) workspaceOf(ctx context.Context, s jobsapi.SessionRequest) (*wo
 	dir, err := workspace.SessionDir(w.cfg.Root, s.Tenant, s.Session)
 	if err != nil {
 		return nil, err
+	}
+	if w.disks.on() {
+		// Mounted before the workspace is opened: its os.Root must be the
+		// image's directory, not the one the mount covers.
+		if _, err := w.disks.attach(w.cfg.Root, sid, dir); errors.Is(err, errUncapped) {
+			w.cfg.Log.Warn().Str("session", sid).Msg("jobs: this session's workspace existed before disk caps and holds files: it stays uncapped")
+		} else if err != nil {
+			return nil, err
+		}
 	}
 	ws, err := w.cfg.Workspace.Open(dir)
 	if err != nil {
@@ -410,7 +420,8 @@ func (w *Worker) opWrite(ctx context.Context, data []byte) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return fileResult(ws.Write(ctx, r.WriteRequest))
+	res, err := ws.Write(ctx, r.WriteRequest)
+	return fileResult(res, w.diskFull(err))
 }
 
 func (w *Worker) opEdit(ctx context.Context, data []byte) (any, error) {
@@ -422,7 +433,8 @@ func (w *Worker) opEdit(ctx context.Context, data []byte) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return fileResult(ws.Edit(ctx, r.EditRequest))
+	res, err := ws.Edit(ctx, r.EditRequest)
+	return fileResult(res, w.diskFull(err))
 }
 
 func (w *Worker) opGlob(ctx context.Context, data []byte) (any, error) {
@@ -455,6 +467,10 @@ func (w *Worker) opGrep(ctx context.Context, data []byte) (any, error) {
 func fileResult[T any](res T, err error) (any, error) {
 	if err == nil {
 		return res, nil
+	}
+	var ae *jobsapi.Error
+	if errors.As(err, &ae) {
+		return nil, ae
 	}
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, &jobsapi.Error{Code: jobsapi.CodeNotFound, Message: err.Error()}

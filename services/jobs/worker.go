@@ -102,6 +102,13 @@ type Config struct {
 	MaxWait       time.Duration
 	// Workspace holds the limits of the file tools.
 	Workspace workspace.Config
+	// WorkspaceSize and WorkspaceFiles cap each session's workspace and
+	// temporary directory together, in bytes and in files (zero:
+	// DefaultWorkspaceSize, DefaultWorkspaceFiles; negative: no such cap;
+	// both negative: no disk cap). The kernel enforces them where the
+	// worker can mount an image per session (disk.go).
+	WorkspaceSize  int64
+	WorkspaceFiles int64
 	// MCPIdle stops a session's MCP stdio server that no connection used
 	// for this long (default DefaultMCPIdle).
 	MCPIdle time.Duration
@@ -124,6 +131,7 @@ type Worker struct {
 	bindKV  jetstream.KeyValue
 	mgr     *tasks.Manager
 	conf    confinement
+	disks   *diskCaps
 	out     *outbox
 	mcp     *mcpHost
 	stops   *groundstop.Mirror
@@ -234,6 +242,12 @@ func (w *Worker) Run(ctx context.Context) error {
 	if w.conf, err = w.detectConfinement(); err != nil {
 		return err
 	}
+	w.disks = newDiskCaps(w.cfg.Root, w.cfg.WorkspaceSize, w.cfg.WorkspaceFiles)
+	if w.disks.on() {
+		log.Info().Str("disk_cap", w.disks.String()).Msg("jobs: each session's workspace and temporary directory are capped (a loop-mounted ext4 image each)")
+	} else {
+		log.Warn().Str("disk_cap", w.disks.String()).Msg("jobs: workspaces have NO disk cap: a session can fill the file system under --root")
+	}
 	switch {
 	case w.conf.base != nil:
 		log.Info().Str("confinement", w.conf.String()).Msg("jobs: each job is confined to its workspace and temporary directory (Landlock)")
@@ -312,6 +326,9 @@ func (w *Worker) Run(ctx context.Context) error {
 		_ = ws.Close()
 	}
 	w.mu.Unlock()
+	for _, err := range w.disks.detachAll() {
+		log.Warn().Err(err).Msg("jobs: a workspace's disk stays mounted")
+	}
 	log.Info().Str("worker", w.cfg.WorkerID).Msg("jobs: worker stopped")
 	return nil
 }
