@@ -110,8 +110,8 @@ func probeDisk(dir string) error {
 	if os.Geteuid() != 0 {
 		return errors.New("the worker is not root: mounting a loop device needs it")
 	}
-	if _, err := exec.LookPath("mkfs.ext4"); err != nil {
-		return errors.New("no mkfs.ext4 (install e2fsprogs)")
+	if sbin("mkfs.ext4") == "" || sbin("mount") == "" {
+		return errors.New("no mkfs.ext4 or mount (install e2fsprogs and mount)")
 	}
 	probe := filepath.Join(dir, ".disk-probe")
 	_ = unmount(filepath.Join(probe, "mnt"))
@@ -149,7 +149,7 @@ func makeImage(img string, size, files int64) error {
 	}
 	// The inodes of the image's own directories (root, ws, tmp, lost+found
 	// before it is removed) come on top of the files a session may make.
-	out, err := exec.Command("mkfs.ext4", "-q", "-F", "-b", "4096", "-m", "0", "-N", strconv.FormatInt(files+16, 10),
+	out, err := exec.Command(sbin("mkfs.ext4"), "-q", "-F", "-b", "4096", "-m", "0", "-N", strconv.FormatInt(files+16, 10),
 		"-E", fmt.Sprintf("root_owner=%d:%d", os.Getuid(), os.Getgid()), img).CombinedOutput()
 	if err != nil {
 		_ = os.Remove(img)
@@ -158,10 +158,29 @@ func makeImage(img string, size, files int64) error {
 	return nil
 }
 
+// sbin finds a system program on PATH or in the sbin directories, which a
+// service's PATH may leave out; "" when there is none.
+func sbin(name string) string {
+	if p, err := exec.LookPath(name); err == nil {
+		return p
+	}
+	for _, dir := range []string{"/usr/sbin", "/sbin", "/usr/bin", "/bin"} {
+		if p := filepath.Join(dir, name); isExecutable(p) {
+			return p
+		}
+	}
+	return ""
+}
+
+func isExecutable(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0
+}
+
 // mountImage loop-mounts img on mnt, nosuid and nodev: a job must not make
 // a set-uid program or a device node that works.
 func mountImage(img, mnt string) error {
-	out, err := exec.Command("mount", "-t", "ext4", "-o", "loop,nosuid,nodev,noatime", img, mnt).CombinedOutput()
+	out, err := exec.Command(sbin("mount"), "-t", "ext4", "-o", "loop,nosuid,nodev,noatime", img, mnt).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("mount %s on %s: %w: %s", img, mnt, err, strings.TrimSpace(string(out)))
 	}
