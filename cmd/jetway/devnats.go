@@ -1,14 +1,14 @@
 package main
 
 import (
-	"crypto/rand"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+
+	"jetway/pkg/auth"
 )
 
 // devNATSTokenFile is the file in the data directory holding the dev bus's
@@ -29,11 +29,9 @@ func devNATSToken(dataDir string) (token, path string, err error) {
 	case !errors.Is(err, fs.ErrNotExist):
 		return "", path, fmt.Errorf("dev NATS token: %w", err)
 	}
-	raw := make([]byte, 32)
-	if _, err := rand.Read(raw); err != nil {
+	if token, err = auth.NewDevBusToken(); err != nil {
 		return "", path, fmt.Errorf("dev NATS token: %w", err)
 	}
-	token = "jwn_" + base64.RawURLEncoding.EncodeToString(raw)
 	if err := os.WriteFile(path, []byte(token+"\n"), 0o600); err != nil {
 		return "", path, fmt.Errorf("dev NATS token: %w", err)
 	}
