@@ -105,6 +105,7 @@ func (w *Worker) opStart(ctx context.Context, data []byte) (any, error) {
 	if err != nil {
 		return nil, tooMany(err)
 	}
+	w.recheckGrounded(r.SessionRequest)
 	<-w.out.persistSent(taskKey(sid, i.ID))
 	return jobsapi.StartResponse{Job: w.wire(i)}, nil
 }
@@ -181,6 +182,7 @@ func (w *Worker) opRun(ctx context.Context, data []byte) (any, error) {
 	w.fgTasks[tk] = true
 	w.mu.Unlock()
 	release()
+	w.recheckGrounded(r.SessionRequest) // after release: a kill waits for the end
 	if err := <-w.out.persist(tk); err != nil {
 		w.cfg.Log.Warn().Err(err).Str("task", i.ID).Msg("jobs: record of a foreground command not stored")
 	}

@@ -66,20 +66,35 @@ func (w *Worker) groundStop(c groundstop.Change) {
 		return
 	}
 	for _, sid := range sids {
-		if !covered(sid) {
-			continue
+		if covered(sid) {
+			w.groundKill(sid, c.Key)
 		}
-		killed := 0
-		for _, i := range w.mgr.KillSessionNow(sid, GroundStopNote) {
-			if i.Status == tasks.Killed {
-				w.emitExited(i)
-				killed++
-			}
+	}
+}
+
+// groundKill kills the session's running commands at once, with
+// GroundStopNote, publishes their ends, and stops its MCP servers.
+func (w *Worker) groundKill(sid, key string) {
+	killed := 0
+	for _, i := range w.mgr.KillSessionNow(sid, GroundStopNote) {
+		if i.Status == tasks.Killed {
+			w.emitExited(i)
+			killed++
 		}
-		w.mcp.stopSession(sid, "Ground Stop")
-		if killed > 0 {
-			w.cfg.Log.Warn().Str("session", sid).Str("switch", c.Key).Int("commands", killed).Msg("jobs: ground stop killed the session's commands")
-		}
+	}
+	w.mcp.stopSession(sid, "Ground Stop")
+	if killed > 0 {
+		w.cfg.Log.Warn().Str("session", sid).Str("switch", key).Int("commands", killed).Msg("jobs: ground stop killed the session's commands")
+	}
+}
+
+// recheckGrounded closes the race between a start and a switch: a command
+// that passed refuseGrounded just before the switch came on, and started
+// after the kill had listed the session's commands, is killed here, once
+// it is a task the kill can see.
+func (w *Worker) recheckGrounded(s jobsapi.SessionRequest) {
+	if w.refuseGrounded(s, "") != nil {
+		w.groundKill(sessionKey(s.Tenant, s.Session), "recheck after a start")
 	}
 }
 
