@@ -157,6 +157,9 @@ func TestGround_Stop_kills_the_runs_commands_and_the_model_reads_so(t *testing.T
 	if next := string(model.Requests()[before].Body); !strings.Contains(next, "killed by Ground Stop") || strings.Contains(next, "incident 7") {
 		t.Errorf("the model's next request does not say Ground Stop killed the commands (or names the switch's reason): %.2000s", next)
 	}
+	if r := model.Requests()[before].ToolResults()["c2"]; !strings.Contains(r, "cancelled by Ground Stop") {
+		t.Errorf("the foreground call's result reads %q; want it cancelled by Ground Stop", r)
+	}
 	still(time.Now())
 	jobs, err := jc.List(ctx, "t1", "s1")
 	if err != nil || len(jobs) != 2 || jobs[0].Status != "killed" || jobs[1].Status != "killed" {

@@ -216,6 +216,26 @@ func TestExecutor_cancellation_gives_every_call_a_result(t *testing.T) {
 	}
 }
 
+// A run cancelled with a CancelCause (Ground Stop) tells each call it cut
+// off why, the running one and the queued one alike.
+func TestExecutor_cancellation_with_a_cause_gives_its_words(t *testing.T) {
+	l := newLab()
+	reg, _ := NewRegistry(l.tool("read", true), l.tool("write", false))
+	ctx, cancel := context.WithCancelCause(t.Context())
+	e := NewExecutor(ctx, ExecutorConfig{Registry: reg})
+	t.Cleanup(e.Discard)
+	e.Add(use("r", "read"))
+	e.Add(use("w", "write"))
+	e.Release()
+	testutil.Eventually(t, 5*time.Second, "r running", l.hasLogged("start r"))
+	cancel(CancelCause("cancelled by Ground Stop"))
+	for _, o := range drain(t, e) {
+		if o.Block.Content != "cancelled by Ground Stop" || !o.Block.IsError {
+			t.Errorf("result %s = %+v, want the cause's words", o.Block.ToolUseID, o.Block)
+		}
+	}
+}
+
 func TestExecutor_gate_denies_and_after_stops(t *testing.T) {
 	ran := atomic.Bool{}
 	reg, _ := NewRegistry(
