@@ -103,6 +103,18 @@ func TestGround_Stop_kills_a_sessions_background_and_foreground_commands(t *test
 
 	at := time.Now()
 	e.setStop(tenant, session, true)
+	// Measured, not asserted: how long from the switch's write to both
+	// commands listed killed.
+	testutil.Eventually(t, 5*time.Second, "both commands killed", func() bool {
+		n := 0
+		for _, j := range mustList(t, e) {
+			if j.Status == tasks.Killed {
+				n++
+			}
+		}
+		return n == 2
+	})
+	t.Logf("both commands were killed %s after the switch was set", time.Since(at).Round(time.Millisecond))
 	stillAfter(t, at, time.Second, bgBeat, fgBeat)
 	if a := size(t, otherBeat); func() bool { time.Sleep(100 * time.Millisecond); return size(t, otherBeat) == a }() {
 		t.Error("another session's heartbeat stopped too")

@@ -214,8 +214,9 @@ func (w *Worker) workspaceOf(ctx context.Context, s jobsapi.SessionRequest) (*wo
 		return nil, err
 	}
 	w.mu.Lock()
-	defer w.mu.Unlock()
-	if ws := w.spaces[sid]; ws != nil {
+	ws := w.spaces[sid]
+	w.mu.Unlock()
+	if ws != nil {
 		return ws, nil
 	}
 	dir, err := workspace.SessionDir(w.cfg.Root, s.Tenant, s.Session)
@@ -224,14 +225,21 @@ func (w *Worker) workspaceOf(ctx context.Context, s jobsapi.SessionRequest) (*wo
 	}
 	if w.disks.on() {
 		// Mounted before the workspace is opened: its os.Root must be the
-		// image's directory, not the one the mount covers.
+		// image's directory, not the one the mount covers. Outside w.mu:
+		// making an image takes tens of milliseconds, and attach has its
+		// own lock (a second caller finds the disk attached).
 		if _, err := w.disks.attach(w.cfg.Root, sid, dir); errors.Is(err, errUncapped) {
 			w.cfg.Log.Warn().Str("session", sid).Msg("jobs: this session's workspace existed before disk caps and holds files: it stays uncapped")
 		} else if err != nil {
 			return nil, err
 		}
 	}
-	ws, err := w.cfg.Workspace.Open(dir)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if ws := w.spaces[sid]; ws != nil {
+		return ws, nil
+	}
+	ws, err = w.cfg.Workspace.Open(dir)
 	if err != nil {
 		return nil, fmt.Errorf("jobs: open workspace of %s: %w", sid, err)
 	}
