@@ -165,9 +165,6 @@ func (m *Manager) Start(ctx context.Context, spec Spec) (Info, error) {
 	return m.snapshot(t), nil
 }
 
-// register allocates the task's id and output file. The task is not listed
-// until publish; until then it counts against MaxRunning through
-// session.starting, and Close waits for it through the WaitGroup.
 // admission is how register counts a new task against MaxRunning.
 type admission int
 
@@ -177,6 +174,10 @@ const (
 	admitReserved                  // the place was reserved (Adopt with a Reservation)
 )
 
+// register allocates the task's id and output file. The task is not listed
+// until publish; until then it counts against MaxRunning through
+// session.starting (a reservation's place becomes the task's), and Close
+// waits for it through the WaitGroup.
 func (m *Manager) register(sid string, spec Spec, admit admission, res *Reservation, started time.Time, maxDur time.Duration) (*task, error) {
 	if m.cfg.Output == nil {
 		return nil, errors.New("tasks: Config.Output is not set")
@@ -413,8 +414,7 @@ func (m *Manager) supervise(t *task) {
 func (m *Manager) requestEnd(t *task, reason Status) { m.endTask(t, reason, false) }
 
 // endTask is requestEnd; now skips the SIGTERM grace where the tree can
-// (proctree.Tree.KillNow), or hurries a function task that ignores its
-// cancelled context.
+// (proctree.Tree.KillNow). A function task is cancelled either way.
 func (m *Manager) endTask(t *task, reason Status, now bool) {
 	m.mu.Lock()
 	if t.info.Status != Running || t.reason != "" {
