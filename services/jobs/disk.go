@@ -60,6 +60,7 @@ const MetadataDiskCap = "disk_cap"
 type diskCaps struct {
 	size, files int64
 	off         string // why there is no cap ("" when there is)
+	turnedOff   bool   // by the configuration, not for want of a mechanism
 
 	mu    sync.Mutex
 	disks map[string]*disk // by session key: attached in this incarnation
@@ -76,7 +77,8 @@ type disk struct {
 func newDiskCaps(root string, size, files int64) *diskCaps {
 	d := &diskCaps{size: size, files: files, disks: map[string]*disk{}}
 	if size <= 0 && files <= 0 {
-		d.off = "turned off (--workspace-size 0 --workspace-files 0)"
+		d.turnedOff = true
+		d.off = "turned off by --workspace-size 0 and --workspace-files 0"
 		return d
 	}
 	if d.size <= 0 {

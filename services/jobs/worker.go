@@ -243,9 +243,12 @@ func (w *Worker) Run(ctx context.Context) error {
 		return err
 	}
 	w.disks = newDiskCaps(w.cfg.Root, w.cfg.WorkspaceSize, w.cfg.WorkspaceFiles)
-	if w.disks.on() {
+	switch {
+	case w.disks.on():
 		log.Info().Str("disk_cap", w.disks.String()).Msg("jobs: each session's workspace and temporary directory are capped (a loop-mounted ext4 image each)")
-	} else {
+	case w.disks.turnedOff:
+		log.Info().Str("disk_cap", w.disks.String()).Msg("jobs: workspaces have no disk cap: a session can fill the file system under --root")
+	default:
 		log.Warn().Str("disk_cap", w.disks.String()).Msg("jobs: workspaces have NO disk cap: a session can fill the file system under --root")
 	}
 	switch {
