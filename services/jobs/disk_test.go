@@ -109,3 +109,21 @@ func TestA_write_over_the_workspace_disk_cap_fails_and_names_the_cap(t *testing.
 		t.Errorf("after a restart the workspace reads %+v, %v; want its files back, on its 16 MiB image", res, err)
 	}
 }
+
+// Without a cap (turned off here; a worker that cannot mount says why
+// instead) the worker says so in its metadata, and a workspace grows past
+// what a cap would have allowed.
+func TestA_worker_without_a_disk_cap_says_so(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.startWorker("w1", func(c *jobs.Config) { c.WorkspaceSize, c.WorkspaceFiles = -1, -1 })
+	if got := serviceInfo(t, e).Metadata[jobs.MetadataDiskCap]; got != "none (turned off by --workspace-size 0 and --workspace-files 0)" {
+		t.Errorf("metadata disk_cap = %q", got)
+	}
+	if res, err := e.cli.Run(bg, req("head -c 20M /dev/zero > big && wc -c < big")); err != nil || res.Output != "20971520" {
+		t.Errorf("a 20 MiB write without a cap = %+v, %v", res, err)
+	}
+	if m := mountsUnder(t, e.root); len(m) != 0 {
+		t.Errorf("an uncapped worker mounted %v", m)
+	}
+}
