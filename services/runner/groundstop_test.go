@@ -14,6 +14,7 @@ import (
 	"jetway/internal/testutil"
 	"jetway/pkg/agent/tool"
 	"jetway/pkg/bus"
+	"jetway/pkg/control/agents"
 	"jetway/pkg/control/groundstop"
 	"jetway/pkg/events"
 	"jetway/pkg/llm/llmtest"
@@ -164,5 +165,67 @@ func TestGround_Stop_kills_the_runs_commands_and_the_model_reads_so(t *testing.T
 	jobs, err := jc.List(ctx, "t1", "s1")
 	if err != nil || len(jobs) != 2 || jobs[0].Status != "killed" || jobs[1].Status != "killed" {
 		t.Errorf("jobs after the switch was lifted: %+v, %v; want both killed, none started again", jobs, err)
+	}
+}
+
+// A sub-agent's background command outlives the child's run; the root's
+// switch still kills it, though no run of the child is live for a runner
+// to stop: the child's runs sent its lineage with the command, and the
+// jobs worker kills by it.
+func TestGround_Stop_of_a_root_kills_its_idle_sub_agents_background_command(t *testing.T) {
+	e := newEnv(t)
+	root := t.TempDir()
+	jc := e.startWorker(root)
+	e.profiles(map[string]agents.Profile{"helper": {Instructions: "ROLE:helper"}})
+	beat := "while :; do echo beat >> hb; sleep 0.02; done"
+	_, p := routedModel(t, func(r modelReq) llmtest.Reply {
+		switch {
+		case strings.Contains(r.system, "ROLE:helper") && strings.Contains(r.last, "tool_result"):
+			return llmtest.Reply{Text: "started it"}
+		case strings.Contains(r.system, "ROLE:helper"):
+			return call(jobtools.Shell, map[string]any{"command": beat, "background": true})
+		case strings.Contains(r.last, "start a helper"):
+			return call(AgentStartTool, map[string]any{"agent": "helper", "prompt": "start the heartbeat", "wait": 0})
+		}
+		return llmtest.Reply{Text: "ok"}
+	})
+	e.startRunner("r1", p, func(s SessionRef) []tool.Tool { return jobtools.Tools(jc, s.Tenant, s.Session, s.Run, s.Lineage...) })
+	e.publish(events.KindEvents, "t1", "p1", events.Input{Text: "start a helper"})
+
+	var child string
+	size := func() int64 {
+		st, err := os.Stat(filepath.Join(root, "t1", child, "hb"))
+		if err != nil {
+			return -1
+		}
+		return st.Size()
+	}
+	testutil.Eventually(t, 30*time.Second, "the child's run to end with its heartbeat beating", func() bool {
+		kids := e.session("t1", "p1").Children
+		if len(kids) != 1 {
+			return false
+		}
+		child = kids[0].Session
+		return e.session("t1", child).State == StateIdle && size() > 0
+	})
+
+	ctx := context.Background()
+	control, err := e.js.KeyValue(ctx, bus.BucketControl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Now()
+	if _, err := groundstop.Set(ctx, control, "t1", "p1", groundstop.Record{Reason: "incident", By: "t1"}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Until(at.Add(time.Second)))
+	b := size()
+	time.Sleep(300 * time.Millisecond) // 15 heartbeats
+	if a := size(); a != b {
+		t.Errorf("the child's heartbeat grew from %d to %d bytes more than a second after its root's Ground Stop", b, a)
+	}
+	jobs, err := jc.List(ctx, "t1", child)
+	if err != nil || len(jobs) != 1 || jobs[0].Status != "killed" {
+		t.Errorf("the child's jobs: %+v, %v; want its heartbeat killed", jobs, err)
 	}
 }
