@@ -117,22 +117,29 @@ func TestClose_leaves_nothing_and_refuses_new_tasks(t *testing.T) {
 	}
 }
 
-func TestAdopt_takes_over_a_running_foreground_command(t *testing.T) {
-	m := newManager(t)
-	gate := t.TempDir() + "/gate"
-	var out Handoff
-	cmd := exec.Command("sh", "-c", `echo before; while [ ! -e `+gate+` ]; do sleep 0.01; done; echo after; exit 4`)
-	cmd.Stdout, cmd.Stderr = &out, &out
+// foreground starts script in m's host as a run call does, its output
+// kept by a Handoff, and returns what Adopt takes over.
+func foreground(t *testing.T, m *Manager, script string) (RunningCommand, *Handoff) {
+	t.Helper()
+	out := &Handoff{}
+	cmd := exec.Command("sh", "-c", script)
+	cmd.Stdout, cmd.Stderr = out, out
 	tree, err := m.Host().Start(cmd, proctree.Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	waited := make(chan error, 1)
 	go func() { waited <- tree.Wait() }()
+	return RunningCommand{Cmd: cmd, Tree: tree, AttachOutput: out.Attach, Wait: waited}, out
+}
+
+func TestAdopt_takes_over_a_running_foreground_command(t *testing.T) {
+	m := newManager(t)
+	gate := t.TempDir() + "/gate"
+	running, out := foreground(t, m, `echo before; while [ ! -e `+gate+` ]; do sleep 0.01; done; echo after; exit 4`)
 	testutil.Eventually(t, 10*time.Second, "foreground output", func() bool { return strings.Contains(string(out.Bytes()), "before") })
-	info, err := m.Adopt(bg, Spec{Summary: "foreground", RunID: "r1"}, RunningCommand{
-		Cmd: cmd, Tree: tree, AttachOutput: out.Attach, Wait: waited, Started: time.Now(),
-	})
+	running.Started = time.Now()
+	info, err := m.Adopt(bg, Spec{Summary: "foreground", RunID: "r1"}, running)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,16 +159,8 @@ func TestAdopt_takes_over_a_running_foreground_command(t *testing.T) {
 
 func TestAdopted_command_dies_with_Kill(t *testing.T) {
 	m := newManager(t)
-	var out Handoff
-	cmd := exec.Command("sh", "-c", escapes["setsid"]+"\necho pid $$; sleep 100")
-	cmd.Stdout, cmd.Stderr = &out, &out
-	tree, err := m.Host().Start(cmd, proctree.Limits{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	waited := make(chan error, 1)
-	go func() { waited <- tree.Wait() }()
-	info, err := m.Adopt(bg, Spec{Summary: "fg"}, RunningCommand{Cmd: cmd, Tree: tree, AttachOutput: out.Attach, Wait: waited})
+	running, _ := foreground(t, m, escapes["setsid"]+"\necho pid $$; sleep 100")
+	info, err := m.Adopt(bg, Spec{Summary: "fg"}, running)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,16 +195,9 @@ func TestReserve_counts_a_foreground_command_from_before_it_starts(t *testing.T)
 	if _, err := m.Start(bg, Spec{Cmd: exec.Command("true")}); !errors.Is(err, ErrTooManyRunning) {
 		t.Fatalf("a start while the place is reserved: %v, want ErrTooManyRunning", err)
 	}
-	var out Handoff
-	cmd := exec.Command("sh", "-c", "sleep 100")
-	cmd.Stdout, cmd.Stderr = &out, &out
-	tree, err := m.Host().Start(cmd, proctree.Limits{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	waited := make(chan error, 1)
-	go func() { waited <- tree.Wait() }()
-	info, err := m.Adopt(bg, Spec{Summary: "fg"}, RunningCommand{Cmd: cmd, Tree: tree, AttachOutput: out.Attach, Wait: waited, Reservation: place})
+	running, _ := foreground(t, m, "sleep 100")
+	running.Reservation = place
+	info, err := m.Adopt(bg, Spec{Summary: "fg"}, running)
 	if err != nil {
 		t.Fatal(err)
 	}

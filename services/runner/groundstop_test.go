@@ -113,40 +113,15 @@ func TestGround_Stop_kills_the_runs_commands_and_the_model_reads_so(t *testing.T
 	e.publish(events.KindEvents, "t1", "s1", events.Input{Text: "start the heartbeats"})
 
 	bgBeat, fgBeat := filepath.Join(root, "t1", "s1", "bg"), filepath.Join(root, "t1", "s1", "fg")
-	size := func(f string) int64 {
-		st, err := os.Stat(f)
-		if err != nil {
-			return -1
-		}
-		return st.Size()
-	}
-	testutil.Eventually(t, 20*time.Second, "both heartbeats to beat", func() bool { return size(bgBeat) > 0 && size(fgBeat) > 0 })
+	testutil.Eventually(t, 20*time.Second, "both heartbeats to beat", func() bool { return fileSize(bgBeat) > 0 && fileSize(fgBeat) > 0 })
 
-	ctx := context.Background()
-	control, err := e.js.KeyValue(ctx, bus.BucketControl)
-	if err != nil {
-		t.Fatal(err)
-	}
 	at := time.Now()
-	if _, err := groundstop.Set(ctx, control, "t1", "s1", groundstop.Record{Reason: "incident 7", By: "t1"}); err != nil {
-		t.Fatal(err)
-	}
-	still := func(from time.Time) {
-		t.Helper()
-		time.Sleep(time.Until(from))
-		b, f := size(bgBeat), size(fgBeat)
-		time.Sleep(300 * time.Millisecond) // 15 heartbeats
-		if size(bgBeat) != b || size(fgBeat) != f {
-			t.Errorf("a heartbeat still beats %s after Ground Stop: bg %d → %d, fg %d → %d bytes", time.Since(at).Round(time.Millisecond), b, size(bgBeat), f, size(fgBeat))
-		}
-	}
-	still(at.Add(time.Second))
+	e.setStop("t1", "s1", true)
+	stillAfter(t, at.Add(time.Second), bgBeat, fgBeat)
 	testutil.Eventually(t, 20*time.Second, "the run to stop", func() bool { return e.session("t1", "s1").State == StateStopped })
 	before := model.RequestCount()
 
-	if err := groundstop.Clear(ctx, control, "t1", "s1"); err != nil {
-		t.Fatal(err)
-	}
+	e.setStop("t1", "s1", false)
 	killed := func(id int) string { return fmt.Sprintf("job %d (while) was killed", id) }
 	testutil.Eventually(t, 20*time.Second, "the model to read that both commands were killed by Ground Stop", func() bool {
 		var after string
@@ -161,8 +136,8 @@ func TestGround_Stop_kills_the_runs_commands_and_the_model_reads_so(t *testing.T
 	if r := model.Requests()[before].ToolResults()["c2"]; !strings.Contains(r, "cancelled by Ground Stop") {
 		t.Errorf("the foreground call's result reads %q; want it cancelled by Ground Stop", r)
 	}
-	still(time.Now())
-	jobs, err := jc.List(ctx, "t1", "s1")
+	stillAfter(t, time.Now(), bgBeat, fgBeat)
+	jobs, err := jc.List(context.Background(), "t1", "s1")
 	if err != nil || len(jobs) != 2 || jobs[0].Status != "killed" || jobs[1].Status != "killed" {
 		t.Errorf("jobs after the switch was lifted: %+v, %v; want both killed, none started again", jobs, err)
 	}
@@ -192,40 +167,67 @@ func TestGround_Stop_of_a_root_kills_its_idle_sub_agents_background_command(t *t
 	e.startRunner("r1", p, func(s SessionRef) []tool.Tool { return jobtools.Tools(jc, s.Tenant, s.Session, s.Run, s.Lineage...) })
 	e.publish(events.KindEvents, "t1", "p1", events.Input{Text: "start a helper"})
 
-	var child string
-	size := func() int64 {
-		st, err := os.Stat(filepath.Join(root, "t1", child, "hb"))
-		if err != nil {
-			return -1
-		}
-		return st.Size()
-	}
+	var child, hb string
 	testutil.Eventually(t, 30*time.Second, "the child's run to end with its heartbeat beating", func() bool {
 		kids := e.session("t1", "p1").Children
 		if len(kids) != 1 {
 			return false
 		}
 		child = kids[0].Session
-		return e.session("t1", child).State == StateIdle && size() > 0
+		hb = filepath.Join(root, "t1", child, "hb")
+		return e.session("t1", child).State == StateIdle && fileSize(hb) > 0
 	})
 
+	at := time.Now()
+	e.setStop("t1", "p1", true)
+	stillAfter(t, at.Add(time.Second), hb)
+	jobs, err := jc.List(context.Background(), "t1", child)
+	if err != nil || len(jobs) != 1 || jobs[0].Status != "killed" {
+		t.Errorf("the child's jobs: %+v, %v; want its heartbeat killed", jobs, err)
+	}
+}
+
+// setStop sets or clears the Ground Stop switch of tenant/session (its
+// reason is one the model must never read).
+func (e *env) setStop(tenant, session string, on bool) {
+	e.t.Helper()
 	ctx := context.Background()
 	control, err := e.js.KeyValue(ctx, bus.BucketControl)
 	if err != nil {
-		t.Fatal(err)
+		e.t.Fatal(err)
 	}
-	at := time.Now()
-	if _, err := groundstop.Set(ctx, control, "t1", "p1", groundstop.Record{Reason: "incident", By: "t1"}); err != nil {
-		t.Fatal(err)
+	if on {
+		_, err = groundstop.Set(ctx, control, tenant, session, groundstop.Record{Reason: "incident 7", By: tenant})
+	} else {
+		err = groundstop.Clear(ctx, control, tenant, session)
 	}
-	time.Sleep(time.Until(at.Add(time.Second)))
-	b := size()
-	time.Sleep(300 * time.Millisecond) // 15 heartbeats
-	if a := size(); a != b {
-		t.Errorf("the child's heartbeat grew from %d to %d bytes more than a second after its root's Ground Stop", b, a)
+	if err != nil {
+		e.t.Fatal(err)
 	}
-	jobs, err := jc.List(ctx, "t1", child)
-	if err != nil || len(jobs) != 1 || jobs[0].Status != "killed" {
-		t.Errorf("the child's jobs: %+v, %v; want its heartbeat killed", jobs, err)
+}
+
+// fileSize is the size of the file at path, -1 while there is none.
+func fileSize(path string) int64 {
+	st, err := os.Stat(path)
+	if err != nil {
+		return -1
+	}
+	return st.Size()
+}
+
+// stillAfter asserts that none of files grows any more from the time from
+// on: each is measured then and again 300 ms (15 heartbeats) later.
+func stillAfter(t *testing.T, from time.Time, files ...string) {
+	t.Helper()
+	time.Sleep(time.Until(from))
+	before := make([]int64, len(files))
+	for k, f := range files {
+		before[k] = fileSize(f)
+	}
+	time.Sleep(300 * time.Millisecond)
+	for k, f := range files {
+		if after := fileSize(f); after != before[k] {
+			t.Errorf("%s grew from %d to %d bytes after Ground Stop had had its time", filepath.Base(f), before[k], after)
+		}
 	}
 }
