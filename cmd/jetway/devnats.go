@@ -6,8 +6,6 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
-	"crypto/rand"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -107,11 +105,10 @@ func devNATSPassword(path string) (string, error) {
 	case !errors.Is(err, fs.ErrNotExist):
 		return "", fmt.Errorf("dev NATS password: %w", err)
 	}
-	raw := make([]byte, 32)
-	if _, err := rand.Read(raw); err != nil {
+	token, err := auth.NewDevBusToken()
+	if err != nil {
 		return "", fmt.Errorf("dev NATS password: %w", err)
 	}
-	token := "jwn_" + base64.RawURLEncoding.EncodeToString(raw)
 	if err := os.WriteFile(path, []byte(token+"\n"), 0o600); err != nil {
 		return "", fmt.Errorf("dev NATS password: %w", err)
 	}

@@ -26,7 +26,7 @@ func init() {
 	tasks.RunShimIfRequested()
 	addCommand(newJobsWorkerCmd)
 	addDevComponent(devComponent{Name: "jobs-worker", Run: runDevJobsWorker})
-	addDevFlags(func(cmd *cobra.Command) { addJobsWorkerFlags(cmd, &devJobsFlags) })
+	addDevFlags(func(cmd *cobra.Command) { addJobsWorkerFlags(cmd, &devJobsFlags, true) })
 	addDevCheck(func() error { return devJobsFlags.apply(&jobs.Config{}) })
 }
 
@@ -48,6 +48,8 @@ type jobsWorkerFlags struct {
 	jobEnv      []string
 	jobRead     []string
 	mcpIdle     time.Duration
+	diskSize    int64
+	diskFiles   int64
 }
 
 // apply puts the flags into cfg; a limit of 0 on the command line means
@@ -68,6 +70,8 @@ func (f *jobsWorkerFlags) apply(cfg *jobs.Config) error {
 	cfg.Limits.Tree.Memory = none(f.memory)
 	cfg.Limits.Tree.Processes = int(none(int64(f.processes)))
 	cfg.Limits.Tree.CPUTime = time.Duration(none(int64(f.cpuTime)))
+	cfg.WorkspaceSize = none(f.diskSize)
+	cfg.WorkspaceFiles = none(f.diskFiles)
 	cfg.AllowUnconfined = f.unconfined
 	cfg.ReadOnly = f.jobRead
 	if f.mcpIdle <= 0 {
@@ -153,14 +157,22 @@ its previous run left behind. The buckets must exist (jetway dev, or
 	f.StringVar(&id, "id", envOr("JETWAY_JOBS_ID", defaultWorkerID()), "worker id: 1-64 of [A-Za-z0-9_-], stable across restarts (env JETWAY_JOBS_ID)")
 	f.StringVar(&root, "root", os.Getenv("JETWAY_JOBS_ROOT"), "directory of the workspaces and output files (env JETWAY_JOBS_ROOT)")
 	f.BoolVar(&provision, "provision", false, "create or update the streams and buckets first")
-	addJobsWorkerFlags(cmd, &flags)
+	addJobsWorkerFlags(cmd, &flags, false)
 	return cmd
 }
 
-func addJobsWorkerFlags(cmd *cobra.Command, flags *jobsWorkerFlags) {
+// addJobsWorkerFlags registers the worker's flags. For `jetway dev` the
+// disk cap is off unless asked for: dev runs in a developer's directory,
+// usually not as root (where it could not cap anyway), and as root its
+// loop mounts would outlive a dev killed the hard way until the next start.
+func addJobsWorkerFlags(cmd *cobra.Command, flags *jobsWorkerFlags, dev bool) {
 	f := cmd.Flags()
+	diskSize, diskFiles := int64(jobs.DefaultWorkspaceSize), int64(jobs.DefaultWorkspaceFiles)
+	if dev {
+		diskSize, diskFiles = 0, 0
+	}
 	f.DurationVar(&flags.grace, "grace", jobs.DefaultGrace, "how long a kill waits after SIGTERM before SIGKILL")
-	f.IntVar(&flags.maxRunning, "max-running", envInt("JETWAY_JOBS_MAX_RUNNING", tasks.DefaultLimits.MaxRunning), "background jobs one session may run at once (env JETWAY_JOBS_MAX_RUNNING)")
+	f.IntVar(&flags.maxRunning, "max-running", envInt("JETWAY_JOBS_MAX_RUNNING", tasks.DefaultLimits.MaxRunning), "commands one session may run at once, foreground and background (env JETWAY_JOBS_MAX_RUNNING)")
 	f.DurationVar(&flags.maxDuration, "max-duration", tasks.DefaultLimits.MaxDuration, "longest a job may run")
 	f.Int64Var(&flags.maxOutput, "max-output", tasks.DefaultLimits.MaxOutputBytes, "largest output file of a job, in bytes")
 	f.Int64Var(&flags.memory, "memory", envInt64("JETWAY_JOBS_MEMORY", jobs.DefaultTreeLimits.Memory), "memory limit of each job's process tree, in bytes (0: none; env JETWAY_JOBS_MEMORY)")
@@ -172,6 +184,10 @@ func addJobsWorkerFlags(cmd *cobra.Command, flags *jobsWorkerFlags) {
 	f.StringArrayVar(&flags.jobEnv, "job-env", nil, "NAME of a variable of the worker's environment to pass to every job (repeatable; NATS_* and JETWAY_* never are)")
 	f.StringArrayVar(&flags.jobRead, "job-read", nil, "PATH jobs may read and execute besides the system directories, e.g. a toolchain (repeatable)")
 	f.DurationVar(&flags.mcpIdle, "mcp-idle", jobs.DefaultMCPIdle, "how long a session's MCP stdio server may go unused before it is stopped")
+	f.Int64Var(&flags.diskSize, "workspace-size", envInt64("JETWAY_JOBS_WORKSPACE_SIZE", diskSize),
+		"disk cap of each session's workspace and temporary directory, in bytes (0: none; needs root; env JETWAY_JOBS_WORKSPACE_SIZE)")
+	f.Int64Var(&flags.diskFiles, "workspace-files", envInt64("JETWAY_JOBS_WORKSPACE_FILES", diskFiles),
+		"files each session's workspace and temporary directory may hold (0: none; needs root; env JETWAY_JOBS_WORKSPACE_FILES)")
 }
 
 func envInt64(key string, def int64) int64 {

@@ -15,7 +15,7 @@ func parseJobsWorkerFlags(t *testing.T, args ...string) (jobs.Config, error) {
 	t.Helper()
 	cmd := &cobra.Command{Use: "x"}
 	var f jobsWorkerFlags
-	addJobsWorkerFlags(cmd, &f)
+	addJobsWorkerFlags(cmd, &f, false)
 	if err := cmd.ParseFlags(args); err != nil {
 		t.Fatal(err)
 	}
@@ -36,14 +36,17 @@ func TestJobs_worker_flags_default_to_the_safe_limits(t *testing.T) {
 	if cfg.AllowUnconfined {
 		t.Error("unconfined jobs allowed by default")
 	}
+	if cfg.WorkspaceSize != jobs.DefaultWorkspaceSize || cfg.WorkspaceFiles != jobs.DefaultWorkspaceFiles {
+		t.Errorf("disk cap %d bytes, %d files; want the defaults", cfg.WorkspaceSize, cfg.WorkspaceFiles)
+	}
 	// 0 on the command line is no limit: negative in the config, since the
 	// config's zero is the default.
-	cfg, err = parseJobsWorkerFlags(t, "--memory", "0", "--processes", "0", "--cpu-time", "0")
+	cfg, err = parseJobsWorkerFlags(t, "--memory", "0", "--processes", "0", "--cpu-time", "0", "--workspace-size", "0", "--workspace-files", "0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Limits.Tree.Memory >= 0 || cfg.Limits.Tree.Processes >= 0 || cfg.Limits.Tree.CPUTime >= 0 {
-		t.Errorf("0 flags gave %+v, want every limit off (negative)", cfg.Limits.Tree)
+	if cfg.Limits.Tree.Memory >= 0 || cfg.Limits.Tree.Processes >= 0 || cfg.Limits.Tree.CPUTime >= 0 || cfg.WorkspaceSize >= 0 || cfg.WorkspaceFiles >= 0 {
+		t.Errorf("0 flags gave %+v, disk %d/%d, want every limit off (negative)", cfg.Limits.Tree, cfg.WorkspaceSize, cfg.WorkspaceFiles)
 	}
 }
 

@@ -365,11 +365,11 @@ func ensurePasswords(cfg Config) (map[string]string, bool, error) {
 			plain[u] = p
 			continue
 		}
-		b := make([]byte, 24)
-		if _, err := rand.Read(b); err != nil {
+		p, err := NewPassword()
+		if err != nil {
 			return nil, false, fmt.Errorf("certs: password for %s: %w", u, err)
 		}
-		plain[u] = base64.RawURLEncoding.EncodeToString(b) // safe inside a URL
+		plain[u] = p
 		changed = true
 	}
 	if !changed {
@@ -393,6 +393,23 @@ func ensurePasswords(cfg Config) (map[string]string, bool, error) {
 		return nil, false, err
 	}
 	return plain, true, nil
+}
+
+// NewPassword returns a fresh NATS user password: "jwp_" and 24 random
+// bytes in unpadded base64url, safe inside a URL's user info. The prefix
+// is what lets redaction (pkg/redact) hide a password a job prints on its
+// own, as it does jetway's "jw_" tokens: 32 random base64url characters
+// without one cannot be told from an identifier, and two in three of them
+// hold '-' or '_', which splits them into runs too short to look random.
+// Passwords made before the prefix are kept (ensurePasswords) and are
+// hidden where a name, a URL or a flag says what they are. The redaction
+// tests run this generator.
+func NewPassword() (string, error) {
+	b := make([]byte, 24)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("certs: random password: %w", err)
+	}
+	return "jwp_" + base64.RawURLEncoding.EncodeToString(b), nil
 }
 
 // ReadUsersEnv reads a UsersEnv file into a map of variable to value.

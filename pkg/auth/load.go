@@ -308,12 +308,20 @@ func writeAside(dir string, f File) (string, error) {
 
 // NewToken returns a fresh random token: "jw_" and 32 random bytes in
 // unpadded base64url. The prefix makes leaked tokens easy to grep for.
-func NewToken() (string, error) {
+func NewToken() (string, error) { return prefixedToken("jw_") }
+
+// NewDevBusToken returns a fresh token for the dev bus (the embedded NATS
+// server of `jetway dev`): "jwn_" and 32 random bytes in unpadded
+// base64url. It lives here, beside NewToken, so that the redaction tests
+// run the very generator the dev command uses (pkg/redact).
+func NewDevBusToken() (string, error) { return prefixedToken("jwn_") }
+
+func prefixedToken(prefix string) (string, error) {
 	b := make([]byte, 32)
 	if _, err := rand.Read(b); err != nil {
 		return "", fmt.Errorf("auth: random token: %w", err)
 	}
-	return "jw_" + base64.RawURLEncoding.EncodeToString(b), nil
+	return prefix + base64.RawURLEncoding.EncodeToString(b), nil
 }
 
 // WriteFile replaces the tokens file at path with f in one rename (mode

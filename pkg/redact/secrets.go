@@ -220,6 +220,8 @@ var prefixRules = []prefixRule{
 	{prefix: "xoxr-", body: isB64URL, min: 10},
 	{prefix: "xoxs-", body: isB64URL, min: 10},
 	{prefix: "jw_", body: isB64URL, min: 20},
+	{prefix: "jwn_", body: isB64URL, min: 20},
+	{prefix: "jwp_", body: isB64URL, min: 20},
 	{prefix: "AKIA", body: isUpperDigit, min: 16, exact: true},
 	{prefix: "ASIA", body: isUpperDigit, min: 16, exact: true},
 	{prefix: "SO", body: isBase32, min: 56, exact: true},

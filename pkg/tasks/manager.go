@@ -55,6 +55,7 @@ type task struct {
 
 	info    Info
 	reason  Status        // Killed or TimedOut once an end was requested
+	endNote string        // a line to write last in the output (KillSessionNow)
 	seen    bool          // the end was seen through Wait or Kill
 	waiters int           // Waits in progress: an end they see is no notice
 	update  chan struct{} // closed and replaced by Reporter.Progress
@@ -147,7 +148,7 @@ func (m *Manager) Start(ctx context.Context, spec Spec) (Info, error) {
 	if spec.Cmd != nil && m.host == nil {
 		return Info{}, fmt.Errorf("tasks: start: no process host: %w", m.hostErr)
 	}
-	t, err := m.register(sid, spec, true, time.Now(), m.lim.MaxDuration)
+	t, err := m.register(sid, spec, admitCheck, nil, time.Now(), m.lim.MaxDuration)
 	if err != nil {
 		return Info{}, err
 	}
@@ -164,10 +165,20 @@ func (m *Manager) Start(ctx context.Context, spec Spec) (Info, error) {
 	return m.snapshot(t), nil
 }
 
+// admission is how register counts a new task against MaxRunning.
+type admission int
+
+const (
+	admitCheck    admission = iota // refuse past MaxRunning (Start)
+	admitFree                      // do not check (Adopt without a reservation)
+	admitReserved                  // the place was reserved (Adopt with a Reservation)
+)
+
 // register allocates the task's id and output file. The task is not listed
 // until publish; until then it counts against MaxRunning through
-// session.starting, and Close waits for it through the WaitGroup.
-func (m *Manager) register(sid string, spec Spec, checkRunning bool, started time.Time, maxDur time.Duration) (*task, error) {
+// session.starting (a reservation's place becomes the task's), and Close
+// waits for it through the WaitGroup.
+func (m *Manager) register(sid string, spec Spec, admit admission, res *Reservation, started time.Time, maxDur time.Duration) (*task, error) {
 	if m.cfg.Output == nil {
 		return nil, errors.New("tasks: Config.Output is not set")
 	}
@@ -184,20 +195,23 @@ func (m *Manager) register(sid string, spec Spec, checkRunning bool, started tim
 		return nil, ErrClosed
 	}
 	s := m.sessionLocked(sid)
-	if checkRunning {
-		n := s.starting
-		for _, t := range s.tasks {
-			if t.info.Status == Running {
-				n++
-			}
-		}
-		if n >= m.lim.MaxRunning {
+	switch admit {
+	case admitCheck:
+		if n := m.runningLocked(s); n >= m.lim.MaxRunning {
 			m.mu.Unlock()
-			return nil, fmt.Errorf("%w: session %s runs %d (limit %d)", ErrTooManyRunning, sid, n, m.lim.MaxRunning)
+			return nil, &TooManyRunningError{Session: sid, Running: n, Limit: m.lim.MaxRunning}
 		}
+		s.starting++
+	case admitReserved:
+		if res.used {
+			m.mu.Unlock()
+			return nil, errors.New("tasks: adopt: the reservation was released or used")
+		}
+		res.used = true // its place in s.starting is the task's now
+	default:
+		s.starting++
 	}
 	s.next++
-	s.starting++
 	m.wg.Add(1) // released when supervise returns, or by abort
 	id := strconv.Itoa(s.next)
 	m.mu.Unlock()
@@ -240,6 +254,18 @@ func (m *Manager) register(sid string, spec Spec, checkRunning bool, started tim
 	}
 	t.info.Path, t.info.Ref = path, ref
 	return t, nil
+}
+
+// runningLocked counts the session's tasks that run or are starting (and
+// the places reserved for commands about to start); m.mu is held.
+func (m *Manager) runningLocked(s *session) int {
+	n := s.starting
+	for _, t := range s.tasks {
+		if t.info.Status == Running {
+			n++
+		}
+	}
+	return n
 }
 
 // abort forgets a registered task that never started, giving its id back
@@ -385,7 +411,11 @@ func (m *Manager) supervise(t *task) {
 
 // requestEnd starts ending a running task for reason (Killed, TimedOut)
 // without waiting; the first reason wins.
-func (m *Manager) requestEnd(t *task, reason Status) {
+func (m *Manager) requestEnd(t *task, reason Status) { m.endTask(t, reason, false) }
+
+// endTask is requestEnd; now skips the SIGTERM grace where the tree can
+// (proctree.Tree.KillNow). A function task is cancelled either way.
+func (m *Manager) endTask(t *task, reason Status, now bool) {
 	m.mu.Lock()
 	if t.info.Status != Running || t.reason != "" {
 		m.mu.Unlock()
@@ -394,6 +424,10 @@ func (m *Manager) requestEnd(t *task, reason Status) {
 	t.reason = reason
 	m.mu.Unlock()
 	if t.tree != nil {
+		if kn, ok := t.tree.(interface{ KillNow() error }); ok && now {
+			go func() { _ = kn.KillNow() }()
+			return
+		}
 		go func() { _ = t.tree.Kill() }()
 		return
 	}
@@ -434,6 +468,17 @@ func (m *Manager) finish(t *task, res endResult) {
 	if reason == TimedOut {
 		limit = "time limit (" + fmtLimit(t.maxDur) + ")"
 		t.out.note("[tasks] ended: ran past the time limit (" + fmtLimit(t.maxDur) + ")")
+	}
+	m.mu.Lock()
+	endNote := t.endNote
+	m.mu.Unlock()
+	if endNote != "" {
+		t.out.note(endNote)
+	}
+	if t.spec.EndNote != nil && t.tree != nil {
+		if line := t.spec.EndNote(res.code, t.out.tailText()); line != "" {
+			t.out.note(line)
+		}
 	}
 	t.out.close()
 
@@ -640,11 +685,18 @@ func (m *Manager) Kill(sessionID, id string) (Info, error) {
 	return m.kill(t)
 }
 
-func (m *Manager) kill(t *task) (Info, error) {
+func (m *Manager) kill(t *task) (Info, error) { return m.killWith(t, false, "") }
+
+// killWith is kill; now skips the grace period and note, when set, is
+// written last in the task's output.
+func (m *Manager) killWith(t *task, now bool, note string) (Info, error) {
 	m.mu.Lock()
 	t.seen = true
+	if note != "" && t.reason == "" && t.info.Status == Running {
+		t.endNote = note
+	}
 	m.mu.Unlock()
-	m.requestEnd(t, Killed)
+	m.endTask(t, Killed, now)
 	// Kill itself waits for the tree: grace, then SIGKILL, then up to 5s.
 	tm := time.NewTimer(m.cfg.Proc.Grace + 10*time.Second)
 	defer tm.Stop()
@@ -661,6 +713,15 @@ func (m *Manager) kill(t *task) (Info, error) {
 // KillSession kills the session's running tasks and returns them.
 func (m *Manager) KillSession(sessionID string) []Info {
 	return m.killAll(m.runningTasks(sessionID))
+}
+
+// KillSessionNow is KillSession without the SIGTERM grace period, for an
+// emergency stop (Ground Stop): each tree gets SIGKILL at once, note is
+// written last in each task's output so that whoever reads the output (the
+// model, in its answer or notice) learns why, and the tasks are returned
+// ended. Their ends count as seen, as any Kill's: the caller tells them.
+func (m *Manager) KillSessionNow(sessionID, note string) []Info {
+	return m.killEach(m.runningTasks(sessionID), true, note)
 }
 
 func (m *Manager) runningTasks(sid string) []*task {
@@ -680,14 +741,17 @@ func (m *Manager) runningTasks(sid string) []*task {
 	return out
 }
 
-func (m *Manager) killAll(ts []*task) []Info {
+func (m *Manager) killAll(ts []*task) []Info { return m.killEach(ts, false, "") }
+
+// killEach kills the tasks at once, each as killWith, and waits for all.
+func (m *Manager) killEach(ts []*task, now bool, note string) []Info {
 	out := make([]Info, len(ts))
 	var wg sync.WaitGroup
 	for i, t := range ts {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			out[i], _ = m.kill(t)
+			out[i], _ = m.killWith(t, now, note)
 		}()
 	}
 	wg.Wait()

@@ -2,6 +2,7 @@ package tasks
 
 import (
 	"context"
+	"errors"
 	"io"
 	"os"
 	"os/exec"
@@ -116,22 +117,29 @@ func TestClose_leaves_nothing_and_refuses_new_tasks(t *testing.T) {
 	}
 }
 
-func TestAdopt_takes_over_a_running_foreground_command(t *testing.T) {
-	m := newManager(t)
-	gate := t.TempDir() + "/gate"
-	var out Handoff
-	cmd := exec.Command("sh", "-c", `echo before; while [ ! -e `+gate+` ]; do sleep 0.01; done; echo after; exit 4`)
-	cmd.Stdout, cmd.Stderr = &out, &out
+// foreground starts script in m's host as a run call does, its output
+// kept by a Handoff, and returns what Adopt takes over.
+func foreground(t *testing.T, m *Manager, script string) (RunningCommand, *Handoff) {
+	t.Helper()
+	out := &Handoff{}
+	cmd := exec.Command("sh", "-c", script)
+	cmd.Stdout, cmd.Stderr = out, out
 	tree, err := m.Host().Start(cmd, proctree.Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	waited := make(chan error, 1)
 	go func() { waited <- tree.Wait() }()
+	return RunningCommand{Cmd: cmd, Tree: tree, AttachOutput: out.Attach, Wait: waited}, out
+}
+
+func TestAdopt_takes_over_a_running_foreground_command(t *testing.T) {
+	m := newManager(t)
+	gate := t.TempDir() + "/gate"
+	running, out := foreground(t, m, `echo before; while [ ! -e `+gate+` ]; do sleep 0.01; done; echo after; exit 4`)
 	testutil.Eventually(t, 10*time.Second, "foreground output", func() bool { return strings.Contains(string(out.Bytes()), "before") })
-	info, err := m.Adopt(bg, Spec{Summary: "foreground", RunID: "r1"}, RunningCommand{
-		Cmd: cmd, Tree: tree, AttachOutput: out.Attach, Wait: waited, Started: time.Now(),
-	})
+	running.Started = time.Now()
+	info, err := m.Adopt(bg, Spec{Summary: "foreground", RunID: "r1"}, running)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,16 +159,8 @@ func TestAdopt_takes_over_a_running_foreground_command(t *testing.T) {
 
 func TestAdopted_command_dies_with_Kill(t *testing.T) {
 	m := newManager(t)
-	var out Handoff
-	cmd := exec.Command("sh", "-c", escapes["setsid"]+"\necho pid $$; sleep 100")
-	cmd.Stdout, cmd.Stderr = &out, &out
-	tree, err := m.Host().Start(cmd, proctree.Limits{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	waited := make(chan error, 1)
-	go func() { waited <- tree.Wait() }()
-	info, err := m.Adopt(bg, Spec{Summary: "fg"}, RunningCommand{Cmd: cmd, Tree: tree, AttachOutput: out.Attach, Wait: waited})
+	running, _ := foreground(t, m, escapes["setsid"]+"\necho pid $$; sleep 100")
+	info, err := m.Adopt(bg, Spec{Summary: "fg"}, running)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,4 +179,65 @@ func TestClose_without_cgroups_ends_an_orphan_that_dropped_group_and_marker(t *t
 	pids := outputPids(t, info.Path, 2)
 	m.Close()
 	checkGone(t, pids)
+}
+
+// A reserved place counts before the command starts and passes to the
+// task that adopts it; a place given back, or a task that ended, frees it.
+func TestReserve_counts_a_foreground_command_from_before_it_starts(t *testing.T) {
+	m := newManager(t, func(c *Config) { c.Limits.MaxRunning = 1 })
+	place, err := m.Reserve(sid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Reserve(sid); !errors.Is(err, ErrTooManyRunning) {
+		t.Fatalf("a second reservation under a limit of 1: %v, want ErrTooManyRunning", err)
+	}
+	if _, err := m.Start(bg, Spec{Cmd: exec.Command("true")}); !errors.Is(err, ErrTooManyRunning) {
+		t.Fatalf("a start while the place is reserved: %v, want ErrTooManyRunning", err)
+	}
+	running, _ := foreground(t, m, "sleep 100")
+	running.Reservation = place
+	info, err := m.Adopt(bg, Spec{Summary: "fg"}, running)
+	if err != nil {
+		t.Fatal(err)
+	}
+	place.Release() // a no-op: the task holds the place
+	var tm *TooManyRunningError
+	if _, err := m.Reserve(sid); !errors.As(err, &tm) || tm.Running != 1 || tm.Limit != 1 {
+		t.Fatalf("a reservation while the adopted command runs: %v, want 1 of 1 running", err)
+	}
+	if _, err := m.Kill(sid, info.ID); err != nil {
+		t.Fatal(err)
+	}
+	again, err := m.Reserve(sid)
+	if err != nil {
+		t.Fatalf("a reservation after the command ended: %v", err)
+	}
+	again.Release()
+	if _, err := m.Reserve(sid); err != nil {
+		t.Fatalf("a reservation after one was given back: %v", err)
+	}
+}
+
+// KillSessionNow ends a tree that ignores SIGTERM at once (no grace) and
+// writes its note last in the output.
+func TestKillSessionNow_skips_the_grace_and_says_why(t *testing.T) {
+	m := newManager(t, func(c *Config) { c.Proc.Grace = time.Minute })
+	info, err := m.Start(bg, Spec{Cmd: sh(`trap "" TERM; echo up; while :; do sleep 0.05; done`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 10*time.Second, "the command to be up", func() bool {
+		i, _ := m.Get(sid, info.ID)
+		return i.Lines > 0
+	})
+	at := time.Now()
+	ended := m.KillSessionNow(sid, "[test] stopped by the switch")
+	if len(ended) != 1 || ended[0].Status != Killed || time.Since(at) > 10*time.Second {
+		t.Fatalf("KillSessionNow = %+v after %s; want it killed without the minute's grace", ended, time.Since(at))
+	}
+	lines, _, _, _ := ReadLines(ended[0].Path, 1, 0)
+	if len(lines) == 0 || lines[len(lines)-1] != "[test] stopped by the switch" {
+		t.Errorf("output %q does not end with the note", lines)
+	}
 }

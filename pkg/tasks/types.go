@@ -3,6 +3,7 @@ package tasks
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os/exec"
 	"time"
@@ -22,6 +23,20 @@ var (
 	// Limits.MaxRunning tasks.
 	ErrTooManyRunning = errors.New("tasks: too many running tasks")
 )
+
+// TooManyRunningError is the ErrTooManyRunning of one session: how many of
+// its tasks run (or are starting) and the limit, so a refusal can say both.
+type TooManyRunningError struct {
+	Session        string
+	Running, Limit int
+}
+
+func (e *TooManyRunningError) Error() string {
+	return fmt.Sprintf("%v: session %s runs %d (limit %d)", ErrTooManyRunning, e.Session, e.Running, e.Limit)
+}
+
+// Is makes errors.Is(err, ErrTooManyRunning) hold.
+func (e *TooManyRunningError) Is(target error) bool { return target == ErrTooManyRunning }
 
 // Limits bound the tasks of a manager.
 type Limits struct {
@@ -194,6 +209,10 @@ type RunningCommand struct {
 	Started      time.Time
 	// MaxDuration is measured from Started; zero uses the manager limit.
 	MaxDuration time.Duration
+	// Reservation, when set, is the place under Limits.MaxRunning the
+	// caller took (Manager.Reserve) before starting the command: the task
+	// takes it over, so the command counted from before it started.
+	Reservation *Reservation
 }
 
 // Spec is one task to start: a command (Cmd) or a function (Run).
@@ -214,6 +233,12 @@ type Spec struct {
 	// process of the tree, the exit code and the last lines of the output (what a
 	// refused allocation printed). An empty answer writes nothing.
 	LimitNotice func(terminated bool, exitCode int, output string) string
+	// EndNote, when set, is asked for a line to write last in the task
+	// output when the command ends (after any limit note), given the exit
+	// code and the last lines of the output: the host names a limit the
+	// kernel enforced and the manager cannot see (a full workspace's disk
+	// cap). An empty answer writes nothing.
+	EndNote func(exitCode int, output string) string
 	// Run is a function task, instead of Cmd.
 	Run RunFunc
 	// NoEndNotice: the task reports what matters through Reporter.Notify,

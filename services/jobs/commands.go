@@ -56,6 +56,9 @@ func (w *Worker) command(ctx context.Context, r jobsapi.StartRequest) (*exec.Cmd
 	if w.conf.base == nil && !w.cfg.AllowUnconfined {
 		return nil, "", nil, w.errUnconfined()
 	}
+	if err := w.refuseGrounded(r.SessionRequest, "no command starts"); err != nil {
+		return nil, "", nil, err
+	}
 	ws, err := w.workspaceOf(ctx, r.SessionRequest)
 	if err != nil {
 		return nil, "", nil, err
@@ -98,23 +101,46 @@ func (w *Worker) opStart(ctx context.Context, data []byte) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	i, err := w.mgr.Start(tasks.WithSession(ctx, sid), tasks.Spec{
-		Kind: "shell", Summary: summary(r.Command), Cmd: cmd, Confine: conf,
-		Expected: ms(r.ExpectedMS), RunID: r.Run,
-	})
+	i, err := w.mgr.Start(tasks.WithSession(ctx, sid), w.shellSpec(r, sid, cmd, conf))
 	if err != nil {
-		return nil, err
+		return nil, tooMany(err)
 	}
+	w.recheckGrounded(r.SessionRequest)
 	<-w.out.persistSent(taskKey(sid, i.ID))
 	return jobsapi.StartResponse{Job: w.wire(i)}, nil
 }
 
-// opRun runs a foreground command: it is started contained and adopted as
-// a task at once (tasks.Manager's Adopt: an id, an output file, the manager owns
-// the tree, and it does not count against MaxRunning), then waited for up
-// to the timeout. One that ends in time is answered with its output and
-// its end is not announced again; one still running simply stays a
-// background job, with no moment at which it belongs to nobody.
+// shellSpec is the task of a shell command: its summary, confinement,
+// expected duration, run, and the note naming the workspace's disk cap
+// when the command ended with the workspace full.
+func (w *Worker) shellSpec(r jobsapi.StartRequest, sid string, cmd *exec.Cmd, conf *proctree.Confinement) tasks.Spec {
+	return tasks.Spec{
+		Kind: "shell", Summary: summary(r.Command), Cmd: cmd, Confine: conf,
+		Expected: ms(r.ExpectedMS), RunID: r.Run, EndNote: w.diskNote(sid),
+	}
+}
+
+// tooMany turns the manager's refusal of one more command into words the
+// model can act on; other errors pass unchanged.
+func tooMany(err error) error {
+	var tm *tasks.TooManyRunningError
+	if !errors.As(err, &tm) {
+		return err
+	}
+	return &jobsapi.Error{Code: jobsapi.CodeConflict, Message: fmt.Sprintf(
+		"refused: this session already runs %d commands at once, foreground and background (the jobs worker's limit, --max-running, is %d); "+
+			"wait for one to end (shell_job_status with wait) or stop one (shell_job_kill), then run this again", tm.Running, tm.Limit)}
+}
+
+// opRun runs a foreground command: its place under MaxRunning is reserved
+// first, so every live process tree counts against the limit, a command
+// that outlives its wait included (it was 10 such against a limit of 4,
+// each with its own memory cap). It is started contained and adopted as a
+// task at once (tasks.Manager's Adopt: an id, an output file, the manager
+// owns the tree), then waited for up to the timeout. One that ends in time
+// is answered with its output and its end is not announced again; one
+// still running simply stays a background job, with no moment at which it
+// belongs to nobody.
 func (w *Worker) opRun(ctx context.Context, data []byte) (any, error) {
 	r, err := decode[jobsapi.StartRequest](data)
 	if err != nil {
@@ -142,10 +168,12 @@ func (w *Worker) opRun(ctx context.Context, data []byte) (any, error) {
 		w.mu.Unlock()
 	}()
 
-	i, release, err := w.adopt(ctx, sid, cmd, tasks.Spec{
-		Kind: "shell", Summary: summary(r.Command), Cmd: cmd, Confine: conf,
-		Expected: ms(r.ExpectedMS), RunID: r.Run,
-	})
+	place, err := w.mgr.Reserve(sid)
+	if err != nil {
+		return nil, tooMany(err)
+	}
+	defer place.Release() // a no-op once the task took it over
+	i, release, err := w.adopt(ctx, sid, cmd, w.shellSpec(r, sid, cmd, conf), place)
 	if err != nil {
 		return nil, err
 	}
@@ -154,6 +182,7 @@ func (w *Worker) opRun(ctx context.Context, data []byte) (any, error) {
 	w.fgTasks[tk] = true
 	w.mu.Unlock()
 	release()
+	w.recheckGrounded(r.SessionRequest) // after release: a kill waits for the end
 	if err := <-w.out.persist(tk); err != nil {
 		w.cfg.Log.Warn().Err(err).Str("task", i.ID).Msg("jobs: record of a foreground command not stored")
 	}
@@ -191,7 +220,7 @@ func (w *Worker) opRun(ctx context.Context, data []byte) (any, error) {
 // (stdout and stderr in order), and hands it to the manager. The command's
 // end reaches the manager only after release is called, so the caller can
 // mark the task as waited for before its end could be announced.
-func (w *Worker) adopt(ctx context.Context, sid string, cmd *exec.Cmd, spec tasks.Spec) (tasks.Info, func(), error) {
+func (w *Worker) adopt(ctx context.Context, sid string, cmd *exec.Cmd, spec tasks.Spec, place *tasks.Reservation) (tasks.Info, func(), error) {
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		return tasks.Info{}, nil, fmt.Errorf("jobs: output pipe: %w", err)
@@ -230,7 +259,7 @@ func (w *Worker) adopt(ctx context.Context, sid string, cmd *exec.Cmd, spec task
 		waited <- err
 	}()
 	i, err := w.mgr.Adopt(tasks.WithSession(ctx, sid), spec, tasks.RunningCommand{
-		Cmd: cmd, Tree: tree, AttachOutput: out.Attach, Wait: waited, Started: started,
+		Cmd: cmd, Tree: tree, AttachOutput: out.Attach, Wait: waited, Started: started, Reservation: place,
 	})
 	if err != nil {
 		release()

@@ -93,6 +93,9 @@ func (w *Worker) jobConfinement(ws, tmp string) *proctree.Confinement {
 // tmpDir is the session's temporary directory (TMPDIR of its jobs), next to
 // its output files and outside every workspace: <root>/.jobs/<tenant>/<session>/tmp.
 func (w *Worker) tmpDir(tenant, session string) (string, error) {
+	if dir, ok := w.disks.tmpOf(sessionKey(tenant, session)); ok {
+		return dir, nil // in the session's image: it counts against the cap
+	}
 	dir := filepath.Join(w.cfg.Root, ".jobs", tenant, session, "tmp")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", fmt.Errorf("jobs: temporary directory of %s/%s: %w", tenant, session, err)
@@ -148,7 +151,9 @@ func (w *Worker) confinementInfo() string {
 // remove what they left.
 func (w *Worker) clearTmpDirs() {
 	dirs, _ := filepath.Glob(filepath.Join(w.cfg.Root, ".jobs", "*", "*", "tmp"))
-	for _, d := range dirs {
+	// An image a killed worker left mounted: its tmp, not the image's ws.
+	left, _ := filepath.Glob(filepath.Join(w.cfg.Root, ".jobs", "*", "*", "disk", "tmp"))
+	for _, d := range append(dirs, left...) {
 		if err := os.RemoveAll(d); err != nil {
 			w.cfg.Log.Warn().Err(err).Str("dir", d).Msg("jobs: cannot clear a temporary directory")
 		}

@@ -159,15 +159,6 @@ func (m *mcpHost) stopSession(sid, reason string) {
 	}
 }
 
-// stopCovered stops the servers of every session cover says.
-func (m *mcpHost) stopCovered(cover func(tenant, session string) bool, reason string) {
-	for _, s := range m.all() {
-		if t, sess := splitSession(s.sid); cover(t, sess) {
-			s.stop(reason)
-		}
-	}
-}
-
 func (m *mcpHost) server(sid, name string, create bool) *mcpServer {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -194,9 +185,8 @@ func (m *mcpHost) open(ctx context.Context, r jobsapi.MCPOpenRequest) (jobsapi.M
 	if w.conf.base == nil && !w.cfg.AllowUnconfined {
 		return jobsapi.MCPOpenResponse{}, w.errUnconfined()
 	}
-	if stop, on := w.grounded(r.Tenant, r.Session); on {
-		return jobsapi.MCPOpenResponse{}, &jobsapi.Error{Code: jobsapi.CodeConflict,
-			Message: "Ground Stop holds session " + r.Tenant + "/" + r.Session + ": its MCP servers do not start (" + stop + ")"}
+	if err := w.refuseGrounded(r.SessionRequest, "its MCP servers do not start"); err != nil {
+		return jobsapi.MCPOpenResponse{}, err
 	}
 	env, err := m.serverEnv(r.Tenant, r.Server)
 	if err != nil {
@@ -754,8 +744,9 @@ func (w *Worker) opMCPState(_ context.Context, data []byte) (any, error) {
 }
 
 // startMCP starts the MCP server host and the Ground Stop mirror that
-// stops the servers of the sessions a switch covers. The returned channel
-// is closed once every server is stopped, after ctx ends.
+// kills the commands and stops the servers of the sessions a switch covers
+// (groundstop.go). The returned channel is closed once every server is
+// stopped, after ctx ends.
 func (w *Worker) startMCP(ctx context.Context) (<-chan struct{}, error) {
 	m, err := newMCPHost(w)
 	if err != nil {
@@ -763,25 +754,11 @@ func (w *Worker) startMCP(ctx context.Context) (<-chan struct{}, error) {
 	}
 	w.mcp = m
 	if control, err := bus.OpenBucket(ctx, w.js, bus.BucketControl); err != nil {
-		w.cfg.Log.Warn().Err(err).Msg("jobs: cannot read Ground Stop: MCP servers are not stopped by it")
+		w.cfg.Log.Warn().Err(err).Msg("jobs: cannot read Ground Stop: commands and MCP servers are not stopped by it")
 	} else {
-		w.stops = groundstop.StartMirror(ctx, control, w.cfg.Log, func(c groundstop.Change) {
-			if c.On && !c.Initial {
-				m.stopCovered(c.Covers, "Ground Stop: "+c.Record.Reason)
-			}
-		})
+		w.stops = groundstop.StartMirror(ctx, control, w.cfg.Log, w.onStop)
 	}
 	done := make(chan struct{})
 	go func() { defer close(done); m.run(ctx) }()
 	return done, nil
-}
-
-// grounded reports whether a Ground Stop switch covers the session, and
-// its reason.
-func (w *Worker) grounded(tenant, session string) (string, bool) {
-	if w.stops == nil {
-		return "", false
-	}
-	rec, on := w.stops.Active(tenant, session)
-	return rec.Reason, on
 }

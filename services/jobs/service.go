@@ -31,7 +31,8 @@ func (w *Worker) startService() (micro.Service, error) {
 		Name:        jobsapi.ServiceName,
 		Version:     semver(w.cfg.Version),
 		Description: "jetway jobs worker: background process trees, output files, workspaces",
-		Metadata:    map[string]string{jobsapi.MetadataWorker: w.cfg.WorkerID, "build": w.cfg.Version, MetadataConfinement: w.confinementInfo()},
+		Metadata: map[string]string{jobsapi.MetadataWorker: w.cfg.WorkerID, "build": w.cfg.Version, MetadataConfinement: w.confinementInfo(),
+			MetadataDiskCap: w.disks.String()},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("jobs: start micro service: %w", err)
@@ -177,6 +178,7 @@ func decode[T interface{ Validate() error }](data []byte) (T, error) {
 // jobs and workspace are there.
 func (w *Worker) ensureBound(ctx context.Context, s jobsapi.SessionRequest) (string, error) {
 	sid := sessionKey(s.Tenant, s.Session)
+	w.noteLineage(sid, s.Lineage)
 	w.mu.Lock()
 	ok := w.bound[sid]
 	w.mu.Unlock()
@@ -212,15 +214,32 @@ func (w *Worker) workspaceOf(ctx context.Context, s jobsapi.SessionRequest) (*wo
 		return nil, err
 	}
 	w.mu.Lock()
-	defer w.mu.Unlock()
-	if ws := w.spaces[sid]; ws != nil {
+	ws := w.spaces[sid]
+	w.mu.Unlock()
+	if ws != nil {
 		return ws, nil
 	}
 	dir, err := workspace.SessionDir(w.cfg.Root, s.Tenant, s.Session)
 	if err != nil {
 		return nil, err
 	}
-	ws, err := w.cfg.Workspace.Open(dir)
+	if w.disks.on() {
+		// Mounted before the workspace is opened: its os.Root must be the
+		// image's directory, not the one the mount covers. Outside w.mu:
+		// making an image takes tens of milliseconds, and attach has its
+		// own lock (a second caller finds the disk attached).
+		if _, err := w.disks.attach(w.cfg.Root, sid, dir); errors.Is(err, errUncapped) {
+			w.cfg.Log.Warn().Str("session", sid).Msg("jobs: this session's workspace existed before disk caps and holds files: it stays uncapped")
+		} else if err != nil {
+			return nil, err
+		}
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if ws := w.spaces[sid]; ws != nil {
+		return ws, nil
+	}
+	ws, err = w.cfg.Workspace.Open(dir)
 	if err != nil {
 		return nil, fmt.Errorf("jobs: open workspace of %s: %w", sid, err)
 	}
@@ -409,7 +428,8 @@ func (w *Worker) opWrite(ctx context.Context, data []byte) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return fileResult(ws.Write(ctx, r.WriteRequest))
+	res, err := ws.Write(ctx, r.WriteRequest)
+	return fileResult(res, w.diskFull(err))
 }
 
 func (w *Worker) opEdit(ctx context.Context, data []byte) (any, error) {
@@ -421,7 +441,8 @@ func (w *Worker) opEdit(ctx context.Context, data []byte) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return fileResult(ws.Edit(ctx, r.EditRequest))
+	res, err := ws.Edit(ctx, r.EditRequest)
+	return fileResult(res, w.diskFull(err))
 }
 
 func (w *Worker) opGlob(ctx context.Context, data []byte) (any, error) {
@@ -454,6 +475,10 @@ func (w *Worker) opGrep(ctx context.Context, data []byte) (any, error) {
 func fileResult[T any](res T, err error) (any, error) {
 	if err == nil {
 		return res, nil
+	}
+	var ae *jobsapi.Error
+	if errors.As(err, &ae) {
+		return nil, ae
 	}
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, &jobsapi.Error{Code: jobsapi.CodeNotFound, Message: err.Error()}

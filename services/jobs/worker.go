@@ -103,6 +103,13 @@ type Config struct {
 	MaxWait       time.Duration
 	// Workspace holds the limits of the file tools.
 	Workspace workspace.Config
+	// WorkspaceSize and WorkspaceFiles cap each session's workspace and
+	// temporary directory together, in bytes and in files (zero:
+	// DefaultWorkspaceSize, DefaultWorkspaceFiles; negative: no such cap;
+	// both negative: no disk cap). The kernel enforces them where the
+	// worker can mount an image per session (disk.go).
+	WorkspaceSize  int64
+	WorkspaceFiles int64
 	// MCPIdle stops a session's MCP stdio server that no connection used
 	// for this long (default DefaultMCPIdle).
 	MCPIdle time.Duration
@@ -127,6 +134,7 @@ type Worker struct {
 	bindKV  jetstream.KeyValue
 	mgr     *tasks.Manager
 	conf    confinement
+	disks   *diskCaps
 	out     *outbox
 	mcp     *mcpHost
 	stops   *groundstop.Mirror
@@ -140,6 +148,7 @@ type Worker struct {
 	fgTasks  map[string]bool                 // task keys a run call is waiting for
 	fgEnded  map[string]bool                 // foreground tasks whose unseen end was held back
 	lostFG   map[string]bool                 // task keys lost while in the foreground
+	lineage  map[string][]string             // sub-agent session key -> its ancestors, root first
 	seqs     map[string]uint64               // function task key -> last notice seq
 	overdues map[string]int                  // task key -> overdue events so far
 	// eventKeys holds each task's random event key (see eventID); a task
@@ -201,7 +210,7 @@ func New(cfg Config) (*Worker, error) {
 	return &Worker{
 		cfg: cfg, js: js, ready: make(chan struct{}),
 		bound: map[string]bool{}, spaces: map[string]*workspace.Workspace{},
-		fgRuns: map[string]int{}, fgTasks: map[string]bool{}, fgEnded: map[string]bool{}, lostFG: map[string]bool{},
+		fgRuns: map[string]int{}, fgTasks: map[string]bool{}, fgEnded: map[string]bool{}, lostFG: map[string]bool{}, lineage: map[string][]string{},
 		seqs: map[string]uint64{}, overdues: map[string]int{}, eventKeys: map[string]string{},
 	}, nil
 }
@@ -232,6 +241,15 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	if w.conf, err = w.detectConfinement(); err != nil {
 		return err
+	}
+	w.disks = newDiskCaps(w.cfg.Root, w.cfg.WorkspaceSize, w.cfg.WorkspaceFiles)
+	switch {
+	case w.disks.on():
+		log.Info().Str("disk_cap", w.disks.String()).Msg("jobs: each session's workspace and temporary directory are capped (a loop-mounted ext4 image each)")
+	case w.disks.turnedOff:
+		log.Info().Str("disk_cap", w.disks.String()).Msg("jobs: workspaces have no disk cap: a session can fill the file system under --root")
+	default:
+		log.Warn().Str("disk_cap", w.disks.String()).Msg("jobs: workspaces have NO disk cap: a session can fill the file system under --root")
 	}
 	switch {
 	case w.conf.base != nil:
@@ -314,6 +332,9 @@ func (w *Worker) Run(ctx context.Context) error {
 		_ = ws.Close()
 	}
 	w.mu.Unlock()
+	for _, err := range w.disks.detachAll() {
+		log.Warn().Err(err).Msg("jobs: a workspace's disk stays mounted")
+	}
 	log.Info().Str("worker", w.cfg.WorkerID).Msg("jobs: worker stopped")
 	return nil
 }

@@ -94,7 +94,12 @@ func New(cfg Config) *Hub {
 }
 
 // Ref names the run a Set serves.
-type Ref struct{ Tenant, Session, Run string }
+type Ref struct {
+	Tenant, Session, Run string
+	// Lineage is a sub-agent's ancestors, root first: the worker stops
+	// its servers on an ancestor's Ground Stop.
+	Lineage []string
+}
 
 // Target receives a server's tools, at the start and after each change of
 // its list: the run offers exactly these tools of the server from then on.

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"jetway/pkg/agent/tool"
 	"jetway/pkg/control/groundstop"
 )
 
@@ -53,10 +54,16 @@ func (a *actor) stopRun() {
 	}
 	a.send(func(a *actor) {
 		if a.run != nil {
-			a.run.cancel()
+			a.run.stop(errGroundStop)
 		}
 	})
 }
+
+// errGroundStop is the cause a Ground Stop cancels a run with: a tool call
+// it cut off reads that, not that its outcome is unknown, since the jobs
+// worker kills the session's commands on the same switch.
+var errGroundStop = tool.CancelCause("cancelled by Ground Stop: a person stopped this session's work while this call ran; " +
+	"the jobs worker killed the session's running commands (their notices say so), and nothing starts again until the switch is lifted")
 
 // grounded reports whether Ground Stop covers the session now: its own
 // switch, its tenant's, the global one, or (a sub-agent) any ancestor's.

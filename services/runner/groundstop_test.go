@@ -3,16 +3,22 @@ package runner
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"jetway/internal/testutil"
+	"jetway/pkg/agent/tool"
 	"jetway/pkg/bus"
+	"jetway/pkg/control/agents"
 	"jetway/pkg/control/groundstop"
 	"jetway/pkg/events"
 	"jetway/pkg/llm/llmtest"
+	"jetway/services/jobs/jobtools"
 )
 
 // A runner must know every switch before it takes its first event: a
@@ -84,4 +90,144 @@ func (e *env) workConsumer(tenant, session string) interface {
 		e.t.Fatal(err)
 	}
 	return c
+}
+
+// The issue's reproduction, end to end through a real runner, a real jobs
+// worker and the model's real SSE protocol: a run starts a background
+// heartbeat and then waits on a foreground one; Ground Stop of the session
+// ends both within a second (the worker kills on the switch it watches,
+// the runner cancels the run), and once the switch is lifted the model's
+// next request reads that the commands were killed by Ground Stop. Lifting
+// starts no command again.
+func TestGround_Stop_kills_the_runs_commands_and_the_model_reads_so(t *testing.T) {
+	e := newEnv(t)
+	root := t.TempDir()
+	jc := e.startWorker(root)
+	beat := func(file string) string { return "while :; do echo beat >> " + file + "; sleep 0.02; done" }
+	model, p := fakeModel(t, llmtest.Reply{ToolCalls: []llmtest.ToolCall{
+		{ID: "c1", Name: jobtools.Shell, Input: `{"command":"` + beat("bg") + `","background":true}`},
+		{ID: "c2", Name: jobtools.Shell, Input: `{"command":"` + beat("fg") + `","timeout":600}`},
+	}})
+	model.SetFallback(llmtest.Reply{Text: "noted"})
+	e.startRunner("r1", p, func(s SessionRef) []tool.Tool { return jobtools.Tools(jc, s.Tenant, s.Session, s.Run, s.Lineage...) })
+	e.publish(events.KindEvents, "t1", "s1", events.Input{Text: "start the heartbeats"})
+
+	bgBeat, fgBeat := filepath.Join(root, "t1", "s1", "bg"), filepath.Join(root, "t1", "s1", "fg")
+	testutil.Eventually(t, 20*time.Second, "both heartbeats to beat", func() bool { return fileSize(bgBeat) > 0 && fileSize(fgBeat) > 0 })
+
+	at := time.Now()
+	e.setStop("t1", "s1", true)
+	stillAfter(t, at.Add(time.Second), bgBeat, fgBeat)
+	testutil.Eventually(t, 20*time.Second, "the run to stop", func() bool { return e.session("t1", "s1").State == StateStopped })
+	before := model.RequestCount()
+
+	e.setStop("t1", "s1", false)
+	killed := func(id int) string { return fmt.Sprintf("job %d (while) was killed", id) }
+	testutil.Eventually(t, 20*time.Second, "the model to read that both commands were killed by Ground Stop", func() bool {
+		var after string
+		for _, r := range model.Requests()[before:] {
+			after += string(r.Body)
+		}
+		return strings.Contains(after, killed(1)) && strings.Contains(after, killed(2))
+	})
+	if next := string(model.Requests()[before].Body); !strings.Contains(next, "killed by Ground Stop") || strings.Contains(next, "incident 7") {
+		t.Errorf("the model's next request does not say Ground Stop killed the commands (or names the switch's reason): %.2000s", next)
+	}
+	if r := model.Requests()[before].ToolResults()["c2"]; !strings.Contains(r, "cancelled by Ground Stop") {
+		t.Errorf("the foreground call's result reads %q; want it cancelled by Ground Stop", r)
+	}
+	stillAfter(t, time.Now(), bgBeat, fgBeat)
+	jobs, err := jc.List(context.Background(), "t1", "s1")
+	if err != nil || len(jobs) != 2 || jobs[0].Status != "killed" || jobs[1].Status != "killed" {
+		t.Errorf("jobs after the switch was lifted: %+v, %v; want both killed, none started again", jobs, err)
+	}
+}
+
+// A sub-agent's background command outlives the child's run; the root's
+// switch still kills it, though no run of the child is live for a runner
+// to stop: the child's runs sent its lineage with the command, and the
+// jobs worker kills by it.
+func TestGround_Stop_of_a_root_kills_its_idle_sub_agents_background_command(t *testing.T) {
+	e := newEnv(t)
+	root := t.TempDir()
+	jc := e.startWorker(root)
+	e.profiles(map[string]agents.Profile{"helper": {Instructions: "ROLE:helper"}})
+	beat := "while :; do echo beat >> hb; sleep 0.02; done"
+	_, p := routedModel(t, func(r modelReq) llmtest.Reply {
+		switch {
+		case strings.Contains(r.system, "ROLE:helper") && strings.Contains(r.last, "tool_result"):
+			return llmtest.Reply{Text: "started it"}
+		case strings.Contains(r.system, "ROLE:helper"):
+			return call(jobtools.Shell, map[string]any{"command": beat, "background": true})
+		case strings.Contains(r.last, "start a helper"):
+			return call(AgentStartTool, map[string]any{"agent": "helper", "prompt": "start the heartbeat", "wait": 0})
+		}
+		return llmtest.Reply{Text: "ok"}
+	})
+	e.startRunner("r1", p, func(s SessionRef) []tool.Tool { return jobtools.Tools(jc, s.Tenant, s.Session, s.Run, s.Lineage...) })
+	e.publish(events.KindEvents, "t1", "p1", events.Input{Text: "start a helper"})
+
+	var child, hb string
+	testutil.Eventually(t, 30*time.Second, "the child's run to end with its heartbeat beating", func() bool {
+		kids := e.session("t1", "p1").Children
+		if len(kids) != 1 {
+			return false
+		}
+		child = kids[0].Session
+		hb = filepath.Join(root, "t1", child, "hb")
+		return e.session("t1", child).State == StateIdle && fileSize(hb) > 0
+	})
+
+	at := time.Now()
+	e.setStop("t1", "p1", true)
+	stillAfter(t, at.Add(time.Second), hb)
+	jobs, err := jc.List(context.Background(), "t1", child)
+	if err != nil || len(jobs) != 1 || jobs[0].Status != "killed" {
+		t.Errorf("the child's jobs: %+v, %v; want its heartbeat killed", jobs, err)
+	}
+}
+
+// setStop sets or clears the Ground Stop switch of tenant/session (its
+// reason is one the model must never read).
+func (e *env) setStop(tenant, session string, on bool) {
+	e.t.Helper()
+	ctx := context.Background()
+	control, err := e.js.KeyValue(ctx, bus.BucketControl)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if on {
+		_, err = groundstop.Set(ctx, control, tenant, session, groundstop.Record{Reason: "incident 7", By: tenant})
+	} else {
+		err = groundstop.Clear(ctx, control, tenant, session)
+	}
+	if err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// fileSize is the size of the file at path, -1 while there is none.
+func fileSize(path string) int64 {
+	st, err := os.Stat(path)
+	if err != nil {
+		return -1
+	}
+	return st.Size()
+}
+
+// stillAfter asserts that none of files grows any more from the time from
+// on: each is measured then and again 300 ms (15 heartbeats) later.
+func stillAfter(t *testing.T, from time.Time, files ...string) {
+	t.Helper()
+	time.Sleep(time.Until(from))
+	before := make([]int64, len(files))
+	for k, f := range files {
+		before[k] = fileSize(f)
+	}
+	time.Sleep(300 * time.Millisecond)
+	for k, f := range files {
+		if after := fileSize(f); after != before[k] {
+			t.Errorf("%s grew from %d to %d bytes after Ground Stop had had its time", filepath.Base(f), before[k], after)
+		}
+	}
 }

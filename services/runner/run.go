@@ -34,7 +34,10 @@ type liveRun struct {
 	start  time.Time
 	guide  *guide.NoticeGuide
 	cancel context.CancelFunc
-	rev    uint64 // the session record's revision while the run is live
+	// stop cancels the run with a cause its tool calls' results tell the
+	// model (tool.CancelCause): Ground Stop says what it did.
+	stop context.CancelCauseFunc
+	rev  uint64 // the session record's revision while the run is live
 	// forgotten: the actor dropped the session's transcript (a lost
 	// fence) while the run was live; the run records nothing more.
 	forgotten atomic.Bool
@@ -494,8 +497,9 @@ func causeName(k handover.CauseKind) string {
 // launch starts the agent loop for a run whose first turn is recorded.
 func (a *actor) launch(ctx context.Context, parent context.Context, c claimed, ids []string) {
 	runID, cause, rev, checks := c.run, c.cause, c.rev, c.rec.Checks
-	runCtx, cancel := context.WithCancel(context.Background())
-	lr := &liveRun{id: runID, cause: cause, start: time.Now(), guide: guide.NewNoticeGuide(), cancel: cancel, rev: rev,
+	runCtx, stop := context.WithCancelCause(context.Background())
+	cancel := func() { stop(context.Canceled) }
+	lr := &liveRun{id: runID, cause: cause, start: time.Now(), guide: guide.NewNoticeGuide(), cancel: cancel, stop: stop, rev: rev,
 		waiters: map[string]chan events.AgentFinished{}}
 	if parent := c.rec.Parent(); parent != "" {
 		lr.child = &childRun{parent: parent, number: c.rec.Number, agent: c.rec.Agent}
@@ -505,7 +509,7 @@ func (a *actor) launch(ctx context.Context, parent context.Context, c claimed, i
 	// here writes there until finishRun takes the history back.
 	hist := a.hist
 	lr.tr, lr.histLen = a.tr, len(a.hist)
-	ref := SessionRef{Tenant: a.tenant, Session: a.session, Run: runID}
+	ref := SessionRef{Tenant: a.tenant, Session: a.session, Run: runID, Lineage: c.rec.Lineage}
 	provider := c.provider
 	if provider == nil {
 		provider = a.r.cfg.Provider

@@ -115,6 +115,10 @@ type Config struct {
 // SessionRef names one session and the run being built for it.
 type SessionRef struct {
 	Tenant, Session, Run string
+	// Lineage is a sub-agent's ancestors, root first (empty for a root
+	// session). The jobs worker needs it with every command it starts:
+	// it kills a sub-agent's commands on any ancestor's Ground Stop.
+	Lineage []string
 }
 
 // Runner consumes host events and drives runs.

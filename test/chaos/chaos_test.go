@@ -290,6 +290,11 @@ func TestChaos_every_accepted_event_reaches_the_model_once_through_faults(t *tes
 		}
 		modelEnv = []string{"JETWAY_SCRIPT=" + script}
 		root := t.TempDir()
+		// A worker running as root mounts each session's disk image under
+		// its root, and a SIGKILLed one leaves them mounted (its successor
+		// would take them over): unmount them once the workers are gone,
+		// before the directory is removed.
+		t.Cleanup(func() { unmountUnder(t, root) })
 		for i := range 2 {
 			id := fmt.Sprintf("%s%d", workerPrefix, i)
 			wp := newProc(t, id, []string{bin, "jobs-worker", "--nats", urls, "--id", id, "--root", filepath.Join(root, id), "--grace", "500ms", "--log-format", "json"}, nil)
@@ -599,4 +604,23 @@ func runCauses(ev invariant.Evidence) *tally {
 		}
 	}
 	return c
+}
+
+// unmountUnder lazily unmounts every mount below dir, deepest first.
+func unmountUnder(t *testing.T, dir string) {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return
+	}
+	var mounts []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) > 4 && strings.HasPrefix(f[4], dir+"/") {
+			mounts = append(mounts, f[4])
+		}
+	}
+	for k := len(mounts) - 1; k >= 0; k-- {
+		if err := syscall.Unmount(mounts[k], syscall.MNT_DETACH); err != nil {
+			t.Logf("unmount %s: %v", mounts[k], err)
+		}
+	}
 }

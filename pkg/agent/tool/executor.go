@@ -3,6 +3,7 @@ package tool
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -20,6 +21,22 @@ const DefaultMaxConcurrency = 10
 // Cancelled is the result of a call the run was cancelled before or while
 // it ran: whether it had effects is unknown, and the model must know that.
 const Cancelled = "cancelled: the run was stopped before this call reported; unknown whether it completed"
+
+// CancelCause is a cause a run's context may be cancelled with
+// (context.WithCancelCause) that knows more than Cancelled: its text is
+// the result of every call the cancellation cut off.
+type CancelCause string
+
+func (c CancelCause) Error() string { return string(c) }
+
+// cancelledText is the result text of a call cut off by ctx's cancellation.
+func cancelledText(ctx context.Context) string {
+	var c CancelCause
+	if errors.As(context.Cause(ctx), &c) {
+		return string(c)
+	}
+	return Cancelled
+}
 
 // Gate decides whether a call may run, just before it starts: permissions
 // and PreToolUse hooks. It returns the input to run with (possibly
@@ -206,7 +223,7 @@ func (e *Executor) schedule() {
 			continue
 		}
 		if cancelled {
-			c.state, c.out = done, errorOutcome(c.use.ID, Cancelled)
+			c.state, c.out = done, errorOutcome(c.use.ID, cancelledText(e.ctx))
 			continue
 		}
 		if c.readOnly {
@@ -271,7 +288,7 @@ func (e *Executor) run(c *call) Outcome {
 	if ctx.Err() != nil {
 		// Whatever it returned, it was cut off: say so.
 		span.SetStatus(codes.Error, "cancelled")
-		return errorOutcome(c.use.ID, Cancelled)
+		return errorOutcome(c.use.ID, cancelledText(ctx))
 	}
 	if err != nil {
 		r = Result{Content: fmt.Sprintf("%s failed: %v", c.use.Name, err), IsError: true}

@@ -191,28 +191,42 @@ func TestExecutor_starts_read_only_calls_before_release_and_exclusive_ones_alone
 	}
 }
 
+// A cancelled run gives every call a result: the one running and the one
+// queued behind it (which never runs). Cancelled with a CancelCause (Ground
+// Stop), the result is the cause's words instead of Cancelled.
 func TestExecutor_cancellation_gives_every_call_a_result(t *testing.T) {
-	l := newLab()
-	reg, _ := NewRegistry(l.tool("read", true), l.tool("write", false))
-	ctx, cancel := context.WithCancel(t.Context())
-	e := NewExecutor(ctx, ExecutorConfig{Registry: reg})
-	t.Cleanup(e.Discard)
-	e.Add(use("r", "read"))
-	e.Add(use("w", "write"))
-	e.Release()
-	testutil.Eventually(t, 5*time.Second, "r running", l.hasLogged("start r"))
-	cancel()
-	outs := drain(t, e)
-	if got := ids(outs); !slices.Equal(got, []string{"r", "w"}) {
-		t.Fatalf("results %v", got)
-	}
-	for _, o := range outs {
-		if o.Block.Content != Cancelled || !o.Block.IsError {
-			t.Errorf("result %s = %+v, want Cancelled", o.Block.ToolUseID, o.Block)
-		}
-	}
-	if slices.Contains(l.logged(), "start w") {
-		t.Error("the exclusive call ran after cancellation")
+	for _, c := range []struct {
+		name  string
+		cause error
+		want  string
+	}{
+		{"plain", nil, Cancelled},
+		{"with a cause", CancelCause("cancelled by Ground Stop"), "cancelled by Ground Stop"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			l := newLab()
+			reg, _ := NewRegistry(l.tool("read", true), l.tool("write", false))
+			ctx, cancel := context.WithCancelCause(t.Context())
+			e := NewExecutor(ctx, ExecutorConfig{Registry: reg})
+			t.Cleanup(e.Discard)
+			e.Add(use("r", "read"))
+			e.Add(use("w", "write"))
+			e.Release()
+			testutil.Eventually(t, 5*time.Second, "r running", l.hasLogged("start r"))
+			cancel(c.cause)
+			outs := drain(t, e)
+			if got := ids(outs); !slices.Equal(got, []string{"r", "w"}) {
+				t.Fatalf("results %v", got)
+			}
+			for _, o := range outs {
+				if o.Block.Content != c.want || !o.Block.IsError {
+					t.Errorf("result %s = %+v, want %q", o.Block.ToolUseID, o.Block, c.want)
+				}
+			}
+			if slices.Contains(l.logged(), "start w") {
+				t.Error("the exclusive call ran after cancellation")
+			}
+		})
 	}
 }
 

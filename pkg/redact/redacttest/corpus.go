@@ -27,6 +27,8 @@ const (
 	upper = "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
 	hex   = "0123456789abcdef"
 	b64   = alnum + "+/"
+	// base32 is the nkeys alphabet (RFC 4648).
+	base32 = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"
 )
 
 // SecretCase is a text holding one credential, the credential, and where
@@ -87,7 +89,30 @@ func Corpus() []SecretCase {
 		{"bearer", "curl -H 'Authorization: Bearer " + fakeKey(30, 26, alnum) + "'", fakeKey(30, 26, alnum)},
 		{"jetway token", "JETWAY_TOKEN=jw_" + fakeKey(43, 27, alnum+"-_"), fakeKey(43, 27, alnum+"-_")},
 		{"jetway token alone", "token jw_" + fakeKey(43, 28, alnum+"-_") + " granted", fakeKey(43, 28, alnum+"-_")},
+		{"jetway dev bus token", "NATS_TOKEN=jwn_" + fakeKey(43, 29, alnum+"-_"), fakeKey(43, 29, alnum+"-_")},
+		{"jetway dev bus token alone", "jwn_" + fakeKey(43, 30, alnum+"-_"), fakeKey(43, 30, alnum+"-_")},
+		{"nats deploy password in a url", "NATS_URL=tls://jobs:jwp_" + fakeKey(32, 31, alnum+"-_") + "@nats-1:4222", fakeKey(32, 31, alnum+"-_")},
+		{"nats deploy password alone", "password jwp_" + fakeKey(32, 32, alnum+"-_") + " set", fakeKey(32, 32, alnum+"-_")},
+		{"nats deploy password from before its prefix", "NATS_PASSWORD_JOBS=" + fakeKey(32, 33, alnum+"-_"), fakeKey(32, 33, alnum+"-_")},
+		{"nats user jwt of a creds file", natsJWT, natsJWT[strings.LastIndexByte(natsJWT, '.')+1:]},
+		{"nats user nkey seed", "SU" + fakeKey(56, 35, base32), fakeKey(56, 35, base32)},
+		{"nats account nkey seed", "seed: SA" + fakeKey(56, 36, base32), fakeKey(56, 36, base32)},
 	}
+}
+
+// natsJWT is the shape of the JWT line of a NATS credentials file: an
+// ed25519-nkey signed user JWT (header, claims, 64-byte signature).
+var natsJWT = "eyJ0eXAiOiJKV1QiLCJhbGciOiJlZDI1NTE5LW5rZXkifQ." + fakeKey(180, 34, alnum+"-_") + "." + fakeKey(86, 37, alnum+"-_")
+
+// CredsFile is a NATS credentials file (nsc's layout) around a user JWT and
+// seed: what a job that found one would print.
+func CredsFile(jwt, seed string) string {
+	return "-----BEGIN NATS USER JWT-----\n" + jwt + "\n------END NATS USER JWT------\n\n" +
+		"************************* IMPORTANT *************************\n" +
+		"NKEY Seed printed below can be used to sign and prove identity.\n" +
+		"NKEYs are sensitive and should be treated as secrets.\n\n" +
+		"-----BEGIN USER NKEY SEED-----\n" + seed + "\n------END USER NKEY SEED------\n\n" +
+		"*************************************************************\n"
 }
 
 // PEMKey is an RSA private key's armour around a random body.

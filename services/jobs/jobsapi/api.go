@@ -77,12 +77,30 @@ func ValidWorkerID(id string) error {
 type SessionRequest struct {
 	Tenant  string `json:"tenant"`
 	Session string `json:"session"`
+	// Lineage is a sub-agent's ancestors, root first (the session
+	// record's lineage), sent by a runner with the requests that start
+	// something (start, run, mcp_open): a Ground Stop of any ancestor
+	// covers the sub-agent, and the worker, which cannot read session
+	// records, learns here whose switch that is. Empty for a root session.
+	Lineage []string `json:"lineage,omitempty"`
 }
 
-// Validate checks both ids against the subject token rule.
+// MaxLineage bounds a request's lineage, well past the deepest sub-agent
+// tree a profile may allow.
+const MaxLineage = 16
+
+// Validate checks the ids against the subject token rule.
 func (r SessionRequest) Validate() error {
 	if err := events.ValidateToken("tenant", r.Tenant); err != nil {
 		return err
+	}
+	if len(r.Lineage) > MaxLineage {
+		return fmt.Errorf("lineage: %d sessions, at most %d", len(r.Lineage), MaxLineage)
+	}
+	for _, s := range r.Lineage {
+		if err := events.ValidateToken("lineage session", s); err != nil {
+			return err
+		}
 	}
 	return events.ValidateToken("session", r.Session)
 }

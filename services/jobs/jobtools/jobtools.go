@@ -51,9 +51,11 @@ const (
 
 // Tools returns the tools of one run of a session. Foreground shell
 // commands are tagged with run, so a recovering runner can ask whether they
-// are gone (client.ChildState).
-func Tools(c *client.Client, tenant, session, run string) []tool.Tool {
-	t := &tools{c: c, tenant: tenant, session: session, run: run}
+// are gone (client.ChildState). A sub-agent's run passes its lineage (its
+// ancestors, root first), sent with every request, so the worker kills its
+// commands on an ancestor's Ground Stop.
+func Tools(c *client.Client, tenant, session, run string, lineage ...string) []tool.Tool {
+	t := &tools{c: c, tenant: tenant, session: session, run: run, lineage: lineage}
 	return []tool.Tool{
 		tool.Func{Name: Shell, Schema: shellSchema, Fn: t.shell, Description: "Run a shell command (sh -c) in the session's workspace. " +
 			"By default it runs in the foreground: the result is its output, or, if it is still running after timeout seconds " +
@@ -130,6 +132,7 @@ var (
 type tools struct {
 	c                    *client.Client
 	tenant, session, run string
+	lineage              []string
 }
 
 // input decodes a call's arguments into v.
@@ -158,7 +161,7 @@ func answer(text string, err error) (tool.Result, error) {
 }
 
 func (t *tools) sess() jobsapi.SessionRequest {
-	return jobsapi.SessionRequest{Tenant: t.tenant, Session: t.session}
+	return jobsapi.SessionRequest{Tenant: t.tenant, Session: t.session, Lineage: t.lineage}
 }
 
 func (t *tools) shell(ctx context.Context, call tool.Call) (tool.Result, error) {
