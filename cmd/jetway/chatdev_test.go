@@ -134,21 +134,15 @@ func TestChat_opens_with_history_running_jobs_and_the_Ground_Stop_with_how_to_li
 		append([]string{"jobs", "s"}, cf...)...)
 	waitCLI(t, "the session idle", func(s string) bool { return regexp.MustCompile(`(?m)^s\s+idle\s`).MatchString(s) },
 		append([]string{"sessions"}, cf...)...)
-	if out, err := runCLI(t, append([]string{"stop", "--session", "s", "--reason", "opening test"}, cf...)...); err != nil {
-		t.Fatalf("stop: %v\n%s", err, out)
-	}
 
 	c := startPtyChat(t, d, "s")
-	lift := jetwayBinary(t) + " stop --off --session s --url " + d.url + " --tokens-file " + d.tokens
-	screen := c.scr.until(t, "history, the running job and the Ground Stop", func(s string) bool {
+	screen := c.scr.until(t, "history and the running job", func(s string) bool {
 		return strings.Contains(s, "you: start the long job") &&
 			strings.Contains(s, "agent: It runs in the background.") &&
-			strings.Contains(s, "running: job 1 — t1 running for") &&
-			strings.Contains(s, "reason: opening test") &&
-			strings.Contains(s, "lift it with: "+lift)
+			strings.Contains(s, "running: job 1 — t1 running for")
 	})
-	if i, j := strings.Index(screen, "recently:"), strings.Index(screen, "! Ground Stop on (session"); i < 0 || j < i {
-		t.Errorf("the history does not come first, then the Ground Stop:\n%s", screen)
+	if i, j := strings.Index(screen, "recently:"), strings.Index(screen, "running: job 1"); i < 0 || j < i {
+		t.Errorf("the history does not come first, then the running job:\n%s", screen)
 	}
 	if len(processesWith(marker)) == 0 {
 		t.Fatalf("the long job's processes are not running before /kill")
@@ -160,6 +154,23 @@ func TestChat_opens_with_history_running_jobs_and_the_Ground_Stop_with_how_to_li
 		append([]string{"jobs", "s"}, cf...)...)
 	if pids := processesWith(marker); len(pids) != 0 {
 		t.Errorf("processes of the killed job still run: %v", pids)
+	}
+	c.quit(t)
+
+	// Ground Stop kills what runs, so a chat opened under it shows the
+	// switch (it shows no running job: there is none left).
+	if out, err := runCLI(t, append([]string{"stop", "--session", "s", "--reason", "opening test"}, cf...)...); err != nil {
+		t.Fatalf("stop: %v\n%s", err, out)
+	}
+	c = startPtyChat(t, d, "s")
+	lift := jetwayBinary(t) + " stop --off --session s --url " + d.url + " --tokens-file " + d.tokens
+	screen = c.scr.until(t, "history and the Ground Stop", func(s string) bool {
+		return strings.Contains(s, "you: start the long job") &&
+			strings.Contains(s, "reason: opening test") &&
+			strings.Contains(s, "lift it with: "+lift)
+	})
+	if i, j := strings.Index(screen, "recently:"), strings.Index(screen, "! Ground Stop on (session"); i < 0 || j < i {
+		t.Errorf("the history does not come first, then the Ground Stop:\n%s", screen)
 	}
 
 	// The command the chat showed lifts the switch as it is.

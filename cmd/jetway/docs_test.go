@@ -617,7 +617,7 @@ func TestEvery_flag_whose_default_a_variable_sets_names_it_in_its_help(t *testin
 var otherTools = map[string]string{
 	"addr": "nats-server", "cluster": "nats-server", "routes": "nats-server", "store_dir": "nats-server", "signal": "nats-server",
 	"user": "nats CLI", "password": "nats CLI, redaction examples", "inbox-prefix": "nats CLI", "server": "nats CLI",
-	"config": "nats CLI", "last-for": "nats CLI", "nkey": "nats CLI (a tenant credential)",
+	"config": "nats CLI", "last-for": "nats CLI", "nkey": "nats CLI (a tenant credential)", "tlsca": "nats CLI",
 	"env-file": "docker compose", "build": "docker compose", "stat": "git log",
 	"runtime": "podman", "ulimit": "podman", "volumes": "scripts/containers.sh down",
 	"api-key": "a redaction example", "help": "every command",
