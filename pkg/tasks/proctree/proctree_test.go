@@ -13,7 +13,6 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	RunShimIfRequested()
 	if dir := os.Getenv(confinedHelperEnv); dir != "" {
 		os.Exit(runConfinedHelper(dir))
 	}

@@ -14,16 +14,10 @@ import (
 	"jetway/pkg/bus"
 	"jetway/pkg/bus/bustest"
 	"jetway/pkg/handover"
-	"jetway/pkg/tasks"
 	"jetway/services/jobs"
 	"jetway/services/jobs/client"
 	"jetway/services/jobs/jobtools"
 )
-
-func TestMain(m *testing.M) {
-	tasks.RunShimIfRequested()
-	os.Exit(m.Run())
-}
 
 // setup serves a worker on a real JetStream server and returns the tools
 // of run r1 of acme/s1 in a registry, with the client.
