@@ -38,7 +38,7 @@ func runnerTools(nc *nats.Conn) func(runner.SessionRef) []tool.Tool {
 	if err != nil {
 		return nil
 	}
-	return func(s runner.SessionRef) []tool.Tool { return jobtools.Tools(jc, s.Tenant, s.Session, s.Run) }
+	return func(s runner.SessionRef) []tool.Tool { return jobtools.Tools(jc, s.Tenant, s.Session, s.Run, s.Network) }
 }
 
 // runnerInstructions reads a profile's workspace instruction files
@@ -105,7 +105,7 @@ func runnerMCP(nc *nats.Conn, log zerolog.Logger, allowHosts []string) func(cont
 	}
 	hub := mcptools.New(mcptools.Config{Jobs: jc, Log: log, AllowHosts: allowHosts})
 	return func(ctx context.Context, s runner.SessionRef, prof agents.Profile, offer func(string, []tool.Tool)) func() {
-		set := hub.Open(ctx, mcptools.Ref{Tenant: s.Tenant, Session: s.Session, Run: s.Run}, prof.MCP, offer)
+		set := hub.Open(ctx, mcptools.Ref{Tenant: s.Tenant, Session: s.Session, Run: s.Run, Network: prof.Network}, prof.MCP, offer)
 		return set.Close
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"jetway/pkg/tasks/proctree"
+	"jetway/pkg/tasks/proctree/confspec"
 	"jetway/services/jobs/jobsapi"
 )
 
@@ -80,14 +81,24 @@ func (w *Worker) errUnconfined() error {
 }
 
 // jobConfinement is a job's confinement: the system part plus, read-write,
-// the session's workspace and its temporary directory.
-func (w *Worker) jobConfinement(ws, tmp string) *proctree.Confinement {
+// the session's workspace and its temporary directory, and the network
+// mode the session's agent profile gives ("" is none).
+func (w *Worker) jobConfinement(ws, tmp, network string) *proctree.Confinement {
 	if w.conf.base == nil {
 		return nil
 	}
 	c := *w.conf.base
 	c.ReadWrite = []string{ws, tmp}
+	c.Network = network
 	return &c
+}
+
+// checkNetwork refuses a network mode that is none of the profile's.
+func checkNetwork(network string) error {
+	if !confspec.ValidNetwork(network) {
+		return badRequest("network %q: one of none, outbound, all", network)
+	}
+	return nil
 }
 
 // tmpDir is the session's temporary directory (TMPDIR of its jobs), next to

@@ -88,7 +88,12 @@ func New(cfg Config) *Hub {
 }
 
 // Ref names the run a Set serves.
-type Ref struct{ Tenant, Session, Run string }
+type Ref struct {
+	Tenant, Session, Run string
+	// Network is the network mode of the run's agent profile, which its
+	// stdio servers get (jobsapi.MCPServer.Network).
+	Network string
+}
 
 // Target receives a server's tools, at the start and after each change of
 // its list: the run offers exactly these tools of the server from then on.
@@ -322,7 +327,7 @@ func (s *server) transport() (mcp.Transport, *workerConn, error) {
 		if s.hub.cfg.Jobs == nil {
 			return nil, nil, errors.New("this runner has no jobs workers to run stdio servers on")
 		}
-		wt := &workerTransport{jc: s.hub.cfg.Jobs, ref: s.ref, spec: stdioSpec(s.spec)}
+		wt := &workerTransport{jc: s.hub.cfg.Jobs, ref: s.ref, spec: stdioSpec(s.spec, s.ref.Network)}
 		return wt, wt.conn(), nil
 	}
 }

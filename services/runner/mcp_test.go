@@ -20,7 +20,7 @@ import (
 func mcpHook(secrets map[string]string) func(context.Context, SessionRef, agents.Profile, func(string, []tool.Tool)) func() {
 	hub := mcptools.New(mcptools.Config{AllowHosts: []string{"127.0.0.1"}, Secret: func(_, name string) (string, bool) { v, ok := secrets[name]; return v, ok }})
 	return func(ctx context.Context, s SessionRef, prof agents.Profile, offer func(string, []tool.Tool)) func() {
-		return hub.Open(ctx, mcptools.Ref{Tenant: s.Tenant, Session: s.Session, Run: s.Run}, prof.MCP, offer).Close
+		return hub.Open(ctx, mcptools.Ref{Tenant: s.Tenant, Session: s.Session, Run: s.Run, Network: prof.Network}, prof.MCP, offer).Close
 	}
 }
 

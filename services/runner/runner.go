@@ -115,6 +115,9 @@ type Config struct {
 // SessionRef names one session and the run being built for it.
 type SessionRef struct {
 	Tenant, Session, Run string
+	// Network is the network mode of the run's agent profile, which its
+	// shell commands get (jobsapi.StartRequest.Network).
+	Network string
 }
 
 // Runner consumes host events and drives runs.

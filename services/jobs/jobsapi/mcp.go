@@ -40,6 +40,9 @@ type MCPServer struct {
 	// Secrets maps a variable of the server's environment to the name of
 	// a secret the worker holds for the tenant (agents.MCPSecretVars).
 	Secrets map[string]string `json:"secrets,omitempty"`
+	// Network is what the server may reach of the network, from the
+	// session's agent profile: "none" (also ""), "outbound" or "all".
+	Network string `json:"network,omitempty"`
 }
 
 var mcpServerName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,32}$`)

@@ -65,7 +65,7 @@ func setupRoot(t *testing.T) (*tool.Registry, *client.Client, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg, err := tool.NewRegistry(jobtools.Tools(cli, "acme", "s1", "r1")...)
+	reg, err := tool.NewRegistry(jobtools.Tools(cli, "acme", "s1", "r1", "")...)
 	if err != nil {
 		t.Fatalf("the tools do not register: %v", err)
 	}
