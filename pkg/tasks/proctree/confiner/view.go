@@ -28,14 +28,20 @@ var stageDirs = []string{"/mnt", "/media", "/srv", "/opt", "/boot", "/tmp", "/va
 
 // viewPaths are the host paths to bind: every path of c, with /etc bound
 // whole (Landlock refuses its secrets; binding each of its hundred-odd
-// entries would cost a mount each), and paths inside another left to
-// that one's recursive bind.
+// entries would cost a mount each) and /proc whole (Landlock refuses all
+// of it but a few files, yet readlink of /proc/self/exe, which Landlock
+// does not govern, is how go and others find themselves; another
+// process's /proc/<pid>/root and cwd links need ptrace access, which the
+// Landlock scope refuses), and paths inside another left to that one's
+// recursive bind.
 func viewPaths(c *confspec.Confinement) []string {
 	var all []string
 	for _, list := range [][]string{c.ReadOnlyDirs, c.ReadOnlyFiles, c.Devices, c.ReadWrite} {
 		for _, p := range list {
-			if confspec.Within(p, "/etc") {
-				p = "/etc"
+			for _, whole := range []string{"/etc", "/proc"} {
+				if confspec.Within(p, whole) {
+					p = whole
+				}
 			}
 			all = append(all, filepath.Clean(p))
 		}
