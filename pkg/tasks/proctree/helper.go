@@ -98,6 +98,10 @@ func sealedMemfd(b []byte) (int, error) {
 	return high, nil
 }
 
+// specSource makes the file the helper reads its spec from (a test holds
+// the helper at its read to look at it).
+var specSource = specFile
+
 // specFile is spec as JSON in a memfd read from its start: no pipe to fill
 // (an MCP server's environment may be large), nothing on disk.
 func specFile(spec confspec.Spec) (*os.File, error) {
@@ -134,7 +138,7 @@ func wrapInHelper(cmd *exec.Cmd, spec confspec.Spec) (*os.File, error) {
 		return nil, err
 	}
 	spec.Path, spec.Args, spec.Env, spec.Dir = cmd.Path, cmd.Args, cmd.Env, cmd.Dir
-	f, err := specFile(spec)
+	f, err := specSource(spec)
 	if err != nil {
 		return nil, err
 	}
