@@ -34,6 +34,9 @@ const (
 )
 
 func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == netprobeArg {
+		os.Exit(netprobe(os.Args[2:]))
+	}
 	// The worker's own environment holds a credential, as a real one's
 	// NATS_PASSWORD would: no job may see it (confine_test.go).
 	os.Setenv("NATS_PASSWORD", workerSecret)

@@ -61,7 +61,7 @@ func Tools(c *client.Client, tenant, session, run, network string) []tool.Tool {
 			"(default 120), it goes on as a background job and you get its id. Set background to start a long command as a " +
 			"background job at once. You get a notice when a background job ends; use shell_job_status, shell_job_output " +
 			"and shell_job_kill with its id. Commands may write only in the workspace (which is $HOME) and $TMPDIR, not /tmp; " +
-			"system directories are read-only, everything else outside is Permission denied; "+networkNote(network)},
+			"system directories are read-only, everything else outside is Permission denied; " + networkNote(network)},
 		tool.Func{Name: JobStatus, Schema: statusSchema, Fn: t.status, IsReadOnly: true, Description: "Show a background job's " +
 			"status and last output lines, optionally waiting up to wait seconds for it to end."},
 		tool.Func{Name: JobOutput, Schema: outputSchema, Fn: t.output, IsReadOnly: true, Description: "Read a job's output: " +

@@ -15,14 +15,25 @@ import (
 // It also refuses io_uring_setup, since io_uring's IORING_OP_SOCKET
 // creates sockets without the socket(2) system call the filter sees.
 // Refusals answer EACCES (Permission denied), as Landlock's do.
+//
+// IP sockets, where allowed, are allowed for the ordinary protocols only
+// (TCP, UDP, ICMP): Landlock's TCP rules do not cover MPTCP or SCTP
+// sockets (on this project's 6.18 kernel, a listener made with
+// IPPROTO_MPTCP, which Go's net.Listen uses by default, bound a port
+// that Landlock refused to a plain TCP socket), so those are refused.
 
 // socketPolicy is which families socket(2) may create: allow lists them,
 // or, with denyOnly, every family but those in deny is allowed.
 type socketPolicy struct {
-	allow    []uint32
+	allow    []uint32 // any protocol
+	allowIP  []uint32 // ipProtocols only
 	denyOnly bool
 	deny     []uint32
 }
+
+// ipProtocols are the protocols an allowed IP socket may have: the
+// family's default (0), TCP, UDP, ICMP and ICMPv6.
+var ipProtocols = []uint32{0, unix.IPPROTO_TCP, unix.IPPROTO_UDP, unix.IPPROTO_ICMP, unix.IPPROTO_ICMPV6}
 
 // policyFor is c's socket policy, and false when no filter is needed
 // (network all with a view).
@@ -40,7 +51,7 @@ func policyFor(c *confspec.Confinement) (socketPolicy, bool) {
 		}
 		return socketPolicy{denyOnly: true, deny: []uint32{unix.AF_UNIX}}, true
 	case confspec.NetworkOutbound:
-		return socketPolicy{allow: append(unixSock, unix.AF_INET, unix.AF_INET6)}, true
+		return socketPolicy{allow: unixSock, allowIP: []uint32{unix.AF_INET, unix.AF_INET6}}, true
 	default:
 		return socketPolicy{allow: unixSock}, true
 	}
@@ -66,6 +77,7 @@ const (
 	offNr    = 0
 	offArch  = 4
 	offArg0  = 16 // args[0], its low 32 bits on a little-endian machine
+	offArg2  = 32 // args[2]
 )
 
 // program is the filter for p on this machine's architecture (arch.go):
@@ -100,6 +112,16 @@ func program(p socketPolicy) []insn {
 	} else {
 		for _, f := range p.allow {
 			prog = append(prog, insn{op: jeq, k: f, jt: "allow"})
+		}
+		for _, f := range p.allowIP {
+			prog = append(prog, insn{op: jeq, k: f, jt: "ipproto"})
+		}
+		if len(p.allowIP) > 0 {
+			prog = append(prog, insn{op: ret, k: retDeny})
+			prog = append(prog, insn{op: ldW, k: offArg2, label: "ipproto"})
+			for _, proto := range ipProtocols {
+				prog = append(prog, insn{op: jeq, k: proto, jt: "allow"})
+			}
 		}
 	}
 	return append(prog,
