@@ -3,12 +3,17 @@ package proctree
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"jetway/pkg/tasks/proctree/confspec"
 )
@@ -122,5 +127,113 @@ func TestHelper_imports_nothing_of_jetway_but_its_spec(t *testing.T) {
 	out, err = exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", "./confspec").CombinedOutput()
 	if err != nil || strings.TrimSpace(string(out)) != "jetway/pkg/tasks/proctree/confspec" {
 		t.Errorf("the spec package imports more than the standard library: %v\n%s", err, out)
+	}
+}
+
+// unixProbeArg makes the test binary try unix sockets (TestMain): a
+// connect to the path it is given, a listener in its directory, and a
+// socketpair; one line each, "ok" or "refused: <error>".
+const unixProbeArg = "unixprobe"
+
+func unixProbe(outside string) int {
+	say := func(what string, err error) {
+		if err != nil {
+			fmt.Printf("%s refused: %v\n", what, err)
+		} else {
+			fmt.Printf("%s ok\n", what)
+		}
+	}
+	c, err := net.Dial("unix", outside)
+	if err == nil {
+		c.Close()
+	}
+	say("connect-outside", err)
+	l, err := net.Listen("unix", "here.sock")
+	if err == nil {
+		l.Close()
+	}
+	say("listen-here", err)
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM, 0)
+	if err == nil {
+		unix.Close(fds[0])
+		unix.Close(fds[1])
+	}
+	say("socketpair", err)
+	return 0
+}
+
+// A unix socket listening outside the tree's directory: with a view it
+// does not exist for the tree, while one in its directory works; without
+// (a host that refuses the namespaces) unix sockets cannot be made at
+// all, socketpair still works.
+func TestConfined_tree_reaches_no_unix_socket_outside_with_or_without_a_view(t *testing.T) {
+	needLandlock(t)
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := os.MkdirTemp("", "jw-ux-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(other) })
+	sock := filepath.Join(other, "s.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	if c, err := net.Dial("unix", sock); err != nil {
+		t.Fatalf("control: the socket cannot be reached from outside the confinement: %v", err)
+	} else {
+		c.Close()
+	}
+	for _, noView := range []bool{false, true} {
+		if ok, why := ViewAvailable(); !noView && !ok {
+			t.Logf("no view on this host (%s): only the fallback is tested", why)
+			continue
+		}
+		h := newHost(t, Config{NoCgroups: true, NoView: noView})
+		dir := t.TempDir()
+		c := SystemConfinement()
+		c.ReadWrite = []string{dir}
+		if err := c.AddReadOnly(filepath.Dir(self)); err != nil {
+			t.Fatal(err)
+		}
+		var out bytes.Buffer
+		cmd := exec.Command(self, unixProbeArg, sock)
+		cmd.Dir, cmd.Env = dir, MinimalEnv()
+		cmd.Stdout, cmd.Stderr = &out, &out
+		tr, err := h.StartConfined(cmd, Limits{}, &c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan struct{})
+		go func() { _ = tr.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			_ = tr.KillNow()
+			t.Fatal("the probe did not end")
+		}
+		tr.Close()
+		want := []string{"connect-outside refused", "listen-here ok", "socketpair ok"}
+		if noView {
+			want[1] = "listen-here refused"
+		}
+		for _, w := range want {
+			if !strings.Contains(out.String(), w) {
+				t.Errorf("view %v: want %q in:\n%s", !noView, w, out.String())
+			}
+		}
 	}
 }
