@@ -3,6 +3,7 @@ package proctree
 import (
 	"bytes"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -143,6 +144,13 @@ const helperFileEnv = "JETWAY_TEST_HELPER_FILE"
 
 func runConfinedHelper(dir string) int {
 	useHelperFile(os.Getenv(helperFileEnv))
+	// Where this user may have a user namespace, the tree gets its view
+	// through one; elsewhere it goes without (and without unix sockets).
+	if ok, why := ViewAvailable(); ok {
+		fmt.Println("view: through a user namespace")
+	} else {
+		fmt.Println("view: none:", why)
+	}
 	h, err := NewHost(Config{Grace: 200 * time.Millisecond})
 	if err != nil {
 		return 3
@@ -163,8 +171,29 @@ func runConfinedHelper(dir string) int {
 	if err := tr.Wait(); err != nil {
 		return 5
 	}
+	// The unix socket probe (helper_test.go), aimed at a socket the test
+	// listens on in a directory of its own.
+	self, _ := os.Executable()
+	if err := c.AddReadOnly(filepath.Dir(self)); err != nil {
+		return 6
+	}
+	probe := exec.Command(self, unixProbeArg, os.Getenv(outsideSockEnv))
+	probe.Dir, probe.Env = dir, MinimalEnv()
+	probe.Stdout, probe.Stderr = os.Stdout, os.Stderr
+	pt, err := h.StartConfined(probe, Limits{}, &c)
+	if err != nil {
+		fmt.Println(err)
+		return 7
+	}
+	defer pt.Close()
+	if err := pt.Wait(); err != nil {
+		return 8
+	}
 	return 0
 }
+
+// outsideSockEnv names the socket runConfinedHelper's probe aims at.
+const outsideSockEnv = "JETWAY_TEST_OUTSIDE_SOCK"
 
 func TestConfined_tree_works_for_an_ordinary_user(t *testing.T) {
 	needLandlock(t)
@@ -204,8 +233,34 @@ func TestConfined_tree_works_for_an_ordinary_user(t *testing.T) {
 			t.Fatal(step)
 		}
 	}
+	// A socket nobody could connect to, were it reachable.
+	other, err := os.MkdirTemp("", "jw-nb-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(other) })
+	sock := filepath.Join(other, "s.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	for _, p := range []string{other, sock} {
+		if err := os.Chmod(p, 0o777); err != nil {
+			t.Fatal(err)
+		}
+	}
 	cmd := exec.Command(bin, "-test.run=^$")
-	cmd.Env = append(MinimalEnv(), confinedHelperEnv+"="+dir, helperFileEnv+"="+filepath.Join(base, "jetway-confine"))
+	cmd.Env = append(MinimalEnv(), confinedHelperEnv+"="+dir, helperFileEnv+"="+filepath.Join(base, "jetway-confine"), outsideSockEnv+"="+sock)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}, Pdeathsig: syscall.SIGKILL}
 	out, err := cmd.CombinedOutput()
 	if err != nil {
@@ -213,5 +268,12 @@ func TestConfined_tree_works_for_an_ordinary_user(t *testing.T) {
 	}
 	if !strings.Contains(string(out), "written") || !strings.Contains(string(out), "outside-refused") || strings.Contains(string(out), "SECRET-OUTSIDE") {
 		t.Errorf("as nobody:\n%s", out)
+	}
+	t.Logf("as nobody:\n%s", out)
+	if !strings.Contains(string(out), "connect-outside refused") || !strings.Contains(string(out), "socketpair ok") {
+		t.Errorf("as nobody, a unix socket outside was reachable:\n%s", out)
+	}
+	if strings.Contains(string(out), "view: through") != strings.Contains(string(out), "listen-here ok") {
+		t.Errorf("as nobody, a socket in the workspace works exactly when there is a view:\n%s", out)
 	}
 }

@@ -152,8 +152,11 @@ func wrapInHelper(cmd *exec.Cmd, spec confspec.Spec) (*os.File, error) {
 
 // setViewNamespaces starts cmd in a mount namespace of its own, and, where
 // this process is not root, a user namespace of its own in which its user
-// is mapped to itself (the helper needs CAP_SYS_ADMIN there to mount; it
-// drops every capability before the command runs).
+// is mapped to itself. The helper needs CAP_SYS_ADMIN there to mount, and
+// an exec by a user other than the namespace's root clears capabilities,
+// so it is kept as an ambient capability across the helper's exec; the
+// helper drops every capability, ambient ones included, before the
+// command runs.
 func setViewNamespaces(cmd *exec.Cmd) {
 	if cmd.SysProcAttr == nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{}
@@ -165,6 +168,7 @@ func setViewNamespaces(cmd *exec.Cmd) {
 		cmd.SysProcAttr.UidMappings = []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}}
 		cmd.SysProcAttr.GidMappings = []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}}
 		cmd.SysProcAttr.GidMappingsEnableSetgroups = false
+		cmd.SysProcAttr.AmbientCaps = []uintptr{unix.CAP_SYS_ADMIN}
 	}
 }
 
