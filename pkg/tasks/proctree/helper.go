@@ -41,6 +41,8 @@ const helperName = "jetway-confine"
 var (
 	helperOnce sync.Once
 	helperExe  string // /proc/self/fd/N of the sealed memfd
+	helperFD   int
+	helperID   [2]uint64 // the memfd's device and inode
 	helperErr  error
 )
 
@@ -58,9 +60,25 @@ func helperPath() (string, error) {
 			helperErr = fmt.Errorf("proctree: load the confinement helper into memory: %w", err)
 			return
 		}
-		helperExe = "/proc/self/fd/" + strconv.Itoa(fd)
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil {
+			helperErr = fmt.Errorf("proctree: the confinement helper's memfd: %w", err)
+			return
+		}
+		helperExe, helperFD, helperID = "/proc/self/fd/"+strconv.Itoa(fd), fd, [2]uint64{st.Dev, st.Ino}
+		releaseHelperBytes()
 	})
-	return helperExe, helperErr
+	if helperErr != nil {
+		return "", helperErr
+	}
+	// The descriptor is the helper's for the life of the process; should
+	// other code close it by a stale number, the next start would exec
+	// whatever took the number. Checked at every start: one fstat.
+	var st unix.Stat_t
+	if err := unix.Fstat(helperFD, &st); err != nil || [2]uint64{st.Dev, st.Ino} != helperID {
+		return "", fmt.Errorf("proctree: descriptor %d no longer holds the confinement helper (closed elsewhere by a stale number?): %v", helperFD, err)
+	}
+	return helperExe, nil
 }
 
 // mfdExec is MFD_EXEC (Linux 6.3): asks for an executable memfd where

@@ -369,12 +369,20 @@ func (h *Host) StartConfined(cmd *exec.Cmd, lim Limits, c *Confinement) (*Tree, 
 		// clone3 with CLONE_INTO_CGROUP refused: run uncontained by cgroup
 		// rather than not at all.
 		h.cfg.Log.Warn().Err(err).Msg("proctree: start in cgroup failed; retrying without")
+		first := err
 		cmd.SysProcAttr.UseCgroupFD = false
-		cmd.Process = nil
+		// An exec.Cmd starts once, even when its Start failed: the retry
+		// is a fresh one with the same fields (a context given to
+		// exec.CommandContext is not carried over; the callers use none).
+		*cmd = exec.Cmd{Path: cmd.Path, Args: cmd.Args, Env: cmd.Env, Dir: cmd.Dir,
+			Stdin: cmd.Stdin, Stdout: cmd.Stdout, Stderr: cmd.Stderr,
+			ExtraFiles: cmd.ExtraFiles, SysProcAttr: cmd.SysProcAttr}
 		_ = syscall.Close(t.v2fd)
 		_ = removeCgroup(t.v2)
 		t.v2, t.v2fd = "", -1
-		err = cmd.Start()
+		if err = cmd.Start(); err != nil {
+			err = fmt.Errorf("%w (and in its cgroup: %w)", err, first)
+		}
 	}
 	if err == nil {
 		track(cmd.Process.Pid)
