@@ -38,7 +38,9 @@ func runnerTools(nc *nats.Conn) func(runner.SessionRef) []tool.Tool {
 	if err != nil {
 		return nil
 	}
-	return func(s runner.SessionRef) []tool.Tool { return jobtools.Tools(jc, s.Tenant, s.Session, s.Run, s.Network) }
+	return func(s runner.SessionRef) []tool.Tool {
+		return jobtools.Tools(jc, s.Tenant, s.Session, s.Run, s.Network)
+	}
 }
 
 // runnerInstructions reads a profile's workspace instruction files
