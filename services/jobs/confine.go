@@ -32,6 +32,22 @@ var DefaultTreeLimits = proctree.Limits{Memory: 2 << 30, Processes: 1024, CPUTim
 // "none (unconfined jobs allowed)").
 const MetadataConfinement = "confinement"
 
+// MetadataView is the micro service metadata key saying whether confined
+// jobs get a file system view of their own: "mount namespace", or "none
+// (unix sockets refused)" where the namespaces cannot be had.
+const MetadataView = "view"
+
+// viewInfo is the MetadataView value ("" when jobs are not confined).
+func (w *Worker) viewInfo() string {
+	if w.conf.base == nil {
+		return ""
+	}
+	if ok, _ := proctree.ViewAvailable(); ok {
+		return "mount namespace"
+	}
+	return "none (unix sockets refused)"
+}
+
 // confinement is what the worker found at start.
 type confinement struct {
 	abi  int                   // the kernel's Landlock ABI, 0 for none usable

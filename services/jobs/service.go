@@ -31,7 +31,7 @@ func (w *Worker) startService() (micro.Service, error) {
 		Name:        jobsapi.ServiceName,
 		Version:     semver(w.cfg.Version),
 		Description: "jetway jobs worker: background process trees, output files, workspaces",
-		Metadata:    map[string]string{jobsapi.MetadataWorker: w.cfg.WorkerID, "build": w.cfg.Version, MetadataConfinement: w.confinementInfo()},
+		Metadata:    map[string]string{jobsapi.MetadataWorker: w.cfg.WorkerID, "build": w.cfg.Version, MetadataConfinement: w.confinementInfo(), MetadataView: w.viewInfo()},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("jobs: start micro service: %w", err)
