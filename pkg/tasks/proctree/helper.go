@@ -46,6 +46,13 @@ var (
 	helperErr  error
 )
 
+// HelperReady loads the helper now and says why it cannot be had, if it
+// cannot: every limited or confined start would fail with that error.
+func HelperReady() error {
+	_, err := helperPath()
+	return err
+}
+
 // helperPath is the path the helper is executed by, loading it at the
 // first call.
 func helperPath() (string, error) {
