@@ -366,8 +366,9 @@ func (h *Host) StartConfined(cmd *exec.Cmd, lim Limits, c *Confinement) (*Tree, 
 	startMu.RLock()
 	err := cmd.Start()
 	if err != nil && t.v2fd >= 0 && !errors.Is(err, exec.ErrNotFound) {
-		// clone3 with CLONE_INTO_CGROUP refused: run uncontained by cgroup
-		// rather than not at all.
+		// clone3 with CLONE_INTO_CGROUP refused (EACCES where the cgroup's
+		// placement rules are not met; seen under load in the jobs tests):
+		// run uncontained by cgroup rather than not at all.
 		h.cfg.Log.Warn().Err(err).Msg("proctree: start in cgroup failed; retrying without")
 		first := err
 		cmd.SysProcAttr.UseCgroupFD = false
