@@ -19,7 +19,10 @@ RUN go mod download
 COPY . .
 ARG VERSION=dev
 ENV CGO_ENABLED=0
-RUN go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /out/jetway ./cmd/jetway \
+# The jobs worker's confinement helper first: jetway embeds it (tag
+# jetway_confiner) and runs it from memory.
+RUN go build -trimpath -ldflags "-s -w" -o pkg/tasks/proctree/confiner/jetway-confine ./pkg/tasks/proctree/confiner \
+ && go build -trimpath -tags jetway_confiner -ldflags "-s -w -X main.version=${VERSION}" -o /out/jetway ./cmd/jetway \
  && go build -trimpath -ldflags "-s -w" -o /out/jetway-provision ./deploy/provision
 
 # Jobs workers run people's shell commands, so they need a shell and the

@@ -3,6 +3,15 @@ GO       ?= go
 BIN      := bin/jetway
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS  := -X main.version=$(VERSION)
+# Every jetway binary is static: no dynamic loader, so no LD_* or
+# GCONV_PATH variable of anyone's is read by it. (Not exported: the race
+# detector of `make test` needs cgo.)
+STATIC   := CGO_ENABLED=0
+# The jobs worker's confinement helper: a small static program built first
+# and embedded in bin/jetway (tag jetway_confiner), which runs it from
+# memory. Without the tag (go test, go run) jetway builds it into the
+# user's cache from its sources (pkg/tasks/proctree/helper_build.go).
+CONFINER := pkg/tasks/proctree/confiner/jetway-confine
 # The race detector and the fuzz seed corpora run in every `make test`.
 TESTFLAGS ?= -race -count=1 -timeout 12m
 
@@ -12,7 +21,8 @@ all: build
 
 build:
 	@mkdir -p bin
-	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/jetway
+	$(STATIC) $(GO) build -trimpath -ldflags '-s -w' -o $(CONFINER) ./pkg/tasks/proctree/confiner
+	$(STATIC) $(GO) build -tags jetway_confiner -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/jetway
 
 # Everything on one machine: `jetway dev` (an embedded nats-server plus every
 # service) in the background with its logs in .jetway/jetway.log, and a chat
@@ -35,13 +45,13 @@ lint:
 	else echo "staticcheck not installable here; skipped"; fi
 
 clean:
-	rm -rf bin .jetway
+	rm -rf bin .jetway $(CONFINER)
 
 # Every figure next to raw JetStream measured in the same run (docs/BENCHMARKS.md).
 # The bench is its own command, so bin/jetway links none of its harness or
 # fakes; it starts bin/jetway for the figures that need real processes.
 bench: build
-	$(GO) build -o bin/jetway-bench ./cmd/jetway-bench
+	$(STATIC) $(GO) build -o bin/jetway-bench ./cmd/jetway-bench
 	./bin/jetway-bench --jetway $(BIN) --json bench-results.json $(BENCHFLAGS)
 
 # A real three-node JetStream cluster on loopback, no container engine needed:

@@ -127,8 +127,8 @@ up() {
 	mkdir -p "$STATE/pids" "$STATE/logs" "$STATE/nats"
 	chmod 700 "$STATE"
 	say "building nats-server (the version go.mod pins) and the provisioner"
-	go build -o "$BIN/nats-server" github.com/nats-io/nats-server/v2
-	go build -o "$BIN/jetway-provision" ./deploy/provision
+	CGO_ENABLED=0 go build -o "$BIN/nats-server" github.com/nats-io/nats-server/v2
+	CGO_ENABLED=0 go build -o "$BIN/jetway-provision" ./deploy/provision
 
 	# The servers run in .cluster/nats: the config's relative paths (secrets/,
 	# data/) resolve there.

@@ -108,7 +108,10 @@ binaries() {
 	# the links run side by side. main.version exists in jetway only; the
 	# linker ignores it in the others.
 	rm -rf "${OUT:?}/bin" && mkdir -p "$OUT/bin"
-	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=$VERSION" -o "$OUT/bin/" \
+	# The jobs worker's confinement helper first: jetway embeds it (tag
+	# jetway_confiner) and runs it from memory.
+	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o pkg/tasks/proctree/confiner/jetway-confine ./pkg/tasks/proctree/confiner
+	CGO_ENABLED=0 go build -trimpath -tags jetway_confiner -ldflags "-s -w -X main.version=$VERSION" -o "$OUT/bin/" \
 		./cmd/jetway ./deploy/provision github.com/nats-io/nats-server/v2
 	mv "$OUT/bin/provision" "$OUT/bin/jetway-provision"
 	ln -f "$OUT/bin/jetway" "$OUT/service/jetway"

@@ -20,10 +20,6 @@ import (
 )
 
 func init() {
-	// A limited command's tree starts as this binary re-executed as a shim
-	// that sets rlimits and cgroups and then execs the command: that
-	// process must become the shim before anything else runs.
-	tasks.RunShimIfRequested()
 	addCommand(newJobsWorkerCmd)
 	addDevComponent(devComponent{Name: "jobs-worker", Run: runDevJobsWorker})
 	addDevFlags(func(cmd *cobra.Command) { addJobsWorkerFlags(cmd, &devJobsFlags, true) })

@@ -39,7 +39,7 @@ func runnerTools(nc *nats.Conn) func(runner.SessionRef) []tool.Tool {
 		return nil
 	}
 	return func(s runner.SessionRef) []tool.Tool {
-		return jobtools.Tools(jc, s.Tenant, s.Session, s.Run, s.Lineage...)
+		return jobtools.Tools(jc, s.Tenant, s.Session, s.Run, s.Network, s.Lineage...)
 	}
 }
 
@@ -107,7 +107,7 @@ func runnerMCP(nc *nats.Conn, log zerolog.Logger, allowHosts []string) func(cont
 	}
 	hub := mcptools.New(mcptools.Config{Jobs: jc, Log: log, AllowHosts: allowHosts})
 	return func(ctx context.Context, s runner.SessionRef, prof agents.Profile, offer func(string, []tool.Tool)) func() {
-		set := hub.Open(ctx, mcptools.Ref{Tenant: s.Tenant, Session: s.Session, Run: s.Run, Lineage: s.Lineage}, prof.MCP, offer)
+		set := hub.Open(ctx, mcptools.Ref{Tenant: s.Tenant, Session: s.Session, Run: s.Run, Lineage: s.Lineage, Network: prof.Network}, prof.MCP, offer)
 		return set.Close
 	}
 }

@@ -23,7 +23,6 @@ import (
 	"jetway/deploy/certs"
 	"jetway/internal/testutil"
 	"jetway/pkg/bus"
-	"jetway/pkg/tasks"
 )
 
 // confDir is the deploy configuration under test.
@@ -41,9 +40,6 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	// The jobs worker in the services test may re-exec this binary as its
-	// limits shim.
-	tasks.RunShimIfRequested()
 	dir, err := os.MkdirTemp("", "jetway-deploytest-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "deploytest:", err)

@@ -30,6 +30,11 @@ const (
 	FigCapture          = "jobs output capture (pkg/tasks)"
 	FigCaptureWorker    = "jobs output capture (jetway jobs-worker)"
 	FigWorkerPeakRSS    = "jobs worker peak RSS while a task writes"
+	FigWorkerPeakAnon   = "jobs worker RssAnon at its peak RSS"
+	FigJobRunNATSP50    = "jobs confined run over NATS p50 (jetway jobs-worker)"
+	FigJobRunNATSP99    = "jobs confined run over NATS p99 (jetway jobs-worker)"
+	runGoalText         = "≤ 2× (bare run + one NATS round trip)"
+	peakAnonGoalText    = "≤ 24 MiB"
 	startGoalText       = "within 2× bare + one NATS round trip"
 	captureGoalText     = "≥ half of cat >file"
 	peakRSSGoalText     = "< 64 MiB"
@@ -56,6 +61,17 @@ func (e *env) measureJobs(ctx context.Context) {
 		bare = nil
 	}
 	e.workerFigures(ctx, dir, bare, base)
+}
+
+// bareRun times one start and wait of `/bin/sh -c true`, the command a
+// confined run of `true` runs: the cost of running it with nothing around.
+func bareRun(ctx context.Context) (time.Duration, error) {
+	cmd := exec.CommandContext(ctx, "/bin/sh", "-c", "true")
+	t0 := time.Now()
+	if err := cmd.Run(); err != nil {
+		return 0, fmt.Errorf("bare run: %w", err)
+	}
+	return time.Since(t0), nil
 }
 
 // bareStart times one exec.Cmd.Start of /bin/true: the cost of a process

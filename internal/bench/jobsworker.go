@@ -33,6 +33,8 @@ func (e *env) workerFigures(ctx context.Context, dir string, bare samples, catBe
 		e.skip(FigJobStartNATSP99, "ms", startGoalText, err)
 		e.skip(FigCaptureWorker, "MB/s", captureGoalText, err)
 		e.skip(FigWorkerPeakRSS, "MiB", peakRSSGoalText, err)
+		e.skip(FigWorkerPeakAnon, "MiB", peakAnonGoalText, err)
+		e.skip(FigJobRunNATSP99, "ms", runGoalText, err)
 	}
 	if e.cfg.JetwayBinary == "" {
 		skipAll(errNoBinary)
@@ -181,6 +183,49 @@ func (e *env) workerFigures(ctx context.Context, dir string, bare samples, catBe
 	e.add(figure(FigJobStartNATSP99, "ms", p99).vs("bare os/exec start p99", bare.pct(99)).
 		goal(fmt.Sprintf("%s (≤ %s ms)", startGoalText, num(lim99)), p99 <= lim99))
 
+	// Confined start: a foreground run of `true`, answered once the
+	// command ran and ended, so the helper, the view, Landlock and seccomp
+	// are all inside the figure; beside each, a bare run of the same
+	// `sh -c true` and a round trip to the worker.
+	e.progress("jobs: %d confined runs over NATS", starts)
+	var runs, bareRuns, runRTT samples
+	for i := range starts + starts/10 {
+		b, err := bareRun(ctx)
+		if err != nil {
+			fail(err)
+			return
+		}
+		t0 := time.Now()
+		if _, err := e.nc.RequestWithContext(ctx, ping, nil); err != nil {
+			fail(fmt.Errorf("ping the worker: %w", err))
+			return
+		}
+		r := time.Since(t0)
+		t0 = time.Now()
+		resp, err := c.Run(ctx, jobsapi.StartRequest{SessionRequest: sr, Command: "true", TimeoutMS: 60_000})
+		d := time.Since(t0)
+		if err != nil || !resp.Ended || resp.Job.ExitCode != 0 {
+			fail(fmt.Errorf("confined run: %+v, %v", resp.Job, err))
+			return
+		}
+		if i >= starts/10 {
+			bareRuns, runRTT, runs = append(bareRuns, b), append(runRTT, r), append(runs, d)
+		}
+	}
+	for _, q := range []struct {
+		name string
+		pct  float64
+	}{{FigJobRunNATSP50, 50}, {FigJobRunNATSP99, 99}} {
+		v, base := runs.pct(q.pct), bareRuns.pct(q.pct)+runRTT.pct(q.pct)
+		f := figure(q.name, "ms", v).vs(fmt.Sprintf("bare run + round trip p%.0f", q.pct), base).
+			goal(fmt.Sprintf("%s (≤ %s ms)", runGoalText, num(2*base)), v <= 2*base)
+		if q.pct == 50 {
+			f = f.note("%d client Run calls of `true`, each answered after the command ran confined (the helper from its memfd, the mount namespace view, Landlock, seccomp, the default limits) and ended; baseline: `sh -c true` run by exec.Cmd (bare run p50 %s ms, p99 %s ms) plus a micro PING of the worker (p50 %s ms, p99 %s ms), each taken right before its sample",
+				len(runs), num(bareRuns.pct(50)), num(bareRuns.pct(99)), num(runRTT.pct(50)), num(runRTT.pct(99)))
+		}
+		e.add(f)
+	}
+
 	// Capture and memory: one task writes n bytes of lines.
 	e.progress("jobs: a task writes %s through the worker", e.captureSize())
 	t0 := time.Now()
@@ -223,6 +268,13 @@ func (e *env) workerFigures(ctx context.Context, dir string, bare samples, catBe
 		r := figure(FigCaptureWorker, "MB/s", v).vs("cat >file, mean of before and after", bracket(ctx, dir, n, catBefore))
 		e.add(r.goal(captureGoalText, r.Ratio != nil && *r.Ratio >= 0.5).
 			note("%s through a jetway jobs-worker process, timed from Start to the end seen by Status; cat >file timed right before the first capture figure and right after this one", size))
+	}
+	if splitErr == nil {
+		anon := float64(split.Anon) / (1 << 20)
+		e.add(figure(FigWorkerPeakAnon, "MiB", anon).goal(peakAnonGoalText, anon <= 24).
+			note("RssAnon (heap, stacks: the worker's private memory) in the /proc/PID/status reading with the highest VmRSS, sampled every 20 ms over the worker's life; RssFile beside it %s MiB (pages of the jetway binary)", num(float64(split.File)/(1<<20))))
+	} else {
+		e.skip(FigWorkerPeakAnon, "MiB", peakAnonGoalText, splitErr)
 	}
 	if err == nil {
 		mib := float64(peak) / (1 << 20)

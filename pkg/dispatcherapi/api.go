@@ -515,6 +515,10 @@ type Agent struct {
 	// the model, as mcp__<server>__<tool> (tools.allow and tools.deny
 	// name them so too). Absent: none.
 	MCP []AgentMCPServer `json:"mcp,omitempty"`
+	// Network is what the agent's shell commands and stdio MCP servers
+	// may reach of the network: "none" (the default, also ""),
+	// "outbound" (TCP and UDP out, no listening TCP port) or "all".
+	Network string `json:"network,omitempty"`
 	// Version is the profile's version (its revision in the agents
 	// bucket); 0 for the implicit default profile.
 	Version uint64    `json:"version"`

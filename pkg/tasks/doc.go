@@ -16,7 +16,5 @@
 // manager: SetOnEnd and SetOnOverdue (Spec.Expected) for exit and overdue
 // events, OnNotice, RunTasks for a recovering runner (Spec.RunID), and
 // Restore/MarkLost for a restarted worker's unfinished tasks.
-//
-// Binaries that start limited commands must call
-// proctree.RunShimIfRequested first thing in main (and in TestMain).
+
 package tasks

@@ -13,11 +13,6 @@ import (
 	"jetway/pkg/tasks/proctree"
 )
 
-func TestMain(m *testing.M) {
-	proctree.RunShimIfRequested()
-	os.Exit(m.Run())
-}
-
 const sid = "s1"
 
 var bg = WithSession(context.Background(), sid)

@@ -316,7 +316,3 @@ func SessionFrom(ctx context.Context) string {
 	s, _ := ctx.Value(sessionKey{}).(string)
 	return s
 }
-
-// RunShimIfRequested is proctree.RunShimIfRequested: call it first thing in
-// main and in TestMain of any binary that starts tasks with limits.
-func RunShimIfRequested() { proctree.RunShimIfRequested() }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -14,17 +13,10 @@ import (
 	"time"
 
 	"jetway/internal/testutil"
-	"jetway/pkg/tasks"
 	"jetway/services/jobs"
 	jobsclient "jetway/services/jobs/client"
 	"jetway/services/jobs/jobsapi"
 )
-
-func TestMain(m *testing.M) {
-	// A real jobs worker starts its jobs through a re-exec of this binary.
-	tasks.RunShimIfRequested()
-	os.Exit(m.Run())
-}
 
 // startJobsWorker serves a real jobs worker on the fixture's bus until the
 // test ends.

@@ -53,6 +53,9 @@ func (w *Worker) command(ctx context.Context, r jobsapi.StartRequest) (*exec.Cmd
 	if r.TimeoutMS < 0 || r.ExpectedMS < 0 {
 		return nil, "", nil, badRequest("timeout_ms and expected_ms may not be negative")
 	}
+	if err := checkNetwork(r.Network); err != nil {
+		return nil, "", nil, err
+	}
 	if w.conf.base == nil && !w.cfg.AllowUnconfined {
 		return nil, "", nil, w.errUnconfined()
 	}
@@ -85,7 +88,7 @@ func (w *Worker) command(ctx context.Context, r jobsapi.StartRequest) (*exec.Cmd
 	}, passedEnv()...)
 	cmd.Env = append(cmd.Env, w.cfg.Env...)
 	cmd.Env = append(cmd.Env, WorkerEnv+"="+w.marker())
-	return cmd, sessionKey(r.Tenant, r.Session), w.jobConfinement(ws.Dir(), tmp), nil
+	return cmd, sessionKey(r.Tenant, r.Session), w.jobConfinement(ws.Dir(), tmp, r.Network), nil
 }
 
 // opStart starts a background job; the answer goes out once its record's

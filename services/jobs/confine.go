@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"jetway/pkg/tasks/proctree"
+	"jetway/pkg/tasks/proctree/confspec"
 	"jetway/services/jobs/jobsapi"
 )
 
@@ -30,6 +31,22 @@ var DefaultTreeLimits = proctree.Limits{Memory: 2 << 30, Processes: 1024, CPUTim
 // unless the worker was started allowing unconfined jobs, then
 // "none (unconfined jobs allowed)").
 const MetadataConfinement = "confinement"
+
+// MetadataView is the micro service metadata key saying whether confined
+// jobs get a file system view of their own: "mount namespace", or "none
+// (unix sockets refused)" where the namespaces cannot be had.
+const MetadataView = "view"
+
+// viewInfo is the MetadataView value ("" when jobs are not confined).
+func (w *Worker) viewInfo() string {
+	if w.conf.base == nil {
+		return ""
+	}
+	if ok, _ := proctree.ViewAvailable(); ok {
+		return "mount namespace"
+	}
+	return "none (unix sockets refused)"
+}
 
 // confinement is what the worker found at start.
 type confinement struct {
@@ -80,14 +97,24 @@ func (w *Worker) errUnconfined() error {
 }
 
 // jobConfinement is a job's confinement: the system part plus, read-write,
-// the session's workspace and its temporary directory.
-func (w *Worker) jobConfinement(ws, tmp string) *proctree.Confinement {
+// the session's workspace and its temporary directory, and the network
+// mode the session's agent profile gives ("" is none).
+func (w *Worker) jobConfinement(ws, tmp, network string) *proctree.Confinement {
 	if w.conf.base == nil {
 		return nil
 	}
 	c := *w.conf.base
 	c.ReadWrite = []string{ws, tmp}
+	c.Network = network
 	return &c
+}
+
+// checkNetwork refuses a network mode that is none of the profile's.
+func checkNetwork(network string) error {
+	if !confspec.ValidNetwork(network) {
+		return badRequest("network %q: one of none, outbound, all", network)
+	}
+	return nil
 }
 
 // tmpDir is the session's temporary directory (TMPDIR of its jobs), next to

@@ -347,6 +347,13 @@ func TestWorker_says_how_it_confines_in_its_service_info(t *testing.T) {
 	if got, want := confinementMetadata(t, e.env), "landlock-v"+strconv.Itoa(proctree.LandlockABI()); got != want {
 		t.Errorf("metadata confinement = %q, want %q", got, want)
 	}
+	want := "none (unix sockets refused)"
+	if ok, _ := proctree.ViewAvailable(); ok {
+		want = "mount namespace"
+	}
+	if got := serviceInfo(t, e.env).Metadata[jobs.MetadataView]; got != want {
+		t.Errorf("metadata view = %q, want %q", got, want)
+	}
 }
 
 func TestWorker_makes_itself_non_dumpable(t *testing.T) {

@@ -20,7 +20,6 @@ import (
 	"jetway/pkg/bus"
 	"jetway/pkg/bus/bustest"
 	"jetway/pkg/events"
-	"jetway/pkg/tasks"
 	"jetway/services/jobs"
 	"jetway/services/jobs/client"
 	"jetway/services/jobs/jobsapi"
@@ -35,7 +34,9 @@ const (
 )
 
 func TestMain(m *testing.M) {
-	tasks.RunShimIfRequested()
+	if len(os.Args) > 1 && os.Args[1] == netprobeArg {
+		os.Exit(netprobe(os.Args[2:]))
+	}
 	// The worker's own environment holds a credential, as a real one's
 	// NATS_PASSWORD would: no job may see it (confine_test.go).
 	os.Setenv("NATS_PASSWORD", workerSecret)

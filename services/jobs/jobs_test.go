@@ -300,8 +300,9 @@ func TestRun_hands_a_slow_command_over_to_the_background(t *testing.T) {
 	e := newEnv(t)
 	e.startWorker("w1")
 	sub := e.subscribe(tenant, session)
-	gate := filepath.Join(t.TempDir(), "gate")
-	r := req("echo started; while [ ! -e " + gate + " ]; do sleep 0.01; done; echo finished")
+	// The gate is in the workspace: nothing outside exists for the job.
+	gate := filepath.Join(e.root, tenant, session, "gate")
+	r := req("echo started; while [ ! -e gate ]; do sleep 0.01; done; echo finished")
 	r.TimeoutMS = 100
 	r.Run = "r1"
 	res, err := e.cli.Run(bg, r)

@@ -188,6 +188,9 @@ func (m *mcpHost) open(ctx context.Context, r jobsapi.MCPOpenRequest) (jobsapi.M
 	if err := w.refuseGrounded(r.SessionRequest, "its MCP servers do not start"); err != nil {
 		return jobsapi.MCPOpenResponse{}, err
 	}
+	if err := checkNetwork(r.Server.Network); err != nil {
+		return jobsapi.MCPOpenResponse{}, err
+	}
 	env, err := m.serverEnv(r.Tenant, r.Server)
 	if err != nil {
 		return jobsapi.MCPOpenResponse{}, err
@@ -300,7 +303,7 @@ func (m *mcpHost) start(s *mcpServer, spec jobsapi.MCPServer, ws, tmp string, ex
 		return fmt.Errorf("jobs: mcp server %s: %w", spec.Name, err)
 	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
-	tree, err := m.host.StartConfined(cmd, w.cfg.Limits.Tree, w.jobConfinement(ws, tmp))
+	tree, err := m.host.StartConfined(cmd, w.cfg.Limits.Tree, w.jobConfinement(ws, tmp, spec.Network))
 	for _, f := range []*os.File{inR, outW, errW} {
 		_ = f.Close()
 	}

@@ -254,6 +254,15 @@ func (w *Worker) Run(ctx context.Context) error {
 	switch {
 	case w.conf.base != nil:
 		log.Info().Str("confinement", w.conf.String()).Msg("jobs: each job is confined to its workspace and temporary directory (Landlock)")
+		// The helper is loaded and the view probed now, so a worker that
+		// cannot confine says so at start, not at its first job.
+		if err := proctree.HelperReady(); err != nil {
+			log.Error().Err(err).Msg("jobs: no confinement helper: every command will fail to start")
+		} else if ok, why := proctree.ViewAvailable(); ok {
+			log.Info().Msg("jobs: each job sees only its confinement's paths (a mount namespace of its own): no unix socket elsewhere is reachable")
+		} else {
+			log.Warn().Str("why", why).Msg("jobs: no mount namespace for jobs (needs root or user namespaces): jobs may not create unix sockets at all")
+		}
 	case w.cfg.AllowUnconfined:
 		log.Warn().Str("confinement", "none").Int("landlock_abi", w.conf.abi).
 			Msg("jobs: jobs run UNCONFINED (--allow-unconfined-jobs): each reaches every workspace and whatever else this worker's user can")

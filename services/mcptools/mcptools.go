@@ -99,6 +99,9 @@ type Ref struct {
 	// Lineage is a sub-agent's ancestors, root first: the worker stops
 	// its servers on an ancestor's Ground Stop.
 	Lineage []string
+	// Network is the network mode of the run's agent profile, which its
+	// stdio servers get (jobsapi.MCPServer.Network).
+	Network string
 }
 
 // Target receives a server's tools, at the start and after each change of
@@ -333,7 +336,7 @@ func (s *server) transport() (mcp.Transport, *workerConn, error) {
 		if s.hub.cfg.Jobs == nil {
 			return nil, nil, errors.New("this runner has no jobs workers to run stdio servers on")
 		}
-		wt := &workerTransport{jc: s.hub.cfg.Jobs, ref: s.ref, spec: stdioSpec(s.spec)}
+		wt := &workerTransport{jc: s.hub.cfg.Jobs, ref: s.ref, spec: stdioSpec(s.spec, s.ref.Network)}
 		return wt, wt.conn(), nil
 	}
 }

@@ -26,7 +26,6 @@ import (
 	"jetway/pkg/bus/bustest"
 	"jetway/pkg/control/groundstop"
 	"jetway/pkg/dispatcherapi"
-	"jetway/pkg/tasks"
 	"jetway/pkg/tasks/proctree"
 	"jetway/services/jobs"
 	jobsclient "jetway/services/jobs/client"
@@ -46,7 +45,6 @@ const (
 )
 
 func TestMain(m *testing.M) {
-	tasks.RunShimIfRequested()
 	os.Setenv("NATS_PASSWORD", workerSecret)
 	if os.Getenv(childURL) != "" {
 		os.Exit(runChildWorker())

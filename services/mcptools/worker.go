@@ -21,8 +21,8 @@ import (
 // run left is noticed soon.
 const recvWait = 20 * time.Second
 
-func stdioSpec(s dispatcherapi.AgentMCPServer) jobsapi.MCPServer {
-	return jobsapi.MCPServer{Name: s.Name, Command: s.Command, Args: s.Args, Env: s.Env, Secrets: s.Secrets}
+func stdioSpec(s dispatcherapi.AgentMCPServer, network string) jobsapi.MCPServer {
+	return jobsapi.MCPServer{Name: s.Name, Command: s.Command, Args: s.Args, Env: s.Env, Secrets: s.Secrets, Network: network}
 }
 
 // workerTransport is an mcp.Transport to a stdio server in the session's

@@ -18,7 +18,6 @@ import (
 	"jetway/pkg/bus/bustest"
 	"jetway/pkg/events"
 	"jetway/pkg/llm/llmtest"
-	"jetway/pkg/tasks"
 )
 
 // binDir holds the jetway binary the cluster tests build; TestMain removes
@@ -26,9 +25,6 @@ import (
 var binDir string
 
 func TestMain(m *testing.M) {
-	// Tests that run a real jobs worker start commands through the
-	// confinement shim, which re-executes this binary.
-	tasks.RunShimIfRequested()
 	code := m.Run()
 	if binDir != "" {
 		os.RemoveAll(binDir)

@@ -509,7 +509,7 @@ func (a *actor) launch(ctx context.Context, parent context.Context, c claimed, i
 	// here writes there until finishRun takes the history back.
 	hist := a.hist
 	lr.tr, lr.histLen = a.tr, len(a.hist)
-	ref := SessionRef{Tenant: a.tenant, Session: a.session, Run: runID, Lineage: c.rec.Lineage}
+	ref := SessionRef{Tenant: a.tenant, Session: a.session, Run: runID, Lineage: c.rec.Lineage, Network: c.agent.Network}
 	provider := c.provider
 	if provider == nil {
 		provider = a.r.cfg.Provider

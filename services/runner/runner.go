@@ -119,6 +119,9 @@ type SessionRef struct {
 	// session). The jobs worker needs it with every command it starts:
 	// it kills a sub-agent's commands on any ancestor's Ground Stop.
 	Lineage []string
+	// Network is the network mode of the run's agent profile, which its
+	// shell commands get (jobsapi.StartRequest.Network).
+	Network string
 }
 
 // Runner consumes host events and drives runs.

@@ -22,6 +22,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"jetway/pkg/dispatcherapi"
+	"jetway/pkg/tasks/proctree/confspec"
 )
 
 // DefaultName is the profile every tenant has: when not stored it is the
@@ -95,6 +96,8 @@ func Validate(name string, p Profile) error {
 		return bad("description", "%d bytes, at most %d", len(p.Description), MaxDescription)
 	case p.ContextWindow < 0 || (p.ContextWindow > 0 && p.ContextWindow < minContextWindow):
 		return bad("context_window", "%d: 0 (the runner's) or at least %d tokens", p.ContextWindow, minContextWindow)
+	case !confspec.ValidNetwork(p.Network):
+		return bad("network", "%q: one of none (the default), outbound, all", p.Network)
 	}
 	if err := validateRecovery(p.Recovery); err != nil {
 		return err

@@ -142,6 +142,7 @@ func TestA_bad_profile_is_refused_naming_its_field_and_nothing_is_stored(t *test
 		{"reviewer", "context_window", with(func(p *agents.Profile) { p.ContextWindow = 10 })},
 		{"reviewer", "instruction_files[0]", with(func(p *agents.Profile) { p.InstructionFiles = []string{"../secrets"} })},
 		{"reviewer", "instruction_files[0]", with(func(p *agents.Profile) { p.InstructionFiles = []string{"/etc/passwd"} })},
+		{"reviewer", "network", with(func(p *agents.Profile) { p.Network = "everything" })},
 	} {
 		_, err := agents.Put(ctx, kv, "acme", c.name, c.p)
 		var fe *agents.FieldError
@@ -157,10 +158,15 @@ func TestA_bad_profile_is_refused_naming_its_field_and_nothing_is_stored(t *test
 		Model:    dispatcherapi.AgentModel{Provider: "openai", Name: "gpt-4.1", Endpoint: "local-vllm"},
 		Tools:    dispatcherapi.AgentTools{Allow: []string{"shell", "read_file"}, Deny: []string{"shell(rm *)"}},
 		Limits:   dispatcherapi.AgentLimits{MaxTurns: 20, MaxDuration: "2h", Fuel: 100000, RunsPerHour: 6, MaxSubagentDepth: 3, MaxSubagents: 8},
-		Recovery: "manual", ContextWindow: 128000, InstructionFiles: []string{"docs/AGENTS.md"},
+		Recovery: "manual", ContextWindow: 128000, InstructionFiles: []string{"docs/AGENTS.md"}, Network: "outbound",
 	}
 	if err := agents.Validate("reviewer", full); err != nil {
 		t.Fatalf("a full, good profile refused: %v", err)
+	}
+	for _, mode := range []string{"", "none", "outbound", "all"} {
+		if err := agents.Validate("reviewer", with(func(p *agents.Profile) { p.Network = mode })); err != nil {
+			t.Errorf("network %q refused: %v", mode, err)
+		}
 	}
 }
 

@@ -64,7 +64,9 @@ func MCPTimeout(s dispatcherapi.AgentMCPServer) time.Duration {
 
 // ForbiddenMCPEnv reports why a stdio server's environment may not set
 // name: the worker's own settings and credentials, and the variables the
-// worker sets itself.
+// worker sets itself. Loader variables (LD_PRELOAD, LD_AUDIT, GCONV_PATH…)
+// are not refused: the confinement helper is static and reads none of
+// them, so they reach only the server, which runs confined.
 func ForbiddenMCPEnv(name string) string {
 	up := strings.ToUpper(name)
 	switch {
@@ -72,7 +74,7 @@ func ForbiddenMCPEnv(name string) string {
 		return "not a variable name (A-Z a-z 0-9 _, not starting with a digit)"
 	case strings.HasPrefix(up, "NATS_") || strings.HasPrefix(up, "JETWAY_"):
 		return "the worker's own settings are never passed to a server"
-	case slices.Contains([]string{"PATH", "HOME", "TMPDIR", "LD_PRELOAD", "LD_LIBRARY_PATH"}, up):
+	case slices.Contains([]string{"PATH", "HOME", "TMPDIR"}, up):
 		return "set by the worker"
 	}
 	return ""

@@ -10,7 +10,11 @@ import (
 // benchmarkStart times starting `/bin/sh -c true` and waiting for its end,
 // b.N times, and reports the p50 and p99 of a start to end.
 func benchmarkStart(b *testing.B, lim Limits, c func(dir string) *Confinement) {
-	h, err := NewHost(Config{Grace: 200 * time.Millisecond})
+	benchmarkStartOn(b, Config{Grace: 200 * time.Millisecond}, lim, c)
+}
+
+func benchmarkStartOn(b *testing.B, cfg Config, lim Limits, c func(dir string) *Confinement) {
+	h, err := NewHost(cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -60,4 +64,20 @@ func BenchmarkStart_confined_with_limits(b *testing.B) {
 		b.Skip("no Landlock")
 	}
 	benchmarkStart(b, Limits{Memory: 2 << 30, Processes: 1024, CPUTime: time.Hour}, confinedTo)
+}
+
+// The confinement alone (the helper, Landlock, seccomp, the view), and
+// without the view, to tell its mounts' share.
+func BenchmarkStart_confined(b *testing.B) {
+	if LandlockABI() < MinLandlockABI {
+		b.Skip("no Landlock")
+	}
+	benchmarkStart(b, Limits{}, confinedTo)
+}
+
+func BenchmarkStart_confined_without_view(b *testing.B) {
+	if LandlockABI() < MinLandlockABI {
+		b.Skip("no Landlock")
+	}
+	benchmarkStartOn(b, Config{Grace: 200 * time.Millisecond, NoView: true}, Limits{}, confinedTo)
 }

@@ -2,6 +2,8 @@ package proctree
 
 import (
 	"bytes"
+	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -123,7 +125,7 @@ func TestCommand_without_an_env_gets_the_minimal_one_not_the_hosts(t *testing.T)
 	}
 	t.Cleanup(tr.Close)
 	_ = tr.Wait()
-	if strings.Contains(out.String(), "do-not-leak") || strings.Contains(out.String(), shimEnv) {
+	if strings.Contains(out.String(), "do-not-leak") {
 		t.Errorf("the command's environment holds the host's:\n%s", out.String())
 	}
 	if !strings.Contains(out.String(), "PATH=") {
@@ -136,7 +138,19 @@ func TestCommand_without_an_env_gets_the_minimal_one_not_the_hosts(t *testing.T)
 // status: TestConfined_tree_works_for_an_ordinary_user runs it as nobody.
 const confinedHelperEnv = "JETWAY_TEST_CONFINED_HELPER"
 
+// helperFileEnv names the prebuilt helper such a child runs: as nobody it
+// has no cache to build one in.
+const helperFileEnv = "JETWAY_TEST_HELPER_FILE"
+
 func runConfinedHelper(dir string) int {
+	useHelperFile(os.Getenv(helperFileEnv))
+	// Where this user may have a user namespace, the tree gets its view
+	// through one; elsewhere it goes without (and without unix sockets).
+	if ok, why := ViewAvailable(); ok {
+		fmt.Println("view: through a user namespace")
+	} else {
+		fmt.Println("view: none:", why)
+	}
 	h, err := NewHost(Config{Grace: 200 * time.Millisecond})
 	if err != nil {
 		return 3
@@ -150,14 +164,36 @@ func runConfinedHelper(dir string) int {
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 	tr, err := h.StartConfined(cmd, Limits{Memory: 2 << 30, Processes: 1024, CPUTime: time.Hour}, &c)
 	if err != nil {
+		fmt.Println(err)
 		return 4
 	}
 	defer tr.Close()
 	if err := tr.Wait(); err != nil {
 		return 5
 	}
+	// The unix socket probe (helper_test.go), aimed at a socket the test
+	// listens on in a directory of its own.
+	self, _ := os.Executable()
+	if err := c.AddReadOnly(filepath.Dir(self)); err != nil {
+		return 6
+	}
+	probe := exec.Command(self, unixProbeArg, os.Getenv(outsideSockEnv))
+	probe.Dir, probe.Env = dir, MinimalEnv()
+	probe.Stdout, probe.Stderr = os.Stdout, os.Stderr
+	pt, err := h.StartConfined(probe, Limits{}, &c)
+	if err != nil {
+		fmt.Println(err)
+		return 7
+	}
+	defer pt.Close()
+	if err := pt.Wait(); err != nil {
+		return 8
+	}
 	return 0
 }
+
+// outsideSockEnv names the socket runConfinedHelper's probe aims at.
+const outsideSockEnv = "JETWAY_TEST_OUTSIDE_SOCK"
 
 func TestConfined_tree_works_for_an_ordinary_user(t *testing.T) {
 	needLandlock(t)
@@ -176,8 +212,17 @@ func TestConfined_tree_works_for_an_ordinary_user(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	helper, err := HelperFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	helperBytes, err := os.ReadFile(helper)
+	if err != nil {
+		t.Fatal(err)
+	}
 	dir := filepath.Join(base, "ws")
 	for _, step := range []error{
+		os.WriteFile(filepath.Join(base, "jetway-confine"), helperBytes, 0o755),
 		os.Chmod(base, 0o755),
 		os.WriteFile(bin, self, 0o755),
 		os.Mkdir(dir, 0o755),
@@ -188,8 +233,34 @@ func TestConfined_tree_works_for_an_ordinary_user(t *testing.T) {
 			t.Fatal(step)
 		}
 	}
+	// A socket nobody could connect to, were it reachable.
+	other, err := os.MkdirTemp("", "jw-nb-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(other) })
+	sock := filepath.Join(other, "s.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	for _, p := range []string{other, sock} {
+		if err := os.Chmod(p, 0o777); err != nil {
+			t.Fatal(err)
+		}
+	}
 	cmd := exec.Command(bin, "-test.run=^$")
-	cmd.Env = append(MinimalEnv(), confinedHelperEnv+"="+dir)
+	cmd.Env = append(MinimalEnv(), confinedHelperEnv+"="+dir, helperFileEnv+"="+filepath.Join(base, "jetway-confine"), outsideSockEnv+"="+sock)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}, Pdeathsig: syscall.SIGKILL}
 	out, err := cmd.CombinedOutput()
 	if err != nil {
@@ -197,5 +268,12 @@ func TestConfined_tree_works_for_an_ordinary_user(t *testing.T) {
 	}
 	if !strings.Contains(string(out), "written") || !strings.Contains(string(out), "outside-refused") || strings.Contains(string(out), "SECRET-OUTSIDE") {
 		t.Errorf("as nobody:\n%s", out)
+	}
+	t.Logf("as nobody:\n%s", out)
+	if !strings.Contains(string(out), "connect-outside refused") || !strings.Contains(string(out), "socketpair ok") {
+		t.Errorf("as nobody, a unix socket outside was reachable:\n%s", out)
+	}
+	if strings.Contains(string(out), "view: through") != strings.Contains(string(out), "listen-here ok") {
+		t.Errorf("as nobody, a socket in the workspace works exactly when there is a view:\n%s", out)
 	}
 }

@@ -8,8 +8,8 @@
 // sweep of this process's descendants in /proc (by process group, by the
 // JETWAY_TASK environment marker, and by parent pid from any member) finds
 // what the others miss. Limits come from cgroup controllers (v2 or v1) and
-// from rlimits set by a re-exec shim of the running binary (see
-// RunShimIfRequested).
+// from rlimits set by the confinement helper, a small static program the
+// tree's root starts as (helper.go), which also confines it.
 package proctree
 
 import (
@@ -29,6 +29,8 @@ import (
 
 	"github.com/rs/zerolog"
 	"golang.org/x/sys/unix"
+
+	"jetway/pkg/tasks/proctree/confspec"
 )
 
 // MarkerEnv is the environment variable every process of a tree inherits;
@@ -66,6 +68,10 @@ type Config struct {
 	NoCgroups bool
 	// Log receives what containment was found; the zero value logs nothing.
 	Log zerolog.Logger
+	// NoView turns the confined trees' file system view off even where
+	// the host allows one (ViewAvailable): they then may not create
+	// AF_UNIX sockets at all.
+	NoView bool
 }
 
 // Host starts and contains process trees for one owner (a task manager).
@@ -198,7 +204,7 @@ var ErrClosed = errors.New("proctree: host closed")
 // Start starts cmd as the root of a new contained tree. cmd must not have
 // been started; Start sets its SysProcAttr (own process group, parent-death
 // signal, cgroup) and adds the marker to its environment, and, when limits
-// need it, runs it through the shim. A cmd without an Env gets MinimalEnv,
+// need it, runs it through the confinement helper. A cmd without an Env gets MinimalEnv,
 // not this process's environment, which may hold credentials.
 func (h *Host) Start(cmd *exec.Cmd, lim Limits) (*Tree, error) {
 	return h.StartConfined(cmd, lim, nil)
@@ -206,8 +212,10 @@ func (h *Host) Start(cmd *exec.Cmd, lim Limits) (*Tree, error) {
 
 // StartConfined is Start with the tree confined to c (see Confinement);
 // a nil c confines nothing. A confined tree always starts through the
-// shim, which confines itself and then execs the command; one that cannot
-// be confined does not run (the shim exits 127 saying why).
+// helper, which confines itself and then execs the command; one that
+// cannot be confined does not run (the helper exits 127 saying why). c's
+// View is decided here: set where the host allows a view (ViewAvailable)
+// and the host's config does not turn it off.
 func (h *Host) StartConfined(cmd *exec.Cmd, lim Limits, c *Confinement) (*Tree, error) {
 	if cmd.Err != nil {
 		return nil, fmt.Errorf("proctree: start %s: %w", cmd.Path, cmd.Err)
@@ -227,7 +235,7 @@ func (h *Host) StartConfined(cmd *exec.Cmd, lim Limits, c *Confinement) (*Tree, 
 		done:  make(chan struct{}),
 	}
 	name := fmt.Sprintf("t%d", n)
-	var shim shimSpec
+	var shim confspec.Spec
 	// Limits written into the v2 cgroup need a cgroup nothing used before.
 	t.v2Limits = (lim.Processes > 0 && h.feat.V2Pids) || (lim.Memory > 0 && h.feat.V2Memory)
 	if h.v2 != "" {
@@ -319,15 +327,24 @@ func (h *Host) StartConfined(cmd *exec.Cmd, lim Limits, c *Confinement) (*Tree, 
 	if env == nil {
 		env = MinimalEnv()
 	}
-	shim.Confine = c
+	if c != nil {
+		cc := *c
+		cc.View = false
+		if !h.cfg.NoView {
+			cc.View, _ = ViewAvailable()
+		}
+		shim.Confine = &cc
+	}
 	env = append(env[:len(env):len(env)], MarkerEnv+"="+t.token)
 	cmd.Env = env
-	if shim.needed() {
-		path, args, env, err := wrapInShim(cmd.Path, cmd.Args, cmd.Env, shim)
+	var specFile *os.File
+	if len(shim.Join) > 0 || shim.CPU > 0 || shim.FSize > 0 || shim.AS > 0 || shim.Confine != nil {
+		f, err := wrapInHelper(cmd, shim)
 		if err != nil {
 			return fail(err)
 		}
-		cmd.Path, cmd.Args, cmd.Env = path, args, env
+		specFile = f
+		defer specFile.Close()
 	}
 	if cmd.SysProcAttr == nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{}
@@ -349,15 +366,24 @@ func (h *Host) StartConfined(cmd *exec.Cmd, lim Limits, c *Confinement) (*Tree, 
 	startMu.RLock()
 	err := cmd.Start()
 	if err != nil && t.v2fd >= 0 && !errors.Is(err, exec.ErrNotFound) {
-		// clone3 with CLONE_INTO_CGROUP refused: run uncontained by cgroup
-		// rather than not at all.
+		// clone3 with CLONE_INTO_CGROUP refused (EACCES where the cgroup's
+		// placement rules are not met; seen under load in the jobs tests):
+		// run uncontained by cgroup rather than not at all.
 		h.cfg.Log.Warn().Err(err).Msg("proctree: start in cgroup failed; retrying without")
+		first := err
 		cmd.SysProcAttr.UseCgroupFD = false
-		cmd.Process = nil
+		// An exec.Cmd starts once, even when its Start failed: the retry
+		// is a fresh one with the same fields (a context given to
+		// exec.CommandContext is not carried over; the callers use none).
+		*cmd = exec.Cmd{Path: cmd.Path, Args: cmd.Args, Env: cmd.Env, Dir: cmd.Dir,
+			Stdin: cmd.Stdin, Stdout: cmd.Stdout, Stderr: cmd.Stderr,
+			ExtraFiles: cmd.ExtraFiles, SysProcAttr: cmd.SysProcAttr}
 		_ = syscall.Close(t.v2fd)
 		_ = removeCgroup(t.v2)
 		t.v2, t.v2fd = "", -1
-		err = cmd.Start()
+		if err = cmd.Start(); err != nil {
+			err = fmt.Errorf("%w (and in its cgroup: %w)", err, first)
+		}
 	}
 	if err == nil {
 		track(cmd.Process.Pid)

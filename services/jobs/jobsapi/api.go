@@ -120,6 +120,9 @@ type StartRequest struct {
 	// Run tags the command as a foreground command of that agent run (see
 	// OpChildState).
 	Run string `json:"run,omitempty"`
+	// Network is what the command may reach of the network, from the
+	// session's agent profile: "none" (also ""), "outbound" or "all".
+	Network string `json:"network,omitempty"`
 }
 
 // StartResponse answers start and run.

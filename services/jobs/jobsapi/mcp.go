@@ -41,6 +41,9 @@ type MCPServer struct {
 	// a secret the worker holds for the tenant, or shared:<name>
 	// (agents.MCPSecretVar).
 	Secrets map[string]string `json:"secrets,omitempty"`
+	// Network is what the server may reach of the network, from the
+	// session's agent profile: "none" (also ""), "outbound" or "all".
+	Network string `json:"network,omitempty"`
 }
 
 var mcpServerName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,32}$`)

@@ -109,7 +109,7 @@ func TestRead_file_refuses_a_symlink_to_an_image_outside(t *testing.T) {
 
 func TestRead_file_description_tells_the_model_it_can_read_images(t *testing.T) {
 	var d string
-	for _, tl := range jobtools.Tools(nil, "acme", "s1", "r1") {
+	for _, tl := range jobtools.Tools(nil, "acme", "s1", "r1", "") {
 		if tl.Spec().Name == "read_file" {
 			d = tl.Spec().Description
 		}

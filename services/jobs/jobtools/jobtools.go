@@ -51,18 +51,19 @@ const (
 
 // Tools returns the tools of one run of a session. Foreground shell
 // commands are tagged with run, so a recovering runner can ask whether they
-// are gone (client.ChildState). A sub-agent's run passes its lineage (its
-// ancestors, root first), sent with every request, so the worker kills its
-// commands on an ancestor's Ground Stop.
-func Tools(c *client.Client, tenant, session, run string, lineage ...string) []tool.Tool {
-	t := &tools{c: c, tenant: tenant, session: session, run: run, lineage: lineage}
+// are gone (client.ChildState); every command gets network, the network
+// mode of the session's agent profile. A sub-agent's run passes its lineage
+// (its ancestors, root first), sent with every request, so the worker kills
+// its commands on an ancestor's Ground Stop.
+func Tools(c *client.Client, tenant, session, run, network string, lineage ...string) []tool.Tool {
+	t := &tools{c: c, tenant: tenant, session: session, run: run, network: network, lineage: lineage}
 	return []tool.Tool{
 		tool.Func{Name: Shell, Schema: shellSchema, Fn: t.shell, Description: "Run a shell command (sh -c) in the session's workspace. " +
 			"By default it runs in the foreground: the result is its output, or, if it is still running after timeout seconds " +
 			"(default 120), it goes on as a background job and you get its id. Set background to start a long command as a " +
 			"background job at once. You get a notice when a background job ends; use shell_job_status, shell_job_output " +
 			"and shell_job_kill with its id. Commands may write only in the workspace (which is $HOME) and $TMPDIR, not /tmp; " +
-			"system directories are read-only, everything else outside is Permission denied; the network is open."},
+			"system directories are read-only, everything else outside is Permission denied; " + networkNote(network)},
 		tool.Func{Name: JobStatus, Schema: statusSchema, Fn: t.status, IsReadOnly: true, Description: "Show a background job's " +
 			"status and last output lines, optionally waiting up to wait seconds for it to end."},
 		tool.Func{Name: JobOutput, Schema: outputSchema, Fn: t.output, IsReadOnly: true, Description: "Read a job's output: " +
@@ -130,9 +131,20 @@ var (
 )
 
 type tools struct {
-	c                    *client.Client
-	tenant, session, run string
-	lineage              []string
+	c                             *client.Client
+	tenant, session, run, network string
+	lineage                       []string
+}
+
+// networkNote tells the model what its commands may reach of the network.
+func networkNote(network string) string {
+	switch network {
+	case "outbound":
+		return "the network is open for outgoing connections; listening on a TCP port is refused."
+	case "all":
+		return "the network is open."
+	}
+	return "there is no network (sockets other than unix sockets in the workspace are refused)."
 }
 
 // input decodes a call's arguments into v.
@@ -182,7 +194,7 @@ func (t *tools) shell(ctx context.Context, call tool.Call) (tool.Result, error) 
 		timeout = DefaultShellTimeout
 	}
 	timeout = min(timeout, MaxShellTimeout)
-	r := jobsapi.StartRequest{SessionRequest: t.sess(), Command: in.Command, ExpectedMS: in.Expected * 1000}
+	r := jobsapi.StartRequest{SessionRequest: t.sess(), Command: in.Command, ExpectedMS: in.Expected * 1000, Network: t.network}
 	if in.Background {
 		res, err := t.c.Start(ctx, r)
 		if err != nil {

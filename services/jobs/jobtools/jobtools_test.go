@@ -14,16 +14,10 @@ import (
 	"jetway/pkg/bus"
 	"jetway/pkg/bus/bustest"
 	"jetway/pkg/handover"
-	"jetway/pkg/tasks"
 	"jetway/services/jobs"
 	"jetway/services/jobs/client"
 	"jetway/services/jobs/jobtools"
 )
-
-func TestMain(m *testing.M) {
-	tasks.RunShimIfRequested()
-	os.Exit(m.Run())
-}
 
 // setup serves a worker on a real JetStream server and returns the tools
 // of run r1 of acme/s1 in a registry, with the client.
@@ -71,7 +65,7 @@ func setupRoot(t *testing.T) (*tool.Registry, *client.Client, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg, err := tool.NewRegistry(jobtools.Tools(cli, "acme", "s1", "r1")...)
+	reg, err := tool.NewRegistry(jobtools.Tools(cli, "acme", "s1", "r1", "")...)
 	if err != nil {
 		t.Fatalf("the tools do not register: %v", err)
 	}

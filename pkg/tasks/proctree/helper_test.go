@@ -1,0 +1,239 @@
+package proctree
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"jetway/pkg/tasks/proctree/confspec"
+)
+
+// The helper is held at the read of its spec (a pipe the test writes
+// later), so its own process can be looked at before it does anything:
+// its environment is empty and its argv names only itself, though the
+// command's environment holds a loader variable and a secret.
+func TestHelper_process_has_an_empty_environment_before_it_execs(t *testing.T) {
+	needLandlock(t)
+	h := newHost(t, Config{NoCgroups: true})
+	ViewAvailable() // its probe reads a spec of its own
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	var held []byte
+	specSource = func(spec confspec.Spec) (*os.File, error) {
+		held, err = json.Marshal(spec)
+		return r, err
+	}
+	t.Cleanup(func() { specSource = specFile })
+	dir := t.TempDir()
+	c := SystemConfinement()
+	c.ReadWrite = []string{dir}
+	var out bytes.Buffer
+	cmd := exec.Command("/bin/sh", "-c", "echo ran; env")
+	cmd.Dir = dir
+	cmd.Env = []string{"PATH=/usr/bin:/bin", "LD_AUDIT=/nonexistent/evil.so", "GCONV_PATH=/nonexistent", "SECRET_OF_THE_COMMAND=x"}
+	cmd.Stdout, cmd.Stderr = &out, &out
+	tr, err := h.StartConfined(cmd, Limits{}, &c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = tr.KillNow()
+		tr.Close()
+	})
+	pid := strconv.Itoa(tr.Pid())
+	environ, err := os.ReadFile("/proc/" + pid + "/environ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(environ) != 0 {
+		t.Errorf("the helper's environment before exec = %q, want empty", environ)
+	}
+	argv, _ := os.ReadFile("/proc/" + pid + "/cmdline")
+	if string(argv) != helperName+"\x00" {
+		t.Errorf("the helper's argv = %q, want only its name", argv)
+	}
+	if exe, _ := os.Readlink("/proc/" + pid + "/exe"); !strings.HasPrefix(exe, "/memfd:"+helperName) {
+		t.Errorf("the helper runs from %q, want its sealed memfd", exe)
+	}
+	// Now let it go: the command runs with its own environment.
+	if _, err := w.Write(held); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	done := make(chan error, 1)
+	go func() { done <- tr.Wait() }()
+	select {
+	case err = <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the command did not end")
+	}
+	if err != nil || !strings.Contains(out.String(), "ran") || !strings.Contains(out.String(), "SECRET_OF_THE_COMMAND=x") {
+		t.Errorf("the command after the helper: %v\n%s", err, out.String())
+	}
+}
+
+// The memfd the helper runs from is sealed: not even this process can
+// change it after loading.
+func TestHelper_memfd_is_sealed(t *testing.T) {
+	exe, err := helperPath()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(exe, os.O_WRONLY, 0)
+	if err == nil {
+		_, err = f.Write([]byte("x"))
+		f.Close()
+	}
+	if err == nil {
+		t.Error("the helper's memfd could be written")
+	}
+}
+
+// The helper links only the standard library, x/sys/unix, go-landlock
+// (and its psx) and the spec package: nothing of jetway's init.
+func TestHelper_imports_nothing_of_jetway_but_its_spec(t *testing.T) {
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("no go tool")
+	}
+	out, err := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", "./confiner").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	allowed := []string{"golang.org/x/sys/", "github.com/landlock-lsm/go-landlock/", "kernel.org/pub/linux/libs/security/libcap/psx",
+		"jetway/pkg/tasks/proctree/confspec", "jetway/pkg/tasks/proctree/confiner"}
+	for _, dep := range strings.Fields(string(out)) {
+		ok := false
+		for _, a := range allowed {
+			ok = ok || strings.HasPrefix(dep, a)
+		}
+		if !ok {
+			t.Errorf("the helper depends on %s", dep)
+		}
+	}
+	out, err = exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", "./confspec").CombinedOutput()
+	if err != nil || strings.TrimSpace(string(out)) != "jetway/pkg/tasks/proctree/confspec" {
+		t.Errorf("the spec package imports more than the standard library: %v\n%s", err, out)
+	}
+}
+
+// unixProbeArg makes the test binary try unix sockets (TestMain): a
+// connect to the path it is given, a listener in its directory, and a
+// socketpair; one line each, "ok" or "refused: <error>".
+const unixProbeArg = "unixprobe"
+
+func unixProbe(outside string) int {
+	say := func(what string, err error) {
+		if err != nil {
+			fmt.Printf("%s refused: %v\n", what, err)
+		} else {
+			fmt.Printf("%s ok\n", what)
+		}
+	}
+	c, err := net.Dial("unix", outside)
+	if err == nil {
+		c.Close()
+	}
+	say("connect-outside", err)
+	l, err := net.Listen("unix", "here.sock")
+	if err == nil {
+		l.Close()
+	}
+	say("listen-here", err)
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM, 0)
+	if err == nil {
+		unix.Close(fds[0])
+		unix.Close(fds[1])
+	}
+	say("socketpair", err)
+	return 0
+}
+
+// A unix socket listening outside the tree's directory: with a view it
+// does not exist for the tree, while one in its directory works; without
+// (a host that refuses the namespaces) unix sockets cannot be made at
+// all, socketpair still works.
+func TestConfined_tree_reaches_no_unix_socket_outside_with_or_without_a_view(t *testing.T) {
+	needLandlock(t)
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := os.MkdirTemp("", "jw-ux-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(other) })
+	sock := filepath.Join(other, "s.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	if c, err := net.Dial("unix", sock); err != nil {
+		t.Fatalf("control: the socket cannot be reached from outside the confinement: %v", err)
+	} else {
+		c.Close()
+	}
+	for _, noView := range []bool{false, true} {
+		if ok, why := ViewAvailable(); !noView && !ok {
+			t.Logf("no view on this host (%s): only the fallback is tested", why)
+			continue
+		}
+		h := newHost(t, Config{NoCgroups: true, NoView: noView})
+		dir := t.TempDir()
+		c := SystemConfinement()
+		c.ReadWrite = []string{dir}
+		if err := c.AddReadOnly(filepath.Dir(self)); err != nil {
+			t.Fatal(err)
+		}
+		var out bytes.Buffer
+		cmd := exec.Command(self, unixProbeArg, sock)
+		cmd.Dir, cmd.Env = dir, MinimalEnv()
+		cmd.Stdout, cmd.Stderr = &out, &out
+		tr, err := h.StartConfined(cmd, Limits{}, &c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan struct{})
+		go func() { _ = tr.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			_ = tr.KillNow()
+			t.Fatal("the probe did not end")
+		}
+		tr.Close()
+		want := []string{"connect-outside refused", "listen-here ok", "socketpair ok"}
+		if noView {
+			want[1] = "listen-here refused"
+		}
+		for _, w := range want {
+			if !strings.Contains(out.String(), w) {
+				t.Errorf("view %v: want %q in:\n%s", !noView, w, out.String())
+			}
+		}
+	}
+}
