@@ -1,9 +1,6 @@
 package main
 
 import (
-	"os/signal"
-	"syscall"
-
 	"github.com/nats-io/nats-server/v2/server"
 
 	"errors"
@@ -119,26 +116,15 @@ func devNATSPassword(path string) (string, error) {
 // on SIGHUP (what `jetway tenants add` and `revoke` send it): a new
 // tenant's account holds at once, a revoked user is disconnected.
 func reloadDevBusOnHangup(b devBus, srv *server.Server, cfg bus.EmbeddedConfig, say func(string, ...any)) (stop func()) {
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	done := make(chan struct{})
-	go func() {
-		for {
-			select {
-			case <-done:
-				return
-			case <-hup:
-				err := b.writeConf()
-				if err == nil {
-					err = bus.ReloadEmbedded(srv, cfg)
-				}
-				if err != nil {
-					say("reload of the tenant accounts failed: %v", err)
-					continue
-				}
-				say("tenant accounts reloaded from %s", b.creds.Dir)
-			}
+	return onHangup(func() {
+		err := b.writeConf()
+		if err == nil {
+			err = bus.ReloadEmbedded(srv, cfg)
 		}
-	}()
-	return func() { signal.Stop(hup); close(done) }
+		if err != nil {
+			say("reload of the tenant accounts failed: %v", err)
+			return
+		}
+		say("tenant accounts reloaded from %s", b.creds.Dir)
+	})
 }

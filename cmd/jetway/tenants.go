@@ -210,6 +210,20 @@ func reloadDeployment(out io.Writer, f tenantsFlags) error {
 // added by `jetway tenants add` (or by hand) hold without a restart. A file
 // that no longer loads keeps the tokens in force and is logged.
 func reloadTokensOnHangup(store *auth.Store, src auth.Sources, log *zerolog.Logger) (stop func()) {
+	return onHangup(func() {
+		fresh, err := auth.Load(src)
+		if err != nil {
+			log.Error().Err(err).Msg("tokens not reloaded; the ones in force stay")
+			return
+		}
+		store.Replace(fresh)
+		log.Info().Int("tokens", fresh.Len()).Msg("tokens reloaded")
+	})
+}
+
+// onHangup calls reload on every SIGHUP until stop is called; while it
+// runs, SIGHUP no longer ends the process.
+func onHangup(reload func()) (stop func()) {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	done := make(chan struct{})
@@ -219,13 +233,7 @@ func reloadTokensOnHangup(store *auth.Store, src auth.Sources, log *zerolog.Logg
 			case <-done:
 				return
 			case <-hup:
-				fresh, err := auth.Load(src)
-				if err != nil {
-					log.Error().Err(err).Msg("tokens not reloaded; the ones in force stay")
-					continue
-				}
-				store.Replace(fresh)
-				log.Info().Int("tokens", fresh.Len()).Msg("tokens reloaded")
+				reload()
 			}
 		}
 	}()

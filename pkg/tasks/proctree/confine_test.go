@@ -3,7 +3,6 @@ package proctree
 import (
 	"bytes"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -239,21 +238,7 @@ func TestConfined_tree_works_for_an_ordinary_user(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(other) })
-	sock := filepath.Join(other, "s.sock")
-	l, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
+	sock := listenUnix(t, filepath.Join(other, "s.sock"))
 	for _, p := range []string{other, sock} {
 		if err := os.Chmod(p, 0o777); err != nil {
 			t.Fatal(err)

@@ -177,21 +177,7 @@ func TestConfined_tree_reaches_no_unix_socket_outside_with_or_without_a_view(t *
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(other) })
-	sock := filepath.Join(other, "s.sock")
-	l, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
+	sock := listenUnix(t, filepath.Join(other, "s.sock"))
 	if c, err := net.Dial("unix", sock); err != nil {
 		t.Fatalf("control: the socket cannot be reached from outside the confinement: %v", err)
 	} else {
@@ -236,4 +222,25 @@ func TestConfined_tree_reaches_no_unix_socket_outside_with_or_without_a_view(t *
 			}
 		}
 	}
+}
+
+// listenUnix listens on a pathname unix socket at path, accepting and
+// closing every connection, until the test ends; it returns path.
+func listenUnix(t *testing.T, path string) string {
+	t.Helper()
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	return path
 }
