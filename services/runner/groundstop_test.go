@@ -109,7 +109,9 @@ func TestGround_Stop_kills_the_runs_commands_and_the_model_reads_so(t *testing.T
 		{ID: "c2", Name: jobtools.Shell, Input: `{"command":"` + beat("fg") + `","timeout":600}`},
 	}})
 	model.SetFallback(llmtest.Reply{Text: "noted"})
-	e.startRunner("r1", p, func(s SessionRef) []tool.Tool { return jobtools.Tools(jc, s.Tenant, s.Session, s.Run, s.Network, s.Lineage...) })
+	e.startRunner("r1", p, func(s SessionRef) []tool.Tool {
+		return jobtools.Tools(jc, s.Tenant, s.Session, s.Run, s.Network, s.Lineage...)
+	})
 	e.publish(events.KindEvents, "t1", "s1", events.Input{Text: "start the heartbeats"})
 
 	bgBeat, fgBeat := filepath.Join(root, "t1", "s1", "bg"), filepath.Join(root, "t1", "s1", "fg")
@@ -164,7 +166,9 @@ func TestGround_Stop_of_a_root_kills_its_idle_sub_agents_background_command(t *t
 		}
 		return llmtest.Reply{Text: "ok"}
 	})
-	e.startRunner("r1", p, func(s SessionRef) []tool.Tool { return jobtools.Tools(jc, s.Tenant, s.Session, s.Run, s.Network, s.Lineage...) })
+	e.startRunner("r1", p, func(s SessionRef) []tool.Tool {
+		return jobtools.Tools(jc, s.Tenant, s.Session, s.Run, s.Network, s.Lineage...)
+	})
 	e.publish(events.KindEvents, "t1", "p1", events.Input{Text: "start a helper"})
 
 	var child, hb string
