@@ -61,16 +61,21 @@ func (e *env) actor(r *Runner, tenant, session string) *actor {
 func (e *env) waitNotice(r *Runner, tenant, session, id string) {
 	e.t.Helper()
 	testutil.Eventually(e.t, 10*time.Second, "event "+id+" to wait as a notice", func() bool {
-		a := e.actor(r, tenant, session)
-		if a == nil {
-			return false
-		}
-		return a.holds(func(a *actor) bool {
-			_, held := a.held[id]
-			return held && a.run != nil && a.run.guide.IsPending(id)
-		})
+		return e.noticePending(r, tenant, session, id)
 	})
+}
 
+// noticePending reports whether event id waits as a notice in the live
+// run of the session's actor on r.
+func (e *env) noticePending(r *Runner, tenant, session, id string) bool {
+	a := e.actor(r, tenant, session)
+	if a == nil {
+		return false
+	}
+	return a.holds(func(a *actor) bool {
+		_, held := a.held[id]
+		return held && a.run != nil && a.run.guide.IsPending(id)
+	})
 }
 
 func waitGate(t *testing.T, g *gate) {

@@ -279,12 +279,19 @@ func TestA_child_s_progress_and_answer_reach_a_busy_parent_s_next_model_request_
 		}
 		return llmtest.Reply{Text: "?"}
 	})
-	e.twoRunners(p, func(SessionRef) []tool.Tool { return []tool.Tool{g.tool()} })
+	r1, r2 := e.twoRunners(p, func(SessionRef) []tool.Tool { return []tool.Tool{g.tool()} })
 	e.publish(events.KindEvents, "t1", "p1", events.Input{Text: "please review"})
 	g.waitEntered(t)
 	testutil.Eventually(t, 30*time.Second, "the child to finish while the parent is busy", func() bool {
 		c := e.session("t1", "p1-a1")
 		return c.State == StateIdle && c.Runs == 1
+	})
+	// The child's end travels through the streams to the parent's runner:
+	// open the gate only once it waits there as a notice of the live run
+	// (its progress, published before it on the same subject, is ahead).
+	fin := FinishedEventID("p1-a1", e.session("t1", "p1-a1").Run)
+	testutil.Eventually(t, 30*time.Second, "the child's end to wait as a notice of the parent's run", func() bool {
+		return e.noticePending(r1, "t1", "p1", fin) || e.noticePending(r2, "t1", "p1", fin)
 	})
 	close(g.open)
 	testutil.Eventually(t, 30*time.Second, "the parent's run to end", func() bool {
@@ -300,7 +307,6 @@ func TestA_child_s_progress_and_answer_reach_a_busy_parent_s_next_model_request_
 	if n := countIn(model, "", "[sub-agent progress] agent 1 (reviewer) reports: half way"); n != 1 {
 		t.Errorf("requests whose last message carries the child's progress report: %d, want 1", n)
 	}
-	fin := FinishedEventID("p1-a1", e.session("t1", "p1-a1").Run)
 	if n := deliveries(e.records("t1", "p1"))[fin]; n != 1 {
 		t.Errorf("finished event delivered %d times", n)
 	}
