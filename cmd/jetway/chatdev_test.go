@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"jetway/internal/testutil"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -109,19 +110,6 @@ func longJobScript(t *testing.T, marker string) string {
 	return path
 }
 
-// processesWith lists the pids whose command line contains s.
-func processesWith(s string) []string {
-	var pids []string
-	dirs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
-	for _, f := range dirs {
-		b, err := os.ReadFile(f)
-		if err == nil && strings.Contains(string(b), s) {
-			pids = append(pids, filepath.Base(filepath.Dir(f)))
-		}
-	}
-	return pids
-}
-
 func TestChat_opens_with_history_running_jobs_and_the_Ground_Stop_with_how_to_lift_it_and_kill_kills_the_job(t *testing.T) {
 	marker := fmt.Sprintf("killtest-%d", time.Now().UnixNano())
 	t.Setenv("JETWAY_SCRIPT", longJobScript(t, marker))
@@ -144,7 +132,7 @@ func TestChat_opens_with_history_running_jobs_and_the_Ground_Stop_with_how_to_li
 	if i, j := strings.Index(screen, "recently:"), strings.Index(screen, "running: job 1"); i < 0 || j < i {
 		t.Errorf("the history does not come first, then the running job:\n%s", screen)
 	}
-	if len(processesWith(marker)) == 0 {
+	if len(testutil.ProcessesWith(marker)) == 0 {
 		t.Fatalf("the long job's processes are not running before /kill")
 	}
 
@@ -152,7 +140,7 @@ func TestChat_opens_with_history_running_jobs_and_the_Ground_Stop_with_how_to_li
 	c.scr.until(t, "job 1 killed", func(s string) bool { return strings.Contains(s, "job 1 killed: t1 killed") })
 	waitCLI(t, "job 1 killed", func(s string) bool { return regexp.MustCompile(`(?m)^1\s+killed\s`).MatchString(s) },
 		append([]string{"jobs", "s"}, cf...)...)
-	if pids := processesWith(marker); len(pids) != 0 {
+	if pids := testutil.ProcessesWith(marker); len(pids) != 0 {
 		t.Errorf("processes of the killed job still run: %v", pids)
 	}
 	c.quit(t)

@@ -1,7 +1,6 @@
 package jobs_test
 
 import (
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -16,39 +15,6 @@ import (
 	"jetway/services/jobs"
 	"jetway/services/jobs/jobsapi"
 )
-
-// heartbeat is a command that appends a line to file (in its workspace)
-// every 20 ms until it is killed.
-func heartbeat(file string) string {
-	return "while :; do echo beat >> " + file + "; sleep 0.02; done"
-}
-
-func size(t *testing.T, file string) int64 {
-	t.Helper()
-	st, err := os.Stat(file)
-	if err != nil {
-		return -1
-	}
-	return st.Size()
-}
-
-// stillAfter asserts that none of files grows any more once d has passed
-// since from: each is measured at from+d and again 300 ms (15 heartbeats)
-// later.
-func stillAfter(t *testing.T, from time.Time, d time.Duration, files ...string) {
-	t.Helper()
-	time.Sleep(time.Until(from.Add(d)))
-	before := make([]int64, len(files))
-	for k, f := range files {
-		before[k] = size(t, f)
-	}
-	time.Sleep(300 * time.Millisecond)
-	for k, f := range files {
-		if after := size(t, f); after != before[k] {
-			t.Errorf("%s grew from %d to %d bytes more than %s after Ground Stop", filepath.Base(f), before[k], after, d)
-		}
-	}
-}
 
 func (e *env) setStop(tenant, session string, on bool) {
 	e.t.Helper()
@@ -81,8 +47,8 @@ func TestGround_Stop_kills_a_sessions_background_and_foreground_commands(t *test
 	other := e.subscribe(tenant, "s2")
 	bgBeat, fgBeat, otherBeat := e.wsFile(session, "bg"), e.wsFile(session, "fg"), e.wsFile("s2", "other")
 
-	e.start(heartbeat("bg"))
-	o := req(heartbeat("other"))
+	e.start(testutil.Heartbeat(t, "bg"))
+	o := req(testutil.Heartbeat(t, "other"))
 	o.Session = "s2"
 	if _, err := e.cli.Start(bg, o); err != nil {
 		t.Fatal(err)
@@ -93,12 +59,12 @@ func TestGround_Stop_kills_a_sessions_background_and_foreground_commands(t *test
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		r := req(heartbeat("fg"))
+		r := req(testutil.Heartbeat(t, "fg"))
 		r.TimeoutMS, r.Run = 60_000, "r1"
 		fg, fgErr = e.cli.Run(bg, r)
 	}()
 	testutil.Eventually(t, 15*time.Second, "both heartbeats to beat", func() bool {
-		return size(t, bgBeat) > 0 && size(t, fgBeat) > 0 && size(t, otherBeat) > 0
+		return testutil.FileSize(bgBeat) > 0 && testutil.FileSize(fgBeat) > 0 && testutil.FileSize(otherBeat) > 0
 	})
 
 	at := time.Now()
@@ -115,9 +81,9 @@ func TestGround_Stop_kills_a_sessions_background_and_foreground_commands(t *test
 		return n == 2
 	})
 	t.Logf("both commands were killed %s after the switch was set", time.Since(at).Round(time.Millisecond))
-	stillAfter(t, at, time.Second, bgBeat, fgBeat)
-	a := size(t, otherBeat)
-	testutil.Eventually(t, 5*time.Second, "another session's heartbeat to go on", func() bool { return size(t, otherBeat) > a })
+	testutil.HeartbeatsGone(t, at, "bg", "fg")
+	a := testutil.FileSize(otherBeat)
+	testutil.Eventually(t, 5*time.Second, "another session's heartbeat to go on", func() bool { return testutil.FileSize(otherBeat) > a })
 
 	wg.Wait()
 	if fgErr != nil || !fg.Ended || fg.Job.Status != tasks.Killed || !strings.HasSuffix(fg.Output, jobs.GroundStopNote) {
@@ -152,7 +118,11 @@ func TestGround_Stop_kills_a_sessions_background_and_foreground_commands(t *test
 			t.Errorf("job %s runs after the switch was lifted: %s", j.ID, j.Line)
 		}
 	}
-	stillAfter(t, time.Now(), 0, bgBeat, fgBeat)
+	for _, f := range []string{"bg", "fg"} {
+		if n := testutil.ProcessesWith(testutil.HeartbeatMarker(t, f)); len(n) > 0 {
+			t.Errorf("heartbeat %s runs again after the switch was lifted: pids %v", f, n)
+		}
+	}
 	if len(other.ch) != 0 {
 		t.Error("another session's job ended")
 	}
@@ -180,24 +150,24 @@ func TestGround_Stop_of_a_root_session_kills_its_sub_agents_commands(t *testing.
 	e := newEnv(t)
 	e.startWorker("w1")
 	child, unrelated := e.wsFile("s1-a1-a1", "child"), e.wsFile("s9", "unrelated")
-	r := req(heartbeat("child"))
+	r := req(testutil.Heartbeat(t, "child"))
 	r.Session, r.Lineage = "s1-a1-a1", []string{"s1", "s1-a1"}
 	if _, err := e.cli.Start(bg, r); err != nil {
 		t.Fatal(err)
 	}
-	u := req(heartbeat("unrelated"))
+	u := req(testutil.Heartbeat(t, "unrelated"))
 	u.Session = "s9"
 	if _, err := e.cli.Start(bg, u); err != nil {
 		t.Fatal(err)
 	}
 	testutil.Eventually(t, 15*time.Second, "both heartbeats to beat", func() bool {
-		return size(t, child) > 0 && size(t, unrelated) > 0
+		return testutil.FileSize(child) > 0 && testutil.FileSize(unrelated) > 0
 	})
 	at := time.Now()
 	e.setStop(tenant, "s1", true)
-	stillAfter(t, at, time.Second, child)
-	a := size(t, unrelated)
-	testutil.Eventually(t, 5*time.Second, "the unrelated session's heartbeat to go on", func() bool { return size(t, unrelated) > a })
+	testutil.HeartbeatsGone(t, at, "child")
+	a := testutil.FileSize(unrelated)
+	testutil.Eventually(t, 5*time.Second, "the unrelated session's heartbeat to go on", func() bool { return testutil.FileSize(unrelated) > a })
 
 	// The worker remembers the lineage: a later call that does not send
 	// it is refused as well.

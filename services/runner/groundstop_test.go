@@ -3,7 +3,6 @@ package runner
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -103,10 +102,9 @@ func TestGround_Stop_kills_the_runs_commands_and_the_model_reads_so(t *testing.T
 	e := newEnv(t)
 	root := t.TempDir()
 	jc := e.startWorker(root)
-	beat := func(file string) string { return "while :; do echo beat >> " + file + "; sleep 0.02; done" }
 	model, p := fakeModel(t, llmtest.Reply{ToolCalls: []llmtest.ToolCall{
-		{ID: "c1", Name: jobtools.Shell, Input: `{"command":"` + beat("bg") + `","background":true}`},
-		{ID: "c2", Name: jobtools.Shell, Input: `{"command":"` + beat("fg") + `","timeout":600}`},
+		{ID: "c1", Name: jobtools.Shell, Input: `{"command":"` + testutil.Heartbeat(t, "bg") + `","background":true}`},
+		{ID: "c2", Name: jobtools.Shell, Input: `{"command":"` + testutil.Heartbeat(t, "fg") + `","timeout":600}`},
 	}})
 	model.SetFallback(llmtest.Reply{Text: "noted"})
 	e.startRunner("r1", p, func(s SessionRef) []tool.Tool {
@@ -115,11 +113,11 @@ func TestGround_Stop_kills_the_runs_commands_and_the_model_reads_so(t *testing.T
 	e.publish(events.KindEvents, "t1", "s1", events.Input{Text: "start the heartbeats"})
 
 	bgBeat, fgBeat := filepath.Join(root, "t1", "s1", "bg"), filepath.Join(root, "t1", "s1", "fg")
-	testutil.Eventually(t, 20*time.Second, "both heartbeats to beat", func() bool { return fileSize(bgBeat) > 0 && fileSize(fgBeat) > 0 })
+	testutil.Eventually(t, 20*time.Second, "both heartbeats to beat", func() bool { return testutil.FileSize(bgBeat) > 0 && testutil.FileSize(fgBeat) > 0 })
 
 	at := time.Now()
 	e.setStop("t1", "s1", true)
-	stillAfter(t, at.Add(time.Second), bgBeat, fgBeat)
+	testutil.HeartbeatsGone(t, at, "bg", "fg")
 	testutil.Eventually(t, 20*time.Second, "the run to stop", func() bool { return e.session("t1", "s1").State == StateStopped })
 	before := model.RequestCount()
 
@@ -138,7 +136,11 @@ func TestGround_Stop_kills_the_runs_commands_and_the_model_reads_so(t *testing.T
 	if r := model.Requests()[before].ToolResults()["c2"]; !strings.Contains(r, "cancelled by Ground Stop") {
 		t.Errorf("the foreground call's result reads %q; want it cancelled by Ground Stop", r)
 	}
-	stillAfter(t, time.Now(), bgBeat, fgBeat)
+	for _, f := range []string{"bg", "fg"} {
+		if n := testutil.ProcessesWith(testutil.HeartbeatMarker(t, f)); len(n) > 0 {
+			t.Errorf("heartbeat %s runs again after the switch was lifted: pids %v", f, n)
+		}
+	}
 	jobs, err := jc.List(context.Background(), "t1", "s1")
 	if err != nil || len(jobs) != 2 || jobs[0].Status != "killed" || jobs[1].Status != "killed" {
 		t.Errorf("jobs after the switch was lifted: %+v, %v; want both killed, none started again", jobs, err)
@@ -154,7 +156,7 @@ func TestGround_Stop_of_a_root_kills_its_idle_sub_agents_background_command(t *t
 	root := t.TempDir()
 	jc := e.startWorker(root)
 	e.profiles(map[string]agents.Profile{"helper": {Instructions: "ROLE:helper"}})
-	beat := "while :; do echo beat >> hb; sleep 0.02; done"
+	beat := testutil.Heartbeat(t, "hb")
 	_, p := routedModel(t, func(r modelReq) llmtest.Reply {
 		switch {
 		case strings.Contains(r.system, "ROLE:helper") && strings.Contains(r.last, "tool_result"):
@@ -179,12 +181,12 @@ func TestGround_Stop_of_a_root_kills_its_idle_sub_agents_background_command(t *t
 		}
 		child = kids[0].Session
 		hb = filepath.Join(root, "t1", child, "hb")
-		return e.session("t1", child).State == StateIdle && fileSize(hb) > 0
+		return e.session("t1", child).State == StateIdle && testutil.FileSize(hb) > 0
 	})
 
 	at := time.Now()
 	e.setStop("t1", "p1", true)
-	stillAfter(t, at.Add(time.Second), hb)
+	testutil.HeartbeatsGone(t, at, "hb")
 	jobs, err := jc.List(context.Background(), "t1", child)
 	if err != nil || len(jobs) != 1 || jobs[0].Status != "killed" {
 		t.Errorf("the child's jobs: %+v, %v; want its heartbeat killed", jobs, err)
@@ -207,31 +209,5 @@ func (e *env) setStop(tenant, session string, on bool) {
 	}
 	if err != nil {
 		e.t.Fatal(err)
-	}
-}
-
-// fileSize is the size of the file at path, -1 while there is none.
-func fileSize(path string) int64 {
-	st, err := os.Stat(path)
-	if err != nil {
-		return -1
-	}
-	return st.Size()
-}
-
-// stillAfter asserts that none of files grows any more from the time from
-// on: each is measured then and again 300 ms (15 heartbeats) later.
-func stillAfter(t *testing.T, from time.Time, files ...string) {
-	t.Helper()
-	time.Sleep(time.Until(from))
-	before := make([]int64, len(files))
-	for k, f := range files {
-		before[k] = fileSize(f)
-	}
-	time.Sleep(300 * time.Millisecond)
-	for k, f := range files {
-		if after := fileSize(f); after != before[k] {
-			t.Errorf("%s grew from %d to %d bytes after Ground Stop had had its time", filepath.Base(f), before[k], after)
-		}
 	}
 }
