@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -36,11 +37,14 @@ func (f *tenantsFlags) register(cmd *cobra.Command) {
 
 // where is the credentials, the tenant accounts file the servers include,
 // and the tokens file, for the deployment the flags name.
-func (f *tenantsFlags) where() (creds bus.TenantCredentials, accountsConf, tokens string) {
+func (f *tenantsFlags) where() (creds bus.TenantCredentials, accountsConf, tokens string, err error) {
 	if f.secrets != "" {
-		return bus.TenantCredentials{Dir: filepath.Join(f.secrets, "tenants")}, filepath.Join(f.secrets, "tenants.conf"), f.tokens
+		return bus.TenantCredentials{Dir: filepath.Join(f.secrets, "tenants")}, filepath.Join(f.secrets, "tenants.conf"), f.tokens, nil
 	}
-	return bus.TenantCredentials{Dir: filepath.Join(f.data, devTenantsDir)}, filepath.Join(f.data, devTenantsFile), filepath.Join(f.data, auth.DevTokensFile)
+	if f.tokens != "" {
+		return creds, "", "", errors.New("--tokens goes with --secrets (a cluster); jetway dev's tokens are DATA/tokens.json")
+	}
+	return bus.TenantCredentials{Dir: filepath.Join(f.data, devTenantsDir)}, filepath.Join(f.data, devTenantsFile), filepath.Join(f.data, auth.DevTokensFile), nil
 }
 
 func newTenantsCmd(*globals) *cobra.Command {
@@ -71,7 +75,18 @@ func newTenantsAddCmd() *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			tenant := args[0]
-			creds, conf, tokens := f.where()
+			creds, conf, tokens, err := f.where()
+			if err != nil {
+				return err
+			}
+			if err := bus.ValidTenantUser(tenant, user); err != nil {
+				return err
+			}
+			if user != "" {
+				if _, err := os.Stat(creds.Path(tenant, "")); err != nil {
+					return fmt.Errorf("tenant %s has no credential in %s: add the tenant first (jetway tenants add %s)", tenant, creds.Dir, tenant)
+				}
+			}
 			made, err := creds.Ensure(tenant, user)
 			if err != nil {
 				return err
@@ -108,7 +123,13 @@ func newTenantsRevokeCmd() *cobra.Command {
 		Short: "Revoke a tenant user's NATS credential; its connections are closed at the reload",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			creds, conf, _ := f.where()
+			creds, conf, _, err := f.where()
+			if err != nil {
+				return err
+			}
+			if err := bus.ValidTenantUser(args[0], user); err != nil {
+				return err
+			}
 			if err := creds.Remove(args[0], user); err != nil {
 				return err
 			}
@@ -131,17 +152,15 @@ func newTenantsListCmd() *cobra.Command {
 		Short: "List the tenants and how many NATS users each has",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			creds, _, _ := f.where()
+			creds, _, _, err := f.where()
+			if err != nil {
+				return err
+			}
 			tenants, err := creds.Tenants()
 			if err != nil {
 				return err
 			}
-			names := make([]string, 0, len(tenants))
-			for t := range tenants {
-				names = append(names, t)
-			}
-			slices.Sort(names)
-			for _, t := range names {
+			for _, t := range slices.Sorted(maps.Keys(tenants)) {
 				fmt.Fprintf(cmd.OutOrStdout(), "%s\t%d user(s)\n", t, len(tenants[t]))
 			}
 			return nil

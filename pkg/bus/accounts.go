@@ -139,13 +139,8 @@ func (c TenantCredentials) Path(tenant, user string) string {
 // Ensure makes the seed file of a tenant's user (mode 0600) unless it
 // exists, and reports whether it made it.
 func (c TenantCredentials) Ensure(tenant, user string) (made bool, err error) {
-	if err := ValidTenantAccount(tenant); err != nil {
+	if err := ValidTenantUser(tenant, user); err != nil {
 		return false, err
-	}
-	if user != "" {
-		if err := events.ValidateToken("user", user); err != nil {
-			return false, err
-		}
 	}
 	path := c.Path(tenant, user)
 	if _, err := os.Stat(path); err == nil {
@@ -175,10 +170,31 @@ func (c TenantCredentials) Ensure(tenant, user string) (made bool, err error) {
 	return true, nil
 }
 
+// ValidTenantUser checks a tenant's name and a user's ("" for the
+// tenant's first): both name a credential file, so neither may hold a dot.
+func ValidTenantUser(tenant, user string) error {
+	if err := ValidTenantAccount(tenant); err != nil {
+		return err
+	}
+	if user != "" {
+		return events.ValidateToken("user", user)
+	}
+	return nil
+}
+
 // Remove deletes the seed file of a tenant's user.
 func (c TenantCredentials) Remove(tenant, user string) error {
-	if err := os.Remove(c.Path(tenant, user)); err != nil {
-		return fmt.Errorf("revoke %s: %w", c.Path(tenant, user), err)
+	path := c.Path(tenant, user)
+	err := os.Remove(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		who := "tenant " + tenant + " has no credential"
+		if user != "" {
+			who = "tenant " + tenant + " has no user " + user
+		}
+		return fmt.Errorf("revoke: %s (no %s)", who, path)
+	case err != nil:
+		return fmt.Errorf("revoke %s: %w", path, err)
 	}
 	return nil
 }
