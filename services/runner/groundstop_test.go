@@ -187,10 +187,14 @@ func TestGround_Stop_of_a_root_kills_its_idle_sub_agents_background_command(t *t
 	at := time.Now()
 	e.setStop("t1", "p1", true)
 	testutil.HeartbeatsGone(t, at, "hb")
-	jobs, err := jc.List(context.Background(), "t1", child)
-	if err != nil || len(jobs) != 1 || jobs[0].Status != "killed" {
-		t.Errorf("the child's jobs: %+v, %v; want its heartbeat killed", jobs, err)
-	}
+	// The record says so a moment after the processes are gone.
+	testutil.EventuallyNil(t, 10*time.Second, "the child's heartbeat listed killed", func() error {
+		jobs, err := jc.List(context.Background(), "t1", child)
+		if err != nil || len(jobs) != 1 || jobs[0].Status != "killed" {
+			return fmt.Errorf("the child's jobs: %+v, %v", jobs, err)
+		}
+		return nil
+	})
 }
 
 // setStop sets or clears the Ground Stop switch of tenant/session (its
