@@ -186,9 +186,9 @@ func (w *Worker) opRun(ctx context.Context, data []byte) (any, error) {
 	w.mu.Unlock()
 	release()
 	w.recheckGrounded(r.SessionRequest) // after release: a kill waits for the end
-	if err := <-w.out.persist(tk); err != nil {
-		w.cfg.Log.Warn().Err(err).Str("task", i.ID).Msg("jobs: record of a foreground command not stored")
-	}
+	// On the connection before the answer, as a Start's: the outbox waits
+	// for the acknowledgement (and retries) while the command runs.
+	<-w.out.persistSent(tk)
 	i, outcome, err := w.mgr.Wait(ctx, sid, i.ID, timeout)
 	w.mu.Lock()
 	delete(w.fgTasks, tk)

@@ -262,3 +262,24 @@ func TestConfined_tree_works_for_an_ordinary_user(t *testing.T) {
 		t.Errorf("as nobody, a socket in the workspace works exactly when there is a view:\n%s", out)
 	}
 }
+
+// Rule sets are reused between starts (ruleset.go), but they hold inodes:
+// a workspace removed and made again under the same name must be writable
+// by the next job, not refused by a rule set made for the old one.
+func TestConfined_tree_writes_a_directory_made_anew_under_the_same_name(t *testing.T) {
+	needLandlock(t)
+	h := newHost(t, Config{NoCgroups: true})
+	dir := filepath.Join(t.TempDir(), "ws")
+	for i := range 3 {
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		out := runConfined(t, h, dir, "echo x > f && echo wrote", MinimalEnv())
+		if !strings.Contains(out, "wrote") {
+			t.Fatalf("round %d: a job could not write its directory made anew: %s", i, out)
+		}
+		if err := os.RemoveAll(dir); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -1,7 +1,6 @@
 package proctree
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -19,21 +18,24 @@ import (
 
 // The confinement helper. Go cannot set rlimits, join v1 cgroups or
 // confine a child between fork and exec, so a tree that needs any of it
-// starts as the helper (pkg/tasks/proctree/confiner), which does it to
-// itself and then execs the command. The helper is a separate static
-// program of its own, not this binary re-executed: a dynamically linked
-// jetway would run its loader (LD_AUDIT, LD_PRELOAD, GCONV_PATH…) with the
-// command's environment before any restriction, and every package's init
-// with it; the helper starts with an empty environment and reads its spec
-// from a descriptor.
+// starts as the helper (confiner/confine.c), which does it to itself and
+// then execs the command. The helper is a separate small static program,
+// not this binary re-executed: a dynamically linked jetway would run its
+// loader (LD_AUDIT, LD_PRELOAD, GCONV_PATH…) with the command's
+// environment before any restriction, and every package's init with it.
+// It is written in C because a Go helper pays the Go runtime's start and
+// a multi-threaded exec at every job start (about 1.2 ms, measured); it
+// decides nothing: this package compiles every decision into the steps it
+// runs (program.go). It starts with an empty environment and reads its
+// program from a descriptor.
 //
 // Where it comes from: `make build` compiles it and embeds it in jetway
 // (build tag jetway_confiner, helper_embed.go); otherwise (go test, go
-// run) it is compiled once from its sources into the user's cache
-// (helper_build.go). Either way its bytes are copied into a sealed memfd
-// at first use and executed from there (/proc/self/fd/N), so no file on
-// disk is trusted at start time and a binary replaced by a deploy keeps
-// starting the helper it was built with.
+// run) it is compiled once from its source into the user's cache with
+// the C compiler (helper_build.go). Either way its bytes are copied into
+// a sealed memfd at first use and executed from there (/proc/self/fd/N),
+// so no file on disk is trusted at start time and a binary replaced by a
+// deploy keeps starting the helper it was built with.
 
 // helperName is the helper's argv[0] and memfd name.
 const helperName = "jetway-confine"
@@ -123,38 +125,35 @@ func sealedMemfd(b []byte) (int, error) {
 	return high, nil
 }
 
-// specSource makes the file the helper reads its spec from (a test holds
-// the helper at its read to look at it).
+// specSource makes the file the helper reads its program from (a test
+// holds the helper at its read to look at it).
 var specSource = specFile
 
-// specFile is spec as JSON in a memfd read from its start: no pipe to fill
-// (an MCP server's environment may be large), nothing on disk.
-func specFile(spec confspec.Spec) (*os.File, error) {
-	b, err := json.Marshal(spec)
-	if err != nil {
-		return nil, fmt.Errorf("proctree: encode the helper's spec: %w", err)
-	}
+// specFile is prog in a memfd read from its start: no pipe to fill (an MCP
+// server's environment may be large), nothing on disk.
+func specFile(prog []byte) (*os.File, error) {
 	fd, err := unix.MemfdCreate("jetway-confine-spec", unix.MFD_CLOEXEC)
 	if err != nil {
-		return nil, fmt.Errorf("proctree: the helper's spec: memfd_create: %w", err)
+		return nil, fmt.Errorf("proctree: the helper's program: memfd_create: %w", err)
 	}
 	f := os.NewFile(uintptr(fd), "jetway-confine-spec")
-	if _, err := f.Write(b); err != nil {
+	if _, err := f.Write(prog); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("proctree: write the helper's spec: %w", err)
+		return nil, fmt.Errorf("proctree: write the helper's program: %w", err)
 	}
 	if _, err := f.Seek(0, 0); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("proctree: the helper's spec: %w", err)
+		return nil, fmt.Errorf("proctree: the helper's program: %w", err)
 	}
 	return f, nil
 }
 
 // wrapInHelper rewrites cmd so that the helper runs first, with spec (the
 // command's path, arguments, environment and directory filled in from
-// cmd) on descriptor confspec.FD and an empty environment of its own.
-// The returned file is the spec's; close it once cmd has started.
-func wrapInHelper(cmd *exec.Cmd, spec confspec.Spec) (*os.File, error) {
+// cmd) compiled into its program on descriptor confspec.FD and an empty
+// environment of its own. The returned files are the program's and the
+// descriptors it passes; close them once cmd has started.
+func wrapInHelper(cmd *exec.Cmd, spec confspec.Spec) ([]*os.File, error) {
 	if len(cmd.ExtraFiles) > 0 {
 		return nil, errors.New("proctree: a command started through the confinement helper may not pass ExtraFiles")
 	}
@@ -163,16 +162,21 @@ func wrapInHelper(cmd *exec.Cmd, spec confspec.Spec) (*os.File, error) {
 		return nil, err
 	}
 	spec.Path, spec.Args, spec.Env, spec.Dir = cmd.Path, cmd.Args, cmd.Env, cmd.Dir
-	f, err := specSource(spec)
+	prog, err := compile(spec)
 	if err != nil {
 		return nil, err
 	}
+	f, err := specSource(prog.b)
+	if err != nil {
+		prog.close()
+		return nil, err
+	}
 	cmd.Path, cmd.Args, cmd.Env = exe, []string{helperName}, []string{}
-	cmd.ExtraFiles = []*os.File{f}
-	if spec.Confine != nil && spec.Confine.View {
+	cmd.ExtraFiles = append([]*os.File{f}, prog.files...)
+	if spec.Confine != nil && spec.Confine.View || spec.Probe {
 		setViewNamespaces(cmd)
 	}
-	return f, nil
+	return cmd.ExtraFiles, nil
 }
 
 // setViewNamespaces starts cmd in a mount namespace of its own, and, where
@@ -218,11 +222,11 @@ func probeView() (bool, string) {
 	cmd.Env = []string{}
 	var out strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &out
-	f, err := wrapInHelper(cmd, confspec.Spec{Probe: true, Confine: &confspec.Confinement{View: true, ReadOnlyDirs: []string{"/usr"}}})
+	files, err := wrapInHelper(cmd, confspec.Spec{Probe: true, Confine: &confspec.Confinement{View: true, ReadOnlyDirs: []string{"/usr"}}})
 	if err != nil {
 		return false, err.Error()
 	}
-	defer f.Close()
+	defer closeAll(files)
 	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
 	if err := cmd.Start(); err != nil {
 		return false, fmt.Sprintf("cannot start the helper in a mount namespace of its own: %v", err)
@@ -240,4 +244,11 @@ func probeView() (bool, string) {
 		return false, strings.TrimSpace(fmt.Sprintf("%s %v", line, err))
 	}
 	return true, ""
+}
+
+// closeAll closes files of ours that a started child holds copies of.
+func closeAll(files []*os.File) {
+	for _, f := range files {
+		_ = f.Close() // the child has its own copy, or never started
+	}
 }

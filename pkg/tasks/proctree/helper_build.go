@@ -16,10 +16,11 @@ import (
 
 // A binary built without the jetway_confiner tag (go test, go run, a
 // plain go build) has no helper inside: it compiles the helper from its
-// sources, which it finds where this file was compiled from, into the
-// user's cache, keyed by a hash of those sources, go.mod, go.sum and the
-// Go version, so each change builds once and test binaries running at
-// once share the result (each build replaces the file by a rename).
+// source, which it finds where this file was compiled from, with the C
+// compiler ($CC, or cc) into the user's cache, keyed by a hash of the
+// source and the compiler's path, so each change builds once and test
+// binaries running at once share the result (each build replaces the file
+// by a rename).
 
 // helperFileMu guards helperFile, a prebuilt helper a test may name
 // (useHelperFile) for a process that cannot build one (a test binary run
@@ -48,36 +49,20 @@ func helperBytes() ([]byte, error) {
 func buildHelper() (string, error) {
 	_, self, _, ok := runtime.Caller(0)
 	if !ok {
-		return "", errors.New("cannot tell where the helper's sources are")
+		return "", errors.New("cannot tell where the helper's source is")
 	}
-	here := filepath.Dir(self)
-	root := here
-	for {
-		if _, err := os.Stat(filepath.Join(root, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(root)
-		if parent == root {
-			return "", fmt.Errorf("this jetway binary was built without its confinement helper (make build embeds it), and the helper's sources are not at %s to build it from", here)
-		}
-		root = parent
+	src := filepath.Join(filepath.Dir(self), "confiner", "confine.c")
+	code, err := os.ReadFile(src)
+	if err != nil {
+		return "", fmt.Errorf("this jetway binary was built without its confinement helper (make build embeds it), and the helper's source is not at %s to build it from: %w", src, err)
+	}
+	cc := os.Getenv("CC")
+	if cc == "" {
+		cc = "cc"
 	}
 	h := sha256.New()
-	h.Write([]byte(runtime.Version()))
-	var files []string
-	for _, dir := range []string{"confiner", "confspec"} {
-		m, _ := filepath.Glob(filepath.Join(here, dir, "*.go"))
-		files = append(files, m...)
-	}
-	files = append(files, filepath.Join(root, "go.mod"), filepath.Join(root, "go.sum"))
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			return "", fmt.Errorf("hash the helper's sources: %w", err)
-		}
-		h.Write([]byte(f))
-		h.Write(b)
-	}
+	h.Write([]byte(cc))
+	h.Write(code)
 	cache, err := os.UserCacheDir()
 	if err != nil {
 		return "", fmt.Errorf("a cache directory to build the helper in: %w", err)
@@ -91,12 +76,10 @@ func buildHelper() (string, error) {
 		return "", fmt.Errorf("build the helper: %w", err)
 	}
 	tmp := fmt.Sprintf("%s.%d.tmp", path, os.Getpid())
-	cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", tmp, "./"+mustRel(root, filepath.Join(here, "confiner")))
-	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
+	out, err := exec.Command(cc, helperCFlags(tmp, src)...).CombinedOutput()
+	if err != nil {
 		_ = os.Remove(tmp)
-		return "", fmt.Errorf("go build the helper: %w\n%s", err, out)
+		return "", fmt.Errorf("compile the helper (%s, a C compiler with a static C library: apt-get install gcc libc6-dev): %w\n%s", cc, err, out)
 	}
 	if err := os.Rename(tmp, path); err != nil {
 		return "", fmt.Errorf("build the helper: %w", err)
@@ -104,12 +87,9 @@ func buildHelper() (string, error) {
 	return path, nil
 }
 
-func mustRel(base, target string) string {
-	r, err := filepath.Rel(base, target)
-	if err != nil {
-		return target
-	}
-	return r
+// helperCFlags are the compiler's arguments, as the Makefile has them.
+func helperCFlags(out, src string) []string {
+	return []string{"-O2", "-static", "-s", "-Wall", "-Werror", "-o", out, src}
 }
 
 // releaseHelperBytes has nothing to give back: the helper was read from a

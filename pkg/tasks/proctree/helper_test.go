@@ -2,7 +2,8 @@ package proctree
 
 import (
 	"bytes"
-	"encoding/json"
+	"debug/elf"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -14,8 +15,6 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-
-	"jetway/pkg/tasks/proctree/confspec"
 )
 
 // The helper is held at the read of its spec (a pipe the test writes
@@ -33,9 +32,9 @@ func TestHelper_process_has_an_empty_environment_before_it_execs(t *testing.T) {
 	defer r.Close()
 	defer w.Close()
 	var held []byte
-	specSource = func(spec confspec.Spec) (*os.File, error) {
-		held, err = json.Marshal(spec)
-		return r, err
+	specSource = func(prog []byte) (*os.File, error) {
+		held = prog
+		return r, nil
 	}
 	t.Cleanup(func() { specSource = specFile })
 	dir := t.TempDir()
@@ -103,30 +102,25 @@ func TestHelper_memfd_is_sealed(t *testing.T) {
 	}
 }
 
-// The helper links only the standard library, x/sys/unix, go-landlock
-// (and its psx) and the spec package: nothing of jetway's init.
-func TestHelper_imports_nothing_of_jetway_but_its_spec(t *testing.T) {
-	if _, err := exec.LookPath("go"); err != nil {
-		t.Skip("no go tool")
-	}
-	out, err := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", "./confiner").CombinedOutput()
+// The helper is a static program: no dynamic loader runs before it, so no
+// loader variable is read by anything before the command is confined.
+func TestHelper_is_static_with_no_loader(t *testing.T) {
+	path, err := HelperFile()
 	if err != nil {
-		t.Fatalf("go list: %v\n%s", err, out)
+		t.Fatal(err)
 	}
-	allowed := []string{"golang.org/x/sys/", "github.com/landlock-lsm/go-landlock/", "kernel.org/pub/linux/libs/security/libcap/psx",
-		"jetway/pkg/tasks/proctree/confspec", "jetway/pkg/tasks/proctree/confiner"}
-	for _, dep := range strings.Fields(string(out)) {
-		ok := false
-		for _, a := range allowed {
-			ok = ok || strings.HasPrefix(dep, a)
-		}
-		if !ok {
-			t.Errorf("the helper depends on %s", dep)
+	f, err := elf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP || p.Type == elf.PT_DYNAMIC {
+			t.Errorf("the helper has a %v program header: it is not static", p.Type)
 		}
 	}
-	out, err = exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", "./confspec").CombinedOutput()
-	if err != nil || strings.TrimSpace(string(out)) != "jetway/pkg/tasks/proctree/confspec" {
-		t.Errorf("the spec package imports more than the standard library: %v\n%s", err, out)
+	if libs, _ := f.ImportedLibraries(); len(libs) > 0 {
+		t.Errorf("the helper imports %v", libs)
 	}
 }
 
@@ -243,4 +237,38 @@ func listenUnix(t *testing.T, path string) string {
 		}
 	}()
 	return path
+}
+
+// The helper runs only a program it can read whole: a step it does not
+// know, or a program cut short, ends it with status 127 and a line naming
+// what was wrong, and nothing is executed.
+func TestHelper_refuses_a_bad_program_and_runs_nothing(t *testing.T) {
+	exe, err := HelperFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	marker := filepath.Join(t.TempDir(), "ran")
+	for name, prog := range map[string]string{
+		"unknown step": programMagic + "\x00teleport\x00exec\x00/bin/touch\x002\x00touch\x00" + marker + "\x000\x00",
+		"cut short":    programMagic + "\x00exec\x00/bin/touch\x005\x00touch\x00" + marker + "\x00",
+		"no magic":     "exec\x00/bin/touch\x002\x00touch\x00" + marker + "\x000\x00",
+		"bad number":   programMagic + "\x00rlimit\x00x\x001\x001\x00exec\x00/bin/touch\x002\x00touch\x00" + marker + "\x000\x00",
+	} {
+		f, err := specFile([]byte(prog))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(exe)
+		cmd.Env = []string{}
+		cmd.ExtraFiles = []*os.File{f}
+		out, err := cmd.CombinedOutput()
+		f.Close()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 127 || !strings.HasPrefix(string(out), "jetway confine: cannot confine the command") {
+			t.Errorf("%s: exit %v, output %q; want 127 and the refusal", name, err, out)
+		}
+		if _, err := os.Stat(marker); err == nil {
+			t.Fatalf("%s: the command ran", name)
+		}
+	}
 }

@@ -236,31 +236,10 @@ func (h *Host) StartConfined(cmd *exec.Cmd, lim Limits, c *Confinement) (*Tree, 
 	}
 	name := fmt.Sprintf("t%d", n)
 	var shim confspec.Spec
-	// Limits written into the v2 cgroup need a cgroup nothing used before.
 	t.v2Limits = (lim.Processes > 0 && h.feat.V2Pids) || (lim.Memory > 0 && h.feat.V2Memory)
 	if h.v2 != "" {
-		if c, ok := h.takeCgroup(); ok && !t.v2Limits {
-			t.v2, t.v2fd = c.dir, c.fd
-		} else {
-			if ok && !h.keepCgroup(c.dir, c.fd) {
-				_ = syscall.Close(c.fd)
-				_ = removeCgroup(c.dir)
-			}
-			dir := filepath.Join(h.v2, name)
-			if err := os.Mkdir(dir, 0o755); err != nil {
-				return nil, fmt.Errorf("proctree: create cgroup: %w", err)
-			}
-			t.v2 = dir
-			fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-			if err != nil {
-				t.Close()
-				return nil, fmt.Errorf("proctree: open cgroup: %w", err)
-			}
-			t.v2fd = fd
-		}
-		if lim.CPUTime > 0 {
-			// A reused cgroup counts the CPU time of the trees before.
-			t.cpuBase = eventCount(filepath.Join(t.v2, "cpu.stat"), "usage_usec")
+		if err := h.treeCgroup(t, name); err != nil {
+			return nil, err
 		}
 	}
 	fail := func(err error) (*Tree, error) {
@@ -337,14 +316,12 @@ func (h *Host) StartConfined(cmd *exec.Cmd, lim Limits, c *Confinement) (*Tree, 
 	}
 	env = append(env[:len(env):len(env)], MarkerEnv+"="+t.token)
 	cmd.Env = env
-	var specFile *os.File
 	if len(shim.Join) > 0 || shim.CPU > 0 || shim.FSize > 0 || shim.AS > 0 || shim.Confine != nil {
-		f, err := wrapInHelper(cmd, shim)
+		files, err := wrapInHelper(cmd, shim)
 		if err != nil {
 			return fail(err)
 		}
-		specFile = f
-		defer specFile.Close()
+		defer closeAll(files)
 	}
 	if cmd.SysProcAttr == nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{}

@@ -1,10 +1,13 @@
 package proctree
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // reuseCount is how many empty task cgroups a host keeps for later trees.
@@ -24,15 +27,18 @@ const reuseCount = 4
 // was SIGKILLed at birth (cgroup's kill sequence number is compared with
 // the one the fork started from).
 //
-// Only cgroups without limits are reused, for trees without limits: the
-// limit files and the counters that tell a limit was hit (pids.events,
-// memory.events) then never carry over. The CPU time a cgroup used before
-// is subtracted (Tree.cpuBase).
+// A cgroup that held limits is reused too: the tree that takes it writes
+// its own limits, or "max" where it has none, before its root is born; the
+// counters that tell a limit was hit (pids.events, memory.events) and the
+// CPU time it used before are read then and subtracted (Tree.cpuBase,
+// oomBase, pidsBase). Page cache the earlier tree left charged to it is
+// reclaimed first when the new tree needs the memory.
 
 // reusable is an empty task cgroup kept open for CLONE_INTO_CGROUP.
 type reusable struct {
-	dir string
-	fd  int
+	dir     string
+	fd      int
+	limited bool // limits were written into it
 }
 
 // takeCgroup returns an empty cgroup an ended tree left, if one is kept.
@@ -51,7 +57,7 @@ func (h *Host) takeCgroup() (reusable, bool) {
 
 // keepCgroup keeps an ended tree's cgroup for a later tree when it is empty
 // and the host has room; it reports whether it took the cgroup (and fd).
-func (h *Host) keepCgroup(dir string, fd int) bool {
+func (h *Host) keepCgroup(dir string, fd int, limited bool) bool {
 	if !emptyCgroup(dir) {
 		return false
 	}
@@ -60,7 +66,7 @@ func (h *Host) keepCgroup(dir string, fd int) bool {
 	if h.done || len(h.reuse) >= reuseCount {
 		return false
 	}
-	h.reuse = append(h.reuse, reusable{dir: dir, fd: fd})
+	h.reuse = append(h.reuse, reusable{dir: dir, fd: fd, limited: limited})
 
 	return true
 }
@@ -97,4 +103,51 @@ func emptyCgroup(dir string) bool {
 		}
 	}
 	return true
+}
+
+// treeCgroup gives t a v2 cgroup: a kept one, its old limits reset and its
+// counters read as t's bases, or a new one.
+func (h *Host) treeCgroup(t *Tree, name string) error {
+	if c, ok := h.takeCgroup(); ok {
+		t.v2, t.v2fd = c.dir, c.fd
+		if c.limited {
+			// Limits of an earlier tree; t's own are written by the caller.
+			if err := t.resetLimits(); err != nil {
+				t.Close()
+				return fmt.Errorf("proctree: reset a reused cgroup's limits: %w", err)
+			}
+		}
+		t.cpuBase = eventCount(filepath.Join(t.v2, "cpu.stat"), "usage_usec")
+		t.oomBase = eventCount(filepath.Join(t.v2, "memory.events"), "oom_kill")
+		t.pidsBase = eventCount(filepath.Join(t.v2, "pids.events"), "max")
+		return nil
+	}
+	dir := filepath.Join(h.v2, name)
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return fmt.Errorf("proctree: create cgroup: %w", err)
+	}
+	t.v2 = dir
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Close()
+		return fmt.Errorf("proctree: open cgroup: %w", err)
+	}
+	t.v2fd = fd
+	return nil
+}
+
+// resetLimits lifts the limits an earlier tree wrote into t's cgroup.
+func (t *Tree) resetLimits() error {
+	if t.h.feat.V2Pids {
+		if err := writeFile(filepath.Join(t.v2, "pids.max"), "max"); err != nil {
+			return err
+		}
+	}
+	if t.h.feat.V2Memory {
+		if err := writeFile(filepath.Join(t.v2, "memory.max"), "max"); err != nil {
+			return err
+		}
+		_ = writeFile(filepath.Join(t.v2, "memory.swap.max"), "max") // absent without swap accounting
+	}
+	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -21,7 +22,7 @@ func runTree(t *testing.T, h *Host, lim Limits, cmd *exec.Cmd) *Tree {
 	return tr
 }
 
-func TestEnded_trees_cgroup_is_reused_empty_and_only_without_limits(t *testing.T) {
+func TestEnded_trees_cgroup_is_reused_empty_with_the_next_trees_own_limits(t *testing.T) {
 	h := newHost(t, Config{})
 	if h.Cgroup() == "" {
 		t.Skip("no writable cgroup v2 here")
@@ -50,15 +51,31 @@ func TestEnded_trees_cgroup_is_reused_empty_and_only_without_limits(t *testing.T
 	_ = tr.Wait()
 	tr.Close()
 
-	// A tree with limits written into its v2 cgroup gets a new one and
-	// leaves none to reuse.
+	// A tree with limits is born into it too, under its own limits, and
+	// hits them; the next tree, under limits of its own, finds the earlier
+	// ones replaced and none of the earlier hits counted as its own; one
+	// without limits finds them lifted.
 	if h.Features().V2Pids {
-		limited := runTree(t, h, Limits{Processes: 8}, exec.Command("true"))
-		if limited.Cgroup() == dir {
-			t.Error("a tree with a process limit was born into a reused cgroup")
+		limited := runTree(t, h, Limits{Processes: 1}, exec.Command("/bin/sh", "-c", "/bin/true & wait"))
+		if limited.Cgroup() != dir {
+			t.Errorf("a tree with a process limit was born into %s, want the kept %s", limited.Cgroup(), dir)
 		}
-		if _, err := os.Stat(limited.Cgroup()); err == nil {
-			t.Error("the cgroup of a tree with limits was kept for reuse")
+		if hit := limited.LimitHit(); !strings.Contains(hit, "process limit (1)") {
+			t.Errorf("the limited tree's limit hit = %q, want the process limit", hit)
+		}
+		var out strings.Builder
+		cmd := exec.Command("/bin/sh", "-c", "cat /proc/self/cgroup >/dev/null; /bin/true & wait; echo forked")
+		cmd.Stdout = &out
+		next := runTree(t, h, Limits{Processes: 64}, cmd)
+		if next.Cgroup() != dir {
+			t.Errorf("the next tree was born into %s, want the kept %s", next.Cgroup(), dir)
+		}
+		if !strings.Contains(out.String(), "forked") || next.LimitHit() != "" {
+			t.Errorf("the next tree in the reused cgroup: output %q, limit hit %q; want it to fork freely and hit nothing", out.String(), next.LimitHit())
+		}
+		free := runTree(t, h, Limits{}, exec.Command("true"))
+		if b, _ := os.ReadFile(filepath.Join(free.Cgroup(), "pids.max")); strings.TrimSpace(string(b)) != "max" {
+			t.Errorf("pids.max of a reused cgroup for a tree without limits = %q, want max", b)
 		}
 	}
 	h.Close()

@@ -22,12 +22,14 @@ type Tree struct {
 	pid   int
 	token string
 
-	v2      string // the tree's v2 cgroup, "" without
-	v2fd    int
-	cpuBase int64 // usage_usec of the cgroup before the root was born
-	// v2Limits: limits were written into the v2 cgroup; cgKilled (guarded
-	// by killMu): cgroup.kill was written. Either keeps it from being
-	// reused (see reuse.go).
+	v2   string // the tree's v2 cgroup, "" without
+	v2fd int
+	// The counters of a reused cgroup before the root was born (reuse.go):
+	// usage_usec, oom_kill and the pids limit's max events.
+	cpuBase, oomBase, pidsBase int64
+	// v2Limits: limits were written into the v2 cgroup (a later tree that
+	// reuses it writes its own); cgKilled (guarded by killMu):
+	// cgroup.kill was written, which keeps it from being reused.
 	v2Limits bool
 	cgKilled bool
 	pidsDir  string // v1 cgroups, "" without
@@ -303,7 +305,7 @@ func (t *Tree) computeLimitHit() string {
 	if t.lim.Memory > 0 {
 		var n int64
 		if t.v2 != "" {
-			n += eventCount(filepath.Join(t.v2, "memory.events"), "oom_kill")
+			n += eventCount(filepath.Join(t.v2, "memory.events"), "oom_kill") - t.oomBase
 		}
 		if t.memDir != "" {
 			n += eventCount(filepath.Join(t.memDir, "memory.oom_control"), "oom_kill")
@@ -315,7 +317,7 @@ func (t *Tree) computeLimitHit() string {
 	if t.lim.Processes > 0 {
 		var n int64
 		if t.v2 != "" {
-			n += eventCount(filepath.Join(t.v2, "pids.events"), "max")
+			n += eventCount(filepath.Join(t.v2, "pids.events"), "max") - t.pidsBase
 		}
 		if t.pidsDir != "" {
 			n += eventCount(filepath.Join(t.pidsDir, "pids.events"), "max")
@@ -352,10 +354,10 @@ func (t *Tree) Close() {
 		// another tree below.
 		t.killMu.Lock()
 		t.closed.Store(true)
-		reusable := !t.v2Limits && !t.cgKilled
+		reusable := !t.cgKilled
 		t.killMu.Unlock()
 		v2 := t.v2
-		if v2 != "" && t.v2fd >= 0 && reusable && t.h.keepCgroup(v2, t.v2fd) {
+		if v2 != "" && t.v2fd >= 0 && reusable && t.h.keepCgroup(v2, t.v2fd, t.v2Limits) {
 			v2 = "" // kept for a later tree, with its descriptor
 		} else if t.v2fd >= 0 {
 			_ = syscall.Close(t.v2fd)

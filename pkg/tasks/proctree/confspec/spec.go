@@ -1,8 +1,8 @@
-// Package confspec is what the jobs worker tells its confinement helper
-// (pkg/tasks/proctree/confiner): the command to run and every restriction
-// to apply to it first. It is shared by both sides so the two never
-// disagree on the format, and it imports only the standard library, since
-// the helper must not run any of jetway's init.
+// Package confspec is what a confined command may reach (Confinement)
+// and what its confinement helper is to do (Spec), which
+// pkg/tasks/proctree compiles into the helper's program. It imports only
+// the standard library, so the agent profiles' validation can use its
+// network modes without the process tree code.
 package confspec
 
 import (
@@ -12,10 +12,11 @@ import (
 	"strings"
 )
 
-// FD is the descriptor the helper reads its spec (JSON) from. The spec
-// travels neither in the environment nor in argv: the helper starts with
-// an empty environment, and nothing the command supplies reaches it
-// before every restriction holds.
+// FD is the descriptor the helper reads its program from; descriptors it
+// is passed (a Landlock rule set) follow it. The program travels neither
+// in the environment nor in argv: the helper starts with an empty
+// environment, and nothing the command supplies reaches it before every
+// restriction holds.
 const FD = 3
 
 // Network modes of a confined command (an agent profile's network field).
@@ -39,7 +40,7 @@ func ValidNetwork(s string) bool {
 	return false
 }
 
-// Spec is the helper's whole input.
+// Spec is what the helper does, before proctree compiles it into steps.
 type Spec struct {
 	// Path, Args, Env and Dir are the command, as exec.Cmd has them: the
 	// helper chdirs to Dir and execve's Path with Args and Env, last.

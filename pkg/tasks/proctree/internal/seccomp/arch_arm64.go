@@ -1,4 +1,4 @@
-package main
+package seccomp
 
 import "golang.org/x/sys/unix"
 

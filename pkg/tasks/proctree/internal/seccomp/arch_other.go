@@ -1,9 +1,9 @@
 //go:build !amd64 && !arm64
 
-package main
+package seccomp
 
 // No filter is written for other architectures: a confined command that
-// needs one does not run (seccompSelf says why).
+// needs one does not run (Filter says why).
 const (
 	nativeArch       = 0
 	compatArch       = 0

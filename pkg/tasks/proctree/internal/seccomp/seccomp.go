@@ -1,4 +1,8 @@
-package main
+// Package seccomp builds the seccomp filter of a confined command: which
+// socket families it may create. The jobs worker assembles it here and
+// hands it to the confinement helper as bytes; the helper installs it
+// just before it execs the command.
+package seccomp
 
 import (
 	"fmt"
@@ -163,22 +167,21 @@ func assemble(prog []insn) ([]unix.SockFilter, error) {
 	return out, nil
 }
 
-// seccompSelf installs c's filter on this thread (no_new_privs is set).
-func seccompSelf(c *confspec.Confinement) error {
+// Filter is c's filter as the kernel reads it (struct sock_filter, in
+// this machine's byte order), or nil when c needs none (network all with
+// a view).
+func Filter(c *confspec.Confinement) ([]byte, error) {
 	p, ok := policyFor(c)
 	if !ok {
-		return nil
+		return nil, nil
 	}
 	if nativeArch == 0 {
-		return fmt.Errorf("no seccomp filter is written for this architecture, so the network cannot be restricted")
+		return nil, fmt.Errorf("no seccomp filter is written for this architecture, so the network cannot be restricted")
 	}
 	filter, err := assemble(program(p))
 	if err != nil {
-		return err
+		return nil, err
 	}
-	fprog := unix.SockFprog{Len: uint16(len(filter)), Filter: &filter[0]}
-	if _, _, e := unix.RawSyscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, 0, uintptr(unsafe.Pointer(&fprog))); e != 0 {
-		return fmt.Errorf("seccomp: %w", e)
-	}
-	return nil
+	size := len(filter) * int(unsafe.Sizeof(filter[0]))
+	return append([]byte(nil), unsafe.Slice((*byte)(unsafe.Pointer(&filter[0])), size)...), nil
 }

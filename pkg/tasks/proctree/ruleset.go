@@ -1,0 +1,124 @@
+package proctree
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"jetway/pkg/tasks/proctree/confspec"
+)
+
+// Rule sets are kept for reuse. Making one opens and adds every path of a
+// confinement (a hundred-odd, most of them /etc's entries), which cost
+// more than the rest of a job's start together; a session's jobs all
+// have the same confinement. A rule set holds inodes, so one is reused
+// only while its paths still name the inodes it was made with: the
+// read-write directories (a workspace made anew) are looked at at every
+// reuse, every path (an /etc file replaced by a rename) at the first reuse
+// a second or more after the last such look, since a stat of each of
+// them costs half of making the rule set again. A file replaced in the
+// system directories is thus unreadable to new jobs for a second at most;
+// a rule set never reaches an inode its paths did not name when it was
+// made.
+
+// rulesetCacheSize bounds the rule sets kept (a descriptor each): enough
+// for the sessions a worker runs jobs for at once.
+const rulesetCacheSize = 64
+
+// rulesetRecheck is how long a rule set is reused before all its paths are
+// looked at again.
+const rulesetRecheck = time.Second
+
+type cachedRuleset struct {
+	key   string
+	fd    int
+	flags uint32
+	ids   []fileID // of every path, in pathIDs order
+	rw    []fileID // of the read-write directories
+	at    time.Time
+}
+
+// fileID names an inode of a mount: a file system mounted again (a
+// workspace's disk image) has the same device and inode numbers but new
+// inodes in the kernel, which only the mount's id tells apart. The zero
+// value is a path that did not exist.
+type fileID struct{ dev, ino, mnt uint64 }
+
+var rulesets struct {
+	mu   sync.Mutex
+	list []*cachedRuleset // most recently used last
+}
+
+// sharedRuleset is a descriptor of c's rule set, the caller's to close: a
+// duplicate of the one the cache keeps.
+func sharedRuleset(c *confspec.Confinement) (int, uint32, error) {
+	b, err := json.Marshal(c)
+	if err != nil {
+		return -1, 0, err
+	}
+	key := string(b)
+	rw := statIDs(c.ReadWrite)
+	now := time.Now()
+	rulesets.mu.Lock()
+	defer rulesets.mu.Unlock()
+	if i := slices.IndexFunc(rulesets.list, func(r *cachedRuleset) bool { return r.key == key }); i >= 0 {
+		r := rulesets.list[i]
+		rulesets.list = append(slices.Delete(rulesets.list, i, i+1), r)
+		fresh := slices.Equal(r.rw, rw)
+		if fresh && now.Sub(r.at) >= rulesetRecheck {
+			fresh, r.at = slices.Equal(r.ids, pathIDs(c)), now
+		}
+		if fresh {
+			return dup(r.fd, r.flags)
+		}
+		rulesets.list = rulesets.list[:len(rulesets.list)-1]
+		_ = unix.Close(r.fd) // its paths moved on; made again below
+	}
+	ids := pathIDs(c)
+	fd, flags, err := landlockRuleset(c)
+	if err != nil {
+		return -1, 0, err
+	}
+	if len(rulesets.list) == rulesetCacheSize {
+		_ = unix.Close(rulesets.list[0].fd) // the least recently used
+		rulesets.list = slices.Delete(rulesets.list, 0, 1)
+	}
+	rulesets.list = append(rulesets.list, &cachedRuleset{key: key, fd: fd, flags: flags, ids: ids, rw: rw, at: now})
+	return dup(fd, flags)
+}
+
+func dup(fd int, flags uint32) (int, uint32, error) {
+	d, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return -1, 0, fmt.Errorf("proctree: landlock rule set: %w", err)
+	}
+	return d, flags, nil
+}
+
+// pathIDs stats every path of c's rules, following links as the rule set
+// does when it opens them.
+func pathIDs(c *confspec.Confinement) []fileID {
+	var ids []fileID
+	for _, list := range [][]string{c.ReadOnlyDirs, c.ReadOnlyFiles, c.Devices, c.ReadWrite} {
+		ids = append(ids, statIDs(list)...)
+	}
+	return ids
+}
+
+// statIDs names what each path is now; the mount's id is the unique one
+// where the kernel has it (Linux 6.8), else one that a later mount may
+// reuse.
+func statIDs(paths []string) []fileID {
+	ids := make([]fileID, len(paths))
+	for i, p := range paths {
+		var st unix.Statx_t
+		if unix.Statx(unix.AT_FDCWD, p, 0, unix.STATX_INO|unix.STATX_MNT_ID|unix.STATX_MNT_ID_UNIQUE, &st) == nil {
+			ids[i] = fileID{unix.Mkdev(st.Dev_major, st.Dev_minor), st.Ino, st.Mnt_id}
+		}
+	}
+	return ids
+}
