@@ -173,32 +173,7 @@ func wrapInHelper(cmd *exec.Cmd, spec confspec.Spec) ([]*os.File, error) {
 	}
 	cmd.Path, cmd.Args, cmd.Env = exe, []string{helperName}, []string{}
 	cmd.ExtraFiles = append([]*os.File{f}, prog.files...)
-	if spec.Confine != nil && spec.Confine.View || spec.Probe {
-		setViewNamespaces(cmd)
-	}
 	return cmd.ExtraFiles, nil
-}
-
-// setViewNamespaces starts cmd in a mount namespace of its own, and, where
-// this process is not root, a user namespace of its own in which its user
-// is mapped to itself. The helper needs CAP_SYS_ADMIN there to mount, and
-// an exec by a user other than the namespace's root clears capabilities,
-// so it is kept as an ambient capability across the helper's exec; the
-// helper drops every capability, ambient ones included, before the
-// command runs.
-func setViewNamespaces(cmd *exec.Cmd) {
-	if cmd.SysProcAttr == nil {
-		cmd.SysProcAttr = &syscall.SysProcAttr{}
-	}
-	cmd.SysProcAttr.Cloneflags |= syscall.CLONE_NEWNS
-	if os.Geteuid() != 0 {
-		uid, gid := os.Geteuid(), os.Getegid()
-		cmd.SysProcAttr.Cloneflags |= syscall.CLONE_NEWUSER
-		cmd.SysProcAttr.UidMappings = []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}}
-		cmd.SysProcAttr.GidMappings = []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}}
-		cmd.SysProcAttr.GidMappingsEnableSetgroups = false
-		cmd.SysProcAttr.AmbientCaps = []uintptr{unix.CAP_SYS_ADMIN}
-	}
 }
 
 var (
@@ -227,7 +202,7 @@ func probeView() (bool, string) {
 		return false, err.Error()
 	}
 	defer closeAll(files)
-	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		return false, fmt.Sprintf("cannot start the helper in a mount namespace of its own: %v", err)
 	}

@@ -236,7 +236,6 @@ func (h *Host) StartConfined(cmd *exec.Cmd, lim Limits, c *Confinement) (*Tree, 
 	}
 	name := fmt.Sprintf("t%d", n)
 	var shim confspec.Spec
-	t.v2Limits = (lim.Processes > 0 && h.feat.V2Pids) || (lim.Memory > 0 && h.feat.V2Memory)
 	if h.v2 != "" {
 		if err := h.treeCgroup(t, name); err != nil {
 			return nil, err
@@ -246,12 +245,15 @@ func (h *Host) StartConfined(cmd *exec.Cmd, lim Limits, c *Confinement) (*Tree, 
 		t.Close()
 		return nil, fmt.Errorf("proctree: limits for %s: %w", cmd.Path, err)
 	}
-	if lim.Processes > 0 {
+	v2Pids, v2Mem := false, false
+	if t.v2 != "" {
+		var err error
+		if v2Pids, v2Mem, err = t.writeV2Limits(lim); err != nil {
+			return fail(err)
+		}
+	}
+	if lim.Processes > 0 && !v2Pids {
 		switch {
-		case h.feat.V2Pids && t.v2 != "":
-			if err := writeFile(filepath.Join(t.v2, "pids.max"), strconv.Itoa(lim.Processes)); err != nil {
-				return fail(err)
-			}
 		case h.pids != "":
 			dir := filepath.Join(h.pids, name)
 			if err := os.Mkdir(dir, 0o755); err != nil {
@@ -266,13 +268,8 @@ func (h *Host) StartConfined(cmd *exec.Cmd, lim Limits, c *Confinement) (*Tree, 
 			h.cfg.Log.Warn().Int("processes", lim.Processes).Msg("proctree: no pids controller; process limit not enforced")
 		}
 	}
-	if lim.Memory > 0 {
+	if lim.Memory > 0 && !v2Mem {
 		switch {
-		case h.feat.V2Memory && t.v2 != "":
-			if err := writeFile(filepath.Join(t.v2, "memory.max"), strconv.FormatInt(lim.Memory, 10)); err != nil {
-				return fail(err)
-			}
-			_ = writeFile(filepath.Join(t.v2, "memory.swap.max"), "0")
 		case h.mem != "":
 			dir := filepath.Join(h.mem, name)
 			if err := os.Mkdir(dir, 0o755); err != nil {

@@ -185,12 +185,19 @@ func TestNewHost_kills_what_a_dead_hosts_cgroup_still_holds(t *testing.T) {
 	}
 	cmd := exec.Command("sleep", "100")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, UseCgroupFD: true, CgroupFD: fd}
+	startMu.RLock()
 	err = cmd.Start()
+	if err == nil {
+		// This test waits for it: the host's reaper must leave it alone,
+		// as it leaves the trees the host starts itself.
+		track(cmd.Process.Pid)
+	}
+	startMu.RUnlock()
 	syscall.Close(fd)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait(); untrack(cmd.Process.Pid) })
 	waited := make(chan error, 1)
 	go func() { waited <- cmd.Wait() }()
 

@@ -191,12 +191,15 @@ func landlockRuleset(c *confspec.Confinement) (int, uint32, error) {
 // The view. Landlock does not govern connect(2) on pathname unix sockets,
 // so a command could reach any listening socket whose path it can name
 // (a root tmux server's, a container daemon's, another session's). The
-// helper starts in a mount namespace of its own (and a user namespace of
-// its own where the worker is not root; helper.go); there its root is
+// helper enters a mount namespace of its own (and a user namespace of its
+// own where the worker is not root, in which its user is mapped to
+// itself and holds the capabilities to mount); there its root is
 // replaced by an empty tmpfs into which only the confinement's paths are
 // bound, so every other path, and every socket on it, does not exist for
 // the command. Landlock still decides what may be done with the paths
-// that do exist.
+// that do exist. The helper makes the namespaces itself, after its exec,
+// not the worker's clone: the copy of the mount table then costs the
+// command's start, not the worker's answer to it.
 
 // stageDirs are where the new root is mounted before pivot_root; the first
 // that exists and holds none of the bound paths is used.
@@ -255,6 +258,11 @@ func (p *program) view(c *confspec.Confinement) error {
 	if stage == "" {
 		return errors.New("no directory to build the view in")
 	}
+	uid, gid := "", ""
+	if os.Geteuid() != 0 {
+		uid, gid = strconv.Itoa(os.Geteuid()), strconv.Itoa(os.Getegid())
+	}
+	p.step("unshare", uid, gid)
 	p.step("private")
 	p.step("tmpfs", stage)
 	made := map[string]bool{stage: true}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -36,9 +37,9 @@ const reuseCount = 4
 
 // reusable is an empty task cgroup kept open for CLONE_INTO_CGROUP.
 type reusable struct {
-	dir     string
-	fd      int
-	limited bool // limits were written into it
+	dir    string
+	fd     int
+	limits Limits // what its pids.max and memory.max say
 }
 
 // takeCgroup returns an empty cgroup an ended tree left, if one is kept.
@@ -57,7 +58,7 @@ func (h *Host) takeCgroup() (reusable, bool) {
 
 // keepCgroup keeps an ended tree's cgroup for a later tree when it is empty
 // and the host has room; it reports whether it took the cgroup (and fd).
-func (h *Host) keepCgroup(dir string, fd int, limited bool) bool {
+func (h *Host) keepCgroup(dir string, fd int, limits Limits) bool {
 	if !emptyCgroup(dir) {
 		return false
 	}
@@ -66,7 +67,7 @@ func (h *Host) keepCgroup(dir string, fd int, limited bool) bool {
 	if h.done || len(h.reuse) >= reuseCount {
 		return false
 	}
-	h.reuse = append(h.reuse, reusable{dir: dir, fd: fd, limited: limited})
+	h.reuse = append(h.reuse, reusable{dir: dir, fd: fd, limits: limits})
 
 	return true
 }
@@ -105,18 +106,12 @@ func emptyCgroup(dir string) bool {
 	return true
 }
 
-// treeCgroup gives t a v2 cgroup: a kept one, its old limits reset and its
-// counters read as t's bases, or a new one.
+// treeCgroup gives t a v2 cgroup: a kept one, its counters read as t's
+// bases, or a new one; v2Limits says what limits it holds (t's own are
+// written by writeV2Limits).
 func (h *Host) treeCgroup(t *Tree, name string) error {
 	if c, ok := h.takeCgroup(); ok {
-		t.v2, t.v2fd = c.dir, c.fd
-		if c.limited {
-			// Limits of an earlier tree; t's own are written by the caller.
-			if err := t.resetLimits(); err != nil {
-				t.Close()
-				return fmt.Errorf("proctree: reset a reused cgroup's limits: %w", err)
-			}
-		}
+		t.v2, t.v2fd, t.v2Limits = c.dir, c.fd, c.limits
 		t.cpuBase = eventCount(filepath.Join(t.v2, "cpu.stat"), "usage_usec")
 		t.oomBase = eventCount(filepath.Join(t.v2, "memory.events"), "oom_kill")
 		t.pidsBase = eventCount(filepath.Join(t.v2, "pids.events"), "max")
@@ -136,18 +131,33 @@ func (h *Host) treeCgroup(t *Tree, name string) error {
 	return nil
 }
 
-// resetLimits lifts the limits an earlier tree wrote into t's cgroup.
-func (t *Tree) resetLimits() error {
-	if t.h.feat.V2Pids {
-		if err := writeFile(filepath.Join(t.v2, "pids.max"), "max"); err != nil {
-			return err
+// writeV2Limits makes t's v2 cgroup hold t's process and memory limits,
+// "max" where t has none, writing only the files that say otherwise (a
+// reused cgroup mostly holds the same limits already). It reports which
+// of the two it enforces.
+func (t *Tree) writeV2Limits(lim Limits) (pids, mem bool, err error) {
+	pids, mem = t.h.feat.V2Pids, t.h.feat.V2Memory
+	if pids && lim.Processes != t.v2Limits.Processes {
+		v := "max"
+		if lim.Processes > 0 {
+			v = strconv.Itoa(lim.Processes)
 		}
-	}
-	if t.h.feat.V2Memory {
-		if err := writeFile(filepath.Join(t.v2, "memory.max"), "max"); err != nil {
-			return err
+		if err := writeFile(filepath.Join(t.v2, "pids.max"), v); err != nil {
+			return false, false, err
 		}
-		_ = writeFile(filepath.Join(t.v2, "memory.swap.max"), "max") // absent without swap accounting
+		t.v2Limits.Processes = lim.Processes
 	}
-	return nil
+	if mem && lim.Memory != t.v2Limits.Memory {
+		v, swap := "max", "max"
+		if lim.Memory > 0 {
+			v, swap = strconv.FormatInt(lim.Memory, 10), "0"
+		}
+		if err := writeFile(filepath.Join(t.v2, "memory.max"), v); err != nil {
+			return false, false, err
+		}
+		// Without swap accounting the file is absent: best effort.
+		_ = writeFile(filepath.Join(t.v2, "memory.swap.max"), swap)
+		t.v2Limits.Memory = lim.Memory
+	}
+	return pids, mem, nil
 }

@@ -27,10 +27,11 @@ type Tree struct {
 	// The counters of a reused cgroup before the root was born (reuse.go):
 	// usage_usec, oom_kill and the pids limit's max events.
 	cpuBase, oomBase, pidsBase int64
-	// v2Limits: limits were written into the v2 cgroup (a later tree that
-	// reuses it writes its own); cgKilled (guarded by killMu):
-	// cgroup.kill was written, which keeps it from being reused.
-	v2Limits bool
+	// v2Limits: the limits in the v2 cgroup's files (pids.max,
+	// memory.max), which a later tree that reuses it keeps or rewrites;
+	// cgKilled (guarded by killMu): cgroup.kill was written, which keeps
+	// it from being reused.
+	v2Limits Limits
 	cgKilled bool
 	pidsDir  string // v1 cgroups, "" without
 	memDir   string

@@ -27,6 +27,7 @@
 #include <linux/capability.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -142,6 +143,32 @@ static void join_cgroup(const char *file) {
 	close(fd);
 }
 
+/* write_file writes s to an existing file whole. */
+static void write_file(const char *what, const char *file, const char *s) {
+	int fd = open(file, O_WRONLY | O_CLOEXEC);
+	size_t n = strlen(s);
+	if (fd < 0 || write(fd, s, n) != (ssize_t)n)
+		fail(what, file);
+	close(fd);
+}
+
+/* enter_namespaces puts the helper in a mount namespace of its own and,
+ * given a uid and gid (a worker that is not root), a user namespace of its
+ * own first, in which they are mapped to themselves and the helper holds
+ * every capability (dropped again before the exec). */
+static void enter_namespaces(const char *uid, const char *gid) {
+	if (unshare(CLONE_NEWNS | (*uid ? CLONE_NEWUSER : 0)) < 0)
+		fail("view: unshare", *uid ? "(user and mount namespaces)" : "(mount namespace)");
+	if (!*uid)
+		return;
+	char map[64];
+	write_file("view: user namespace", "/proc/self/setgroups", "deny");
+	snprintf(map, sizeof map, "%s %s 1", uid, uid);
+	write_file("view: user namespace", "/proc/self/uid_map", map);
+	snprintf(map, sizeof map, "%s %s 1", gid, gid);
+	write_file("view: user namespace", "/proc/self/gid_map", map);
+}
+
 /* pivot makes dir (a tmpfs holding the view) the root, detaches the old
  * root and makes the new one read-only, so nothing can be created next to
  * the bound paths. */
@@ -254,6 +281,9 @@ int main(void) {
 		const char *op = next("step");
 		if (!strcmp(op, "cgroup")) {
 			join_cgroup(next(op));
+		} else if (!strcmp(op, "unshare")) {
+			const char *uid = next(op), *gid = next(op);
+			enter_namespaces(uid, gid);
 		} else if (!strcmp(op, "private")) {
 			/* Nothing mounted from here may propagate back to the host. */
 			if (mount("", "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
