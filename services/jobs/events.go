@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"jetway/pkg/bus/kvmirror"
 	"jetway/pkg/events"
 	"jetway/pkg/tasks"
 	"jetway/services/jobs/jobsapi"
@@ -240,7 +241,7 @@ func (w *Worker) record(tk string) (string, []byte, bool) {
 // and its jobs that were running here must still end here (as lost): read
 // only through the bindings, they stayed "running" for ever.
 func (w *Worker) loadRecords(ctx context.Context) ([]Record, error) {
-	err := eachEntry(ctx, w.bindKV, nil, func(e jetstream.KeyValueEntry) {
+	err := eachEntry(ctx, w.bindKV, func(e jetstream.KeyValueEntry) {
 		if string(e.Value()) == w.cfg.WorkerID {
 			w.bound[strings.Replace(e.Key(), ".", "/", 1)] = true
 		}
@@ -249,7 +250,7 @@ func (w *Worker) loadRecords(ctx context.Context) ([]Record, error) {
 		return nil, err
 	}
 	var out []Record
-	err = eachEntry(ctx, w.jobsKV, nil, func(e jetstream.KeyValueEntry) {
+	err = eachEntry(ctx, w.jobsKV, func(e jetstream.KeyValueEntry) {
 		var r Record
 		if json.Unmarshal(e.Value(), &r) != nil || r.Worker != w.cfg.WorkerID {
 			return
@@ -259,34 +260,20 @@ func (w *Worker) loadRecords(ctx context.Context) ([]Record, error) {
 	return out, err
 }
 
-// eachEntry calls fn for every current entry of kv (matching filters, or
-// all). A one-shot read at start, not a mirror: nothing here follows the
-// bucket afterwards, and a failed read must fail the start, not retry.
-func eachEntry(ctx context.Context, kv jetstream.KeyValue, filters []string, fn func(jetstream.KeyValueEntry)) error {
+// eachEntry calls fn for every current entry of kv. A one-shot read at
+// start, not a mirror: nothing here follows the bucket afterwards, and a
+// failed read must fail the start, not retry.
+func eachEntry(ctx context.Context, kv jetstream.KeyValue, fn func(jetstream.KeyValueEntry)) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	var watch jetstream.KeyWatcher
-	var err error
-	if filters == nil {
-		watch, err = kv.WatchAll(ctx, jetstream.IgnoreDeletes())
-	} else {
-		watch, err = kv.WatchFiltered(ctx, filters, jetstream.IgnoreDeletes())
-	}
+	entries, err := kvmirror.Snapshot(ctx, kv)
 	if err != nil {
-		return fmt.Errorf("jobs: read bucket %s: %w", kv.Bucket(), err)
+		return fmt.Errorf("jobs: %w", err)
 	}
-	defer watch.Stop()
-	for {
-		select {
-		case e, ok := <-watch.Updates():
-			if !ok || e == nil {
-				return nil
-			}
-			fn(e)
-		case <-ctx.Done():
-			return fmt.Errorf("jobs: read bucket %s: %w", kv.Bucket(), ctx.Err())
-		}
+	for _, e := range entries {
+		fn(e)
 	}
+	return nil
 }
 
 // restore hands the records to the manager: ended tasks are listed as they

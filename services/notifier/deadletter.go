@@ -8,9 +8,9 @@ import (
 	"slices"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 
+	"jetway/pkg/bus/kvmirror"
 	"jetway/pkg/events"
 )
 
@@ -51,8 +51,8 @@ func (n *Notifier) bury(ctx context.Context, d delivery) error {
 }
 
 // DeadLetters lists a tenant's dead letters, oldest first. It reads the
-// bucket once per request and stops, so it is a watch's initial values, not
-// a mirror: a request needs an answer or an error now, not a restart.
+// bucket once per request (kvmirror.Snapshot), not a mirror: a request
+// needs an answer or an error now, not a restart.
 func (n *Notifier) DeadLetters(ctx context.Context, tenant string) ([]DeadLetter, error) {
 	if err := events.ValidateToken("tenant", tenant); err != nil {
 		return nil, err
@@ -60,32 +60,21 @@ func (n *Notifier) DeadLetters(ctx context.Context, tenant string) ([]DeadLetter
 	if n.dead == nil {
 		return nil, fmt.Errorf("notifier: dead letters: not running yet")
 	}
-	w, err := n.dead.Watch(ctx, tenant+".>", jetstream.IgnoreDeletes())
+	entries, err := kvmirror.Snapshot(ctx, n.dead, tenant+".>")
 	if err != nil {
 		return nil, fmt.Errorf("notifier: list dead letters: %w", err)
 	}
-	defer w.Stop()
 	out := []DeadLetter{}
-	for {
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("notifier: list dead letters: %w", ctx.Err())
-		case e, ok := <-w.Updates():
-			if !ok {
-				return nil, fmt.Errorf("notifier: list dead letters: watch ended")
-			}
-			if e == nil {
-				slices.SortFunc(out, func(a, b DeadLetter) int { return a.DeadAt.Compare(b.DeadAt) })
-				return out, nil
-			}
-			var dl DeadLetter
-			if err := json.Unmarshal(e.Value(), &dl); err != nil {
-				n.log.Warn().Err(err).Str("key", e.Key()).Msg("unreadable dead letter")
-				continue
-			}
-			out = append(out, dl)
+	for _, e := range entries {
+		var dl DeadLetter
+		if err := json.Unmarshal(e.Value(), &dl); err != nil {
+			n.log.Warn().Err(err).Str("key", e.Key()).Msg("unreadable dead letter")
+			continue
 		}
+		out = append(out, dl)
 	}
+	slices.SortFunc(out, func(a, b DeadLetter) int { return a.DeadAt.Compare(b.DeadAt) })
+	return out, nil
 }
 
 // DeadLetterList is the answer of the dead-letter endpoint and handler.
