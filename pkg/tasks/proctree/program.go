@@ -29,7 +29,7 @@ const programMagic = "jetway-confine 1"
 
 // program is a helper program being written, and the descriptors its
 // steps name (the Landlock rule set), which the helper receives as
-// descriptors confspec.FD+1 onwards.
+// descriptors confspec.FD+1 onwards, in order.
 type program struct {
 	b     []byte
 	files []*os.File
@@ -49,12 +49,6 @@ func (p *program) list(v []string) {
 	for _, s := range v {
 		p.b = append(append(p.b, s...), 0)
 	}
-}
-
-// pass hands f to the helper and returns the descriptor it will have there.
-func (p *program) pass(f *os.File) string {
-	p.files = append(p.files, f)
-	return strconv.Itoa(confspec.FD + len(p.files))
 }
 
 // close closes the descriptors the program passes (after the start).
@@ -77,19 +71,28 @@ func compile(spec confspec.Spec) (*program, error) {
 	for _, dir := range spec.Join {
 		p.step("cgroup", dir+"/cgroup.procs")
 	}
-	c := spec.Confine
-	if spec.Probe && c == nil {
-		c = &confspec.Confinement{View: true}
-	}
-	if c != nil && c.View {
+	if spec.Probe {
+		c := spec.Confine
+		if c == nil {
+			c = &confspec.Confinement{}
+		}
 		if err := p.view(c); err != nil {
 			return nil, fmt.Errorf("proctree: the file system view: %w", err)
 		}
-	}
-	if spec.Probe {
 		p.step("say", "view")
 		p.step("exit", "0")
 		return p, nil
+	}
+	c := spec.Confine
+	var parts confinementParts
+	if c != nil {
+		var err error
+		if parts, err = partsOf(c); err != nil {
+			return nil, err
+		}
+		// The rule set's descriptor, passed to the helper as its next one.
+		p.files = append(p.files, os.NewFile(uintptr(parts.fd), "landlock-ruleset"))
+		p.b = append(p.b, parts.view...)
 	}
 	if spec.Dir != "" {
 		// After the view, whose root replaced the one the directory was
@@ -105,7 +108,7 @@ func compile(spec confspec.Spec) (*program, error) {
 		p.rlimit(unix.RLIMIT_FSIZE, spec.FSize, spec.FSize)
 	}
 	if c != nil {
-		if err := p.confine(c); err != nil {
+		if err := p.confine(c, parts); err != nil {
 			p.close()
 			return nil, err
 		}
@@ -127,13 +130,9 @@ func (p *program) rlimit(resource int, soft, hard uint64) {
 // the capability drop. Where the worker runs as root the capabilities go
 // too, since a root with capabilities has ways past a file system rule
 // set (loading a module, rebooting, reconfiguring the network).
-func (p *program) confine(c *confspec.Confinement) error {
+func (p *program) confine(c *confspec.Confinement, parts confinementParts) error {
 	p.step("nnp")
-	fd, flags, err := sharedRuleset(c)
-	if err != nil {
-		return err
-	}
-	p.step("landlock", p.pass(os.NewFile(uintptr(fd), "landlock-ruleset")), strconv.FormatUint(uint64(flags), 10))
+	p.step("landlock", strconv.Itoa(confspec.FD+1), strconv.FormatUint(uint64(parts.flags), 10))
 	filter, err := seccomp.Filter(c)
 	if err != nil {
 		return fmt.Errorf("proctree: %w", err)

@@ -12,11 +12,12 @@ import (
 	"jetway/pkg/tasks/proctree/confspec"
 )
 
-// Rule sets are kept for reuse. Making one opens and adds every path of a
-// confinement (a hundred-odd, most of them /etc's entries), which cost
-// more than the rest of a job's start together; a session's jobs all
-// have the same confinement. A rule set holds inodes, so one is reused
-// only while its paths still name the inodes it was made with: the
+// Rule sets, and the view's steps, are kept for reuse. Making a rule set
+// opens and adds every path of a confinement (a hundred-odd, most of them
+// /etc's entries), which cost more than the rest of a job's start
+// together, and the view's steps look at each path it binds; a session's
+// jobs all have the same confinement. A rule set holds inodes, so one is
+// reused only while its paths still name the inodes it was made with: the
 // read-write directories (a workspace made anew) are looked at at every
 // reuse, every path (an /etc file replaced by a rename) at the first reuse
 // a second or more after the last such look, since a stat of each of
@@ -37,6 +38,7 @@ type cachedRuleset struct {
 	key   string
 	fd    int
 	flags uint32
+	view  []byte   // the view's steps; nil without a view
 	ids   []fileID // of every path, in pathIDs order
 	rw    []fileID // of the read-write directories
 	at    time.Time
@@ -53,12 +55,20 @@ var rulesets struct {
 	list []*cachedRuleset // most recently used last
 }
 
-// sharedRuleset is a descriptor of c's rule set, the caller's to close: a
-// duplicate of the one the cache keeps.
-func sharedRuleset(c *confspec.Confinement) (int, uint32, error) {
+// confinementParts are what compile needs of a confinement: the view's
+// steps (nil without a view) and a descriptor of its rule set, the
+// caller's to close (a duplicate of the one the cache keeps).
+type confinementParts struct {
+	view  []byte
+	fd    int
+	flags uint32
+}
+
+// partsOf is c's parts, from the cache while they hold.
+func partsOf(c *confspec.Confinement) (confinementParts, error) {
 	b, err := json.Marshal(c)
 	if err != nil {
-		return -1, 0, err
+		return confinementParts{}, err
 	}
 	key := string(b)
 	rw := statIDs(c.ReadWrite)
@@ -73,30 +83,39 @@ func sharedRuleset(c *confspec.Confinement) (int, uint32, error) {
 			fresh, r.at = slices.Equal(r.ids, pathIDs(c)), now
 		}
 		if fresh {
-			return dup(r.fd, r.flags)
+			return r.parts()
 		}
 		rulesets.list = rulesets.list[:len(rulesets.list)-1]
 		_ = unix.Close(r.fd) // its paths moved on; made again below
 	}
 	ids := pathIDs(c)
+	var view []byte
+	if c.View {
+		v := &program{}
+		if err := v.view(c); err != nil {
+			return confinementParts{}, fmt.Errorf("proctree: the file system view: %w", err)
+		}
+		view = v.b
+	}
 	fd, flags, err := landlockRuleset(c)
 	if err != nil {
-		return -1, 0, err
+		return confinementParts{}, err
 	}
 	if len(rulesets.list) == rulesetCacheSize {
 		_ = unix.Close(rulesets.list[0].fd) // the least recently used
 		rulesets.list = slices.Delete(rulesets.list, 0, 1)
 	}
-	rulesets.list = append(rulesets.list, &cachedRuleset{key: key, fd: fd, flags: flags, ids: ids, rw: rw, at: now})
-	return dup(fd, flags)
+	r := &cachedRuleset{key: key, fd: fd, flags: flags, view: view, ids: ids, rw: rw, at: now}
+	rulesets.list = append(rulesets.list, r)
+	return r.parts()
 }
 
-func dup(fd int, flags uint32) (int, uint32, error) {
-	d, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+func (r *cachedRuleset) parts() (confinementParts, error) {
+	d, err := unix.FcntlInt(uintptr(r.fd), unix.F_DUPFD_CLOEXEC, 0)
 	if err != nil {
-		return -1, 0, fmt.Errorf("proctree: landlock rule set: %w", err)
+		return confinementParts{}, fmt.Errorf("proctree: landlock rule set: %w", err)
 	}
-	return d, flags, nil
+	return confinementParts{view: r.view, fd: d, flags: r.flags}, nil
 }
 
 // pathIDs stats every path of c's rules, following links as the rule set
