@@ -32,10 +32,10 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/rs/zerolog"
 
-	"jetway/internal/egress"
 	"jetway/pkg/agent/tool"
 	"jetway/pkg/control/agents"
 	"jetway/pkg/dispatcherapi"
+	"jetway/pkg/egress"
 	"jetway/pkg/llm"
 	"jetway/pkg/redact"
 	jobsclient "jetway/services/jobs/client"

@@ -6,7 +6,7 @@ import (
 	"net/netip"
 	"time"
 
-	"jetway/internal/egress"
+	"jetway/pkg/egress"
 )
 
 // ErrForbiddenTarget is wrapped by every refusal to connect to a webhook

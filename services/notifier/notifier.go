@@ -52,8 +52,8 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/trace"
 
-	"jetway/internal/egress"
 	"jetway/pkg/bus"
+	"jetway/pkg/egress"
 	"jetway/pkg/events"
 )
 
