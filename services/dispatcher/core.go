@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"net/http"
 	"strings"
 	"time"
@@ -96,7 +95,7 @@ func (d *Dispatcher) allow(tenant string) error {
 		r.Cancel()
 		p := problemf(http.StatusTooManyRequests, "rate-limited", "Too many requests",
 			"tenant %q is over its limit of %g requests per second (burst %d)", tenant, d.cfg.RatePerSecond, d.cfg.RateBurst)
-		p.RetryAfter = time.Duration(math.Max(float64(delay), float64(time.Second)))
+		p.RetryAfter = retryAfterSeconds(delay)
 		return p
 	}
 	return nil

@@ -196,9 +196,6 @@ func (d *Dispatcher) natsHandler(name string, fn func(context.Context, auth.Prin
 				Str("detail", pr.Detail).Msg("request refused")
 			out := *pr
 			out.Instance = route
-			if pr.RetryAfter > 0 {
-				out.RetryAfterSeconds = int((pr.RetryAfter + time.Second - 1) / time.Second)
-			}
 			body, _ := json.Marshal(out)
 			_ = req.Error(strconv.Itoa(pr.Status), pr.Title, body,
 				micro.WithHeaders(micro.Headers{"Content-Type": []string{ContentTypeProblem}}))
