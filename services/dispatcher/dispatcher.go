@@ -32,23 +32,18 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/trace"
-	"golang.org/x/time/rate"
 
 	"jetway/pkg/auth"
 	"jetway/pkg/bus"
-	"jetway/pkg/control/groundstop"
 	api "jetway/pkg/dispatcherapi"
 	"jetway/pkg/telemetry"
-	jobsclient "jetway/services/jobs/client"
 )
 
 // Defaults for zero Config fields.
@@ -101,39 +96,13 @@ type Config struct {
 	Version string
 }
 
-// Dispatcher serves the API. Build it with New.
+// Dispatcher serves the API. Build it with New. It wires the cores and
+// the two transports together (cores.go) and runs them; the operations are
+// the cores'.
 type Dispatcher struct {
-	cfg     Config
-	nc      *nats.Conn
-	js      jetstream.JetStream
-	auth    *auth.Store
-	log     zerolog.Logger
-	tracer  trace.Tracer
-	metrics *metrics
-
-	limMu    sync.Mutex
-	limiters map[string]*rate.Limiter
-
-	kvMu sync.Mutex
-	kvs  map[string]jetstream.KeyValue
-	// streams are the streams read directly (detail.go), under kvMu too.
-	streams map[string]jetstream.Stream
-
-	// jobs is the jobs service's client, made at first use (jobs.go).
-	jobsOnce sync.Once
-	jobs     *jobsclient.Client
-	jobsErr  error
-
-	// stops mirrors the Ground Stop switches for input answers.
-	stopsOnce sync.Once
-	stops     *groundstop.Mirror
-
-	// noIDBucket logs once that duplicate answers are off (claimID).
-	noIDBucket sync.Once
-
-	// beforeRecordWrite, when set (tests only), runs between reading a
-	// session record and writing it back, so a test can write in between.
-	beforeRecordWrite func(key string)
+	*cores
+	// auth is Config.Auth, the token store the gate reads.
+	auth *auth.Store
 }
 
 // New checks cfg and builds a Dispatcher; it does not listen yet.
@@ -186,18 +155,8 @@ func New(cfg Config) (*Dispatcher, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dispatcher: %w", err)
 	}
-	return &Dispatcher{
-		cfg:      cfg,
-		nc:       cfg.Conn,
-		js:       js,
-		auth:     cfg.Auth,
-		log:      log,
-		tracer:   tp.Tracer("jetway/services/dispatcher"),
-		metrics:  m,
-		limiters: map[string]*rate.Limiter{},
-		kvs:      map[string]jetstream.KeyValue{},
-		streams:  map[string]jetstream.Stream{},
-	}, nil
+	c := newCores(cfg, log, tp.Tracer("jetway/services/dispatcher"), m, newStore(cfg.Conn, js))
+	return &Dispatcher{cores: c, auth: cfg.Auth}, nil
 }
 
 // Run serves the HTTP API on cfg.Addr and the NATS API until ctx is done,

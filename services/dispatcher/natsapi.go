@@ -34,13 +34,19 @@ const (
 	SubjectJob        = api.SubjectJob
 )
 
+// natsAPI is the NATS micro transport: each endpoint reads its request
+// into a core's call, as httpAPI does for a route.
+type natsAPI struct {
+	*cores
+}
+
 // NATSRequest is the body of the NATS API requests that name a session.
 type NATSRequest = api.NATSRequest
 
-// StartNATS registers the jetway-dispatcher micro service on the
-// connection. Several dispatchers share the work through micro's queue group.
-func (d *Dispatcher) StartNATS() (micro.Service, error) {
-	svc, err := micro.AddService(d.nc, micro.Config{
+// start registers the jetway-dispatcher micro service on the connection
+// (Dispatcher.StartNATS). Several dispatchers share the work through micro's queue group.
+func (d *natsAPI) start() (micro.Service, error) {
+	svc, err := micro.AddService(d.store.nc, micro.Config{
 		Name:        ServiceName,
 		Version:     semver(d.cfg.Version),
 		Metadata:    map[string]string{"build": d.cfg.Version},
@@ -154,7 +160,7 @@ func (c natsHeaderCarrier) Keys() []string {
 	return keys
 }
 
-func (d *Dispatcher) natsHandler(name string, fn func(context.Context, auth.Principal, micro.Request) (any, error)) micro.HandlerFunc {
+func (d *natsAPI) natsHandler(name string, fn func(context.Context, auth.Principal, micro.Request) (any, error)) micro.HandlerFunc {
 	route := APISubjectPrefix + "." + name
 	return func(req micro.Request) {
 		start := time.Now()
@@ -174,7 +180,7 @@ func (d *Dispatcher) natsHandler(name string, fn func(context.Context, auth.Prin
 
 		token := auth.BearerToken(natsHeaderCarrier(req.Headers()).Get("Authorization"))
 		var res any
-		p, err := d.authenticate(token)
+		p, err := d.gate.authenticate(token)
 		if err == nil {
 			err = sameTenant(p, name, req.Subject())
 		}
@@ -220,61 +226,61 @@ func decodeNATS(req micro.Request, optional bool) (NATSRequest, error) {
 	return r, nil
 }
 
-func (d *Dispatcher) natsInput(ctx context.Context, p auth.Principal, req micro.Request) (any, error) {
+func (d *natsAPI) natsInput(ctx context.Context, p auth.Principal, req micro.Request) (any, error) {
 	r, err := decodeNATS(req, false)
 	if err != nil {
 		return nil, err
 	}
-	return d.Input(ctx, p, r.Session, InputRequest{Text: r.Text, ID: r.ID, Agent: r.Agent})
+	return d.events.Input(ctx, p, r.Session, InputRequest{Text: r.Text, ID: r.ID, Agent: r.Agent})
 }
 
-func (d *Dispatcher) natsSteer(ctx context.Context, p auth.Principal, req micro.Request) (any, error) {
+func (d *natsAPI) natsSteer(ctx context.Context, p auth.Principal, req micro.Request) (any, error) {
 	r, err := decodeNATS(req, false)
 	if err != nil {
 		return nil, err
 	}
-	return d.Steer(ctx, p, r.Session, SteerRequest{Note: r.Note, ID: r.ID, Agent: r.Agent})
+	return d.events.Steer(ctx, p, r.Session, SteerRequest{Note: r.Note, ID: r.ID, Agent: r.Agent})
 }
 
 // natsEvent takes a CloudEvent in the NATS binding, binary (ce- headers)
 // or structured mode, read by pkg/events as the stream's consumers read it.
-func (d *Dispatcher) natsEvent(ctx context.Context, p auth.Principal, req micro.Request) (any, error) {
+func (d *natsAPI) natsEvent(ctx context.Context, p auth.Principal, req micro.Request) (any, error) {
 	h := nats.Header(req.Headers())
 	e, err := events.ReadEvent(h, req.Data())
 	if err != nil {
 		return nil, err
 	}
-	return d.PublishEvent(ctx, p, e)
+	return d.events.PublishEvent(ctx, p, e)
 }
 
-func (d *Dispatcher) natsSessions(ctx context.Context, p auth.Principal, req micro.Request) (any, error) {
+func (d *natsAPI) natsSessions(ctx context.Context, p auth.Principal, req micro.Request) (any, error) {
 	r, err := decodeNATS(req, true)
 	if err != nil {
 		return nil, err
 	}
 	if r.Session != "" {
-		return d.SessionDetail(ctx, p, r.Session)
+		return d.sessions.SessionDetail(ctx, p, r.Session)
 	}
-	ss, err := d.Sessions(ctx, p)
+	ss, err := d.sessions.Sessions(ctx, p)
 	if err != nil {
 		return nil, err
 	}
 	return SessionList{Sessions: ss}, nil
 }
 
-func (d *Dispatcher) natsJobs(ctx context.Context, p auth.Principal, req micro.Request) (any, error) {
+func (d *natsAPI) natsJobs(ctx context.Context, p auth.Principal, req micro.Request) (any, error) {
 	r, err := decodeNATS(req, false)
 	if err != nil {
 		return nil, err
 	}
-	jobs, err := d.Jobs(ctx, p, r.Session)
+	jobs, err := d.jobs.Jobs(ctx, p, r.Session)
 	if err != nil {
 		return nil, err
 	}
 	return JobList{Jobs: jobs}, nil
 }
 
-func (d *Dispatcher) natsStop(ctx context.Context, p auth.Principal, req micro.Request) (any, error) {
+func (d *natsAPI) natsStop(ctx context.Context, p auth.Principal, req micro.Request) (any, error) {
 	r, err := decodeNATS(req, true)
 	if err != nil {
 		return nil, err
@@ -282,52 +288,88 @@ func (d *Dispatcher) natsStop(ctx context.Context, p auth.Principal, req micro.R
 	t := StopTarget{Scope: r.Scope, Tenant: r.Tenant, Session: r.Session}
 	switch r.Action {
 	case "on":
-		return d.SetStop(ctx, p, t, StopRequest{Reason: r.Reason})
+		return d.groundStop.SetStop(ctx, p, t, StopRequest{Reason: r.Reason})
 	case "off":
-		return d.ClearStop(ctx, p, t)
+		return d.groundStop.ClearStop(ctx, p, t)
 	case "", "get":
-		return d.Stop(ctx, p, t)
+		return d.groundStop.Stop(ctx, p, t)
 	}
 	return nil, problemf(http.StatusBadRequest, "bad-request", "Unknown action",
 		"action %q: want on, off or get", shortenQ(r.Action))
 }
 
-func (d *Dispatcher) natsRecovery(ctx context.Context, p auth.Principal, req micro.Request) (any, error) {
+func (d *natsAPI) natsRecovery(ctx context.Context, p auth.Principal, req micro.Request) (any, error) {
 	r, err := decodeNATS(req, false)
 	if err != nil {
 		return nil, err
 	}
 	switch r.Action {
 	case "set":
-		return d.SetRecovery(ctx, p, r.Session, RecoveryRequest{Policy: r.Policy, MaxAttempts: r.MaxAttempts})
+		return d.sessions.SetRecovery(ctx, p, r.Session, RecoveryRequest{Policy: r.Policy, MaxAttempts: r.MaxAttempts})
 	case "clear":
-		return d.ClearRecovery(ctx, p, r.Session)
+		return d.sessions.ClearRecovery(ctx, p, r.Session)
 	case "", "get":
-		return d.Recovery(ctx, p, r.Session)
+		return d.sessions.Recovery(ctx, p, r.Session)
 	}
 	return nil, problemf(http.StatusBadRequest, "bad-request", "Unknown action",
 		"action %q: want set, clear or get", shortenQ(r.Action))
 }
 
-func (d *Dispatcher) natsTranscript(ctx context.Context, p auth.Principal, req micro.Request) (any, error) {
+func (d *natsAPI) natsTranscript(ctx context.Context, p auth.Principal, req micro.Request) (any, error) {
 	r, err := decodeNATS(req, false)
 	if err != nil {
 		return nil, err
 	}
-	return d.Transcript(ctx, p, r.Session, r.After, r.Limit)
+	return d.sessions.Transcript(ctx, p, r.Session, r.After, r.Limit)
 }
 
-func (d *Dispatcher) natsJob(ctx context.Context, p auth.Principal, req micro.Request) (any, error) {
+func (d *natsAPI) natsJob(ctx context.Context, p auth.Principal, req micro.Request) (any, error) {
 	r, err := decodeNATS(req, false)
 	if err != nil {
 		return nil, err
 	}
 	switch r.Action {
 	case "", "output":
-		return d.JobOutput(ctx, p, r.Session, r.Job, JobOutputRequest{Offset: r.Offset, Limit: r.Limit, Tail: r.Tail, Grep: r.Grep})
+		return d.jobs.JobOutput(ctx, p, r.Session, r.Job, JobOutputRequest{Offset: r.Offset, Limit: r.Limit, Tail: r.Tail, Grep: r.Grep})
 	case "kill":
-		return d.KillJob(ctx, p, r.Session, r.Job)
+		return d.jobs.KillJob(ctx, p, r.Session, r.Job)
 	}
 	return nil, problemf(http.StatusBadRequest, "bad-request", "Unknown action",
 		"action %q: want output or kill", shortenQ(r.Action))
+}
+
+func (d *natsAPI) natsAgents(ctx context.Context, p auth.Principal, req micro.Request) (any, error) {
+	r, err := decodeNATS(req, true)
+	if err != nil {
+		return nil, err
+	}
+	action := r.Action
+	if action == "" {
+		action = "list"
+		if r.Name != "" {
+			action = "get"
+		}
+	}
+	switch action {
+	case "list":
+		return d.agents.Agents(ctx, p)
+	case "get":
+		return d.agents.Agent(ctx, p, r.Name)
+	case "put":
+		if r.Profile == nil {
+			pr := problem(http.StatusBadRequest, "invalid-agent", "Invalid agent profile",
+				`profile: required for put: {"action":"put","name":"…","profile":{"instructions":"…"}}`)
+			pr.Field = "profile"
+			return nil, pr
+		}
+		return d.agents.PutAgent(ctx, p, r.Name, *r.Profile)
+	case "delete":
+		return d.agents.DeleteAgent(ctx, p, r.Name)
+	}
+	return nil, problemf(http.StatusBadRequest, "bad-request", "Unknown action",
+		"action %q: want list, get, put or delete", shortenQ(action))
+}
+
+func (d *natsAPI) natsCluster(ctx context.Context, p auth.Principal, _ micro.Request) (any, error) {
+	return d.cluster.Cluster(ctx, p)
 }

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"jetway/pkg/auth"
 	api "jetway/pkg/dispatcherapi"
@@ -124,4 +125,22 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
+}
+
+func unavailable(what string, err error) *Problem {
+	return problemf(http.StatusServiceUnavailable, "unavailable", "Service unavailable", "%s: %v", what, err)
+}
+
+// shortenQ keeps a caller's string short in a problem detail, cutting on
+// a rune boundary.
+func shortenQ(s string) string {
+	const n = 80
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
 }

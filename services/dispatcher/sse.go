@@ -24,7 +24,7 @@ import (
 //
 // Without Last-Event-ID the stream starts with what JETWAY_OUT still holds
 // for the session (?from=new starts with the next message instead).
-func (d *Dispatcher) handleStream(w http.ResponseWriter, r *http.Request) {
+func (d *httpAPI) handleStream(w http.ResponseWriter, r *http.Request) {
 	p, err := d.principal(r)
 	if err != nil {
 		d.fail(w, r, err)
@@ -70,7 +70,7 @@ func (d *Dispatcher) handleStream(w http.ResponseWriter, r *http.Request) {
 
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	cons, err := d.js.OrderedConsumer(ctx, bus.StreamOut, cc)
+	cons, err := d.store.js.OrderedConsumer(ctx, bus.StreamOut, cc)
 	if err != nil {
 		d.fail(w, r, unavailable("follow "+bus.StreamOut, err))
 		return
