@@ -6,10 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/rs/zerolog"
 	"net/http"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
 
 	"jetway/pkg/auth"
 	"jetway/pkg/bus"
@@ -39,15 +39,7 @@ type agentsCore struct {
 }
 
 func (d *agentsCore) agentsBucket(ctx context.Context) (jetstream.KeyValue, error) {
-	kv, err := d.bucket(ctx, bus.BucketAgents)
-	if err != nil {
-		return nil, err
-	}
-	if kv == nil {
-		return nil, problemf(http.StatusServiceUnavailable, "unavailable", "Agents bucket missing",
-			"bucket %s does not exist; provision the bus first", bus.BucketAgents)
-	}
-	return kv, nil
+	return d.requiredBucket(ctx, bus.BucketAgents, "Agents")
 }
 
 // Agents lists the caller's tenant's agent profiles, the default one

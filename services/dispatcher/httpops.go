@@ -100,11 +100,7 @@ func (d *httpAPI) handleRecovery(w http.ResponseWriter, r *http.Request, p auth.
 	session := r.PathValue("session")
 	switch r.Method {
 	case http.MethodPut:
-		b, err := d.readBody(w, r)
-		if err != nil {
-			return nil, err
-		}
-		req, err := decodeRecoveryRequest(b)
+		req, err := strictBody(d, w, r, decodeRecoveryRequest)
 		if err != nil {
 			return nil, err
 		}
@@ -151,11 +147,7 @@ func (d *httpAPI) handleAgent(w http.ResponseWriter, r *http.Request, p auth.Pri
 	name := r.PathValue("name")
 	switch r.Method {
 	case http.MethodPut:
-		b, err := d.readBody(w, r)
-		if err != nil {
-			return nil, err
-		}
-		a, err := decodeAgent(b)
+		a, err := strictBody(d, w, r, decodeAgent)
 		if err != nil {
 			return nil, err
 		}
@@ -186,4 +178,16 @@ func (d *httpAPI) handleStop(w http.ResponseWriter, r *http.Request, p auth.Prin
 // tenant here, as for Ground Stop (principal).
 func (d *httpAPI) handleCluster(_ http.ResponseWriter, r *http.Request, p auth.Principal) (any, error) {
 	return d.cluster.Cluster(r.Context(), p)
+}
+
+// strictBody reads the body under the size limit and decodes it with
+// decode: a PUT route's own strict reader, which refuses unknown fields
+// rather than read a misspelt one as absent.
+func strictBody[T any](d *httpAPI, w http.ResponseWriter, r *http.Request, decode func([]byte) (T, error)) (T, error) {
+	b, err := d.readBody(w, r)
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	return decode(b)
 }

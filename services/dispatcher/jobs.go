@@ -4,13 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"github.com/rs/zerolog"
-	"jetway/pkg/bus"
 	"net/http"
 	"strconv"
 	"strings"
 
+	"github.com/rs/zerolog"
+
 	"jetway/pkg/auth"
+	"jetway/pkg/bus"
 	api "jetway/pkg/dispatcherapi"
 	"jetway/pkg/events"
 	"jetway/services/jobs/jobsapi"
@@ -23,7 +24,7 @@ import (
 
 // jobsCore is a session's background jobs: the records the jobs service
 // keeps (listed here) and each job's output and kill, asked of the
-// session's jobs worker (jobs.go).
+// session's jobs worker (below).
 type jobsCore struct {
 	*store
 	log zerolog.Logger

@@ -3,7 +3,6 @@ package dispatcher
 import (
 	"context"
 	"errors"
-	api "jetway/pkg/dispatcherapi"
 	"net/http"
 	"strings"
 	"sync"
@@ -16,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"jetway/pkg/auth"
+	api "jetway/pkg/dispatcherapi"
 	"jetway/pkg/events"
 )
 
@@ -80,14 +80,20 @@ func (d *eventsCore) Input(ctx context.Context, p auth.Principal, session string
 	if strings.TrimSpace(req.Text) == "" {
 		return Accepted{}, problem(http.StatusBadRequest, "invalid-data", "Invalid input", "text is empty")
 	}
-	e, err := d.newEvent(p, session, req.ID, events.Input{Text: req.Text})
+	return d.fromPerson(ctx, p, session, req.ID, req.Agent, events.Input{Text: req.Text})
+}
+
+// fromPerson publishes what a person sent (input, steer) with the id and
+// agent profile the request chose, if any.
+func (d *eventsCore) fromPerson(ctx context.Context, p auth.Principal, session, id, agent string, payload events.Payload) (Accepted, error) {
+	e, err := d.newEvent(p, session, id, payload)
 	if err != nil {
 		return Accepted{}, err
 	}
-	if err := bindAgent(&e, req.Agent); err != nil {
+	if err := bindAgent(&e, agent); err != nil {
 		return Accepted{}, err
 	}
-	return d.publishHeld(ctx, p, session, e, req.ID != "")
+	return d.publishHeld(ctx, p, session, e, id != "")
 }
 
 // bindAgent names agent in e (the jetwayagent extension) when a person's
@@ -108,14 +114,7 @@ func (d *eventsCore) Steer(ctx context.Context, p auth.Principal, session string
 	if strings.TrimSpace(req.Note) == "" {
 		return Accepted{}, problem(http.StatusBadRequest, "invalid-data", "Invalid steer", "note is empty")
 	}
-	e, err := d.newEvent(p, session, req.ID, events.Steer{Note: req.Note})
-	if err != nil {
-		return Accepted{}, err
-	}
-	if err := bindAgent(&e, req.Agent); err != nil {
-		return Accepted{}, err
-	}
-	return d.publishHeld(ctx, p, session, e, req.ID != "")
+	return d.fromPerson(ctx, p, session, req.ID, req.Agent, events.Steer{Note: req.Note})
 }
 
 // publishHeld publishes a person's event and says in the answer which

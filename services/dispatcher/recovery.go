@@ -193,13 +193,9 @@ func (d *sessionsCore) writeRecovery(ctx context.Context, p auth.Principal, sess
 		return RecoveryState{}, problemf(http.StatusForbidden, "forbidden", "Forbidden",
 			"changing a recovery policy needs a token that may steer (%s): %s", recoveryControlType, trimPrefix(err))
 	}
-	kv, err := d.bucket(ctx, bus.BucketSessions)
+	kv, err := d.requiredBucket(ctx, bus.BucketSessions, "Sessions")
 	if err != nil {
 		return RecoveryState{}, err
-	}
-	if kv == nil {
-		return RecoveryState{}, problemf(http.StatusServiceUnavailable, "unavailable", "Sessions bucket missing",
-			"bucket %s does not exist; provision the bus first", bus.BucketSessions)
 	}
 	rev, rec, err := d.casPolicy(ctx, kv, p.Tenant, session, o)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
 	"jetway/pkg/auth"
@@ -99,62 +100,81 @@ func stopBy(p auth.Principal) string {
 // SetStop turns Ground Stop on: globally (operators only), for a tenant or
 // for one session.
 func (d *stopCore) SetStop(ctx context.Context, p auth.Principal, t StopTarget, req StopRequest) (StopState, error) {
-	if err := p.MayAdminister(); err != nil {
-		return StopState{}, err
-	}
-	tenant, session, scope, err := resolveStop(p, t)
-	if err != nil {
-		return StopState{}, err
-	}
-	kv, err := d.controlBucket(ctx)
-	if err != nil {
-		return StopState{}, err
-	}
 	rec := groundstop.Record{Reason: req.Reason, By: stopBy(p), At: time.Now().UTC()}
-	if _, err := groundstop.Set(ctx, kv, tenant, session, rec); err != nil {
-		return StopState{}, unavailable("set Ground Stop", err)
+	sw, err := d.flip(ctx, p, t, rec, true)
+	if err != nil {
+		return StopState{}, err
 	}
-	if key, err := groundstop.Key(tenant, session); err == nil {
-		d.flipped(key, rec, true)
-	}
-	d.log.Warn().Str("by", rec.By).Str("tenant", p.Tenant).Str("scope", scope).Str("reason", req.Reason).Msg("Ground Stop on")
-	return StopState{GroundStop: true, Scope: scope, Reason: rec.Reason, By: rec.By, At: rec.At}, nil
+	d.log.Warn().Str("by", rec.By).Str("tenant", p.Tenant).Str("scope", sw.scope).Str("reason", req.Reason).Msg("Ground Stop on")
+	return StopState{GroundStop: true, Scope: sw.scope, Reason: rec.Reason, By: rec.By, At: rec.At}, nil
 }
 
 // ClearStop turns Ground Stop off, with the same scopes as SetStop.
 func (d *stopCore) ClearStop(ctx context.Context, p auth.Principal, t StopTarget) (StopState, error) {
-	if err := p.MayAdminister(); err != nil {
-		return StopState{}, err
-	}
-	tenant, session, scope, err := resolveStop(p, t)
+	sw, err := d.flip(ctx, p, t, groundstop.Record{}, false)
 	if err != nil {
 		return StopState{}, err
+	}
+	d.log.Warn().Str("by", stopBy(p)).Str("tenant", p.Tenant).Str("scope", sw.scope).Msg("Ground Stop off")
+	return StopState{GroundStop: false, Scope: sw.scope}, nil
+}
+
+// addressed is the switch a Ground Stop call is about, resolved for its
+// caller (resolveStop), with the bucket it lives in open.
+type addressed struct {
+	tenant, session, scope string
+	kv                     jetstream.KeyValue
+}
+
+// address resolves t for p and opens the control bucket; reads and flips
+// share it, so both refuse the same targets the same way.
+func (d *stopCore) address(ctx context.Context, p auth.Principal, t StopTarget) (addressed, error) {
+	tenant, session, scope, err := resolveStop(p, t)
+	if err != nil {
+		return addressed{}, err
 	}
 	kv, err := d.controlBucket(ctx)
 	if err != nil {
-		return StopState{}, err
+		return addressed{}, err
 	}
-	if err := groundstop.Clear(ctx, kv, tenant, session); err != nil {
-		return StopState{}, unavailable("clear Ground Stop", err)
+	return addressed{tenant: tenant, session: session, scope: scope, kv: kv}, nil
+}
+
+// flip turns the switch t addresses on (storing rec) or off, an admin
+// token's right, and tells the mirror at once so this dispatcher's next
+// answer already says so.
+func (d *stopCore) flip(ctx context.Context, p auth.Principal, t StopTarget, rec groundstop.Record, on bool) (addressed, error) {
+	if err := p.MayAdminister(); err != nil {
+		return addressed{}, err
 	}
-	if key, err := groundstop.Key(tenant, session); err == nil {
-		d.flipped(key, groundstop.Record{}, false)
+	sw, err := d.address(ctx, p, t)
+	if err != nil {
+		return addressed{}, err
 	}
-	d.log.Warn().Str("by", stopBy(p)).Str("tenant", p.Tenant).Str("scope", scope).Msg("Ground Stop off")
-	return StopState{GroundStop: false, Scope: scope}, nil
+	what := "clear Ground Stop"
+	if on {
+		what = "set Ground Stop"
+		_, err = groundstop.Set(ctx, sw.kv, sw.tenant, sw.session, rec)
+	} else {
+		err = groundstop.Clear(ctx, sw.kv, sw.tenant, sw.session)
+	}
+	if err != nil {
+		return addressed{}, unavailable(what, err)
+	}
+	if key, err := groundstop.Key(sw.tenant, sw.session); err == nil {
+		d.flipped(key, rec, on)
+	}
+	return sw, nil
 }
 
 // Stop reads a Ground Stop switch. Any token may read its own tenant's
 // switches; of the global one a tenant learns only whether it is on.
 func (d *stopCore) Stop(ctx context.Context, p auth.Principal, t StopTarget) (StopState, error) {
-	tenant, session, scope, err := resolveStop(p, t)
+	sw, err := d.address(ctx, p, t)
 	if err != nil {
 		return StopState{}, err
 	}
-	kv, err := d.controlBucket(ctx)
-	if err != nil {
-		return StopState{}, err
-	}
+	tenant, session, scope, kv := sw.tenant, sw.session, sw.scope, sw.kv
 	rec, on, err := groundstop.Get(ctx, kv, tenant, session)
 	if err != nil {
 		return StopState{}, unavailable("read Ground Stop", err)

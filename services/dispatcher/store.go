@@ -39,13 +39,20 @@ func newStore(nc *nats.Conn, js jetstream.JetStream) *store {
 }
 
 func (d *store) controlBucket(ctx context.Context) (jetstream.KeyValue, error) {
-	kv, err := d.bucket(ctx, bus.BucketControl)
+	return d.requiredBucket(ctx, bus.BucketControl, "Control")
+}
+
+// requiredBucket is bucket for a caller that cannot do without it (a
+// write, a switch): one that does not exist is a 503 saying to provision
+// the bus, titled "<what> bucket missing".
+func (d *store) requiredBucket(ctx context.Context, name, what string) (jetstream.KeyValue, error) {
+	kv, err := d.bucket(ctx, name)
 	if err != nil {
 		return nil, err
 	}
 	if kv == nil {
-		return nil, problemf(http.StatusServiceUnavailable, "unavailable", "Control bucket missing",
-			"bucket %s does not exist; provision the bus first", bus.BucketControl)
+		return nil, problemf(http.StatusServiceUnavailable, "unavailable", what+" bucket missing",
+			"bucket %s does not exist; provision the bus first", name)
 	}
 	return kv, nil
 }
