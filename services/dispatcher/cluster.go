@@ -38,6 +38,12 @@ const (
 // the dispatcher does not link the process-containment code).
 const workerConfinementKey = "confinement"
 
+// clusterCore reads who does the work, across every tenant: runners,
+// partitions, jobs workers, streams and consumers.
+type clusterCore struct {
+	*store
+}
+
 // Cluster reads who does the work: runners and the partitions they hold,
 // jobs workers, and jetway's streams and consumers. Only an operator may
 // read it: it spans every tenant. A part that cannot be read is named in
@@ -63,12 +69,6 @@ func (d *clusterCore) Cluster(ctx context.Context, p auth.Principal) (Cluster, e
 	c.JobsWorkers, err = d.clusterWorkers(ctx)
 	note("jobs workers", err)
 	return c, nil
-}
-
-// clusterCore reads who does the work, across every tenant: runners,
-// partitions, jobs workers, streams and consumers.
-type clusterCore struct {
-	*store
 }
 
 // runnerBeat is a runner's heartbeat value as the runner writes it.

@@ -23,7 +23,11 @@
 // message at a time (transcript.go), its waiting events counted in
 // JETWAY_WORK (detail.go), and its jobs' output and kill asked of its jobs
 // worker through the jobs service's API (jobs.go). The request and answer
-// bodies are pkg/dispatcherapi's.
+// bodies, and the problem type of every error, are pkg/dispatcherapi's.
+//
+// Inside, the dispatcher is one core per resource (events, sessions,
+// agents, Ground Stop, jobs, cluster) with the HTTP and NATS APIs as thin
+// transports over the same cores; cores.go says why and where each lives.
 package dispatcher
 
 import (
@@ -113,6 +117,30 @@ func New(cfg Config) (*Dispatcher, error) {
 	if cfg.Auth == nil || cfg.Auth.Len() == 0 {
 		return nil, fmt.Errorf("dispatcher: Config.Auth is required: %w", auth.ErrNoTokens)
 	}
+	cfg = withDefaults(cfg)
+	log := zerolog.Nop()
+	if cfg.Logger != nil {
+		log = *cfg.Logger
+	}
+	tp := cfg.TracerProvider
+	if tp == nil {
+		tp = otel.GetTracerProvider()
+	}
+	m, err := newMetrics(cfg.Registry)
+	if err != nil {
+		return nil, err
+	}
+	js, err := bus.JetStream(cfg.Conn)
+	if err != nil {
+		return nil, fmt.Errorf("dispatcher: %w", err)
+	}
+	c := newCores(cfg, log, tp.Tracer("jetway/services/dispatcher"), m, newStore(cfg.Conn, js))
+	return &Dispatcher{cores: c, auth: cfg.Auth}, nil
+}
+
+// withDefaults fills in cfg's zero fields, so every core and transport
+// reads one complete Config.
+func withDefaults(cfg Config) Config {
 	if cfg.Addr == "" {
 		cfg.Addr = DefaultAddr
 	}
@@ -134,29 +162,10 @@ func New(cfg Config) (*Dispatcher, error) {
 	if cfg.Version == "" {
 		cfg.Version = "0.0.0"
 	}
-	log := zerolog.Nop()
-	if cfg.Logger != nil {
-		log = *cfg.Logger
+	if cfg.Registry == nil {
+		cfg.Registry = telemetry.NewRegistry()
 	}
-	tp := cfg.TracerProvider
-	if tp == nil {
-		tp = otel.GetTracerProvider()
-	}
-	reg := cfg.Registry
-	if reg == nil {
-		reg = telemetry.NewRegistry()
-		cfg.Registry = reg
-	}
-	m, err := newMetrics(reg)
-	if err != nil {
-		return nil, err
-	}
-	js, err := bus.JetStream(cfg.Conn)
-	if err != nil {
-		return nil, fmt.Errorf("dispatcher: %w", err)
-	}
-	c := newCores(cfg, log, tp.Tracer("jetway/services/dispatcher"), m, newStore(cfg.Conn, js))
-	return &Dispatcher{cores: c, auth: cfg.Auth}, nil
+	return cfg
 }
 
 // Run serves the HTTP API on cfg.Addr and the NATS API until ctx is done,

@@ -43,8 +43,13 @@ type natsAPI struct {
 // NATSRequest is the body of the NATS API requests that name a session.
 type NATSRequest = api.NATSRequest
 
+// natsOp is one endpoint's operation: the request read into a core's
+// call, for a caller the gate has let through.
+type natsOp func(context.Context, auth.Principal, micro.Request) (any, error)
+
 // start registers the jetway-dispatcher micro service on the connection
-// (Dispatcher.StartNATS). Several dispatchers share the work through micro's queue group.
+// (Dispatcher.StartNATS). Several dispatchers share the work through
+// micro's queue group.
 func (d *natsAPI) start() (micro.Service, error) {
 	svc, err := micro.AddService(d.store.nc, micro.Config{
 		Name:        ServiceName,
@@ -55,8 +60,16 @@ func (d *natsAPI) start() (micro.Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dispatcher: start NATS API: %w", err)
 	}
-	g := svc.AddGroup(APISubjectPrefix)
-	endpoints := map[string]func(context.Context, auth.Principal, micro.Request) (any, error){
+	if err := d.addEndpoints(svc); err != nil {
+		_ = svc.Stop() // the endpoint that did not start is the error to report
+		return nil, err
+	}
+	return svc, nil
+}
+
+// ops maps each endpoint of dispatcherapi.Endpoints to its operation.
+func (d *natsAPI) ops() map[string]natsOp {
+	return map[string]natsOp{
 		"input":      d.natsInput,
 		"steer":      d.natsSteer,
 		"event":      d.natsEvent,
@@ -69,19 +82,23 @@ func (d *natsAPI) start() (micro.Service, error) {
 		"agents":     d.natsAgents,
 		"cluster":    d.natsCluster,
 	}
-	if len(endpoints) != len(api.Endpoints) {
-		svc.Stop()
-		return nil, fmt.Errorf("dispatcher: %d NATS endpoints, but dispatcherapi.Endpoints lists %d", len(endpoints), len(api.Endpoints))
+}
+
+// addEndpoints adds exactly the endpoints dispatcherapi.Endpoints names,
+// each twice: on jetway.api.<name> and as a tenant account reaches it.
+func (d *natsAPI) addEndpoints(svc micro.Service) error {
+	ops := d.ops()
+	if len(ops) != len(api.Endpoints) {
+		return fmt.Errorf("dispatcher: %d NATS endpoints, but dispatcherapi.Endpoints lists %d", len(ops), len(api.Endpoints))
 	}
+	g := svc.AddGroup(APISubjectPrefix)
 	for _, name := range api.Endpoints {
-		fn, ok := endpoints[name]
+		fn, ok := ops[name]
 		if !ok {
-			svc.Stop()
-			return nil, fmt.Errorf("dispatcher: NATS endpoint %s has no handler", name)
+			return fmt.Errorf("dispatcher: NATS endpoint %s has no handler", name)
 		}
 		if err := g.AddEndpoint(name, d.natsHandler(name, fn)); err != nil {
-			svc.Stop()
-			return nil, fmt.Errorf("dispatcher: add NATS endpoint %s: %w", name, err)
+			return fmt.Errorf("dispatcher: add NATS endpoint %s: %w", name, err)
 		}
 		// The same endpoint as a tenant account reaches it: its import maps
 		// the tenant's jetway.api.<name> to jetway.api.<tenant>.<name>, so
@@ -89,11 +106,10 @@ func (d *natsAPI) start() (micro.Service, error) {
 		// reply back into that account, never onto a subject of JETWAY.
 		if err := svc.AddEndpoint("tenant_"+name, d.natsHandler(name, fn),
 			micro.WithEndpointSubject(api.TenantSubject("*", name))); err != nil {
-			svc.Stop()
-			return nil, fmt.Errorf("dispatcher: add NATS endpoint %s for tenant accounts: %w", name, err)
+			return fmt.Errorf("dispatcher: add NATS endpoint %s for tenant accounts: %w", name, err)
 		}
 	}
-	return svc, nil
+	return nil
 }
 
 // subjectTenant is the tenant a request came from when it arrived through
@@ -160,7 +176,9 @@ func (c natsHeaderCarrier) Keys() []string {
 	return keys
 }
 
-func (d *natsAPI) natsHandler(name string, fn func(context.Context, auth.Principal, micro.Request) (any, error)) micro.HandlerFunc {
+// natsHandler is one endpoint as micro calls it: traced, counted and
+// timed, answered with the operation's JSON or with the problem it met.
+func (d *natsAPI) natsHandler(name string, fn natsOp) micro.HandlerFunc {
 	route := APISubjectPrefix + "." + name
 	return func(req micro.Request) {
 		start := time.Now()
@@ -178,33 +196,9 @@ func (d *natsAPI) natsHandler(name string, fn func(context.Context, auth.Princip
 			d.metrics.duration.WithLabelValues(route).Observe(time.Since(start).Seconds())
 		}()
 
-		token := auth.BearerToken(natsHeaderCarrier(req.Headers()).Get("Authorization"))
-		var res any
-		p, err := d.gate.authenticate(token)
-		if err == nil {
-			err = sameTenant(p, name, req.Subject())
-		}
-		if err == nil && name != "stop" && name != "cluster" {
-			err = needsTenant(p)
-		}
-		if err == nil && int64(len(req.Data())) > d.cfg.MaxBodyBytes {
-			err = problemf(http.StatusRequestEntityTooLarge, "too-large", "Request body too large",
-				"the body is over the %d byte limit", d.cfg.MaxBodyBytes)
-		}
-		if err == nil {
-			res, err = fn(ctx, p, req)
-		}
+		res, err := d.call(ctx, name, fn, req)
 		if err != nil {
-			pr := toProblem(err)
-			status = pr.Status
-			d.metrics.refused.WithLabelValues(pr.Slug()).Inc()
-			d.log.Info().Str("subject", route).Int("status", pr.Status).Str("problem", pr.Slug()).
-				Str("detail", pr.Detail).Msg("request refused")
-			out := *pr
-			out.Instance = route
-			body, _ := json.Marshal(out)
-			_ = req.Error(strconv.Itoa(pr.Status), pr.Title, body,
-				micro.WithHeaders(micro.Headers{"Content-Type": []string{ContentTypeProblem}}))
+			status = d.refuse(req, route, err)
 			return
 		}
 		if _, ok := res.(Accepted); ok {
@@ -212,6 +206,44 @@ func (d *natsAPI) natsHandler(name string, fn func(context.Context, auth.Princip
 		}
 		_ = req.RespondJSON(res)
 	}
+}
+
+// call lets the request through the gate, then checks what the endpoint
+// name and the subject it came on require, and only then runs fn.
+func (d *natsAPI) call(ctx context.Context, name string, fn natsOp, req micro.Request) (any, error) {
+	p, err := d.gate.authenticate(auth.BearerToken(natsHeaderCarrier(req.Headers()).Get("Authorization")))
+	if err != nil {
+		return nil, err
+	}
+	if err := sameTenant(p, name, req.Subject()); err != nil {
+		return nil, err
+	}
+	if name != "stop" && name != "cluster" {
+		if err := needsTenant(p); err != nil {
+			return nil, err
+		}
+	}
+	if int64(len(req.Data())) > d.cfg.MaxBodyBytes {
+		return nil, problemf(http.StatusRequestEntityTooLarge, "too-large", "Request body too large",
+			"the body is over the %d byte limit", d.cfg.MaxBodyBytes)
+	}
+	return fn(ctx, p, req)
+}
+
+// refuse answers err as a micro error whose code is the HTTP status and
+// whose data is the problem+json body, counts and logs it, and returns
+// the status.
+func (d *natsAPI) refuse(req micro.Request, route string, err error) int {
+	pr := toProblem(err)
+	d.metrics.refused.WithLabelValues(pr.Slug()).Inc()
+	d.log.Info().Str("subject", route).Int("status", pr.Status).Str("problem", pr.Slug()).
+		Str("detail", pr.Detail).Msg("request refused")
+	out := *pr
+	out.Instance = route
+	body, _ := json.Marshal(out)
+	_ = req.Error(strconv.Itoa(pr.Status), pr.Title, body,
+		micro.WithHeaders(micro.Headers{"Content-Type": []string{ContentTypeProblem}}))
+	return pr.Status
 }
 
 func decodeNATS(req micro.Request, optional bool) (NATSRequest, error) {
