@@ -122,10 +122,6 @@ func New(cfg Config) (*Dispatcher, error) {
 	if cfg.Logger != nil {
 		log = *cfg.Logger
 	}
-	tp := cfg.TracerProvider
-	if tp == nil {
-		tp = otel.GetTracerProvider()
-	}
 	m, err := newMetrics(cfg.Registry)
 	if err != nil {
 		return nil, err
@@ -134,7 +130,7 @@ func New(cfg Config) (*Dispatcher, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dispatcher: %w", err)
 	}
-	c := newCores(cfg, log, tp.Tracer("jetway/services/dispatcher"), m, newStore(cfg.Conn, js))
+	c := newCores(cfg, log, cfg.TracerProvider.Tracer("jetway/services/dispatcher"), m, newStore(cfg.Conn, js))
 	return &Dispatcher{cores: c, auth: cfg.Auth}, nil
 }
 
@@ -164,6 +160,9 @@ func withDefaults(cfg Config) Config {
 	}
 	if cfg.Registry == nil {
 		cfg.Registry = telemetry.NewRegistry()
+	}
+	if cfg.TracerProvider == nil {
+		cfg.TracerProvider = otel.GetTracerProvider()
 	}
 	return cfg
 }
