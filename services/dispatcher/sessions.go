@@ -2,9 +2,12 @@ package dispatcher
 
 import (
 	"context"
+	"math"
 	"net/http"
+	"strconv"
 	"strings"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
 	"jetway/pkg/auth"
@@ -69,4 +72,59 @@ func sessionInfo(session string, sr storedRecord) SessionInfo {
 func noSession(tenant, session string) *Problem {
 	return problemf(http.StatusNotFound, "not-found", "No such session",
 		"tenant %q has no record of session %q", tenant, session)
+}
+
+// follow reads the session's output and headlines from JETWAY_OUT, in
+// order, with an ordered consumer: gap-free delivery, and nothing to clean
+// up when the follower goes. last, when set, is the stream sequence the
+// follower has already (an SSE event's id): the read starts after it.
+// Otherwise from "new" starts with the next message, and anything else
+// with what the stream still holds for the session.
+func (d *sessionsCore) follow(ctx context.Context, p auth.Principal, session, last, from string) (jetstream.MessagesContext, error) {
+	out, err := events.OutSubject(p.Tenant, session)
+	if err != nil {
+		return nil, err
+	}
+	notify, err := events.NotifySubject(p.Tenant, session)
+	if err != nil {
+		return nil, err
+	}
+	cc := jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{out, notify},
+		DeliverPolicy:  jetstream.DeliverAllPolicy,
+	}
+	if err := startAt(&cc, last, from); err != nil {
+		return nil, err
+	}
+	cons, err := d.js.OrderedConsumer(ctx, bus.StreamOut, cc)
+	if err != nil {
+		return nil, unavailable("follow "+bus.StreamOut, err)
+	}
+	it, err := cons.Messages()
+	if err != nil {
+		return nil, unavailable("follow "+bus.StreamOut, err)
+	}
+	return it, nil
+}
+
+// startAt sets where a follow starts (see follow).
+func startAt(cc *jetstream.OrderedConsumerConfig, last, from string) error {
+	switch {
+	case last != "":
+		seq, err := strconv.ParseUint(last, 10, 64)
+		// The stream is read from seq+1: the largest uint64 would wrap to 0,
+		// which JetStream refuses; it is no sequence a stream ever had.
+		if err == nil && seq == math.MaxUint64 {
+			err = strconv.ErrRange
+		}
+		if err != nil {
+			return problemf(http.StatusBadRequest, "bad-request", "Invalid Last-Event-ID",
+				"Last-Event-ID %q is not a stream sequence number", shortenQ(last))
+		}
+		cc.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
+		cc.OptStartSeq = seq + 1
+	case from == "new":
+		cc.DeliverPolicy = jetstream.DeliverNewPolicy
+	}
+	return nil
 }
