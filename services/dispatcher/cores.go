@@ -9,17 +9,19 @@ import (
 //
 //	events      eventsCore    publish.go, dedupe.go     input, steer, resume, CloudEvents
 //	sessions    sessionsCore  sessions.go, detail.go, layover.go, recovery.go, transcript.go, mcp.go
+//	                          (records, detail, layovers, recovery policy, transcript, output)
 //	agents      agentsCore    agents.go                 agent profiles
 //	groundStop  stopCore      stop.go, stopmirror.go    Ground Stop
 //	jobs        jobsCore      jobs.go                   a session's jobs
 //	cluster     clusterCore   cluster.go                runners, workers, streams
 //
 // (approvals, when they land, are one more core here). The HTTP API
-// (httpAPI: http.go, sse.go) and the NATS micro API (natsAPI: natsapi.go)
-// only read a request, pass it through the gate (gate.go) and call the
-// same core, so a rule cannot hold on one door and not on the other. The
-// Dispatcher itself only wires them together and runs them (dispatcher.go),
-// and keeps its Go API (goapi.go) as one line per operation.
+// (httpAPI: http.go, httpops.go, cehttp.go, sse.go) and the NATS micro
+// API (natsAPI: natsapi.go) only read a request, pass it through the gate
+// (gate.go) and call the same core, so a rule cannot hold on one door and
+// not on the other. The Dispatcher itself only wires them together and
+// runs them (dispatcher.go), and keeps its Go API (goapi.go) as one line
+// per operation.
 //
 // The cores are types of this package rather than packages under
 // internal/, on purpose: they share the problem constructors and texts
