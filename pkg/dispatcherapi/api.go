@@ -16,6 +16,7 @@ package dispatcherapi
 
 import (
 	"encoding/json"
+	"strings"
 	"time"
 )
 
@@ -87,6 +88,20 @@ type Problem struct {
 	// ("limits.max_turns", "agent").
 	Field string `json:"field,omitempty"`
 }
+
+// Error makes a problem an error, so the dispatcher can return one from
+// any depth and answer it as it is on either transport.
+func (p *Problem) Error() string {
+	if p.Detail == "" {
+		return p.Title
+	}
+	return p.Title + ": " + p.Detail
+}
+
+// Slug is the short name of the problem, the end of its type URI
+// (invalid-token for urn:jetway:problem:invalid-token): what a caller
+// switches on, and the dispatcher's metrics label.
+func (p *Problem) Slug() string { return strings.TrimPrefix(p.Type, ProblemTypePrefix) }
 
 // Accepted is the answer to a publish: the CE id, and whether the stream
 // already had an event with that id (a retry), in which case nothing new

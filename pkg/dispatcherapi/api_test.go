@@ -44,3 +44,23 @@ func TestWire_names_are_the_contract(t *testing.T) {
 		}
 	}
 }
+
+// TestProblem_reads_as_an_error_and_names_its_slug: the dispatcher returns
+// this one type as its error on both transports, and counts refusals by
+// the slug its type URI ends in.
+func TestProblem_reads_as_an_error_and_names_its_slug(t *testing.T) {
+	var err error = &Problem{Type: ProblemTypePrefix + "rate-limited", Title: "Too many requests", Status: 429, Detail: "later", RetryAfter: 2}
+	if got, want := err.Error(), "Too many requests: later"; got != want {
+		t.Errorf("Error() = %q, want %q", got, want)
+	}
+	if got := (&Problem{Title: "Not found"}).Error(); got != "Not found" {
+		t.Errorf("Error() without a detail = %q, want the title alone", got)
+	}
+	if got := err.(*Problem).Slug(); got != "rate-limited" {
+		t.Errorf("Slug() = %q, want rate-limited", got)
+	}
+	b, _ := json.Marshal(err)
+	if want := `{"type":"urn:jetway:problem:rate-limited","title":"Too many requests","status":429,"detail":"later","retry_after":2}`; string(b) != want {
+		t.Errorf("encodes as\n%s\nwant\n%s", b, want)
+	}
+}

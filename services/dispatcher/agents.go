@@ -9,7 +9,7 @@ import (
 	"net/http"
 
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/nats-io/nats.go/micro"
+	"github.com/rs/zerolog"
 
 	"jetway/pkg/auth"
 	"jetway/pkg/bus"
@@ -31,21 +31,20 @@ type (
 	AgentList = api.AgentList
 )
 
-func (d *Dispatcher) agentsBucket(ctx context.Context) (jetstream.KeyValue, error) {
-	kv, err := d.bucket(ctx, bus.BucketAgents)
-	if err != nil {
-		return nil, err
-	}
-	if kv == nil {
-		return nil, problemf(http.StatusServiceUnavailable, "unavailable", "Agents bucket missing",
-			"bucket %s does not exist; provision the bus first", bus.BucketAgents)
-	}
-	return kv, nil
+// agentsCore keeps the tenants' agent profiles, and answers the events
+// core whether a profile an event names exists.
+type agentsCore struct {
+	*store
+	log zerolog.Logger
+}
+
+func (d *agentsCore) agentsBucket(ctx context.Context) (jetstream.KeyValue, error) {
+	return d.requiredBucket(ctx, bus.BucketAgents, "Agents")
 }
 
 // Agents lists the caller's tenant's agent profiles, the default one
 // always among them.
-func (d *Dispatcher) Agents(ctx context.Context, p auth.Principal) (AgentList, error) {
+func (d *agentsCore) Agents(ctx context.Context, p auth.Principal) (AgentList, error) {
 	kv, err := d.agentsBucket(ctx)
 	if err != nil {
 		return AgentList{}, err
@@ -58,7 +57,7 @@ func (d *Dispatcher) Agents(ctx context.Context, p auth.Principal) (AgentList, e
 }
 
 // Agent reads one of the caller's tenant's agent profiles.
-func (d *Dispatcher) Agent(ctx context.Context, p auth.Principal, name string) (Agent, error) {
+func (d *agentsCore) Agent(ctx context.Context, p auth.Principal, name string) (Agent, error) {
 	if err := agentName(name); err != nil {
 		return Agent{}, err
 	}
@@ -72,7 +71,7 @@ func (d *Dispatcher) Agent(ctx context.Context, p auth.Principal, name string) (
 
 // PutAgent stores a profile as the caller's tenant's agent name (an admin
 // token's right); it applies from the next run of each session bound to it.
-func (d *Dispatcher) PutAgent(ctx context.Context, p auth.Principal, name string, a Agent) (Agent, error) {
+func (d *agentsCore) PutAgent(ctx context.Context, p auth.Principal, name string, a Agent) (Agent, error) {
 	if err := p.MayAdminister(); err != nil {
 		return Agent{}, problemf(http.StatusForbidden, "forbidden", "Forbidden",
 			"storing an agent profile needs an admin token of the tenant: %s", trimPrefix(err))
@@ -102,7 +101,7 @@ func (d *Dispatcher) PutAgent(ctx context.Context, p auth.Principal, name string
 // token's right). Runs that started with it keep their version; new
 // events naming it are refused. Deleting "default" brings back the
 // implicit default.
-func (d *Dispatcher) DeleteAgent(ctx context.Context, p auth.Principal, name string) (api.AgentDeleted, error) {
+func (d *agentsCore) DeleteAgent(ctx context.Context, p auth.Principal, name string) (api.AgentDeleted, error) {
 	if err := p.MayAdminister(); err != nil {
 		return api.AgentDeleted{}, problemf(http.StatusForbidden, "forbidden", "Forbidden",
 			"deleting an agent profile needs an admin token of the tenant: %s", trimPrefix(err))
@@ -193,87 +192,10 @@ func jsonField(err error) string {
 	return ""
 }
 
-func (d *Dispatcher) handleAgents(w http.ResponseWriter, r *http.Request) {
-	p, err := d.principal(r)
-	if err != nil {
-		d.fail(w, r, err)
-		return
-	}
-	list, err := d.Agents(r.Context(), p)
-	if err != nil {
-		d.fail(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, list)
-}
-
-func (d *Dispatcher) handleAgent(w http.ResponseWriter, r *http.Request) {
-	p, err := d.principal(r)
-	if err != nil {
-		d.fail(w, r, err)
-		return
-	}
-	name := r.PathValue("name")
-	var res any
-	switch r.Method {
-	case http.MethodPut:
-		var b []byte
-		if b, err = d.readBody(w, r); err != nil {
-			break
-		}
-		var a Agent
-		if a, err = decodeAgent(b); err != nil {
-			break
-		}
-		res, err = d.PutAgent(r.Context(), p, name, a)
-	case http.MethodDelete:
-		res, err = d.DeleteAgent(r.Context(), p, name)
-	default:
-		res, err = d.Agent(r.Context(), p, name)
-	}
-	if err != nil {
-		d.fail(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, res)
-}
-
-func (d *Dispatcher) natsAgents(ctx context.Context, p auth.Principal, req micro.Request) (any, error) {
-	r, err := decodeNATS(req, true)
-	if err != nil {
-		return nil, err
-	}
-	action := r.Action
-	if action == "" {
-		action = "list"
-		if r.Name != "" {
-			action = "get"
-		}
-	}
-	switch action {
-	case "list":
-		return d.Agents(ctx, p)
-	case "get":
-		return d.Agent(ctx, p, r.Name)
-	case "put":
-		if r.Profile == nil {
-			pr := problem(http.StatusBadRequest, "invalid-agent", "Invalid agent profile",
-				`profile: required for put: {"action":"put","name":"…","profile":{"instructions":"…"}}`)
-			pr.Field = "profile"
-			return nil, pr
-		}
-		return d.PutAgent(ctx, p, r.Name, *r.Profile)
-	case "delete":
-		return d.DeleteAgent(ctx, p, r.Name)
-	}
-	return nil, problemf(http.StatusBadRequest, "bad-request", "Unknown action",
-		"action %q: want list, get, put or delete", shortenQ(action))
-}
-
 // agentExists refuses an event that binds its session to a profile the
 // tenant does not have ("" binds nothing): the 404 names it, and nothing
 // is published. The default profile always exists.
-func (d *Dispatcher) agentExists(ctx context.Context, tenant, name string) error {
+func (d *agentsCore) agentExists(ctx context.Context, tenant, name string) error {
 	if name == "" || name == agents.DefaultName {
 		return nil
 	}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"sort"
 	"strings"
 	"time"
@@ -39,11 +38,17 @@ const (
 // the dispatcher does not link the process-containment code).
 const workerConfinementKey = "confinement"
 
+// clusterCore reads who does the work, across every tenant: runners,
+// partitions, jobs workers, streams and consumers.
+type clusterCore struct {
+	*store
+}
+
 // Cluster reads who does the work: runners and the partitions they hold,
 // jobs workers, and jetway's streams and consumers. Only an operator may
 // read it: it spans every tenant. A part that cannot be read is named in
 // Errors and the rest is still answered.
-func (d *Dispatcher) Cluster(ctx context.Context, p auth.Principal) (Cluster, error) {
+func (d *clusterCore) Cluster(ctx context.Context, p auth.Principal) (Cluster, error) {
 	if !p.Operator {
 		return Cluster{}, fmt.Errorf("%w: only an operator token (role %q) may read the cluster", auth.ErrForbidden, auth.RoleOperator)
 	}
@@ -72,7 +77,7 @@ type runnerBeat struct {
 	Partitions  []int  `json:"partitions"`
 }
 
-func (d *Dispatcher) clusterRunners(ctx context.Context) ([]api.ClusterRunner, error) {
+func (d *clusterCore) clusterRunners(ctx context.Context) ([]api.ClusterRunner, error) {
 	out := []api.ClusterRunner{}
 	entries, err := d.scan(ctx, bus.BucketRunners, ">")
 	for _, e := range entries {
@@ -90,7 +95,7 @@ func (d *Dispatcher) clusterRunners(ctx context.Context) ([]api.ClusterRunner, e
 
 // clusterStreams lists jetway's streams and their durable consumers
 // (a terminal's ordered consumer is ephemeral and not shown).
-func (d *Dispatcher) clusterStreams(ctx context.Context) ([]api.ClusterStream, []api.ClusterConsumer, error) {
+func (d *clusterCore) clusterStreams(ctx context.Context) ([]api.ClusterStream, []api.ClusterConsumer, error) {
 	streams, consumers := []api.ClusterStream{}, []api.ClusterConsumer{}
 	lister := d.js.ListStreams(ctx)
 	for si := range lister.Info() {
@@ -139,7 +144,7 @@ func naturalLess(a, b string) bool {
 }
 
 // clusterPartitions is one row per work partition, from its consumer.
-func (d *Dispatcher) clusterPartitions(ctx context.Context, consumers []api.ClusterConsumer) ([]api.ClusterPartition, error) {
+func (d *clusterCore) clusterPartitions(ctx context.Context, consumers []api.ClusterConsumer) ([]api.ClusterPartition, error) {
 	out := []api.ClusterPartition{}
 	n, err := bus.Partitions(ctx, d.js)
 	if err != nil {
@@ -160,7 +165,7 @@ func (d *Dispatcher) clusterPartitions(ctx context.Context, consumers []api.Clus
 
 // clusterWorkers pings the jobs workers' micro service and counts the
 // sessions bound to each.
-func (d *Dispatcher) clusterWorkers(ctx context.Context) ([]api.ClusterJobsWorker, error) {
+func (d *clusterCore) clusterWorkers(ctx context.Context) ([]api.ClusterJobsWorker, error) {
 	out := []api.ClusterJobsWorker{}
 	subject, err := micro.ControlSubject(micro.PingVerb, jobsapi.ServiceName, "")
 	if err != nil {
@@ -205,31 +210,11 @@ func (d *Dispatcher) clusterWorkers(ctx context.Context) ([]api.ClusterJobsWorke
 }
 
 // boundSessions counts the sessions bound to each jobs worker.
-func (d *Dispatcher) boundSessions(ctx context.Context) (map[string]int, error) {
+func (d *clusterCore) boundSessions(ctx context.Context) (map[string]int, error) {
 	n := map[string]int{}
 	entries, err := d.scan(ctx, bus.BucketWorkers, ">")
 	for _, e := range entries {
 		n[string(e.Value())]++
 	}
 	return n, err
-}
-
-// handleCluster answers GET /v1/cluster. An operator token needs no
-// tenant here, as for Ground Stop.
-func (d *Dispatcher) handleCluster(w http.ResponseWriter, r *http.Request) {
-	p, err := d.authenticate(auth.BearerToken(r.Header.Get("Authorization")))
-	if err != nil {
-		d.fail(w, r, err)
-		return
-	}
-	c, err := d.Cluster(r.Context(), p)
-	if err != nil {
-		d.fail(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, c)
-}
-
-func (d *Dispatcher) natsCluster(ctx context.Context, p auth.Principal, _ micro.Request) (any, error) {
-	return d.Cluster(ctx, p)
 }

@@ -45,7 +45,7 @@ func eventIDKey(tenant, session, id string) string {
 // answered as a duplicate of an event that was never stored. A deployment
 // provisioned before the bucket existed gets no duplicate answers (the
 // runner still hands an id to the model only once per session).
-func (d *Dispatcher) claimID(ctx context.Context, tenant, session, id string) (dup bool, release func(), err error) {
+func (d *eventsCore) claimID(ctx context.Context, tenant, session, id string) (dup bool, release func(), err error) {
 	kv, err := d.bucket(ctx, bus.BucketEventIDs)
 	if err != nil {
 		return false, nil, err

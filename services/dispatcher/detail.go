@@ -3,7 +3,6 @@ package dispatcher
 import (
 	"context"
 	"errors"
-	"net/http"
 	"strings"
 	"sync"
 	"time"
@@ -36,7 +35,7 @@ const jobsAnswerWithin = 3 * time.Second
 // events waiting for it, its running jobs, layovers and recovery rule. A
 // session with no record and nothing waiting is not found, as on the other
 // session routes.
-func (d *Dispatcher) SessionDetail(ctx context.Context, p auth.Principal, session string) (SessionDetail, error) {
+func (d *sessionsCore) SessionDetail(ctx context.Context, p auth.Principal, session string) (SessionDetail, error) {
 	if err := events.ValidateToken("session", session); err != nil {
 		return SessionDetail{}, err
 	}
@@ -71,7 +70,7 @@ func (d *Dispatcher) SessionDetail(ctx context.Context, p auth.Principal, sessio
 	if out.Agent == "" {
 		out.Agent = DefaultAgent
 	}
-	if out.GroundStop, err = d.covering(ctx, p, p.Tenant, session); err != nil {
+	if out.GroundStop, err = d.groundStop.covering(ctx, p, p.Tenant, session); err != nil {
 		return SessionDetail{}, err
 	}
 	if out.Layovers, err = d.Layovers(ctx, p, session); err != nil {
@@ -93,7 +92,7 @@ func (d *Dispatcher) SessionDetail(ctx context.Context, p auth.Principal, sessio
 
 // children reads the state of each sub-agent a session started from the
 // sub-agent's own record.
-func (d *Dispatcher) children(ctx context.Context, tenant string, rec sessionrec.Record) ([]api.ChildSummary, error) {
+func (d *sessionsCore) children(ctx context.Context, tenant string, rec sessionrec.Record) ([]api.ChildSummary, error) {
 	out := make([]api.ChildSummary, 0, len(rec.Children))
 	for _, ch := range rec.Children {
 		cr, err := d.readRecord(ctx, tenant, ch.Session)
@@ -116,7 +115,7 @@ func (d *Dispatcher) children(ctx context.Context, tenant string, rec sessionrec
 // covering lists the Ground Stop switches that are on and cover
 // tenant/session, widest first. Of the global switch a tenant learns when
 // it was set, not by whom or why (an operator's to read).
-func (d *Dispatcher) covering(ctx context.Context, p auth.Principal, tenant, session string) ([]StopSwitch, error) {
+func (d *stopCore) covering(ctx context.Context, p auth.Principal, tenant, session string) ([]StopSwitch, error) {
 	kv, err := d.controlBucket(ctx)
 	if err != nil {
 		return nil, err
@@ -163,7 +162,7 @@ func switchOf(p auth.Principal, scope string, rec groundstop.Record) StopSwitch 
 // pendingEvents counts the session's events still in the work queue: a
 // runner acks (and so removes) an event only once the turn that hands it
 // to the model is recorded, so what is there has not reached the model.
-func (d *Dispatcher) pendingEvents(ctx context.Context, tenant, session string) (int, error) {
+func (d *sessionsCore) pendingEvents(ctx context.Context, tenant, session string) (int, error) {
 	st, err := d.workStream(ctx)
 	if err != nil || st == nil {
 		return 0, err
@@ -183,13 +182,13 @@ func (d *Dispatcher) pendingEvents(ctx context.Context, tenant, session string) 
 }
 
 // workStream opens JETWAY_WORK once; nil when it does not exist yet.
-func (d *Dispatcher) workStream(ctx context.Context) (jetstream.Stream, error) {
+func (d *store) workStream(ctx context.Context) (jetstream.Stream, error) {
 	return d.stream(ctx, bus.StreamWork)
 }
 
 // stream opens a stream once and caches it; (nil, nil) when it does not
 // exist.
-func (d *Dispatcher) stream(ctx context.Context, name string) (jetstream.Stream, error) {
+func (d *store) stream(ctx context.Context, name string) (jetstream.Stream, error) {
 	d.kvMu.Lock()
 	defer d.kvMu.Unlock()
 	if st, ok := d.streams[name]; ok {
@@ -208,7 +207,7 @@ func (d *Dispatcher) stream(ctx context.Context, name string) (jetstream.Stream,
 
 // jobsClient is the jobs service's client on the dispatcher's connection,
 // made at first use.
-func (d *Dispatcher) jobsClient() (*jobsclient.Client, error) {
+func (d *store) jobsClient() (*jobsclient.Client, error) {
 	d.jobsOnce.Do(func() {
 		d.jobs, d.jobsErr = jobsclient.New(jobsclient.Config{NC: d.nc, Timeout: 10 * time.Second})
 	})
@@ -221,7 +220,7 @@ func (d *Dispatcher) jobsClient() (*jobsclient.Client, error) {
 // runningJobs asks the session's jobs worker for its running jobs. A
 // session never bound to a worker has none; a worker that does not answer
 // is reported as the reason, not as a failed detail.
-func (d *Dispatcher) runningJobs(ctx context.Context, tenant, session string) ([]api.JobSummary, string) {
+func (d *sessionsCore) runningJobs(ctx context.Context, tenant, session string) ([]api.JobSummary, string) {
 	jc, err := d.jobsClient()
 	if err != nil {
 		return []api.JobSummary{}, err.Error()
@@ -239,19 +238,4 @@ func (d *Dispatcher) runningJobs(ctx context.Context, tenant, session string) ([
 		}
 	}
 	return out, ""
-}
-
-// handleSession answers GET /v1/sessions/{session} with the detail.
-func (d *Dispatcher) handleSession(w http.ResponseWriter, r *http.Request) {
-	p, err := d.principal(r)
-	if err != nil {
-		d.fail(w, r, err)
-		return
-	}
-	s, err := d.SessionDetail(r.Context(), p, r.PathValue("session"))
-	if err != nil {
-		d.fail(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, s)
 }

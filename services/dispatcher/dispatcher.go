@@ -23,7 +23,11 @@
 // message at a time (transcript.go), its waiting events counted in
 // JETWAY_WORK (detail.go), and its jobs' output and kill asked of its jobs
 // worker through the jobs service's API (jobs.go). The request and answer
-// bodies are pkg/dispatcherapi's.
+// bodies, and the problem type of every error, are pkg/dispatcherapi's.
+//
+// Inside, the dispatcher is one core per resource (events, sessions,
+// agents, Ground Stop, jobs, cluster) with the HTTP and NATS APIs as thin
+// transports over the same cores; cores.go says why and where each lives.
 package dispatcher
 
 import (
@@ -32,23 +36,18 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/trace"
-	"golang.org/x/time/rate"
 
 	"jetway/pkg/auth"
 	"jetway/pkg/bus"
-	"jetway/pkg/control/groundstop"
 	api "jetway/pkg/dispatcherapi"
 	"jetway/pkg/telemetry"
-	jobsclient "jetway/services/jobs/client"
 )
 
 // Defaults for zero Config fields.
@@ -101,39 +100,13 @@ type Config struct {
 	Version string
 }
 
-// Dispatcher serves the API. Build it with New.
+// Dispatcher serves the API. Build it with New. It wires the cores and
+// the two transports together (cores.go) and runs them; the operations are
+// the cores'.
 type Dispatcher struct {
-	cfg     Config
-	nc      *nats.Conn
-	js      jetstream.JetStream
-	auth    *auth.Store
-	log     zerolog.Logger
-	tracer  trace.Tracer
-	metrics *metrics
-
-	limMu    sync.Mutex
-	limiters map[string]*rate.Limiter
-
-	kvMu sync.Mutex
-	kvs  map[string]jetstream.KeyValue
-	// streams are the streams read directly (detail.go), under kvMu too.
-	streams map[string]jetstream.Stream
-
-	// jobs is the jobs service's client, made at first use (jobs.go).
-	jobsOnce sync.Once
-	jobs     *jobsclient.Client
-	jobsErr  error
-
-	// stops mirrors the Ground Stop switches for input answers.
-	stopsOnce sync.Once
-	stops     *groundstop.Mirror
-
-	// noIDBucket logs once that duplicate answers are off (claimID).
-	noIDBucket sync.Once
-
-	// beforeRecordWrite, when set (tests only), runs between reading a
-	// session record and writing it back, so a test can write in between.
-	beforeRecordWrite func(key string)
+	*cores
+	// auth is Config.Auth, the token store the gate reads.
+	auth *auth.Store
 }
 
 // New checks cfg and builds a Dispatcher; it does not listen yet.
@@ -144,6 +117,26 @@ func New(cfg Config) (*Dispatcher, error) {
 	if cfg.Auth == nil || cfg.Auth.Len() == 0 {
 		return nil, fmt.Errorf("dispatcher: Config.Auth is required: %w", auth.ErrNoTokens)
 	}
+	cfg = withDefaults(cfg)
+	log := zerolog.Nop()
+	if cfg.Logger != nil {
+		log = *cfg.Logger
+	}
+	m, err := newMetrics(cfg.Registry)
+	if err != nil {
+		return nil, err
+	}
+	js, err := bus.JetStream(cfg.Conn)
+	if err != nil {
+		return nil, fmt.Errorf("dispatcher: %w", err)
+	}
+	c := newCores(cfg, log, cfg.TracerProvider.Tracer("jetway/services/dispatcher"), m, newStore(cfg.Conn, js))
+	return &Dispatcher{cores: c, auth: cfg.Auth}, nil
+}
+
+// withDefaults fills in cfg's zero fields, so every core and transport
+// reads one complete Config.
+func withDefaults(cfg Config) Config {
 	if cfg.Addr == "" {
 		cfg.Addr = DefaultAddr
 	}
@@ -165,39 +158,13 @@ func New(cfg Config) (*Dispatcher, error) {
 	if cfg.Version == "" {
 		cfg.Version = "0.0.0"
 	}
-	log := zerolog.Nop()
-	if cfg.Logger != nil {
-		log = *cfg.Logger
+	if cfg.Registry == nil {
+		cfg.Registry = telemetry.NewRegistry()
 	}
-	tp := cfg.TracerProvider
-	if tp == nil {
-		tp = otel.GetTracerProvider()
+	if cfg.TracerProvider == nil {
+		cfg.TracerProvider = otel.GetTracerProvider()
 	}
-	reg := cfg.Registry
-	if reg == nil {
-		reg = telemetry.NewRegistry()
-		cfg.Registry = reg
-	}
-	m, err := newMetrics(reg)
-	if err != nil {
-		return nil, err
-	}
-	js, err := bus.JetStream(cfg.Conn)
-	if err != nil {
-		return nil, fmt.Errorf("dispatcher: %w", err)
-	}
-	return &Dispatcher{
-		cfg:      cfg,
-		nc:       cfg.Conn,
-		js:       js,
-		auth:     cfg.Auth,
-		log:      log,
-		tracer:   tp.Tracer("jetway/services/dispatcher"),
-		metrics:  m,
-		limiters: map[string]*rate.Limiter{},
-		kvs:      map[string]jetstream.KeyValue{},
-		streams:  map[string]jetstream.Stream{},
-	}, nil
+	return cfg
 }
 
 // Run serves the HTTP API on cfg.Addr and the NATS API until ctx is done,

@@ -271,8 +271,8 @@ func TestRate_limit_answers_429_with_Retry_After_per_tenant(t *testing.T) {
 	resp := f.do("POST", "/v1/sessions/s1/input", tokUser, InputRequest{Text: "x"})
 	p := problemOf(t, resp, http.StatusTooManyRequests)
 	ra, err := strconv.Atoi(resp.Header.Get("Retry-After"))
-	if err != nil || ra < 1 || p.RetryAfterSeconds != ra {
-		t.Fatalf("Retry-After %q, body retry_after %d", resp.Header.Get("Retry-After"), p.RetryAfterSeconds)
+	if err != nil || ra < 1 || p.RetryAfter != ra {
+		t.Fatalf("Retry-After %q, body retry_after %d", resp.Header.Get("Retry-After"), p.RetryAfter)
 	}
 	// The admin token is the same tenant: same bucket. Another tenant is not.
 	problemOf(t, f.do("GET", "/v1/sessions", tokAdmin, nil), http.StatusTooManyRequests)

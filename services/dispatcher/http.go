@@ -11,9 +11,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/cloudevents/sdk-go/v2/binding"
-	"github.com/cloudevents/sdk-go/v2/event"
-	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
@@ -30,34 +27,44 @@ import (
 //go:embed openapi.yaml
 var OpenAPI []byte
 
-// Handler returns the HTTP API. It can be mounted on any server (jetway dev
-// mounts it next to the other services); Run serves it on Config.Addr.
-func (d *Dispatcher) Handler() http.Handler {
+// httpAPI is the HTTP transport: it reads a request into a core's call
+// and writes the answer or the problem; what is allowed and what it means
+// is the core's.
+type httpAPI struct {
+	*cores
+}
+
+// httpOp is one route's operation: the request read into a core's call,
+// for a caller the gate has let through.
+type httpOp func(w http.ResponseWriter, r *http.Request, p auth.Principal) (any, error)
+
+// handler is the HTTP API (Dispatcher.Handler).
+func (d *httpAPI) handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/sessions/{session}/input", d.handleInput)
-	mux.HandleFunc("POST /v1/sessions/{session}/steer", d.handleSteer)
-	mux.HandleFunc("POST /v1/sessions/{session}/resume", d.handleResume)
-	mux.HandleFunc("GET /v1/sessions/{session}/layovers", d.handleLayovers)
-	mux.HandleFunc("DELETE /v1/sessions/{session}/layover", d.handleCancelLayover)
-	mux.HandleFunc("GET /v1/sessions/{session}/recovery", d.handleRecovery)
-	mux.HandleFunc("PUT /v1/sessions/{session}/recovery", d.handleRecovery)
-	mux.HandleFunc("DELETE /v1/sessions/{session}/recovery", d.handleRecovery)
-	mux.HandleFunc("POST /v1/events", d.handleEvents)
-	mux.HandleFunc("GET /v1/sessions", d.handleSessions)
-	mux.HandleFunc("GET /v1/sessions/{session}", d.handleSession)
-	mux.HandleFunc("GET /v1/sessions/{session}/jobs", d.handleJobs)
-	mux.HandleFunc("GET /v1/sessions/{session}/transcript", d.handleTranscript)
-	mux.HandleFunc("GET /v1/sessions/{session}/jobs/{id}/output", d.handleJobOutput)
-	mux.HandleFunc("POST /v1/sessions/{session}/jobs/{id}/kill", d.handleKillJob)
+	mux.Handle("POST /v1/sessions/{session}/input", d.serve(http.StatusAccepted, d.handleInput))
+	mux.Handle("POST /v1/sessions/{session}/steer", d.serve(http.StatusAccepted, d.handleSteer))
+	mux.Handle("POST /v1/sessions/{session}/resume", d.serve(http.StatusAccepted, d.handleResume))
+	mux.Handle("GET /v1/sessions/{session}/layovers", d.serve(http.StatusOK, d.handleLayovers))
+	mux.Handle("DELETE /v1/sessions/{session}/layover", d.serve(http.StatusOK, d.handleCancelLayover))
+	for _, m := range []string{"GET", "PUT", "DELETE"} {
+		mux.Handle(m+" /v1/sessions/{session}/recovery", d.serve(http.StatusOK, d.handleRecovery))
+	}
+	mux.Handle("POST /v1/events", d.serve(http.StatusAccepted, d.handleEvents))
+	mux.Handle("GET /v1/sessions", d.serve(http.StatusOK, d.handleSessions))
+	mux.Handle("GET /v1/sessions/{session}", d.serve(http.StatusOK, d.handleSession))
+	mux.Handle("GET /v1/sessions/{session}/jobs", d.serve(http.StatusOK, d.handleJobs))
+	mux.Handle("GET /v1/sessions/{session}/transcript", d.serve(http.StatusOK, d.handleTranscript))
+	mux.Handle("GET /v1/sessions/{session}/jobs/{id}/output", d.serve(http.StatusOK, d.handleJobOutput))
+	mux.Handle("POST /v1/sessions/{session}/jobs/{id}/kill", d.serve(http.StatusOK, d.handleKillJob))
 	mux.HandleFunc("GET /v1/sessions/{session}/stream", d.handleStream)
-	mux.HandleFunc("GET /v1/agents", d.handleAgents)
-	mux.HandleFunc("GET /v1/agents/{name}", d.handleAgent)
-	mux.HandleFunc("PUT /v1/agents/{name}", d.handleAgent)
-	mux.HandleFunc("DELETE /v1/agents/{name}", d.handleAgent)
-	mux.HandleFunc("GET /v1/stop", d.handleStop)
-	mux.HandleFunc("POST /v1/stop", d.handleStop)
-	mux.HandleFunc("DELETE /v1/stop", d.handleStop)
-	mux.HandleFunc("GET /v1/cluster", d.handleCluster)
+	mux.Handle("GET /v1/agents", d.serve(http.StatusOK, d.handleAgents))
+	for _, m := range []string{"GET", "PUT", "DELETE"} {
+		mux.Handle(m+" /v1/agents/{name}", d.serve(http.StatusOK, d.handleAgent))
+	}
+	for _, m := range []string{"GET", "POST", "DELETE"} {
+		mux.Handle(m+" /v1/stop", d.serve(http.StatusOK, d.handleStop))
+	}
+	mux.Handle("GET /v1/cluster", d.serve(http.StatusOK, d.handleCluster))
 	web := console.Handler()
 	mux.Handle("GET /{$}", web)
 	mux.Handle("GET "+console.Prefix, web)
@@ -76,7 +83,7 @@ func (d *Dispatcher) Handler() http.Handler {
 // instrumented wraps the mux with tracing, metrics and problem+json for the
 // mux's own 404/405 answers.
 type instrumented struct {
-	d   *Dispatcher
+	d   *httpAPI
 	mux *http.ServeMux
 }
 
@@ -168,7 +175,7 @@ func (s *statusWriter) Write(b []byte) (int, error) {
 func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
 // fail answers with the problem err maps to and counts the refusal.
-func (d *Dispatcher) fail(w http.ResponseWriter, r *http.Request, err error) {
+func (d *httpAPI) fail(w http.ResponseWriter, r *http.Request, err error) {
 	p := toProblem(err)
 	d.metrics.refused.WithLabelValues(p.Slug()).Inc()
 	log := telemetry.WithTrace(r.Context(), d.log)
@@ -185,17 +192,18 @@ func (d *Dispatcher) fail(w http.ResponseWriter, r *http.Request, err error) {
 }
 
 // principal authenticates the request's bearer token and applies the rate
-// limit.
-func (d *Dispatcher) principal(r *http.Request) (auth.Principal, error) {
-	p, err := d.authenticate(auth.BearerToken(r.Header.Get("Authorization")))
-	if err == nil && r.URL.Path != "/v1/stop" {
+// limit. Ground Stop and the cluster view are the routes an operator token
+// of no tenant may use, as on the NATS API.
+func (d *httpAPI) principal(r *http.Request) (auth.Principal, error) {
+	p, err := d.gate.authenticate(auth.BearerToken(r.Header.Get("Authorization")))
+	if err == nil && r.URL.Path != "/v1/stop" && r.URL.Path != "/v1/cluster" {
 		err = needsTenant(p)
 	}
 	return p, err
 }
 
 // readBody reads the whole body under the size limit.
-func (d *Dispatcher) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+func (d *httpAPI) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, d.cfg.MaxBodyBytes))
 	if err != nil {
 		var mbe *http.MaxBytesError
@@ -208,7 +216,7 @@ func (d *Dispatcher) readBody(w http.ResponseWriter, r *http.Request) ([]byte, e
 }
 
 // decodeJSON reads a JSON object body into v.
-func (d *Dispatcher) decodeJSON(w http.ResponseWriter, r *http.Request, v any, optional bool) error {
+func (d *httpAPI) decodeJSON(w http.ResponseWriter, r *http.Request, v any, optional bool) error {
 	b, err := d.readBody(w, r)
 	if err != nil {
 		return err
@@ -222,218 +230,26 @@ func (d *Dispatcher) decodeJSON(w http.ResponseWriter, r *http.Request, v any, o
 	return nil
 }
 
-func (d *Dispatcher) handleInput(w http.ResponseWriter, r *http.Request) {
-	p, err := d.principal(r)
-	if err != nil {
-		d.fail(w, r, err)
-		return
-	}
-	var req InputRequest
-	if err := d.decodeJSON(w, r, &req, false); err != nil {
-		d.fail(w, r, err)
-		return
-	}
-	acc, err := d.Input(r.Context(), p, r.PathValue("session"), req)
-	if err != nil {
-		d.fail(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusAccepted, acc)
-}
-
-func (d *Dispatcher) handleSteer(w http.ResponseWriter, r *http.Request) {
-	p, err := d.principal(r)
-	if err != nil {
-		d.fail(w, r, err)
-		return
-	}
-	var req SteerRequest
-	if err := d.decodeJSON(w, r, &req, false); err != nil {
-		d.fail(w, r, err)
-		return
-	}
-	acc, err := d.Steer(r.Context(), p, r.PathValue("session"), req)
-	if err != nil {
-		d.fail(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusAccepted, acc)
-}
-
-// handleEvents is the CloudEvents HTTP binding: binary mode (ce-* headers),
-// structured mode (application/cloudevents+json) and batch mode
-// (application/cloudevents-batch+json), read by the SDK itself.
-func (d *Dispatcher) handleEvents(w http.ResponseWriter, r *http.Request) {
-	p, err := d.principal(r)
-	if err != nil {
-		d.fail(w, r, err)
-		return
-	}
-	body, err := d.readBody(w, r)
-	if err != nil {
-		d.fail(w, r, err)
-		return
-	}
-	evs, batch, err := readCloudEvents(r.Header, body)
-	if err != nil {
-		d.fail(w, r, err)
-		return
-	}
-	for _, e := range evs {
-		if err := d.checkEvent(r.Context(), p, e); err != nil {
-			d.fail(w, r, err)
-			return
-		}
-	}
-	out := make([]Accepted, 0, len(evs))
-	for _, e := range evs {
-		acc, err := d.PublishEvent(r.Context(), p, e)
+// serve is every JSON route: the caller through the gate, the route's
+// operation, and its answer with status, or the problem it met.
+func (d *httpAPI) serve(status int, op httpOp) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		p, err := d.principal(r)
 		if err != nil {
 			d.fail(w, r, err)
 			return
 		}
-		out = append(out, acc)
-	}
-	if batch {
-		writeJSON(w, http.StatusAccepted, BatchAccepted{Events: out})
-		return
-	}
-	writeJSON(w, http.StatusAccepted, out[0])
-}
-
-// maxBatch bounds the events in one batch request.
-const maxBatch = 100
-
-// readCloudEvents reads one event (binary or structured mode) or a batch
-// from an HTTP request's headers and body with the SDK's HTTP binding.
-func readCloudEvents(h http.Header, body []byte) ([]event.Event, bool, error) {
-	msg := cehttp.NewMessage(h, io.NopCloser(bytes.NewReader(body)))
-	defer msg.Finish(nil)
-	switch msg.ReadEncoding() {
-	case binding.EncodingStructured, binding.EncodingBatch:
-		// The SDK keeps one of data and data_base64 and silently drops the
-		// other; the NATS API refuses the pair, and so must this door, or
-		// the same event would mean different things by the way it came.
-		if err := refuseDataPair(body, msg.ReadEncoding() == binding.EncodingBatch); err != nil {
-			return nil, msg.ReadEncoding() == binding.EncodingBatch, err
-		}
-	}
-	if msg.ReadEncoding() == binding.EncodingBatch {
-		evs, err := cehttp.NewEventsFromHTTPRequest(&http.Request{Header: h, Body: io.NopCloser(bytes.NewReader(body))})
+		res, err := op(w, r, p)
 		if err != nil {
-			return nil, true, problemf(http.StatusBadRequest, "invalid-event", "Invalid CloudEvents batch", "%v", err)
+			d.fail(w, r, err)
+			return
 		}
-		switch {
-		case len(evs) == 0:
-			return nil, true, problem(http.StatusBadRequest, "invalid-event", "Invalid CloudEvents batch", "the batch is empty")
-		case len(evs) > maxBatch:
-			return nil, true, problemf(http.StatusBadRequest, "invalid-event", "Invalid CloudEvents batch",
-				"the batch holds %d events, at most %d are accepted", len(evs), maxBatch)
-		}
-		return evs, true, nil
+		writeJSON(w, status, res)
 	}
-	if msg.ReadEncoding() == binding.EncodingUnknown {
-		return nil, false, problem(http.StatusUnsupportedMediaType, "unsupported-media-type", "Not a CloudEvent",
-			"send ce-* headers (binary mode) or Content-Type application/cloudevents+json (structured mode)")
-	}
-	e, err := binding.ToEvent(context.Background(), msg)
-	if err != nil {
-		return nil, false, problemf(http.StatusBadRequest, "invalid-event", "Invalid CloudEvent", "%v", err)
-	}
-	return []event.Event{*e}, false, nil
 }
 
-// refuseDataPair answers 400 when a structured event (or any event of a
-// batch) carries both data and data_base64. Bodies that are not JSON are
-// left for the SDK to refuse with its own words.
-func refuseDataPair(body []byte, batch bool) error {
-	var objs []map[string]json.RawMessage
-	if batch {
-		if json.Unmarshal(body, &objs) != nil {
-			return nil
-		}
-	} else {
-		var one map[string]json.RawMessage
-		if json.Unmarshal(body, &one) != nil {
-			return nil
-		}
-		objs = append(objs, one)
-	}
-	isSet := func(raw json.RawMessage, ok bool) bool {
-		return ok && !bytes.Equal(bytes.TrimSpace(raw), []byte("null"))
-	}
-	for i, o := range objs {
-		d, hasData := o["data"]
-		b, hasB64 := o["data_base64"]
-		if isSet(d, hasData) && isSet(b, hasB64) {
-			where := "the event"
-			if batch {
-				where = "event " + strconv.Itoa(i+1) + " of the batch"
-			}
-			return problemf(http.StatusBadRequest, "invalid-event", "Invalid CloudEvent",
-				"%s has both data and data_base64; send one (data_base64 for binary data)", where)
-		}
-	}
-	return nil
-}
-
-func (d *Dispatcher) handleSessions(w http.ResponseWriter, r *http.Request) {
-	p, err := d.principal(r)
-	if err != nil {
-		d.fail(w, r, err)
-		return
-	}
-	ss, err := d.Sessions(r.Context(), p)
-	if err != nil {
-		d.fail(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, SessionList{Sessions: ss})
-}
-
-func (d *Dispatcher) handleJobs(w http.ResponseWriter, r *http.Request) {
-	p, err := d.principal(r)
-	if err != nil {
-		d.fail(w, r, err)
-		return
-	}
-	jobs, err := d.Jobs(r.Context(), p, r.PathValue("session"))
-	if err != nil {
-		d.fail(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, JobList{Jobs: jobs})
-}
-
-func (d *Dispatcher) handleStop(w http.ResponseWriter, r *http.Request) {
-	p, err := d.principal(r)
-	if err != nil {
-		d.fail(w, r, err)
-		return
-	}
-	q := r.URL.Query()
-	t := StopTarget{Scope: q.Get("scope"), Tenant: q.Get("tenant"), Session: q.Get("session")}
-	var st StopState
-	switch r.Method {
-	case http.MethodPost:
-		var req StopRequest
-		if err = d.decodeJSON(w, r, &req, true); err == nil {
-			st, err = d.SetStop(r.Context(), p, t, req)
-		}
-	case http.MethodDelete:
-		st, err = d.ClearStop(r.Context(), p, t)
-	default:
-		st, err = d.Stop(r.Context(), p, t)
-	}
-	if err != nil {
-		d.fail(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, st)
-}
-
-func (d *Dispatcher) handleReady(w http.ResponseWriter, r *http.Request) {
-	if err := d.readyCheck(r.Context()); err != nil {
+func (d *httpAPI) handleReady(w http.ResponseWriter, r *http.Request) {
+	if err := d.store.readyCheck(r.Context()); err != nil {
 		writeProblem(w, r, problem(http.StatusServiceUnavailable, "not-ready", "Not ready", err.Error()))
 		return
 	}

@@ -2,11 +2,16 @@ package dispatcher
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"strconv"
+	"strings"
+
+	"github.com/rs/zerolog"
 
 	"jetway/pkg/auth"
+	"jetway/pkg/bus"
 	api "jetway/pkg/dispatcherapi"
 	"jetway/pkg/events"
 	"jetway/services/jobs/jobsapi"
@@ -16,6 +21,57 @@ import (
 // service's own API (services/jobs/client), with the dispatcher's NATS
 // identity: the worker serves requests for any tenant, so the tenant is
 // the caller's, taken from its token, never from the request.
+
+// jobsCore is a session's background jobs: the records the jobs service
+// keeps (listed here) and each job's output and kill, asked of the
+// session's jobs worker (below).
+type jobsCore struct {
+	*store
+	log zerolog.Logger
+}
+
+// Jobs lists the background jobs recorded for one of the caller's
+// sessions; none recorded is an empty list, not an error.
+func (d *jobsCore) Jobs(ctx context.Context, p auth.Principal, session string) ([]JobInfo, error) {
+	if err := events.ValidateToken("session", session); err != nil {
+		return nil, err
+	}
+	prefix := p.Tenant + "." + session + "."
+	entries, err := d.scan(ctx, bus.BucketJobs, prefix+">")
+	if err != nil {
+		return nil, err
+	}
+	out := make([]JobInfo, 0, len(entries))
+	for _, e := range entries {
+		out = append(out, JobInfo{
+			Job:      strings.TrimPrefix(e.Key(), prefix),
+			Revision: e.Revision(),
+			Updated:  e.Created(),
+			Record:   asJSON(withoutHostPath(e.Value())),
+		})
+	}
+	return out, nil
+}
+
+// withoutHostPath is a job record without its "path": the output file's
+// place on the jobs worker's disk, which tells a tenant the worker's
+// layout and means nothing at another machine. The record's "ref" names
+// the output, and GET …/jobs/{id}/output reads it.
+func withoutHostPath(record []byte) []byte {
+	var rec map[string]json.RawMessage
+	if json.Unmarshal(record, &rec) != nil {
+		return record
+	}
+	if _, ok := rec["path"]; !ok {
+		return record
+	}
+	delete(rec, "path")
+	b, err := json.Marshal(rec)
+	if err != nil {
+		return record
+	}
+	return b
+}
 
 // jobControlType is the event type a token's globs must admit to kill a
 // job: ending the agent's work is the person's say over the session, like
@@ -33,7 +89,7 @@ type (
 
 // JobOutput reads lines of one of the caller's jobs' output: a range, the
 // tail or a grep, as the jobs service offers them.
-func (d *Dispatcher) JobOutput(ctx context.Context, p auth.Principal, session, job string, req JobOutputRequest) (JobOutput, error) {
+func (d *jobsCore) JobOutput(ctx context.Context, p auth.Principal, session, job string, req JobOutputRequest) (JobOutput, error) {
 	if err := checkJobOutput(req); err != nil {
 		return JobOutput{}, err
 	}
@@ -58,7 +114,7 @@ func (d *Dispatcher) JobOutput(ctx context.Context, p auth.Principal, session, j
 
 // KillJob ends one of the caller's jobs, its whole process tree, and
 // returns it ended. Killing a job that already ended returns it as it is.
-func (d *Dispatcher) KillJob(ctx context.Context, p auth.Principal, session, job string) (JobSummary, error) {
+func (d *jobsCore) KillJob(ctx context.Context, p auth.Principal, session, job string) (JobSummary, error) {
 	if err := p.MayPublish(jobControlType); err != nil {
 		return JobSummary{}, problemf(http.StatusForbidden, "forbidden", "Forbidden",
 			"killing a job needs a token that may steer (%s): %s", jobControlType, trimPrefix(err))
@@ -82,7 +138,7 @@ func (d *Dispatcher) KillJob(ctx context.Context, p auth.Principal, session, job
 // jobRequest checks the names and that the session has a jobs worker: a
 // session never bound to one has no jobs, and asking the jobs client would
 // bind it to one (the runner's business, not a reader's).
-func (d *Dispatcher) jobRequest(ctx context.Context, p auth.Principal, session, job string) (jobsapi.JobRequest, error) {
+func (d *jobsCore) jobRequest(ctx context.Context, p auth.Principal, session, job string) (jobsapi.JobRequest, error) {
 	if err := events.ValidateToken("session", session); err != nil {
 		return jobsapi.JobRequest{}, err
 	}
@@ -143,39 +199,6 @@ func jobSummary(j jobsapi.Job) api.JobSummary {
 	return api.JobSummary{ID: j.ID, Program: j.Program, Command: j.Summary, Status: string(j.Status),
 		ExitCode: j.ExitCode, Started: j.Started, Ended: j.Ended, Lines: j.Lines, Bytes: j.Bytes,
 		Foreground: j.Foreground, Line: j.Line}
-}
-
-func (d *Dispatcher) handleJobOutput(w http.ResponseWriter, r *http.Request) {
-	p, err := d.principal(r)
-	if err != nil {
-		d.fail(w, r, err)
-		return
-	}
-	req, err := jobOutputParams(r)
-	if err != nil {
-		d.fail(w, r, err)
-		return
-	}
-	out, err := d.JobOutput(r.Context(), p, r.PathValue("session"), r.PathValue("id"), req)
-	if err != nil {
-		d.fail(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, out)
-}
-
-func (d *Dispatcher) handleKillJob(w http.ResponseWriter, r *http.Request) {
-	p, err := d.principal(r)
-	if err != nil {
-		d.fail(w, r, err)
-		return
-	}
-	j, err := d.KillJob(r.Context(), p, r.PathValue("session"), r.PathValue("id"))
-	if err != nil {
-		d.fail(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, j)
 }
 
 // jobOutputParams reads ?offset=&limit=&tail=&grep=.

@@ -15,7 +15,7 @@ import (
 // last reported of its http servers. A server no run has used is "idle";
 // a worker that does not answer leaves each server "unknown" with the
 // reason. Nil when the profile names no server.
-func (d *Dispatcher) mcpStates(ctx context.Context, tenant, session string, rec sessionrec.Record) []api.MCPServerState {
+func (d *sessionsCore) mcpStates(ctx context.Context, tenant, session string, rec sessionrec.Record) []api.MCPServerState {
 	kv, err := d.bucket(ctx, bus.BucketAgents)
 	if err != nil || kv == nil {
 		return nil

@@ -34,13 +34,24 @@ const (
 	SubjectJob        = api.SubjectJob
 )
 
+// natsAPI is the NATS micro transport: each endpoint reads its request
+// into a core's call, as httpAPI does for a route.
+type natsAPI struct {
+	*cores
+}
+
 // NATSRequest is the body of the NATS API requests that name a session.
 type NATSRequest = api.NATSRequest
 
-// StartNATS registers the jetway-dispatcher micro service on the
-// connection. Several dispatchers share the work through micro's queue group.
-func (d *Dispatcher) StartNATS() (micro.Service, error) {
-	svc, err := micro.AddService(d.nc, micro.Config{
+// natsOp is one endpoint's operation: the request read into a core's
+// call, for a caller the gate has let through.
+type natsOp func(context.Context, auth.Principal, micro.Request) (any, error)
+
+// start registers the jetway-dispatcher micro service on the connection
+// (Dispatcher.StartNATS). Several dispatchers share the work through
+// micro's queue group.
+func (d *natsAPI) start() (micro.Service, error) {
+	svc, err := micro.AddService(d.store.nc, micro.Config{
 		Name:        ServiceName,
 		Version:     semver(d.cfg.Version),
 		Metadata:    map[string]string{"build": d.cfg.Version},
@@ -49,8 +60,16 @@ func (d *Dispatcher) StartNATS() (micro.Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dispatcher: start NATS API: %w", err)
 	}
-	g := svc.AddGroup(APISubjectPrefix)
-	endpoints := map[string]func(context.Context, auth.Principal, micro.Request) (any, error){
+	if err := d.addEndpoints(svc); err != nil {
+		_ = svc.Stop() // the endpoint that did not start is the error to report
+		return nil, err
+	}
+	return svc, nil
+}
+
+// ops maps each endpoint of dispatcherapi.Endpoints to its operation.
+func (d *natsAPI) ops() map[string]natsOp {
+	return map[string]natsOp{
 		"input":      d.natsInput,
 		"steer":      d.natsSteer,
 		"event":      d.natsEvent,
@@ -63,19 +82,23 @@ func (d *Dispatcher) StartNATS() (micro.Service, error) {
 		"agents":     d.natsAgents,
 		"cluster":    d.natsCluster,
 	}
-	if len(endpoints) != len(api.Endpoints) {
-		svc.Stop()
-		return nil, fmt.Errorf("dispatcher: %d NATS endpoints, but dispatcherapi.Endpoints lists %d", len(endpoints), len(api.Endpoints))
+}
+
+// addEndpoints adds exactly the endpoints dispatcherapi.Endpoints names,
+// each twice: on jetway.api.<name> and as a tenant account reaches it.
+func (d *natsAPI) addEndpoints(svc micro.Service) error {
+	ops := d.ops()
+	if len(ops) != len(api.Endpoints) {
+		return fmt.Errorf("dispatcher: %d NATS endpoints, but dispatcherapi.Endpoints lists %d", len(ops), len(api.Endpoints))
 	}
+	g := svc.AddGroup(APISubjectPrefix)
 	for _, name := range api.Endpoints {
-		fn, ok := endpoints[name]
+		fn, ok := ops[name]
 		if !ok {
-			svc.Stop()
-			return nil, fmt.Errorf("dispatcher: NATS endpoint %s has no handler", name)
+			return fmt.Errorf("dispatcher: NATS endpoint %s has no handler", name)
 		}
 		if err := g.AddEndpoint(name, d.natsHandler(name, fn)); err != nil {
-			svc.Stop()
-			return nil, fmt.Errorf("dispatcher: add NATS endpoint %s: %w", name, err)
+			return fmt.Errorf("dispatcher: add NATS endpoint %s: %w", name, err)
 		}
 		// The same endpoint as a tenant account reaches it: its import maps
 		// the tenant's jetway.api.<name> to jetway.api.<tenant>.<name>, so
@@ -83,11 +106,10 @@ func (d *Dispatcher) StartNATS() (micro.Service, error) {
 		// reply back into that account, never onto a subject of JETWAY.
 		if err := svc.AddEndpoint("tenant_"+name, d.natsHandler(name, fn),
 			micro.WithEndpointSubject(api.TenantSubject("*", name))); err != nil {
-			svc.Stop()
-			return nil, fmt.Errorf("dispatcher: add NATS endpoint %s for tenant accounts: %w", name, err)
+			return fmt.Errorf("dispatcher: add NATS endpoint %s for tenant accounts: %w", name, err)
 		}
 	}
-	return svc, nil
+	return nil
 }
 
 // subjectTenant is the tenant a request came from when it arrived through
@@ -154,7 +176,9 @@ func (c natsHeaderCarrier) Keys() []string {
 	return keys
 }
 
-func (d *Dispatcher) natsHandler(name string, fn func(context.Context, auth.Principal, micro.Request) (any, error)) micro.HandlerFunc {
+// natsHandler is one endpoint as micro calls it: traced, counted and
+// timed, answered with the operation's JSON or with the problem it met.
+func (d *natsAPI) natsHandler(name string, fn natsOp) micro.HandlerFunc {
 	route := APISubjectPrefix + "." + name
 	return func(req micro.Request) {
 		start := time.Now()
@@ -172,36 +196,9 @@ func (d *Dispatcher) natsHandler(name string, fn func(context.Context, auth.Prin
 			d.metrics.duration.WithLabelValues(route).Observe(time.Since(start).Seconds())
 		}()
 
-		token := auth.BearerToken(natsHeaderCarrier(req.Headers()).Get("Authorization"))
-		var res any
-		p, err := d.authenticate(token)
-		if err == nil {
-			err = sameTenant(p, name, req.Subject())
-		}
-		if err == nil && name != "stop" && name != "cluster" {
-			err = needsTenant(p)
-		}
-		if err == nil && int64(len(req.Data())) > d.cfg.MaxBodyBytes {
-			err = problemf(http.StatusRequestEntityTooLarge, "too-large", "Request body too large",
-				"the body is over the %d byte limit", d.cfg.MaxBodyBytes)
-		}
-		if err == nil {
-			res, err = fn(ctx, p, req)
-		}
+		res, err := d.call(ctx, name, fn, req)
 		if err != nil {
-			pr := toProblem(err)
-			status = pr.Status
-			d.metrics.refused.WithLabelValues(pr.Slug()).Inc()
-			d.log.Info().Str("subject", route).Int("status", pr.Status).Str("problem", pr.Slug()).
-				Str("detail", pr.Detail).Msg("request refused")
-			out := *pr
-			out.Instance = route
-			if pr.RetryAfter > 0 {
-				out.RetryAfterSeconds = int((pr.RetryAfter + time.Second - 1) / time.Second)
-			}
-			body, _ := json.Marshal(out)
-			_ = req.Error(strconv.Itoa(pr.Status), pr.Title, body,
-				micro.WithHeaders(micro.Headers{"Content-Type": []string{ContentTypeProblem}}))
+			status = d.refuse(req, route, err)
 			return
 		}
 		if _, ok := res.(Accepted); ok {
@@ -209,6 +206,44 @@ func (d *Dispatcher) natsHandler(name string, fn func(context.Context, auth.Prin
 		}
 		_ = req.RespondJSON(res)
 	}
+}
+
+// call lets the request through the gate, then checks what the endpoint
+// name and the subject it came on require, and only then runs fn.
+func (d *natsAPI) call(ctx context.Context, name string, fn natsOp, req micro.Request) (any, error) {
+	p, err := d.gate.authenticate(auth.BearerToken(natsHeaderCarrier(req.Headers()).Get("Authorization")))
+	if err != nil {
+		return nil, err
+	}
+	if err := sameTenant(p, name, req.Subject()); err != nil {
+		return nil, err
+	}
+	if name != "stop" && name != "cluster" {
+		if err := needsTenant(p); err != nil {
+			return nil, err
+		}
+	}
+	if int64(len(req.Data())) > d.cfg.MaxBodyBytes {
+		return nil, problemf(http.StatusRequestEntityTooLarge, "too-large", "Request body too large",
+			"the body is over the %d byte limit", d.cfg.MaxBodyBytes)
+	}
+	return fn(ctx, p, req)
+}
+
+// refuse answers err as a micro error whose code is the HTTP status and
+// whose data is the problem+json body, counts and logs it, and returns
+// the status.
+func (d *natsAPI) refuse(req micro.Request, route string, err error) int {
+	pr := toProblem(err)
+	d.metrics.refused.WithLabelValues(pr.Slug()).Inc()
+	d.log.Info().Str("subject", route).Int("status", pr.Status).Str("problem", pr.Slug()).
+		Str("detail", pr.Detail).Msg("request refused")
+	out := *pr
+	out.Instance = route
+	body, _ := json.Marshal(out)
+	_ = req.Error(strconv.Itoa(pr.Status), pr.Title, body,
+		micro.WithHeaders(micro.Headers{"Content-Type": []string{ContentTypeProblem}}))
+	return pr.Status
 }
 
 func decodeNATS(req micro.Request, optional bool) (NATSRequest, error) {
@@ -223,61 +258,61 @@ func decodeNATS(req micro.Request, optional bool) (NATSRequest, error) {
 	return r, nil
 }
 
-func (d *Dispatcher) natsInput(ctx context.Context, p auth.Principal, req micro.Request) (any, error) {
+func (d *natsAPI) natsInput(ctx context.Context, p auth.Principal, req micro.Request) (any, error) {
 	r, err := decodeNATS(req, false)
 	if err != nil {
 		return nil, err
 	}
-	return d.Input(ctx, p, r.Session, InputRequest{Text: r.Text, ID: r.ID, Agent: r.Agent})
+	return d.events.Input(ctx, p, r.Session, InputRequest{Text: r.Text, ID: r.ID, Agent: r.Agent})
 }
 
-func (d *Dispatcher) natsSteer(ctx context.Context, p auth.Principal, req micro.Request) (any, error) {
+func (d *natsAPI) natsSteer(ctx context.Context, p auth.Principal, req micro.Request) (any, error) {
 	r, err := decodeNATS(req, false)
 	if err != nil {
 		return nil, err
 	}
-	return d.Steer(ctx, p, r.Session, SteerRequest{Note: r.Note, ID: r.ID, Agent: r.Agent})
+	return d.events.Steer(ctx, p, r.Session, SteerRequest{Note: r.Note, ID: r.ID, Agent: r.Agent})
 }
 
 // natsEvent takes a CloudEvent in the NATS binding, binary (ce- headers)
 // or structured mode, read by pkg/events as the stream's consumers read it.
-func (d *Dispatcher) natsEvent(ctx context.Context, p auth.Principal, req micro.Request) (any, error) {
+func (d *natsAPI) natsEvent(ctx context.Context, p auth.Principal, req micro.Request) (any, error) {
 	h := nats.Header(req.Headers())
 	e, err := events.ReadEvent(h, req.Data())
 	if err != nil {
 		return nil, err
 	}
-	return d.PublishEvent(ctx, p, e)
+	return d.events.PublishEvent(ctx, p, e)
 }
 
-func (d *Dispatcher) natsSessions(ctx context.Context, p auth.Principal, req micro.Request) (any, error) {
+func (d *natsAPI) natsSessions(ctx context.Context, p auth.Principal, req micro.Request) (any, error) {
 	r, err := decodeNATS(req, true)
 	if err != nil {
 		return nil, err
 	}
 	if r.Session != "" {
-		return d.SessionDetail(ctx, p, r.Session)
+		return d.sessions.SessionDetail(ctx, p, r.Session)
 	}
-	ss, err := d.Sessions(ctx, p)
+	ss, err := d.sessions.Sessions(ctx, p)
 	if err != nil {
 		return nil, err
 	}
 	return SessionList{Sessions: ss}, nil
 }
 
-func (d *Dispatcher) natsJobs(ctx context.Context, p auth.Principal, req micro.Request) (any, error) {
+func (d *natsAPI) natsJobs(ctx context.Context, p auth.Principal, req micro.Request) (any, error) {
 	r, err := decodeNATS(req, false)
 	if err != nil {
 		return nil, err
 	}
-	jobs, err := d.Jobs(ctx, p, r.Session)
+	jobs, err := d.jobs.Jobs(ctx, p, r.Session)
 	if err != nil {
 		return nil, err
 	}
 	return JobList{Jobs: jobs}, nil
 }
 
-func (d *Dispatcher) natsStop(ctx context.Context, p auth.Principal, req micro.Request) (any, error) {
+func (d *natsAPI) natsStop(ctx context.Context, p auth.Principal, req micro.Request) (any, error) {
 	r, err := decodeNATS(req, true)
 	if err != nil {
 		return nil, err
@@ -285,52 +320,88 @@ func (d *Dispatcher) natsStop(ctx context.Context, p auth.Principal, req micro.R
 	t := StopTarget{Scope: r.Scope, Tenant: r.Tenant, Session: r.Session}
 	switch r.Action {
 	case "on":
-		return d.SetStop(ctx, p, t, StopRequest{Reason: r.Reason})
+		return d.groundStop.SetStop(ctx, p, t, StopRequest{Reason: r.Reason})
 	case "off":
-		return d.ClearStop(ctx, p, t)
+		return d.groundStop.ClearStop(ctx, p, t)
 	case "", "get":
-		return d.Stop(ctx, p, t)
+		return d.groundStop.Stop(ctx, p, t)
 	}
 	return nil, problemf(http.StatusBadRequest, "bad-request", "Unknown action",
 		"action %q: want on, off or get", shortenQ(r.Action))
 }
 
-func (d *Dispatcher) natsRecovery(ctx context.Context, p auth.Principal, req micro.Request) (any, error) {
+func (d *natsAPI) natsRecovery(ctx context.Context, p auth.Principal, req micro.Request) (any, error) {
 	r, err := decodeNATS(req, false)
 	if err != nil {
 		return nil, err
 	}
 	switch r.Action {
 	case "set":
-		return d.SetRecovery(ctx, p, r.Session, RecoveryRequest{Policy: r.Policy, MaxAttempts: r.MaxAttempts})
+		return d.sessions.SetRecovery(ctx, p, r.Session, RecoveryRequest{Policy: r.Policy, MaxAttempts: r.MaxAttempts})
 	case "clear":
-		return d.ClearRecovery(ctx, p, r.Session)
+		return d.sessions.ClearRecovery(ctx, p, r.Session)
 	case "", "get":
-		return d.Recovery(ctx, p, r.Session)
+		return d.sessions.Recovery(ctx, p, r.Session)
 	}
 	return nil, problemf(http.StatusBadRequest, "bad-request", "Unknown action",
 		"action %q: want set, clear or get", shortenQ(r.Action))
 }
 
-func (d *Dispatcher) natsTranscript(ctx context.Context, p auth.Principal, req micro.Request) (any, error) {
+func (d *natsAPI) natsTranscript(ctx context.Context, p auth.Principal, req micro.Request) (any, error) {
 	r, err := decodeNATS(req, false)
 	if err != nil {
 		return nil, err
 	}
-	return d.Transcript(ctx, p, r.Session, r.After, r.Limit)
+	return d.sessions.Transcript(ctx, p, r.Session, r.After, r.Limit)
 }
 
-func (d *Dispatcher) natsJob(ctx context.Context, p auth.Principal, req micro.Request) (any, error) {
+func (d *natsAPI) natsJob(ctx context.Context, p auth.Principal, req micro.Request) (any, error) {
 	r, err := decodeNATS(req, false)
 	if err != nil {
 		return nil, err
 	}
 	switch r.Action {
 	case "", "output":
-		return d.JobOutput(ctx, p, r.Session, r.Job, JobOutputRequest{Offset: r.Offset, Limit: r.Limit, Tail: r.Tail, Grep: r.Grep})
+		return d.jobs.JobOutput(ctx, p, r.Session, r.Job, JobOutputRequest{Offset: r.Offset, Limit: r.Limit, Tail: r.Tail, Grep: r.Grep})
 	case "kill":
-		return d.KillJob(ctx, p, r.Session, r.Job)
+		return d.jobs.KillJob(ctx, p, r.Session, r.Job)
 	}
 	return nil, problemf(http.StatusBadRequest, "bad-request", "Unknown action",
 		"action %q: want output or kill", shortenQ(r.Action))
+}
+
+func (d *natsAPI) natsAgents(ctx context.Context, p auth.Principal, req micro.Request) (any, error) {
+	r, err := decodeNATS(req, true)
+	if err != nil {
+		return nil, err
+	}
+	action := r.Action
+	if action == "" {
+		action = "list"
+		if r.Name != "" {
+			action = "get"
+		}
+	}
+	switch action {
+	case "list":
+		return d.agents.Agents(ctx, p)
+	case "get":
+		return d.agents.Agent(ctx, p, r.Name)
+	case "put":
+		if r.Profile == nil {
+			pr := problem(http.StatusBadRequest, "invalid-agent", "Invalid agent profile",
+				`profile: required for put: {"action":"put","name":"…","profile":{"instructions":"…"}}`)
+			pr.Field = "profile"
+			return nil, pr
+		}
+		return d.agents.PutAgent(ctx, p, r.Name, *r.Profile)
+	case "delete":
+		return d.agents.DeleteAgent(ctx, p, r.Name)
+	}
+	return nil, problemf(http.StatusBadRequest, "bad-request", "Unknown action",
+		"action %q: want list, get, put or delete", shortenQ(action))
+}
+
+func (d *natsAPI) natsCluster(ctx context.Context, p auth.Principal, _ micro.Request) (any, error) {
+	return d.cluster.Cluster(ctx, p)
 }

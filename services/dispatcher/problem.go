@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"jetway/pkg/auth"
 	api "jetway/pkg/dispatcherapi"
@@ -20,35 +21,11 @@ const ContentTypeProblem = api.ContentTypeProblem
 // reports; the rest is the problem's slug, e.g. urn:jetway:problem:invalid-token.
 const ProblemTypePrefix = api.ProblemTypePrefix
 
-// Problem is an RFC 9457 problem detail. The same value is the body of an
-// HTTP error and the data of a NATS error reply, so a client reads both the
-// same way.
-type Problem struct {
-	Type   string `json:"type"`
-	Title  string `json:"title"`
-	Status int    `json:"status"`
-	// Detail says what exactly was wrong with this request, e.g. which token
-	// rule a session name broke.
-	Detail   string `json:"detail,omitempty"`
-	Instance string `json:"instance,omitempty"`
-
-	// RetryAfter, when set, is sent as the Retry-After header (HTTP) and
-	// kept in the body for NATS callers, which have no such header.
-	RetryAfter time.Duration `json:"-"`
-	// RetryAfterSeconds mirrors RetryAfter in the body.
-	RetryAfterSeconds int `json:"retry_after,omitempty"`
-	// Field names the request field that was wrong, when one was.
-	Field string `json:"field,omitempty"`
-
-	slug string
-}
-
-func (p *Problem) Error() string {
-	if p.Detail == "" {
-		return p.Title
-	}
-	return p.Title + ": " + p.Detail
-}
+// Problem is an RFC 9457 problem detail, the wire type of
+// pkg/dispatcherapi: the body of an HTTP error and the data of a NATS error
+// reply are the one value a client decodes, so the type has one home and
+// the dispatcher builds its errors as that type.
+type Problem = api.Problem
 
 func problem(status int, slug, title, detail string) *Problem {
 	return &Problem{
@@ -56,7 +33,6 @@ func problem(status int, slug, title, detail string) *Problem {
 		Title:  title,
 		Status: status,
 		Detail: detail,
-		slug:   slug,
 	}
 }
 
@@ -64,9 +40,13 @@ func problemf(status int, slug, title, format string, args ...any) *Problem {
 	return problem(status, slug, title, fmt.Sprintf(format, args...))
 }
 
-// Slug is the short name of the problem (the end of its type URI), used as
-// a metrics label.
-func (p *Problem) Slug() string { return p.slug }
+// retryAfterSeconds is the Retry-After a problem carries for a wait of d:
+// whole seconds, rounded up, at least one, so a caller that waits as told
+// is not refused again for coming back a fraction early.
+func retryAfterSeconds(d time.Duration) int {
+	d = max(d, time.Second)
+	return int((d + time.Second - 1) / time.Second)
+}
 
 // toProblem maps an error from auth, events or the bus to the problem a
 // caller should see. Anything unrecognised is a 500 whose detail does not
@@ -130,9 +110,7 @@ func writeProblem(w http.ResponseWriter, r *http.Request, p *Problem) {
 	h.Set("Content-Type", ContentTypeProblem)
 	h.Set("Cache-Control", "no-store")
 	if p.RetryAfter > 0 {
-		secs := int((p.RetryAfter + time.Second - 1) / time.Second)
-		out.RetryAfterSeconds = secs
-		h.Set("Retry-After", strconv.Itoa(secs))
+		h.Set("Retry-After", strconv.Itoa(p.RetryAfter))
 	}
 	if p.Status == http.StatusUnauthorized {
 		h.Set("WWW-Authenticate", `Bearer realm="jetway"`)
@@ -147,4 +125,22 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
+}
+
+func unavailable(what string, err error) *Problem {
+	return problemf(http.StatusServiceUnavailable, "unavailable", "Service unavailable", "%s: %v", what, err)
+}
+
+// shortenQ keeps a caller's string short in a problem detail, cutting on
+// a rune boundary.
+func shortenQ(s string) string {
+	const n = 80
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
 }

@@ -31,7 +31,7 @@ type storedRecord struct {
 // it through this one function keeps the dispatcher's view of it in one
 // place. The record's type is sessionrec.Record, the one the runner
 // writes.
-func (d *Dispatcher) readRecord(ctx context.Context, tenant, session string) (storedRecord, error) {
+func (d *store) readRecord(ctx context.Context, tenant, session string) (storedRecord, error) {
 	kv, err := d.bucket(ctx, bus.BucketSessions)
 	if err != nil || kv == nil {
 		return storedRecord{Rec: sessionrec.Record{State: sessionrec.StateIdle}}, err

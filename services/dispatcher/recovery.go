@@ -92,7 +92,7 @@ func overrideOf(req RecoveryRequest) (*handover.RecoveryOverride, error) {
 
 // Recovery reads one of the caller's sessions' recovery override and the
 // settings in effect. A session with no record has none: the defaults apply.
-func (d *Dispatcher) Recovery(ctx context.Context, p auth.Principal, session string) (RecoveryState, error) {
+func (d *sessionsCore) Recovery(ctx context.Context, p auth.Principal, session string) (RecoveryState, error) {
 	if err := events.ValidateToken("session", session); err != nil {
 		return RecoveryState{}, err
 	}
@@ -104,7 +104,7 @@ func (d *Dispatcher) Recovery(ctx context.Context, p auth.Principal, session str
 }
 
 // recoveryOf is the recovery answer for a record read by readRecord.
-func (d *Dispatcher) recoveryOf(ctx context.Context, tenant, session string, sr storedRecord) (RecoveryState, error) {
+func (d *sessionsCore) recoveryOf(ctx context.Context, tenant, session string, sr storedRecord) (RecoveryState, error) {
 	if !sr.Found {
 		return recoveryState(session, d.recoveryBase(ctx, tenant, sessionrec.Record{}), nil, 0), nil
 	}
@@ -123,7 +123,7 @@ func (d *Dispatcher) recoveryOf(ctx context.Context, tenant, session string, sr 
 // with the recovery policy of the agent profile its next recovery goes by
 // (the version its last run had). A profile that cannot be read leaves
 // the defaults.
-func (d *Dispatcher) recoveryBase(ctx context.Context, tenant string, rec sessionrec.Record) handover.RecoverySettings {
+func (d *sessionsCore) recoveryBase(ctx context.Context, tenant string, rec sessionrec.Record) handover.RecoverySettings {
 	base := handover.DefaultRecoverySettings()
 	kv, err := d.bucket(ctx, bus.BucketAgents)
 	if err != nil || kv == nil {
@@ -147,7 +147,7 @@ func (d *Dispatcher) recoveryBase(ctx context.Context, tenant string, rec sessio
 
 // loadRecord reads a session record through the one type runners write it
 // with; a missing one is idle at revision 0.
-func (d *Dispatcher) loadRecord(ctx context.Context, kv jetstream.KeyValue, tenant, session string) (sessionrec.Record, uint64, error) {
+func (d *sessionsCore) loadRecord(ctx context.Context, kv jetstream.KeyValue, tenant, session string) (sessionrec.Record, uint64, error) {
 	rec, rev, err := sessionrec.Get(ctx, kv, tenant, session)
 	switch {
 	case errors.Is(err, sessionrec.ErrUnreadable):
@@ -168,7 +168,7 @@ func setOverride(o *handover.RecoveryOverride) *handover.RecoveryOverride {
 
 // SetRecovery stores req as the session's recovery override, replacing the
 // one before. A request that sets nothing clears it.
-func (d *Dispatcher) SetRecovery(ctx context.Context, p auth.Principal, session string, req RecoveryRequest) (RecoveryState, error) {
+func (d *sessionsCore) SetRecovery(ctx context.Context, p auth.Principal, session string, req RecoveryRequest) (RecoveryState, error) {
 	if err := events.ValidateToken("session", session); err != nil {
 		return RecoveryState{}, err
 	}
@@ -181,25 +181,21 @@ func (d *Dispatcher) SetRecovery(ctx context.Context, p auth.Principal, session 
 
 // ClearRecovery removes the session's recovery override: the defaults apply
 // again.
-func (d *Dispatcher) ClearRecovery(ctx context.Context, p auth.Principal, session string) (RecoveryState, error) {
+func (d *sessionsCore) ClearRecovery(ctx context.Context, p auth.Principal, session string) (RecoveryState, error) {
 	if err := events.ValidateToken("session", session); err != nil {
 		return RecoveryState{}, err
 	}
 	return d.writeRecovery(ctx, p, session, nil)
 }
 
-func (d *Dispatcher) writeRecovery(ctx context.Context, p auth.Principal, session string, o *handover.RecoveryOverride) (RecoveryState, error) {
+func (d *sessionsCore) writeRecovery(ctx context.Context, p auth.Principal, session string, o *handover.RecoveryOverride) (RecoveryState, error) {
 	if err := p.MayPublish(recoveryControlType); err != nil {
 		return RecoveryState{}, problemf(http.StatusForbidden, "forbidden", "Forbidden",
 			"changing a recovery policy needs a token that may steer (%s): %s", recoveryControlType, trimPrefix(err))
 	}
-	kv, err := d.bucket(ctx, bus.BucketSessions)
+	kv, err := d.requiredBucket(ctx, bus.BucketSessions, "Sessions")
 	if err != nil {
 		return RecoveryState{}, err
-	}
-	if kv == nil {
-		return RecoveryState{}, problemf(http.StatusServiceUnavailable, "unavailable", "Sessions bucket missing",
-			"bucket %s does not exist; provision the bus first", bus.BucketSessions)
 	}
 	rev, rec, err := d.casPolicy(ctx, kv, p.Tenant, session, o)
 	if err != nil {
@@ -219,7 +215,7 @@ func (d *Dispatcher) writeRecovery(ctx context.Context, p auth.Principal, sessio
 // record is read and written through sessionrec.Record, which keeps the
 // fields a newer runner stores and this dispatcher does not know. A write
 // refused because someone wrote in between is read and tried again.
-func (d *Dispatcher) casPolicy(ctx context.Context, kv jetstream.KeyValue, tenant, session string, o *handover.RecoveryOverride) (uint64, sessionrec.Record, error) {
+func (d *sessionsCore) casPolicy(ctx context.Context, kv jetstream.KeyValue, tenant, session string, o *handover.RecoveryOverride) (uint64, sessionrec.Record, error) {
 	want, err := policyJSON(o)
 	if err != nil {
 		return 0, sessionrec.Record{}, err
@@ -299,35 +295,4 @@ func decodeRecoveryRequest(b []byte) (RecoveryRequest, error) {
 		return req, problem(http.StatusBadRequest, "bad-request", "Malformed JSON body", "more than one JSON value")
 	}
 	return req, nil
-}
-
-func (d *Dispatcher) handleRecovery(w http.ResponseWriter, r *http.Request) {
-	p, err := d.principal(r)
-	if err != nil {
-		d.fail(w, r, err)
-		return
-	}
-	session := r.PathValue("session")
-	var st RecoveryState
-	switch r.Method {
-	case http.MethodPut:
-		var b []byte
-		if b, err = d.readBody(w, r); err != nil {
-			break
-		}
-		var req RecoveryRequest
-		if req, err = decodeRecoveryRequest(b); err != nil {
-			break
-		}
-		st, err = d.SetRecovery(r.Context(), p, session, req)
-	case http.MethodDelete:
-		st, err = d.ClearRecovery(r.Context(), p, session)
-	default:
-		st, err = d.Recovery(r.Context(), p, session)
-	}
-	if err != nil {
-		d.fail(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, st)
 }

@@ -222,7 +222,7 @@ func TestRecovery_write_keeps_every_other_field_and_retries_after_a_concurrent_u
 
 	// A runner writes between the dispatcher's read and its write, once.
 	var calls atomic.Int32
-	f.d.beforeRecordWrite = func(k string) {
+	f.d.sessions.beforeRecordWrite = func(k string) {
 		if calls.Add(1) != 1 {
 			return
 		}
@@ -273,7 +273,7 @@ func TestRecovery_gives_up_with_a_conflict_when_the_record_never_holds_still(t *
 	if _, err := kv.Create(ctx, "default.s1", []byte(`{"tenant":"default","session":"s1","state":"idle","runs":0}`)); err != nil {
 		t.Fatal(err)
 	}
-	f.d.beforeRecordWrite = func(k string) {
+	f.d.sessions.beforeRecordWrite = func(k string) {
 		if _, err := kv.Put(ctx, k, []byte(`{"tenant":"default","session":"s1","state":"idle","runs":1}`)); err != nil {
 			t.Errorf("runner write: %v", err)
 		}

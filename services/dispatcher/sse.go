@@ -5,98 +5,42 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"math"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"jetway/pkg/bus"
 	"jetway/pkg/events"
 )
 
 // handleStream serves a session's output and headlines as Server-Sent
-// Events from JETWAY_OUT. Each event's id is its stream sequence, so a
-// client that reconnects with Last-Event-ID gets exactly what came after;
-// an ordered consumer gives gap-free, in-order delivery and needs no cleanup.
+// Events from JETWAY_OUT (sessionsCore.follow). Each event's id is its
+// stream sequence, so a client that reconnects with Last-Event-ID gets
+// exactly what came after.
 //
 // Without Last-Event-ID the stream starts with what JETWAY_OUT still holds
 // for the session (?from=new starts with the next message instead).
-func (d *Dispatcher) handleStream(w http.ResponseWriter, r *http.Request) {
+func (d *httpAPI) handleStream(w http.ResponseWriter, r *http.Request) {
 	p, err := d.principal(r)
 	if err != nil {
 		d.fail(w, r, err)
 		return
 	}
 	session := r.PathValue("session")
-	out, err := events.OutSubject(p.Tenant, session)
-	if err != nil {
-		d.fail(w, r, err)
-		return
-	}
-	notify, err := events.NotifySubject(p.Tenant, session)
-	if err != nil {
-		d.fail(w, r, err)
-		return
-	}
-	cc := jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{out, notify},
-		DeliverPolicy:  jetstream.DeliverAllPolicy,
-	}
 	last := r.Header.Get("Last-Event-ID")
 	if last == "" {
 		last = r.URL.Query().Get("last_event_id")
 	}
-	switch {
-	case last != "":
-		seq, err := strconv.ParseUint(last, 10, 64)
-		// The stream is read from seq+1: the largest uint64 would wrap to 0,
-		// which JetStream refuses; it is no sequence a stream ever had.
-		if err == nil && seq == math.MaxUint64 {
-			err = strconv.ErrRange
-		}
-		if err != nil {
-			d.fail(w, r, problemf(http.StatusBadRequest, "bad-request", "Invalid Last-Event-ID",
-				"Last-Event-ID %q is not a stream sequence number", shortenQ(last)))
-			return
-		}
-		cc.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
-		cc.OptStartSeq = seq + 1
-	case r.URL.Query().Get("from") == "new":
-		cc.DeliverPolicy = jetstream.DeliverNewPolicy
-	}
-
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	cons, err := d.js.OrderedConsumer(ctx, bus.StreamOut, cc)
+	it, err := d.sessions.follow(ctx, p, session, last, r.URL.Query().Get("from"))
 	if err != nil {
-		d.fail(w, r, unavailable("follow "+bus.StreamOut, err))
-		return
-	}
-	it, err := cons.Messages()
-	if err != nil {
-		d.fail(w, r, unavailable("follow "+bus.StreamOut, err))
+		d.fail(w, r, err)
 		return
 	}
 	defer it.Stop()
-
-	msgs := make(chan jetstream.Msg)
-	go func() {
-		defer close(msgs)
-		for {
-			m, err := it.Next()
-			if err != nil {
-				return // stopped, or the connection is gone
-			}
-			select {
-			case msgs <- m:
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
+	msgs := pump(ctx, it)
 
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
@@ -112,7 +56,35 @@ func (d *Dispatcher) handleStream(w http.ResponseWriter, r *http.Request) {
 	}
 	d.metrics.streams.Inc()
 	defer d.metrics.streams.Dec()
+	d.relay(ctx, w, rc, msgs)
+}
 
+// pump hands the messages of it to a channel, so the relay can wait for
+// a message, a heartbeat and the client's going at once. The channel
+// closes when it stops or the connection is gone.
+func pump(ctx context.Context, it jetstream.MessagesContext) <-chan jetstream.Msg {
+	msgs := make(chan jetstream.Msg)
+	go func() {
+		defer close(msgs)
+		for {
+			m, err := it.Next()
+			if err != nil {
+				return // stopped, or the connection is gone
+			}
+			select {
+			case msgs <- m:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return msgs
+}
+
+// relay writes each message as an SSE event, and a comment line on every
+// heartbeat so an idle stream is told from a dead one, until the client
+// goes or the messages end.
+func (d *httpAPI) relay(ctx context.Context, w http.ResponseWriter, rc *http.ResponseController, msgs <-chan jetstream.Msg) {
 	beat := time.NewTicker(d.cfg.Heartbeat)
 	defer beat.Stop()
 	var buf bytes.Buffer

@@ -20,7 +20,7 @@ import (
 // heldFromMirror answers covering from the mirror; ok is false while the
 // mirror is not ready. The first call starts the mirror, which lives as
 // long as the dispatcher's connection.
-func (d *Dispatcher) heldFromMirror(p auth.Principal, session string) (held []StopSwitch, ok bool) {
+func (d *stopCore) heldFromMirror(p auth.Principal, session string) (held []StopSwitch, ok bool) {
 	d.stopsOnce.Do(d.startStopMirror)
 	m := d.stops
 	if m == nil || !m.IsReady() {
@@ -32,7 +32,7 @@ func (d *Dispatcher) heldFromMirror(p auth.Principal, session string) (held []St
 	return held, true
 }
 
-func (d *Dispatcher) startStopMirror() {
+func (d *stopCore) startStopMirror() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	kv, err := d.controlBucket(ctx)
 	cancel()
@@ -49,7 +49,7 @@ func (d *Dispatcher) startStopMirror() {
 }
 
 // flipped tells the mirror about a switch this dispatcher just flipped.
-func (d *Dispatcher) flipped(key string, rec groundstop.Record, on bool) {
+func (d *stopCore) flipped(key string, rec groundstop.Record, on bool) {
 	d.stopsOnce.Do(d.startStopMirror)
 	if d.stops != nil {
 		d.stops.Flipped(key, rec, on)

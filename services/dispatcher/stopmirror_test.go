@@ -11,8 +11,8 @@ import (
 )
 
 func (f *fixture) mirrorReady() bool {
-	f.d.stopsOnce.Do(f.d.startStopMirror)
-	return f.d.stops != nil && f.d.stops.IsReady()
+	f.d.groundStop.stopsOnce.Do(f.d.groundStop.startStopMirror)
+	return f.d.groundStop.stops != nil && f.d.groundStop.stops.IsReady()
 }
 
 func scopes(acc Accepted) []string {

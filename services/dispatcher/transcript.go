@@ -50,7 +50,7 @@ type transcriptRecord struct {
 // Everything a person reads is redacted with pkg/redact, the rules the
 // runner applies to what the model sees: a secret that reached the
 // transcript some other way is still not served.
-func (d *Dispatcher) Transcript(ctx context.Context, p auth.Principal, session string, after uint64, limit int) (TranscriptPage, error) {
+func (d *sessionsCore) Transcript(ctx context.Context, p auth.Principal, session string, after uint64, limit int) (TranscriptPage, error) {
 	if err := events.ValidateToken("session", session); err != nil {
 		return TranscriptPage{}, err
 	}
@@ -143,25 +143,6 @@ func blockOf(b llm.ContentBlock) api.TranscriptBlock {
 		out.Images = 1
 	}
 	return out
-}
-
-func (d *Dispatcher) handleTranscript(w http.ResponseWriter, r *http.Request) {
-	p, err := d.principal(r)
-	if err != nil {
-		d.fail(w, r, err)
-		return
-	}
-	after, limit, err := pageParams(r)
-	if err != nil {
-		d.fail(w, r, err)
-		return
-	}
-	page, err := d.Transcript(r.Context(), p, r.PathValue("session"), after, limit)
-	if err != nil {
-		d.fail(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, page)
 }
 
 // pageParams reads ?after= and ?limit=, refusing what is not a number.
