@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"jetway/pkg/bus"
+	"jetway/pkg/bus/kvmirror"
 	jobsclient "jetway/services/jobs/client"
 )
 
@@ -87,26 +88,11 @@ func (d *store) scan(ctx context.Context, bucket, filter string) ([]jetstream.Ke
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	w, err := kv.Watch(ctx, filter, jetstream.IgnoreDeletes())
+	entries, err := kvmirror.Snapshot(ctx, kv, filter)
 	if err != nil {
 		return nil, unavailable("list "+bucket, err)
 	}
-	defer w.Stop()
-	var out []jetstream.KeyValueEntry
-	for {
-		select {
-		case e, ok := <-w.Updates():
-			if !ok {
-				return nil, unavailable("list "+bucket, errors.New("watch closed early"))
-			}
-			if e == nil {
-				return out, nil
-			}
-			out = append(out, e)
-		case <-ctx.Done():
-			return nil, unavailable("list "+bucket, ctx.Err())
-		}
-	}
+	return entries, nil
 }
 
 // readyCheck says whether the dispatcher can do its job: connected to NATS
