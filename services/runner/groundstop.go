@@ -19,7 +19,7 @@ func (r *Runner) noteStop(c groundstop.Change) {
 	r.mu.Lock()
 	actors := make([]*actor, 0, len(r.actors))
 	for _, a := range r.actors {
-		if c.Covers(a.tenant, a.session) || a.coveredByAncestor(c) {
+		if c.Covers(a.tenant, a.session, a.ancestors()...) {
 			actors = append(actors, a)
 		}
 	}
@@ -36,13 +36,6 @@ func (r *Runner) noteStop(c groundstop.Change) {
 	} else {
 		r.log.Info().Str("switch", c.Key).Msg("ground stop lifted")
 	}
-}
-
-// grounded reports whether Ground Stop covers tenant/session now. The
-// runner consumes nothing before its mirror is ready (startControl), so a
-// switch set before it started holds for its first event.
-func (r *Runner) grounded(tenant, session string) (groundstop.Record, bool) {
-	return r.stops.Active(tenant, session)
 }
 
 // stopRun cancels the live run, if any: the loop ends at once with every
@@ -65,35 +58,21 @@ func (a *actor) stopRun() {
 var errGroundStop = tool.CancelCause("cancelled by Ground Stop: a person stopped this session's work while this call ran; " +
 	"the jobs worker killed the session's running commands (their notices say so), and nothing starts again until the switch is lifted")
 
-// grounded reports whether Ground Stop covers the session now: its own
-// switch, its tenant's, the global one, or (a sub-agent) any ancestor's.
+// grounded reports whether Ground Stop covers the session now
+// (groundstop.Covering: a sub-agent's ancestors' switches too). The
+// runner consumes nothing before its mirror is ready (startControl), so a
+// switch set before it started holds for its first event.
 func (a *actor) grounded() (groundstop.Record, bool) {
-	if stop, on := a.r.grounded(a.tenant, a.session); on {
-		return stop, true
-	}
-	if l := a.lineage.Load(); l != nil {
-		for _, s := range *l {
-			if stop, on := a.r.grounded(a.tenant, s); on {
-				return stop, true
-			}
-		}
-	}
-	return groundstop.Record{}, false
+	return a.r.stops.Active(a.tenant, a.session, a.ancestors()...)
 }
 
-// coveredByAncestor reports whether switch change c is of one of a
-// sub-agent's ancestors.
-func (a *actor) coveredByAncestor(c groundstop.Change) bool {
-	l := a.lineage.Load()
-	if l == nil {
-		return false
+// ancestors is the session's lineage as far as the actor knows it (none
+// until a run start read its record).
+func (a *actor) ancestors() []string {
+	if l := a.lineage.Load(); l != nil {
+		return *l
 	}
-	for _, s := range *l {
-		if c.Covers(a.tenant, s) {
-			return true
-		}
-	}
-	return false
+	return nil
 }
 
 // setLineage notes the session's ancestors (they never change).
