@@ -19,16 +19,24 @@ func (r *Runner) noteStop(c groundstop.Change) {
 	r.mu.Lock()
 	actors := make([]*actor, 0, len(r.actors))
 	for _, a := range r.actors {
-		if c.Covers(a.tenant, a.session, a.ancestors()...) {
+		if c.Covers(a.tenant, a.session, a.sub.Lineage()...) {
 			actors = append(actors, a)
 		}
 	}
 	r.mu.Unlock()
 	for _, a := range actors {
-		if c.On {
-			a.stopRun()
-		} else {
+		switch {
+		case !c.On:
 			a.poke()
+		case a.box.busy():
+			// The live run ends at once with every started tool call given
+			// a result, and finishRun marks the session stopped. A parked
+			// actor has no run and is left parked.
+			a.send(func(a *actor) {
+				if a.run != nil {
+					a.run.stop(errGroundStop)
+				}
+			})
 		}
 	}
 	if c.On {
@@ -36,20 +44,6 @@ func (r *Runner) noteStop(c groundstop.Change) {
 	} else {
 		r.log.Info().Str("switch", c.Key).Msg("ground stop lifted")
 	}
-}
-
-// stopRun cancels the live run, if any: the loop ends at once with every
-// started tool call given a result, and finishRun marks the session stopped.
-// A parked actor has no run and is left parked.
-func (a *actor) stopRun() {
-	if !a.busy() {
-		return
-	}
-	a.send(func(a *actor) {
-		if a.run != nil {
-			a.run.stop(errGroundStop)
-		}
-	})
 }
 
 // errGroundStop is the cause a Ground Stop cancels a run with: a tool call
@@ -63,22 +57,5 @@ var errGroundStop = tool.CancelCause("cancelled by Ground Stop: a person stopped
 // runner consumes nothing before its mirror is ready (startControl), so a
 // switch set before it started holds for its first event.
 func (a *actor) grounded() (groundstop.Record, bool) {
-	return a.r.stops.Active(a.tenant, a.session, a.ancestors()...)
-}
-
-// ancestors is the session's lineage as far as the actor knows it (none
-// until a run start read its record).
-func (a *actor) ancestors() []string {
-	if l := a.lineage.Load(); l != nil {
-		return *l
-	}
-	return nil
-}
-
-// setLineage notes the session's ancestors (they never change).
-func (a *actor) setLineage(l []string) {
-	if a.lineage.Load() == nil {
-		c := append([]string(nil), l...)
-		a.lineage.Store(&c)
-	}
+	return a.r.stops.Active(a.tenant, a.session, a.sub.Lineage()...)
 }
