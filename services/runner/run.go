@@ -1,7 +1,6 @@
 package runner
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -20,7 +19,6 @@ import (
 	"jetway/pkg/agent/compact"
 	"jetway/pkg/agent/guide"
 	"jetway/pkg/agent/tool"
-	"jetway/pkg/control/agents"
 	"jetway/pkg/events"
 	"jetway/pkg/handover"
 	"jetway/pkg/llm"
@@ -119,20 +117,20 @@ func (a *actor) start(ctx context.Context, p plan) bool {
 			a.retryLater()
 			return false
 		}
-		var provider llm.Provider
+		var rc runConfig
 		if err == nil {
-			provider, err = a.r.providerFor(prof)
+			rc, err = a.r.runConfigOf(prof)
 		}
 		if err != nil {
 			a.rebind = ""
 			a.unservable(ctx, act, p, &rec, &rev, err.Error())
 			return true
 		}
-		h, ok := a.prepare(ctx, act, &p, &rec, &rev, st, prof)
+		h, ok := a.prepare(ctx, act, &p, &rec, &rev, st, rc)
 		if !ok {
 			continue // recovery refused: the session is interrupted now
 		}
-		if reason, ok := a.r.rails.forProfile(prof).allow(ctx, &rec); !ok {
+		if reason, ok := rc.rails.allow(ctx, &rec); !ok {
 			a.refuseRun(ctx, p, reason)
 			return true
 		}
@@ -151,7 +149,7 @@ func (a *actor) start(ctx context.Context, p plan) bool {
 			return false
 		}
 		a.rebind = ""
-		c.agent, c.provider = prof, provider
+		c.cfg = rc
 		_, ids := joinInputs(p.ins)
 		if !a.recordStart(ctx, c, h, ids, stored) {
 			return false
@@ -242,7 +240,7 @@ func (r *Runner) runnerOf(ctx context.Context, rec SessionRecord) liveness {
 // prepare builds the handover of the run act starts and the record that
 // claims it. A recovery may be refused: then the record says interrupted
 // (written at *rev) and ok is false, for the plan to be decided again.
-func (a *actor) prepare(ctx context.Context, act act, p *plan, rec *SessionRecord, rev *uint64, st liveness, prof agents.Profile) (h handover.Handover, ok bool) {
+func (a *actor) prepare(ctx context.Context, act act, p *plan, rec *SessionRecord, rev *uint64, st liveness, rc runConfig) (h handover.Handover, ok bool) {
 	if rec.State == StateInterrupted {
 		// A person sends the work on: the parked events go with it.
 		p.ins = append(a.parked, p.ins...)
@@ -251,7 +249,7 @@ func (a *actor) prepare(ctx context.Context, act act, p *plan, rec *SessionRecor
 	text, _ := joinInputs(p.ins)
 	switch act {
 	case actRecover:
-		return a.recover(ctx, rec, rev, st, text, recoverySettings(prof, *rec))
+		return a.recover(ctx, rec, rev, st, text, rc.recoveryFor(*rec))
 	case actSteer:
 		note := text
 		if p.steer != nil {
@@ -283,10 +281,9 @@ type claimed struct {
 	run, cause string
 	rec        SessionRecord
 	rev        uint64
-	// agent is the profile the run goes by (its version in rec), provider
-	// the model it calls.
-	agent    agents.Profile
-	provider llm.Provider
+	// cfg is what the run takes from the profile it goes by (its version
+	// in rec).
+	cfg runConfig
 }
 
 // claim writes the new run into the session record by compare-and-swap on
@@ -317,7 +314,7 @@ func (a *actor) recordStart(ctx context.Context, c claimed, h handover.Handover,
 	turn.Delivers = ids
 	tr := a.tr
 	begun := Record{Kind: RecordRunStarted, Run: c.run, Runner: a.r.cfg.ID, Cause: c.cause, Time: time.Now().UTC(), Message: &turn,
-		Agent: c.agent.Name, AgentVersion: c.agent.Version}
+		Agent: c.cfg.prof.Name, AgentVersion: c.cfg.prof.Version}
 	err := tr.append(ctx, begun)
 	// A refusal may be our own append answering late: the client retries a
 	// publish whose answer was lost (a node restart), and the retry finds
@@ -484,16 +481,13 @@ func (a *actor) launch(ctx context.Context, parent context.Context, c claimed, i
 	// here writes there until finishRun takes the history back.
 	hist := a.hist
 	lr.tr, lr.histLen = a.tr, len(a.hist)
-	ref := SessionRef{Tenant: a.tenant, Session: a.session, Run: runID, Lineage: c.rec.Lineage, Network: c.agent.Network}
-	provider := c.provider
-	if provider == nil {
-		provider = a.r.cfg.Provider
-	}
-	a.r.publishOut(ctx, a.tenant, a.session, events.RunStarted{Run: runID, Cause: cause, Model: provider.Name(), Runner: a.r.cfg.ID, Events: ids,
-		Agent: c.agent.Name, AgentVersion: c.agent.Version})
+	rc := c.cfg
+	ref := SessionRef{Tenant: a.tenant, Session: a.session, Run: runID, Lineage: c.rec.Lineage, Network: rc.prof.Network}
+	a.r.publishOut(ctx, a.tenant, a.session, events.RunStarted{Run: runID, Cause: cause, Model: rc.provider.Name(), Runner: a.r.cfg.ID, Events: ids,
+		Agent: rc.prof.Name, AgentVersion: rc.prof.Version})
 	in := agent.QueryInput{
-		Provider:      provider,
-		System:        systemOf(a.r.cfg.System, c.agent),
+		Provider:      rc.provider,
+		System:        rc.system,
 		Messages:      hist,
 		AppendInPlace: true,
 		Notices:       lr.guide,
@@ -501,22 +495,22 @@ func (a *actor) launch(ctx context.Context, parent context.Context, c claimed, i
 		// Tool calls and results are redacted in the loop, before the
 		// transcript, jetway.out (and so SSE) and the model read them.
 		Redactor:       redact.Redactor{},
-		MaxTurns:       cmp.Or(c.agent.Limits.MaxTurns, a.r.cfg.MaxTurns),
-		MaxDuration:    cmp.Or(agents.MaxDuration(c.agent), a.r.cfg.MaxDuration),
+		MaxTurns:       rc.maxTurns,
+		MaxDuration:    rc.maxDuration,
 		ToolOutputDir:  a.r.cfg.ToolOutputDir,
 		PermissionMode: a.r.cfg.Permissions,
-		Disallowed:     append(slices.Clip(a.r.cfg.Deny), c.agent.Tools.Deny...),
+		Disallowed:     rc.deny,
 	}
-	tools := append([]tool.Tool{a.r.layoverTool(a.tenant, a.session, runID, checks)}, a.sub.Tools(lr.sub, c.agent, a.r.rails.forProfile(c.agent).cfg.Fuel)...)
+	tools := append([]tool.Tool{a.r.layoverTool(a.tenant, a.session, runID, checks)}, a.sub.Tools(lr.sub, rc.prof, rc.rails.cfg.Fuel)...)
 	if a.r.cfg.Tools != nil {
 		tools = append(tools, a.r.cfg.Tools(ref)...)
 	}
-	if reg, err := tool.NewRegistry(allowedTools(tools, c.agent)...); err != nil {
+	if reg, err := tool.NewRegistry(allowedTools(tools, rc.prof)...); err != nil {
 		a.log.Error().Err(err).Msg("tools")
 	} else {
 		in.Tools = reg
 	}
-	in.Compactor = compact.New(compact.Config{ContextWindow: cmp.Or(c.agent.ContextWindow, a.r.cfg.ContextWindow), Summariser: provider, Views: &a.views})
+	in.Compactor = compact.New(compact.Config{ContextWindow: rc.contextWindow, Summariser: rc.provider, Views: &a.views})
 	if a.r.cfg.Configure != nil {
 		a.r.cfg.Configure(ref, &in)
 		if len(in.Messages) != len(hist) || (len(hist) > 0 && &in.Messages[0] != &hist[0]) {
@@ -532,8 +526,8 @@ func (a *actor) launch(ctx context.Context, parent context.Context, c claimed, i
 			attribute.String("jetway.run", runID), attribute.String("jetway.cause", cause)))
 	go func() {
 		defer span.End()
-		in.System = append(slices.Clip(in.System), a.r.instructionBlocks(runCtx, ref, c.agent)...)
-		defer a.r.openMCP(runCtx, ref, c.agent, in.Tools)()
+		in.System = append(slices.Clip(in.System), a.r.instructionBlocks(runCtx, ref, rc.prof)...)
+		defer a.r.openMCP(runCtx, ref, rc.prof, in.Tools)()
 		var term *agent.Terminal
 		for ev, err := range agent.Query(runCtx, in, agent.QueryDeps{}) {
 			if err != nil {
