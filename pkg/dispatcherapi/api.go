@@ -203,8 +203,11 @@ type StopState struct {
 // StopSwitch is one Ground Stop switch that is on, as an answer about a
 // session names it.
 type StopSwitch struct {
-	// Scope is "global", "tenant" or "session".
+	// Scope is "global", "tenant", "session" or "ancestor": a sub-agent is
+	// held by its ancestors' switches too (its root's holds the tree).
 	Scope string `json:"scope"`
+	// Session is the ancestor whose switch it is, for scope "ancestor".
+	Session string `json:"session,omitempty"`
 	// Since is when it was turned on.
 	Since time.Time `json:"since,omitzero"`
 	// By and Reason are what the switch stores: the tenant (or "operator")

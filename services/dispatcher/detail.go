@@ -70,7 +70,7 @@ func (d *sessionsCore) SessionDetail(ctx context.Context, p auth.Principal, sess
 	if out.Agent == "" {
 		out.Agent = DefaultAgent
 	}
-	if out.GroundStop, err = d.groundStop.covering(ctx, p, p.Tenant, session); err != nil {
+	if out.GroundStop, err = d.groundStop.covering(ctx, p, p.Tenant, session, sr.Rec.Lineage...); err != nil {
 		return SessionDetail{}, err
 	}
 	if out.Layovers, err = d.Layovers(ctx, p, session); err != nil {
@@ -113,16 +113,14 @@ func (d *sessionsCore) children(ctx context.Context, tenant string, rec sessionr
 }
 
 // covering lists the Ground Stop switches that are on and cover
-// tenant/session, widest first. Of the global switch a tenant learns when
-// it was set, not by whom or why (an operator's to read).
-func (d *stopCore) covering(ctx context.Context, p auth.Principal, tenant, session string) ([]StopSwitch, error) {
+// tenant/session (groundstop.Covering: with lineage, a sub-agent's
+// ancestors' too), widest first, read from the bucket.
+func (d *stopCore) covering(ctx context.Context, p auth.Principal, tenant, session string, lineage ...string) ([]StopSwitch, error) {
 	kv, err := d.controlBucket(ctx)
 	if err != nil {
 		return nil, err
 	}
-	scopes := []struct{ scope, tenant, session string }{
-		{"global", "", ""}, {"tenant", tenant, ""}, {"session", tenant, session},
-	}
+	scopes := groundstop.Covering(tenant, session, lineage)
 	type got struct {
 		rec groundstop.Record
 		on  bool
@@ -132,7 +130,7 @@ func (d *stopCore) covering(ctx context.Context, p auth.Principal, tenant, sessi
 	var wg sync.WaitGroup
 	for i, s := range scopes {
 		wg.Go(func() {
-			res[i].rec, res[i].on, res[i].err = groundstop.Get(ctx, kv, s.tenant, s.session)
+			res[i].rec, res[i].on, res[i].err = groundstop.Get(ctx, kv, s.Tenant, s.Session)
 		})
 	}
 	wg.Wait()
@@ -141,19 +139,21 @@ func (d *stopCore) covering(ctx context.Context, p auth.Principal, tenant, sessi
 		if r.err != nil {
 			return nil, unavailable("read Ground Stop", r.err)
 		}
-		if !r.on {
-			continue
+		if r.on {
+			out = append(out, switchOf(p, groundstop.Covered{Scope: scopes[i], Record: r.rec}))
 		}
-		out = append(out, switchOf(p, scopes[i].scope, r.rec))
 	}
 	return out, nil
 }
 
 // switchOf is a switch that is on as p may read it: of the global switch a
 // tenant learns when it was set, not by whom or why.
-func switchOf(p auth.Principal, scope string, rec groundstop.Record) StopSwitch {
-	sw := StopSwitch{Scope: scope, Since: rec.At, By: rec.By, Reason: rec.Reason}
-	if scope == "global" && !p.Operator {
+func switchOf(p auth.Principal, c groundstop.Covered) StopSwitch {
+	sw := StopSwitch{Scope: c.Scope.Name, Since: c.Record.At, By: c.Record.By, Reason: c.Record.Reason}
+	if c.Scope.Name == "ancestor" {
+		sw.Session = c.Scope.Session
+	}
+	if c.Scope.Name == "global" && !p.Operator {
 		sw.By, sw.Reason = "", ""
 	}
 	return sw

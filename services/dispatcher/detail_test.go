@@ -158,3 +158,32 @@ func TestSessionDetail_lists_a_session_s_sub_agents_with_their_own_state(t *test
 		}
 	}
 }
+
+func TestSessionDetail_of_a_sub_agent_shows_its_root_s_Ground_Stop_switch(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	for _, rec := range []runner.SessionRecord{
+		{Tenant: "default", Session: "p1", State: runner.StateStopped, Runs: 1},
+		{Tenant: "default", Session: "p1-a1", State: runner.StateIdle, Lineage: []string{"p1"}, Number: 1},
+	} {
+		b, _ := json.Marshal(rec)
+		if _, err := f.sessions().Create(ctx, "default."+rec.Session, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	control, err := f.js.KeyValue(ctx, bus.BucketControl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := groundstop.Set(ctx, control, "default", "p1", groundstop.Record{Reason: "look first", By: "default"}); err != nil {
+		t.Fatal(err)
+	}
+
+	d := decode[SessionDetail](t, f.do("GET", "/v1/sessions/p1-a1", tokUser, nil), http.StatusOK)
+	if len(d.GroundStop) != 1 {
+		t.Fatalf("ground_stop = %+v, want the root's switch (the runner holds the sub-agent by it)", d.GroundStop)
+	}
+	if sw := d.GroundStop[0]; sw.Scope != "ancestor" || sw.Session != "p1" || sw.Reason != "look first" {
+		t.Errorf("switch = %+v, want the ancestor p1's, with its reason", sw)
+	}
+}

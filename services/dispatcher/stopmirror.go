@@ -26,8 +26,8 @@ func (d *stopCore) heldFromMirror(p auth.Principal, session string) (held []Stop
 	if m == nil || !m.IsReady() {
 		return nil, false
 	}
-	for _, c := range m.Covering(p.Tenant, session) {
-		held = append(held, switchOf(p, c.Scope, c.Record))
+	for _, c := range m.Covering(p.Tenant, session, nil) {
+		held = append(held, switchOf(p, c))
 	}
 	return held, true
 }

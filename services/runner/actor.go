@@ -13,6 +13,7 @@ import (
 
 	"jetway/pkg/events"
 	"jetway/pkg/llm"
+	"jetway/services/runner/internal/subagents"
 )
 
 // delivery is one message from a work consumer, decoded (or not).
@@ -73,13 +74,9 @@ type actor struct {
 	log             zerolog.Logger
 
 	box mailbox
-	// busyNow is busyLocked as of the goroutine's last look, for the
-	// partition group's question, which must not wake a parked actor.
-	busyNow atomic.Bool
 
-	// mu guards recCopy alone: the copy of the session record (record.go).
-	mu      sync.Mutex
-	recCopy recordCopy
+	// record is the actor's copy of the session record (record.go).
+	record recordCopy
 
 	// Everything below is the actor goroutine's alone.
 
@@ -102,11 +99,8 @@ type actor struct {
 	waitingSince time.Time
 	// tasks are the latest notices of function tasks, by task id.
 	tasks map[string]taskNotice
-	// acking are the stream sequences of events being acked (settle.go):
-	// still in the work stream, but no longer waiting for anything; acked
-	// those whose ack was confirmed moments ago (ackedMemory).
-	acking map[uint64]int
-	acked  map[uint64]time.Time
+	// acks are the events being acked, or acked moments ago (settle.go).
+	acks acks
 	// ordered is how far the session's order is known to hold (order.go).
 	ordered orderMark
 	// dropped counts lost() calls: a queue it emptied must not be popped
@@ -122,12 +116,9 @@ type actor struct {
 	tr     *transcript
 	hist   []llm.Message
 	seen   map[string]struct{} // CE ids already in the transcript
-	// ended is the last run whose end the transcript records (a
-	// sub-agent's end is published from it after a crash).
-	ended endedRun
-	// lineage is the session's ancestors when it is a sub-agent (root
-	// first): Ground Stop of any of them covers it. Read by noteStop.
-	lineage atomic.Pointer[[]string]
+	// sub is the session's sub-agent side: its lineage (Ground Stop of any
+	// ancestor covers it), its children, its end report to a parent.
+	sub *subagents.Session
 
 	// views builds each run's request views from what hist added since the
 	// last run's, instead of from all of it (used by one run at a time).
@@ -147,6 +138,9 @@ type mailbox struct {
 	// actor, other messages are moot.
 	evicted   bool
 	idleSince time.Time // when it last parked
+	// busyNow is busyLocked as of the goroutine's last look, for the
+	// partition group's question, which must not wake a parked actor.
+	busyNow atomic.Bool
 }
 
 func (r *Runner) actorFor(tenant, session string, part int) *actor {
@@ -158,11 +152,13 @@ func (r *Runner) actorFor(tenant, session string, part int) *actor {
 	}
 	a := &actor{
 		r: r, tenant: tenant, session: session, key: key, part: part,
-		log:   r.log.With().Str("tenant", tenant).Str("session", session).Logger(),
-		held:  make(map[string]jetstream.Msg),
-		tasks: make(map[string]taskNotice),
-		box:   mailbox{wake: make(chan struct{}, 1), idleSince: time.Now()},
+		log:    r.log.With().Str("tenant", tenant).Str("session", session).Logger(),
+		held:   make(map[string]jetstream.Msg),
+		tasks:  make(map[string]taskNotice),
+		box:    mailbox{wake: make(chan struct{}, 1), idleSince: time.Now()},
+		record: recordCopy{records: r.records, tenant: tenant, session: session},
 	}
+	a.sub = r.subagents.Session(hostOf(a), tenant, session, a.log)
 	r.actors[key] = a
 	return a
 }
@@ -263,11 +259,11 @@ func (r *Runner) sessions() int {
 
 // busy reports whether the session has work in hand, or messages on the
 // way to it, without waking it.
-func (a *actor) busy() bool {
-	a.box.mu.Lock()
-	waiting := len(a.box.msgs) > 0
-	a.box.mu.Unlock()
-	return waiting || a.busyNow.Load()
+func (b *mailbox) busy() bool {
+	b.mu.Lock()
+	waiting := len(b.msgs) > 0
+	b.mu.Unlock()
+	return waiting || b.busyNow.Load()
 }
 
 func (a *actor) busyLocked() bool {
@@ -283,7 +279,7 @@ func (a *actor) loop() {
 	stopping := a.r.stopping()
 	for {
 		if msgs := a.box.take(); len(msgs) > 0 {
-			a.busyNow.Store(true) // in hand while it is handled
+			a.box.busyNow.Store(true) // in hand while it is handled
 			for _, fn := range msgs {
 				fn(a)
 			}
@@ -292,7 +288,7 @@ func (a *actor) loop() {
 			a.drain(ctx)
 		}
 		busy := a.busyLocked()
-		a.busyNow.Store(busy)
+		a.box.busyNow.Store(busy)
 		if a.leaving && a.run == nil {
 			a.box.park(false) // leaving: every un-acked event goes to the next owner
 			return
@@ -305,19 +301,15 @@ func (a *actor) loop() {
 		case <-keep.C:
 			a.keepAlive()
 		case <-stopping:
+			// Leaving: a live run ends at its next safe point, and every
+			// un-acked event is left to the session's next owner. The
+			// goroutine serves the run (its recorder) until it has ended.
 			stopping = nil
-			a.leave()
+			a.leaving = true
+			if a.run != nil {
+				a.run.cancel()
+			}
 		}
-	}
-}
-
-// leave ends a live run at its next safe point and leaves every un-acked
-// event to be redelivered to the session's next owner. The goroutine goes
-// on serving the run (its recorder) until it has ended.
-func (a *actor) leave() {
-	a.leaving = true
-	if a.run != nil {
-		a.run.cancel()
 	}
 }
 
@@ -381,12 +373,9 @@ func (a *actor) load(ctx context.Context) error {
 		return err
 	}
 	a.tr, a.hist, a.seen, a.loaded = tr, history(recs), delivered(recs), true
-	a.ended = endedOf(recs)
+	a.sub.Loaded(endedOf(recs))
 	return nil
 }
-
-// transcript is the session's transcript as loaded (nil once forgotten).
-func (a *actor) transcript() *transcript { return a.tr }
 
 // noteSeen marks ids as recorded, unless the transcript they were recorded
 // in has been forgotten meanwhile (the next load reads them back).
@@ -407,7 +396,7 @@ func (a *actor) forget() {
 		a.run.forgotten.Store(true)
 	}
 	a.loaded, a.tr, a.hist, a.seen = false, nil, nil, nil
-	a.dropRecord()
+	a.record.drop()
 }
 
 // drain handles queued deliveries in order.
@@ -474,7 +463,8 @@ func (a *actor) handle(ctx context.Context, d delivery) bool {
 		}
 		a.rebind = d.ev.Agent // from the next run's start on
 	}
-	if a.agentEvent(ctx, d, run) {
+	if reason, took := run.subRun().Take(d.ev); took {
+		a.drop(ctx, d.ev.ID, d.ev.Type, d.msg, reason)
 		return true
 	}
 	text := modelText(d.ev, run != nil)
@@ -578,7 +568,7 @@ func (a *actor) superseded(ctx context.Context, d delivery, run *liveRun) bool {
 
 // drop records that an event was not delivered, and why, then acks it.
 func (a *actor) drop(ctx context.Context, id, typ string, m jetstream.Msg, reason string) {
-	tr := a.transcript()
+	tr := a.tr
 	if err := tr.append(ctx, Record{Kind: RecordRefused, Runner: a.r.cfg.ID, Event: id, Type: typ, Reason: reason}); err != nil {
 		a.lost(ctx, err)
 		return
@@ -630,7 +620,7 @@ func (a *actor) refuse(ctx context.Context, d delivery) {
 	typ := d.msg.Headers().Get("ce-type")
 	reason := d.err.Error()
 	a.log.Warn().Str("event", id).Str("type", typ).Str("reason", reason).Msg("event refused")
-	err := a.transcript().append(ctx, Record{Kind: RecordRefused, Runner: a.r.cfg.ID, Event: id, Type: typ, Reason: reason})
+	err := a.tr.append(ctx, Record{Kind: RecordRefused, Runner: a.r.cfg.ID, Event: id, Type: typ, Reason: reason})
 	if errors.Is(err, ErrFenced) {
 		a.forget()
 	} else if err != nil {
@@ -638,7 +628,7 @@ func (a *actor) refuse(ctx context.Context, d delivery) {
 	}
 	a.r.publishOut(ctx, a.tenant, a.session, events.RunRefused{Event: id, Type: typ, Reason: reason})
 	if d.msg.Term() == nil {
-		a.markAcked(seqOf(d.msg))
+		a.acks.mark(seqOf(d.msg), time.Now())
 	}
 }
 

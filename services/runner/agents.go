@@ -1,12 +1,15 @@
 package runner
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"path"
+	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"jetway/pkg/agent/tool"
 	"jetway/pkg/control/agents"
@@ -156,37 +159,64 @@ func allowedTools(tools []tool.Tool, prof agents.Profile) []tool.Tool {
 	return out
 }
 
-// recoverySettings are the defaults with prof's recovery policy and then
-// the session's own override applied.
-func recoverySettings(prof agents.Profile, rec SessionRecord) handover.RecoverySettings {
-	settings := handover.DefaultRecoverySettings()
-	if pol, err := handover.ParseRecoveryPolicy(prof.Recovery); prof.Recovery != "" && err == nil {
-		settings.Policy = pol
-	}
-	if rec.Policy != nil {
-		settings = settings.With(*rec.Policy)
-	}
-	return settings
+// runConfig is what a run takes from its agent profile, over the
+// runner's own settings. It is built in one place, runConfigOf, so a run
+// start reads one value instead of asking the profile, the runner's
+// configuration and pkg/control/agents in turn.
+type runConfig struct {
+	prof     agents.Profile
+	provider llm.Provider
+	// system is the runner's system prompt, then the profile's
+	// instructions.
+	system        []string
+	maxTurns      int
+	maxDuration   time.Duration
+	contextWindow int
+	deny          []string
+	// rails are the runner's with the profile's fuel and run cap where it
+	// sets them.
+	rails rails
+	// recovery is the defaults with the profile's recovery policy; a
+	// session's own override goes on top (recoveryFor).
+	recovery handover.RecoverySettings
 }
 
-// forProfile is r with prof's fuel and run cap where it sets them.
-func (r rails) forProfile(prof agents.Profile) rails {
+// runConfigOf is the configuration of a run of prof; an error when this
+// runner cannot serve the model prof names.
+func (r *Runner) runConfigOf(prof agents.Profile) (runConfig, error) {
+	provider, err := r.providerFor(prof)
+	if err != nil {
+		return runConfig{}, err
+	}
+	rc := runConfig{prof: prof, provider: provider, system: r.cfg.System, rails: r.rails,
+		maxTurns:      cmp.Or(prof.Limits.MaxTurns, r.cfg.MaxTurns),
+		maxDuration:   cmp.Or(agents.MaxDuration(prof), r.cfg.MaxDuration),
+		contextWindow: cmp.Or(prof.ContextWindow, r.cfg.ContextWindow),
+		deny:          append(slices.Clip(r.cfg.Deny), prof.Tools.Deny...),
+		recovery:      handover.DefaultRecoverySettings(),
+	}
+	if prof.Instructions != "" {
+		rc.system = append(slices.Clip(rc.system), prof.Instructions)
+	}
 	if prof.Limits.Fuel > 0 {
-		r.cfg.Fuel = prof.Limits.Fuel
+		rc.rails.cfg.Fuel = prof.Limits.Fuel
 	}
 	if prof.Limits.RunsPerHour > 0 {
-		r.cfg.RunsPerHour = prof.Limits.RunsPerHour
+		rc.rails.cfg.RunsPerHour = prof.Limits.RunsPerHour
 	}
-	return r
+	if pol, err := handover.ParseRecoveryPolicy(prof.Recovery); prof.Recovery != "" && err == nil {
+		rc.recovery.Policy = pol
+	}
+	return rc, nil
 }
 
-// systemOf is a run's system prompt: the runner's, then the profile's
-// instructions.
-func systemOf(base []string, prof agents.Profile) []string {
-	if prof.Instructions == "" {
-		return base
+// recoveryFor is the run's recovery settings with the session's own
+// override applied.
+func (rc runConfig) recoveryFor(rec SessionRecord) handover.RecoverySettings {
+	if rec.Policy != nil {
+		return rc.recovery.With(*rec.Policy)
 	}
-	return append(append([]string(nil), base...), prof.Instructions)
+	return rc.recovery
 }
 
 // MaxInstructionBytes caps each workspace instruction file a run start

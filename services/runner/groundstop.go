@@ -19,16 +19,24 @@ func (r *Runner) noteStop(c groundstop.Change) {
 	r.mu.Lock()
 	actors := make([]*actor, 0, len(r.actors))
 	for _, a := range r.actors {
-		if c.Covers(a.tenant, a.session) || a.coveredByAncestor(c) {
+		if c.Covers(a.tenant, a.session, a.sub.Lineage()...) {
 			actors = append(actors, a)
 		}
 	}
 	r.mu.Unlock()
 	for _, a := range actors {
-		if c.On {
-			a.stopRun()
-		} else {
+		switch {
+		case !c.On:
 			a.poke()
+		case a.box.busy():
+			// The live run ends at once with every started tool call given
+			// a result, and finishRun marks the session stopped. A parked
+			// actor has no run and is left parked.
+			a.send(func(a *actor) {
+				if a.run != nil {
+					a.run.stop(errGroundStop)
+				}
+			})
 		}
 	}
 	if c.On {
@@ -38,68 +46,16 @@ func (r *Runner) noteStop(c groundstop.Change) {
 	}
 }
 
-// grounded reports whether Ground Stop covers tenant/session now. The
-// runner consumes nothing before its mirror is ready (startControl), so a
-// switch set before it started holds for its first event.
-func (r *Runner) grounded(tenant, session string) (groundstop.Record, bool) {
-	return r.stops.Active(tenant, session)
-}
-
-// stopRun cancels the live run, if any: the loop ends at once with every
-// started tool call given a result, and finishRun marks the session stopped.
-// A parked actor has no run and is left parked.
-func (a *actor) stopRun() {
-	if !a.busy() {
-		return
-	}
-	a.send(func(a *actor) {
-		if a.run != nil {
-			a.run.stop(errGroundStop)
-		}
-	})
-}
-
 // errGroundStop is the cause a Ground Stop cancels a run with: a tool call
 // it cut off reads that, not that its outcome is unknown, since the jobs
 // worker kills the session's commands on the same switch.
 var errGroundStop = tool.CancelCause("cancelled by Ground Stop: a person stopped this session's work while this call ran; " +
 	"the jobs worker killed the session's running commands (their notices say so), and nothing starts again until the switch is lifted")
 
-// grounded reports whether Ground Stop covers the session now: its own
-// switch, its tenant's, the global one, or (a sub-agent) any ancestor's.
+// grounded reports whether Ground Stop covers the session now
+// (groundstop.Covering: a sub-agent's ancestors' switches too). The
+// runner consumes nothing before its mirror is ready (startControl), so a
+// switch set before it started holds for its first event.
 func (a *actor) grounded() (groundstop.Record, bool) {
-	if stop, on := a.r.grounded(a.tenant, a.session); on {
-		return stop, true
-	}
-	if l := a.lineage.Load(); l != nil {
-		for _, s := range *l {
-			if stop, on := a.r.grounded(a.tenant, s); on {
-				return stop, true
-			}
-		}
-	}
-	return groundstop.Record{}, false
-}
-
-// coveredByAncestor reports whether switch change c is of one of a
-// sub-agent's ancestors.
-func (a *actor) coveredByAncestor(c groundstop.Change) bool {
-	l := a.lineage.Load()
-	if l == nil {
-		return false
-	}
-	for _, s := range *l {
-		if c.Covers(a.tenant, s) {
-			return true
-		}
-	}
-	return false
-}
-
-// setLineage notes the session's ancestors (they never change).
-func (a *actor) setLineage(l []string) {
-	if a.lineage.Load() == nil {
-		c := append([]string(nil), l...)
-		a.lineage.Store(&c)
-	}
+	return a.r.stops.Active(a.tenant, a.session, a.sub.Lineage()...)
 }

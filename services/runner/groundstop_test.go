@@ -18,6 +18,7 @@ import (
 	"jetway/pkg/events"
 	"jetway/pkg/llm/llmtest"
 	"jetway/services/jobs/jobtools"
+	"jetway/services/runner/internal/subagents"
 )
 
 // A runner must know every switch before it takes its first event: a
@@ -164,7 +165,7 @@ func TestGround_Stop_of_a_root_kills_its_idle_sub_agents_background_command(t *t
 		case strings.Contains(r.system, "ROLE:helper"):
 			return call(jobtools.Shell, map[string]any{"command": beat, "background": true})
 		case strings.Contains(r.last, "start a helper"):
-			return call(AgentStartTool, map[string]any{"agent": "helper", "prompt": "start the heartbeat", "wait": 0})
+			return call(subagents.StartTool, map[string]any{"agent": "helper", "prompt": "start the heartbeat", "wait": 0})
 		}
 		return llmtest.Reply{Text: "ok"}
 	})

@@ -40,7 +40,7 @@ var layoverSchema = json.RawMessage(`{"type":"object","properties":{` +
 
 // layoverTool lets the model set the work down: the run ends cleanly and a
 // Resumed run picks it up after check_after.
-func (a *actor) layoverTool(run string, checks uint32) tool.Tool {
+func (r *Runner) layoverTool(tenant, session, run string, checks uint32) tool.Tool {
 	return tool.Func{
 		Name: LayoverToolName,
 		Description: "Set the work down while waiting for something that takes time (CI, a review, a deploy). " +
@@ -59,7 +59,7 @@ func (a *actor) layoverTool(run string, checks uint32) tool.Tool {
 			if strings.TrimSpace(in.WaitingFor) == "" {
 				return tool.Result{Content: "waiting_for: say what you are waiting for", IsError: true}, nil
 			}
-			l, err := a.r.bookLayover(ctx, a.tenant, a.session, run, in.WaitingFor, d, checks)
+			l, err := r.bookLayover(ctx, tenant, session, run, in.WaitingFor, d, checks)
 			if err != nil {
 				return tool.Result{Content: "could not set the work down: " + err.Error(), IsError: true}, nil
 			}

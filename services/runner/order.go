@@ -71,7 +71,7 @@ const (
 // and moves it to the head of the queue when it is queued, so it is
 // handled next.
 func (a *actor) inHand(seq uint64) int {
-	if a.settling(seq) {
+	if a.acks.settling(seq) {
 		return takenInHand
 	}
 	for _, m := range a.held {

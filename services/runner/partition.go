@@ -44,7 +44,7 @@ func (r *Runner) busyIn(n int) bool {
 	}
 	r.mu.Unlock()
 	for _, a := range in {
-		if a.busy() {
+		if a.box.busy() {
 			return true
 		}
 	}

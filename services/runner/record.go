@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"sync"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -48,47 +49,66 @@ func (r records) put(ctx context.Context, rec SessionRecord, rev uint64) (uint64
 // claim, setState to end its own run): a copy that went stale (another
 // runner, an operator's policy change) then costs one refused write and a
 // fresh read. A decision to wait or to do nothing writes nothing, so it
-// always reads afresh; and only writes are kept, never reads.
+// always reads afresh; and only writes are kept, never reads. The actor's
+// sub-agent side reads it from tool calls, hence the lock.
 type recordCopy struct {
+	records         records
+	tenant, session string
+
+	mu  sync.Mutex
 	rec SessionRecord
 	rev uint64
 	ok  bool
 }
 
-// record returns the session record, from the actor's copy when it has
-// one (see recordCopy); cached says which, so a refused write knows to
-// read and try again.
-func (a *actor) record(ctx context.Context) (rec SessionRecord, rev uint64, cached bool, err error) {
-	a.mu.Lock()
-	c := a.recCopy
-	a.mu.Unlock()
-	if c.ok {
-		return c.rec.Clone(), c.rev, true, nil
+// get returns the session record, from the copy when there is one;
+// cached says which, so a refused write knows to read and try again.
+func (c *recordCopy) get(ctx context.Context) (rec SessionRecord, rev uint64, cached bool, err error) {
+	c.mu.Lock()
+	rec, rev, ok := c.rec, c.rev, c.ok
+	c.mu.Unlock()
+	if ok {
+		return rec.Clone(), rev, true, nil
 	}
-	rec, rev, err = a.r.records.get(ctx, a.tenant, a.session)
+	rec, rev, err = c.records.get(ctx, c.tenant, c.session)
 	return rec, rev, false, err
 }
 
-// putRecord CAS-writes the session record and keeps the copy in step: the
-// new revision on success, no copy after a refusal.
-func (a *actor) putRecord(ctx context.Context, rec SessionRecord, rev uint64) (uint64, error) {
-	n, err := a.r.records.put(ctx, rec, rev)
+// fresh reads the session record for a decision. The copy speaks only for
+// the hot path, an idle session starting a run (starting), where the
+// claim's compare-and-swap checks it. A decision to do nothing (a recovery
+// "someone else made", events parked) would rest on it unchecked: a sweep
+// asking an actor to recover a dead runner's run found its own old "idle"
+// and did nothing, for ever.
+func (c *recordCopy) fresh(ctx context.Context, starting, fresh bool) (rec SessionRecord, rev uint64, cached bool, err error) {
+	if !fresh {
+		rec, rev, cached, err = c.get(ctx)
+		if err != nil || !cached || (starting && rec.State == StateIdle) {
+			return rec, rev, cached, err
+		}
+		c.drop()
+	}
+	rec, rev, err = c.records.get(ctx, c.tenant, c.session)
+	return rec, rev, false, err
+}
+
+// put CAS-writes the session record and keeps the copy in step: the new
+// revision on success, no copy after a refusal.
+func (c *recordCopy) put(ctx context.Context, rec SessionRecord, rev uint64) (uint64, error) {
+	n, err := c.records.put(ctx, rec, rev)
 	if err != nil {
-		a.dropRecord()
+		c.drop()
 		return 0, err
 	}
-	a.keepRecord(rec, n)
+	c.mu.Lock()
+	c.rec, c.rev, c.ok = rec.Clone(), n, true
+	c.mu.Unlock()
 	return n, nil
 }
 
-func (a *actor) keepRecord(rec SessionRecord, rev uint64) {
-	a.mu.Lock()
-	a.recCopy = recordCopy{rec: rec.Clone(), rev: rev, ok: true}
-	a.mu.Unlock()
-}
-
-func (a *actor) dropRecord() {
-	a.mu.Lock()
-	a.recCopy = recordCopy{}
-	a.mu.Unlock()
+// drop forgets the copy: the next read asks the bucket.
+func (c *recordCopy) drop() {
+	c.mu.Lock()
+	c.rec, c.rev, c.ok = SessionRecord{}, 0, false
+	c.mu.Unlock()
 }

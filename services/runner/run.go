@@ -1,7 +1,6 @@
 package runner
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -20,11 +19,11 @@ import (
 	"jetway/pkg/agent/compact"
 	"jetway/pkg/agent/guide"
 	"jetway/pkg/agent/tool"
-	"jetway/pkg/control/agents"
 	"jetway/pkg/events"
 	"jetway/pkg/handover"
 	"jetway/pkg/llm"
 	"jetway/pkg/redact"
+	"jetway/services/runner/internal/subagents"
 )
 
 // liveRun is a run this runner is driving for one session.
@@ -51,12 +50,9 @@ type liveRun struct {
 	histLen  int
 	recorded []llm.Message
 
-	// waiters are the foreground agent_start calls waiting for a child's
-	// end, by child session (the actor's alone); child is set when the
-	// session is itself a sub-agent; stopAsked when its parent stopped it.
-	waiters   map[string]chan events.AgentFinished
-	child     *childRun
-	stopAsked bool
+	// sub is the run's sub-agent side: the agent_start calls waiting for a
+	// child's end, and whom the run reports to when it is a sub-agent's.
+	sub *subagents.Run
 }
 
 type runResult struct {
@@ -82,22 +78,22 @@ func (a *actor) start(ctx context.Context, p plan) bool {
 	}
 	fresh := false
 	for range maxDecisions {
-		rec, rev, cached, err := a.readRecord(ctx, p, fresh)
+		rec, rev, cached, err := a.record.fresh(ctx, len(p.ins) > 0, fresh)
 		if err != nil {
 			a.log.Warn().Err(err).Msg("read session record")
 			a.retryLater()
 			return false
 		}
 		if len(rec.Lineage) > 0 {
-			a.setLineage(rec.Lineage)
+			a.sub.SetLineage(rec.Lineage)
 			if stop, on := a.grounded(); on {
 				a.log.Debug().Str("reason", stop.Reason).Msg("ground stop of an ancestor: holding events")
 				return false
 			}
 		}
-		st := a.runnerOf(ctx, rec)
+		st := a.r.runnerOf(ctx, rec)
 		act := decide(p, rec, st)
-		if act == actRecover && a.finishRecorded(ctx, rec, rev) {
+		if act == actRecover && a.sub.FinishRecorded(ctx, rec, rev) {
 			fresh = true
 			continue // its end was recorded: nothing to recover
 		}
@@ -108,7 +104,9 @@ func (a *actor) start(ctx context.Context, p plan) bool {
 		case actNothing:
 			return true
 		case actPark:
-			a.parkInputs(p.ins)
+			// Interrupted: the events wait, un-acked, for the run a
+			// person starts.
+			a.parked = append(a.parked, p.ins...)
 			return true
 		}
 		stored := rec.Clone() // what revision rev holds, to undo a claim
@@ -119,24 +117,24 @@ func (a *actor) start(ctx context.Context, p plan) bool {
 			a.retryLater()
 			return false
 		}
-		var provider llm.Provider
+		var rc runConfig
 		if err == nil {
-			provider, err = a.r.providerFor(prof)
+			rc, err = a.r.runConfigOf(prof)
 		}
 		if err != nil {
 			a.rebind = ""
 			a.unservable(ctx, act, p, &rec, &rev, err.Error())
 			return true
 		}
-		h, ok := a.prepare(ctx, act, &p, &rec, &rev, st, prof)
+		h, ok := a.prepare(ctx, act, &p, &rec, &rev, st, rc)
 		if !ok {
 			continue // recovery refused: the session is interrupted now
 		}
-		if reason, ok := a.r.rails.forProfile(prof).allow(ctx, &rec); !ok {
+		if reason, ok := rc.rails.allow(ctx, &rec); !ok {
 			a.refuseRun(ctx, p, reason)
 			return true
 		}
-		if reason, ok := a.r.rootFuelLeft(ctx, rec, rec.RootFuel); len(rec.Lineage) > 0 && !ok {
+		if reason, ok := a.r.subagents.RootFuelLeft(ctx, rec, rec.RootFuel); len(rec.Lineage) > 0 && !ok {
 			a.refuseRun(ctx, p, reason)
 			return true
 		}
@@ -151,7 +149,7 @@ func (a *actor) start(ctx context.Context, p plan) bool {
 			return false
 		}
 		a.rebind = ""
-		c.agent, c.provider = prof, provider
+		c.cfg = rc
 		_, ids := joinInputs(p.ins)
 		if !a.recordStart(ctx, c, h, ids, stored) {
 			return false
@@ -222,51 +220,27 @@ func decide(p plan, rec SessionRecord, st liveness) act {
 	return actDispatch
 }
 
-// readRecord reads the session record for a decision. The actor's copy
-// speaks only for the hot path, an idle session starting a run, where the
-// claim's compare-and-swap checks it. A decision to do nothing (a recovery
-// "someone else made", events parked) would rest on it unchecked: a sweep
-// asking this actor to recover a dead runner's run found its own old
-// "idle" and did nothing, for ever.
-func (a *actor) readRecord(ctx context.Context, p plan, fresh bool) (rec SessionRecord, rev uint64, cached bool, err error) {
-	if !fresh {
-		rec, rev, cached, err = a.record(ctx)
-		if err != nil || !cached || (len(p.ins) > 0 && rec.State == StateIdle) {
-			return rec, rev, cached, err
-		}
-		a.dropRecord()
-	}
-	rec, rev, err = a.r.records.get(ctx, a.tenant, a.session)
-	return rec, rev, false, err
-}
-
 // runnerOf is whether the runner a running record names may still drive
 // its run (alive for a record that is not running). A question without an
 // answer counts as alive: recovering beside a live run does the work twice.
-func (a *actor) runnerOf(ctx context.Context, rec SessionRecord) liveness {
+func (r *Runner) runnerOf(ctx context.Context, rec SessionRecord) liveness {
 	if rec.State != StateRunning {
 		return alive
 	}
-	if rec.Runner == a.r.cfg.ID && rec.Incarnation == a.r.incarnation {
+	if rec.Runner == r.cfg.ID && rec.Incarnation == r.incarnation {
 		return selfCrashed // our own record, no live run here: it died in this process
 	}
-	st, err := a.r.peers.status(ctx, rec.Runner, rec.Incarnation)
+	st, err := r.peers.status(ctx, rec.Runner, rec.Incarnation)
 	if err != nil {
 		return alive
 	}
 	return st
 }
 
-// parkInputs keeps events that arrived while the session is interrupted,
-// un-acked, for the run a person starts.
-func (a *actor) parkInputs(ins []input) {
-	a.parked = append(a.parked, ins...)
-}
-
 // prepare builds the handover of the run act starts and the record that
 // claims it. A recovery may be refused: then the record says interrupted
 // (written at *rev) and ok is false, for the plan to be decided again.
-func (a *actor) prepare(ctx context.Context, act act, p *plan, rec *SessionRecord, rev *uint64, st liveness, prof agents.Profile) (h handover.Handover, ok bool) {
+func (a *actor) prepare(ctx context.Context, act act, p *plan, rec *SessionRecord, rev *uint64, st liveness, rc runConfig) (h handover.Handover, ok bool) {
 	if rec.State == StateInterrupted {
 		// A person sends the work on: the parked events go with it.
 		p.ins = append(a.parked, p.ins...)
@@ -275,7 +249,7 @@ func (a *actor) prepare(ctx context.Context, act act, p *plan, rec *SessionRecor
 	text, _ := joinInputs(p.ins)
 	switch act {
 	case actRecover:
-		return a.recover(ctx, rec, rev, st, text, recoverySettings(prof, *rec))
+		return a.recover(ctx, rec, rev, st, text, rc.recoveryFor(*rec))
 	case actSteer:
 		note := text
 		if p.steer != nil {
@@ -307,10 +281,9 @@ type claimed struct {
 	run, cause string
 	rec        SessionRecord
 	rev        uint64
-	// agent is the profile the run goes by (its version in rec), provider
-	// the model it calls.
-	agent    agents.Profile
-	provider llm.Provider
+	// cfg is what the run takes from the profile it goes by (its version
+	// in rec).
+	cfg runConfig
 }
 
 // claim writes the new run into the session record by compare-and-swap on
@@ -320,7 +293,7 @@ func (a *actor) claim(ctx context.Context, rec SessionRecord, rev uint64, h hand
 	rec.State, rec.Run, rec.Runner, rec.Incarnation = StateRunning, c.run, a.r.cfg.ID, a.r.incarnation
 	rec.Since, rec.Cause, rec.Reason = time.Now().UTC(), c.cause, ""
 	rec.Runs++
-	n, err := a.putRecord(ctx, rec, rev)
+	n, err := a.record.put(ctx, rec, rev)
 	if err != nil {
 		return claimed{}, err
 	}
@@ -339,9 +312,9 @@ func (a *actor) recordStart(ctx context.Context, c claimed, h handover.Handover,
 	turn := llm.UserText(h.Compose())
 	turn.ID = newID("m-")
 	turn.Delivers = ids
-	tr := a.transcript()
+	tr := a.tr
 	begun := Record{Kind: RecordRunStarted, Run: c.run, Runner: a.r.cfg.ID, Cause: c.cause, Time: time.Now().UTC(), Message: &turn,
-		Agent: c.agent.Name, AgentVersion: c.agent.Version}
+		Agent: c.cfg.prof.Name, AgentVersion: c.cfg.prof.Version}
 	err := tr.append(ctx, begun)
 	// A refusal may be our own append answering late: the client retries a
 	// publish whose answer was lost (a node restart), and the retry finds
@@ -365,7 +338,7 @@ func (a *actor) recordStart(ctx context.Context, c claimed, h handover.Handover,
 	// an answer can land), the run exists and must end or be recovered:
 	// lost() hands it over for recovery instead.
 	if errors.Is(err, ErrFenced) && !started {
-		if _, rerr := a.putRecord(ctx, stored, c.rev); rerr != nil {
+		if _, rerr := a.record.put(ctx, stored, c.rev); rerr != nil {
 			a.log.Warn().Err(rerr).Msg("undo the claim on the session record")
 		}
 	}
@@ -388,7 +361,7 @@ func personInput(p plan) bool {
 // transcript with their ids.
 func (a *actor) refuseRun(ctx context.Context, p plan, reason string) {
 	a.log.Warn().Str("reason", reason).Msg("run refused")
-	tr := a.transcript()
+	tr := a.tr
 	for _, in := range p.ins {
 		if err := tr.append(ctx, Record{Kind: RecordRefused, Runner: a.r.cfg.ID, Event: in.id, Reason: reason}); err != nil {
 			a.lost(ctx, err)
@@ -398,7 +371,9 @@ func (a *actor) refuseRun(ctx context.Context, p plan, reason string) {
 	}
 	a.settle(msgsOf(p.ins)...)
 	a.r.publishOut(ctx, a.tenant, a.session, events.RunRefused{Reason: reason})
-	a.reportRefusal(ctx, p, reason)
+	if len(p.ins) > 0 {
+		a.sub.Refused(ctx, p.ins[0].id, reason)
+	}
 }
 
 // recover decides what to do with a run that was interrupted: recover it
@@ -436,14 +411,14 @@ func (a *actor) recover(ctx context.Context, rec *SessionRecord, rev *uint64, st
 	rec.Inputs = inputs
 	calls := toolCalls(a.hist, rec.Run)
 	a.log.Info().Str("previous", rec.Run).Int("attempt", recovery.Attempt).Msg("recovering interrupted run")
-	return handover.Recovered(recovery, inputs...).WithToolCalls(calls...).WithChildren(a.r.childrenAtWork(ctx, *rec, calls)...), true
+	return handover.Recovered(recovery, inputs...).WithToolCalls(calls...).WithChildren(a.r.subagents.ChildrenAtWork(ctx, *rec, calls)...), true
 }
 
 // interrupt leaves the session interrupted for reason (written at *rev),
 // waiting for a person, and tells them why.
 func (a *actor) interrupt(ctx context.Context, rec *SessionRecord, rev *uint64, reason string) {
 	rec.State, rec.Reason = StateInterrupted, reason
-	if n, err := a.putRecord(ctx, *rec, *rev); err == nil {
+	if n, err := a.record.put(ctx, *rec, *rev); err == nil {
 		*rev = n
 	}
 	a.r.publishOut(ctx, a.tenant, a.session, events.RunRefused{Reason: reason})
@@ -500,25 +475,19 @@ func (a *actor) launch(ctx context.Context, parent context.Context, c claimed, i
 	runCtx, stop := context.WithCancelCause(context.Background())
 	cancel := func() { stop(context.Canceled) }
 	lr := &liveRun{id: runID, cause: cause, start: time.Now(), guide: guide.NewNoticeGuide(), cancel: cancel, stop: stop, rev: rev,
-		waiters: map[string]chan events.AgentFinished{}}
-	if parent := c.rec.Parent(); parent != "" {
-		lr.child = &childRun{parent: parent, number: c.rec.Number, agent: c.rec.Agent}
-	}
+		sub: a.sub.StartRun(runID, c.rec, cancel)}
 	a.run = lr
 	// The loop appends to the history in place, past its length; nothing
 	// here writes there until finishRun takes the history back.
 	hist := a.hist
 	lr.tr, lr.histLen = a.tr, len(a.hist)
-	ref := SessionRef{Tenant: a.tenant, Session: a.session, Run: runID, Lineage: c.rec.Lineage, Network: c.agent.Network}
-	provider := c.provider
-	if provider == nil {
-		provider = a.r.cfg.Provider
-	}
-	a.r.publishOut(ctx, a.tenant, a.session, events.RunStarted{Run: runID, Cause: cause, Model: provider.Name(), Runner: a.r.cfg.ID, Events: ids,
-		Agent: c.agent.Name, AgentVersion: c.agent.Version})
+	rc := c.cfg
+	ref := SessionRef{Tenant: a.tenant, Session: a.session, Run: runID, Lineage: c.rec.Lineage, Network: rc.prof.Network}
+	a.r.publishOut(ctx, a.tenant, a.session, events.RunStarted{Run: runID, Cause: cause, Model: rc.provider.Name(), Runner: a.r.cfg.ID, Events: ids,
+		Agent: rc.prof.Name, AgentVersion: rc.prof.Version})
 	in := agent.QueryInput{
-		Provider:      provider,
-		System:        systemOf(a.r.cfg.System, c.agent),
+		Provider:      rc.provider,
+		System:        rc.system,
 		Messages:      hist,
 		AppendInPlace: true,
 		Notices:       lr.guide,
@@ -526,22 +495,22 @@ func (a *actor) launch(ctx context.Context, parent context.Context, c claimed, i
 		// Tool calls and results are redacted in the loop, before the
 		// transcript, jetway.out (and so SSE) and the model read them.
 		Redactor:       redact.Redactor{},
-		MaxTurns:       cmp.Or(c.agent.Limits.MaxTurns, a.r.cfg.MaxTurns),
-		MaxDuration:    cmp.Or(agents.MaxDuration(c.agent), a.r.cfg.MaxDuration),
+		MaxTurns:       rc.maxTurns,
+		MaxDuration:    rc.maxDuration,
 		ToolOutputDir:  a.r.cfg.ToolOutputDir,
 		PermissionMode: a.r.cfg.Permissions,
-		Disallowed:     append(slices.Clip(a.r.cfg.Deny), c.agent.Tools.Deny...),
+		Disallowed:     rc.deny,
 	}
-	tools := append([]tool.Tool{a.layoverTool(runID, checks)}, a.subagentTools(runID, lr, c)...)
+	tools := append([]tool.Tool{a.r.layoverTool(a.tenant, a.session, runID, checks)}, a.sub.Tools(lr.sub, rc.prof, rc.rails.cfg.Fuel)...)
 	if a.r.cfg.Tools != nil {
 		tools = append(tools, a.r.cfg.Tools(ref)...)
 	}
-	if reg, err := tool.NewRegistry(allowedTools(tools, c.agent)...); err != nil {
+	if reg, err := tool.NewRegistry(allowedTools(tools, rc.prof)...); err != nil {
 		a.log.Error().Err(err).Msg("tools")
 	} else {
 		in.Tools = reg
 	}
-	in.Compactor = compact.New(compact.Config{ContextWindow: cmp.Or(c.agent.ContextWindow, a.r.cfg.ContextWindow), Summariser: provider, Views: &a.views})
+	in.Compactor = compact.New(compact.Config{ContextWindow: rc.contextWindow, Summariser: rc.provider, Views: &a.views})
 	if a.r.cfg.Configure != nil {
 		a.r.cfg.Configure(ref, &in)
 		if len(in.Messages) != len(hist) || (len(hist) > 0 && &in.Messages[0] != &hist[0]) {
@@ -557,8 +526,8 @@ func (a *actor) launch(ctx context.Context, parent context.Context, c claimed, i
 			attribute.String("jetway.run", runID), attribute.String("jetway.cause", cause)))
 	go func() {
 		defer span.End()
-		in.System = append(slices.Clip(in.System), a.r.instructionBlocks(runCtx, ref, c.agent)...)
-		defer a.r.openMCP(runCtx, ref, c.agent, in.Tools)()
+		in.System = append(slices.Clip(in.System), a.r.instructionBlocks(runCtx, ref, rc.prof)...)
+		defer a.r.openMCP(runCtx, ref, rc.prof, in.Tools)()
 		var term *agent.Terminal
 		for ev, err := range agent.Query(runCtx, in, agent.QueryDeps{}) {
 			if err != nil {
@@ -587,6 +556,7 @@ func (a *actor) runEnded(ctx context.Context, lr *liveRun, res runResult) {
 		return
 	}
 	a.run = nil
+	lr.sub.End()
 	lr.cancel()
 	if a.leaving {
 		return
@@ -641,7 +611,11 @@ func (a *actor) finishRun(ctx context.Context, lr *liveRun, res runResult) {
 		a.lost(ctx, err)
 		return
 	}
-	if !a.reportRunEnd(ctx, lr, reason) {
+	_, grounded := a.grounded()
+	end := subagents.Ended{Run: lr.id, Reason: reason, Answer: lr.answer(a.tr, a.hist), Started: lr.start}
+	if err := a.sub.RunEnded(ctx, lr.sub, end, grounded); err != nil {
+		a.log.Warn().Err(err).Str("run", lr.id).Msg("report a sub-agent's end")
+		a.lost(ctx, err)
 		return
 	}
 
@@ -704,9 +678,9 @@ func (a *actor) takeHistory(lr *liveRun, term *agent.Terminal) {
 // more on one.
 func (a *actor) setState(ctx context.Context, lr *liveRun, state, reason string) bool {
 	for fresh := false; ; fresh = true {
-		rec, rev, cached, err := a.record(ctx)
+		rec, rev, cached, err := a.record.get(ctx)
 		if cached && !fresh && (rec.Run != lr.id || rec.Incarnation != a.r.incarnation) {
-			a.dropRecord()
+			a.record.drop()
 			continue
 		}
 		if err != nil || rec.Run != lr.id || rec.Incarnation != a.r.incarnation {
@@ -723,12 +697,12 @@ func (a *actor) setState(ctx context.Context, lr *liveRun, state, reason string)
 		if !strings.HasPrefix(reason, "aborted") && reason != string(agent.ReasonModelError) {
 			rec.Attempts = handover.Attempts{}
 		}
-		_, err = a.putRecord(ctx, rec, rev)
+		_, err = a.record.put(ctx, rec, rev)
 		if err == nil {
 			a.rebind = ""
 			if len(rec.Lineage) > 0 {
 				// A sub-agent's tokens count against its root's fuel too.
-				a.r.addRootTokens(ctx, a.tenant, rec.Root(), int64(lr.usage.InputTokens+lr.usage.OutputTokens))
+				a.r.subagents.AddRootTokens(ctx, a.tenant, rec.Root(), int64(lr.usage.InputTokens+lr.usage.OutputTokens))
 			}
 			return true
 		}
@@ -768,7 +742,7 @@ func (a *actor) lost(ctx context.Context, err error) {
 	// idle: the run may have recorded turns but not its end (an append whose
 	// answer was lost landed, and ours then looked fenced), so it is handed
 	// over for recovery, as if its runner had restarted.
-	a.dropRecord()
+	a.record.drop()
 	if rec, rev, err := a.r.records.get(ctx, a.tenant, a.session); err == nil &&
 		rec.State == StateRunning && rec.Runner == a.r.cfg.ID && rec.Incarnation == a.r.incarnation {
 		rec.Incarnation, rec.Reason = "", "lost the session's fence"

@@ -37,6 +37,7 @@ import (
 	"jetway/pkg/handover"
 	"jetway/pkg/llm"
 	"jetway/services/runner/internal/partition"
+	"jetway/services/runner/internal/subagents"
 )
 
 // Config configures a runner.
@@ -161,6 +162,7 @@ type Runner struct {
 	control      jetstream.KeyValue
 	stops        *groundstop.Mirror // Ground Stop switches (groundstop.go)
 	rails        rails
+	subagents    *subagents.Service
 
 	stop chan struct{} // closed when the runner leaves
 	wg   sync.WaitGroup
@@ -238,6 +240,7 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 		rails:       rails{cfg: cfg.Rails, kv: control},
 		stop:        make(chan struct{}),
 	}
+	r.subagents = r.subagentsOf()
 	r.group, err = partition.New(partition.Config{
 		JS: js, Peers: runners, ID: cfg.ID, Incarnation: r.incarnation, Partitions: p,
 		Heartbeat: cfg.Heartbeat, StaleAfter: cfg.StaleAfter,

@@ -23,21 +23,12 @@ const settleTimeout = 10 * time.Second
 // The acks go out together, each confirmed (DoubleAck), so a turn that
 // delivered twenty notices costs one round trip, not twenty in a row.
 func (a *actor) settle(msgs ...jetstream.Msg) {
-	a.pruneAcked()
+	a.acks.prune()
 	msgs = slices.DeleteFunc(slices.Clone(msgs), func(m jetstream.Msg) bool { return m == nil })
 	if len(msgs) == 0 {
 		return // most recorded turns deliver no event: nothing to ack
 	}
-	var seqs []uint64
-	for _, m := range msgs {
-		if seq := seqOf(m); seq != 0 {
-			if a.acking == nil {
-				a.acking = make(map[uint64]int)
-			}
-			a.acking[seq]++
-			seqs = append(seqs, seq)
-		}
-	}
+	seqs := a.acks.begin(msgs)
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
 		defer cancel()
@@ -55,17 +46,40 @@ func (a *actor) settle(msgs ...jetstream.Msg) {
 		// A newer event may be waiting for these to leave the stream: the
 		// message wakes the actor.
 		now := time.Now()
-		a.send(func(a *actor) { a.settled(seqs, now) })
+		a.send(func(a *actor) { a.acks.settled(seqs, now) })
 	}()
 }
 
-// settled counts acks as confirmed at now.
-func (a *actor) settled(seqs []uint64, now time.Time) {
-	for _, seq := range seqs {
-		if a.acking[seq]--; a.acking[seq] <= 0 {
-			delete(a.acking, seq)
+// acks are the stream sequences of a session's events being acked
+// (acking): still in the work stream, but no longer waiting for anything;
+// and those whose ack was confirmed moments ago (acked, see ackedMemory).
+type acks struct {
+	acking map[uint64]int
+	acked  map[uint64]time.Time
+}
+
+// begin counts msgs as being acked and returns their sequences.
+func (k *acks) begin(msgs []jetstream.Msg) []uint64 {
+	var seqs []uint64
+	for _, m := range msgs {
+		if seq := seqOf(m); seq != 0 {
+			if k.acking == nil {
+				k.acking = make(map[uint64]int)
+			}
+			k.acking[seq]++
+			seqs = append(seqs, seq)
 		}
-		a.markAckedAt(seq, now)
+	}
+	return seqs
+}
+
+// settled counts acks as confirmed at now.
+func (k *acks) settled(seqs []uint64, now time.Time) {
+	for _, seq := range seqs {
+		if k.acking[seq]--; k.acking[seq] <= 0 {
+			delete(k.acking, seq)
+		}
+		k.mark(seq, now)
 	}
 }
 
@@ -77,32 +91,30 @@ const ackedMemory = 10 * time.Second
 
 // settling reports whether the event with stream sequence seq is being
 // acked, or was acked moments ago.
-func (a *actor) settling(seq uint64) bool {
-	if _, ok := a.acking[seq]; ok {
+func (k *acks) settling(seq uint64) bool {
+	if _, ok := k.acking[seq]; ok {
 		return true
 	}
-	_, ok := a.acked[seq]
+	_, ok := k.acked[seq]
 	return ok
 }
 
-// markAcked counts seq as acked now.
-func (a *actor) markAcked(seq uint64) { a.markAckedAt(seq, time.Now()) }
-
-func (a *actor) markAckedAt(seq uint64, at time.Time) {
+// mark counts seq as acked at at.
+func (k *acks) mark(seq uint64, at time.Time) {
 	if seq == 0 {
 		return
 	}
-	if a.acked == nil {
-		a.acked = make(map[uint64]time.Time)
+	if k.acked == nil {
+		k.acked = make(map[uint64]time.Time)
 	}
-	a.acked[seq] = at
+	k.acked[seq] = at
 }
 
-// pruneAcked forgets confirmed acks past ackedMemory.
-func (a *actor) pruneAcked() {
-	for seq, at := range a.acked {
+// prune forgets confirmed acks past ackedMemory.
+func (k *acks) prune() {
+	for seq, at := range k.acked {
 		if time.Since(at) > ackedMemory {
-			delete(a.acked, seq)
+			delete(k.acked, seq)
 		}
 	}
 }

@@ -73,9 +73,9 @@ func TestA_claim_refused_on_a_stale_copy_of_the_record_starts_the_run_on_a_fresh
 
 	a := e.actor(r, "t1", "s1")
 	testutil.Eventually(t, 10*time.Second, "the actor to keep its copy of the record", func() bool {
-		a.mu.Lock()
-		defer a.mu.Unlock()
-		return a.recCopy.ok && a.recCopy.rec.State == StateIdle
+		a.record.mu.Lock()
+		defer a.record.mu.Unlock()
+		return a.record.ok && a.record.rec.State == StateIdle
 	})
 
 	// An operator sets the session's recovery policy, by compare-and-swap.

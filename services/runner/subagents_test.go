@@ -20,6 +20,7 @@ import (
 	"jetway/pkg/events"
 	"jetway/pkg/llm"
 	"jetway/pkg/llm/llmtest"
+	"jetway/services/runner/internal/subagents"
 )
 
 // The sub-agent tests run parents and children through one fake model
@@ -167,7 +168,7 @@ func TestA_child_on_another_runner_answers_a_foreground_wait_once_and_never_as_a
 		case strings.Contains(r.last, "please review"):
 			name := nameOnOtherRunner(t, e, r1, "t1", "p1")
 			child.Store(name)
-			return call(AgentStartTool, map[string]any{"agent": "reviewer", "prompt": "review the diff", "name": name, "wait": 60})
+			return call(subagents.StartTool, map[string]any{"agent": "reviewer", "prompt": "review the diff", "name": name, "wait": 60})
 		}
 		return llmtest.Reply{Text: "?"}
 	})
@@ -229,7 +230,7 @@ func handOffRoute(wait int, delay time.Duration) func(r modelReq) llmtest.Reply 
 		case strings.Contains(r.last, "goes on in the background") || strings.Contains(r.last, "in the background."):
 			return llmtest.Reply{Text: "waiting for the reviewer"}
 		case strings.Contains(r.last, "please review"):
-			return call(AgentStartTool, map[string]any{"agent": "reviewer", "prompt": "review it", "wait": wait})
+			return call(subagents.StartTool, map[string]any{"agent": "reviewer", "prompt": "review it", "wait": wait})
 		}
 		return llmtest.Reply{Text: "?"}
 	}
@@ -269,13 +270,13 @@ func TestA_child_s_progress_and_answer_reach_a_busy_parent_s_next_model_request_
 		case strings.Contains(r.system, "ROLE:reviewer") && strings.Contains(r.last, "Reported to session p1"):
 			return llmtest.Reply{Text: "reviewed: fine"}
 		case strings.Contains(r.system, "ROLE:reviewer"):
-			return call(AgentReportTool, map[string]any{"text": "half way"})
+			return call(subagents.ReportTool, map[string]any{"text": "half way"})
 		case strings.Contains(r.last, "[sub-agent notice]"):
 			return llmtest.Reply{Text: "noted the review"}
 		case strings.Contains(r.last, "in the background."):
 			return call("wait_for_gate", map[string]any{})
 		case strings.Contains(r.last, "please review"):
-			return call(AgentStartTool, map[string]any{"agent": "reviewer", "prompt": "review it", "wait": 0})
+			return call(subagents.StartTool, map[string]any{"agent": "reviewer", "prompt": "review it", "wait": 0})
 		}
 		return llmtest.Reply{Text: "?"}
 	})
@@ -324,15 +325,15 @@ func TestStatus_send_and_stop_reach_a_child_in_the_background(t *testing.T) {
 		case strings.Contains(r.system, "ROLE:reviewer"):
 			return llmtest.Reply{Text: "slow review", Latency: 30 * time.Second}
 		case strings.Contains(r.last, "please review"):
-			return call(AgentStartTool, map[string]any{"agent": "reviewer", "prompt": "review it", "wait": 0})
+			return call(subagents.StartTool, map[string]any{"agent": "reviewer", "prompt": "review it", "wait": 0})
 		case strings.Contains(r.last, "in the background."):
 			return call("wait_for_gate", map[string]any{})
 		case strings.Contains(r.last, "gate opened") && step.CompareAndSwap(0, 1):
-			return call(AgentStatusTool, map[string]any{})
+			return call(subagents.StatusTool, map[string]any{})
 		case strings.Contains(r.last, "running for") && step.CompareAndSwap(1, 2):
-			return call(AgentSendTool, map[string]any{"agent": 1, "text": "also check the tests"})
+			return call(subagents.SendTool, map[string]any{"agent": 1, "text": "also check the tests"})
 		case strings.Contains(r.last, "Sent to agent 1") && step.CompareAndSwap(2, 3):
-			return call(AgentStopTool, map[string]any{"agent": 1, "reason": "enough"})
+			return call(subagents.StopTool, map[string]any{"agent": 1, "reason": "enough"})
 		case strings.Contains(r.last, "Asked agent 1 (reviewer)"):
 			return llmtest.Reply{Text: "stopped it"}
 		}
@@ -371,15 +372,15 @@ func TestDepth_and_fan_out_limits_of_a_profile_refuse_sub_agents_with_clear_erro
 		case strings.Contains(r.system, "ROLE:solo") && strings.Contains(r.last, "tool_result"):
 			return llmtest.Reply{Text: "solo done"}
 		case strings.Contains(r.system, "ROLE:solo"):
-			return call(AgentStartTool, map[string]any{"agent": "solo", "prompt": "go deeper", "wait": 0})
+			return call(subagents.StartTool, map[string]any{"agent": "solo", "prompt": "go deeper", "wait": 0})
 		case strings.Contains(r.last, "[sub-agent notice]"):
 			return llmtest.Reply{Text: "noted"}
 		case strings.Contains(r.last, "tool_result"):
 			return llmtest.Reply{Text: "lead done"}
 		}
 		return llmtest.Reply{ToolCalls: []llmtest.ToolCall{
-			{Name: AgentStartTool, Input: `{"agent":"solo","prompt":"one","wait":0}`},
-			{Name: AgentStartTool, Input: `{"agent":"solo","prompt":"two","wait":0}`},
+			{Name: subagents.StartTool, Input: `{"agent":"solo","prompt":"one","wait":0}`},
+			{Name: subagents.StartTool, Input: `{"agent":"solo","prompt":"two","wait":0}`},
 		}}
 	})
 	e.startRunner("r1", p, nil)
@@ -407,7 +408,7 @@ func TestGround_Stop_of_a_parent_stops_its_child_s_run_on_another_runner(t *test
 		case strings.Contains(r.system, "ROLE:reviewer"):
 			return llmtest.Reply{Text: "slow", Latency: 60 * time.Second}
 		case strings.Contains(r.last, "please review"):
-			return call(AgentStartTool, map[string]any{"agent": "reviewer", "prompt": "review it", "wait": 0,
+			return call(subagents.StartTool, map[string]any{"agent": "reviewer", "prompt": "review it", "wait": 0,
 				"name": nameOnOtherRunner(t, e, r1, "t1", "p1")})
 		}
 		return llmtest.Reply{Text: "left it running"}
@@ -472,7 +473,7 @@ func TestA_child_s_tokens_count_against_its_root_s_fuel(t *testing.T) {
 		case strings.Contains(r.last, "expensive answer"):
 			return llmtest.Reply{Text: "done", Usage: llm.Usage{InputTokens: 10, OutputTokens: 5}}
 		}
-		return call(AgentStartTool, map[string]any{"agent": "reviewer", "prompt": "review", "wait": 60})
+		return call(subagents.StartTool, map[string]any{"agent": "reviewer", "prompt": "review", "wait": 60})
 	})
 	e.startRunner("r1", p, nil)
 	e.publishAgent("t1", "p1", "review it", "lead")
@@ -584,7 +585,7 @@ func TestA_recovered_parent_s_brief_lists_children_at_work_and_the_one_it_was_wa
 	e := newEnv(t)
 	turn := llm.UserText("get a review")
 	turn.ID = "m-1"
-	start := llm.Message{ID: "m-2", Role: llm.RoleAssistant, Content: []llm.ContentBlock{{Type: llm.BlockToolUse, ID: "tu1", Name: AgentStartTool,
+	start := llm.Message{ID: "m-2", Role: llm.RoleAssistant, Content: []llm.ContentBlock{{Type: llm.BlockToolUse, ID: "tu1", Name: subagents.StartTool,
 		Input: json.RawMessage(`{"agent":"reviewer","prompt":"review","wait":120}`)}}}
 	e.appendRecord("t1", "p1", Record{Kind: RecordRunStarted, Run: "r-ghost", Runner: "ghost", Cause: "dispatch", Message: &turn})
 	e.appendRecord("t1", "p1", Record{Kind: RecordMessage, Run: "r-ghost", Runner: "ghost", Message: &start})
@@ -653,7 +654,7 @@ func TestA_child_s_answer_reaches_its_parent_once_through_a_SIGKILL_of_the_paren
 		case strings.Contains(r.last, "please review"):
 			name := nameOnOtherRunnerOf(e, "ra", "rb", "t1", "p1")
 			childName.Store(name)
-			return call(AgentStartTool, map[string]any{"agent": "reviewer", "prompt": "review it", "name": name, "wait": 60}), true
+			return call(subagents.StartTool, map[string]any{"agent": "reviewer", "prompt": "review it", "name": name, "wait": 60}), true
 		}
 		return llmtest.Reply{Text: "ok"}, true
 	})
@@ -758,12 +759,12 @@ func TestAgent_start_refuses_bad_input_with_clear_errors_and_makes_nothing(t *te
 			return llmtest.Reply{Text: "done"}
 		}
 		return llmtest.Reply{ToolCalls: []llmtest.ToolCall{
-			{Name: AgentStartTool, Input: `{"agent":"nope","prompt":"x"}`},
-			{Name: AgentStartTool, Input: `{"prompt":"x","name":"a.b"}`},
-			{Name: AgentStartTool, Input: `{"prompt":"x","name":"taken"}`},
-			{Name: AgentStartTool, Input: `{"prompt":"x","wait":9999}`},
-			{Name: AgentStartTool, Input: `{"prompt":"  "}`},
-			{Name: AgentSendTool, Input: `{"agent":3,"text":"hi"}`},
+			{Name: subagents.StartTool, Input: `{"agent":"nope","prompt":"x"}`},
+			{Name: subagents.StartTool, Input: `{"prompt":"x","name":"a.b"}`},
+			{Name: subagents.StartTool, Input: `{"prompt":"x","name":"taken"}`},
+			{Name: subagents.StartTool, Input: `{"prompt":"x","wait":9999}`},
+			{Name: subagents.StartTool, Input: `{"prompt":"  "}`},
+			{Name: subagents.SendTool, Input: `{"agent":3,"text":"hi"}`},
 		}}
 	})
 	e.startRunner("r1", p, nil)

@@ -28,18 +28,6 @@ type Change struct {
 	Initial bool
 }
 
-// Covers reports whether the switch stops tenant/session.
-func (c Change) Covers(tenant, session string) bool {
-	switch {
-	case c.Tenant == "":
-		return true
-	case c.Session == "":
-		return c.Tenant == tenant
-	default:
-		return c.Tenant == tenant && c.Session == session
-	}
-}
-
 // Mirror is a live copy of every Ground Stop switch, kept by a KV mirror,
 // so a service answers "may this session run?" from memory on every run
 // start and model call. Wait on Ready before trusting it: until then a
@@ -78,44 +66,34 @@ func (gm *Mirror) Ready() <-chan struct{} { return gm.m.Ready() }
 // WaitReady waits for Ready or ctx.
 func (gm *Mirror) WaitReady(ctx context.Context) error { return gm.m.WaitReady(ctx) }
 
-// Active reports whether the global switch, the tenant's or the session's
-// own is on, with the widest one's record.
-func (gm *Mirror) Active(tenant, session string) (Record, bool) {
-	gm.mu.RLock()
-	defer gm.mu.RUnlock()
-	if len(gm.on) == 0 {
-		return Record{}, false
+// Active reports whether a switch that covers tenant/session (Covering,
+// with lineage for a sub-agent) is on, with the widest one's record.
+func (gm *Mirror) Active(tenant, session string, lineage ...string) (Record, bool) {
+	if c := gm.Covering(tenant, session, lineage); len(c) > 0 {
+		return c[0].Record, true
 	}
-	if rec, ok := gm.on[KeyGlobal]; ok {
-		return rec, true
-	}
-	if rec, ok := gm.on[KeyGlobal+"."+tenant]; ok {
-		return rec, true
-	}
-	rec, ok := gm.on[KeyGlobal+"."+tenant+"."+session]
-	return rec, ok
+	return Record{}, false
 }
 
-// Covered is a switch that is on and covers a session: its scope
-// ("global", "tenant" or "session") and what it holds.
+// Covered is a switch that is on and covers a session, and what it holds.
 type Covered struct {
-	Scope  string
+	Scope  Scope
 	Record Record
 }
 
-// Covering lists every switch that is on and covers tenant/session, the
-// widest first, so a person can be told each one that must be lifted.
-func (gm *Mirror) Covering(tenant, session string) []Covered {
+// Covering lists every switch that is on and covers tenant/session (or,
+// for a sub-agent, an ancestor in lineage), the widest first, so a person
+// can be told each one that must be lifted.
+func (gm *Mirror) Covering(tenant, session string, lineage []string) []Covered {
 	gm.mu.RLock()
 	defer gm.mu.RUnlock()
+	if len(gm.on) == 0 {
+		return nil // the common case, on every run start and model call
+	}
 	var out []Covered
-	for _, c := range []struct{ scope, key string }{
-		{"global", KeyGlobal},
-		{"tenant", KeyGlobal + "." + tenant},
-		{"session", KeyGlobal + "." + tenant + "." + session},
-	} {
-		if rec, ok := gm.on[c.key]; ok {
-			out = append(out, Covered{Scope: c.scope, Record: rec})
+	for _, s := range Covering(tenant, session, lineage) {
+		if rec, ok := gm.on[s.Key()]; ok {
+			out = append(out, Covered{Scope: s, Record: rec})
 		}
 	}
 	return out

@@ -1,4 +1,4 @@
-package runner
+package subagents
 
 import (
 	"context"
@@ -17,72 +17,71 @@ import (
 // The sub-agent tools a run gets (see subagents.go for the events behind
 // them). A tool call runs in the run's goroutine; what touches the
 // session's state (its record, the live run's waiters) goes through the
-// actor.
+// actor (Host.Do).
 
 // Sub-agent tool names.
 const (
-	AgentStartTool  = "agent_start"
-	AgentStatusTool = "agent_status"
-	AgentSendTool   = "agent_send"
-	AgentStopTool   = "agent_stop"
-	// AgentReportTool is a sub-agent's own: a progress report to its parent.
-	AgentReportTool = "agent_report"
+	StartTool  = "agent_start"
+	StatusTool = "agent_status"
+	SendTool   = "agent_send"
+	StopTool   = "agent_stop"
+	// ReportTool is a sub-agent's own: a progress report to its parent.
+	ReportTool = "agent_report"
 )
 
 // Foreground wait bounds of agent_start, in seconds.
 const (
-	DefaultAgentWait = 120
-	MaxAgentWait     = 600
+	DefaultWait = 120
+	MaxWait     = 600
 )
 
-// subagents are the sub-agent tools of one run.
-type subagents struct {
-	a    *actor
-	run  string
-	lr   *liveRun
+// tools are the sub-agent tools of one run.
+type tools struct {
+	s    *Session
+	run  *Run
 	prof agents.Profile
 	fuel int64 // the fuel of this run's session (a root's own budget)
 }
 
-// subagentTools are the sub-agent tools of run lr: agent_start, _status,
-// _send and _stop, and agent_report when the session is itself a
-// sub-agent.
-func (a *actor) subagentTools(run string, lr *liveRun, c claimed) []tool.Tool {
-	s := &subagents{a: a, run: run, lr: lr, prof: c.agent, fuel: a.r.rails.forProfile(c.agent).cfg.Fuel}
-	tools := []tool.Tool{
-		tool.Func{Name: AgentStartTool, Schema: startSchema, Fn: s.start,
+// Tools are the sub-agent tools of run, which goes by prof with fuel (its
+// session's own budget, a root's): agent_start, _status, _send and
+// _stop, and agent_report when the session is itself a sub-agent.
+func (s *Session) Tools(run *Run, prof agents.Profile, fuel int64) []tool.Tool {
+	t := &tools{s: s, run: run, prof: prof, fuel: fuel}
+	out := []tool.Tool{
+		tool.Func{Name: StartTool, Schema: startSchema, Fn: t.start,
 			Description: "Start a sub-agent: a new session with its own context that works on prompt with the agent profile named. " +
 				"Waits up to wait seconds for its answer; past that it goes on in the background and its answer arrives later as a notice. " +
 				"Use agent_status, agent_send and agent_stop to follow it."},
-		tool.Func{Name: AgentStatusTool, Schema: statusSchema, Fn: s.status,
+		tool.Func{Name: StatusTool, Schema: statusSchema, Fn: t.status,
 			Description: "List this session's sub-agents and their state, or show one (agent: its number) with its last answer in full."},
-		tool.Func{Name: AgentSendTool, Schema: sendSchema, Fn: s.send,
+		tool.Func{Name: SendTool, Schema: sendSchema, Fn: t.send,
 			Description: "Send a sub-agent more input; its answer arrives as a notice."},
-		tool.Func{Name: AgentStopTool, Schema: stopSchema, Fn: s.stop,
+		tool.Func{Name: StopTool, Schema: stopSchema, Fn: t.stop,
 			Description: "Stop a sub-agent's run; its end arrives as a notice."},
 	}
-	if lr.child != nil {
-		tools = append(tools, tool.Func{Name: AgentReportTool, Schema: reportSchema, Fn: s.report,
+	if run.parent != nil {
+		out = append(out, tool.Func{Name: ReportTool, Schema: reportSchema, Fn: t.report,
 			Description: "You are a sub-agent: tell the session that started you how far you got, while you go on working. " +
 				"Your final answer reaches it by itself when your run ends."})
 	}
-	return tools
+	return out
 }
 
 // report is agent_report: a child's progress, a notice for its parent.
-func (s *subagents) report(ctx context.Context, c tool.Call) (tool.Result, error) {
+func (t *tools) report(ctx context.Context, c tool.Call) (tool.Result, error) {
 	var in struct {
 		Text string `json:"text"`
 	}
 	if err := json.Unmarshal(c.Input, &in); err != nil || strings.TrimSpace(in.Text) == "" {
 		return toolError("invalid input: want {\"text\": \"...\"}")
 	}
-	ch := s.lr.child
-	p := events.AgentProgress{Child: s.a.session, Agent: agentOrDefault(ch.agent), Number: ch.number, Text: in.Text}
-	if err := s.a.r.publishAgentEvent(ctx, s.a.tenant, ch.parent, "", p); err != nil {
-		return toolError("could not report to session %s: %v", ch.parent, err)
+	ch := t.run.parent
+	p := events.AgentProgress{Child: t.s.session, Agent: agentOrDefault(ch.agent), Number: ch.number, Text: in.Text}
+	if err := t.s.svc.publish(ctx, t.s.tenant, ch.session, "", p); err != nil {
+		return toolError("could not report to session %s: %v", ch.session, err)
 	}
-	return tool.Result{Content: "Reported to session " + ch.parent + "."}, nil
+	return tool.Result{Content: "Reported to session " + ch.session + "."}, nil
 }
 
 var (
@@ -115,7 +114,7 @@ type startInput struct {
 }
 
 // start is agent_start.
-func (s *subagents) start(ctx context.Context, c tool.Call) (tool.Result, error) {
+func (t *tools) start(ctx context.Context, c tool.Call) (tool.Result, error) {
 	var in startInput
 	if err := json.Unmarshal(c.Input, &in); err != nil {
 		return toolError("invalid input: %v", err)
@@ -123,30 +122,26 @@ func (s *subagents) start(ctx context.Context, c tool.Call) (tool.Result, error)
 	if strings.TrimSpace(in.Prompt) == "" {
 		return toolError("prompt: say what the sub-agent is to do")
 	}
-	wait := DefaultAgentWait
+	wait := DefaultWait
 	if in.Wait != nil {
 		wait = *in.Wait
 	}
-	if wait < 0 || wait > MaxAgentWait {
-		return toolError("wait %d: want 0 to %d seconds", wait, MaxAgentWait)
+	if wait < 0 || wait > MaxWait {
+		return toolError("wait %d: want 0 to %d seconds", wait, MaxWait)
 	}
 	if in.Agent == agents.DefaultName {
 		in.Agent = ""
 	}
-	known, err := s.a.r.knownAgent(ctx, s.a.tenant, in.Agent)
-	if err != nil {
-		return toolError("could not read agent profile %q: %v", in.Agent, err)
-	}
-	if !known {
-		return toolError("%s", unknownAgentError{tenant: s.a.tenant, name: in.Agent}.Error())
+	if err := t.s.svc.cfg.Known(ctx, t.s.tenant, in.Agent); err != nil {
+		return toolError("%v", err)
 	}
 	var ch sessionrec.Child
 	var fin chan events.AgentFinished
 	var startErr error
 	done := make(chan struct{})
-	if !s.a.send(func(a *actor) {
+	if !t.s.host.Do(func() {
 		defer close(done)
-		ch, fin, startErr = a.startChild(ctx, s, in, wait > 0)
+		ch, fin, startErr = t.startChild(ctx, in, wait > 0)
 	}) {
 		return toolError("the session is no longer driven here")
 	}
@@ -158,23 +153,23 @@ func (s *subagents) start(ctx context.Context, c tool.Call) (tool.Result, error)
 	if startErr != nil {
 		return toolError("sub-agent not started: %v", startErr)
 	}
-	if err := s.a.r.publishAgentEvent(ctx, s.a.tenant, ch.Session, "", events.AgentInput{Text: in.Prompt, Parent: s.a.session}); err != nil {
-		s.unwait(ch.Session)
+	if err := t.s.svc.publish(ctx, t.s.tenant, ch.Session, "", events.AgentInput{Text: in.Prompt, Parent: t.s.session}); err != nil {
+		t.unwait(ch.Session)
 		return toolError("sub-agent %d (session %s) was made but its prompt could not be sent: %v; send it again with agent_send", ch.Number, ch.Session, err)
 	}
 	name := agentLabel(ch.Number, ch.Agent)
 	if wait == 0 {
 		return tool.Result{Content: fmt.Sprintf("%s started as session %s in the background. %s", name, ch.Session, followUp)}, nil
 	}
-	t := time.NewTimer(time.Duration(wait) * time.Second)
-	defer t.Stop()
+	timer := time.NewTimer(time.Duration(wait) * time.Second)
+	defer timer.Stop()
 	select {
 	case f := <-fin:
 		return tool.Result{Content: answerText(f)}, nil
-	case <-t.C:
+	case <-timer.C:
 	case <-ctx.Done():
 	}
-	s.unwait(ch.Session)
+	t.unwait(ch.Session)
 	select {
 	case f := <-fin: // it came as the wait ended
 		return tool.Result{Content: answerText(f)}, nil
@@ -189,10 +184,10 @@ const followUp = "Its answer arrives as a notice when it finishes; follow it wit
 // unwait ends a foreground wait: from here the child's end is a notice.
 // It returns when the actor has dropped the waiter, so no answer goes to
 // it afterwards.
-func (s *subagents) unwait(child string) {
+func (t *tools) unwait(child string) {
 	done := make(chan struct{})
-	if !s.a.send(func(a *actor) {
-		delete(s.lr.waiters, child)
+	if !t.s.host.Do(func() {
+		delete(t.run.waiters, child)
 		close(done)
 	}) {
 		return
@@ -201,13 +196,6 @@ func (s *subagents) unwait(child string) {
 	case <-done:
 	case <-time.After(10 * time.Second):
 	}
-}
-
-func agentLabel(number int, agent string) string {
-	if agent == "" {
-		agent = agents.DefaultName
-	}
-	return fmt.Sprintf("agent %d (%s)", number, agent)
 }
 
 // answerText is agent_start's result when the answer came in the wait.
@@ -229,47 +217,48 @@ func answerText(f events.AgentFinished) string {
 // startChild makes the child's session record and names it in the
 // parent's, in the actor so two calls of one turn number their children
 // in turn. With wait, the live run gets a waiter for the child's end.
-func (a *actor) startChild(ctx context.Context, s *subagents, in startInput, wait bool) (sessionrec.Child, chan events.AgentFinished, error) {
-	if a.run != s.lr {
+func (t *tools) startChild(ctx context.Context, in startInput, wait bool) (sessionrec.Child, chan events.AgentFinished, error) {
+	s, svc := t.s, t.s.svc
+	if t.run.over {
 		return sessionrec.Child{}, nil, errors.New("the run that asked has ended")
 	}
-	rec, rev, _, err := a.record(ctx)
+	rec, rev, err := s.host.Record(ctx)
 	if err != nil {
 		return sessionrec.Child{}, nil, fmt.Errorf("read this session's record: %w", err)
 	}
-	if err := a.r.childAllowed(ctx, rec, s.prof); err != nil {
+	if err := svc.allowed(ctx, rec, t.prof); err != nil {
 		return sessionrec.Child{}, nil, err
 	}
 	rootFuel := rec.RootFuel
 	if len(rec.Lineage) == 0 {
-		rootFuel = s.fuel
+		rootFuel = t.fuel
 	}
-	if reason, ok := a.r.rootFuelLeft(ctx, rec, rootFuel); !ok {
+	if reason, ok := svc.RootFuelLeft(ctx, rec, rootFuel); !ok {
 		return sessionrec.Child{}, nil, errors.New(reason)
 	}
 	number := len(rec.Children) + 1
 	name := in.Name
 	if name == "" {
-		name = childName(a.session, number)
+		name = childName(s.session, number)
 	}
 	if err := events.ValidateToken("name", name); err != nil {
 		return sessionrec.Child{}, nil, err
 	}
-	child := SessionRecord{Tenant: a.tenant, Session: name, State: StateIdle, Since: time.Now().UTC(), Agent: in.Agent,
-		Lineage: append(append([]string(nil), rec.Lineage...), a.session), Number: number, RootFuel: rootFuel}
-	if _, err := a.r.records.put(ctx, child, 0); err != nil {
-		if errors.Is(err, ErrLostSession) {
+	child := sessionrec.Record{Tenant: s.tenant, Session: name, State: sessionrec.StateIdle, Since: time.Now().UTC(), Agent: in.Agent,
+		Lineage: append(append([]string(nil), rec.Lineage...), s.session), Number: number, RootFuel: rootFuel}
+	if _, err := sessionrec.Put(ctx, svc.cfg.Records, child, 0); err != nil {
+		if errors.Is(err, sessionrec.ErrLost) {
 			return sessionrec.Child{}, nil, fmt.Errorf("session %q exists already: choose another name", name)
 		}
 		return sessionrec.Child{}, nil, fmt.Errorf("make session %s: %w", name, err)
 	}
-	ch := sessionrec.Child{Session: name, Agent: in.Agent, Number: number, Run: s.run, Started: child.Since}
+	ch := sessionrec.Child{Session: name, Agent: in.Agent, Number: number, Run: t.run.id, Started: child.Since}
 	rec.Children = append(rec.Children, ch)
-	if _, err := a.putRecord(ctx, rec, rev); err != nil {
+	if _, err := s.host.PutRecord(ctx, rec, rev); err != nil {
 		// A stale copy: once more on a fresh read.
-		if rec, rev, err = a.r.records.get(ctx, a.tenant, a.session); err == nil {
+		if rec, rev, err = svc.record(ctx, s.tenant, s.session); err == nil {
 			rec.Children = append(rec.Children, ch)
-			_, err = a.putRecord(ctx, rec, rev)
+			_, err = s.host.PutRecord(ctx, rec, rev)
 		}
 		if err != nil {
 			return sessionrec.Child{}, nil, fmt.Errorf("name the child in this session's record: %w", err)
@@ -278,24 +267,14 @@ func (a *actor) startChild(ctx context.Context, s *subagents, in startInput, wai
 	var fin chan events.AgentFinished
 	if wait {
 		fin = make(chan events.AgentFinished, 1)
-		s.lr.waiters[name] = fin
+		t.run.waiters[name] = fin
 	}
 	return ch, fin, nil
 }
 
-// childName is the default session name of a session's child n: the
-// parent's name (cut to fit the token rule) and -a<n>.
-func childName(parent string, n int) string {
-	suffix := fmt.Sprintf("-a%d", n)
-	if len(parent)+len(suffix) > events.MaxTokenLen {
-		parent = parent[:events.MaxTokenLen-len(suffix)]
-	}
-	return parent + suffix
-}
-
 // childOf finds a child by number in a fresh read of the session record.
-func (s *subagents) childOf(ctx context.Context, number int) (sessionrec.Child, error) {
-	rec, _, err := s.a.r.records.get(ctx, s.a.tenant, s.a.session)
+func (t *tools) childOf(ctx context.Context, number int) (sessionrec.Child, error) {
+	rec, _, err := t.s.svc.record(ctx, t.s.tenant, t.s.session)
 	if err != nil {
 		return sessionrec.Child{}, err
 	}
@@ -314,7 +293,7 @@ type numberInput struct {
 }
 
 // status is agent_status.
-func (s *subagents) status(ctx context.Context, c tool.Call) (tool.Result, error) {
+func (t *tools) status(ctx context.Context, c tool.Call) (tool.Result, error) {
 	var in numberInput
 	if len(c.Input) > 0 {
 		if err := json.Unmarshal(c.Input, &in); err != nil {
@@ -322,15 +301,15 @@ func (s *subagents) status(ctx context.Context, c tool.Call) (tool.Result, error
 		}
 	}
 	if in.Agent != nil {
-		ch, err := s.childOf(ctx, *in.Agent)
+		ch, err := t.childOf(ctx, *in.Agent)
 		if err != nil {
 			return toolError("%v", err)
 		}
-		line, err := s.a.r.childLine(ctx, s.a.tenant, ch)
+		line, err := t.s.svc.childLine(ctx, t.s.tenant, ch)
 		if err != nil {
 			return toolError("%v", err)
 		}
-		answer, err := s.a.r.lastAnswer(ctx, s.a.tenant, ch.Session)
+		answer, err := t.s.svc.cfg.LastAnswer(ctx, t.s.tenant, ch.Session)
 		if err != nil {
 			return toolError("read sub-agent %d's transcript: %v", ch.Number, err)
 		}
@@ -339,7 +318,7 @@ func (s *subagents) status(ctx context.Context, c tool.Call) (tool.Result, error
 		}
 		return tool.Result{Content: line + "\nLast answer:\n" + answer}, nil
 	}
-	rec, _, err := s.a.r.records.get(ctx, s.a.tenant, s.a.session)
+	rec, _, err := t.s.svc.record(ctx, t.s.tenant, t.s.session)
 	if err != nil {
 		return toolError("read this session's record: %v", err)
 	}
@@ -348,7 +327,7 @@ func (s *subagents) status(ctx context.Context, c tool.Call) (tool.Result, error
 	}
 	var lines []string
 	for _, ch := range rec.Children {
-		line, err := s.a.r.childLine(ctx, s.a.tenant, ch)
+		line, err := t.s.svc.childLine(ctx, t.s.tenant, ch)
 		if err != nil {
 			line = fmt.Sprintf("%s: %v", agentLabel(ch.Number, ch.Agent), err)
 		}
@@ -357,35 +336,8 @@ func (s *subagents) status(ctx context.Context, c tool.Call) (tool.Result, error
 	return tool.Result{Content: strings.Join(lines, "\n")}, nil
 }
 
-// childLine is one line on a child: `agent 2 (reviewer) · session s-a2 · running for 3m`.
-func (r *Runner) childLine(ctx context.Context, tenant string, ch sessionrec.Child) (string, error) {
-	rec, _, err := r.records.get(ctx, tenant, ch.Session)
-	if err != nil {
-		return "", fmt.Errorf("read sub-agent %d's record: %w", ch.Number, err)
-	}
-	state := rec.State
-	switch {
-	case rec.State == StateRunning:
-		state = "running for " + events.FmtElapsed(time.Since(rec.Since))
-	case rec.State == StateIdle && rec.Runs == 0 && rec.Reason == "":
-		state = "starting"
-	case rec.State == StateIdle:
-		state = "finished (" + rec.Reason + ")"
-	}
-	return fmt.Sprintf("%s · session %s · %s", agentLabel(ch.Number, ch.Agent), ch.Session, state), nil
-}
-
-// lastAnswer is the last assistant text in a session's transcript.
-func (r *Runner) lastAnswer(ctx context.Context, tenant, session string) (string, error) {
-	_, recs, err := r.transcripts.load(ctx, tenant, session)
-	if err != nil {
-		return "", err
-	}
-	return answerOf(history(recs)), nil
-}
-
 // send is agent_send.
-func (s *subagents) send(ctx context.Context, c tool.Call) (tool.Result, error) {
+func (t *tools) send(ctx context.Context, c tool.Call) (tool.Result, error) {
 	var in numberInput
 	if err := json.Unmarshal(c.Input, &in); err != nil || in.Agent == nil {
 		return toolError("invalid input: want {\"agent\": <number>, \"text\": \"...\"}")
@@ -393,27 +345,27 @@ func (s *subagents) send(ctx context.Context, c tool.Call) (tool.Result, error) 
 	if strings.TrimSpace(in.Text) == "" {
 		return toolError("text: say what to send")
 	}
-	ch, err := s.childOf(ctx, *in.Agent)
+	ch, err := t.childOf(ctx, *in.Agent)
 	if err != nil {
 		return toolError("%v", err)
 	}
-	if err := s.a.r.publishAgentEvent(ctx, s.a.tenant, ch.Session, "", events.AgentInput{Text: in.Text, Parent: s.a.session}); err != nil {
+	if err := t.s.svc.publish(ctx, t.s.tenant, ch.Session, "", events.AgentInput{Text: in.Text, Parent: t.s.session}); err != nil {
 		return toolError("could not send to %s: %v", agentLabel(ch.Number, ch.Agent), err)
 	}
 	return tool.Result{Content: fmt.Sprintf("Sent to %s (session %s). Its answer arrives as a notice.", agentLabel(ch.Number, ch.Agent), ch.Session)}, nil
 }
 
 // stop is agent_stop.
-func (s *subagents) stop(ctx context.Context, c tool.Call) (tool.Result, error) {
+func (t *tools) stop(ctx context.Context, c tool.Call) (tool.Result, error) {
 	var in numberInput
 	if err := json.Unmarshal(c.Input, &in); err != nil || in.Agent == nil {
 		return toolError("invalid input: want {\"agent\": <number>}")
 	}
-	ch, err := s.childOf(ctx, *in.Agent)
+	ch, err := t.childOf(ctx, *in.Agent)
 	if err != nil {
 		return toolError("%v", err)
 	}
-	if err := s.a.r.publishAgentEvent(ctx, s.a.tenant, ch.Session, "", events.AgentStop{Parent: s.a.session, Reason: in.Reason}); err != nil {
+	if err := t.s.svc.publish(ctx, t.s.tenant, ch.Session, "", events.AgentStop{Parent: t.s.session, Reason: in.Reason}); err != nil {
 		return toolError("could not stop %s: %v", agentLabel(ch.Number, ch.Agent), err)
 	}
 	return tool.Result{Content: fmt.Sprintf("Asked %s (session %s) to stop. If it was running, its end arrives as a notice.", agentLabel(ch.Number, ch.Agent), ch.Session)}, nil
