@@ -48,13 +48,10 @@ func (w *Worker) onStop(c groundstop.Change) {
 func (w *Worker) groundStop(c groundstop.Change) {
 	covered := func(sid string) bool {
 		tenant, session := splitSession(sid)
-		if c.Covers(tenant, session) {
-			return true
-		}
 		w.mu.Lock()
 		l := w.lineage[sid]
 		w.mu.Unlock()
-		return slices.ContainsFunc(l, func(s string) bool { return c.Covers(tenant, s) })
+		return c.Covers(tenant, session, l...)
 	}
 	w.mu.Lock()
 	var sids []string
