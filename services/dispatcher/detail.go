@@ -146,6 +146,16 @@ func (d *stopCore) covering(ctx context.Context, p auth.Principal, tenant, sessi
 	return out, nil
 }
 
+// coveringSession is covering with the session's lineage read from its
+// record, for the callers that have not read it.
+func (d *stopCore) coveringSession(ctx context.Context, p auth.Principal, tenant, session string) ([]StopSwitch, error) {
+	sr, err := d.readRecord(ctx, tenant, session)
+	if err != nil {
+		return nil, err
+	}
+	return d.covering(ctx, p, tenant, session, sr.Rec.Lineage...)
+}
+
 // switchOf is a switch that is on as p may read it: of the global switch a
 // tenant learns when it was set, not by whom or why.
 func switchOf(p auth.Principal, c groundstop.Covered) StopSwitch {

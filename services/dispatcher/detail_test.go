@@ -187,3 +187,36 @@ func TestSessionDetail_of_a_sub_agent_shows_its_root_s_Ground_Stop_switch(t *tes
 		t.Errorf("switch = %+v, want the ancestor p1's, with its reason", sw)
 	}
 }
+
+// The answer to an input and the stop status of a sub-agent name its
+// root's switch too, as its detail does: the runner holds the sub-agent by
+// it, so "sent" must not read as "being worked on".
+func TestInput_answer_and_stop_status_of_a_sub_agent_show_its_root_s_switch(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	for _, rec := range []runner.SessionRecord{
+		{Tenant: "default", Session: "p1", State: runner.StateStopped, Runs: 1},
+		{Tenant: "default", Session: "p1-a1", State: runner.StateIdle, Lineage: []string{"p1"}, Number: 1},
+	} {
+		b, _ := json.Marshal(rec)
+		if _, err := f.sessions().Create(ctx, "default."+rec.Session, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Before the mirror is ready the answer reads the bucket; after, the
+	// mirror: both paths are taken.
+	decode[StopState](t, f.do("POST", "/v1/stop?session=p1", tokAdmin, `{"reason":"look first"}`), http.StatusOK)
+	held := func() bool {
+		acc := decode[Accepted](t, f.do("POST", "/v1/sessions/p1-a1/input", tokUser, `{"text":"hi"}`), http.StatusAccepted)
+		return len(acc.Held) == 1 && acc.Held[0].Scope == "ancestor" && acc.Held[0].Session == "p1"
+	}
+	if !held() {
+		t.Error("the first input's answer does not name the root's switch")
+	}
+	testutil.Eventually(t, waitFor, "the switch mirror to be ready", f.mirrorReady)
+	testutil.Eventually(t, waitFor, "the root's switch in an answer from the mirror", held)
+	st := decode[StopState](t, f.do("GET", "/v1/stop?session=p1-a1", tokUser, nil), http.StatusOK)
+	if len(st.Covering) != 1 || st.Covering[0].Scope != "ancestor" || st.Covering[0].Session != "p1" {
+		t.Errorf("stop status covering = %+v, want the ancestor p1's switch", st.Covering)
+	}
+}

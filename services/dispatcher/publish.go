@@ -125,7 +125,7 @@ func (d *eventsCore) Steer(ctx context.Context, p auth.Principal, session string
 // the event is stored, and refusing the request would invite a retry that
 // stores nothing new.
 func (d *eventsCore) publishHeld(ctx context.Context, p auth.Principal, session string, e event.Event, chosenID bool) (Accepted, error) {
-	if held, ok := d.groundStop.heldFromMirror(p, session); ok {
+	if held, ok := d.groundStop.heldFromMirror(ctx, p, session); ok {
 		acc, err := d.publish(ctx, p, session, e, chosenID)
 		if err == nil && len(held) > 0 {
 			acc.Held = held
@@ -137,7 +137,7 @@ func (d *eventsCore) publishHeld(ctx context.Context, p auth.Principal, session 
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		held, heldErr = d.groundStop.covering(ctx, p, p.Tenant, session)
+		held, heldErr = d.groundStop.coveringSession(ctx, p, p.Tenant, session)
 	}()
 	acc, err := d.publish(ctx, p, session, e, chosenID)
 	<-done

@@ -194,7 +194,7 @@ func (d *stopCore) Stop(ctx context.Context, p auth.Principal, t StopTarget) (St
 			return StopState{}, unavailable("read Ground Stop", err)
 		}
 		st.TenantStop = &tenantOn
-		if st.Covering, err = d.covering(ctx, p, tenant, session); err != nil {
+		if st.Covering, err = d.coveringSession(ctx, p, tenant, session); err != nil {
 			return StopState{}, err
 		}
 		return st, nil

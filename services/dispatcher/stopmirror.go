@@ -20,13 +20,23 @@ import (
 // heldFromMirror answers covering from the mirror; ok is false while the
 // mirror is not ready. The first call starts the mirror, which lives as
 // long as the dispatcher's connection.
-func (d *stopCore) heldFromMirror(p auth.Principal, session string) (held []StopSwitch, ok bool) {
+func (d *stopCore) heldFromMirror(ctx context.Context, p auth.Principal, session string) (held []StopSwitch, ok bool) {
 	d.stopsOnce.Do(d.startStopMirror)
 	m := d.stops
 	if m == nil || !m.IsReady() {
 		return nil, false
 	}
-	for _, c := range m.Covering(p.Tenant, session, nil) {
+	var lineage []string
+	if m.AnySessionOn(p.Tenant) {
+		// Only then can an ancestor's switch hold a sub-agent: the record
+		// is read for its lineage in that case alone.
+		sr, err := d.readRecord(ctx, p.Tenant, session)
+		if err != nil {
+			return nil, false
+		}
+		lineage = sr.Rec.Lineage
+	}
+	for _, c := range m.Covering(p.Tenant, session, lineage) {
 		held = append(held, switchOf(p, c))
 	}
 	return held, true

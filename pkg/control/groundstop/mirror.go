@@ -99,6 +99,20 @@ func (gm *Mirror) Covering(tenant, session string, lineage []string) []Covered {
 	return out
 }
 
+// AnySessionOn reports whether a session switch of tenant is on: only then
+// can a sub-agent of that tenant be held by an ancestor's switch, so a
+// caller reads a session's lineage only when it can matter.
+func (gm *Mirror) AnySessionOn(tenant string) bool {
+	gm.mu.RLock()
+	defer gm.mu.RUnlock()
+	for key := range gm.on {
+		if t, s, ok := scope(key); ok && t == tenant && s != "" {
+			return true
+		}
+	}
+	return false
+}
+
 // IsReady reports, without waiting, whether Ready is closed.
 func (gm *Mirror) IsReady() bool {
 	select {
