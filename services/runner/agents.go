@@ -13,7 +13,6 @@ import (
 
 	"jetway/pkg/agent/tool"
 	"jetway/pkg/control/agents"
-	"jetway/pkg/dispatcherapi"
 	"jetway/pkg/handover"
 	"jetway/pkg/llm"
 )
@@ -109,14 +108,14 @@ func (r *Runner) implicitDefault(tenant, name string) bool {
 // failed build is not kept, so the next run tries again.
 type models struct {
 	mu    sync.Mutex
-	built map[dispatcherapi.AgentModel]llm.Provider
+	built map[agents.Model]llm.Provider
 }
 
 // providerFor is the provider a run of prof calls: the runner's own when
 // the profile names no model.
 func (r *Runner) providerFor(prof agents.Profile) (llm.Provider, error) {
 	m := prof.Model
-	if m == (dispatcherapi.AgentModel{}) {
+	if m == (agents.Model{}) {
 		return r.cfg.Provider, nil
 	}
 	r.models.mu.Lock()
@@ -132,7 +131,7 @@ func (r *Runner) providerFor(prof agents.Profile) (llm.Provider, error) {
 		return nil, fmt.Errorf("agent %s: %w", prof.Name, err)
 	}
 	if r.models.built == nil {
-		r.models.built = map[dispatcherapi.AgentModel]llm.Provider{}
+		r.models.built = map[agents.Model]llm.Provider{}
 	}
 	r.models.built[m] = p
 	return p, nil

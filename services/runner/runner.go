@@ -33,7 +33,6 @@ import (
 	"jetway/pkg/bus/kvmirror"
 	"jetway/pkg/control/agents"
 	"jetway/pkg/control/groundstop"
-	"jetway/pkg/dispatcherapi"
 	"jetway/pkg/handover"
 	"jetway/pkg/llm"
 	"jetway/services/runner/internal/partition"
@@ -55,7 +54,7 @@ type Config struct {
 	// (providers.ForModel over the runner's environment). Each model is
 	// built once, at the first run that needs it, and kept. Nil: a profile
 	// that names a model is refused, this runner serving only Provider.
-	ModelFor func(m dispatcherapi.AgentModel) (llm.Provider, error)
+	ModelFor func(m agents.Model) (llm.Provider, error)
 	// ReadInstructions, if set, reads a workspace instruction file of the
 	// run's profile (AGENTS.md) through the session's jobs worker at the
 	// run's start, at most max bytes of it. Nil: no files are read.

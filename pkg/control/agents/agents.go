@@ -21,7 +21,6 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"jetway/pkg/dispatcherapi"
 	"jetway/pkg/tasks/proctree/confspec"
 )
 
@@ -50,9 +49,6 @@ const (
 	MaxInstructionFiles = 8
 	minContextWindow    = 1000
 )
-
-// Profile is an agent profile; its JSON is the wire form (dispatcherapi.Agent).
-type Profile = dispatcherapi.Agent
 
 // FieldError says which field of a profile is wrong and why.
 type FieldError struct {

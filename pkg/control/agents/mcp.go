@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"jetway/pkg/dispatcherapi"
 	"jetway/pkg/redact"
 )
 
@@ -43,7 +42,7 @@ var (
 func MCPToolName(server, tool string) string { return MCPToolPrefix + server + "__" + tool }
 
 // MCPTransport is s's transport: its own, or the one its fields imply.
-func MCPTransport(s dispatcherapi.AgentMCPServer) string {
+func MCPTransport(s MCPServer) string {
 	switch {
 	case s.Transport != "":
 		return s.Transport
@@ -55,7 +54,7 @@ func MCPTransport(s dispatcherapi.AgentMCPServer) string {
 
 // MCPTimeout is how long one tool call of s may take. Validate has
 // checked its timeout parses.
-func MCPTimeout(s dispatcherapi.AgentMCPServer) time.Duration {
+func MCPTimeout(s MCPServer) time.Duration {
 	if d, err := time.ParseDuration(s.Timeout); err == nil && d > 0 {
 		return d
 	}
@@ -122,7 +121,7 @@ func validateMCP(p Profile) error {
 
 type badField func(sub, format string, args ...any) error
 
-func validateStdio(s dispatcherapi.AgentMCPServer, bad badField) error {
+func validateStdio(s MCPServer, bad badField) error {
 	switch {
 	case strings.TrimSpace(s.Command) == "":
 		return bad(".command", "required for a stdio server: the program that serves MCP on its stdin and stdout")
@@ -170,7 +169,7 @@ func validateStdio(s dispatcherapi.AgentMCPServer, bad badField) error {
 	return nil
 }
 
-func validateHTTP(s dispatcherapi.AgentMCPServer, bad badField) error {
+func validateHTTP(s MCPServer, bad badField) error {
 	if s.Command != "" || len(s.Args) > 0 || len(s.Env) > 0 || len(s.Secrets) > 0 {
 		return bad(".command", "an http server has no command, args, env or secrets (those are a stdio server's)")
 	}
