@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"jetway/pkg/control/sessionrec"
 	"jetway/pkg/dispatcherapi"
 )
 
@@ -40,17 +41,11 @@ func DecodeJob(j Job) JobRecord {
 // Running reports whether the job is still running.
 func (r JobRecord) Running() bool { return r.Status == "running" }
 
-// SessionRecord is the part of a session record a person reads.
-type SessionRecord struct {
-	State  string `json:"state"`
-	Run    string `json:"run"`
-	Reason string `json:"reason"`
-}
-
-// DecodeSession reads the person-facing fields of s's record.
-func DecodeSession(s Session) SessionRecord {
-	var r SessionRecord
-	_ = json.Unmarshal(s.Record, &r)
+// DecodeSession reads s's record (sessionrec.Record, written by the
+// runners); a record that does not decode reads as the zero one.
+func DecodeSession(s Session) sessionrec.Record {
+	var r sessionrec.Record
+	_ = json.Unmarshal(s.Record, &r) // the zero record: no state to show
 	return r
 }
 

@@ -6,12 +6,12 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
-	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"jetway/pkg/auth"
 	"jetway/pkg/bus"
+	"jetway/pkg/control/transcriptrec"
 	api "jetway/pkg/dispatcherapi"
 	"jetway/pkg/events"
 	"jetway/pkg/llm"
@@ -20,24 +20,6 @@ import (
 
 // TranscriptPage answers GET /v1/sessions/{session}/transcript.
 type TranscriptPage = api.TranscriptPage
-
-// transcriptRecord is what the dispatcher reads of a transcript record
-// (the runner writes them: runner.Record). Unknown fields are ignored, so
-// a record that grows does not break the history route.
-type transcriptRecord struct {
-	Kind    string       `json:"kind"`
-	Run     string       `json:"run,omitempty"`
-	Time    time.Time    `json:"time"`
-	Message *llm.Message `json:"message,omitempty"`
-	Usage   *llm.Usage   `json:"usage,omitempty"`
-	Cause   string       `json:"cause,omitempty"`
-	Reason  string       `json:"reason,omitempty"`
-	Event   string       `json:"event,omitempty"`
-	Type    string       `json:"type,omitempty"`
-	// Agent and AgentVersion name the profile a run went by (run_started).
-	Agent        string `json:"agent,omitempty"`
-	AgentVersion uint64 `json:"agent_version,omitempty"`
-}
 
 // Transcript reads a page of one of the caller's sessions' transcript: up
 // to limit entries recorded after the entry with id after (0: from the
@@ -113,7 +95,7 @@ func nextRecord(ctx context.Context, st jetstream.Stream, subj string, seq uint6
 // does not decode is shown as what it is, not dropped: a gap in a history
 // would read as nothing having happened.
 func entryOf(m *jetstream.RawStreamMsg) api.TranscriptEntry {
-	var r transcriptRecord
+	var r transcriptrec.Record
 	if err := json.Unmarshal(m.Data, &r); err != nil {
 		return api.TranscriptEntry{ID: m.Sequence, Kind: "unreadable", Time: m.Time,
 			Reason: "the stored record does not decode: " + err.Error()}

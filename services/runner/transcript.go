@@ -11,43 +11,23 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"jetway/pkg/bus"
+	"jetway/pkg/control/transcriptrec"
 	"jetway/pkg/events"
 	"jetway/pkg/llm"
 )
 
-// Record kinds in a session's transcript.
+// The transcript's record and its kinds live in pkg/control/transcriptrec,
+// which the dispatcher reads them by; the runner writes them.
 const (
-	RecordMessage    = "message"     // one llm.Message, in birth order
-	RecordBoundary   = "boundary"    // a compaction boundary (observability)
-	RecordRunStarted = "run_started" // a run began (cause), with its first turn (Message)
-	RecordRunEnded   = "run_ended"   // a run ended (reason)
-	RecordRefused    = "refused"     // an event refused and why; never sent to the model
+	RecordMessage    = transcriptrec.KindMessage
+	RecordBoundary   = transcriptrec.KindBoundary
+	RecordRunStarted = transcriptrec.KindRunStarted
+	RecordRunEnded   = transcriptrec.KindRunEnded
+	RecordRefused    = transcriptrec.KindRefused
 )
 
-// Record is one entry of jetway.transcript.<tenant>.<session>. The
-// transcript is the session's memory and the chaos suite's evidence: every
-// event that reached the model is named in exactly one record's
-// Message.Delivers (a message record, or the run_started record that
-// carries a run's first turn).
-type Record struct {
-	Kind     string            `json:"kind"`
-	Run      string            `json:"run,omitempty"`
-	Runner   string            `json:"runner,omitempty"`
-	Time     time.Time         `json:"time"`
-	Message  *llm.Message      `json:"message,omitempty"`
-	Usage    *llm.Usage        `json:"usage,omitempty"`
-	Boundary *llm.BoundaryMeta `json:"boundary,omitempty"`
-	// Cause is the run's cause (run_started); Reason why it ended
-	// (run_ended) or why an event was refused (refused).
-	Cause  string `json:"cause,omitempty"`
-	Reason string `json:"reason,omitempty"`
-	// Event and Type name a refused event.
-	Event string `json:"event,omitempty"`
-	Type  string `json:"type,omitempty"`
-	// Agent and AgentVersion name the profile a run went by (run_started).
-	Agent        string `json:"agent,omitempty"`
-	AgentVersion uint64 `json:"agent_version,omitempty"`
-}
+// Record is one entry of a session's transcript (transcriptrec.Record).
+type Record = transcriptrec.Record
 
 // ErrFenced means another runner wrote to the session's transcript: this
 // runner has lost the session and must stop working on it at once.

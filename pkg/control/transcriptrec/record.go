@@ -1,0 +1,47 @@
+// Package transcriptrec is the record a session's transcript is made of:
+// one JetStream message per entry on jetway.transcript.<tenant>.<session>,
+// written by the runner that holds the session (fenced by the subject's
+// last sequence) and read by the dispatcher for history and by the
+// invariant checker. One type for both sides, so a field the runner adds
+// is one the readers see.
+package transcriptrec
+
+import (
+	"time"
+
+	"jetway/pkg/llm"
+)
+
+// Record kinds.
+const (
+	KindMessage    = "message"     // one llm.Message, in birth order
+	KindBoundary   = "boundary"    // a compaction boundary (observability)
+	KindRunStarted = "run_started" // a run began (cause), with its first turn (Message)
+	KindRunEnded   = "run_ended"   // a run ended (reason)
+	KindRefused    = "refused"     // an event refused and why; never sent to the model
+)
+
+// Record is one entry of jetway.transcript.<tenant>.<session>. The
+// transcript is the session's memory and the chaos suite's evidence: every
+// event that reached the model is named in exactly one record's
+// Message.Delivers (a message record, or the run_started record that
+// carries a run's first turn).
+type Record struct {
+	Kind     string            `json:"kind"`
+	Run      string            `json:"run,omitempty"`
+	Runner   string            `json:"runner,omitempty"`
+	Time     time.Time         `json:"time"`
+	Message  *llm.Message      `json:"message,omitempty"`
+	Usage    *llm.Usage        `json:"usage,omitempty"`
+	Boundary *llm.BoundaryMeta `json:"boundary,omitempty"`
+	// Cause is the run's cause (run_started); Reason why it ended
+	// (run_ended) or why an event was refused (refused).
+	Cause  string `json:"cause,omitempty"`
+	Reason string `json:"reason,omitempty"`
+	// Event and Type name a refused event.
+	Event string `json:"event,omitempty"`
+	Type  string `json:"type,omitempty"`
+	// Agent and AgentVersion name the profile a run went by (run_started).
+	Agent        string `json:"agent,omitempty"`
+	AgentVersion uint64 `json:"agent_version,omitempty"`
+}
