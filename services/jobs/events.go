@@ -275,7 +275,9 @@ func eachEntry(ctx context.Context, kv jetstream.KeyValue, filters []string, fn 
 	if err != nil {
 		return fmt.Errorf("jobs: read bucket %s: %w", kv.Bucket(), err)
 	}
-	defer watch.Stop()
+	// Stopping only unsubscribes; a failure (the connection is gone)
+	// leaves nothing behind to deliver to.
+	defer func() { _ = watch.Stop() }()
 	for {
 		select {
 		case e, ok := <-watch.Updates():

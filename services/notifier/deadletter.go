@@ -64,7 +64,9 @@ func (n *Notifier) DeadLetters(ctx context.Context, tenant string) ([]DeadLetter
 	if err != nil {
 		return nil, fmt.Errorf("notifier: list dead letters: %w", err)
 	}
-	defer w.Stop()
+	// Stopping only unsubscribes; a failure (the connection is gone)
+	// leaves nothing behind to deliver to.
+	defer func() { _ = w.Stop() }()
 	out := []DeadLetter{}
 	for {
 		select {

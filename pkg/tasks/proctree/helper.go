@@ -104,7 +104,9 @@ func sealedMemfd(b []byte) (int, error) {
 	if err != nil {
 		return -1, fmt.Errorf("memfd_create: %w", err)
 	}
-	defer unix.Close(fd)
+	// Our first descriptor of it: the one handed back is its duplicate,
+	// so closing this one cannot lose anything.
+	defer func() { _ = unix.Close(fd) }()
 	for off := 0; off < len(b); {
 		n, err := unix.Write(fd, b[off:])
 		if err != nil {
@@ -140,11 +142,11 @@ func specFile(spec confspec.Spec) (*os.File, error) {
 	}
 	f := os.NewFile(uintptr(fd), "jetway-confine-spec")
 	if _, err := f.Write(b); err != nil {
-		f.Close()
+		_ = f.Close() // a memfd: the write error is the one to report
 		return nil, fmt.Errorf("proctree: write the helper's spec: %w", err)
 	}
 	if _, err := f.Seek(0, 0); err != nil {
-		f.Close()
+		_ = f.Close() // a memfd: the seek error is the one to report
 		return nil, fmt.Errorf("proctree: the helper's spec: %w", err)
 	}
 	return f, nil
@@ -222,7 +224,8 @@ func probeView() (bool, string) {
 	if err != nil {
 		return false, err.Error()
 	}
-	defer f.Close()
+	// The spec's memfd, already read by the child: nothing to lose.
+	defer func() { _ = f.Close() }()
 	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
 	if err := cmd.Start(); err != nil {
 		return false, fmt.Sprintf("cannot start the helper in a mount namespace of its own: %v", err)

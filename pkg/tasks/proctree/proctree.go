@@ -344,7 +344,9 @@ func (h *Host) StartConfined(cmd *exec.Cmd, lim Limits, c *Confinement) (*Tree, 
 			return fail(err)
 		}
 		specFile = f
-		defer specFile.Close()
+		// The spec's memfd, the child's to read: our copy goes once it
+		// started, and a failed close of a memfd loses nothing.
+		defer func() { _ = specFile.Close() }()
 	}
 	if cmd.SysProcAttr == nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{}

@@ -48,7 +48,9 @@ func landlockSelf(c *confspec.Confinement) error {
 		// Best effort fell back to restricting nothing: fail closed.
 		return errors.New("landlock rule set: the kernel offers nothing to restrict")
 	}
-	defer unix.Close(fd)
+	// The restriction holds once made; the rule set's descriptor is
+	// no longer needed, closed or not.
+	defer func() { _ = unix.Close(fd) }()
 	if err := ll.LandlockRestrictSelf(fd, flags); err != nil {
 		return fmt.Errorf("landlock_restrict_self: %w", err)
 	}

@@ -154,16 +154,19 @@ func probe(c *confspec.Confinement) {
 }
 
 // fail reports on stderr (the task's output) and exits like a shell that
-// could not run a command.
+// could not run a command; with stderr gone there is nowhere else to
+// report, and the exit status still says it.
 func fail(format string, args ...any) {
-	os.Stderr.WriteString("jetway confine: " + fmt.Sprintf(format, args...) + "\n")
+	_, _ = os.Stderr.WriteString("jetway confine: " + fmt.Sprintf(format, args...) + "\n")
 	os.Exit(127)
 }
 
-// failRaw is fail without allocating, for after RLIMIT_AS is set.
+// failRaw is fail without allocating, for after RLIMIT_AS is set. Its
+// write is dropped if it fails, as fail's is, and exit_group does not
+// return.
 func failRaw(msg []byte) {
-	syscall.RawSyscall(unix.SYS_WRITE, 2, uintptr(unsafe.Pointer(&msg[0])), uintptr(len(msg)))
-	syscall.RawSyscall(unix.SYS_EXIT_GROUP, 127, 0, 0)
+	_, _, _ = syscall.RawSyscall(unix.SYS_WRITE, 2, uintptr(unsafe.Pointer(&msg[0])), uintptr(len(msg)))
+	_, _, _ = syscall.RawSyscall(unix.SYS_EXIT_GROUP, 127, 0, 0)
 }
 
 // dropCapabilities empties this thread's capability sets, so the command
