@@ -162,7 +162,9 @@ func goBuild(root, pkg, ldflags, bin string) error {
 // the Go version, platform and the flags. Test files are not among them,
 // so editing a test does not rebuild the binary.
 func sourceKey(root, pkg, ldflags string) (string, error) {
-	const format = `{{if and .Module .Module.Main}}{{.Dir}}{{range .GoFiles}}	{{.}}{{end}}{{range .CgoFiles}}	{{.}}{{end}}` +
+	// context: cgo and the build tags (GOFLAGS's -tags too), as go list
+	// applies them, so a build with other settings is another build.
+	const format = `{{if and .Module .Module.Main}}{{.Dir}}	cgo={{context.CgoEnabled}} tags={{join context.BuildTags ","}}{{range .GoFiles}}	{{.}}{{end}}{{range .CgoFiles}}	{{.}}{{end}}` +
 		`{{range .CFiles}}	{{.}}{{end}}{{range .HFiles}}	{{.}}{{end}}{{range .SFiles}}	{{.}}{{end}}{{range .SysoFiles}}	{{.}}{{end}}` +
 		`{{range .EmbedFiles}}	{{.}}{{end}}{{end}}`
 	cmd := exec.Command("go", "list", "-deps", "-f", format, pkg)
@@ -174,15 +176,13 @@ func sourceKey(root, pkg, ldflags string) (string, error) {
 		return "", fmt.Errorf("go list -deps %s: %w\n%s", pkg, err, stderr.Bytes())
 	}
 	h := sha256.New()
-	h.Write(fmt.Appendf(nil, "%s %s/%s cgo=%s goflags=%s pkg=%s ldflags=%s\n", runtime.Version(), runtime.GOOS, runtime.GOARCH,
-		os.Getenv("CGO_ENABLED"), os.Getenv("GOFLAGS"), pkg, ldflags))
+	h.Write(fmt.Appendf(nil, "%s %s/%s pkg=%s ldflags=%s\n", runtime.Version(), runtime.GOOS, runtime.GOARCH, pkg, ldflags))
 	files := []string{filepath.Join(root, "go.mod"), filepath.Join(root, "go.sum")}
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		h.Write([]byte(line + "\n")) // the package, its settings and its files' names
 		dir, names, _ := strings.Cut(line, "\t")
-		for _, n := range strings.Split(names, "\t") {
-			if n != "" {
-				files = append(files, filepath.Join(dir, n))
-			}
+		for _, n := range strings.Split(names, "\t")[1:] {
+			files = append(files, filepath.Join(dir, n))
 		}
 	}
 	for _, f := range files {
