@@ -112,7 +112,7 @@ func buildCached(pkg, ldflags string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("a cache directory for test builds: %w", err)
 	}
-	name := path.Base(pkg)
+	name := binaryName(pkg)
 	base := filepath.Join(cache, "jetway-test-bin")
 	// A directory of its own per build: a confined process given the
 	// binary's directory among its read-only paths sees nothing else.
@@ -138,6 +138,17 @@ func buildCached(pkg, ldflags string) (string, error) {
 	}
 	pruneUnused(base, name+"-"+key)
 	return bin, nil
+}
+
+// binaryName is the name go build gives pkg's program: its last path
+// element, or the one before a major version suffix (nats-server for
+// github.com/nats-io/nats-server/v2).
+func binaryName(pkg string) string {
+	name := path.Base(pkg)
+	if v, ok := strings.CutPrefix(name, "v"); ok && v != "" && strings.Trim(v, "0123456789") == "" {
+		return path.Base(path.Dir(pkg))
+	}
+	return name
 }
 
 // goBuild builds pkg to bin through a temporary name, so a binary that

@@ -55,3 +55,16 @@ func TestSourceKey_tells_packages_and_flags_apart(t *testing.T) {
 		t.Errorf("another package hashes to the same key")
 	}
 }
+
+func TestBinaryName_is_the_name_go_build_gives(t *testing.T) {
+	for pkg, want := range map[string]string{
+		"jetway/cmd/jetway":                 "jetway",
+		"github.com/nats-io/nats-server/v2": "nats-server",
+		"example.com/tool/v10":              "tool",
+		"example.com/v2ray":                 "v2ray",
+	} {
+		if got := binaryName(pkg); got != want {
+			t.Errorf("binaryName(%s) = %s, want %s", pkg, got, want)
+		}
+	}
+}
