@@ -57,8 +57,9 @@ func newAgentsLsCmd() *cobra.Command {
 
 // writeAgents prints profiles as a table: name, version, model, description.
 func writeAgents(w io.Writer, list []client.Agent) error {
+	// tw keeps the table until Flush, which returns a failed write.
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "AGENT\tVERSION\tMODEL\tDESCRIPTION")
+	_, _ = fmt.Fprintln(tw, "AGENT\tVERSION\tMODEL\tDESCRIPTION")
 	for _, a := range list {
 		version := fmt.Sprint(a.Version)
 		if a.Version == 0 {
@@ -75,7 +76,7 @@ func writeAgents(w io.Writer, list []client.Agent) error {
 		if desc == "" {
 			desc = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", a.Name, version, model, desc)
+		_, _ = fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", a.Name, version, model, desc)
 	}
 	return tw.Flush()
 }

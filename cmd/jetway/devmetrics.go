@@ -67,7 +67,8 @@ func (c *stateCollector) countBy(ctx context.Context, ch chan<- prometheus.Metri
 	if err != nil {
 		return
 	}
-	defer lister.Stop()
+	// Stopping a lister only ends its watch; a failure leaves nothing open.
+	defer func() { _ = lister.Stop() }()
 	counts := map[string]int{}
 	for key := range lister.Keys() {
 		e, err := kv.Get(ctx, key)

@@ -96,7 +96,7 @@ const componentStopTimeout = 15 * time.Second
 // runDev runs the all-in-one stack until ctx is done, then stops it in
 // reverse order: components, HTTP, the connection, the server (flushing).
 func runDev(ctx context.Context, cfg devConfig) error {
-	say := func(format string, args ...any) { fmt.Fprintf(cfg.Out, format+"\n", args...) }
+	say := func(format string, args ...any) { outf(cfg.Out, format+"\n", args...) }
 
 	host, port, err := validateDevConfig(cfg)
 	if err != nil {
@@ -120,7 +120,9 @@ func runDev(ctx context.Context, cfg devConfig) error {
 	if err != nil {
 		return fmt.Errorf("--http: %w", err)
 	}
-	defer ln.Close()
+	// Closed again by the HTTP server's shutdown: this one only covers an
+	// early return, and an error closing a closed listener says nothing.
+	defer func() { _ = ln.Close() }()
 	httpURL := "http://" + ln.Addr().String()
 	lockInfo := devlock.Info{PID: os.Getpid(), URL: httpURL}
 	if err := lock.Publish(lockInfo); err != nil {
@@ -230,7 +232,7 @@ func runDev(ctx context.Context, cfg devConfig) error {
 		})
 	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		fmt.Fprintln(w, "ok")
+		outln(w, "ok")
 	})
 	mux.Handle("GET /readyz", ready)
 	mux.Handle("GET /metrics", telemetry.MetricsHandler(reg))
@@ -502,7 +504,7 @@ func (r *readiness) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		http.Error(w, err.Error(), http.StatusServiceUnavailable)
 		return
 	}
-	fmt.Fprintln(w, "ready")
+	outln(w, "ready")
 }
 
 // natsLogger sends the embedded server's log to zerolog. Its notices are

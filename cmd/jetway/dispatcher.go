@@ -86,7 +86,7 @@ With no token configured it refuses to start: there is no open mode.`,
 			if err != nil {
 				return fmt.Errorf("--http: %w", err)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "dispatcher on http://%s (%d tokens), NATS API %s.* on %s\n",
+			outf(cmd.OutOrStdout(), "dispatcher on http://%s (%d tokens), NATS API %s.* on %s\n",
 				ln.Addr(), store.Len(), dispatcher.APISubjectPrefix, nc.ConnectedUrlRedacted())
 			return d.Serve(ctx, ln)
 		},
@@ -127,7 +127,11 @@ func runDevDispatcher(ctx context.Context, env *devEnv) error {
 	if err != nil {
 		return err
 	}
-	defer svc.Stop()
+	defer func() {
+		if err := svc.Stop(); err != nil {
+			log.Warn().Err(err).Msg("stop the dispatcher's NATS API")
+		}
+	}()
 	h := d.Handler()
 	env.Mux.Handle("/v1/", h)
 	// The web console: its page at / and its files under /console/.

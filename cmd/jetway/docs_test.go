@@ -11,6 +11,7 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -783,4 +784,77 @@ func TestREADME_commands_table_names_every_command(t *testing.T) {
 			t.Errorf("README.md's commands table names %q, which is no command", cmd)
 		}
 	}
+}
+
+// TestREADME_layout_names_every_package keeps the README's layout the map
+// of the tree: every directory holding Go code is named there, on a line
+// of its own or, for a helper inside another package (chat/ in
+// pkg/client/), on its parent's line; and every line names a directory
+// that exists.
+func TestREADME_layout_names_every_package(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(repoRoot, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(b), "\n## Repository layout\n")
+	if !ok {
+		t.Fatal(`README.md: no "## Repository layout" section`)
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	lines := map[string]string{} // directory (with its slash) → its line
+	for _, line := range strings.Split(section, "\n") {
+		if dir, _, ok := strings.Cut(line, " "); ok && strings.HasSuffix(dir, "/") {
+			lines[dir] = line
+			if _, err := os.Stat(filepath.Join(repoRoot, dir)); err != nil {
+				t.Errorf("README.md's layout names %s: %v", dir, err)
+			}
+		}
+	}
+	for _, dir := range goDirs(t) {
+		if !namedInLayout(lines, dir+"/") {
+			t.Errorf("README.md's layout does not name %s/", dir)
+		}
+	}
+}
+
+// namedInLayout reports whether dir has a line of its own or is named,
+// relative to it, on an ancestor's line.
+func namedInLayout(lines map[string]string, dir string) bool {
+	if _, ok := lines[dir]; ok {
+		return true
+	}
+	for parent, line := range lines {
+		rel, ok := strings.CutPrefix(dir, parent)
+		if ok && (strings.Contains(line, " "+rel) || strings.Contains(line, "("+rel)) {
+			return true
+		}
+	}
+	return false
+}
+
+// goDirs are the directories of the module holding .go files, relative to
+// its root, test data left out.
+func goDirs(t *testing.T) []string {
+	t.Helper()
+	seen := map[string]bool{}
+	err := filepath.WalkDir(repoRoot, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (strings.HasPrefix(d.Name(), ".") && path != repoRoot || d.Name() == "testdata") {
+			return filepath.SkipDir
+		}
+		if !d.IsDir() && strings.HasSuffix(path, ".go") {
+			rel, err := filepath.Rel(repoRoot, filepath.Dir(path))
+			if err != nil {
+				return err
+			}
+			seen[filepath.ToSlash(rel)] = true
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return slices.Sorted(maps.Keys(seen))
 }

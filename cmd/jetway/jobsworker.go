@@ -143,7 +143,7 @@ its previous run left behind. The buckets must exist (jetway dev, or
 			go func() {
 				select {
 				case <-w.Ready():
-					fmt.Fprintf(cmd.OutOrStdout(), "jobs worker %s running on %s, root %s\n", id, nc.ConnectedUrlRedacted(), root)
+					outf(cmd.OutOrStdout(), "jobs worker %s running on %s, root %s\n", id, nc.ConnectedUrlRedacted(), root)
 				case <-ctx.Done():
 				}
 			}()

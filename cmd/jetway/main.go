@@ -8,6 +8,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"slices"
 	"strings"
@@ -102,3 +103,11 @@ func main() {
 		os.Exit(1)
 	}
 }
+
+// outf and outln write a command's report to w. The command's work is
+// done by the time it reports it, and when the terminal or pipe it
+// reports to is gone there is no one left to tell, so the write error is
+// dropped here, in one place, on purpose.
+func outf(w io.Writer, format string, args ...any) { _, _ = fmt.Fprintf(w, format, args...) }
+
+func outln(w io.Writer, args ...any) { _, _ = fmt.Fprintln(w, args...) }

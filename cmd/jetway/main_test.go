@@ -2,55 +2,22 @@ package main
 
 import (
 	"bufio"
-	"fmt"
 	"io"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"jetway/internal/testutil"
 )
 
 // testVersion is stamped into the test binary, as `make build` does.
-const testVersion = "v0.0.0-test"
+const testVersion = testutil.JetwayVersion
 
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-	buildDir  string
-)
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if buildDir != "" {
-		os.RemoveAll(buildDir)
-	}
-	os.Exit(code)
-}
-
-// jetwayBinary builds cmd/jetway once per test run and returns its path.
-func jetwayBinary(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		buildDir, buildErr = os.MkdirTemp("", "jetway-bin-")
-		if buildErr != nil {
-			return
-		}
-		binPath = filepath.Join(buildDir, "jetway")
-		cmd := exec.Command("go", "build", "-o", binPath, "-ldflags", "-X main.version="+testVersion, ".")
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binPath
-}
+// jetwayBinary is cmd/jetway built from this checkout, the build every
+// package's tests share.
+func jetwayBinary(t *testing.T) string { return testutil.JetwayBinary(t) }
 
 // process is a running jetway whose stdout lines can be awaited.
 type process struct {

@@ -78,7 +78,8 @@ allowed by name with --webhook-allow-host.`,
 						log.Error().Err(err).Msg("metrics server")
 					}
 				}()
-				defer srv.Close()
+				// Metrics only: the process is on its way out when this runs.
+				defer func() { _ = srv.Close() }()
 			}
 			n, err := notifier.New(notifier.Config{
 				Conn: nc, Webhooks: hooks, Retry: retry, Logger: &log, Registry: reg, Version: serviceVersion,
@@ -90,7 +91,7 @@ allowed by name with --webhook-allow-host.`,
 			go func() {
 				select {
 				case <-n.Ready():
-					fmt.Fprintf(cmd.OutOrStdout(), "notifier running on %s (%d tenants with webhooks)\n", nc.ConnectedUrlRedacted(), len(hooks))
+					outf(cmd.OutOrStdout(), "notifier running on %s (%d tenants with webhooks)\n", nc.ConnectedUrlRedacted(), len(hooks))
 				case <-ctx.Done():
 				}
 			}()

@@ -80,7 +80,7 @@ func newLayoversCmd(*globals) *cobra.Command {
 				return err
 			}
 			for _, l := range ls {
-				fmt.Fprintf(out, "%s waiting for %s · resumes %s (in %s) · check %d\n",
+				outf(out, "%s waiting for %s · resumes %s (in %s) · check %d\n",
 					l.Session, l.WaitingFor, l.At.Local().Format(time.DateTime), time.Until(l.At).Round(time.Second), l.Checks+1)
 			}
 			return nil

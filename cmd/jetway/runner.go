@@ -98,7 +98,7 @@ any service with provisioning rights, creates them).`,
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "runner %s consuming on %s · model: %s\n", rf.id, nc.ConnectedUrlRedacted(), provider.Name())
+			outf(cmd.OutOrStdout(), "runner %s consuming on %s · model: %s\n", rf.id, nc.ConnectedUrlRedacted(), provider.Name())
 			return r.Run(ctx)
 		},
 	}

@@ -97,16 +97,16 @@ func newTenantsAddCmd() *cobra.Command {
 			out := cmd.OutOrStdout()
 			path := creds.Path(tenant, user)
 			if made {
-				fmt.Fprintf(out, "NATS credential of %s: %s (nkey seed, mode 0600)\n", describeUser(tenant, user), path)
+				outf(out, "NATS credential of %s: %s (nkey seed, mode 0600)\n", describeUser(tenant, user), path)
 			} else {
-				fmt.Fprintf(out, "NATS credential of %s exists: %s\n", describeUser(tenant, user), path)
+				outf(out, "NATS credential of %s exists: %s\n", describeUser(tenant, user), path)
 			}
 			if user == "" && tokens != "" {
 				if err := addTenantTokens(out, tokens, tenant); err != nil {
 					return err
 				}
 			}
-			fmt.Fprintf(out, "publish into a session: nats --nkey %s pub jetway.events.<session> …\n", path)
+			outf(out, "publish into a session: nats --nkey %s pub jetway.events.<session> …\n", path)
 			return reloadDeployment(out, f)
 		},
 	}
@@ -136,7 +136,7 @@ func newTenantsRevokeCmd() *cobra.Command {
 			if err := creds.WriteTenantsConf(conf); err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "revoked the NATS credential of %s\n", describeUser(args[0], user))
+			outf(cmd.OutOrStdout(), "revoked the NATS credential of %s\n", describeUser(args[0], user))
 			return reloadDeployment(cmd.OutOrStdout(), f)
 		},
 	}
@@ -161,7 +161,7 @@ func newTenantsListCmd() *cobra.Command {
 				return err
 			}
 			for _, t := range slices.Sorted(maps.Keys(tenants)) {
-				fmt.Fprintf(cmd.OutOrStdout(), "%s\t%d user(s)\n", t, len(tenants[t]))
+				outf(cmd.OutOrStdout(), "%s\t%d user(s)\n", t, len(tenants[t]))
 			}
 			return nil
 		},
@@ -187,7 +187,7 @@ func addTenantTokens(out io.Writer, path, tenant string) error {
 		return err
 	}
 	if slices.ContainsFunc(f.Tokens, func(g auth.Grant) bool { return g.Tenant == tenant }) {
-		fmt.Fprintf(out, "HTTP tokens of tenant %s: already in %s\n", tenant, path)
+		outf(out, "HTTP tokens of tenant %s: already in %s\n", tenant, path)
 		return nil
 	}
 	for _, admin := range []bool{false, true} {
@@ -200,7 +200,7 @@ func addTenantTokens(out io.Writer, path, tenant string) error {
 	if err := auth.WriteFile(path, f); err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "HTTP tokens of tenant %s (a user and an admin): added to %s\n", tenant, path)
+	outf(out, "HTTP tokens of tenant %s (a user and an admin): added to %s\n", tenant, path)
 	return nil
 }
 
@@ -209,19 +209,19 @@ func addTenantTokens(out io.Writer, path, tenant string) error {
 // make a cluster take it.
 func reloadDeployment(out io.Writer, f tenantsFlags) error {
 	if f.secrets != "" {
-		fmt.Fprintln(out, "now reload every NATS server twice (scripts/cluster.sh reload does; or nats-server --signal reload=<pid>, twice: "+
+		outln(out, "now reload every NATS server twice (scripts/cluster.sh reload does; or nats-server --signal reload=<pid>, twice: "+
 			"a new account's imports are wired at the second reload) and, for new tokens, send the dispatchers SIGHUP")
 		return nil
 	}
 	info, ok := devlock.Running(f.data)
 	if !ok || info.PID <= 0 {
-		fmt.Fprintln(out, "no jetway dev is running on "+f.data+": it takes the change when it starts")
+		outln(out, "no jetway dev is running on "+f.data+": it takes the change when it starts")
 		return nil
 	}
 	if err := syscall.Kill(info.PID, syscall.SIGHUP); err != nil {
 		return fmt.Errorf("tell jetway dev (pid %d) to reload: %w", info.PID, err)
 	}
-	fmt.Fprintf(out, "jetway dev (pid %d) reloads its tenant accounts and tokens now\n", info.PID)
+	outf(out, "jetway dev (pid %d) reloads its tenant accounts and tokens now\n", info.PID)
 	return nil
 }
 

@@ -31,45 +31,12 @@ const confDir = "../nats"
 // readyTimeout bounds every wait for servers to come up or to agree.
 const readyTimeout = 45 * time.Second
 
-var (
-	binDir string
-
-	buildOnce sync.Once
-	buildPath string
-	buildErr  error
-)
-
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "jetway-deploytest-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "deploytest:", err)
-		os.Exit(1)
-	}
-	binDir = dir
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
-
-// natsServerBinary builds nats-server once per test binary, at the version
-// go.mod pins, so the tests run the same server `make cluster` does.
+// natsServerBinary is nats-server at the version go.mod pins, so the tests
+// run the same server `make cluster` does; built once and kept while
+// go.mod and go.sum stay as they are (testutil.Binary).
 func natsServerBinary(t testing.TB) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		goBin, err := exec.LookPath("go")
-		if err != nil {
-			goBin = "go" // not on PATH: let exec report it
-		}
-		buildPath = filepath.Join(binDir, "nats-server")
-		cmd := exec.Command(goBin, "build", "-o", buildPath, "github.com/nats-io/nats-server/v2")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build nats-server: %w\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return buildPath
+	return testutil.Binary(t, "github.com/nats-io/nats-server/v2", "")
 }
 
 // node is one nats-server process of a rendered deployment.

@@ -50,7 +50,8 @@ func (e *env) measureAgent(ctx context.Context) {
 			Model: "claude-bench", MaxTokens: anthropic.DefaultMaxTokens,
 			Messages: []sdk.MessageParam{sdk.NewUserMessage(sdk.NewTextBlock("did the tests pass?"))},
 		})
-		defer stream.Close()
+		// Read to its end; closing only gives the connection back.
+		defer func() { _ = stream.Close() }()
 		var acc sdk.Message
 		for stream.Next() {
 			if err := acc.Accumulate(stream.Current()); err != nil {
@@ -73,7 +74,10 @@ func (e *env) measureAgent(ctx context.Context) {
 	}
 	loop := func() error {
 		in := agent.QueryInput{Provider: provider, Messages: []llm.Message{llm.UserText("did the tests pass?")}}
-		for ev := range agent.Query(ctx, in, agent.QueryDeps{}) {
+		for ev, err := range agent.Query(ctx, in, agent.QueryDeps{}) {
+			if err != nil {
+				return err
+			}
 			if ev.Kind != agent.KindResult {
 				continue
 			}

@@ -61,7 +61,8 @@ func (e *env) workerFigures(ctx context.Context, dir string, bare samples, catBe
 		skipAll(err)
 		return
 	}
-	defer os.Remove(bin)
+	// Scratch space in the bench's directory, which goes as a whole.
+	defer func() { _ = os.Remove(bin) }()
 	cmd := exec.Command(bin, "jobs-worker", "--nats", e.url, "--id", id, "--root", root,
 		"--max-output", strconv.FormatInt(2*n, 10), "--log-format", "json", "--log-level", "warn")
 	var out lockedBuffer
@@ -73,7 +74,9 @@ func (e *env) workerFigures(ctx context.Context, dir string, bare samples, catBe
 	exited := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(exited) }()
 	mem := sampleMem(cmd.Process.Pid, 20*time.Millisecond)
-	defer mem.stop()
+	// Stops the sampler on an early return; the figure's own path reads
+	// the peak (and its error) before this runs.
+	defer func() { _, _ = mem.stop() }()
 	defer func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		select {
@@ -298,7 +301,9 @@ func workerPing(ctx context.Context, nc *nats.Conn, worker string) (string, erro
 	if err != nil {
 		return "", fmt.Errorf("ping jobs workers: %w", err)
 	}
-	defer sub.Unsubscribe()
+	// A one-off inbox: a failed unsubscribe leaves a subscription nothing
+	// publishes to, gone with the connection.
+	defer func() { _ = sub.Unsubscribe() }()
 	if err := nc.PublishRequest(all, inbox, nil); err != nil {
 		return "", fmt.Errorf("ping jobs workers: %w", err)
 	}
@@ -327,14 +332,14 @@ func installed(binary, dir string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("copy the jetway binary: %w", err)
 	}
-	defer src.Close()
+	defer func() { _ = src.Close() }() // read only: a failed close loses nothing
 	path := filepath.Join(dir, "jetway-installed")
 	dst, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o755)
 	if err != nil {
 		return "", fmt.Errorf("copy the jetway binary: %w", err)
 	}
 	if _, err := io.Copy(dst, src); err != nil {
-		dst.Close()
+		_ = dst.Close() // the copy error is the one to report
 		return "", fmt.Errorf("copy the jetway binary to %s: %w", path, err)
 	}
 	if err := dst.Close(); err != nil {
@@ -374,7 +379,7 @@ func readMemSplit(pid int) (memSplit, error) {
 	if err != nil {
 		return memSplit{}, err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // read only: a failed close loses nothing
 	var m memSplit
 	fields := map[string]*int64{"VmRSS:": &m.RSS, "RssAnon:": &m.Anon, "RssFile:": &m.File, "RssShmem:": &m.Shmem}
 	seen := 0

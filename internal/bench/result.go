@@ -123,14 +123,13 @@ func num(v float64) string {
 // WriteTable prints results as an aligned table: name, value, unit,
 // baseline (and what it is), ratio, goal and whether it was met.
 func WriteTable(w io.Writer, results []Result) error {
+	// tw keeps the table until Flush, which returns a failed write.
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "FIGURE\tVALUE\tUNIT\tBASELINE (raw, same run)\tRATIO\tGOAL\tMET")
+	_, _ = fmt.Fprintln(tw, "FIGURE\tVALUE\tUNIT\tBASELINE (raw, same run)\tRATIO\tGOAL\tMET")
 	for _, r := range results {
-		value, base, ratio, met := "-", "-", "-", "-"
+		value, base, ratio, met := r.Note, "-", "-", "-"
 		if r.Value != nil {
 			value = num(*r.Value)
-		} else {
-			value = r.Note
 		}
 		if r.Baseline != nil {
 			base = num(*r.Baseline)
@@ -148,7 +147,7 @@ func WriteTable(w io.Writer, results []Result) error {
 		if goal == "" {
 			goal = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, value, r.Unit, base, ratio, goal, met)
+		_, _ = fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, value, r.Unit, base, ratio, goal, met)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

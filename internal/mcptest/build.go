@@ -3,55 +3,24 @@ package mcptest
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"sync"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"jetway/internal/testutil"
 )
 
-var (
-	buildOnce sync.Once
-	buildPath string
-	buildErr  error
-	buildOut  []byte
-)
-
-// Build compiles the mcptestserver program once per test binary and
-// returns its path, in a directory of its own (a worker's confined
-// servers need it among their read-only paths). The directory is in the
-// user's cache, and each build replaces the program there by a rename, so
-// test binaries running at once each find a whole program and nothing is
-// left behind in /tmp.
+// Build returns the mcptestserver program built from this checkout, in a
+// directory of its own (a worker's confined servers need it among their
+// read-only paths): the one build every package's tests share, made again
+// only when its sources change (testutil.Binary).
 func Build(t testing.TB) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		var cache string
-		if cache, buildErr = os.UserCacheDir(); buildErr != nil {
-			return
-		}
-		dir := filepath.Join(cache, "jetway-mcptest")
-		if buildErr = os.MkdirAll(dir, 0o755); buildErr != nil {
-			return
-		}
-		buildPath = filepath.Join(dir, "mcptestserver")
-		tmp := fmt.Sprintf("%s.%d.tmp", buildPath, os.Getpid())
-		cmd := exec.Command("go", "build", "-o", tmp, "jetway/internal/mcptest/mcptestserver")
-		if buildOut, buildErr = cmd.CombinedOutput(); buildErr != nil {
-			return
-		}
-		buildErr = os.Rename(tmp, buildPath)
-	})
-	if buildErr != nil {
-		t.Fatalf("build the MCP test server: %v\n%s", buildErr, buildOut)
-	}
-	return buildPath
+	return testutil.Binary(t, "jetway/internal/mcptest/mcptestserver", "")
 }
 
 // HTTPServer is the test server over streamable HTTP.

@@ -235,9 +235,8 @@ func addDevOperator(dataDir, path string, f File) (File, error) {
 	if err != nil {
 		return File{}, err
 	}
-	defer os.Remove(tmp)
 	if err := os.Rename(tmp, path); err != nil {
-		return File{}, fmt.Errorf("auth: dev tokens: add operator token to %s: %w", path, err)
+		return File{}, errors.Join(fmt.Errorf("auth: dev tokens: add operator token to %s: %w", path, err), dropAside(tmp))
 	}
 	return ReadFile(path)
 }
@@ -267,11 +266,14 @@ func createDevTokens(dataDir, path string) error {
 	if err != nil {
 		return err
 	}
-	defer os.Remove(tmp)
-	if err := os.Link(tmp, path); err != nil && !errors.Is(err, fs.ErrExist) {
-		return fmt.Errorf("auth: dev tokens: create %s: %w", path, err)
+	// A link, not a rename: a file another dev start linked first wins.
+	err = os.Link(tmp, path)
+	if err != nil && !errors.Is(err, fs.ErrExist) {
+		err = fmt.Errorf("auth: dev tokens: create %s: %w", path, err)
+	} else {
+		err = nil
 	}
-	return nil
+	return errors.Join(err, dropAside(tmp))
 }
 
 // writeAside writes f to a new private file in dir, synced, and returns its
@@ -286,9 +288,8 @@ func writeAside(dir string, f File) (string, error) {
 		return "", fmt.Errorf("auth: dev tokens: %w", err)
 	}
 	fail := func(err error) (string, error) {
-		tmp.Close()
-		os.Remove(tmp.Name())
-		return "", err
+		_ = tmp.Close() // the failure at hand is the one to report
+		return "", errors.Join(err, dropAside(tmp.Name()))
 	}
 	if err := tmp.Chmod(0o600); err != nil {
 		return fail(fmt.Errorf("auth: dev tokens: %w", err))
@@ -300,10 +301,19 @@ func writeAside(dir string, f File) (string, error) {
 		return fail(fmt.Errorf("auth: dev tokens: sync %s: %w", tmp.Name(), err))
 	}
 	if err := tmp.Close(); err != nil {
-		os.Remove(tmp.Name())
-		return "", fmt.Errorf("auth: dev tokens: %w", err)
+		return "", errors.Join(fmt.Errorf("auth: dev tokens: %w", err), dropAside(tmp.Name()))
 	}
 	return tmp.Name(), nil
+}
+
+// dropAside removes a file writeAside made. It holds tokens, so a copy
+// left behind is a leak and a failure to remove it is an error; a file a
+// rename already took is not.
+func dropAside(name string) error {
+	if err := os.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("auth: remove the tokens' temporary copy: %w", err)
+	}
+	return nil
 }
 
 // NewToken returns a fresh random token: "jw_" and 32 random bytes in
@@ -332,8 +342,7 @@ func WriteFile(path string, f File) error {
 		return err
 	}
 	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("auth: tokens file %s: %w", path, err)
+		return errors.Join(fmt.Errorf("auth: tokens file %s: %w", path, err), dropAside(tmp))
 	}
 	return nil
 }

@@ -281,7 +281,7 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, cont
 	if err != nil {
 		return err
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }() // read: a failed close loses nothing
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
 	if err != nil {
 		return fmt.Errorf("client: read answer of %s %s: %w", method, path, err)
@@ -329,7 +329,7 @@ func (c *Client) send(ctx context.Context, method, path string, q url.Values, co
 		return nil, &UnreachableError{URL: c.base.String(), Err: err}
 	}
 	if resp.StatusCode/100 != 2 {
-		defer resp.Body.Close()
+		defer func() { _ = resp.Body.Close() }() // read: a failed close loses nothing
 		return nil, readAPIError(method, path, resp)
 	}
 	return resp, nil

@@ -128,12 +128,12 @@ func (c *Client) Follow(ctx context.Context, session string, o StreamOptions, fn
 					break
 				}
 				if ferr := fn(ev); ferr != nil {
-					s.Close()
+					_ = s.Close() // fn's error is the one to report
 					return ferr
 				}
 			}
 			last = s.LastEventID()
-			s.Close()
+			_ = s.Close() // it failed already; the next one resumes after last
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()

@@ -66,15 +66,16 @@ func SortJobs(jobs []Job) {
 // the job's readable line.
 func WriteJobs(w io.Writer, jobs []Job) error {
 	SortJobs(jobs)
+	// tw keeps the table until Flush, which returns a failed write.
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "JOB\tSTATE\tEXIT\tJOB LINE")
+	_, _ = fmt.Fprintln(tw, "JOB\tSTATE\tEXIT\tJOB LINE")
 	for _, j := range jobs {
 		r := DecodeJob(j)
 		exit := "-"
 		if !r.Running() && r.Status != "" {
 			exit = strconv.Itoa(r.ExitCode)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", j.Job, orDash(r.Status), exit, orDash(r.Line))
+		_, _ = fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", j.Job, orDash(r.Status), exit, orDash(r.Line))
 	}
 	return tw.Flush()
 }
@@ -106,14 +107,15 @@ func GroundStopOf(st StopState, session string) string {
 // when it could not be read) and when it last changed.
 func WriteSessions(w io.Writer, ss []Session, stop *StopState, now time.Time) error {
 	slices.SortStableFunc(ss, func(a, b Session) int { return strings.Compare(a.Session, b.Session) })
+	// tw keeps the table until Flush, which returns a failed write.
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SESSION\tSTATE\tGROUND STOP\tLAST ACTIVITY")
+	_, _ = fmt.Fprintln(tw, "SESSION\tSTATE\tGROUND STOP\tLAST ACTIVITY")
 	for _, s := range ss {
 		gs := "?"
 		if stop != nil {
 			gs = GroundStopOf(*stop, s.Session)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", s.Session, orDash(DecodeSession(s).State), gs, Ago(s.Updated, now))
+		_, _ = fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", s.Session, orDash(DecodeSession(s).State), gs, Ago(s.Updated, now))
 	}
 	return tw.Flush()
 }
@@ -166,8 +168,9 @@ func LiftCommand(cli, flags, scope, session string) string {
 // WriteChildren prints a session's sub-agents as a table by number: their
 // session, agent profile, state (with the live run) and runs.
 func WriteChildren(w io.Writer, children []dispatcherapi.ChildSummary) error {
+	// tw keeps the table until Flush, which returns a failed write.
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "AGENT\tSESSION\tPROFILE\tSTATE\tRUNS")
+	_, _ = fmt.Fprintln(tw, "AGENT\tSESSION\tPROFILE\tSTATE\tRUNS")
 	for _, c := range children {
 		state := c.State
 		if c.Run != "" {
@@ -175,7 +178,7 @@ func WriteChildren(w io.Writer, children []dispatcherapi.ChildSummary) error {
 		} else if c.Runs == 0 && c.State == "idle" && c.Reason == "" {
 			state = "starting"
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\n", c.Number, c.Session, orDash(c.Agent), state, c.Runs)
+		_, _ = fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\n", c.Number, c.Session, orDash(c.Agent), state, c.Runs)
 	}
 	return tw.Flush()
 }

@@ -65,7 +65,7 @@ func Acquire(dir string) (*Lock, error) {
 		return nil, fmt.Errorf("open dev lock: %w", err)
 	}
 	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		defer f.Close()
+		defer func() { _ = f.Close() }() // not ours: only read, nothing to lose
 		if errors.Is(err, unix.EWOULDBLOCK) {
 			info, _ := readInfo(f)
 			return nil, &HeldError{Dir: dir, Info: info}
@@ -109,7 +109,7 @@ func Running(dir string) (Info, bool) {
 	if err != nil {
 		return Info{}, false
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // read only: a failed close loses nothing
 	// A shared lock we can take means no dev holds the exclusive one.
 	if err := unix.Flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB); err == nil {
 		_ = unix.Flock(int(f.Fd()), unix.LOCK_UN)

@@ -315,9 +315,11 @@ func (m *Manager) startCommand(t *task) error {
 		lim = m.lim.Tree
 	}
 	tree, err := m.host.StartConfined(cmd, lim, t.spec.Confine)
-	w.Close()
+	// The child has its own copy of the write end (or never started): a
+	// failed close of ours changes nothing the reader sees.
+	_ = w.Close()
 	if err != nil {
-		r.Close()
+		_ = r.Close() // unread; the start error is the one to report
 		return fmt.Errorf("tasks: start %q: %w", t.spec.Summary, err)
 	}
 	t.tree = tree
@@ -338,7 +340,8 @@ func (m *Manager) startCommand(t *task) error {
 		case <-time.After(2 * time.Second):
 			// A writer that left the tree still holds the pipe.
 		}
-		r.Close()
+		// Ends readFrom's read; the output it copied is all there is.
+		_ = r.Close()
 		<-copied
 		t.exited <- commandResult(err)
 	}()

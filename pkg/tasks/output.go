@@ -400,7 +400,7 @@ func eachLine(path string, fn func(n int, line string) bool) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("open task output: %w", err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // read only: a failed close loses nothing
 	r := bufio.NewReaderSize(f, 64<<10)
 	n := 0
 	for {

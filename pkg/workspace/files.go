@@ -84,7 +84,7 @@ func (w *Workspace) Read(ctx context.Context, req ReadRequest) (ReadResult, erro
 	if err != nil {
 		return ReadResult{}, err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // read only: a failed close loses nothing
 
 	res := ReadResult{Path: filepath.ToSlash(rel)}
 	var out strings.Builder
@@ -152,18 +152,21 @@ func (w *Workspace) openRegular(op, name, rel string) (*os.File, fs.FileInfo, er
 	if err != nil {
 		return nil, nil, rootErr(op, name, err)
 	}
+	// refuse closes f, opened read only, where a failed close loses
+	// nothing, and returns why it is refused.
+	refuse := func(err error) (*os.File, fs.FileInfo, error) {
+		_ = f.Close()
+		return nil, nil, err
+	}
 	fi, err := f.Stat()
 	if err != nil {
-		f.Close()
-		return nil, nil, rootErr(op, name, err)
+		return refuse(rootErr(op, name, err))
 	}
 	switch {
 	case fi.IsDir():
-		f.Close()
-		return nil, nil, fmt.Errorf("workspace: %s %s: is a directory (use glob to list it)", op, name)
+		return refuse(fmt.Errorf("workspace: %s %s: is a directory (use glob to list it)", op, name))
 	case !fi.Mode().IsRegular():
-		f.Close()
-		return nil, nil, fmt.Errorf("workspace: %s %s: not a regular file (%s)", op, name, fi.Mode().Type())
+		return refuse(fmt.Errorf("workspace: %s %s: not a regular file (%s)", op, name, fi.Mode().Type()))
 	}
 	if n := linkCount(fi); n > 1 {
 		// A hard link is the same file under another name, and nothing
@@ -172,8 +175,7 @@ func (w *Workspace) openRegular(op, name, rel string) (*os.File, fs.FileInfo, er
 		// ../../tokens.json). The file tools run with the worker's reach,
 		// so they refuse every file with more than one name; a job, which
 		// is confined, can still read it (cat) if it may.
-		f.Close()
-		return nil, nil, fmt.Errorf("workspace: %s %s: refused: the file has %d hard links and another one may be outside the workspace; read it with a command instead (cat %s)", op, name, n, name)
+		return refuse(fmt.Errorf("workspace: %s %s: refused: the file has %d hard links and another one may be outside the workspace; read it with a command instead (cat %s)", op, name, n, name))
 	}
 	return f, fi, nil
 }
@@ -307,10 +309,11 @@ func (w *Workspace) writeAtomic(rel string, data []byte, perm fs.FileMode, chmod
 	if err != nil {
 		return err
 	}
+	// fail removes the temporary file, saying so if it cannot (a stray
+	// dot-file left in the workspace), and returns err.
 	fail := func(err error) error {
-		f.Close()
-		w.root.Remove(tmp)
-		return err
+		_ = f.Close() // err is the one to report
+		return errors.Join(err, w.root.Remove(tmp))
 	}
 	if _, err := f.Write(data); err != nil {
 		return fail(err)
@@ -324,12 +327,10 @@ func (w *Workspace) writeAtomic(rel string, data []byte, perm fs.FileMode, chmod
 		return fail(err)
 	}
 	if err := f.Close(); err != nil {
-		w.root.Remove(tmp)
-		return err
+		return errors.Join(err, w.root.Remove(tmp))
 	}
 	if err := w.root.Rename(tmp, rel); err != nil {
-		w.root.Remove(tmp)
-		return err
+		return errors.Join(err, w.root.Remove(tmp))
 	}
 	return nil
 }
@@ -368,7 +369,7 @@ func (w *Workspace) Edit(ctx context.Context, req EditRequest) (EditResult, erro
 	if err != nil {
 		return EditResult{}, err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // read only: a failed close loses nothing
 	if fi.Size() > w.cfg.MaxFileBytes {
 		return EditResult{}, fmt.Errorf("workspace: edit %s: %d bytes is more than the limit of %d", req.Path, fi.Size(), w.cfg.MaxFileBytes)
 	}

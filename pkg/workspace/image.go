@@ -77,7 +77,7 @@ func (w *Workspace) ReadImage(ctx context.Context, req ImageRequest) (Image, err
 	if err != nil {
 		return Image{}, err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // read only: a failed close loses nothing
 	head := make([]byte, 512)
 	n, err := io.ReadFull(f, head)
 	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {

@@ -365,7 +365,7 @@ func (w *Workspace) grepFile(ctx context.Context, re *regexp.Regexp, rel string,
 		res.Skipped++ // a dangling link, a FIFO, or gone since the walk saw it
 		return nil
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // read only: a failed close loses nothing
 	if fi.Size() > w.cfg.MaxFileBytes {
 		res.Skipped++
 		return nil

@@ -235,9 +235,11 @@ func (w *Worker) adopt(ctx context.Context, sid string, cmd *exec.Cmd, spec task
 	var out tasks.Handoff
 	started := time.Now()
 	tree, err := w.mgr.Host().StartConfined(cmd, w.mgr.Limits().Tree, spec.Confine)
-	pw.Close()
+	// The child has its own copy of the write end (or never started): a
+	// failed close of ours changes nothing the reader sees.
+	_ = pw.Close()
 	if err != nil {
-		pr.Close()
+		_ = pr.Close() // unread; the start error is the one to report
 		return tasks.Info{}, nil, fmt.Errorf("jobs: start %q: %w", spec.Summary, err)
 	}
 	copied := make(chan struct{})
@@ -256,7 +258,8 @@ func (w *Worker) adopt(ctx context.Context, sid string, cmd *exec.Cmd, spec task
 		case <-copied:
 		case <-time.After(2 * time.Second):
 		}
-		pr.Close()
+		// Ends the copy's read; the output it copied is all there is.
+		_ = pr.Close()
 		<-copied
 		<-held
 		waited <- err
@@ -267,7 +270,10 @@ func (w *Worker) adopt(ctx context.Context, sid string, cmd *exec.Cmd, spec task
 	if err != nil {
 		release()
 		_ = tree.Kill()
-		<-waited
+		// Waits for the tree to be gone; how a killed tree ended says
+		// nothing, and Adopt's error is the one to report.
+		ended := <-waited
+		_ = ended
 		tree.Close()
 		return tasks.Info{}, nil, err
 	}

@@ -120,7 +120,8 @@ func probeDisk(dir string) error {
 	probe := filepath.Join(dir, ".disk-probe")
 	_ = unmount(filepath.Join(probe, "mnt"))
 	_ = os.RemoveAll(probe)
-	defer os.RemoveAll(probe)
+	// A leftover probe is removed by the next probe, just above.
+	defer func() { _ = os.RemoveAll(probe) }()
 	mnt := filepath.Join(probe, "mnt")
 	if err := os.MkdirAll(mnt, 0o700); err != nil {
 		return fmt.Errorf("probe directory: %w", err)
@@ -328,7 +329,7 @@ func emptyDir(dir string) bool {
 	if err != nil {
 		return false
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // read only: a failed close loses nothing
 	names, _ := f.Readdirnames(1)
 	return len(names) == 0
 }

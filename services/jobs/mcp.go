@@ -345,7 +345,7 @@ func backoff(crashes int) time.Duration {
 // readStdout hands each line the server writes to the connection, and
 // keeps the result of the process's initialize for later connections.
 func (s *mcpServer) readStdout(f *os.File, gen int) {
-	defer f.Close()
+	defer func() { _ = f.Close() }() // a pipe's read end: nothing to lose
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 64<<10), mcpMaxLine)
 	for sc.Scan() {
@@ -378,7 +378,7 @@ func (s *mcpServer) readStdout(f *os.File, gen int) {
 // readStderr keeps the last lines the server wrote to stderr, redacted,
 // for the error a crash reports.
 func (s *mcpServer) readStderr(f *os.File) {
-	defer f.Close()
+	defer func() { _ = f.Close() }() // a pipe's read end: nothing to lose
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 4096), 64<<10)
 	for sc.Scan() {

@@ -324,7 +324,7 @@ func (n *Notifier) post(ctx context.Context, hook Webhook, d delivery) error {
 	if err != nil {
 		return fmt.Errorf("POST %s: %w", hook.URL, err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }() // read: a failed close loses nothing
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	if resp.StatusCode/100 == 3 {
 		return fmt.Errorf("POST %s: %s to %q: %w; configure the final URL", hook.URL, resp.Status,

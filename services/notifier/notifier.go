@@ -256,7 +256,11 @@ func (n *Notifier) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	defer svc.Stop()
+	defer func() {
+		if err := svc.Stop(); err != nil {
+			n.log.Warn().Err(err).Msg("stop the notifier's micro service")
+		}
+	}()
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -20,32 +19,9 @@ import (
 	"jetway/pkg/llm/llmtest"
 )
 
-// binDir holds the jetway binary the cluster tests build; TestMain removes
-// it (a 130 MB binary left in the temporary directory by every run).
-var binDir string
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if binDir != "" {
-		os.RemoveAll(binDir)
-	}
-	os.Exit(code)
-}
-
-// buildJetway builds the jetway binary once per test binary.
-var buildJetway = sync.OnceValues(func() (string, error) {
-	dir, err := os.MkdirTemp("", "jetway-bin-")
-	if err != nil {
-		return "", err
-	}
-	binDir = dir
-	bin := filepath.Join(dir, "jetway")
-	cmd := exec.Command("go", "build", "-o", bin, "jetway/cmd/jetway")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("build jetway: %v\n%s", err, out)
-	}
-	return bin, nil
-})
+// buildJetway returns the jetway binary the tests of every package share
+// (testutil.Binary).
+func buildJetway() (string, error) { return testutil.JetwayBuild() }
 
 // runnerProc is a `jetway runner` process.
 type runnerProc struct {

@@ -11,13 +11,16 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"jetway/internal/testutil"
 )
 
 // stopTimeout bounds how long a process may take to exit after a signal.
 const stopTimeout = 15 * time.Second
 
 // jetwayBinary returns the jetway binary to run: $JETWAY_BIN when set (make
-// chaos builds bin/jetway first), otherwise one built for this test.
+// chaos builds bin/jetway first), otherwise the build every package's
+// tests share.
 func jetwayBinary(t *testing.T) string {
 	t.Helper()
 	if bin := os.Getenv("JETWAY_BIN"); bin != "" {
@@ -27,13 +30,7 @@ func jetwayBinary(t *testing.T) string {
 		}
 		return abs
 	}
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "jetway")
-	cmd := exec.Command("go", "build", "-o", bin, "jetway/cmd/jetway")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build jetway: %v\n%s", err, out)
-	}
-	return bin
+	return testutil.JetwayBinary(t)
 }
 
 // hasCommand reports whether the jetway binary knows a subcommand.

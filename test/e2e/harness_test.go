@@ -38,41 +38,9 @@ const (
 	runTimeout   = 30 * time.Second // an event until the run it causes has ended
 )
 
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-	buildDir  string
-)
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if buildDir != "" {
-		os.RemoveAll(buildDir)
-	}
-	os.Exit(code)
-}
-
-// jetwayBinary builds cmd/jetway once per test run, as `make build` does,
-// and returns its path.
-func jetwayBinary(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		buildDir, buildErr = os.MkdirTemp("", "jetway-e2e-bin-")
-		if buildErr != nil {
-			return
-		}
-		binPath = filepath.Join(buildDir, "jetway")
-		cmd := exec.Command("go", "build", "-o", binPath, "-ldflags", "-X main.version=v0.0.0-e2e", "jetway/cmd/jetway")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build jetway/cmd/jetway: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binPath
-}
+// jetwayBinary is cmd/jetway built from this checkout, stamped with a
+// version as `make build` does: the build every package's tests share.
+func jetwayBinary(t *testing.T) string { return testutil.JetwayBinary(t) }
 
 // cleanEnv is this process's environment without anything that would pick
 // a real model or point jetway elsewhere, plus extra (KEY=value).

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -61,7 +62,7 @@ few minutes.`,
 			}
 			bin, err := findJetway(jetwayBin)
 			if err != nil {
-				fmt.Fprintf(cmd.ErrOrStderr(), "jetway-bench: %v; the figures that need a jetway process will say \"not measured\"\n", err)
+				outf(cmd.ErrOrStderr(), "jetway-bench: %v; the figures that need a jetway process will say \"not measured\"\n", err)
 			}
 			cfg.JetwayBinary = bin
 			if cpuProfile != "" {
@@ -69,7 +70,11 @@ few minutes.`,
 				if err != nil {
 					return fmt.Errorf("bench: %w", err)
 				}
-				defer f.Close()
+				defer func() {
+					if err := f.Close(); err != nil {
+						outf(cmd.ErrOrStderr(), "jetway-bench: cpu profile %s: %v\n", cpuProfile, err)
+					}
+				}()
 				if err := pprof.StartCPUProfile(f); err != nil {
 					return fmt.Errorf("bench: cpu profile: %w", err)
 				}
@@ -96,7 +101,7 @@ func run(ctx context.Context, cmd *cobra.Command, cfg bench.Config, quick bool, 
 	start := time.Now()
 	errOut := cmd.ErrOrStderr()
 	cfg.Progress = func(line string) {
-		fmt.Fprintf(errOut, "[%6.1fs] %s\n", time.Since(start).Seconds(), line)
+		outf(errOut, "[%6.1fs] %s\n", time.Since(start).Seconds(), line)
 	}
 	results, runErr := bench.Run(ctx, cfg)
 	out := cmd.OutOrStdout()
@@ -104,7 +109,7 @@ func run(ctx context.Context, cmd *cobra.Command, cfg bench.Config, quick bool, 
 	if quick {
 		mode = "quick"
 	}
-	fmt.Fprintf(out, "\njetway bench (%s) · %s · %d figures\n\n", mode, time.Since(start).Round(time.Second), len(results))
+	outf(out, "\njetway bench (%s) · %s · %d figures\n\n", mode, time.Since(start).Round(time.Second), len(results))
 	if err := bench.WriteTable(out, results); err != nil {
 		return err
 	}
@@ -112,7 +117,7 @@ func run(ctx context.Context, cmd *cobra.Command, cfg bench.Config, quick bool, 
 		if err := writeJSON(jsonFile, results); err != nil {
 			return err
 		}
-		fmt.Fprintf(out, "\nwrote %s\n", jsonFile)
+		outf(out, "\nwrote %s\n", jsonFile)
 	}
 	return runErr
 }
@@ -123,7 +128,7 @@ func writeJSON(path string, results []bench.Result) error {
 		return fmt.Errorf("bench: %w", err)
 	}
 	if err := bench.WriteJSON(f, results); err != nil {
-		f.Close()
+		_ = f.Close() // the write error is the one to report
 		return fmt.Errorf("bench: write %s: %w", path, err)
 	}
 	if err := f.Close(); err != nil {
@@ -153,3 +158,8 @@ func findJetway(flag string) (string, error) {
 	}
 	return "", errors.New("no jetway binary (--jetway, beside jetway-bench, or on PATH)")
 }
+
+// outf writes a line of progress or of the report. The figures are
+// measured by then, and when the terminal is gone there is no one left to
+// tell, so the write error is dropped here, on purpose.
+func outf(w io.Writer, format string, args ...any) { _, _ = fmt.Fprintf(w, format, args...) }

@@ -257,7 +257,7 @@ func freePorts(t testing.TB, n int) []int {
 	var ls []net.Listener
 	defer func() {
 		for _, l := range ls {
-			l.Close()
+			_ = l.Close() // only held to keep the port; the test binds it next
 		}
 	}()
 	var ports []int

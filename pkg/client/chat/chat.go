@@ -93,10 +93,14 @@ func Run(ctx context.Context, cfg Config) error {
 	if f, ok := cfg.In.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
 		old, err := term.MakeRaw(int(f.Fd()))
 		if err != nil {
-			first.Close()
+			_ = first.Close() // unread: a failed close loses nothing
 			return fmt.Errorf("chat: raw mode: %w", err)
 		}
-		defer term.Restore(int(f.Fd()), old)
+		defer func() {
+			if err := term.Restore(int(f.Fd()), old); err != nil {
+				fmt.Fprintf(os.Stderr, "jetway chat: restore the terminal: %v (run `reset`)\n", err)
+			}
+		}()
 		c.term = term.NewTerminal(struct {
 			io.Reader
 			io.Writer
@@ -118,7 +122,10 @@ func Run(ctx context.Context, cfg Config) error {
 	defer func() {
 		cancel()
 		if !streamOver {
-			<-streamDone
+			// Only waits for the goroutine to stop printing: the chat
+			// ends for another reason, which is the one Run returns.
+			followErr := <-streamDone
+			_ = followErr
 		}
 	}()
 	lines := make(chan string)
@@ -174,7 +181,9 @@ type chat struct {
 	wakes sync.Map
 }
 
-// println shows one line above the prompt (terminal) or as a line.
+// println shows one line above the prompt (terminal) or as a line. A
+// write error is dropped: output that is gone has no one left to show
+// the error to either.
 func (c *chat) println(s string) {
 	if c.term != nil {
 		_, _ = c.term.Write([]byte(s + "\n"))
@@ -182,7 +191,7 @@ func (c *chat) println(s string) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	fmt.Fprintln(c.cfg.Out, s)
+	_, _ = fmt.Fprintln(c.cfg.Out, s)
 }
 
 // read feeds typed lines to the chat until input ends (nil) or fails.
@@ -244,7 +253,7 @@ func (c *chat) follow(ctx context.Context, first *client.Stream) error {
 		}
 		_ = show(ev)
 	}
-	first.Close()
+	_ = first.Close() // read to its end or failing: nothing more to lose
 	if ctx.Err() != nil {
 		return nil
 	}
@@ -402,7 +411,11 @@ func (c *chat) settle(ctx context.Context, streamDone <-chan error) (streamOver 
 		select {
 		case <-ctx.Done():
 			return false
-		case <-streamDone:
+		case err := <-streamDone:
+			// The input was sent and what came of it shown: a stream
+			// that ends (the dev stopped) leaves nothing to wait for,
+			// and the chat ends as it would have.
+			_ = err
 			return true
 		case <-c.activity:
 		case <-tick.C:

@@ -137,7 +137,9 @@ func (p *Provider) newStreaming(ctx context.Context, params sdk.MessageNewParams
 
 func (p *Provider) streamOnce(ctx context.Context, params sdk.MessageNewParams, opts []option.RequestOption, emit func(llm.StreamEvent), stopped func() bool) error {
 	stream := p.newStreaming(ctx, params, opts)
-	defer stream.Close()
+	// Closing only ends the response: what was read is the answer, and a
+	// stream stopped early is one nobody reads any more.
+	defer func() { _ = stream.Close() }()
 	var acc sdk.Message
 	done := false
 	for stream.Next() {

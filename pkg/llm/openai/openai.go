@@ -144,7 +144,9 @@ func (c *call) block() llm.ContentBlock {
 
 func (p *Provider) streamOnce(ctx context.Context, params sdk.ChatCompletionNewParams, body []byte, emit func(llm.StreamEvent), stopped func() bool) error {
 	stream := p.client.Chat.Completions.NewStreaming(ctx, params, requestBody(body))
-	defer stream.Close()
+	// Closing only ends the response: what was read is the answer, and a
+	// stream stopped early is one nobody reads any more.
+	defer func() { _ = stream.Close() }()
 	var (
 		text   strings.Builder
 		calls  []*call

@@ -74,7 +74,7 @@ func readMounts() []mount {
 	if err != nil {
 		return nil
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // read only: a failed close loses nothing
 	var out []mount
 	s := bufio.NewScanner(f)
 	for s.Scan() {

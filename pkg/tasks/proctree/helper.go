@@ -106,7 +106,9 @@ func sealedMemfd(b []byte) (int, error) {
 	if err != nil {
 		return -1, fmt.Errorf("memfd_create: %w", err)
 	}
-	defer unix.Close(fd)
+	// Our first descriptor of it: the one handed back is its duplicate,
+	// so closing this one cannot lose anything.
+	defer func() { _ = unix.Close(fd) }()
 	for off := 0; off < len(b); {
 		n, err := unix.Write(fd, b[off:])
 		if err != nil {
@@ -138,11 +140,11 @@ func specFile(prog []byte) (*os.File, error) {
 	}
 	f := os.NewFile(uintptr(fd), "jetway-confine-spec")
 	if _, err := f.Write(prog); err != nil {
-		f.Close()
+		_ = f.Close() // a memfd: the write error is the one to report
 		return nil, fmt.Errorf("proctree: write the helper's program: %w", err)
 	}
 	if _, err := f.Seek(0, 0); err != nil {
-		f.Close()
+		_ = f.Close() // a memfd: the write error is the one to report
 		return nil, fmt.Errorf("proctree: the helper's program: %w", err)
 	}
 	return f, nil

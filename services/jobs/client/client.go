@@ -213,7 +213,9 @@ func (c *Client) Workers(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("jobs client: discover workers: %w", err)
 	}
-	defer sub.Unsubscribe()
+	// A one-off inbox: a failed unsubscribe leaves a subscription nothing
+	// publishes to, gone with the connection.
+	defer func() { _ = sub.Unsubscribe() }()
 	if err := c.cfg.NC.PublishRequest(subject, inbox, nil); err != nil {
 		return nil, fmt.Errorf("jobs client: discover workers: %w", err)
 	}
