@@ -203,14 +203,18 @@ type server struct {
 	target Target
 	log    zerolog.Logger
 
-	connMu   sync.Mutex // held while a session is looked up or made
+	connMu sync.Mutex // held while a session is looked up or made
+	// listMu makes listings take turns, so the one offered last is the
+	// one the server gave last.
+	listMu   sync.Mutex
 	mu       sync.Mutex
 	cs       *mcp.ClientSession
 	conn     *workerConn // the stdio connection under cs, for why it ended
 	state    string
 	err      string
 	closed   bool
-	listGen  int
+	changes  int // announcements heard (list_changed, a new connection)
+	listed   int // changes as of the start of the listing offered last
 	connects int
 }
 
@@ -222,7 +226,7 @@ func (s *server) connect(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return s.refresh(ctx, cs)
+	return s.refresh(ctx, cs, true)
 }
 
 // session is the server's client session, connecting one when there is
@@ -256,7 +260,7 @@ func (s *server) session(ctx context.Context) (*mcp.ClientSession, error) {
 	client := mcp.NewClient(&mcp.Implementation{Name: "jetway", Version: "1"}, &mcp.ClientOptions{
 		Capabilities: &mcp.ClientCapabilities{},
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
-			go s.listChanged()
+			s.announced()
 		},
 	})
 	var opts *mcp.ClientSessionOptions
@@ -282,7 +286,7 @@ func (s *server) session(ctx context.Context) (*mcp.ClientSession, error) {
 	if again {
 		// A server started again (after a crash, a stop) may offer other
 		// tools than the one before it.
-		go s.listChanged()
+		s.announced()
 	}
 	go func() {
 		_ = cs.Wait()
@@ -433,33 +437,87 @@ func (s *server) close() {
 	}
 }
 
-// listChanged lists the server's tools again after it said they changed.
+// announced notes that the server's tools may have changed and lists
+// them again. The count goes up at once, so a listing under way learns
+// that it may be out of date; the listing again runs apart, as the SDK
+// calls this on its reading goroutine.
+func (s *server) announced() {
+	s.mu.Lock()
+	s.changes++
+	s.mu.Unlock()
+	go s.listChanged()
+}
+
+// listChanged lists the server's tools again after an announcement,
+// unless a listing begun since then has already been offered.
 func (s *server) listChanged() {
 	s.mu.Lock()
 	cs := s.cs
 	s.mu.Unlock()
 	if cs == nil {
-		return
+		return // the connect under way lists them
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.hub.cfg.ConnectTimeout)
 	defer cancel()
-	if err := s.refresh(ctx, cs); err != nil {
+	if err := s.refresh(ctx, cs, false); err != nil {
 		s.log.Warn().Err(err).Msg("mcp: list the changed tools")
 	}
 }
 
-// refresh lists the server's tools and hands them to the target.
-func (s *server) refresh(ctx context.Context, cs *mcp.ClientSession) error {
-	s.mu.Lock()
-	s.listGen++
-	gen := s.listGen
-	s.mu.Unlock()
+// maxListings bounds how often one refresh lists again because the
+// server announced a change while it was listed: a server that announces
+// at every listing must not hold a run's start until its timeout.
+const maxListings = 3
+
+// refresh lists the server's tools and hands them to the target, again
+// while the server announces changes during a listing (at most
+// maxListings times). Every listing is offered, in turn: an announcement
+// makes a listing out of date but does not make it wrong, and dropping it
+// left a run without the server's tools until a later listing came in —
+// after the run's first model call, for a server that announces a change
+// right after it starts (@modelcontextprotocol/server-everything does).
+// Unless always, a refresh that finds a listing begun after the last
+// announcement already offered has nothing to do.
+func (s *server) refresh(ctx context.Context, cs *mcp.ClientSession, always bool) error {
+	s.listMu.Lock()
+	defer s.listMu.Unlock()
+	for range maxListings {
+		s.mu.Lock()
+		seen, done := s.changes, !always && s.listed == s.changes
+		s.mu.Unlock()
+		if done {
+			return nil
+		}
+		always = true
+		tools, err := s.list(ctx, cs)
+		if err != nil {
+			return err
+		}
+		s.mu.Lock()
+		closed := s.closed
+		s.listed = seen
+		current := s.changes == seen
+		s.mu.Unlock()
+		if closed {
+			return nil
+		}
+		s.target(s.spec.Name, tools)
+		if current {
+			return nil
+		}
+	}
+	return nil
+}
+
+// list is the server's tools as jetway tools; a tool that cannot be
+// offered is left out (logged).
+func (s *server) list(ctx context.Context, cs *mcp.ClientSession) ([]tool.Tool, error) {
 	var tools []tool.Tool
 	for t, err := range cs.Tools(ctx, nil) {
 		if err != nil {
 			err = fmt.Errorf("list the tools of MCP server %s: %w", s.spec.Name, err)
 			s.fail(err)
-			return err
+			return nil, err
 		}
 		mt, err := s.wrap(t)
 		if err != nil {
@@ -468,13 +526,7 @@ func (s *server) refresh(ctx context.Context, cs *mcp.ClientSession) error {
 		}
 		tools = append(tools, mt)
 	}
-	s.mu.Lock()
-	stale := gen != s.listGen || s.closed
-	s.mu.Unlock()
-	if !stale {
-		s.target(s.spec.Name, tools)
-	}
-	return nil
+	return tools, nil
 }
 
 var invalidToolChars = regexp.MustCompile(`[^A-Za-z0-9_-]`)
