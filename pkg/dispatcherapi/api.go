@@ -460,6 +460,10 @@ type TranscriptEntry struct {
 	// went by (run_started; empty for a run recorded before profiles).
 	Agent        string `json:"agent,omitempty"`
 	AgentVersion uint64 `json:"agent_version,omitempty"`
+	// MCP are the MCP servers of the run's profile that were not running
+	// as it ended — failed, restarting after a crash, stopped — with why
+	// (run_ended).
+	MCP []MCPServerState `json:"mcp,omitempty"`
 }
 
 // TranscriptBlock is one part of a turn. Only the fields of its Type are

@@ -37,6 +37,8 @@ type transcriptRecord struct {
 	// Agent and AgentVersion name the profile a run went by (run_started).
 	Agent        string `json:"agent,omitempty"`
 	AgentVersion uint64 `json:"agent_version,omitempty"`
+	// MCP are the MCP servers not running as the run ended (run_ended).
+	MCP []api.MCPServerState `json:"mcp,omitempty"`
 }
 
 // Transcript reads a page of one of the caller's sessions' transcript: up
@@ -121,6 +123,10 @@ func entryOf(m *jetstream.RawStreamMsg) api.TranscriptEntry {
 	e := api.TranscriptEntry{ID: m.Sequence, Kind: r.Kind, Time: r.Time, Run: r.Run,
 		Cause: redact.Text(r.Cause), Reason: redact.Text(r.Reason), Event: r.Event, Type: r.Type,
 		Agent: r.Agent, AgentVersion: r.AgentVersion}
+	for _, s := range r.MCP {
+		s.Error = redact.Text(s.Error)
+		e.MCP = append(e.MCP, s)
+	}
 	if r.Usage != nil {
 		e.Usage = &api.TranscriptUsage{InputTokens: r.Usage.InputTokens, OutputTokens: r.Usage.OutputTokens}
 	}

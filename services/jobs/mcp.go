@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -78,6 +79,7 @@ type mcpServer struct {
 	lastUse  time.Time
 	polling  int // receives waiting now: a connection in use is never idle
 	stderr   []string
+	exited   chan struct{} // closed once the process's end is noted
 	writeMu  sync.Mutex
 }
 
@@ -189,11 +191,11 @@ func (m *mcpHost) open(ctx context.Context, r jobsapi.MCPOpenRequest) (jobsapi.M
 		return jobsapi.MCPOpenResponse{}, err
 	}
 	if err := checkNetwork(r.Server.Network); err != nil {
-		return jobsapi.MCPOpenResponse{}, err
+		return jobsapi.MCPOpenResponse{}, m.failed(r, err)
 	}
 	env, err := m.serverEnv(r.Tenant, r.Server)
 	if err != nil {
-		return jobsapi.MCPOpenResponse{}, err
+		return jobsapi.MCPOpenResponse{}, m.failed(r, err)
 	}
 	ws, err := w.workspaceOf(ctx, r.SessionRequest)
 	if err != nil {
@@ -225,6 +227,10 @@ func (m *mcpHost) open(ctx context.Context, r jobsapi.MCPOpenRequest) (jobsapi.M
 			s.mu.Lock()
 		}
 		if s.tree == nil {
+			if why := notPermitted(w.jobConfinement(ws.Dir(), tmp, r.Server.Network), r.Server, workerPath(), ws.Dir()); why != "" {
+				s.state, s.err = "failed", why
+				return jobsapi.MCPOpenResponse{}, badRequest("MCP server %s cannot start: %s", s.name, why)
+			}
 			if err := m.start(s, r.Server, ws.Dir(), tmp, env); err != nil {
 				return jobsapi.MCPOpenResponse{}, err
 			}
@@ -236,6 +242,38 @@ func (m *mcpHost) open(ctx context.Context, r jobsapi.MCPOpenRequest) (jobsapi.M
 	s.conn = &mcpConn{id: m.connID(), wake: make(chan struct{}), pending: map[string]bool{}}
 	s.lastUse = time.Now()
 	return jobsapi.MCPOpenResponse{Conn: s.conn.id, Restarts: s.restarts}, nil
+}
+
+// failed notes why a server could not start before its process was
+// started (its environment, its network), so the session detail says it
+// until the next attempt; a running server (of the profile before) is
+// left as it is. It returns err.
+func (m *mcpHost) failed(r jobsapi.MCPOpenRequest, err error) error {
+	s := m.server(sessionKey(r.Tenant, r.Session), r.Server.Name, true)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.tree == nil {
+		s.state, s.err = "failed", redact.Text(errText(err))
+	}
+	return err
+}
+
+// errText is an error's words without the wire's code.
+func errText(err error) string {
+	var je *jobsapi.Error
+	if errors.As(err, &je) {
+		return je.Message
+	}
+	return err.Error()
+}
+
+// workerPath is the PATH a server's bare command name is looked up on,
+// and the one the server gets.
+func workerPath() string {
+	if path := os.Getenv("PATH"); path != "" {
+		return path
+	}
+	return "/usr/local/bin:/usr/bin:/bin"
 }
 
 func sameServer(a, b jobsapi.MCPServer) bool {
@@ -274,10 +312,7 @@ func (m *mcpHost) serverEnv(tenant string, spec jobsapi.MCPServer) ([]string, er
 // s.mu is held.
 func (m *mcpHost) start(s *mcpServer, spec jobsapi.MCPServer, ws, tmp string, extra []string) error {
 	w := m.w
-	path := os.Getenv("PATH")
-	if path == "" {
-		path = "/usr/local/bin:/usr/bin:/bin"
-	}
+	path := workerPath()
 	// A bare name is looked up on the worker's PATH, which is the one the
 	// server gets too.
 	cmd := exec.Command(spec.Command, spec.Args...)
@@ -324,10 +359,11 @@ func (m *mcpHost) start(s *mcpServer, spec jobsapi.MCPServer, ws, tmp string, ex
 	s.initRes, s.initID, s.stderr = nil, "", nil
 	s.started = time.Now()
 	gen := s.gen
-	errDone := make(chan struct{})
+	errDone, exited := make(chan struct{}), make(chan struct{})
+	s.exited = exited
 	go s.readStdout(outR, gen)
 	go func() { defer close(errDone); s.readStderr(errR) }()
-	go s.wait(tree, gen, errDone)
+	go func() { defer close(exited); s.wait(tree, gen, errDone) }()
 	w.cfg.Log.Info().Str("session", s.sid).Str("server", s.name).Int("pid", tree.Pid()).Msg("jobs: MCP server started")
 	return nil
 }
@@ -424,6 +460,9 @@ func (s *mcpServer) wait(tree *proctree.Tree, gen int, stderrDone <-chan struct{
 	}
 	s.crashes++
 	s.tree, s.state, s.err = nil, "restarting", "crashed ("+how+")"
+	if s.initRes == nil {
+		s.state, s.err = "failed", failedStart(how, s.stderr)
+	}
 	_ = s.stdin.Close()
 	s.notBefre = time.Now().Add(backoff(s.crashes))
 	if s.conn != nil {
@@ -440,6 +479,8 @@ func (s *mcpServer) endReason() string {
 		return fmt.Sprintf("MCP server %s was stopped: %s", s.name, s.err)
 	case "restarting":
 		return fmt.Sprintf("MCP server %s %s; it is started again at the next call", s.name, s.err)
+	case "failed":
+		return fmt.Sprintf("MCP server %s %s; it is tried again at the next call", s.name, s.err)
 	}
 	return fmt.Sprintf("MCP server %s: another connection took the server over", s.name)
 }
@@ -563,16 +604,30 @@ func (m *mcpHost) send(r jobsapi.MCPSendRequest) error {
 		}
 		lines = append(lines, append(bytes.Clone(compact(msg)), '\n'))
 	}
-	stdin := s.stdin
+	stdin, exited := s.stdin, s.exited
 	s.mu.Unlock()
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
 	for _, l := range lines {
 		if _, err := stdin.Write(l); err != nil {
-			return &jobsapi.Error{Code: jobsapi.CodeConflict, Message: fmt.Sprintf("MCP server %s: write to its stdin: %v", r.Server, err)}
+			return s.writeFailed(r.Server, exited, err)
 		}
 	}
 	return nil
+}
+
+// writeFailed is the error of a write to a server's stdin that failed:
+// the server ended, and why it ended (its last words) says more than the
+// broken pipe, so it waits briefly for the end to be noted.
+func (s *mcpServer) writeFailed(name string, exited <-chan struct{}, err error) error {
+	select {
+	case <-exited:
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return &jobsapi.Error{Code: jobsapi.CodeConflict, Message: s.endReason()}
+	case <-time.After(2 * time.Second):
+		return &jobsapi.Error{Code: jobsapi.CodeConflict, Message: fmt.Sprintf("MCP server %s: write to its stdin: %v", name, err)}
+	}
 }
 
 // compact puts a message on one line, as the stdio transport needs.

@@ -194,6 +194,30 @@ func (s *Set) States() []dispatcherapi.MCPServerState {
 	return out
 }
 
+// Unavailable are the servers that are not running as the run ends —
+// failed, restarting after a crash, stopped — with why: what the run's
+// end records in the session's history.
+func (s *Set) Unavailable() []dispatcherapi.MCPServerState {
+	var out []dispatcherapi.MCPServerState
+	for _, st := range s.States() {
+		if st.State != "running" {
+			out = append(out, st)
+		}
+	}
+	return out
+}
+
+// End ends the run's connections (Close) and says which servers were
+// unavailable at the end (Unavailable).
+func (s *Set) End() []dispatcherapi.MCPServerState {
+	if s == nil {
+		return nil
+	}
+	out := s.Unavailable()
+	s.Close()
+	return out
+}
+
 // server is one MCP server of a run.
 type server struct {
 	hub    *Hub
@@ -427,10 +451,16 @@ func (s *server) ended(cs *mcp.ClientSession, locked bool) {
 	}
 }
 
+// close ends the run's connection. A server that could not be reached
+// stays failed with why until the next run tries again: after the run the
+// session detail must still say why its tools were missing.
 func (s *server) close() {
 	s.mu.Lock()
 	cs := s.cs
-	s.cs, s.closed, s.state, s.err = nil, true, "idle", ""
+	s.cs, s.closed = nil, true
+	if s.state != "failed" {
+		s.state, s.err = "idle", ""
+	}
 	s.mu.Unlock()
 	if cs != nil {
 		_ = cs.Close()

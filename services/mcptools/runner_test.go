@@ -55,8 +55,8 @@ func TestA_stdio_tool_call_round_trips_from_the_model_through_a_runner_and_a_wor
 	rctx, stop := context.WithCancel(bg)
 	r, err := runner.New(rctx, runner.Config{NC: nc, ID: "r1", Provider: provider, IdleEvict: time.Minute,
 		Logger: zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel),
-		MCP: func(ctx context.Context, s runner.SessionRef, prof agents.Profile, offer func(string, []tool.Tool)) func() {
-			return hub.Open(ctx, mcptools.Ref{Tenant: s.Tenant, Session: s.Session, Run: s.Run, Network: prof.Network}, prof.MCP, offer).Close
+		MCP: func(ctx context.Context, s runner.SessionRef, prof agents.Profile, offer func(string, []tool.Tool)) func() []dispatcherapi.MCPServerState {
+			return hub.Open(ctx, mcptools.Ref{Tenant: s.Tenant, Session: s.Session, Run: s.Run, Network: prof.Network}, prof.MCP, offer).End
 		}})
 	if err != nil {
 		stop()

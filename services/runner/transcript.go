@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"jetway/pkg/bus"
+	"jetway/pkg/dispatcherapi"
 	"jetway/pkg/events"
 	"jetway/pkg/llm"
 )
@@ -47,6 +48,10 @@ type Record struct {
 	// Agent and AgentVersion name the profile a run went by (run_started).
 	Agent        string `json:"agent,omitempty"`
 	AgentVersion uint64 `json:"agent_version,omitempty"`
+	// MCP are the MCP servers that were not running as the run ended, and
+	// why (run_ended): why a run lacked a server's tools stays readable
+	// after the servers' states have moved on.
+	MCP []dispatcherapi.MCPServerState `json:"mcp,omitempty"`
 }
 
 // ErrFenced means another runner wrote to the session's transcript: this
