@@ -539,8 +539,9 @@ func (s *server) refresh(ctx context.Context, cs *mcp.ClientSession, always bool
 	return nil
 }
 
-// list is the server's tools as jetway tools; a tool that cannot be
-// offered is left out (logged).
+// list is the server's tools as jetway tools, with the resource tools
+// when it has resources; a tool that cannot be offered is left out
+// (logged).
 func (s *server) list(ctx context.Context, cs *mcp.ClientSession) ([]tool.Tool, error) {
 	var tools []tool.Tool
 	for t, err := range cs.Tools(ctx, nil) {
@@ -556,7 +557,7 @@ func (s *server) list(ctx context.Context, cs *mcp.ClientSession) ([]tool.Tool, 
 		}
 		tools = append(tools, mt)
 	}
-	return tools, nil
+	return append(tools, s.resourceTools(cs, tools)...), nil
 }
 
 var invalidToolChars = regexp.MustCompile(`[^A-Za-z0-9_-]`)

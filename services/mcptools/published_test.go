@@ -92,10 +92,10 @@ func send(t *testing.T, b testBus, sess, agent, text string) {
 }
 
 // everythingNames are server-everything's tools as a run offers them
-// from the server named server.
+// from the server named server, with the two of its resources.
 func everythingNames(server string) []string {
 	var out []string
-	for _, name := range mcptest.EverythingTools {
+	for _, name := range append(slices.Clone(mcptest.EverythingTools), mcptools.ListResourcesTool, mcptools.ReadResourceTool) {
 		out = append(out, "mcp__"+server+"__"+name)
 	}
 	return out
@@ -103,12 +103,16 @@ func everythingNames(server string) []string {
 
 // firstCallsOfferAll starts sessionsInARow new sessions of agent, one
 // after another, and checks that each one's first model call offered all
-// of want; the first session's model calls echo first, whose answer its
-// second call must carry.
-func firstCallsOfferAll(t *testing.T, b testBus, hub *mcptools.Hub, agent, echo string, want []string) {
+// of want; the first session's model calls echo and reads a resource
+// first, whose answers its second call must carry.
+func firstCallsOfferAll(t *testing.T, b testBus, hub *mcptools.Hub, agent string, want []string) {
 	t.Helper()
 	replies := []llmtest.Reply{
-		{ToolCalls: []llmtest.ToolCall{{ID: "tu_echo", Name: echo, Input: `{"message":"round trip"}`}}},
+		{ToolCalls: []llmtest.ToolCall{
+			{ID: "tu_echo", Name: "mcp__" + agent + "__echo", Input: `{"message":"round trip"}`},
+			{ID: "tu_list", Name: "mcp__" + agent + "__list_resources", Input: `{}`},
+			{ID: "tu_read", Name: "mcp__" + agent + "__read_resource", Input: `{"uri":"demo://resource/dynamic/text/7"}`},
+		}},
 		{Text: "done"},
 	}
 	for range sessionsInARow - 1 {
@@ -135,8 +139,12 @@ func firstCallsOfferAll(t *testing.T, b testBus, hub *mcptools.Hub, agent, echo 
 		}
 		if i == 0 {
 			testutil.Eventually(t, 60*time.Second, "the model call after echo", func() bool { return model.RequestCount() > 1 })
-			if got := model.Requests()[1].ToolResults()["tu_echo"]; !strings.Contains(got, "Echo: round trip") || strings.HasPrefix(got, "ERROR") {
-				t.Errorf("echo's result = %q, want Echo: round trip", got)
+			results := model.Requests()[1].ToolResults()
+			for id, want := range map[string]string{"tu_echo": "Echo: round trip", "tu_list": "demo://resource/static/document/",
+				"tu_read": "Resource 7: This is a plaintext resource"} {
+				if got := results[id]; !strings.Contains(got, want) || strings.HasPrefix(got, "ERROR") {
+					t.Errorf("%s's result = %q, want %q in it", id, got, want)
+				}
 			}
 		}
 	}
@@ -152,7 +160,7 @@ func TestNew_sessions_first_model_calls_offer_every_tool_of_the_published_everyt
 	putAgent(t, b, "evh", agents.Profile{Instructions: "Use the tools.",
 		MCP: []dispatcherapi.AgentMCPServer{{Name: "evh", Command: filepath.Join(dir, "node_modules", ".bin", "mcp-server-everything")}}})
 	hub := mcptools.New(mcptools.Config{Jobs: b.jc, ConnectTimeout: 30 * time.Second})
-	firstCallsOfferAll(t, b, hub, "evh", "mcp__evh__echo", everythingNames("evh"))
+	firstCallsOfferAll(t, b, hub, "evh", everythingNames("evh"))
 }
 
 func TestNew_sessions_first_model_calls_offer_every_tool_of_the_published_everything_server_over_http(t *testing.T) {
@@ -162,7 +170,7 @@ func TestNew_sessions_first_model_calls_offer_every_tool_of_the_published_everyt
 	putAgent(t, b, "evh", agents.Profile{Instructions: "Use the tools.",
 		MCP: []dispatcherapi.AgentMCPServer{{Name: "evh", URL: url}}})
 	hub := mcptools.New(mcptools.Config{ConnectTimeout: 30 * time.Second, AllowHosts: []string{"127.0.0.1"}})
-	firstCallsOfferAll(t, b, hub, "evh", "mcp__evh__echo", everythingNames("evh"))
+	firstCallsOfferAll(t, b, hub, "evh", everythingNames("evh"))
 }
 
 func TestThe_published_filesystem_server_runs_confined_in_the_workspace_and_round_trips_a_file(t *testing.T) {

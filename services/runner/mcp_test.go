@@ -129,3 +129,38 @@ func TestThe_end_of_a_run_records_the_MCP_servers_that_were_not_running_and_why(
 		}
 	}
 }
+
+// A server's resources are tools of the server: tools.allow and
+// tools.deny name them like any other.
+func TestA_servers_resource_tools_are_offered_and_refused_as_the_profile_says(t *testing.T) {
+	e := newEnv(t)
+	web := mcptest.ServeHTTP(t)
+	e.putProfile("t1", "reader", agents.Profile{
+		Instructions: "Read the notes.",
+		MCP:          []dispatcherapi.AgentMCPServer{{Name: "web", URL: web.URL}},
+		Tools:        dispatcherapi.AgentTools{Allow: []string{"mcp__web__list_resources", "mcp__web__read_resource"}, Deny: []string{"mcp__web__read_resource"}},
+	})
+	model, p := fakeModel(t,
+		llmtest.Reply{ToolCalls: []llmtest.ToolCall{
+			{ID: "tu_list", Name: "mcp__web__list_resources", Input: `{}`},
+			{ID: "tu_read", Name: "mcp__web__read_resource", Input: `{"uri":"` + mcptest.NoteURI + `"}`},
+		}},
+		llmtest.Reply{Text: "done"},
+	)
+	e.run(Config{ID: "r1", Provider: p, IdleEvict: time.Minute, MCP: mcpHook(nil)})
+	e.publishAgent("t1", "s1", "go", "reader")
+	testutil.Eventually(t, 30*time.Second, "the run to end", func() bool {
+		return countKind(e.records("t1", "s1"), RecordRunEnded) == 1
+	})
+	reqs := model.Requests()
+	if offered := reqs[0].ToolNames(); !slices.Contains(offered, "mcp__web__list_resources") || slices.Contains(offered, "mcp__web__echo") {
+		t.Fatalf("offered %v, want list_resources and no tool tools.allow leaves out", offered)
+	}
+	results := reqs[1].ToolResults()
+	if got := results["tu_list"]; !strings.Contains(got, mcptest.NoteURI) || strings.HasPrefix(got, "ERROR") {
+		t.Errorf("list_resources = %s", got)
+	}
+	if got := results["tu_read"]; !strings.HasPrefix(got, "ERROR") || !strings.Contains(got, "denied") {
+		t.Errorf("read_resource = %s, want denied by the rule", got)
+	}
+}
