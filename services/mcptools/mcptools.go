@@ -293,7 +293,7 @@ func (s *server) session(ctx context.Context) (*mcp.ClientSession, error) {
 	}
 	cs, err := client.Connect(ctx, t, opts)
 	if err != nil {
-		err = s.why(wc, err)
+		err = refusal(s.why(wc, err))
 		s.fail(err)
 		return nil, err
 	}
@@ -369,11 +369,14 @@ func (s *server) transport() (mcp.Transport, *workerConn, error) {
 	}
 }
 
+// egressLabel is how the egress guard names what it refuses.
+const egressLabel = "MCP server"
+
 // guardedClient is the default client of http servers (see
 // Config.HTTPClient): every dial through the egress guard, no proxy, no
 // redirects.
 func guardedClient(allowHosts []string) *http.Client {
-	return egress.NewGuard(allowHosts, "MCP server", "--mcp-allow-host").Client(0)
+	return egress.NewGuard(allowHosts, egressLabel, "--mcp-allow-host").Client(0)
 }
 
 // headerTransport adds the server's configured headers to every request.
@@ -401,6 +404,21 @@ func (s *server) why(wc *workerConn, err error) error {
 		if reason := wc.closedReason(); reason != "" {
 			return errors.New(reason)
 		}
+	}
+	return err
+}
+
+// refusal is the egress guard's refusal err holds, when it holds one: the
+// address, the rule and the flag are what a person needs, not the layers
+// of the SDK and the HTTP client around it. The SDK passes the transport's
+// error on as text, so the refusal is found by its words.
+func refusal(err error) error {
+	if err == nil {
+		return nil
+	}
+	msg := err.Error()
+	if i := strings.Index(msg, egressLabel+" "+egress.ErrForbiddenTarget.Error()+": "); i >= 0 {
+		return errors.New(msg[i:])
 	}
 	return err
 }

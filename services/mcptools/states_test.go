@@ -49,8 +49,10 @@ func failedFor(t *testing.T, e *env, spec dispatcherapi.AgentMCPServer, want ...
 		}
 	}
 	st := set.States()
+	t.Logf("the run says: %s", st[0].Error)
 	holds("the run", st[0].State, st[0].Error)
 	ws := workerState(t, e, spec.Name)
+	t.Logf("the worker says: %s", ws.Error)
 	holds("the worker", ws.State, ws.Error)
 	ended := set.End()
 	if len(ended) != 1 {

@@ -123,6 +123,7 @@ func TestThe_end_of_a_run_records_the_MCP_servers_that_were_not_running_and_why(
 		if r.Kind != RecordRunEnded {
 			continue
 		}
+		t.Logf("run_ended records MCP %+v", r.MCP)
 		if len(r.MCP) != 1 || r.MCP[0].Server != "intranet" || r.MCP[0].State != "failed" ||
 			!strings.Contains(r.MCP[0].Error, "private address") || !strings.Contains(r.MCP[0].Error, "--mcp-allow-host") {
 			t.Fatalf("run_ended records MCP %+v, want intranet failed, refused by the address rule", r.MCP)
