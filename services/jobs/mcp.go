@@ -55,6 +55,7 @@ type mcpHost struct {
 	servers  map[string]*mcpServer // by sid + "\x00" + name
 	seq      int
 	reported map[string][]jobsapi.MCPServerState // http servers' states by sid, as runners report them
+	packages *mcpPackages                        // the tenants' npx packages
 }
 
 // mcpServer is one session's server: its process (when running) and its
@@ -106,7 +107,9 @@ func newMCPHost(w *Worker) (*mcpHost, error) {
 	if idle <= 0 {
 		idle = DefaultMCPIdle
 	}
-	return &mcpHost{w: w, host: h, idle: idle, servers: map[string]*mcpServer{}, reported: map[string][]jobsapi.MCPServerState{}}, nil
+	m := &mcpHost{w: w, host: h, idle: idle, servers: map[string]*mcpServer{}, reported: map[string][]jobsapi.MCPServerState{}}
+	m.packages = &mcpPackages{m: m, installs: map[string]*packageInstall{}}
+	return m, nil
 }
 
 // run stops idle servers until ctx is done, then every server.
@@ -197,6 +200,10 @@ func (m *mcpHost) open(ctx context.Context, r jobsapi.MCPOpenRequest) (jobsapi.M
 	if err != nil {
 		return jobsapi.MCPOpenResponse{}, m.failed(r, err)
 	}
+	launch, pkgDir, err := m.launch(ctx, r)
+	if err != nil {
+		return jobsapi.MCPOpenResponse{}, err
+	}
 	ws, err := w.workspaceOf(ctx, r.SessionRequest)
 	if err != nil {
 		return jobsapi.MCPOpenResponse{}, err
@@ -227,11 +234,12 @@ func (m *mcpHost) open(ctx context.Context, r jobsapi.MCPOpenRequest) (jobsapi.M
 			s.mu.Lock()
 		}
 		if s.tree == nil {
-			if why := notPermitted(w.jobConfinement(ws.Dir(), tmp, r.Server.Network), r.Server, workerPath(), ws.Dir()); why != "" {
+			conf := serverConfinement(w.jobConfinement(ws.Dir(), tmp, r.Server.Network), pkgDir)
+			if why := notPermitted(conf, launch, workerPath(), ws.Dir()); why != "" {
 				s.state, s.err = "failed", why
 				return jobsapi.MCPOpenResponse{}, badRequest("MCP server %s cannot start: %s", s.name, why)
 			}
-			if err := m.start(s, r.Server, ws.Dir(), tmp, env); err != nil {
+			if err := m.start(s, r.Server, launch, ws.Dir(), tmp, env, conf); err != nil {
 				return jobsapi.MCPOpenResponse{}, err
 			}
 		}
@@ -244,18 +252,57 @@ func (m *mcpHost) open(ctx context.Context, r jobsapi.MCPOpenRequest) (jobsapi.M
 	return jobsapi.MCPOpenResponse{Conn: s.conn.id, Restarts: s.restarts}, nil
 }
 
+// launch is how r's server is started: as the profile says, or for an npx
+// server from the tenant's install of its package (mcppackages.go), whose
+// directory it returns. While the install is under way the server is
+// "starting", and one that fails leaves it failed with npm's words.
+func (m *mcpHost) launch(ctx context.Context, r jobsapi.MCPOpenRequest) (jobsapi.MCPServer, string, error) {
+	if _, _, _, ok := npxPackage(r.Server.Command, r.Server.Args); !ok {
+		return r.Server, "", nil
+	}
+	m.note(r, "starting", "installing its package for the tenant")
+	// An open answers within mcpMaxOpenWait, as for a backoff: a longer
+	// install says so, and the caller asks again.
+	wctx, cancel := context.WithTimeout(ctx, mcpMaxOpenWait)
+	defer cancel()
+	launch, dir, err := m.packages.resolve(wctx, r.Tenant, r.Server)
+	if err != nil && wctx.Err() != nil {
+		m.note(r, "starting", err.Error())
+		return launch, "", &jobsapi.Error{Code: jobsapi.CodeNotYet, Message: fmt.Sprintf("MCP server %s: %v", r.Server.Name, err)}
+	}
+	if err != nil {
+		return launch, "", m.failed(r, &jobsapi.Error{Code: jobsapi.CodeUnavailable, Message: fmt.Sprintf("MCP server %s: %v", r.Server.Name, err)})
+	}
+	return launch, dir, nil
+}
+
+// serverConfinement is a server's confinement: a job's, with its
+// package's directory (if any) read-only.
+func serverConfinement(c *proctree.Confinement, pkgDir string) *proctree.Confinement {
+	if c == nil || pkgDir == "" {
+		return c
+	}
+	c.ReadOnlyDirs = append(slices.Clip(c.ReadOnlyDirs), pkgDir)
+	return c
+}
+
 // failed notes why a server could not start before its process was
 // started (its environment, its network), so the session detail says it
 // until the next attempt; a running server (of the profile before) is
 // left as it is. It returns err.
 func (m *mcpHost) failed(r jobsapi.MCPOpenRequest, err error) error {
+	m.note(r, "failed", errText(err))
+	return err
+}
+
+// note sets the state of r's server unless it runs.
+func (m *mcpHost) note(r jobsapi.MCPOpenRequest, state, why string) {
 	s := m.server(sessionKey(r.Tenant, r.Session), r.Server.Name, true)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.tree == nil {
-		s.state, s.err = "failed", redact.Text(errText(err))
+		s.state, s.err = state, redact.Text(why)
 	}
-	return err
 }
 
 // errText is an error's words without the wire's code.
@@ -308,14 +355,15 @@ func (m *mcpHost) serverEnv(tenant string, spec jobsapi.MCPServer) ([]string, er
 	return env, nil
 }
 
-// start starts s's process in the workspace, confined and contained.
-// s.mu is held.
-func (m *mcpHost) start(s *mcpServer, spec jobsapi.MCPServer, ws, tmp string, extra []string) error {
+// start starts s's process in the workspace, confined by conf and
+// contained: launch's command and arguments (spec's, or those of its npx
+// package's install). s.mu is held.
+func (m *mcpHost) start(s *mcpServer, spec, launch jobsapi.MCPServer, ws, tmp string, extra []string, conf *proctree.Confinement) error {
 	w := m.w
 	path := workerPath()
 	// A bare name is looked up on the worker's PATH, which is the one the
 	// server gets too.
-	cmd := exec.Command(spec.Command, spec.Args...)
+	cmd := exec.Command(launch.Command, launch.Args...)
 	cmd.Dir = ws
 	cmd.Env = append([]string{"PATH=" + path, "HOME=" + ws, "TMPDIR=" + tmp, "LANG=C.UTF-8"}, passedEnv()...)
 	cmd.Env = append(cmd.Env, extra...)
@@ -338,7 +386,7 @@ func (m *mcpHost) start(s *mcpServer, spec jobsapi.MCPServer, ws, tmp string, ex
 		return fmt.Errorf("jobs: mcp server %s: %w", spec.Name, err)
 	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
-	tree, err := m.host.StartConfined(cmd, w.cfg.Limits.Tree, w.jobConfinement(ws, tmp, spec.Network))
+	tree, err := m.host.StartConfined(cmd, w.cfg.Limits.Tree, conf)
 	for _, f := range []*os.File{inR, outW, errW} {
 		_ = f.Close()
 	}

@@ -1,11 +1,14 @@
 package mcptools_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -200,4 +203,66 @@ func TestThe_published_filesystem_server_runs_confined_in_the_workspace_and_roun
 			t.Fatalf("read_text_file of /etc/shadow = %+v, want refused", res)
 		}
 	}
+}
+
+// An npx server, as the published servers' READMEs configure them, is
+// installed once per tenant by the worker: the tenant's next session
+// starts it from that install, downloading nothing, and no session's
+// workspace holds a copy.
+func TestAn_npx_server_is_installed_once_per_tenant_and_the_next_session_starts_it_without_a_download(t *testing.T) {
+	mcptest.NPM(t) // the registry is reachable, or the test says why not
+	var log syncBuffer
+	e := newEnv(t, func(c *jobs.Config) { c.Log = zerolog.New(&log) })
+	hub := mcptools.New(mcptools.Config{Jobs: e.jc, ConnectTimeout: 2 * time.Minute})
+	spec := dispatcherapi.AgentMCPServer{Name: "evh", Command: "npx", Args: []string{"-y", mcptest.EverythingPackage}}
+	want := everythingNames("evh")
+	var took []time.Duration
+	for i := range 2 {
+		start := time.Now()
+		set, o := openSession(t, hub, fmt.Sprintf("npx-%d", i), spec)
+		took = append(took, time.Since(start))
+		if names := o.names(); !includesAll(names, want) {
+			t.Fatalf("session %d offered %v (states %+v), want all of %v", i+1, names, set.States(), want)
+		}
+		if res := call(t, o, "mcp__evh__echo", `{"message":"via npx"}`); res.IsError || !strings.Contains(res.Content, "Echo: via npx") {
+			t.Fatalf("session %d: echo = %+v", i+1, res)
+		}
+	}
+	t.Logf("time to the first tool list: first session %s (installing), second session %s", took[0].Round(time.Millisecond), took[1].Round(time.Millisecond))
+	if n := strings.Count(log.String(), "MCP package installed"); n != 1 {
+		t.Fatalf("the package was installed %d times, want once for the tenant", n)
+	}
+	_ = filepath.WalkDir(e.root, func(path string, d os.DirEntry, err error) error {
+		if err == nil && d.IsDir() && d.Name() == ".npm" {
+			t.Errorf("a download of the package in %s", path)
+		}
+		return nil
+	})
+}
+
+func includesAll(have, want []string) bool {
+	for _, w := range want {
+		if !slices.Contains(have, w) {
+			return false
+		}
+	}
+	return true
+}
+
+// syncBuffer is a log the worker writes while the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
