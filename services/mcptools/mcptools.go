@@ -634,7 +634,24 @@ func (t *mcpTool) ReadOnly(json.RawMessage) bool { return false }
 
 // Run calls the tool; every failure is an error result the model reads.
 func (t *mcpTool) Run(ctx context.Context, call tool.Call) (tool.Result, error) {
-	s := t.srv
+	args := call.Input
+	if len(args) == 0 || string(args) == "null" {
+		args = json.RawMessage("{}")
+	}
+	return t.srv.call(ctx, "tool "+t.remote, func(ctx context.Context, cs *mcp.ClientSession) (tool.Result, error) {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: t.remote, Arguments: args})
+		if err != nil {
+			return tool.Result{}, err
+		}
+		return toResult(res), nil
+	})
+}
+
+// call runs do with the server's session, within the server's timeout.
+// Every failure — the server not available, no answer in time, an error
+// of the server or its connection — is an error result the model reads
+// (what names the call in it); only the run's own end is an error.
+func (s *server) call(ctx context.Context, what string, do func(context.Context, *mcp.ClientSession) (tool.Result, error)) (tool.Result, error) {
 	timeout := agents.MCPTimeout(s.spec)
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -642,23 +659,19 @@ func (t *mcpTool) Run(ctx context.Context, call tool.Call) (tool.Result, error) 
 	if err != nil {
 		return errorResult("MCP server %s is not available: %v", s.spec.Name, err), nil
 	}
-	args := call.Input
-	if len(args) == 0 || string(args) == "null" {
-		args = json.RawMessage("{}")
-	}
-	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: t.remote, Arguments: args})
+	res, err := do(ctx, cs)
 	switch {
-	case err != nil && ctx.Err() == context.DeadlineExceeded:
-		return errorResult("MCP server %s: tool %s did not answer within %s; the call was cancelled", s.spec.Name, t.remote, timeout), nil
-	case err != nil && ctx.Err() != nil:
+	case err == nil:
+		return res, nil
+	case ctx.Err() == context.DeadlineExceeded:
+		return errorResult("MCP server %s: %s did not answer within %s; the call was cancelled", s.spec.Name, what, timeout), nil
+	case ctx.Err() != nil:
 		return tool.Result{}, ctx.Err()
-	case err != nil:
-		s.mu.Lock()
-		wc := s.conn
-		s.mu.Unlock()
-		return errorResult("MCP server %s: tool %s failed: %v", s.spec.Name, t.remote, s.why(wc, err)), nil
 	}
-	return toResult(res), nil
+	s.mu.Lock()
+	wc := s.conn
+	s.mu.Unlock()
+	return errorResult("MCP server %s: %s failed: %v", s.spec.Name, what, s.why(wc, err)), nil
 }
 
 func errorResult(format string, args ...any) tool.Result {

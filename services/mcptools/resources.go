@@ -81,10 +81,6 @@ func (t *resourceTool) ReadOnly(json.RawMessage) bool { return false }
 
 // Run lists or reads; every failure is an error result the model reads.
 func (t *resourceTool) Run(ctx context.Context, call tool.Call) (tool.Result, error) {
-	s := t.srv
-	timeout := agents.MCPTimeout(s.spec)
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
 	var in struct {
 		Cursor string `json:"cursor"`
 		URI    string `json:"uri"`
@@ -97,28 +93,12 @@ func (t *resourceTool) Run(ctx context.Context, call tool.Call) (tool.Result, er
 	if t.read && strings.TrimSpace(in.URI) == "" {
 		return errorResult("uri is required"), nil
 	}
-	cs, err := s.session(ctx)
-	if err != nil {
-		return errorResult("MCP server %s is not available: %v", s.spec.Name, err), nil
-	}
-	var res tool.Result
-	if t.read {
-		res, err = readResource(ctx, cs, in.URI)
-	} else {
-		res, err = listResources(ctx, cs, in.Cursor)
-	}
-	switch {
-	case err != nil && ctx.Err() == context.DeadlineExceeded:
-		return errorResult("MCP server %s did not answer within %s; the call was cancelled", s.spec.Name, timeout), nil
-	case err != nil && ctx.Err() != nil:
-		return tool.Result{}, ctx.Err()
-	case err != nil:
-		s.mu.Lock()
-		wc := s.conn
-		s.mu.Unlock()
-		return errorResult("MCP server %s: %s failed: %v", s.spec.Name, t.spec.Name, s.why(wc, err)), nil
-	}
-	return res, nil
+	return t.srv.call(ctx, t.spec.Name, func(ctx context.Context, cs *mcp.ClientSession) (tool.Result, error) {
+		if t.read {
+			return readResource(ctx, cs, in.URI)
+		}
+		return listResources(ctx, cs, in.Cursor)
+	})
 }
 
 // listResources is one page of the server's resources and, on the first
