@@ -120,7 +120,7 @@ func (p *mcpPackages) resolve(ctx context.Context, tenant string, spec jobsapi.M
 func (p *mcpPackages) install(ctx context.Context, dir, pkg string) error {
 	p.mu.Lock()
 	in := p.installs[dir]
-	if in == nil || (in.err != nil && isDone(in.done)) {
+	if in == nil || (isDone(in.done) && in.err != nil) {
 		in = &packageInstall{done: make(chan struct{})}
 		p.installs[dir] = in
 		go func() {
