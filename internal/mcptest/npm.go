@@ -180,7 +180,12 @@ func installNPM() (string, error) {
 	defer os.RemoveAll(tmp)
 	ctx, cancel := context.WithTimeout(context.Background(), npmInstallTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, npm, "install", "--prefix", tmp, "--no-audit", "--no-fund", "--no-save",
+	// A package of its own, installed into without --prefix, which would
+	// also move the global npmrc (a registry's CA, a proxy) into tmp.
+	if err := os.WriteFile(filepath.Join(tmp, "package.json"), []byte(`{"private":true}`+"\n"), 0o644); err != nil {
+		return "", fmt.Errorf("npm install: %w", err)
+	}
+	cmd := exec.CommandContext(ctx, npm, "install", "--no-audit", "--no-fund", "--no-save",
 		"--cache", filepath.Join(base, ".npm-cache"), EverythingPackage, FilesystemPackage)
 	cmd.Dir = tmp
 	if out, err := cmd.CombinedOutput(); err != nil {
