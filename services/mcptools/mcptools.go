@@ -525,13 +525,16 @@ const maxListings = 3
 // after the run's first model call, for a server that announces a change
 // right after it starts (@modelcontextprotocol/server-everything does).
 // Unless always, a refresh that finds a listing begun after the last
-// announcement already offered has nothing to do.
+// announcement already offered has nothing to do, and none lists on a
+// connection that is no longer the server's.
 func (s *server) refresh(ctx context.Context, cs *mcp.ClientSession, always bool) error {
 	s.listMu.Lock()
 	defer s.listMu.Unlock()
 	for range maxListings {
 		s.mu.Lock()
-		seen, done := s.changes, !always && s.listed == s.changes
+		// A connection replaced while this waited its turn is over: the
+		// new one lists for itself.
+		seen, done := s.changes, (!always && s.listed == s.changes) || s.cs != cs
 		s.mu.Unlock()
 		if done {
 			return nil
