@@ -157,6 +157,7 @@ func (p *mcpPackages) fill(dir, pkg string) error {
 	if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
 		return fmt.Errorf("npx %s: %w", pkg, err)
 	}
+	removeStaleInstalls(filepath.Dir(dir))
 	tmp, err := os.MkdirTemp(filepath.Dir(dir), ".install-")
 	if err != nil {
 		return fmt.Errorf("npx %s: %w", pkg, err)
@@ -210,6 +211,18 @@ func (p *mcpPackages) fill(dir, pkg string) error {
 	}
 	w.cfg.Log.Info().Str("package", pkg).Str("dir", dir).Msg("jobs: MCP package installed for the tenant")
 	return nil
+}
+
+// removeStaleInstalls removes what installs of a worker that was killed
+// during them left in the tenant's directory: one older than an install
+// may take is no install under way.
+func removeStaleInstalls(tenantDir string) {
+	left, _ := filepath.Glob(filepath.Join(tenantDir, ".install-*"))
+	for _, d := range left {
+		if fi, err := os.Stat(d); err == nil && time.Since(fi.ModTime()) > 2*npmInstallTimeout {
+			_ = os.RemoveAll(d)
+		}
+	}
 }
 
 // lastWords are the last lines of npm's output, for an error.
