@@ -85,6 +85,9 @@ func (h *historyPrinter) entry(e client.TranscriptEntry) error {
 	case "run_ended":
 		h.flushCalls()
 		h.printf("── run %s ended: %s %s\n", e.Run, orDash(e.Reason), when)
+		for _, s := range e.MCP {
+			h.printf("   MCP server %s (%s) %s: %s\n", s.Server, s.Transport, s.State, orDash(s.Error))
+		}
 		return h.err
 	case "boundary":
 		h.printf("── the history was compacted here %s\n", when)

@@ -100,14 +100,14 @@ func runnerKillRun(nc *nats.Conn) func(context.Context, runner.SessionRef) error
 // the runner (internal addresses only on the hosts allowHosts names), with
 // header secrets from its variables for the session's tenant
 // (agents.ResolveMCPSecret); stdio servers in the session's jobs worker.
-func runnerMCP(nc *nats.Conn, log zerolog.Logger, allowHosts []string) func(context.Context, runner.SessionRef, agents.Profile, func(string, []tool.Tool)) func() {
+func runnerMCP(nc *nats.Conn, log zerolog.Logger, allowHosts []string) func(context.Context, runner.SessionRef, agents.Profile, func(string, []tool.Tool)) func() []dispatcherapi.MCPServerState {
 	jc, err := jobsclient.New(jobsclient.Config{NC: nc})
 	if err != nil {
 		return nil
 	}
 	hub := mcptools.New(mcptools.Config{Jobs: jc, Log: log, AllowHosts: allowHosts})
-	return func(ctx context.Context, s runner.SessionRef, prof agents.Profile, offer func(string, []tool.Tool)) func() {
+	return func(ctx context.Context, s runner.SessionRef, prof agents.Profile, offer func(string, []tool.Tool)) func() []dispatcherapi.MCPServerState {
 		set := hub.Open(ctx, mcptools.Ref{Tenant: s.Tenant, Session: s.Session, Run: s.Run, Lineage: s.Lineage, Network: prof.Network}, prof.MCP, offer)
-		return set.Close
+		return set.End
 	}
 }

@@ -474,8 +474,8 @@ func startDemoRunner(t *testing.T, ctx context.Context, c *client, id string) {
 		t.Fatal(err)
 	}
 	hub := mcptools.New(mcptools.Config{Jobs: jc, Log: zerolog.Nop()})
-	mcp := func(ctx context.Context, s runner.SessionRef, prof agents.Profile, offer func(string, []tool.Tool)) func() {
-		return hub.Open(ctx, mcptools.Ref{Tenant: s.Tenant, Session: s.Session, Run: s.Run, Lineage: s.Lineage, Network: prof.Network}, prof.MCP, offer).Close
+	mcp := func(ctx context.Context, s runner.SessionRef, prof agents.Profile, offer func(string, []tool.Tool)) func() []agents.MCPServerState {
+		return hub.Open(ctx, mcptools.Ref{Tenant: s.Tenant, Session: s.Session, Run: s.Run, Lineage: s.Lineage, Network: prof.Network}, prof.MCP, offer).End
 	}
 	rn, err := runner.New(ctx, runner.Config{NC: c.Conn, ID: id, Provider: demo, Logger: zerolog.Nop(), MCP: mcp})
 	if err != nil {

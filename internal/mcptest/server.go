@@ -3,7 +3,8 @@
 // mcptestserver program, which Build compiles) and over streamable HTTP
 // (ServeHTTP). Its tools echo, show the server's environment and pid,
 // read a file, crash, hang, add a tool (tools/list_changed), return a
-// picture and structured content, and start a child process.
+// picture and structured content, and start a child process; it serves
+// a note, a picture and a template of resources.
 package mcptest
 
 import (
@@ -99,5 +100,30 @@ func NewServer() *mcp.Server {
 		go func() { _ = cmd.Wait() }()
 		return text("%d", cmd.Process.Pid), nil, nil
 	})
+	addResources(s)
 	return s
+}
+
+// Resources of the test server.
+const (
+	NoteURI  = "note://hello"
+	NoteText = "hello from a resource"
+	DotURI   = "note://dot"
+)
+
+// addResources gives the server a text resource, a picture and a template.
+func addResources(s *mcp.Server) {
+	s.AddResource(&mcp.Resource{URI: NoteURI, Name: "hello", MIMEType: "text/plain", Description: "A note."},
+		func(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, MIMEType: "text/plain", Text: NoteText}}}, nil
+		})
+	s.AddResource(&mcp.Resource{URI: DotURI, Name: "dot", MIMEType: "image/png", Description: "A red dot."},
+		func(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, MIMEType: "image/png", Blob: PNG}}}, nil
+		})
+	s.AddResourceTemplate(&mcp.ResourceTemplate{URITemplate: "note://echo/{text}", Name: "echo", Description: "Reads back its text."},
+		func(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			text := strings.TrimPrefix(req.Params.URI, "note://echo/")
+			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, MIMEType: "text/plain", Text: "echo: " + text}}}, nil
+		})
 }

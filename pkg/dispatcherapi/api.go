@@ -480,6 +480,10 @@ type TranscriptEntry struct {
 	// went by (run_started; empty for a run recorded before profiles).
 	Agent        string `json:"agent,omitempty"`
 	AgentVersion uint64 `json:"agent_version,omitempty"`
+	// MCP are the MCP servers of the run's profile that were not running
+	// as it ended — failed, restarting after a crash, stopped — with why
+	// (run_ended).
+	MCP []MCPServerState `json:"mcp,omitempty"`
 }
 
 // TranscriptBlock is one part of a turn. Only the fields of its Type are
@@ -513,24 +517,8 @@ type (
 	AgentTools     = agents.Tools
 	AgentMCPServer = agents.MCPServer
 	AgentLimits    = agents.Limits
+	MCPServerState = agents.MCPServerState
 )
-
-// MCPServerState is one MCP server of a session as the session detail
-// shows it.
-type MCPServerState struct {
-	Server string `json:"server"`
-	// Transport is "stdio" or "http".
-	Transport string `json:"transport"`
-	// State is "running" (connected, its tools offered), "starting",
-	// "restarting" (it crashed or its connection ended; the next call
-	// starts it again, after a pause), "stopped" (Ground Stop, a kill or
-	// its idle timeout ended it; Error says which), "failed" (it could not
-	// be started or reached; Error says why), "idle" (no run has used it
-	// yet, or the last run that did is over) or "unknown" (the session's
-	// jobs worker did not answer; Error says so).
-	State string `json:"state"`
-	Error string `json:"error,omitempty"`
-}
 
 // AgentList answers GET /v1/agents: the tenant's profiles by name, the
 // default one always among them.

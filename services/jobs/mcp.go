@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -54,6 +55,7 @@ type mcpHost struct {
 	servers  map[string]*mcpServer // by sid + "\x00" + name
 	seq      int
 	reported map[string][]jobsapi.MCPServerState // http servers' states by sid, as runners report them
+	packages *mcpPackages                        // the tenants' npx packages
 }
 
 // mcpServer is one session's server: its process (when running) and its
@@ -78,6 +80,7 @@ type mcpServer struct {
 	lastUse  time.Time
 	polling  int // receives waiting now: a connection in use is never idle
 	stderr   []string
+	exited   chan struct{} // closed once the process's end is noted
 	writeMu  sync.Mutex
 }
 
@@ -104,7 +107,9 @@ func newMCPHost(w *Worker) (*mcpHost, error) {
 	if idle <= 0 {
 		idle = DefaultMCPIdle
 	}
-	return &mcpHost{w: w, host: h, idle: idle, servers: map[string]*mcpServer{}, reported: map[string][]jobsapi.MCPServerState{}}, nil
+	m := &mcpHost{w: w, host: h, idle: idle, servers: map[string]*mcpServer{}, reported: map[string][]jobsapi.MCPServerState{}}
+	m.packages = &mcpPackages{m: m, installs: map[string]*packageInstall{}}
+	return m, nil
 }
 
 // run stops idle servers until ctx is done, then every server.
@@ -189,9 +194,13 @@ func (m *mcpHost) open(ctx context.Context, r jobsapi.MCPOpenRequest) (jobsapi.M
 		return jobsapi.MCPOpenResponse{}, err
 	}
 	if err := checkNetwork(r.Server.Network); err != nil {
-		return jobsapi.MCPOpenResponse{}, err
+		return jobsapi.MCPOpenResponse{}, m.failed(r, err)
 	}
 	env, err := m.serverEnv(r.Tenant, r.Server)
+	if err != nil {
+		return jobsapi.MCPOpenResponse{}, m.failed(r, err)
+	}
+	launch, pkgDir, err := m.launch(ctx, r)
 	if err != nil {
 		return jobsapi.MCPOpenResponse{}, err
 	}
@@ -225,7 +234,12 @@ func (m *mcpHost) open(ctx context.Context, r jobsapi.MCPOpenRequest) (jobsapi.M
 			s.mu.Lock()
 		}
 		if s.tree == nil {
-			if err := m.start(s, r.Server, ws.Dir(), tmp, env); err != nil {
+			conf := serverConfinement(w.jobConfinement(ws.Dir(), tmp, r.Server.Network), pkgDir)
+			if why := notPermitted(conf, launch, workerPath(), ws.Dir()); why != "" {
+				s.state, s.err = "failed", why
+				return jobsapi.MCPOpenResponse{}, badRequest("MCP server %s cannot start: %s", s.name, why)
+			}
+			if err := m.start(s, r.Server, launch, ws.Dir(), tmp, env, conf); err != nil {
 				return jobsapi.MCPOpenResponse{}, err
 			}
 		}
@@ -236,6 +250,77 @@ func (m *mcpHost) open(ctx context.Context, r jobsapi.MCPOpenRequest) (jobsapi.M
 	s.conn = &mcpConn{id: m.connID(), wake: make(chan struct{}), pending: map[string]bool{}}
 	s.lastUse = time.Now()
 	return jobsapi.MCPOpenResponse{Conn: s.conn.id, Restarts: s.restarts}, nil
+}
+
+// launch is how r's server is started: as the profile says, or for an npx
+// server from the tenant's install of its package (mcppackages.go), whose
+// directory it returns. While the install is under way the server is
+// "starting", and one that fails leaves it failed with npm's words.
+func (m *mcpHost) launch(ctx context.Context, r jobsapi.MCPOpenRequest) (jobsapi.MCPServer, string, error) {
+	if _, _, _, ok := npxPackage(r.Server.Command, r.Server.Args); !ok {
+		return r.Server, "", nil
+	}
+	m.note(r, "starting", "installing its package for the tenant")
+	// An open answers within mcpMaxOpenWait, as for a backoff: a longer
+	// install says so, and the caller asks again.
+	wctx, cancel := context.WithTimeout(ctx, mcpMaxOpenWait)
+	defer cancel()
+	launch, dir, err := m.packages.resolve(wctx, r.Tenant, r.Server)
+	if err != nil && wctx.Err() != nil {
+		m.note(r, "starting", err.Error())
+		return launch, "", &jobsapi.Error{Code: jobsapi.CodeNotYet, Message: fmt.Sprintf("MCP server %s: %v", r.Server.Name, err)}
+	}
+	if err != nil {
+		return launch, "", m.failed(r, &jobsapi.Error{Code: jobsapi.CodeUnavailable, Message: fmt.Sprintf("MCP server %s: %v", r.Server.Name, err)})
+	}
+	return launch, dir, nil
+}
+
+// serverConfinement is a server's confinement: a job's, with its
+// package's directory (if any) read-only.
+func serverConfinement(c *proctree.Confinement, pkgDir string) *proctree.Confinement {
+	if c == nil || pkgDir == "" {
+		return c
+	}
+	c.ReadOnlyDirs = append(slices.Clip(c.ReadOnlyDirs), pkgDir)
+	return c
+}
+
+// failed notes why a server could not start before its process was
+// started (its environment, its network), so the session detail says it
+// until the next attempt; a running server (of the profile before) is
+// left as it is. It returns err.
+func (m *mcpHost) failed(r jobsapi.MCPOpenRequest, err error) error {
+	m.note(r, "failed", errText(err))
+	return err
+}
+
+// note sets the state of r's server unless it runs.
+func (m *mcpHost) note(r jobsapi.MCPOpenRequest, state, why string) {
+	s := m.server(sessionKey(r.Tenant, r.Session), r.Server.Name, true)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.tree == nil {
+		s.state, s.err = state, redact.Text(why)
+	}
+}
+
+// errText is an error's words without the wire's code.
+func errText(err error) string {
+	var je *jobsapi.Error
+	if errors.As(err, &je) {
+		return je.Message
+	}
+	return err.Error()
+}
+
+// workerPath is the PATH a server's bare command name is looked up on,
+// and the one the server gets.
+func workerPath() string {
+	if path := os.Getenv("PATH"); path != "" {
+		return path
+	}
+	return "/usr/local/bin:/usr/bin:/bin"
 }
 
 func sameServer(a, b jobsapi.MCPServer) bool {
@@ -270,17 +355,15 @@ func (m *mcpHost) serverEnv(tenant string, spec jobsapi.MCPServer) ([]string, er
 	return env, nil
 }
 
-// start starts s's process in the workspace, confined and contained.
-// s.mu is held.
-func (m *mcpHost) start(s *mcpServer, spec jobsapi.MCPServer, ws, tmp string, extra []string) error {
+// start starts s's process in the workspace, confined by conf and
+// contained: launch's command and arguments (spec's, or those of its npx
+// package's install). s.mu is held.
+func (m *mcpHost) start(s *mcpServer, spec, launch jobsapi.MCPServer, ws, tmp string, extra []string, conf *proctree.Confinement) error {
 	w := m.w
-	path := os.Getenv("PATH")
-	if path == "" {
-		path = "/usr/local/bin:/usr/bin:/bin"
-	}
+	path := workerPath()
 	// A bare name is looked up on the worker's PATH, which is the one the
 	// server gets too.
-	cmd := exec.Command(spec.Command, spec.Args...)
+	cmd := exec.Command(launch.Command, launch.Args...)
 	cmd.Dir = ws
 	cmd.Env = append([]string{"PATH=" + path, "HOME=" + ws, "TMPDIR=" + tmp, "LANG=C.UTF-8"}, passedEnv()...)
 	cmd.Env = append(cmd.Env, extra...)
@@ -303,7 +386,7 @@ func (m *mcpHost) start(s *mcpServer, spec jobsapi.MCPServer, ws, tmp string, ex
 		return fmt.Errorf("jobs: mcp server %s: %w", spec.Name, err)
 	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
-	tree, err := m.host.StartConfined(cmd, w.cfg.Limits.Tree, w.jobConfinement(ws, tmp, spec.Network))
+	tree, err := m.host.StartConfined(cmd, w.cfg.Limits.Tree, conf)
 	for _, f := range []*os.File{inR, outW, errW} {
 		_ = f.Close()
 	}
@@ -324,10 +407,11 @@ func (m *mcpHost) start(s *mcpServer, spec jobsapi.MCPServer, ws, tmp string, ex
 	s.initRes, s.initID, s.stderr = nil, "", nil
 	s.started = time.Now()
 	gen := s.gen
-	errDone := make(chan struct{})
+	errDone, exited := make(chan struct{}), make(chan struct{})
+	s.exited = exited
 	go s.readStdout(outR, gen)
 	go func() { defer close(errDone); s.readStderr(errR) }()
-	go s.wait(tree, gen, errDone)
+	go func() { defer close(exited); s.wait(tree, gen, errDone) }()
 	w.cfg.Log.Info().Str("session", s.sid).Str("server", s.name).Int("pid", tree.Pid()).Msg("jobs: MCP server started")
 	return nil
 }
@@ -424,6 +508,9 @@ func (s *mcpServer) wait(tree *proctree.Tree, gen int, stderrDone <-chan struct{
 	}
 	s.crashes++
 	s.tree, s.state, s.err = nil, "restarting", "crashed ("+how+")"
+	if s.initRes == nil {
+		s.state, s.err = "failed", failedStart(how, s.stderr)
+	}
 	_ = s.stdin.Close()
 	s.notBefre = time.Now().Add(backoff(s.crashes))
 	if s.conn != nil {
@@ -440,6 +527,8 @@ func (s *mcpServer) endReason() string {
 		return fmt.Sprintf("MCP server %s was stopped: %s", s.name, s.err)
 	case "restarting":
 		return fmt.Sprintf("MCP server %s %s; it is started again at the next call", s.name, s.err)
+	case "failed":
+		return fmt.Sprintf("MCP server %s %s; it is tried again at the next call", s.name, s.err)
 	}
 	return fmt.Sprintf("MCP server %s: another connection took the server over", s.name)
 }
@@ -563,16 +652,30 @@ func (m *mcpHost) send(r jobsapi.MCPSendRequest) error {
 		}
 		lines = append(lines, append(bytes.Clone(compact(msg)), '\n'))
 	}
-	stdin := s.stdin
+	stdin, exited := s.stdin, s.exited
 	s.mu.Unlock()
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
 	for _, l := range lines {
 		if _, err := stdin.Write(l); err != nil {
-			return &jobsapi.Error{Code: jobsapi.CodeConflict, Message: fmt.Sprintf("MCP server %s: write to its stdin: %v", r.Server, err)}
+			return s.writeFailed(r.Server, exited, err)
 		}
 	}
 	return nil
+}
+
+// writeFailed is the error of a write to a server's stdin that failed:
+// the server ended, and why it ended (its last words) says more than the
+// broken pipe, so it waits briefly for the end to be noted.
+func (s *mcpServer) writeFailed(name string, exited <-chan struct{}, err error) error {
+	select {
+	case <-exited:
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return &jobsapi.Error{Code: jobsapi.CodeConflict, Message: s.endReason()}
+	case <-time.After(2 * time.Second):
+		return &jobsapi.Error{Code: jobsapi.CodeConflict, Message: fmt.Sprintf("MCP server %s: write to its stdin: %v", name, err)}
+	}
 }
 
 // compact puts a message on one line, as the stdio transport needs.

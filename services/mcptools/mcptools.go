@@ -194,6 +194,30 @@ func (s *Set) States() []dispatcherapi.MCPServerState {
 	return out
 }
 
+// Unavailable are the servers that are not running as the run ends —
+// failed, restarting after a crash, stopped — with why: what the run's
+// end records in the session's history.
+func (s *Set) Unavailable() []dispatcherapi.MCPServerState {
+	var out []dispatcherapi.MCPServerState
+	for _, st := range s.States() {
+		if st.State != "running" {
+			out = append(out, st)
+		}
+	}
+	return out
+}
+
+// End ends the run's connections (Close) and says which servers were
+// unavailable at the end (Unavailable).
+func (s *Set) End() []dispatcherapi.MCPServerState {
+	if s == nil {
+		return nil
+	}
+	out := s.Unavailable()
+	s.Close()
+	return out
+}
+
 // server is one MCP server of a run.
 type server struct {
 	hub    *Hub
@@ -203,14 +227,18 @@ type server struct {
 	target Target
 	log    zerolog.Logger
 
-	connMu   sync.Mutex // held while a session is looked up or made
+	connMu sync.Mutex // held while a session is looked up or made
+	// listMu makes listings take turns, so the one offered last is the
+	// one the server gave last.
+	listMu   sync.Mutex
 	mu       sync.Mutex
 	cs       *mcp.ClientSession
 	conn     *workerConn // the stdio connection under cs, for why it ended
 	state    string
 	err      string
 	closed   bool
-	listGen  int
+	changes  int // announcements heard (list_changed, a new connection)
+	listed   int // changes as of the start of the listing offered last
 	connects int
 }
 
@@ -222,7 +250,7 @@ func (s *server) connect(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return s.refresh(ctx, cs)
+	return s.refresh(ctx, cs, true)
 }
 
 // session is the server's client session, connecting one when there is
@@ -256,7 +284,7 @@ func (s *server) session(ctx context.Context) (*mcp.ClientSession, error) {
 	client := mcp.NewClient(&mcp.Implementation{Name: "jetway", Version: "1"}, &mcp.ClientOptions{
 		Capabilities: &mcp.ClientCapabilities{},
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
-			go s.listChanged()
+			s.announced()
 		},
 	})
 	var opts *mcp.ClientSessionOptions
@@ -265,7 +293,7 @@ func (s *server) session(ctx context.Context) (*mcp.ClientSession, error) {
 	}
 	cs, err := client.Connect(ctx, t, opts)
 	if err != nil {
-		err = s.why(wc, err)
+		err = refusal(s.why(wc, err))
 		s.fail(err)
 		return nil, err
 	}
@@ -282,7 +310,7 @@ func (s *server) session(ctx context.Context) (*mcp.ClientSession, error) {
 	if again {
 		// A server started again (after a crash, a stop) may offer other
 		// tools than the one before it.
-		go s.listChanged()
+		s.announced()
 	}
 	go func() {
 		_ = cs.Wait()
@@ -341,11 +369,14 @@ func (s *server) transport() (mcp.Transport, *workerConn, error) {
 	}
 }
 
+// egressLabel is how the egress guard names what it refuses.
+const egressLabel = "MCP server"
+
 // guardedClient is the default client of http servers (see
 // Config.HTTPClient): every dial through the egress guard, no proxy, no
 // redirects.
 func guardedClient(allowHosts []string) *http.Client {
-	return egress.NewGuard(allowHosts, "MCP server", "--mcp-allow-host").Client(0)
+	return egress.NewGuard(allowHosts, egressLabel, "--mcp-allow-host").Client(0)
 }
 
 // headerTransport adds the server's configured headers to every request.
@@ -373,6 +404,21 @@ func (s *server) why(wc *workerConn, err error) error {
 		if reason := wc.closedReason(); reason != "" {
 			return errors.New(reason)
 		}
+	}
+	return err
+}
+
+// refusal is the egress guard's refusal err holds, when it holds one: the
+// address, the rule and the flag are what a person needs, not the layers
+// of the SDK and the HTTP client around it. The SDK passes the transport's
+// error on as text, so the refusal is found by its words.
+func refusal(err error) error {
+	if err == nil {
+		return nil
+	}
+	msg := err.Error()
+	if i := strings.Index(msg, egressLabel+" "+egress.ErrForbiddenTarget.Error()+": "); i >= 0 {
+		return errors.New(msg[i:])
 	}
 	return err
 }
@@ -423,43 +469,107 @@ func (s *server) ended(cs *mcp.ClientSession, locked bool) {
 	}
 }
 
+// close ends the run's connection. A server that could not be reached
+// stays failed with why until the next run tries again: after the run the
+// session detail must still say why its tools were missing.
 func (s *server) close() {
 	s.mu.Lock()
 	cs := s.cs
-	s.cs, s.closed, s.state, s.err = nil, true, "idle", ""
+	s.cs, s.closed = nil, true
+	if s.state != "failed" {
+		s.state, s.err = "idle", ""
+	}
 	s.mu.Unlock()
 	if cs != nil {
 		_ = cs.Close()
 	}
 }
 
-// listChanged lists the server's tools again after it said they changed.
+// announced notes that the server's tools may have changed and lists
+// them again. The count goes up at once, so a listing under way learns
+// that it may be out of date; the listing again runs apart, as the SDK
+// calls this on its reading goroutine.
+func (s *server) announced() {
+	s.mu.Lock()
+	s.changes++
+	s.mu.Unlock()
+	go s.listChanged()
+}
+
+// listChanged lists the server's tools again after an announcement,
+// unless a listing begun since then has already been offered.
 func (s *server) listChanged() {
 	s.mu.Lock()
 	cs := s.cs
 	s.mu.Unlock()
 	if cs == nil {
-		return
+		return // the connect under way lists them
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.hub.cfg.ConnectTimeout)
 	defer cancel()
-	if err := s.refresh(ctx, cs); err != nil {
+	if err := s.refresh(ctx, cs, false); err != nil {
 		s.log.Warn().Err(err).Msg("mcp: list the changed tools")
 	}
 }
 
-// refresh lists the server's tools and hands them to the target.
-func (s *server) refresh(ctx context.Context, cs *mcp.ClientSession) error {
-	s.mu.Lock()
-	s.listGen++
-	gen := s.listGen
-	s.mu.Unlock()
+// maxListings bounds how often one refresh lists again because the
+// server announced a change while it was listed: a server that announces
+// at every listing must not hold a run's start until its timeout.
+const maxListings = 3
+
+// refresh lists the server's tools and hands them to the target, again
+// while the server announces changes during a listing (at most
+// maxListings times). Every listing is offered, in turn: an announcement
+// makes a listing out of date but does not make it wrong, and dropping it
+// left a run without the server's tools until a later listing came in —
+// after the run's first model call, for a server that announces a change
+// right after it starts (@modelcontextprotocol/server-everything does).
+// Unless always, a refresh that finds a listing begun after the last
+// announcement already offered has nothing to do, and none lists on a
+// connection that is no longer the server's.
+func (s *server) refresh(ctx context.Context, cs *mcp.ClientSession, always bool) error {
+	s.listMu.Lock()
+	defer s.listMu.Unlock()
+	for range maxListings {
+		s.mu.Lock()
+		// A connection replaced while this waited its turn is over: the
+		// new one lists for itself.
+		seen, done := s.changes, (!always && s.listed == s.changes) || s.cs != cs
+		s.mu.Unlock()
+		if done {
+			return nil
+		}
+		always = true
+		tools, err := s.list(ctx, cs)
+		if err != nil {
+			return err
+		}
+		s.mu.Lock()
+		closed := s.closed
+		s.listed = seen
+		current := s.changes == seen
+		s.mu.Unlock()
+		if closed {
+			return nil
+		}
+		s.target(s.spec.Name, tools)
+		if current {
+			return nil
+		}
+	}
+	return nil
+}
+
+// list is the server's tools as jetway tools, with the resource tools
+// when it has resources; a tool that cannot be offered is left out
+// (logged).
+func (s *server) list(ctx context.Context, cs *mcp.ClientSession) ([]tool.Tool, error) {
 	var tools []tool.Tool
 	for t, err := range cs.Tools(ctx, nil) {
 		if err != nil {
 			err = fmt.Errorf("list the tools of MCP server %s: %w", s.spec.Name, err)
 			s.fail(err)
-			return err
+			return nil, err
 		}
 		mt, err := s.wrap(t)
 		if err != nil {
@@ -468,13 +578,7 @@ func (s *server) refresh(ctx context.Context, cs *mcp.ClientSession) error {
 		}
 		tools = append(tools, mt)
 	}
-	s.mu.Lock()
-	stale := gen != s.listGen || s.closed
-	s.mu.Unlock()
-	if !stale {
-		s.target(s.spec.Name, tools)
-	}
-	return nil
+	return append(tools, s.resourceTools(cs, tools)...), nil
 }
 
 var invalidToolChars = regexp.MustCompile(`[^A-Za-z0-9_-]`)
@@ -533,7 +637,24 @@ func (t *mcpTool) ReadOnly(json.RawMessage) bool { return false }
 
 // Run calls the tool; every failure is an error result the model reads.
 func (t *mcpTool) Run(ctx context.Context, call tool.Call) (tool.Result, error) {
-	s := t.srv
+	args := call.Input
+	if len(args) == 0 || string(args) == "null" {
+		args = json.RawMessage("{}")
+	}
+	return t.srv.call(ctx, "tool "+t.remote, func(ctx context.Context, cs *mcp.ClientSession) (tool.Result, error) {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: t.remote, Arguments: args})
+		if err != nil {
+			return tool.Result{}, err
+		}
+		return toResult(res), nil
+	})
+}
+
+// call runs do with the server's session, within the server's timeout.
+// Every failure — the server not available, no answer in time, an error
+// of the server or its connection — is an error result the model reads
+// (what names the call in it); only the run's own end is an error.
+func (s *server) call(ctx context.Context, what string, do func(context.Context, *mcp.ClientSession) (tool.Result, error)) (tool.Result, error) {
 	timeout := agents.MCPTimeout(s.spec)
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -541,23 +662,19 @@ func (t *mcpTool) Run(ctx context.Context, call tool.Call) (tool.Result, error) 
 	if err != nil {
 		return errorResult("MCP server %s is not available: %v", s.spec.Name, err), nil
 	}
-	args := call.Input
-	if len(args) == 0 || string(args) == "null" {
-		args = json.RawMessage("{}")
-	}
-	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: t.remote, Arguments: args})
+	res, err := do(ctx, cs)
 	switch {
-	case err != nil && ctx.Err() == context.DeadlineExceeded:
-		return errorResult("MCP server %s: tool %s did not answer within %s; the call was cancelled", s.spec.Name, t.remote, timeout), nil
-	case err != nil && ctx.Err() != nil:
+	case err == nil:
+		return res, nil
+	case ctx.Err() == context.DeadlineExceeded:
+		return errorResult("MCP server %s: %s did not answer within %s; the call was cancelled", s.spec.Name, what, timeout), nil
+	case ctx.Err() != nil:
 		return tool.Result{}, ctx.Err()
-	case err != nil:
-		s.mu.Lock()
-		wc := s.conn
-		s.mu.Unlock()
-		return errorResult("MCP server %s: tool %s failed: %v", s.spec.Name, t.remote, s.why(wc, err)), nil
 	}
-	return toResult(res), nil
+	s.mu.Lock()
+	wc := s.conn
+	s.mu.Unlock()
+	return errorResult("MCP server %s: %s failed: %v", s.spec.Name, what, s.why(wc, err)), nil
 }
 
 func errorResult(format string, args ...any) tool.Result {

@@ -53,12 +53,24 @@ func (t *workerTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	wc := t.conn()
 	sr := jobsapi.SessionRequest{Tenant: t.ref.Tenant, Session: t.ref.Session, Lineage: t.ref.Lineage}
 	res, err := t.jc.MCPOpen(ctx, jobsapi.MCPOpenRequest{SessionRequest: sr, Server: t.spec, Run: t.ref.Run})
+	for notYet(err) && ctx.Err() == nil {
+		// Its npx package is installing: the worker waited a while before
+		// it said so, and the connect timeout bounds how often it is asked.
+		res, err = t.jc.MCPOpen(ctx, jobsapi.MCPOpenRequest{SessionRequest: sr, Server: t.spec, Run: t.ref.Run})
+	}
 	if err != nil {
 		wc.setReason(err.Error())
 		return nil, fmt.Errorf("start MCP server %s on the session's jobs worker: %w", t.spec.Name, err)
 	}
 	wc.req = jobsapi.MCPConnRequest{SessionRequest: sr, Server: t.spec.Name, Conn: res.Conn}
 	return wc, nil
+}
+
+// notYet says the worker is still preparing the server (installing its
+// package) and asks to be asked again.
+func notYet(err error) bool {
+	var je *jobsapi.Error
+	return errors.As(err, &je) && je.Code == jobsapi.CodeNotYet
 }
 
 // workerConn is one connection to a worker-hosted server.

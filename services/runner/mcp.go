@@ -10,12 +10,13 @@ import (
 
 // openMCP connects the MCP servers of the run's profile through
 // Config.MCP and keeps their tools in reg as the servers list them; the
-// returned func ends the connections. A runner without the hook, a
+// returned func ends the connections and says which servers were not
+// running at the end. A runner without the hook, a
 // profile without servers or a run without a registry has nothing to
 // open.
-func (r *Runner) openMCP(ctx context.Context, ref SessionRef, prof agents.Profile, reg *tool.Registry) func() {
+func (r *Runner) openMCP(ctx context.Context, ref SessionRef, prof agents.Profile, reg *tool.Registry) func() []agents.MCPServerState {
 	if r.cfg.MCP == nil || len(prof.MCP) == 0 || reg == nil {
-		return func() {}
+		return func() []agents.MCPServerState { return nil }
 	}
 	return r.cfg.MCP(ctx, ref, prof, func(server string, tools []tool.Tool) {
 		offerServerTools(reg, prof, server, tools)

@@ -18,10 +18,10 @@ import (
 
 // mcpHook is Config.MCP as cmd/jetway wires it, with the test's
 // environment of secret variables.
-func mcpHook(env map[string]string) func(context.Context, SessionRef, agents.Profile, func(string, []tool.Tool)) func() {
+func mcpHook(env map[string]string) func(context.Context, SessionRef, agents.Profile, func(string, []tool.Tool)) func() []dispatcherapi.MCPServerState {
 	hub := mcptools.New(mcptools.Config{AllowHosts: []string{"127.0.0.1"}, SecretEnv: func(v string) (string, bool) { s, ok := env[v]; return s, ok }})
-	return func(ctx context.Context, s SessionRef, prof agents.Profile, offer func(string, []tool.Tool)) func() {
-		return hub.Open(ctx, mcptools.Ref{Tenant: s.Tenant, Session: s.Session, Run: s.Run, Network: prof.Network}, prof.MCP, offer).Close
+	return func(ctx context.Context, s SessionRef, prof agents.Profile, offer func(string, []tool.Tool)) func() []dispatcherapi.MCPServerState {
+		return hub.Open(ctx, mcptools.Ref{Tenant: s.Tenant, Session: s.Session, Run: s.Run, Network: prof.Network}, prof.MCP, offer).End
 	}
 }
 
@@ -97,5 +97,71 @@ func TestA_servers_new_tool_list_replaces_its_old_one_in_the_run_as_the_profile_
 	offerServerTools(reg, narrow, "web", []tool.Tool{echo("mcp__web__b"), echo("mcp__web__c")})
 	if _, ok := reg.Get("mcp__web__b"); ok {
 		t.Fatal("a tool tools.allow leaves out was offered")
+	}
+}
+
+// A server that offered nothing stays in the history: the run's end
+// records it with why, after its state has moved on.
+func TestThe_end_of_a_run_records_the_MCP_servers_that_were_not_running_and_why(t *testing.T) {
+	e := newEnv(t)
+	web := mcptest.ServeHTTP(t)
+	e.putProfile("t1", "tooled", agents.Profile{
+		Instructions: "Use the web tools.",
+		MCP: []dispatcherapi.AgentMCPServer{{Name: "web", URL: web.URL},
+			{Name: "intranet", URL: "http://10.0.0.1/mcp"}},
+	})
+	model, p := fakeModel(t, llmtest.Reply{Text: "done"})
+	e.run(Config{ID: "r1", Provider: p, IdleEvict: time.Minute, MCP: mcpHook(nil)})
+	e.publishAgent("t1", "s1", "go", "tooled")
+	testutil.Eventually(t, 30*time.Second, "the run to end", func() bool {
+		return countKind(e.records("t1", "s1"), RecordRunEnded) == 1
+	})
+	if offered := model.Requests()[0].ToolNames(); !slices.Contains(offered, "mcp__web__echo") {
+		t.Fatalf("the first model call offered %v, want the reachable server's tools", offered)
+	}
+	for _, r := range e.records("t1", "s1") {
+		if r.Kind != RecordRunEnded {
+			continue
+		}
+		t.Logf("run_ended records MCP %+v", r.MCP)
+		if len(r.MCP) != 1 || r.MCP[0].Server != "intranet" || r.MCP[0].State != "failed" ||
+			!strings.Contains(r.MCP[0].Error, "private address") || !strings.Contains(r.MCP[0].Error, "--mcp-allow-host") {
+			t.Fatalf("run_ended records MCP %+v, want intranet failed, refused by the address rule", r.MCP)
+		}
+	}
+}
+
+// A server's resources are tools of the server: tools.allow and
+// tools.deny name them like any other.
+func TestA_servers_resource_tools_are_offered_and_refused_as_the_profile_says(t *testing.T) {
+	e := newEnv(t)
+	web := mcptest.ServeHTTP(t)
+	e.putProfile("t1", "reader", agents.Profile{
+		Instructions: "Read the notes.",
+		MCP:          []dispatcherapi.AgentMCPServer{{Name: "web", URL: web.URL}},
+		Tools:        dispatcherapi.AgentTools{Allow: []string{"mcp__web__list_resources", "mcp__web__read_resource"}, Deny: []string{"mcp__web__read_resource"}},
+	})
+	model, p := fakeModel(t,
+		llmtest.Reply{ToolCalls: []llmtest.ToolCall{
+			{ID: "tu_list", Name: "mcp__web__list_resources", Input: `{}`},
+			{ID: "tu_read", Name: "mcp__web__read_resource", Input: `{"uri":"` + mcptest.NoteURI + `"}`},
+		}},
+		llmtest.Reply{Text: "done"},
+	)
+	e.run(Config{ID: "r1", Provider: p, IdleEvict: time.Minute, MCP: mcpHook(nil)})
+	e.publishAgent("t1", "s1", "go", "reader")
+	testutil.Eventually(t, 30*time.Second, "the run to end", func() bool {
+		return countKind(e.records("t1", "s1"), RecordRunEnded) == 1
+	})
+	reqs := model.Requests()
+	if offered := reqs[0].ToolNames(); !slices.Contains(offered, "mcp__web__list_resources") || slices.Contains(offered, "mcp__web__echo") {
+		t.Fatalf("offered %v, want list_resources and no tool tools.allow leaves out", offered)
+	}
+	results := reqs[1].ToolResults()
+	if got := results["tu_list"]; !strings.Contains(got, mcptest.NoteURI) || strings.HasPrefix(got, "ERROR") {
+		t.Errorf("list_resources = %s", got)
+	}
+	if got := results["tu_read"]; !strings.HasPrefix(got, "ERROR") || !strings.Contains(got, "denied") {
+		t.Errorf("read_resource = %s, want denied by the rule", got)
 	}
 }

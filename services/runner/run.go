@@ -19,6 +19,7 @@ import (
 	"jetway/pkg/agent/compact"
 	"jetway/pkg/agent/guide"
 	"jetway/pkg/agent/tool"
+	"jetway/pkg/control/agents"
 	"jetway/pkg/events"
 	"jetway/pkg/handover"
 	"jetway/pkg/llm"
@@ -58,6 +59,7 @@ type liveRun struct {
 type runResult struct {
 	term   *agent.Terminal
 	fenced bool
+	mcp    []agents.MCPServerState // the MCP servers not running at the end
 }
 
 // start begins a run from p: its first user turn carries p's events and the
@@ -527,7 +529,7 @@ func (a *actor) launch(ctx context.Context, parent context.Context, c claimed, i
 	go func() {
 		defer span.End()
 		in.System = append(slices.Clip(in.System), a.r.instructionBlocks(runCtx, ref, rc.prof)...)
-		defer a.r.openMCP(runCtx, ref, rc.prof, in.Tools)()
+		endMCP := a.r.openMCP(runCtx, ref, rc.prof, in.Tools)
 		var term *agent.Terminal
 		for ev, err := range agent.Query(runCtx, in, agent.QueryDeps{}) {
 			if err != nil {
@@ -544,7 +546,8 @@ func (a *actor) launch(ctx context.Context, parent context.Context, c claimed, i
 			a.log.Debug().Str("run", runID).Str("reason", string(term.Reason)).AnErr("error", term.Err).Int("turns", term.Turns).Msg("run ended")
 		}
 		fenced := term != nil && term.Reason == agent.ReasonRecordFailed && errors.Is(term.Err, ErrFenced)
-		a.send(func(a *actor) { a.runEnded(ctx, lr, runResult{term: term, fenced: fenced}) })
+		mcp := endMCP()
+		a.send(func(a *actor) { a.runEnded(ctx, lr, runResult{term: term, fenced: fenced, mcp: mcp}) })
 	}()
 }
 
@@ -602,7 +605,7 @@ func (a *actor) finishRun(ctx context.Context, lr *liveRun, res runResult) {
 	tr := a.tr
 	steer := a.steering
 	a.steering = nil
-	err := tr.appendSure(ctx, Record{Kind: RecordRunEnded, Run: lr.id, Runner: a.r.cfg.ID, Reason: reason}, 15*time.Second)
+	err := tr.appendSure(ctx, Record{Kind: RecordRunEnded, Run: lr.id, Runner: a.r.cfg.ID, Reason: reason, MCP: res.mcp}, 15*time.Second)
 	if err != nil {
 		// Fenced, or the store stayed away: the end is not recorded, so the
 		// run must not be called finished. lost() hands it over for

@@ -67,8 +67,10 @@ type Config struct {
 	// (prof.MCP, never empty here) at the run's start and hands each
 	// server's tools to offer, again whenever its list changes; the run
 	// offers those its profile allows, as mcp__<server>__<tool>. The
-	// returned func ends the connections when the run is over.
-	MCP func(ctx context.Context, s SessionRef, prof agents.Profile, offer func(server string, tools []tool.Tool)) (closeAll func())
+	// returned func ends the connections when the run is over and says
+	// which servers were not running then, and why (failed, crashed,
+	// stopped): the run's end records them in the session's history.
+	MCP func(ctx context.Context, s SessionRef, prof agents.Profile, offer func(server string, tools []tool.Tool)) (closeAll func() []agents.MCPServerState)
 	// ChildState, if set, tells whether an interrupted run's foreground
 	// processes are gone (the jobs service's answer). Without it, a runner
 	// whose tools start no processes answers "gone", and one whose tools do

@@ -118,3 +118,20 @@ type Limits struct {
 	// have at work at once.
 	MaxSubagents int `json:"max_subagents,omitempty"`
 }
+
+// MCPServerState is one MCP server of a session as the session detail
+// shows it.
+type MCPServerState struct {
+	Server string `json:"server"`
+	// Transport is "stdio" or "http".
+	Transport string `json:"transport"`
+	// State is "running" (connected, its tools offered), "starting",
+	// "restarting" (it crashed or its connection ended; the next call
+	// starts it again, after a pause), "stopped" (Ground Stop, a kill or
+	// its idle timeout ended it; Error says which), "failed" (it could not
+	// be started or reached; Error says why), "idle" (no run has used it
+	// yet, or the last run that did is over) or "unknown" (the session's
+	// jobs worker did not answer; Error says so).
+	State string `json:"state"`
+	Error string `json:"error,omitempty"`
+}

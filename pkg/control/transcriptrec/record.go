@@ -9,6 +9,7 @@ package transcriptrec
 import (
 	"time"
 
+	"jetway/pkg/control/agents"
 	"jetway/pkg/llm"
 )
 
@@ -44,4 +45,8 @@ type Record struct {
 	// Agent and AgentVersion name the profile a run went by (run_started).
 	Agent        string `json:"agent,omitempty"`
 	AgentVersion uint64 `json:"agent_version,omitempty"`
+	// MCP are the MCP servers that were not running as the run ended, and
+	// why (run_ended): why a run lacked a server's tools stays readable
+	// after the servers' states have moved on.
+	MCP []agents.MCPServerState `json:"mcp,omitempty"`
 }

@@ -275,6 +275,7 @@ const (
 	CodeConflict    = http.StatusConflict            // a limit is reached, or the session is bound elsewhere
 	CodeInternal    = http.StatusInternalServerError // anything else
 	CodeUnavailable = http.StatusServiceUnavailable  // the worker is stopping, or none answers
+	CodeNotYet      = http.StatusTooEarly            // an MCP server is still being prepared (its npx package installing): ask again
 )
 
 // Sentinels matched (errors.Is) by an *Error of the same code.

@@ -15,7 +15,10 @@ import (
 //     starting the server first if it is not running (a crashed one only
 //     after its backoff). A server has one connection at a time: a new
 //     open (the session's next run, or a runner that took the session
-//     over) ends the previous one. The answer names the connection.
+//     over) ends the previous one. The answer names the connection. An
+//     npx server's package is installed for the tenant first (once); an
+//     open that waited 10 s for the install answers CodeNotYet,
+//     and the caller asks again.
 //   - mcp_send writes JSON-RPC messages to the server's stdin, one line
 //     each. The worker answers an "initialize" of a later connection
 //     itself, with the result the server gave the first one, because an

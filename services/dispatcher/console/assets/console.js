@@ -401,7 +401,12 @@
   // drawEntry renders one transcript entry of the history API.
   function drawEntry(r, e) {
     if (e.kind === 'run_started') r.runStarted(e.run, `run ${e.run} started (${e.cause || 'dispatch'})`, e.time);
-    if (e.kind === 'run_ended') { r.runEnded(e.run, e.reason, null, null, { time: e.time }); return; }
+    if (e.kind === 'run_ended') {
+      r.runEnded(e.run, e.reason, null, null, { time: e.time });
+      // The MCP servers the run had no tools of, and why (docs/MCP.md).
+      for (const m of e.mcp || []) r.notice(`MCP server ${m.server} (${m.transport}) ${m.state}: ${m.error || '-'}`, e.run);
+      return;
+    }
     if (e.kind === 'refused') { r.notice(`refused ${e.type || 'event'}: ${e.reason}`, e.run); return; }
     if (e.kind === 'boundary') { r.headline('earlier history was compacted into a summary', e.run); return; }
     r.usage(e.run, e.usage);
