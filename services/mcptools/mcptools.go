@@ -34,7 +34,6 @@ import (
 
 	"jetway/pkg/agent/tool"
 	"jetway/pkg/control/agents"
-	"jetway/pkg/dispatcherapi"
 	"jetway/pkg/egress"
 	"jetway/pkg/llm"
 	"jetway/pkg/redact"
@@ -120,7 +119,7 @@ type Set struct {
 // bounded by the connect timeout) and hands their tools to target. A
 // server that cannot be reached offers no tools in this run; States says
 // why.
-func (h *Hub) Open(ctx context.Context, ref Ref, specs []dispatcherapi.AgentMCPServer, target Target) *Set {
+func (h *Hub) Open(ctx context.Context, ref Ref, specs []agents.MCPServer, target Target) *Set {
 	set := &Set{hub: h, ref: ref}
 	var wg sync.WaitGroup
 	for _, spec := range specs {
@@ -181,14 +180,14 @@ func (s *Set) Close() {
 }
 
 // States says how each server is.
-func (s *Set) States() []dispatcherapi.MCPServerState {
+func (s *Set) States() []agents.MCPServerState {
 	if s == nil {
 		return nil
 	}
-	out := make([]dispatcherapi.MCPServerState, 0, len(s.servers))
+	out := make([]agents.MCPServerState, 0, len(s.servers))
 	for _, srv := range s.servers {
 		srv.mu.Lock()
-		out = append(out, dispatcherapi.MCPServerState{Server: srv.spec.Name, Transport: agents.MCPTransport(srv.spec), State: srv.state, Error: srv.err})
+		out = append(out, agents.MCPServerState{Server: srv.spec.Name, Transport: agents.MCPTransport(srv.spec), State: srv.state, Error: srv.err})
 		srv.mu.Unlock()
 	}
 	return out
@@ -197,8 +196,8 @@ func (s *Set) States() []dispatcherapi.MCPServerState {
 // Unavailable are the servers that are not running as the run ends —
 // failed, restarting after a crash, stopped — with why: what the run's
 // end records in the session's history.
-func (s *Set) Unavailable() []dispatcherapi.MCPServerState {
-	var out []dispatcherapi.MCPServerState
+func (s *Set) Unavailable() []agents.MCPServerState {
+	var out []agents.MCPServerState
 	for _, st := range s.States() {
 		if st.State != "running" {
 			out = append(out, st)
@@ -209,7 +208,7 @@ func (s *Set) Unavailable() []dispatcherapi.MCPServerState {
 
 // End ends the run's connections (Close) and says which servers were
 // unavailable at the end (Unavailable).
-func (s *Set) End() []dispatcherapi.MCPServerState {
+func (s *Set) End() []agents.MCPServerState {
 	if s == nil {
 		return nil
 	}
@@ -223,7 +222,7 @@ type server struct {
 	hub    *Hub
 	set    *Set
 	ref    Ref
-	spec   dispatcherapi.AgentMCPServer
+	spec   agents.MCPServer
 	target Target
 	log    zerolog.Logger
 

@@ -11,7 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"jetway/pkg/dispatcherapi"
+	"jetway/pkg/control/agents"
 	jobsclient "jetway/services/jobs/client"
 	"jetway/services/jobs/jobsapi"
 )
@@ -21,7 +21,7 @@ import (
 // run left is noticed soon.
 const recvWait = 20 * time.Second
 
-func stdioSpec(s dispatcherapi.AgentMCPServer, network string) jobsapi.MCPServer {
+func stdioSpec(s agents.MCPServer, network string) jobsapi.MCPServer {
 	return jobsapi.MCPServer{Name: s.Name, Command: s.Command, Args: s.Args, Env: s.Env, Secrets: s.Secrets, Network: network}
 }
 
