@@ -114,7 +114,7 @@ func freePort() (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("find a free port: %w", err)
 	}
-	defer l.Close()
+	defer func() { _ = l.Close() }() // only held to learn a free port
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
@@ -177,7 +177,7 @@ func installNPM() (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("npm install: %w", err)
 	}
-	defer os.RemoveAll(tmp)
+	defer func() { _ = os.RemoveAll(tmp) }() // a scratch directory in the cache: a leftover is harmless
 	ctx, cancel := context.WithTimeout(context.Background(), npmInstallTimeout)
 	defer cancel()
 	// A package of its own, installed into without --prefix, which would
@@ -216,10 +216,10 @@ func lockFile(path string) (func(), error) {
 		return nil, fmt.Errorf("npm install lock: %w", err)
 	}
 	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
-		f.Close()
+		_ = f.Close() // the lock error is the one to report
 		return nil, fmt.Errorf("npm install lock: %w", err)
 	}
-	return func() { _ = unix.Flock(int(f.Fd()), unix.LOCK_UN); f.Close() }, nil
+	return func() { _ = unix.Flock(int(f.Fd()), unix.LOCK_UN); _ = f.Close() }, nil // closing releases the lock anyway
 }
 
 func lastLines(b []byte, n int) string {

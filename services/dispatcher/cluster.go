@@ -176,7 +176,9 @@ func (d *clusterCore) clusterWorkers(ctx context.Context) ([]api.ClusterJobsWork
 	if err != nil {
 		return out, fmt.Errorf("discover: %w", err)
 	}
-	defer sub.Unsubscribe()
+	// A failed unsubscribe (the connection is gone) leaves nothing to
+	// deliver to.
+	defer func() { _ = sub.Unsubscribe() }()
 	if err := d.nc.PublishRequest(subject, inbox, nil); err != nil {
 		return out, fmt.Errorf("discover: %w", err)
 	}

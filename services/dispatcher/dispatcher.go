@@ -181,10 +181,14 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 func (d *Dispatcher) Serve(ctx context.Context, ln net.Listener) error {
 	svc, err := d.StartNATS()
 	if err != nil {
-		ln.Close()
+		_ = ln.Close() // the NATS error is the one to report
 		return err
 	}
-	defer svc.Stop()
+	defer func() {
+		if err := svc.Stop(); err != nil {
+			d.log.Warn().Err(err).Msg("dispatcher: stop the NATS API")
+		}
+	}()
 	srv := &http.Server{
 		Handler:           d.Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
@@ -203,7 +207,7 @@ func (d *Dispatcher) Serve(ctx context.Context, ln net.Listener) error {
 	shut, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := srv.Shutdown(shut); err != nil {
-		srv.Close()
+		_ = srv.Close() // after a failed graceful shutdown: closing is all that is left
 	}
 	return nil
 }

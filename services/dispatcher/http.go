@@ -70,7 +70,7 @@ func (d *httpAPI) handler() http.Handler {
 	mux.Handle("GET "+console.Prefix, web)
 	mux.HandleFunc("GET /v1/openapi.yaml", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/yaml")
-		w.Write(OpenAPI)
+		_, _ = w.Write(OpenAPI) // the client went away: nothing to tell it
 	})
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})

@@ -162,7 +162,9 @@ func (p *mcpPackages) fill(dir, pkg string) error {
 	if err != nil {
 		return fmt.Errorf("npx %s: %w", pkg, err)
 	}
-	defer os.RemoveAll(tmp)
+	// A scratch install directory: removeStaleInstalls takes what a failed
+	// removal leaves.
+	defer func() { _ = os.RemoveAll(tmp) }()
 	home := filepath.Join(tmp, ".home")
 	if err := os.Mkdir(home, 0o700); err != nil {
 		return fmt.Errorf("npx %s: %w", pkg, err)
@@ -196,9 +198,8 @@ func (p *mcpPackages) fill(dir, pkg string) error {
 	select {
 	case err = <-waited:
 	case <-ctx.Done():
-		_ = tree.KillNow()
-		err = fmt.Errorf("did not finish within %s", npmInstallTimeout)
-		<-waited
+		_ = tree.KillNow() // waited for just below
+		err = fmt.Errorf("did not finish within %s (killed: %v)", npmInstallTimeout, <-waited)
 	}
 	if err != nil {
 		return fmt.Errorf("npx %s: npm install: %w: %s", pkg, err, lastWords(out.String()))
