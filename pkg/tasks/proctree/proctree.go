@@ -255,15 +255,20 @@ func (h *Host) StartConfined(cmd *exec.Cmd, lim Limits, c *Confinement) (*Tree, 
 	if lim.Processes > 0 && !v2Pids {
 		switch {
 		case h.pids != "":
-			dir := filepath.Join(h.pids, name)
-			if err := os.Mkdir(dir, 0o755); err != nil {
-				return fail(err)
+			if t.pidsDir == "" {
+				dir := filepath.Join(h.pids, name)
+				if err := os.Mkdir(dir, 0o755); err != nil {
+					return fail(err)
+				}
+				t.pidsDir = dir
 			}
-			t.pidsDir = dir
-			if err := writeFile(filepath.Join(dir, "pids.max"), strconv.Itoa(lim.Processes)); err != nil {
-				return fail(err)
+			if t.pidsMax != lim.Processes {
+				if err := writeFile(filepath.Join(t.pidsDir, "pids.max"), strconv.Itoa(lim.Processes)); err != nil {
+					return fail(err)
+				}
+				t.pidsMax = lim.Processes
 			}
-			shim.Join = append(shim.Join, dir)
+			shim.Join = append(shim.Join, t.pidsDir)
 		default:
 			h.cfg.Log.Warn().Int("processes", lim.Processes).Msg("proctree: no pids controller; process limit not enforced")
 		}
@@ -271,18 +276,23 @@ func (h *Host) StartConfined(cmd *exec.Cmd, lim Limits, c *Confinement) (*Tree, 
 	if lim.Memory > 0 && !v2Mem {
 		switch {
 		case h.mem != "":
-			dir := filepath.Join(h.mem, name)
-			if err := os.Mkdir(dir, 0o755); err != nil {
-				return fail(err)
+			if t.memDir == "" {
+				dir := filepath.Join(h.mem, name)
+				if err := os.Mkdir(dir, 0o755); err != nil {
+					return fail(err)
+				}
+				t.memDir = dir
+				// Without swap accounting the tree could page out instead
+				// of hitting the limit; best effort.
+				_ = writeFile(filepath.Join(dir, "memory.swappiness"), "0")
 			}
-			t.memDir = dir
-			if err := writeFile(filepath.Join(dir, "memory.limit_in_bytes"), strconv.FormatInt(lim.Memory, 10)); err != nil {
-				return fail(err)
+			if t.memMax != lim.Memory {
+				if err := writeFile(filepath.Join(t.memDir, "memory.limit_in_bytes"), strconv.FormatInt(lim.Memory, 10)); err != nil {
+					return fail(err)
+				}
+				t.memMax = lim.Memory
 			}
-			// Without swap accounting the tree could page out instead of
-			// hitting the limit; best effort.
-			_ = writeFile(filepath.Join(dir, "memory.swappiness"), "0")
-			shim.Join = append(shim.Join, dir)
+			shim.Join = append(shim.Join, t.memDir)
 		default:
 			if lim.AddressSpace == 0 || lim.Memory < lim.AddressSpace {
 				lim.AddressSpace = lim.Memory

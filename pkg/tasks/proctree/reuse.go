@@ -40,6 +40,11 @@ type reusable struct {
 	dir    string
 	fd     int
 	limits Limits // what its pids.max and memory.max say
+	// pids and mem are the tree's v1 cgroups kept with it ("" without),
+	// holding pidsMax and memMax.
+	pids, mem string
+	pidsMax   int
+	memMax    int64
 }
 
 // takeCgroup returns an empty cgroup an ended tree left, if one is kept.
@@ -58,8 +63,8 @@ func (h *Host) takeCgroup() (reusable, bool) {
 
 // keepCgroup keeps an ended tree's cgroup for a later tree when it is empty
 // and the host has room; it reports whether it took the cgroup (and fd).
-func (h *Host) keepCgroup(dir string, fd int, limits Limits) bool {
-	if !emptyCgroup(dir) {
+func (h *Host) keepCgroup(c reusable) bool {
+	if !emptyCgroup(c.dir) || !emptyV1(c.pids) || !emptyV1(c.mem) {
 		return false
 	}
 	h.mu.Lock()
@@ -67,7 +72,7 @@ func (h *Host) keepCgroup(dir string, fd int, limits Limits) bool {
 	if h.done || len(h.reuse) >= reuseCount {
 		return false
 	}
-	h.reuse = append(h.reuse, reusable{dir: dir, fd: fd, limits: limits})
+	h.reuse = append(h.reuse, c)
 
 	return true
 }
@@ -80,8 +85,33 @@ func (h *Host) dropReused() {
 	h.mu.Unlock()
 	for _, c := range kept {
 		_ = syscall.Close(c.fd)
-		_ = removeCgroup(c.dir)
+		for _, d := range []string{c.dir, c.pids, c.mem} {
+			if d != "" {
+				_ = removeCgroup(d) // an empty cgroup of ours; Close logs none of these
+			}
+		}
 	}
+}
+
+// emptyV1 reports whether a v1 cgroup ("" is none) holds no process and
+// no child cgroup.
+func emptyV1(dir string) bool {
+	if dir == "" {
+		return true
+	}
+	if len(readPids(filepath.Join(dir, "cgroup.procs"))) > 0 {
+		return false
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return false
+	}
+	for _, e := range ents {
+		if e.IsDir() {
+			return false
+		}
+	}
+	return true
 }
 
 // emptyCgroup reports whether a cgroup holds no process, in it or below
@@ -112,9 +142,16 @@ func emptyCgroup(dir string) bool {
 func (h *Host) treeCgroup(t *Tree, name string) error {
 	if c, ok := h.takeCgroup(); ok {
 		t.v2, t.v2fd, t.v2Limits = c.dir, c.fd, c.limits
+		t.pidsDir, t.memDir, t.pidsMax, t.memMax = c.pids, c.mem, c.pidsMax, c.memMax
 		t.cpuBase = eventCount(filepath.Join(t.v2, "cpu.stat"), "usage_usec")
 		t.oomBase = eventCount(filepath.Join(t.v2, "memory.events"), "oom_kill")
 		t.pidsBase = eventCount(filepath.Join(t.v2, "pids.events"), "max")
+		if t.memDir != "" {
+			t.oomBase1 = eventCount(filepath.Join(t.memDir, "memory.oom_control"), "oom_kill")
+		}
+		if t.pidsDir != "" {
+			t.pidsBase1 = eventCount(filepath.Join(t.pidsDir, "pids.events"), "max")
+		}
 		return nil
 	}
 	dir := filepath.Join(h.v2, name)

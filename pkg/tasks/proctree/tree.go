@@ -27,6 +27,8 @@ type Tree struct {
 	// The counters of a reused cgroup before the root was born (reuse.go):
 	// usage_usec, oom_kill and the pids limit's max events.
 	cpuBase, oomBase, pidsBase int64
+	// The same of its v1 cgroups (memory.oom_control, pids.events).
+	oomBase1, pidsBase1 int64
 	// v2Limits: the limits in the v2 cgroup's files (pids.max,
 	// memory.max), which a later tree that reuses it keeps or rewrites;
 	// cgKilled (guarded by killMu): cgroup.kill was written, which keeps
@@ -35,6 +37,9 @@ type Tree struct {
 	cgKilled bool
 	pidsDir  string // v1 cgroups, "" without
 	memDir   string
+	// pidsMax and memMax: the limits in the v1 cgroups' files.
+	pidsMax int
+	memMax  int64
 
 	cpuHit atomic.Bool
 	killMu sync.Mutex // one Kill at a time
@@ -309,7 +314,7 @@ func (t *Tree) computeLimitHit() string {
 			n += eventCount(filepath.Join(t.v2, "memory.events"), "oom_kill") - t.oomBase
 		}
 		if t.memDir != "" {
-			n += eventCount(filepath.Join(t.memDir, "memory.oom_control"), "oom_kill")
+			n += eventCount(filepath.Join(t.memDir, "memory.oom_control"), "oom_kill") - t.oomBase1
 		}
 		if n > 0 {
 			hits = append(hits, "memory limit ("+Bytes(t.lim.Memory)+")")
@@ -321,7 +326,7 @@ func (t *Tree) computeLimitHit() string {
 			n += eventCount(filepath.Join(t.v2, "pids.events"), "max") - t.pidsBase
 		}
 		if t.pidsDir != "" {
-			n += eventCount(filepath.Join(t.pidsDir, "pids.events"), "max")
+			n += eventCount(filepath.Join(t.pidsDir, "pids.events"), "max") - t.pidsBase1
 		}
 		if n > 0 {
 			hits = append(hits, "process limit ("+strconv.Itoa(t.lim.Processes)+")")
@@ -355,15 +360,17 @@ func (t *Tree) Close() {
 		// another tree below.
 		t.killMu.Lock()
 		t.closed.Store(true)
-		reusable := !t.cgKilled
+		reusableCgroup := !t.cgKilled
 		t.killMu.Unlock()
 		v2 := t.v2
-		if v2 != "" && t.v2fd >= 0 && reusable && t.h.keepCgroup(v2, t.v2fd, t.v2Limits) {
-			v2 = "" // kept for a later tree, with its descriptor
+		kept := reusable{dir: v2, fd: t.v2fd, limits: t.v2Limits, pids: t.pidsDir, mem: t.memDir, pidsMax: t.pidsMax, memMax: t.memMax}
+		pidsDir, memDir := t.pidsDir, t.memDir
+		if v2 != "" && t.v2fd >= 0 && reusableCgroup && t.h.keepCgroup(kept) {
+			v2, pidsDir, memDir = "", "", "" // kept for a later tree, with its descriptor
 		} else if t.v2fd >= 0 {
 			_ = syscall.Close(t.v2fd)
 		}
-		for _, d := range []string{v2, t.pidsDir, t.memDir} {
+		for _, d := range []string{v2, pidsDir, memDir} {
 			if d == "" {
 				continue
 			}
