@@ -95,6 +95,9 @@ func (h *historyPrinter) entry(e client.TranscriptEntry) error {
 	case "refused":
 		h.printf("refused: event %s (%s): %s\n", e.Event, e.Type, e.Reason)
 		return h.err
+	case "answered":
+		h.printf("── event %s (%s) %s\n", e.Event, e.Type, e.Reason)
+		return h.err
 	case "unreadable":
 		h.printf("(entry %d unreadable: %s)\n", e.ID, e.Reason)
 		return h.err

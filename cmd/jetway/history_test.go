@@ -152,6 +152,7 @@ func TestHistory_prints_a_whole_session_readably_with_each_run_s_agent_and_as_js
 		{Kind: runner.RecordMessage, Run: "r-1", Time: at, Message: msg(llm.RoleUser, llm.KindNotice, text("[background job notice] job 3 (gh) exited 0 after 21m."))},
 		{Kind: runner.RecordRunEnded, Run: "r-1", Reason: "end_turn", Time: at},
 		{Kind: runner.RecordRefused, Event: "ev-9", Type: "io.jetway.job.exited", Reason: "job events come only from jobs workers", Time: at},
+		{Kind: runner.RecordAnswered, Event: "ev-10", Type: "io.jetway.agent.finished", Reason: runner.ReasonAnsweredInWait, Time: at},
 		{Kind: runner.RecordRunStarted, Run: "r-2", Cause: "input", Agent: "reviewer", AgentVersion: 3, Time: at, Message: msg(llm.RoleUser, "", text("review it"))},
 	}
 	// More than a page of chatter, so the command has to page.
@@ -173,6 +174,7 @@ func TestHistory_prints_a_whole_session_readably_with_each_run_s_agent_and_as_js
 		"notice: [background job notice] job 3 (gh) exited 0 after 21m.",
 		"── run r-1 ended: end_turn ",
 		"refused: event ev-9 (io.jetway.job.exited): job events come only from jobs workers",
+		"── event ev-10 (io.jetway.agent.finished) delivered as the result of the agent_start call that waited for it",
 		"── run r-2 started (input) as reviewer v3 ",
 		"person: review it",
 		"assistant: line 000",

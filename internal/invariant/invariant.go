@@ -218,6 +218,9 @@ func checkExactlyOnce(s Session, accepted []string, recs []runner.Record) Result
 				delivered[id]++
 			}
 		}
+		if r.Kind == runner.RecordAnswered && r.Event != "" {
+			delivered[r.Event]++ // as the result of the call that waited for it
+		}
 		if r.Kind == runner.RecordRefused && r.Event != "" {
 			refused[r.Event]++
 			if strings.TrimSpace(r.Reason) == "" {

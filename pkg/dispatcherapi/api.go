@@ -455,7 +455,9 @@ type TranscriptEntry struct {
 	ID uint64 `json:"id"`
 	// Kind is "message" (a turn), "run_started" (a run began; it carries the
 	// run's first turn), "run_ended", "refused" (an event refused, never
-	// shown to the model) or "boundary" (a compaction folded the history).
+	// shown to the model), "answered" (an event delivered as the result of
+	// the call that waited for it: a sub-agent's end, by agent_start) or
+	// "boundary" (a compaction folded the history).
 	Kind string    `json:"kind"`
 	Time time.Time `json:"time"`
 	Run  string    `json:"run,omitempty"`

@@ -464,7 +464,7 @@ func (a *actor) handle(ctx context.Context, d delivery) bool {
 		a.rebind = d.ev.Agent // from the next run's start on
 	}
 	if reason, took := run.subRun().Take(d.ev); took {
-		a.drop(ctx, d.ev.ID, d.ev.Type, d.msg, reason)
+		a.drop(ctx, RecordAnswered, d.ev.ID, d.ev.Type, d.msg, reason)
 		return true
 	}
 	text := modelText(d.ev, run != nil)
@@ -554,22 +554,24 @@ func (a *actor) superseded(ctx context.Context, d delivery, run *liveRun) bool {
 	}
 	prev, ok := a.tasks[ref.Task]
 	if ok && !ref.Supersedes(prev.ref) {
-		a.drop(ctx, d.ev.ID, d.ev.Type, d.msg, "superseded by a newer notice of task "+ref.Task)
+		a.drop(ctx, RecordRefused, d.ev.ID, d.ev.Type, d.msg, "superseded by a newer notice of task "+ref.Task)
 		return true
 	}
 	if ok && run.guide.Withdraw(prev.id) {
 		m := a.held[prev.id]
 		delete(a.held, prev.id)
-		a.drop(ctx, prev.id, d.ev.Type, m, "superseded by a newer notice of task "+ref.Task)
+		a.drop(ctx, RecordRefused, prev.id, d.ev.Type, m, "superseded by a newer notice of task "+ref.Task)
 	}
 	a.tasks[ref.Task] = taskNotice{id: d.ev.ID, ref: ref}
 	return false
 }
 
-// drop records that an event was not delivered, and why, then acks it.
-func (a *actor) drop(ctx context.Context, id, typ string, m jetstream.Msg, reason string) {
+// drop records that an event will not be a notice of its own (kind
+// RecordRefused: not delivered; RecordAnswered: delivered as a waiting
+// call's result), and why, then acks it.
+func (a *actor) drop(ctx context.Context, kind, id, typ string, m jetstream.Msg, reason string) {
 	tr := a.tr
-	if err := tr.append(ctx, Record{Kind: RecordRefused, Runner: a.r.cfg.ID, Event: id, Type: typ, Reason: reason}); err != nil {
+	if err := tr.append(ctx, Record{Kind: kind, Runner: a.r.cfg.ID, Event: id, Type: typ, Reason: reason}); err != nil {
 		a.lost(ctx, err)
 		return
 	}

@@ -24,6 +24,7 @@ const (
 	RecordRunStarted = transcriptrec.KindRunStarted
 	RecordRunEnded   = transcriptrec.KindRunEnded
 	RecordRefused    = transcriptrec.KindRefused
+	RecordAnswered   = transcriptrec.KindAnswered
 )
 
 // Record is one entry of a session's transcript (transcriptrec.Record).
@@ -226,7 +227,7 @@ func delivered(recs []Record) map[string]struct{} {
 				ids[id] = struct{}{}
 			}
 		}
-		if r.Kind == RecordRefused && r.Event != "" {
+		if (r.Kind == RecordRefused || r.Kind == RecordAnswered) && r.Event != "" {
 			ids[r.Event] = struct{}{}
 		}
 	}

@@ -144,6 +144,8 @@ func entryLines(e client.TranscriptEntry) []string {
 		return []string{"» run " + e.Run + " ended: " + e.Reason}
 	case "refused":
 		return []string{"» refused " + e.Type + ": " + e.Reason}
+	case "answered":
+		return []string{"» " + e.Type + " " + e.Reason}
 	case "message":
 		return turnLines(e)
 	}

@@ -20,6 +20,10 @@ const (
 	KindRunStarted = "run_started" // a run began (cause), with its first turn (Message)
 	KindRunEnded   = "run_ended"   // a run ended (reason)
 	KindRefused    = "refused"     // an event refused and why; never sent to the model
+	// KindAnswered: an event taken as the result of a call that waited for
+	// it (a sub-agent's end, by its agent_start) and so not a notice of its
+	// own: delivered, not refused.
+	KindAnswered = "answered"
 )
 
 // Record is one entry of jetway.transcript.<tenant>.<session>. The

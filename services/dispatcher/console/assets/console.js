@@ -408,6 +408,9 @@
       return;
     }
     if (e.kind === 'refused') { r.notice(`refused ${e.type || 'event'}: ${e.reason}`, e.run); return; }
+    // A sub-agent's end taken by the agent_start call that waited for it:
+    // delivered, not refused.
+    if (e.kind === 'answered') { r.headline(`${e.type || 'event'} ${e.reason}`, e.run); return; }
     if (e.kind === 'boundary') { r.headline('earlier history was compacted into a summary', e.run); return; }
     r.usage(e.run, e.usage);
     for (const b of e.content || []) {
