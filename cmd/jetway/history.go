@@ -167,7 +167,7 @@ func speaker(e client.TranscriptEntry) string {
 	case e.Role == "assistant":
 		return "assistant"
 	case e.MessageKind == "":
-		return "person"
+		return client.Whose(e)
 	case e.MessageKind == "compact_summary":
 		return "summary"
 	}

@@ -153,7 +153,9 @@ func TestHistory_prints_a_whole_session_readably_with_each_run_s_agent_and_as_js
 		{Kind: runner.RecordRunEnded, Run: "r-1", Reason: "end_turn", Time: at},
 		{Kind: runner.RecordRefused, Event: "ev-9", Type: "io.jetway.job.exited", Reason: "job events come only from jobs workers", Time: at},
 		{Kind: runner.RecordAnswered, Event: "ev-10", Type: "io.jetway.agent.finished", Reason: runner.ReasonAnsweredInWait, Time: at},
-		{Kind: runner.RecordRunStarted, Run: "r-2", Cause: "input", Agent: "reviewer", AgentVersion: 3, Time: at, Message: msg(llm.RoleUser, "", text("review it"))},
+		{Kind: runner.RecordRunStarted, Run: "r-2", Cause: "input", Agent: "reviewer", AgentVersion: 3, Time: at, Message: msg(llm.RoleUser, "", text("review it")), From: []string{"person"}},
+		{Kind: runner.RecordRunEnded, Run: "r-2", Reason: "end_turn", Time: at},
+		{Kind: runner.RecordRunStarted, Run: "r-3", Cause: "dispatch", Time: at, Message: msg(llm.RoleUser, "", text("[background job notice] job 1 (sleep) exited 0")), From: []string{"job"}},
 	}
 	// More than a page of chatter, so the command has to page.
 	for i := range 130 {
@@ -166,6 +168,9 @@ func TestHistory_prints_a_whole_session_readably_with_each_run_s_agent_and_as_js
 	if strings.Contains(out, secret[4:]) {
 		t.Fatalf("history prints the token:\n%s", out)
 	}
+	if strings.Contains(out, "person: [background job notice] job 1") {
+		t.Errorf("a run a job's notice started prints as the person's words:\n%s", out)
+	}
 	want := []string{
 		"── run r-1 started (input) ",
 		"person: run the tests",
@@ -177,6 +182,8 @@ func TestHistory_prints_a_whole_session_readably_with_each_run_s_agent_and_as_js
 		"── event ev-10 (io.jetway.agent.finished) delivered as the result of the agent_start call that waited for it",
 		"── run r-2 started (input) as reviewer v3 ",
 		"person: review it",
+		"── run r-3 started (dispatch)",
+		"job: [background job notice] job 1 (sleep) exited 0",
 		"assistant: line 000",
 		"assistant: line 129",
 	}

@@ -182,3 +182,21 @@ func WriteChildren(w io.Writer, children []dispatcherapi.ChildSummary) error {
 	}
 	return tw.Flush()
 }
+
+// Whose says who or what a user turn of the transcript came from: "person"
+// for a person's own line (and for a turn recorded before entries said),
+// otherwise the sources of the events it delivered ("job", "event",
+// "person+job", …; see dispatcherapi.TranscriptEntry.From), so a notice
+// is never shown as the person's words.
+func Whose(e TranscriptEntry) string {
+	var out []string
+	for _, f := range e.From {
+		if !slices.Contains(out, f) {
+			out = append(out, f)
+		}
+	}
+	if len(out) == 0 {
+		return "person"
+	}
+	return strings.Join(out, "+")
+}

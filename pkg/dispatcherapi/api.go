@@ -478,6 +478,11 @@ type TranscriptEntry struct {
 	Type   string `json:"type,omitempty"`
 	// Usage is the model's token use for an assistant turn.
 	Usage *TranscriptUsage `json:"usage,omitempty"`
+	// From says who or what each event a run's first turn delivers came
+	// from (run_started): "person", "job", "sub-agent", "parent", "steer",
+	// "timer" or "event", in Delivers order. A turn delivering none of a
+	// person's lines is not the person's words.
+	From []string `json:"from,omitempty"`
 	// Agent and AgentVersion name the agent profile and its version a run
 	// went by (run_started; empty for a run recorded before profiles).
 	Agent        string `json:"agent,omitempty"`

@@ -102,7 +102,7 @@ func entryOf(m *jetstream.RawStreamMsg) api.TranscriptEntry {
 	}
 	e := api.TranscriptEntry{ID: m.Sequence, Kind: r.Kind, Time: r.Time, Run: r.Run,
 		Cause: redact.Text(r.Cause), Reason: redact.Text(r.Reason), Event: r.Event, Type: r.Type,
-		Agent: r.Agent, AgentVersion: r.AgentVersion}
+		From: r.From, Agent: r.Agent, AgentVersion: r.AgentVersion}
 	for _, s := range r.MCP {
 		s.Error = redact.Text(s.Error)
 		e.MCP = append(e.MCP, s)

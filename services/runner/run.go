@@ -153,7 +153,7 @@ func (a *actor) start(ctx context.Context, p plan) bool {
 		a.rebind = ""
 		c.cfg = rc
 		_, ids := joinInputs(p.ins)
-		if !a.recordStart(ctx, c, h, ids, stored) {
+		if !a.recordStart(ctx, c, h, ids, sourcesOf(p.ins), stored) {
 			return false
 		}
 		a.settle(msgsOf(p.ins)...)
@@ -310,13 +310,13 @@ func (a *actor) claim(ctx context.Context, rec SessionRecord, rev uint64, h hand
 // no run can be recorded as started without the turn it started with. A
 // refused append means the session is lost; false then, after undoing the
 // claim (back to stored) where the run cannot have started.
-func (a *actor) recordStart(ctx context.Context, c claimed, h handover.Handover, ids []string, stored SessionRecord) bool {
+func (a *actor) recordStart(ctx context.Context, c claimed, h handover.Handover, ids, from []string, stored SessionRecord) bool {
 	turn := llm.UserText(h.Compose())
 	turn.ID = newID("m-")
 	turn.Delivers = ids
 	tr := a.tr
 	begun := Record{Kind: RecordRunStarted, Run: c.run, Runner: a.r.cfg.ID, Cause: c.cause, Time: time.Now().UTC(), Message: &turn,
-		Agent: c.cfg.prof.Name, AgentVersion: c.cfg.prof.Version}
+		From: from, Agent: c.cfg.prof.Name, AgentVersion: c.cfg.prof.Version}
 	err := tr.append(ctx, begun)
 	// A refusal may be our own append answering late: the client retries a
 	// publish whose answer was lost (a node restart), and the retry finds

@@ -466,3 +466,29 @@ func loadTranscript(ctx context.Context, js jetstream.JetStream, tenant, session
 	}
 	return ts.load(ctx, tenant, session)
 }
+
+// A run's start record says who or what its first turn's events came
+// from, so a person reading the history never sees a job's notice or an
+// outside event as their own words.
+func TestA_run_start_records_who_its_first_turn_came_from(t *testing.T) {
+	e := newEnv(t)
+	_, p := fakeModel(t, llmtest.Reply{Text: "noted"}, llmtest.Reply{Text: "noted"})
+	e.startRunner("r1", p, nil)
+	e.publish(events.KindJobEvents, "t1", "s1", events.JobExited{ID: 1, Program: "sleep", ExitStatus: 0, Status: events.StatusExited})
+	testutil.Eventually(t, 20*time.Second, "the job's run to end", func() bool {
+		return countKind(e.records("t1", "s1"), RecordRunEnded) == 1
+	})
+	e.publish(events.KindEvents, "t1", "s1", events.Input{Text: "and now me"})
+	testutil.Eventually(t, 20*time.Second, "the person's run to end", func() bool {
+		return countKind(e.records("t1", "s1"), RecordRunEnded) == 2
+	})
+	starts := runStarts(e.records("t1", "s1"))
+	if len(starts) != 2 {
+		t.Fatalf("%d run starts, want 2", len(starts))
+	}
+	for i, want := range []string{events.FromJob, events.FromPerson} {
+		if from := starts[i].From; len(from) != 1 || from[0] != want {
+			t.Errorf("run %d's first turn is recorded from %v, want [%s]", i+1, from, want)
+		}
+	}
+}

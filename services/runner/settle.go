@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"jetway/pkg/events"
 )
 
 // settleTimeout bounds how long the server has to confirm one ack.
@@ -120,6 +122,20 @@ func (k *acks) prune() {
 }
 
 // msgsOf lists the messages of inputs.
+// sourcesOf says who or what each input came from (events.From of its
+// CloudEvent's type), for the transcript.
+func sourcesOf(ins []input) []string {
+	out := make([]string, 0, len(ins))
+	for _, in := range ins {
+		typ := ""
+		if in.msg != nil {
+			typ = in.msg.Headers().Get("ce-type")
+		}
+		out = append(out, events.From(typ))
+	}
+	return out
+}
+
 func msgsOf(ins []input) []jetstream.Msg {
 	out := make([]jetstream.Msg, 0, len(ins))
 	for _, in := range ins {

@@ -161,6 +161,8 @@ func turnLines(e client.TranscriptEntry) []string {
 		return nil
 	case e.MessageKind == "notice" || e.Role == "user" && strings.HasPrefix(text, "["):
 		return []string{"» " + clip(text, 160)}
+	case e.Role == "user" && e.MessageKind == "" && client.Whose(e) != "person":
+		return []string{"» " + client.Whose(e) + ": " + clip(text, 160)}
 	case e.Role == "user" && e.MessageKind == "":
 		return []string{"you: " + clip(text, 160)}
 	case e.Role == "assistant":

@@ -46,6 +46,11 @@ type Record struct {
 	// Event and Type name a refused event.
 	Event string `json:"event,omitempty"`
 	Type  string `json:"type,omitempty"`
+	// From says who or what each event the run's first turn delivers came
+	// from (run_started; events.From: person, job, sub-agent, parent,
+	// steer, timer, event), in Message.Delivers order, so a notice never
+	// reads as a person's words.
+	From []string `json:"from,omitempty"`
 	// Agent and AgentVersion name the profile a run went by (run_started).
 	Agent        string `json:"agent,omitempty"`
 	AgentVersion uint64 `json:"agent_version,omitempty"`

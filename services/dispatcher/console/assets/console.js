@@ -416,6 +416,8 @@
     for (const b of e.content || []) {
       if (b.type === 'text' && e.role === 'assistant') r.text(e.run, b.text);
       else if (b.type === 'text' && e.message_kind) r.notice(b.text, e.run);
+      // A run started by a job, an event or a sub-agent: not the person's words.
+      else if (b.type === 'text' && (e.from || []).some((f) => f !== 'person')) r.notice(`${[...new Set(e.from)].join('+')}: ${b.text}`, e.run);
       else if (b.type === 'text') r.you(b.text, e.run);
       else if (b.type === 'tool_use') r.toolUse(e.run, b.id, b.name, b.input);
       else if (b.type === 'tool_result') r.toolResult(e.run, b.tool_use_id, '', b.content, b.is_error);
