@@ -31,7 +31,7 @@ build:
 # service) in the background with its logs in .jetway/jetway.log, and a chat
 # on session demo in this terminal; leaving the chat stops it (scripts/run.sh).
 run:
-	@echo "building $(BIN) (the first build downloads the modules and compiles everything: a few minutes)"
+	@echo "building $(BIN) (the first build downloads the modules and compiles everything: a few minutes on a quiet machine, ten or more on a busy 2-core one)"
 	@$(MAKE) --no-print-directory build
 	@JETWAY_BIN=$(BIN) scripts/run.sh
 
@@ -101,7 +101,7 @@ images:
 	./scripts/images.sh
 
 compose-up: certs
-	@podman image exists jetway:dev && podman image exists jetway-nats:dev && podman image exists jetway-jobs:dev || $(MAKE) --no-print-directory images
+	@tag=$${JETWAY_IMAGE_TAG:-dev}; podman image exists jetway:$$tag && podman image exists jetway-nats:$$tag && podman image exists jetway-jobs:$$tag || $(MAKE) --no-print-directory images
 	./scripts/containers.sh up
 
 compose-down:

@@ -29,9 +29,11 @@ or updates every stream, bucket and consumer, serves /healthz, /readyz and
 /metrics, and runs the services registered in this build on one connection.
 SIGINT or SIGTERM stops it cleanly.
 
-The embedded NATS has no auth (any client is every service at once), so
---nats must be a loopback address; a bus for other machines is the
-deploy/nats setup. --http may be public (the API needs bearer tokens) but
+The embedded NATS has the deployed account layout: the services connect
+as user jetway (its password in DIR/nats.token) and each tenant has an
+account of its own (credentials in DIR/tenants/<tenant>.nk). It speaks
+plain text, without TLS, so --nats must be a loopback address; a bus for
+other machines is the deploy/nats setup. --http may be public (the API needs bearer tokens) but
 is warned about: plain HTTP carries the tokens in clear.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
