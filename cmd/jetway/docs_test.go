@@ -485,7 +485,7 @@ func TestOperations_configuration_tables_match_the_commands(t *testing.T) {
 // internalEnv are variables the code reads that are not settings: each
 // with the reason it stays out of the tables.
 var internalEnv = map[string]string{
-	"JETWAY_PROCTREE_SHIM": "set by the jobs worker for the re-exec shim it starts each job through",
+	"JETWAY_TEST_REQUIRE_NPM": "a test setting (.ci/run): the published MCP servers' tests fail, not skip, when npm cannot install them",
 }
 
 func mapValues(m map[string]string) []string {
@@ -613,7 +613,7 @@ func TestEvery_flag_whose_default_a_variable_sets_names_it_in_its_help(t *testin
 
 // otherTools are flags the docs show for programs other than jetway: the
 // nats CLI and nats-server, docker compose, podman and the container
-// scripts, git, and the command-line
+// scripts, git, npm and npx, and the command-line
 // shapes the redactor recognises.
 var otherTools = map[string]string{
 	"addr": "nats-server", "cluster": "nats-server", "routes": "nats-server", "store_dir": "nats-server", "signal": "nats-server",
@@ -622,6 +622,7 @@ var otherTools = map[string]string{
 	"env-file": "docker compose", "build": "docker compose", "stat": "git log",
 	"runtime": "podman", "ulimit": "podman", "volumes": "scripts/containers.sh down",
 	"api-key": "a redaction example", "help": "every command",
+	"prefix": "npm install (an npx server's cache)", "package": "npx",
 }
 
 func TestDocs_name_only_flags_that_exist(t *testing.T) {
