@@ -82,7 +82,11 @@ type Approval struct {
 	// Run is the run that asked; CallID the model's tool_use id.
 	Run    string `json:"run"`
 	CallID string `json:"call_id,omitempty"`
-	Kind   Kind   `json:"kind"`
+	// Lineage and Network are what the approved call runs with: the
+	// session's ancestors (a sub-agent's) and its profile's network mode.
+	Lineage []string `json:"lineage,omitempty"`
+	Network string   `json:"network,omitempty"`
+	Kind    Kind     `json:"kind"`
 	// Tool and Input are the held-back call (Kind tool).
 	Tool  string          `json:"tool,omitempty"`
 	Input json.RawMessage `json:"input,omitempty"`
@@ -97,6 +101,9 @@ type Approval struct {
 	Schedule string    `json:"schedule,omitempty"`
 	State    State     `json:"state"`
 	Decision *Decision `json:"decision,omitempty"`
+	// DeliveredBy is the id of the decided event whose delivery took the
+	// decision to the model: any other event for it is stale.
+	DeliveredBy string `json:"delivered_by,omitempty"`
 	// Result is what the approved call returned (state done).
 	Result  string `json:"result,omitempty"`
 	IsError bool   `json:"is_error,omitempty"`
@@ -231,6 +238,10 @@ func (a *Approval) apply(d Decision) error {
 
 // wrongRevision reports whether err is a lost compare-and-swap.
 func wrongRevision(err error) bool { return sessionrec.IsConflict(err) }
+
+// IsConflict reports whether err is a lost compare-and-swap: someone took
+// the step first.
+func IsConflict(err error) bool { return wrongRevision(err) }
 
 // List lists a tenant's approvals, of one session when session is set.
 // Pending only when pendingOnly.
