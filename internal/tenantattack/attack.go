@@ -110,7 +110,10 @@ func Run(t *testing.T, tg Target) {
 	defer cancel()
 	before := snapshot(ctx, t, tg.Observer)
 
-	bodies := [][]byte{[]byte(`{}`), []byte(`{"session":"s1","text":"x","name":"evil","action":"put","profile":{}}`), []byte(`{"action":"on","scope":"global"}`)}
+	bodies := [][]byte{[]byte(`{}`), []byte(`{"session":"s1","text":"x","name":"evil","action":"put","profile":{}}`), []byte(`{"action":"on","scope":"global"}`),
+		// A decision on an approval: the victim's are out of reach (404),
+		// and one of the attacker's own wakes only the attacker's session.
+		[]byte(`{"action":"decide","session":"s1","approval":"ap-1","decision":"approve","tenant":"` + tg.Victim + `"}`)}
 	tokens := []string{"", tg.AttackerToken, tg.AdminToken}
 	sends := 0
 	for _, subj := range Requests() {
