@@ -1,0 +1,49 @@
+package main
+
+import (
+	"net/http"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// TestThe_CLI_approves_a_held_shell_call_which_runs_once_in_the_jobs_worker
+// runs `jetway dev` (real runner, dispatcher and jobs worker) with a
+// scripted model whose shell call a tools.ask rule holds: `jetway
+// approvals` shows it, `jetway approve` lets it run, a second approve is
+// refused with the first decision, and the command's own count of its
+// runs (a line appended to a workspace file) reaches the model as 1.
+func TestThe_CLI_approves_a_held_shell_call_which_runs_once_in_the_jobs_worker(t *testing.T) {
+	script := `{"turns": [
+	  {"text": "Deploying.", "tool_calls": [{"name": "shell", "input": {"command": "echo deployed >> deploys.txt && echo runs: $(wc -l < deploys.txt)"}}]},
+	  {"when": {"user_contains": "and it ran"}, "text": "Deployed, as approved."}
+	]}`
+	d, tk := startConsoleDev(t, script)
+	if code := apiCall(t, d, "PUT", "/v1/agents/default", tk.admin, `{"tools": {"ask": ["shell(echo deployed*)"]}}`, nil); code != http.StatusOK {
+		t.Fatalf("store the default profile: %d", code)
+	}
+	cf := []string{"--url", d.url, "--token", tk.user}
+	if out, err := runCLI(t, append([]string{"send", "s", "deploy it"}, cf...)...); err != nil {
+		t.Fatalf("send: %v\n%s", err, out)
+	}
+	out := waitCLI(t, "the held call", func(s string) bool { return strings.Contains(s, "pending") && strings.Contains(s, "echo deployed") },
+		append([]string{"approvals"}, cf...)...)
+	id := regexp.MustCompile(`ap-[0-9a-f]+`).FindString(out)
+	if id == "" {
+		t.Fatalf("no approval id in:\n%s", out)
+	}
+	if out, err := runCLI(t, append([]string{"approve", "s", id}, cf...)...); err != nil || !strings.Contains(out, "approved") {
+		t.Fatalf("approve: %v\n%s", err, out)
+	}
+	if out, err := runCLI(t, append([]string{"reject", "s", id, "too late"}, cf...)...); err == nil || !strings.Contains(err.Error(), "already decided") {
+		t.Fatalf("a second decision: %v\n%s", err, out)
+	}
+	hist := waitCLI(t, "the approved call's result reaching the model", func(s string) bool { return strings.Contains(s, "Deployed, as approved.") },
+		append([]string{"history", "s"}, cf...)...)
+	if !strings.Contains(hist, "runs: 1") || strings.Contains(hist, "runs: 2") {
+		t.Errorf("the command did not run exactly once:\n%s", hist)
+	}
+	if out, _ := runCLI(t, append([]string{"approvals"}, cf...)...); !strings.Contains(out, "nothing waits") {
+		t.Errorf("approvals after the decision:\n%s", out)
+	}
+}
