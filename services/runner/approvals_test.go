@@ -14,6 +14,7 @@ import (
 	"jetway/internal/testutil"
 	"jetway/pkg/agent/tool"
 	"jetway/pkg/bus"
+	"jetway/pkg/bus/bustest"
 	"jetway/pkg/control/agents"
 	rec "jetway/pkg/control/approvals"
 	"jetway/pkg/dispatcherapi"
@@ -257,5 +258,73 @@ func TestA_call_started_before_its_runner_died_is_not_run_again(t *testing.T) {
 	lastRequestHas(t, model, "was not run again")
 	if got := ranLines(ran); len(got) != 1 {
 		t.Fatalf("side effects %q, want exactly one", got)
+	}
+}
+
+// TestA_SIGKILLed_runner_never_runs_an_approved_call_twice runs `jetway
+// runner` processes with a real jobs worker. Session before: the runner
+// is SIGKILLed while the call waits, the decision is recorded with no
+// runner alive, and the next runner runs it once. Session after: the
+// decision reaches a runner, which is SIGKILLed while the command runs;
+// the next one does not start it again and the model reads so. Each
+// command counts its own runs in a file of its workspace.
+func TestA_SIGKILLed_runner_never_runs_an_approved_call_twice(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process test")
+	}
+	if _, err := buildJetway(); err != nil {
+		t.Fatal(err)
+	}
+	srv := bustest.StartServer(t)
+	nc, js := bustest.Connect(t, srv.ClientURL())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := bus.Provision(ctx, js, bus.ProvisionConfig{Partitions: 2, WorkAckWait: 2 * time.Second, WorkPinnedTTL: 2 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	e := &env{t: t, nc: nc, js: js}
+	root := t.TempDir()
+	e.startWorker(root)
+	e.putProfile("t1", agents.DefaultName, agents.Profile{Tools: dispatcherapi.AgentTools{Ask: []string{"shell(echo deploy*)"}}})
+	model := llmtest.NewAnthropic(t)
+	model.SetRouter(func(body []byte) (llmtest.Reply, bool) {
+		r := readReq(body)
+		switch {
+		case strings.Contains(r.last, "deploy now"):
+			return call("shell", map[string]any{"command": "echo deploy >> ran.txt; sleep 3; echo deployed"}), true
+		}
+		return llmtest.Reply{Text: "noted"}, true
+	})
+	ran := func(session string) []string { return ranLines(filepath.Join(root, "t1", session, "ran.txt")) }
+
+	// Before: killed while the call waits; decided with no runner alive.
+	ra := startRunnerProc(t, "ra", srv.ClientURL(), model.URL())
+	e.publish(events.KindEvents, "t1", "before", events.Input{Text: "deploy now"})
+	a := e.pending("before")
+	ra.kill(t)
+	e.decide(a, rec.Decision{Decision: rec.DecisionApprove})
+	rb := startRunnerProc(t, "rb", srv.ClientURL(), model.URL())
+	testutil.Eventually(t, 60*time.Second, "the approved call's result to reach the model", func() bool {
+		return countIn(model, "", "and it ran") == 1
+	})
+	if got := ran("before"); len(got) != 1 {
+		t.Fatalf("session before: the command ran %d times", len(got))
+	}
+
+	// After: killed while the approved command runs.
+	e.publish(events.KindEvents, "t1", "after", events.Input{Text: "deploy now"})
+	b := e.pending("after")
+	e.decide(b, rec.Decision{Decision: rec.DecisionApprove})
+	testutil.Eventually(t, 30*time.Second, "the command to start", func() bool {
+		got, _, _ := rec.Get(context.Background(), e.controlKV(), "t1", "after", b.ID)
+		return got.State == rec.Executing && len(ran("after")) == 1
+	})
+	rb.kill(t)
+	startRunnerProc(t, "rc", srv.ClientURL(), model.URL())
+	testutil.Eventually(t, 60*time.Second, "the model told the call was not run again", func() bool {
+		return countIn(model, "", "was not run again") == 1
+	})
+	if got := ran("after"); len(got) != 1 {
+		t.Fatalf("session after: the command ran %d times", len(got))
 	}
 }
