@@ -243,7 +243,7 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 		stop:        make(chan struct{}),
 	}
 	r.subagents = r.subagentsOf()
-	r.approvals = &approvals.Gate{KV: control, JS: js, Source: source}
+	r.approvals = &approvals.Gate{KV: control, JS: js, Source: source, Publish: r.publishOut}
 	r.group, err = partition.New(partition.Config{
 		JS: js, Peers: runners, ID: cfg.ID, Incarnation: r.incarnation, Partitions: p,
 		Heartbeat: cfg.Heartbeat, StaleAfter: cfg.StaleAfter,

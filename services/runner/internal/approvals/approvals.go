@@ -31,6 +31,7 @@ import (
 	"jetway/pkg/control/agents"
 	rec "jetway/pkg/control/approvals"
 	"jetway/pkg/events"
+	"jetway/pkg/redact"
 )
 
 // AskPersonTool is the tool a model asks a person a question with.
@@ -41,6 +42,9 @@ type Gate struct {
 	KV     jetstream.KeyValue // the control bucket
 	JS     jetstream.JetStream
 	Source string // CloudEvents source of the timeout events
+	// Publish tells the session's watchers (jetway.out: chat, console,
+	// notifier) that a person is asked.
+	Publish func(ctx context.Context, tenant, session string, p events.Payload)
 	// Now is the clock (time.Now when nil); a test moves it.
 	Now func() time.Time
 }
@@ -166,6 +170,9 @@ func (g *Gate) hold(ctx context.Context, a rec.Approval, what string) (tool.Resu
 	if _, err := rec.Create(ctx, g.KV, a); err != nil {
 		return tool.Result{Content: "could not ask a person: " + err.Error(), IsError: true}, nil
 	}
+	if g.Publish != nil {
+		g.Publish(ctx, a.Tenant, a.Session, Requested(a))
+	}
 	msg := fmt.Sprintf("%s (approval %s); it has not run. The run ends now: the decision, and the result if approved, come in a later turn. "+
 		"Nobody deciding by %s counts as a rejection.", what, a.ID, a.ExpiresAt.Format(time.RFC3339))
 	return tool.Result{Content: msg, Stop: true, StopMessage: "waiting for a person: approval " + a.ID}, nil
@@ -195,6 +202,16 @@ func (g *Gate) scheduleTimeout(ctx context.Context, a rec.Approval) error {
 		return fmt.Errorf("schedule approval timeout: %w", err)
 	}
 	return nil
+}
+
+// Requested is the output event saying a is asked; its input redacted.
+func Requested(a rec.Approval) events.ApprovalRequested {
+	out := events.ApprovalRequested{Approval: a.ID, Run: a.Run, Kind: string(a.Kind), Tool: a.Tool,
+		Question: a.Question, Choices: a.Choices, Approvers: a.Approvers, ExpiresAt: a.ExpiresAt}
+	if len(a.Input) > 0 {
+		out.Input = redact.JSON(a.Input)
+	}
+	return out
 }
 
 func newID() string {
