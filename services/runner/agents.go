@@ -13,6 +13,7 @@ import (
 
 	"jetway/pkg/agent/tool"
 	"jetway/pkg/control/agents"
+	"jetway/services/runner/internal/approvals"
 	"jetway/pkg/dispatcherapi"
 	"jetway/pkg/handover"
 	"jetway/pkg/llm"
@@ -192,7 +193,7 @@ func (r *Runner) runConfigOf(prof agents.Profile) (runConfig, error) {
 		maxTurns:      cmp.Or(prof.Limits.MaxTurns, r.cfg.MaxTurns),
 		maxDuration:   cmp.Or(agents.MaxDuration(prof), r.cfg.MaxDuration),
 		contextWindow: cmp.Or(prof.ContextWindow, r.cfg.ContextWindow),
-		deny:          append(slices.Clip(r.cfg.Deny), prof.Tools.Deny...),
+		deny:          append(append(slices.Clip(r.cfg.Deny), prof.Tools.Deny...), approvals.Unheld(prof.Tools.Ask)...),
 		recovery:      handover.DefaultRecoverySettings(),
 	}
 	if prof.Instructions != "" {

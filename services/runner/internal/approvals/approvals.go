@@ -81,6 +81,20 @@ func (g *Gate) Tools(ref Ref, prof agents.Profile, tools []tool.Tool) []tool.Too
 	return append(out, g.askPerson(ref, prof))
 }
 
+// Unheld are the ask rules a run cannot hold a call for, to be denied
+// instead: those naming MCP tools, whose calls an approval could not run
+// later (their servers are connected by a run, not by the runner). A rule
+// meant to ask a person never lets a call through unasked.
+func Unheld(ask []string) []string {
+	var out []string
+	for _, r := range ask {
+		if strings.HasPrefix(strings.TrimSpace(r), "mcp__") {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
 // covers reports whether any rule may hold a call of the tool name.
 func covers(rules []string, name string) bool {
 	for _, r := range rules {
