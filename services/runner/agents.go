@@ -13,10 +13,10 @@ import (
 
 	"jetway/pkg/agent/tool"
 	"jetway/pkg/control/agents"
-	"jetway/services/runner/internal/approvals"
 	"jetway/pkg/dispatcherapi"
 	"jetway/pkg/handover"
 	"jetway/pkg/llm"
+	"jetway/services/runner/internal/approvals"
 )
 
 // This file binds sessions to agent profiles (pkg/control/agents) and
