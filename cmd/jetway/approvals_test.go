@@ -47,3 +47,27 @@ func TestThe_CLI_approves_a_held_shell_call_which_runs_once_in_the_jobs_worker(t
 		t.Errorf("approvals after the decision:\n%s", out)
 	}
 }
+
+// TestThe_chat_shows_a_held_call_as_a_prompt_and_approves_it_in_place
+// types into `jetway chat` on a terminal: the held call shows with the
+// command that decides it, and /approve lets it run.
+func TestThe_chat_shows_a_held_call_as_a_prompt_and_approves_it_in_place(t *testing.T) {
+	script := `{"turns": [
+	  {"text": "Deploying.", "tool_calls": [{"name": "shell", "input": {"command": "echo deployed >> deploys.txt && echo runs: $(wc -l < deploys.txt)"}}]},
+	  {"when": {"user_contains": "and it ran"}, "text": "Deployed from the chat."}
+	]}`
+	d, tk := startConsoleDev(t, script)
+	if code := apiCall(t, d, "PUT", "/v1/agents/default", tk.admin, `{"tools": {"ask": ["shell(echo deployed*)"]}}`, nil); code != http.StatusOK {
+		t.Fatalf("store the default profile: %d", code)
+	}
+	c := startPtyChat(t, d, "c", "--token", tk.user)
+	c.typeLine(t, "deploy it")
+	screen := c.scr.until(t, "the prompt", func(s string) bool { return strings.Contains(s, "decide with: /approve ap-") })
+	id := regexp.MustCompile(`/approve (ap-[0-9a-f]+)`).FindStringSubmatch(screen)[1]
+	c.typeLine(t, "/approve "+id)
+	screen = c.scr.until(t, "the approved call's result reaching the model", func(s string) bool { return strings.Contains(s, "Deployed from the chat.") })
+	if !strings.Contains(screen, id+" approved") {
+		t.Errorf("the chat did not say the decision was taken:\n%s", screen)
+	}
+	c.quit(t)
+}
