@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"slices"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
@@ -49,15 +50,42 @@ func (d *approvalsCore) Approvals(ctx context.Context, p auth.Principal, session
 	if err != nil {
 		return nil, err
 	}
-	as, err := rec.List(ctx, kv, p.Tenant, session, true)
+	// The tenant's, filtered: a sub-agent's approvals show on every
+	// session of its lineage too, so its root decides them.
+	as, err := rec.List(ctx, kv, p.Tenant, "", true)
 	if err != nil {
 		return nil, unavailable("list approvals", err)
 	}
 	out := make([]api.Approval, 0, len(as))
 	for _, a := range as {
-		out = append(out, wireApproval(a))
+		if session == "" || concerns(a, session) {
+			out = append(out, wireApproval(a))
+		}
 	}
 	return out, nil
+}
+
+// concerns reports whether a is session's own or one of its sub-agents'.
+func concerns(a rec.Approval, session string) bool {
+	return a.Session == session || slices.Contains(a.Lineage, session)
+}
+
+// find reads approval id of session or of one of its sub-agents.
+func (d *approvalsCore) find(ctx context.Context, kv jetstream.KeyValue, tenant, session, id string) (rec.Approval, error) {
+	a, _, err := rec.Get(ctx, kv, tenant, session, id)
+	if !errors.Is(err, rec.ErrNotFound) {
+		return a, err
+	}
+	all, err := rec.List(ctx, kv, tenant, "", false)
+	if err != nil {
+		return rec.Approval{}, err
+	}
+	for _, a := range all {
+		if a.ID == id && concerns(a, session) {
+			return a, nil
+		}
+	}
+	return rec.Approval{}, rec.ErrNotFound
 }
 
 // waitingApprovals are a session's pending approvals, for its detail.
@@ -80,7 +108,7 @@ func (d *approvalsCore) Decide(ctx context.Context, p auth.Principal, session, i
 	if err != nil {
 		return api.Approval{}, err
 	}
-	a, _, err := rec.Get(ctx, kv, p.Tenant, session, id)
+	a, err := d.find(ctx, kv, p.Tenant, session, id)
 	if errors.Is(err, rec.ErrNotFound) {
 		return api.Approval{}, noApproval(session, id)
 	}
@@ -91,7 +119,7 @@ func (d *approvalsCore) Decide(ctx context.Context, p auth.Principal, session, i
 		return api.Approval{}, problemf(http.StatusForbidden, "forbidden", "Not an approver",
 			"approval %s may be decided by an admin of tenant %s only (the profile's approvers: admins)", id, p.Tenant)
 	}
-	decided, err := rec.Decide(ctx, kv, p.Tenant, session, id, rec.Decision{
+	decided, err := rec.Decide(ctx, kv, p.Tenant, a.Session, id, rec.Decision{
 		Decision: req.Decision, Reason: req.Reason, Answer: req.Answer, Input: req.Input, By: decider(p)})
 	var already *rec.AlreadyDecidedError
 	var invalid *rec.InvalidDecisionError

@@ -156,3 +156,28 @@ func TestThe_NATS_API_lists_and_decides_approvals(t *testing.T) {
 		t.Fatalf("decide = %+v, %v", got, err)
 	}
 }
+
+func TestA_sub_agent_s_approval_shows_on_its_root_and_is_decided_there(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	kv, err := f.js.KeyValue(ctx, bus.BucketControl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	child := rec.Approval{ID: "ap-c", Tenant: "default", Session: "s1-a1", Lineage: []string{"s1"}, Run: "r-c", Kind: rec.KindTool,
+		Tool: "shell", Input: json.RawMessage(`{"command":"deploy"}`), Approvers: "tenant", RequestedAt: now, ExpiresAt: now.Add(time.Hour), State: rec.Pending}
+	if _, err := rec.Create(ctx, kv, child); err != nil {
+		t.Fatal(err)
+	}
+	got := decode[ApprovalList](t, f.do("GET", "/v1/sessions/s1/approvals", tokUser, nil), http.StatusOK)
+	if len(got.Approvals) != 1 || got.Approvals[0].Session != "s1-a1" {
+		t.Fatalf("root lists %+v", got.Approvals)
+	}
+	decode[api.Approval](t, f.do("POST", "/v1/sessions/s1/approvals/ap-c", tokUser, DecisionRequest{Decision: "approve"}), http.StatusOK)
+	evs, _ := f.eventsOn("jetway.events.default.s1-a1")
+	if len(evs) != 1 || evs[0].ID != DecidedEventID("ap-c") {
+		t.Fatalf("the child was not woken: %+v", evs)
+	}
+	problemOf(t, f.do("POST", "/v1/sessions/s2/approvals/ap-c", tokUser, DecisionRequest{Decision: "reject"}), http.StatusNotFound)
+}
