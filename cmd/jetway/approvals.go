@@ -97,27 +97,28 @@ func newApproveCmd(*globals) *cobra.Command {
 }
 
 func newRejectCmd(*globals) *cobra.Command {
-	var cf clientFlags
-	cmd := &cobra.Command{
-		Use:   "reject SESSION ID [REASON...]",
-		Short: "Refuse a held tool call; the model reads REASON",
-		Args:  cobra.MinimumNArgs(2),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return decide(cmd, &cf, args[0], args[1], client.DecisionRequest{Decision: "reject", Reason: strings.Join(args[2:], " ")})
-		},
-	}
-	cf.register(cmd, true)
-	return cmd
+	return newWordsCmd("reject SESSION ID [REASON...]", "Refuse a held tool call; the model reads REASON", 2,
+		func(words string) client.DecisionRequest {
+			return client.DecisionRequest{Decision: "reject", Reason: words}
+		})
 }
 
 func newAnswerCmd(*globals) *cobra.Command {
+	return newWordsCmd("answer SESSION ID ANSWER...", "Answer a question the model asked with ask_person", 3,
+		func(words string) client.DecisionRequest {
+			return client.DecisionRequest{Decision: "answer", Answer: words}
+		})
+}
+
+// newWordsCmd is a decision whose text is the words after SESSION and ID.
+func newWordsCmd(use, short string, minArgs int, req func(words string) client.DecisionRequest) *cobra.Command {
 	var cf clientFlags
 	cmd := &cobra.Command{
-		Use:   "answer SESSION ID ANSWER...",
-		Short: "Answer a question the model asked with ask_person",
-		Args:  cobra.MinimumNArgs(3),
+		Use:   use,
+		Short: short,
+		Args:  cobra.MinimumNArgs(minArgs),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return decide(cmd, &cf, args[0], args[1], client.DecisionRequest{Decision: "answer", Answer: strings.Join(args[2:], " ")})
+			return decide(cmd, &cf, args[0], args[1], req(strings.Join(args[2:], " ")))
 		},
 	}
 	cf.register(cmd, true)
