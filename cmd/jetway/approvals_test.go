@@ -2,6 +2,8 @@ package main
 
 import (
 	"net/http"
+
+	"github.com/chromedp/chromedp"
 	"regexp"
 	"strings"
 	"testing"
@@ -70,4 +72,29 @@ func TestThe_chat_shows_a_held_call_as_a_prompt_and_approves_it_in_place(t *test
 		t.Errorf("the chat did not say the decision was taken:\n%s", screen)
 	}
 	c.quit(t)
+}
+
+// TestThe_console_shows_a_held_call_on_the_session_page_and_approves_it
+// drives the web console in headless Chromium: the session page shows a
+// card for the held call, and its Approve button lets the call run.
+func TestThe_console_shows_a_held_call_on_the_session_page_and_approves_it(t *testing.T) {
+	d, tk := startConsoleDev(t, `{"turns": [
+	  {"text": "Deploying.", "tool_calls": [{"name": "shell", "input": {"command": "echo deployed >> deploys.txt && echo runs: $(wc -l < deploys.txt)"}}]},
+	  {"when": {"user_contains": "and it ran"}, "text": "Deployed from the console."}
+	]}`)
+	if code := apiCall(t, d, "PUT", "/v1/agents/default", tk.admin, `{"tools": {"ask": ["shell(echo deployed*)"]}}`, nil); code != http.StatusOK {
+		t.Fatalf("store the default profile: %d", code)
+	}
+	b := newBrowser(t, d.url)
+	b.signIn(tk.user)
+	b.openSession("web")
+	b.do("send a line", chromedp.SendKeys(chromedp.CSS("#message"), "deploy it"), chromedp.Click(chromedp.CSS("#send")))
+	b.until("the approval card", `document.getElementById('waiting')?.innerText.includes('Waiting for your approval')`)
+	b.shot("approval-card")
+	b.do("approve it", chromedp.Click(chromedp.CSS(`#waiting button.primary`)))
+	b.until("the approved call's result reaching the model", `document.getElementById('transcript')?.innerText.includes('Deployed from the console.')`)
+	b.until("no card left", `document.getElementById('waiting').innerText === ''`)
+	if hist, err := runCLI(t, "history", "web", "--url", d.url, "--token", tk.user); err != nil || !strings.Contains(hist, "runs: 1") {
+		t.Errorf("the command did not run once (%v):\n%s", err, hist)
+	}
 }

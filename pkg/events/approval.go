@@ -3,6 +3,7 @@ package events
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -57,5 +58,21 @@ func ApprovalRequestedHeadline(a ApprovalRequested) string {
 	if a.Kind == "question" {
 		return fmt.Sprintf("asks a person: %s (approval %s)", oneLine(a.Question, 160), a.Approval)
 	}
-	return fmt.Sprintf("waits for a person's approval: %s %s (approval %s)", oneLine(a.Tool, 80), oneLine(string(a.Input), 160), a.Approval)
+	return fmt.Sprintf("waits for a person's approval: %s %s (approval %s)", oneLine(a.Tool, 80), oneLine(PlainJSON(a.Input), 160), a.Approval)
+}
+
+// PlainJSON is raw as a person reads it: `>` and `&` as themselves, not
+// the \u003e escapes Go's encoder writes for HTML.
+func PlainJSON(raw json.RawMessage) string {
+	var v any
+	if json.Unmarshal(raw, &v) != nil {
+		return string(raw)
+	}
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if enc.Encode(v) != nil {
+		return string(raw)
+	}
+	return strings.TrimSpace(b.String())
 }

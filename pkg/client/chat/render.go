@@ -97,6 +97,6 @@ func approvalPrompt(a events.ApprovalRequested) []string {
 		}
 		return []string{q, "  answer with: /answer " + a.Approval + " <answer>"}
 	}
-	return []string{"? " + a.Tool + " " + string(a.Input) + " waits for your approval",
+	return []string{"? " + a.Tool + " " + events.PlainJSON(a.Input) + " waits for your approval",
 		"  decide with: /approve " + a.Approval + " [edited input as JSON] or /reject " + a.Approval + " <reason>"}
 }

@@ -585,6 +585,7 @@
     const gs = h('div', { class: 'card', id: 'groundstop', 'aria-labelledby': 'h-gs' });
     const jobs = h('div', { class: 'card', id: 'jobs', 'aria-labelledby': 'h-jobs' });
     const lay = h('div', { class: 'card', id: 'layovers', 'aria-labelledby': 'h-lay' });
+    const wait = h('div', { id: 'waiting' });
     const rec = h('div', { class: 'card', id: 'recovery', 'aria-labelledby': 'h-rec' });
     const kids = h('div', { id: 'children' });
     const mcp = h('div', { id: 'mcp' });
@@ -593,7 +594,7 @@
       h('h1', {}, 'Session ', session, ' ', stateEl, ' ', conn), banner,
       h('div', { class: 'session' },
         h('div', {}, transcript, composer),
-        h('div', {}, info, jobs, gs, lay, rec, kids, mcp)));
+        h('div', {}, wait, info, jobs, gs, lay, rec, kids, mcp)));
 
     // Ground Stop and resume
     const reason = h('input', { id: 'gs-reason', placeholder: 'why (optional)' });
@@ -692,6 +693,39 @@
           }) }, 'Cancel layover'))) : [h('p', { class: 'small muted' }, 'None: the agent has set no work down to check later.')]));
     }
 
+    // Approvals and questions the session waits for: a card each, decided
+    // in place (docs/APPROVALS.md). A decision someone took first shows theirs.
+    function drawWaiting(d) {
+      const ws = d.waiting || [];
+      const decide = (a, body) => act('Deciding ' + a.id, async () => {
+        try {
+          const r = await api('POST', `/v1/sessions/${enc(a.session)}/approvals/${enc(a.id)}`, body);
+          flash(`${a.id} ${r.state}.`, true);
+        } catch (e) {
+          if (e.status !== 409) throw e;
+          flash(`${a.id} was already decided.`, false);
+        }
+        await refresh();
+      });
+      fill(wait, ...ws.map((a) => {
+        const text = h('input', { id: 'decide-text-' + a.id, placeholder: a.kind === 'question' ? 'your answer' : 'reason (optional)' });
+        const buttons = a.kind === 'question'
+          ? [h('button', { type: 'submit', class: 'primary', id: 'answer-' + a.id }, 'Answer')]
+          : [h('button', { type: 'submit', class: 'primary', id: 'approve-' + a.id }, 'Approve'),
+            h('button', { type: 'button', class: 'danger', id: 'reject-' + a.id, onclick: () => decide(a, { decision: 'reject', reason: text.value }) }, 'Reject')];
+        return h('div', { class: 'card', id: 'waiting-' + a.id, role: 'region', 'aria-label': 'Waiting for you: ' + a.id },
+          h('h2', {}, a.kind === 'question' ? 'The agent asks' : 'Waiting for your approval'),
+          h('p', { class: 'small' }, a.kind === 'question'
+            ? [a.question, a.choices && a.choices.length ? ' (' + a.choices.join(' | ') + ')' : '']
+            : [h('strong', {}, a.tool), ' ', h('code', {}, JSON.stringify(a.input || {}))]),
+          h('p', { class: 'small muted' }, `${a.id}${a.session !== session ? ' · sub-agent ' + a.session : ''} · expires ${new Date(a.expires_at).toLocaleString()}`),
+          h('form', { class: 'row', onsubmit: (e) => {
+            e.preventDefault();
+            decide(a, a.kind === 'question' ? { decision: 'answer', answer: text.value } : { decision: 'approve' });
+          } }, text, ...buttons));
+      }));
+    }
+
     function drawRecovery(d) {
       const r = d.recovery || { effective: {} };
       const o = r.override || {};
@@ -761,6 +795,7 @@
           if (changed('stop', d.ground_stop)) drawStop(d);
           if (changed('jobs', [d.jobs_error, listed.map((j) => [j.id, j.status, j.command, j.status === 'running' ? '' : j.line])])) drawJobs(listed, d.jobs_error);
           if (changed('layovers', d.layovers)) drawLayovers(d);
+          if (changed('waiting', d.waiting)) drawWaiting(d);
           if (changed('recovery', d.recovery)) drawRecovery(d);
           if (changed('optional', [d.children, d.mcp])) drawOptional(d);
         } finally {
@@ -776,7 +811,7 @@
     let first = true;
     follow(session, page.signal, (ev) => {
       keepBottom(() => drawEvent(liveR, ev));
-      if (/run\.(started|ended)|headline/.test(ev.type)) refresh();
+      if (/run\.(started|ended)|headline|approval/.test(ev.type)) refresh();
     }, (s, why, fresh) => {
       conn.className = 'conn ' + s;
       conn.textContent = s === 'live' ? '● live' : '○ reconnecting (' + why + ')';
