@@ -708,7 +708,8 @@
         await refresh();
       });
       fill(wait, ...ws.map((a) => {
-        const text = h('input', { id: 'decide-text-' + a.id, placeholder: a.kind === 'question' ? 'your answer' : 'reason (optional)' });
+        const text = h('input', { id: 'decide-text-' + a.id, placeholder: a.kind === 'question' ? 'your answer' : 'reason (optional)',
+          'aria-label': a.kind === 'question' ? 'Your answer to ' + a.id : 'Reason for ' + a.id });
         const buttons = a.kind === 'question'
           ? [h('button', { type: 'submit', class: 'primary', id: 'answer-' + a.id }, 'Answer')]
           : [h('button', { type: 'submit', class: 'primary', id: 'approve-' + a.id }, 'Approve'),
