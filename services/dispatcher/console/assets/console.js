@@ -261,12 +261,14 @@
     const page = newPage();
     const q = h('input', { id: 'q', type: 'search', placeholder: 'name or agent' });
     const state = h('select', { id: 'state' },
-      ['', 'idle', 'running', 'interrupted', 'stopped'].map((s) => h('option', { value: s }, s || 'any')));
+      ['', 'idle', 'waiting', 'running', 'interrupted', 'stopped'].map((s) => h('option', { value: s }, s || 'any')));
+    const waitList = h('div', { id: 'waiting-list' });
     const open = h('input', { id: 'open-session', placeholder: 'session name', required: true, pattern: '[A-Za-z0-9_-]{1,64}' });
     const banner = h('div');
     const body = h('tbody');
     let rows = [];
     let stop = {};
+    let waiting = [];
     const changed = differ();
 
     const openForm = h('form', { class: 'row', 'aria-label': 'Open a session' },
@@ -296,12 +298,17 @@
       if (stop.global_stop) on.push('everywhere (global)');
       if (stop.ground_stop) on.push('for every session of this tenant');
       fill(banner, ...(on.length ? [h('div', { class: 'banner', role: 'status' }, 'Ground Stop is on ' + on.join(' and ') + '.')] : []));
+      fill(waitList, ...(waiting.length ? [h('div', { class: 'card' }, h('h2', {}, 'Waiting for you'),
+        h('ul', { class: 'small' }, waiting.map((a) => h('li', {},
+          h('a', { href: '#/session/' + enc(a.session) }, a.session), ' · ',
+          a.kind === 'question' ? 'asks: ' + a.question : a.tool + ' ' + JSON.stringify(a.input || {}),
+          ' · ', a.id))))] : []));
     }
 
     q.addEventListener('input', render);
     state.addEventListener('change', render);
     fill(main,
-      h('h1', {}, 'Sessions'), banner,
+      h('h1', {}, 'Sessions'), banner, waitList,
       h('div', { class: 'card' }, openForm),
       h('div', { class: 'card' },
         h('div', { class: 'filter', role: 'search' },
@@ -312,21 +319,25 @@
           body))));
 
     page.every(3000, async () => {
-      const [list, st] = await Promise.all([
+      const [list, st, ap] = await Promise.all([
         api('GET', '/v1/sessions', undefined, page.signal),
         api('GET', '/v1/stop?scope=tenant', undefined, page.signal).catch(() => ({})),
+        api('GET', '/v1/approvals', undefined, page.signal).catch(() => ({ approvals: [] })),
       ]);
       stop = st;
+      waiting = ap.approvals || [];
+      const asked = new Set(waiting.map((a) => a.session));
       const stopped = new Set((st.sessions || []).map((s) => s.scope.split('/')[1]));
       rows = list.sessions.map((s) => {
         const rec = (s.record && typeof s.record === 'object') ? s.record : {};
         return {
-          session: s.session, state: rec.state || 'idle', agent: rec.agent || 'default',
+          session: s.session, state: (rec.state || 'idle') === 'idle' && asked.has(s.session) ? 'waiting' : rec.state || 'idle',
+          agent: rec.agent || 'default',
           runs: rec.runs || 0, updated: s.updated,
           stopped: stopped.has(s.session) || st.ground_stop || st.global_stop,
         };
       }).sort((a, b) => Date.parse(b.updated) - Date.parse(a.updated));
-      if (changed('rows', [rows, stop])) render();
+      if (changed('rows', [rows, stop, waiting])) render();
     });
     return page;
   }
