@@ -1,11 +1,18 @@
 package approvals
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
+	"jetway/pkg/agent/tool"
+	"jetway/pkg/bus"
+	"jetway/pkg/bus/bustest"
 	rec "jetway/pkg/control/approvals"
+	"jetway/pkg/events"
 )
 
 func TestAsk_rules_naming_MCP_tools_are_denied_rather_than_let_through(t *testing.T) {
@@ -34,5 +41,73 @@ func TestThe_model_reads_each_outcome_in_words_it_can_act_on(t *testing.T) {
 		if got := Text(c.a); got != c.want {
 			t.Errorf("Text(%s) =\n%s\nwant\n%s", c.a.State, got, c.want)
 		}
+	}
+}
+
+// gate is a Gate on a provisioned server, its clock at now.
+func gate(t *testing.T, now *time.Time) *Gate {
+	t.Helper()
+	_, _, js := bustest.StartProvisioned(t, bus.ProvisionConfig{Partitions: 1})
+	kv, err := js.KeyValue(context.Background(), bus.BucketControl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &Gate{KV: kv, JS: js, Source: "test", Now: func() time.Time { return *now }}
+}
+
+func counting(n *int) Find {
+	return func(rec.Approval) tool.Tool {
+		return tool.Func{Name: "shell", Fn: func(context.Context, tool.Call) (tool.Result, error) {
+			*n++
+			return tool.Result{Content: "ran"}, nil
+		}}
+	}
+}
+
+func TestAn_approved_call_runs_once_however_often_its_decision_is_delivered(t *testing.T) {
+	now := time.Now().UTC()
+	g := gate(t, &now)
+	ctx := context.Background()
+	a := rec.Approval{ID: "ap-1", Tenant: "t1", Session: "s1", Kind: rec.KindTool, Tool: "shell", Input: json.RawMessage(`{}`),
+		RequestedAt: now, ExpiresAt: now.Add(time.Hour), State: rec.Pending}
+	if _, err := rec.Create(ctx, g.KV, a); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rec.Decide(ctx, g.KV, "t1", "s1", "ap-1", rec.Decision{Decision: rec.DecisionApprove}); err != nil {
+		t.Fatal(err)
+	}
+	runs := 0
+	decided := events.ApprovalDecided{Approval: "ap-1", Decision: rec.DecisionApprove}
+	for range 3 {
+		text, err := g.Deliver(ctx, "t1", "s1", "ev-1", decided, counting(&runs))
+		if err != nil || !strings.Contains(text, "Its result:\nran") {
+			t.Fatalf("delivery: %q, %v", text, err)
+		}
+	}
+	if _, err := g.Deliver(ctx, "t1", "s1", "ev-2", decided, counting(&runs)); !errors.Is(err, ErrNotDecided) {
+		t.Fatalf("another event's delivery: %v, want ErrNotDecided", err)
+	}
+	if runs != 1 {
+		t.Fatalf("the call ran %d times", runs)
+	}
+}
+
+func TestA_timeout_is_taken_only_when_due(t *testing.T) {
+	now := time.Now().UTC()
+	g := gate(t, &now)
+	ctx := context.Background()
+	a := rec.Approval{ID: "ap-1", Tenant: "t1", Session: "s1", Kind: rec.KindQuestion, Question: "colour?",
+		RequestedAt: now, ExpiresAt: now.Add(time.Hour), State: rec.Pending}
+	if _, err := rec.Create(ctx, g.KV, a); err != nil {
+		t.Fatal(err)
+	}
+	timeout := events.ApprovalDecided{Approval: "ap-1", Decision: rec.DecisionTimeout}
+	if _, err := g.Deliver(ctx, "t1", "s1", "ev-t", timeout, counting(new(int))); !errors.Is(err, ErrNotDecided) {
+		t.Fatalf("an early timeout: %v, want ErrNotDecided", err)
+	}
+	now = now.Add(time.Hour - timeoutSkew/2) // the server's clock is ahead
+	text, err := g.Deliver(ctx, "t1", "s1", "ev-t", timeout, counting(new(int)))
+	if err != nil || !strings.Contains(text, "so there is no answer (timeout)") {
+		t.Fatalf("the due timeout: %q, %v", text, err)
 	}
 }

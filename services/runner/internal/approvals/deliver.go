@@ -6,11 +6,18 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"jetway/pkg/agent/tool"
 	rec "jetway/pkg/control/approvals"
 	"jetway/pkg/events"
 )
+
+// timeoutSkew is how much earlier than its expiry a timeout is taken: the
+// schedule fires by the server's clock, the check is by this runner's, and
+// a timeout refused for a skew would never fire again. A forged timeout
+// gains at most this much.
+const timeoutSkew = time.Minute
 
 // Find returns the tool an approved call runs with; nil when there is none.
 type Find func(a rec.Approval) tool.Tool
@@ -46,7 +53,7 @@ func (g *Gate) Deliver(ctx context.Context, tenant, session, eventID string, p e
 func (g *Gate) step(ctx context.Context, a rec.Approval, rev uint64, eventID string, p events.ApprovalDecided, find Find) (text string, retry bool, err error) {
 	switch a.State {
 	case rec.Pending:
-		if p.Decision != rec.DecisionTimeout || g.now().Before(a.ExpiresAt) {
+		if p.Decision != rec.DecisionTimeout || g.now().Add(timeoutSkew).Before(a.ExpiresAt) {
 			return "", false, fmt.Errorf("%w: approval %s is still pending", ErrNotDecided, a.ID)
 		}
 		a.State, a.Decision = rec.Expired, &rec.Decision{Decision: rec.DecisionTimeout, At: g.now()}
