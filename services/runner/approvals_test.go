@@ -17,6 +17,7 @@ import (
 	"jetway/pkg/bus/bustest"
 	"jetway/pkg/control/agents"
 	rec "jetway/pkg/control/approvals"
+	"jetway/pkg/control/groundstop"
 	"jetway/pkg/dispatcherapi"
 	"jetway/pkg/events"
 	"jetway/pkg/llm/llmtest"
@@ -326,5 +327,34 @@ func TestA_SIGKILLed_runner_never_runs_an_approved_call_twice(t *testing.T) {
 	})
 	if got := ran("after"); len(got) != 1 {
 		t.Fatalf("session after: the command ran %d times", len(got))
+	}
+}
+
+// Ground Stop holds a decision like any event: the approved call does not
+// run while a switch covers the session, and runs once it is lifted.
+func TestGround_Stop_holds_an_approved_call_until_it_is_lifted(t *testing.T) {
+	e, model, ran := newApprovalEnv(t, "", deployCall)
+	e.publish(events.KindEvents, "t1", "s1", events.Input{Text: "ship it"})
+	a := e.pending("s1")
+	ctx := context.Background()
+	control := e.controlKV()
+	if _, err := groundstop.Set(ctx, control, "t1", "s1", groundstop.Record{Reason: "freeze", By: "t1"}); err != nil {
+		t.Fatal(err)
+	}
+	held := e.workConsumer("t1", "s1")
+	e.decide(a, rec.Decision{Decision: rec.DecisionApprove})
+	testutil.Eventually(t, 20*time.Second, "the decision to be taken and held", func() bool {
+		info, err := held.Info(ctx)
+		return err == nil && info.NumAckPending == 1 && info.NumPending == 0
+	})
+	if got := ranLines(ran); len(got) != 0 {
+		t.Fatalf("the call ran under Ground Stop: %q", got)
+	}
+	if err := groundstop.Clear(ctx, control, "t1", "s1"); err != nil {
+		t.Fatal(err)
+	}
+	lastRequestHas(t, model, "ran: deploy prod")
+	if got := ranLines(ran); len(got) != 1 {
+		t.Fatalf("side effects %q, want exactly one", got)
 	}
 }
