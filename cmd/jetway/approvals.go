@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"jetway/pkg/client"
+	"jetway/pkg/events"
 )
 
 // The approvals commands are a person in the loop from the terminal
@@ -63,7 +64,7 @@ func newApprovalsCmd(*globals) *cobra.Command {
 
 // printApproval prints one approval as a line a person decides from.
 func printApproval(w io.Writer, a client.Approval) {
-	what := fmt.Sprintf("%s %s", a.Tool, a.Input)
+	what := a.Tool + " " + events.PlainJSON(a.Input)
 	if a.Kind == "question" {
 		what = fmt.Sprintf("asks %q", a.Question)
 		if len(a.Choices) > 0 {
