@@ -3,8 +3,10 @@ package runner
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -356,5 +358,51 @@ func TestGround_Stop_holds_an_approved_call_until_it_is_lifted(t *testing.T) {
 	lastRequestHas(t, model, "ran: deploy prod")
 	if got := ranLines(ran); len(got) != 1 {
 		t.Fatalf("side effects %q, want exactly one", got)
+	}
+}
+
+// TestA_decision_reaches_its_call_within_milliseconds measures, for
+// sessions waiting one after another, the time from the decided event's
+// publish to the approved call's start, and logs its percentiles. The
+// bound is loose (the machine is shared); the figure is what to read.
+func TestA_decision_reaches_its_call_within_milliseconds(t *testing.T) {
+	if testing.Short() {
+		t.Skip("measurement")
+	}
+	e := newEnv(t)
+	e.putProfile("t1", agents.DefaultName, agents.Profile{Tools: dispatcherapi.AgentTools{Ask: []string{"shell(deploy*)"}}})
+	started := make(chan time.Time, 1)
+	shell := tool.Func{Name: "shell", Fn: func(context.Context, tool.Call) (tool.Result, error) {
+		started <- time.Now()
+		return tool.Result{Content: "ran"}, nil
+	}}
+	model, p := fakeModel(t)
+	model.SetRouter(func(body []byte) (llmtest.Reply, bool) {
+		if strings.Contains(readReq(body).last, "ship it") {
+			return deployCall, true
+		}
+		return llmtest.Reply{Text: "noted"}, true
+	})
+	e.startRunner("r1", p, func(SessionRef) []tool.Tool { return []tool.Tool{shell} })
+	const n = 20
+	var took []time.Duration
+	for i := range n {
+		s := fmt.Sprintf("s%d", i)
+		e.publish(events.KindEvents, "t1", s, events.Input{Text: "ship it"})
+		a := e.pending(s)
+		e.decide(a, rec.Decision{Decision: rec.DecisionApprove})
+		sent := time.Now()
+		select {
+		case at := <-started:
+			took = append(took, at.Sub(sent))
+		case <-time.After(20 * time.Second):
+			t.Fatalf("session %s: the approved call never started", s)
+		}
+	}
+	slices.Sort(took)
+	p50, p99 := took[n/2], took[n*99/100]
+	t.Logf("decision → call start over %d approvals: p50 %s, p99 %s, max %s", n, p50, p99, took[n-1])
+	if p99 > time.Second {
+		t.Errorf("p99 %s: a decision takes too long to reach its call", p99)
 	}
 }
