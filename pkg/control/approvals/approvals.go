@@ -271,3 +271,34 @@ func List(ctx context.Context, kv jetstream.KeyValue, tenant, session string, pe
 	slices.SortFunc(out, func(x, y Approval) int { return x.RequestedAt.Compare(y.RequestedAt) })
 	return out, nil
 }
+
+// Retention is how long a delivered approval is kept: long enough that a
+// late second decision is answered 409 with the first, not 404.
+const Retention = 7 * 24 * time.Hour
+
+// Prune deletes the session's approvals delivered to the model and decided
+// before cutoff. Each delete is conditional on the revision read, so a
+// record that changed meanwhile stays.
+func Prune(ctx context.Context, kv jetstream.KeyValue, tenant, session string, cutoff time.Time) error {
+	lister, err := kv.ListKeysFiltered(ctx, "approval."+tenant+"."+session+".*")
+	if errors.Is(err, jetstream.ErrNoKeysFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("prune approvals: %w", err)
+	}
+	for key := range lister.Keys() {
+		e, err := kv.Get(ctx, key)
+		if err != nil {
+			continue
+		}
+		var a Approval
+		if json.Unmarshal(e.Value(), &a) != nil || a.DeliveredBy == "" || a.Decision == nil || !a.Decision.At.Before(cutoff) {
+			continue
+		}
+		if err := kv.Delete(ctx, key, jetstream.LastRevision(e.Revision())); err != nil && !IsConflict(err) {
+			return fmt.Errorf("prune approval %s: %w", a.ID, err)
+		}
+	}
+	return nil
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -109,5 +110,36 @@ func TestA_timeout_is_taken_only_when_due(t *testing.T) {
 	text, err := g.Deliver(ctx, "t1", "s1", "ev-t", timeout, counting(new(int)))
 	if err != nil || !strings.Contains(text, "so there is no answer (timeout)") {
 		t.Fatalf("the due timeout: %q, %v", text, err)
+	}
+}
+
+func TestDelivered_approvals_are_pruned_after_their_retention(t *testing.T) {
+	now := time.Now().UTC()
+	g := gate(t, &now)
+	ctx := context.Background()
+	old := now.Add(-rec.Retention - time.Hour)
+	for _, a := range []rec.Approval{
+		{ID: "ap-old", State: rec.Rejected, DeliveredBy: "ev-0", Decision: &rec.Decision{Decision: rec.DecisionReject, At: old}},
+		{ID: "ap-undelivered", State: rec.Rejected, Decision: &rec.Decision{Decision: rec.DecisionReject, At: old}},
+		{ID: "ap-new", State: rec.Rejected, Decision: &rec.Decision{Decision: rec.DecisionReject, At: now}},
+	} {
+		a.Tenant, a.Session, a.Kind, a.Tool = "t1", "s1", rec.KindTool, "shell"
+		if _, err := rec.Create(ctx, g.KV, a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := g.Deliver(ctx, "t1", "s1", "ev-1", events.ApprovalDecided{Approval: "ap-new"}, counting(new(int))); err != nil {
+		t.Fatal(err)
+	}
+	left, err := rec.List(ctx, g.KV, "t1", "s1", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, a := range left {
+		ids = append(ids, a.ID)
+	}
+	if slices.Contains(ids, "ap-old") || !slices.Contains(ids, "ap-undelivered") || !slices.Contains(ids, "ap-new") {
+		t.Fatalf("left %v: want the old delivered one pruned, the others kept", ids)
 	}
 }

@@ -42,6 +42,10 @@ func (g *Gate) Deliver(ctx context.Context, tenant, session, eventID string, p e
 		}
 		text, retry, err := g.step(ctx, a, rev, eventID, p, find)
 		if !retry {
+			if err == nil {
+				// Delivered: the session's old ones have served their time.
+				_ = rec.Prune(ctx, g.KV, tenant, session, g.now().Add(-rec.Retention))
+			}
 			return text, err
 		}
 	}
