@@ -127,6 +127,8 @@ func (d *approvalsCore) Decide(ctx context.Context, p auth.Principal, session, i
 	case errors.As(err, &already):
 		_ = d.wake(ctx, already.Approval) // a retry after a lost wake-up repairs it
 		return api.Approval{}, alreadyDecided(already.Approval)
+	case errors.Is(err, rec.ErrNotFound): // pruned since it was read
+		return api.Approval{}, noApproval(session, id)
 	case errors.As(err, &invalid):
 		pr := problem(http.StatusBadRequest, "invalid-decision", "Invalid decision", invalid.Reason)
 		pr.Field = "decision"
