@@ -22,6 +22,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"jetway/pkg/bus"
+	"jetway/pkg/control/approvals"
+	"jetway/pkg/control/layovers"
 	api "jetway/pkg/dispatcherapi"
 )
 
@@ -49,6 +51,8 @@ func SensitiveReplies(victim string) []string {
 		"$KV." + bus.BucketControl + ".groundstop",
 		"$KV." + bus.BucketControl + ".groundstop." + victim,
 		"$KV." + bus.BucketControl + ".groundstop." + victim + ".s1",
+		"$KV." + bus.BucketControl + "." + approvals.Key(victim, "s1", "x"),
+		"$KV." + bus.BucketControl + "." + layovers.Key(victim, "s1"),
 		"$KV." + bus.BucketAgents + "." + victim + ".default",
 		"$KV." + bus.BucketSessions + "." + victim + ".s1",
 		"$KV." + bus.BucketEventIDs + "." + victim + ".s1.x",
@@ -110,7 +114,10 @@ func Run(t *testing.T, tg Target) {
 	defer cancel()
 	before := snapshot(ctx, t, tg.Observer)
 
-	bodies := [][]byte{[]byte(`{}`), []byte(`{"session":"s1","text":"x","name":"evil","action":"put","profile":{}}`), []byte(`{"action":"on","scope":"global"}`)}
+	bodies := [][]byte{[]byte(`{}`), []byte(`{"session":"s1","text":"x","name":"evil","action":"put","profile":{}}`), []byte(`{"action":"on","scope":"global"}`),
+		// A decision on an approval: the victim's are out of reach (404),
+		// and one of the attacker's own wakes only the attacker's session.
+		[]byte(`{"action":"decide","session":"s1","approval":"ap-1","decision":"approve","tenant":"` + tg.Victim + `"}`)}
 	tokens := []string{"", tg.AttackerToken, tg.AdminToken}
 	sends := 0
 	for _, subj := range Requests() {

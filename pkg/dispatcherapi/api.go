@@ -60,7 +60,7 @@ const (
 // The dispatcher serves exactly these, and the attack suites try each one
 // from a tenant account: an endpoint added to the dispatcher and not here
 // does not start.
-var Endpoints = []string{"input", "steer", "event", "sessions", "jobs", "stop", "recovery", "transcript", "job", "agents", "cluster"}
+var Endpoints = []string{"input", "steer", "event", "sessions", "jobs", "stop", "recovery", "transcript", "job", "agents", "cluster", "approvals"}
 
 // TenantSubject is the subject an API request of a tenant account arrives
 // on in the JETWAY account: the tenant calls jetway.api.<name> in its own
@@ -89,6 +89,9 @@ type Problem struct {
 	// Field names the request field that was wrong, when one was
 	// ("limits.max_turns", "agent").
 	Field string `json:"field,omitempty"`
+	// Approval is the earlier decision when a second one is refused (409
+	// already-decided).
+	Approval *Approval `json:"approval,omitempty"`
 }
 
 // Error makes a problem an error, so the dispatcher can return one from
@@ -317,6 +320,13 @@ type NATSRequest struct {
 	// Name (agents) names a profile; Profile (agents "put") is its body.
 	Name    string `json:"name,omitempty"`
 	Profile *Agent `json:"profile,omitempty"`
+	// Approval names an approval (approvals "decide"); Decision, Answer
+	// and Input are DecisionRequest's (Reason too). Without Session,
+	// approvals "list" lists the tenant's.
+	Approval string          `json:"approval,omitempty"`
+	Decision string          `json:"decision,omitempty"`
+	Answer   string          `json:"answer,omitempty"`
+	Input    json.RawMessage `json:"input,omitempty"`
 }
 
 // SessionDetail answers GET /v1/sessions/{session}: the session record as
@@ -353,6 +363,9 @@ type SessionDetail struct {
 	JobsError string       `json:"jobs_error,omitempty"`
 	// Layovers are the work the agent set down to check later.
 	Layovers []Layover `json:"layovers"`
+	// Waiting are the approvals and questions the session waits for a
+	// person to decide (then State is "waiting"; empty: none).
+	Waiting []Approval `json:"waiting"`
 	// Recovery is the session's recovery override and the rule in effect.
 	Recovery RecoveryState `json:"recovery"`
 	// Children are the sub-agent sessions the session's runs started, in
@@ -414,6 +427,13 @@ type JobOutputRequest struct {
 	// Name (agents) names a profile; Profile (agents "put") is its body.
 	Name    string `json:"name,omitempty"`
 	Profile *Agent `json:"profile,omitempty"`
+	// Approval names an approval (approvals "decide"); Decision, Answer
+	// and Input are DecisionRequest's (Reason too). Without Session,
+	// approvals "list" lists the tenant's.
+	Approval string          `json:"approval,omitempty"`
+	Decision string          `json:"decision,omitempty"`
+	Answer   string          `json:"answer,omitempty"`
+	Input    json.RawMessage `json:"input,omitempty"`
 }
 
 // JobOutput holds lines of a job's output, as cleaned and redacted when
@@ -536,4 +556,55 @@ type AgentList struct {
 // AgentDeleted answers DELETE /v1/agents/{name}.
 type AgentDeleted struct {
 	Deleted bool `json:"deleted"`
+}
+
+// Approval is a tool call or a question waiting for (or decided by) a
+// person: GET /v1/sessions/{session}/approvals.
+type Approval struct {
+	ID      string `json:"id"`
+	Session string `json:"session"`
+	// Kind is "tool" (may this call run?) or "question" (ask_person).
+	Kind string `json:"kind"`
+	// Tool and Input (redacted) are the held call's.
+	Tool  string          `json:"tool,omitempty"`
+	Input json.RawMessage `json:"input,omitempty"`
+	// Question and Choices are the model's question.
+	Question string   `json:"question,omitempty"`
+	Choices  []string `json:"choices,omitempty"`
+	// Run is the run that asked.
+	Run string `json:"run"`
+	// Approvers is who may decide: "tenant" or "admins".
+	Approvers   string    `json:"approvers"`
+	RequestedAt time.Time `json:"requested_at"`
+	ExpiresAt   time.Time `json:"expires_at"`
+	// State is pending, approved, rejected, answered, expired, executing
+	// or done.
+	State    string            `json:"state"`
+	Decision *ApprovalDecision `json:"decision,omitempty"`
+}
+
+// ApprovalDecision is who decided what, and when.
+type ApprovalDecision struct {
+	Decision string          `json:"decision"`
+	Reason   string          `json:"reason,omitempty"`
+	Answer   string          `json:"answer,omitempty"`
+	Input    json.RawMessage `json:"input,omitempty"`
+	By       string          `json:"by,omitempty"`
+	At       time.Time       `json:"at"`
+}
+
+// ApprovalList answers GET /v1/sessions/{session}/approvals and
+// GET /v1/approvals.
+type ApprovalList struct {
+	Approvals []Approval `json:"approvals"`
+}
+
+// DecisionRequest is POST /v1/sessions/{session}/approvals/{id}: Decision
+// is "approve" (Input, if set, replaces the call's input), "reject" (with
+// a Reason the model reads) or "answer" (a question's Answer).
+type DecisionRequest struct {
+	Decision string          `json:"decision"`
+	Reason   string          `json:"reason,omitempty"`
+	Answer   string          `json:"answer,omitempty"`
+	Input    json.RawMessage `json:"input,omitempty"`
 }

@@ -95,6 +95,9 @@ type HeadlineNote struct {
 	About string `json:"about"`
 	// Event is the CE id of what it is about.
 	Event string `json:"event,omitempty"`
+	// Approval names the approval a person is asked to decide (About
+	// io.jetway.approval.requested): POST /v1/sessions/{session}/approvals/{approval}.
+	Approval string `json:"approval,omitempty"`
 }
 
 func (RunStarted) EventType() string   { return TypeRunStarted }

@@ -49,6 +49,8 @@ func Headline(p Payload) (string, bool) {
 		return fmt.Sprintf("%s reports: %s", agentName(p.Number, p.Agent), oneLine(p.Text, 200)), true
 	case JobNotice:
 		return jobNoticeHeadline(p), true
+	case ApprovalDecided:
+		return approvalHeadline(p), true
 	}
 	return "", false
 }

@@ -163,7 +163,7 @@ func isJSONMedia(ct string) bool {
 func decodePayload(typ, source, contentType string, data []byte) (Payload, error) {
 	switch typ {
 	case TypeInput, TypeJobExited, TypeJobOverdue, TypeSteer, TypeResume,
-		TypeAgentInput, TypeAgentFinished, TypeAgentProgress, TypeAgentStop, TypeJobNotice:
+		TypeAgentInput, TypeAgentFinished, TypeAgentProgress, TypeAgentStop, TypeJobNotice, TypeApprovalDecided:
 	default:
 		return External{Type: typ, Source: source, DataContentType: contentType, Data: bytes.Clone(data)}, nil
 	}
@@ -249,6 +249,13 @@ func decodePayload(typ, source, contentType string, data []byte) (Payload, error
 	case TypeAgentStop:
 		var v AgentStop
 		err = decodeFields(typ, data, &v, fields, "parent")
+		p = v
+	case TypeApprovalDecided:
+		var v ApprovalDecided
+		err = decodeFields(typ, data, &v, fields, "approval")
+		if err == nil && v.Approval == "" {
+			err = &DataError{Type: typ, Reason: "approval is empty"}
+		}
 		p = v
 	case TypeJobNotice:
 		var v JobNotice

@@ -177,15 +177,16 @@ func signedJWT(t *testing.T) string {
 // until it is listed: if it makes a credential, its generator belongs in
 // issuers, so the redaction of its shape is tested.
 var randomSources = map[string]string{
-	"pkg/auth/load.go":          "issuer: jw_ and jwn_ tokens",
-	"deploy/certs/certs.go":     "issuer: jwp_ passwords (and TLS keys, PEM armoured, tested as files)",
-	"services/jobs/events.go":   "not a credential: job event keys (ids)",
-	"services/runner/runner.go": "not a credential: runner incarnation ids",
-	"internal/bench/bench.go":   "not a credential: benchmark data",
-	"pkg/tasks/files.go":        "not a credential: output file names",
-	"pkg/agent/loop.go":         "not a credential: tool-use ids",
-	"pkg/workspace/files.go":    "not a credential: temporary file names",
-	"pkg/events/codec.go":       "not a credential: CloudEvents ids",
+	"pkg/auth/load.go":                                "issuer: jw_ and jwn_ tokens",
+	"deploy/certs/certs.go":                           "issuer: jwp_ passwords (and TLS keys, PEM armoured, tested as files)",
+	"services/jobs/events.go":                         "not a credential: job event keys (ids)",
+	"services/runner/runner.go":                       "not a credential: runner incarnation ids",
+	"services/runner/internal/approvals/approvals.go": "not a credential: approval ids",
+	"internal/bench/bench.go":                         "not a credential: benchmark data",
+	"pkg/tasks/files.go":                              "not a credential: output file names",
+	"pkg/agent/loop.go":                               "not a credential: tool-use ids",
+	"pkg/workspace/files.go":                          "not a credential: temporary file names",
+	"pkg/events/codec.go":                             "not a credential: CloudEvents ids",
 }
 
 func TestEvery_file_that_makes_random_values_is_known(t *testing.T) {

@@ -14,8 +14,9 @@ import (
 //	groundStop  stopCore      stop.go, stopmirror.go    Ground Stop
 //	jobs        jobsCore      jobs.go                   a session's jobs
 //	cluster     clusterCore   cluster.go                runners, workers, streams
+//	approvals   approvalsCore approvals.go              tool approvals and questions waiting for a person
 //
-// (approvals, when they land, are one more core here). The HTTP API
+// The HTTP API
 // (httpAPI: http.go, httpops.go, cehttp.go, sse.go) and the NATS micro
 // API (natsAPI: natsapi.go) only read a request, pass it through the gate
 // (gate.go) and call the same core, so a rule cannot hold on one door and
@@ -53,6 +54,7 @@ type cores struct {
 	groundStop *stopCore
 	jobs       *jobsCore
 	cluster    *clusterCore
+	approvals  *approvalsCore
 }
 
 // newCores builds every core on one store. cfg is complete (New has filled
@@ -60,7 +62,7 @@ type cores struct {
 func newCores(cfg Config, log zerolog.Logger, tracer trace.Tracer, m *metrics, st *store) *cores {
 	agents := &agentsCore{store: st, log: log}
 	stop := &stopCore{store: st, log: log}
-	return &cores{
+	c := &cores{
 		cfg: cfg, log: log, tracer: tracer, metrics: m, store: st,
 		gate:   newGate(cfg.Auth, cfg.RatePerSecond, cfg.RateBurst),
 		agents: agents, groundStop: stop,
@@ -70,4 +72,6 @@ func newCores(cfg Config, log zerolog.Logger, tracer trace.Tracer, m *metrics, s
 		jobs:     &jobsCore{store: st, log: log},
 		cluster:  &clusterCore{store: st},
 	}
+	c.approvals = &approvalsCore{store: st, log: log, source: cfg.Source, events: c.events}
+	return c
 }

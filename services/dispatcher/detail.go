@@ -76,6 +76,12 @@ func (d *sessionsCore) SessionDetail(ctx context.Context, p auth.Principal, sess
 	if out.Layovers, err = d.Layovers(ctx, p, session); err != nil {
 		return SessionDetail{}, err
 	}
+	if out.Waiting, err = waitingApprovals(ctx, d.store, p.Tenant, session); err != nil {
+		return SessionDetail{}, err
+	}
+	if len(out.Waiting) > 0 && out.State == "idle" {
+		out.State = "waiting"
+	}
 	if out.Recovery, err = d.recoveryOf(ctx, p.Tenant, session, sr); err != nil {
 		return SessionDetail{}, err
 	}

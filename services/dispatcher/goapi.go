@@ -147,3 +147,14 @@ func (d *Dispatcher) ClearStop(ctx context.Context, p auth.Principal, t StopTarg
 func (d *Dispatcher) Cluster(ctx context.Context, p auth.Principal) (Cluster, error) {
 	return d.cluster.Cluster(ctx, p)
 }
+
+// Approvals lists the approvals waiting in one of the caller's sessions
+// ("" for all of the tenant's).
+func (d *Dispatcher) Approvals(ctx context.Context, p auth.Principal, session string) ([]api.Approval, error) {
+	return d.approvals.Approvals(ctx, p, session)
+}
+
+// Decide takes a person's decision on an approval of the caller's session.
+func (d *Dispatcher) Decide(ctx context.Context, p auth.Principal, session, id string, req DecisionRequest) (api.Approval, error) {
+	return d.approvals.Decide(ctx, p, session, id, req)
+}

@@ -65,6 +65,9 @@ func (d *httpAPI) handler() http.Handler {
 		mux.Handle(m+" /v1/stop", d.serve(http.StatusOK, d.handleStop))
 	}
 	mux.Handle("GET /v1/cluster", d.serve(http.StatusOK, d.handleCluster))
+	mux.Handle("GET /v1/approvals", d.serve(http.StatusOK, d.handleApprovals))
+	mux.Handle("GET /v1/sessions/{session}/approvals", d.serve(http.StatusOK, d.handleApprovals))
+	mux.Handle("POST /v1/sessions/{session}/approvals/{id}", d.serve(http.StatusOK, d.handleDecide))
 	web := console.Handler()
 	mux.Handle("GET /{$}", web)
 	mux.Handle("GET "+console.Prefix, web)

@@ -96,6 +96,22 @@ func (d *httpAPI) handleCancelLayover(_ http.ResponseWriter, r *http.Request, p 
 	return api.LayoverCancelled{Cancelled: ok}, nil
 }
 
+func (d *httpAPI) handleApprovals(_ http.ResponseWriter, r *http.Request, p auth.Principal) (any, error) {
+	as, err := d.approvals.Approvals(r.Context(), p, r.PathValue("session"))
+	if err != nil {
+		return nil, err
+	}
+	return ApprovalList{Approvals: as}, nil
+}
+
+func (d *httpAPI) handleDecide(w http.ResponseWriter, r *http.Request, p auth.Principal) (any, error) {
+	req, err := strictBody(d, w, r, decodeDecisionRequest)
+	if err != nil {
+		return nil, err
+	}
+	return d.approvals.Decide(r.Context(), p, r.PathValue("session"), r.PathValue("id"), req)
+}
+
 func (d *httpAPI) handleRecovery(w http.ResponseWriter, r *http.Request, p auth.Principal) (any, error) {
 	session := r.PathValue("session")
 	switch r.Method {

@@ -81,6 +81,7 @@ func (d *natsAPI) ops() map[string]natsOp {
 		"job":        d.natsJob,
 		"agents":     d.natsAgents,
 		"cluster":    d.natsCluster,
+		"approvals":  d.natsApprovals,
 	}
 }
 
@@ -404,4 +405,24 @@ func (d *natsAPI) natsAgents(ctx context.Context, p auth.Principal, req micro.Re
 
 func (d *natsAPI) natsCluster(ctx context.Context, p auth.Principal, _ micro.Request) (any, error) {
 	return d.cluster.Cluster(ctx, p)
+}
+
+func (d *natsAPI) natsApprovals(ctx context.Context, p auth.Principal, req micro.Request) (any, error) {
+	r, err := decodeNATS(req, true)
+	if err != nil {
+		return nil, err
+	}
+	switch r.Action {
+	case "", "list":
+		as, err := d.approvals.Approvals(ctx, p, r.Session)
+		if err != nil {
+			return nil, err
+		}
+		return ApprovalList{Approvals: as}, nil
+	case "decide":
+		return d.approvals.Decide(ctx, p, r.Session, r.Approval,
+			DecisionRequest{Decision: r.Decision, Reason: r.Reason, Answer: r.Answer, Input: r.Input})
+	}
+	return nil, problemf(http.StatusBadRequest, "bad-request", "Unknown action",
+		"action %q: want list or decide", shortenQ(r.Action))
 }

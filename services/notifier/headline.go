@@ -60,8 +60,13 @@ func HeadlineFor(subject string, h nats.Header, data []byte) (Headline, bool, er
 		if err != nil || !ok {
 			return Headline{}, false, err
 		}
-		return Headline{Tenant: sub.Tenant, Session: sub.Session, Source: e,
-			Note: events.HeadlineNote{Text: text, About: e.Type(), Event: e.ID()}}, true, nil
+		note := events.HeadlineNote{Text: text, About: e.Type(), Event: e.ID()}
+		if e.Type() == events.TypeApprovalRequested {
+			var a events.ApprovalRequested
+			_ = unmarshalData(e, &a) // read once already by outHeadline
+			note.Approval = a.Approval
+		}
+		return Headline{Tenant: sub.Tenant, Session: sub.Session, Source: e, Note: note}, true, nil
 	}
 	return Headline{}, false, fmt.Errorf("notifier: no headlines from %s subjects", sub.Kind)
 }
@@ -87,6 +92,12 @@ func outHeadline(e event.Event) (string, bool, error) {
 			return "", false, err
 		}
 		return events.RunRefusedHeadline(r), true, nil
+	case events.TypeApprovalRequested:
+		var a events.ApprovalRequested
+		if err := unmarshalData(e, &a); err != nil {
+			return "", false, err
+		}
+		return events.ApprovalRequestedHeadline(a), true, nil
 	}
 	return "", false, nil
 }

@@ -608,3 +608,16 @@ func TestGround_Stop_already_on_when_the_notifier_starts_is_not_announced_again(
 		t.Fatalf("the switch already on at start was announced: %+v", got)
 	}
 }
+
+func TestA_run_waiting_for_a_person_is_a_headline_naming_the_approval_to_decide(t *testing.T) {
+	e := newEnv(t)
+	start(t, testConfig(e.nc, nil))
+	out := outSubject(t, "default", "s1")
+	publish(t, e.js, out, "default", "s1", events.ApprovalRequested{Approval: "ap-1", Run: "r-1", Kind: "tool", Tool: "shell",
+		Input: json.RawMessage(`{"command":"make deploy"}`), ExpiresAt: time.Now().Add(time.Hour)})
+	got := headlines(t, e.js, "default", "s1", 1)
+	if got[0].Approval != "ap-1" || got[0].About != events.TypeApprovalRequested ||
+		got[0].Text != `waits for a person's approval: shell {"command":"make deploy"} (approval ap-1)` {
+		t.Fatalf("headline = %+v", got[0])
+	}
+}

@@ -468,6 +468,15 @@ func (a *actor) handle(ctx context.Context, d delivery) bool {
 		return true
 	}
 	text := modelText(d.ev, run != nil)
+	if dec, ok := d.ev.Payload.(events.ApprovalDecided); ok {
+		if _, on := a.grounded(); on {
+			return false // Ground Stop holds decisions too; its lift pokes us
+		}
+		var err error
+		if text, err = a.r.decided(ctx, a.tenant, a.session, id, dec); err != nil {
+			return a.r.notDecided(ctx, a, d, err)
+		}
+	}
 	if st, ok := d.ev.Payload.(events.Steer); ok {
 		return a.steer(ctx, d, st, run)
 	}

@@ -15,6 +15,7 @@ import (
 	"jetway/pkg/control/agents"
 	"jetway/pkg/handover"
 	"jetway/pkg/llm"
+	"jetway/services/runner/internal/approvals"
 )
 
 // This file binds sessions to agent profiles (pkg/control/agents) and
@@ -191,7 +192,7 @@ func (r *Runner) runConfigOf(prof agents.Profile) (runConfig, error) {
 		maxTurns:      cmp.Or(prof.Limits.MaxTurns, r.cfg.MaxTurns),
 		maxDuration:   cmp.Or(agents.MaxDuration(prof), r.cfg.MaxDuration),
 		contextWindow: cmp.Or(prof.ContextWindow, r.cfg.ContextWindow),
-		deny:          append(slices.Clip(r.cfg.Deny), prof.Tools.Deny...),
+		deny:          append(append(slices.Clip(r.cfg.Deny), prof.Tools.Deny...), approvals.Unheld(prof.Tools.Ask)...),
 		recovery:      handover.DefaultRecoverySettings(),
 	}
 	if prof.Instructions != "" {

@@ -507,6 +507,7 @@ func (a *actor) launch(ctx context.Context, parent context.Context, c claimed, i
 	if a.r.cfg.Tools != nil {
 		tools = append(tools, a.r.cfg.Tools(ref)...)
 	}
+	tools = a.r.approvals.Tools(approvalRef(ref), rc.prof, tools)
 	if reg, err := tool.NewRegistry(allowedTools(tools, rc.prof)...); err != nil {
 		a.log.Error().Err(err).Msg("tools")
 	} else {

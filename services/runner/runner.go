@@ -35,6 +35,7 @@ import (
 	"jetway/pkg/control/groundstop"
 	"jetway/pkg/handover"
 	"jetway/pkg/llm"
+	"jetway/services/runner/internal/approvals"
 	"jetway/services/runner/internal/partition"
 	"jetway/services/runner/internal/subagents"
 )
@@ -164,6 +165,7 @@ type Runner struct {
 	stops        *groundstop.Mirror // Ground Stop switches (groundstop.go)
 	rails        rails
 	subagents    *subagents.Service
+	approvals    *approvals.Gate // a person in the loop (approvals.go)
 
 	stop chan struct{} // closed when the runner leaves
 	wg   sync.WaitGroup
@@ -242,6 +244,7 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 		stop:        make(chan struct{}),
 	}
 	r.subagents = r.subagentsOf()
+	r.approvals = &approvals.Gate{KV: control, JS: js, Source: source, Publish: r.publishOut}
 	r.group, err = partition.New(partition.Config{
 		JS: js, Peers: runners, ID: cfg.ID, Incarnation: r.incarnation, Partitions: p,
 		Heartbeat: cfg.Heartbeat, StaleAfter: cfg.StaleAfter,

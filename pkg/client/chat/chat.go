@@ -64,6 +64,9 @@ const Help = `/steer <note>  redirect the work under way
 /jobs          list the session's background jobs
 /kill <N>      kill background job N and its whole process tree
 /stop          Ground Stop this session (admin token)
+/approve <id> [input]   let a held call run (input: an edited one, as JSON)
+/reject <id> <reason>   refuse a held call; the agent reads the reason
+/answer <id> <answer>   answer the agent's question
 /quit          leave (Ctrl-D or Ctrl-C too)`
 
 // Run chats until the person quits, input ends (line mode: and the run it
@@ -336,6 +339,8 @@ func (c *chat) handle(ctx context.Context, line string) bool {
 			break
 		}
 		c.println("job " + j.ID + " " + j.Status + ": " + j.Line)
+	case "/approve", "/reject", "/answer":
+		c.decide(ctx, cmd[1:], arg)
 	case "/stop":
 		cl := c.cfg.Admin
 		if cl == nil {
@@ -351,6 +356,34 @@ func (c *chat) handle(ctx context.Context, line string) bool {
 		c.println("! unknown command " + cmd + " — /help lists them")
 	}
 	return false
+}
+
+// decide sends a decision typed in the chat: /approve ID [input],
+// /reject ID reason, /answer ID answer.
+func (c *chat) decide(ctx context.Context, verb, arg string) {
+	id, rest, _ := strings.Cut(arg, " ")
+	rest = strings.TrimSpace(rest)
+	if id == "" {
+		c.println("! /" + verb + " needs the approval's id: /" + verb + " ap-…")
+		return
+	}
+	req := client.DecisionRequest{Decision: verb}
+	switch verb {
+	case "reject":
+		req.Reason = rest
+	case "answer":
+		req.Answer = rest
+	default:
+		if rest != "" {
+			req.Input = json.RawMessage(rest)
+		}
+	}
+	a, err := c.cfg.Client.Decide(ctx, c.cfg.Session, id, req)
+	if err != nil {
+		c.println("! /" + verb + " " + id + ": " + err.Error())
+		return
+	}
+	c.println("» " + id + " " + a.State)
 }
 
 func (c *chat) input(ctx context.Context, text string) {

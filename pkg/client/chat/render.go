@@ -38,7 +38,8 @@ func (r *Renderer) Lines(ev client.Event) []string {
 		return strings.Split(s[:cut], "\n")
 	case events.TypeHeadline:
 		var h events.HeadlineNote
-		if json.Unmarshal(ev.Data, &h) != nil || h.Text == "" || h.About == events.TypeRunStarted || h.About == events.TypeRunEnded {
+		if json.Unmarshal(ev.Data, &h) != nil || h.Text == "" || h.About == events.TypeRunStarted || h.About == events.TypeRunEnded ||
+			h.About == events.TypeApprovalRequested {
 			return nil
 		}
 		return append(r.Flush(), "» "+h.Text)
@@ -60,6 +61,12 @@ func (r *Renderer) Lines(ev client.Event) []string {
 			return nil
 		}
 		return append(r.Flush(), "  ↳ "+res.Summary) // name(args) → error: …
+	case events.TypeApprovalRequested:
+		var a events.ApprovalRequested
+		if json.Unmarshal(ev.Data, &a) != nil {
+			return nil
+		}
+		return append(r.Flush(), approvalPrompt(a)...)
 	case events.TypeRunEnded:
 		var e events.RunEnded
 		if json.Unmarshal(ev.Data, &e) != nil {
@@ -78,4 +85,18 @@ func (r *Renderer) Flush() []string {
 	s := r.partial.String()
 	r.partial.Reset()
 	return []string{s}
+}
+
+// approvalPrompt shows what waits for the person and how to decide it in
+// place (the /approve, /reject and /answer commands).
+func approvalPrompt(a events.ApprovalRequested) []string {
+	if a.Kind == "question" {
+		q := "? the agent asks: " + a.Question
+		if len(a.Choices) > 0 {
+			q += " [" + strings.Join(a.Choices, " | ") + "]"
+		}
+		return []string{q, "  answer with: /answer " + a.Approval + " <answer>"}
+	}
+	return []string{"? " + a.Tool + " " + events.PlainJSON(a.Input) + " waits for your approval",
+		"  decide with: /approve " + a.Approval + " [edited input as JSON] or /reject " + a.Approval + " <reason>"}
 }

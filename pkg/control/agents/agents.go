@@ -98,7 +98,7 @@ func Validate(name string, p Profile) error {
 	if err := validateRecovery(p.Recovery); err != nil {
 		return err
 	}
-	for _, check := range []func(Profile) error{validateModel, validateTools, validateLimits, validateFiles, validateMCP} {
+	for _, check := range []func(Profile) error{validateModel, validateTools, validateApprovals, validateLimits, validateFiles, validateMCP} {
 		if err := check(p); err != nil {
 			return err
 		}
@@ -135,8 +135,8 @@ func validateModel(p Profile) error {
 }
 
 func validateTools(p Profile) error {
-	if len(p.Tools.Allow) > MaxListItems || len(p.Tools.Deny) > MaxListItems {
-		return &FieldError{Field: "tools", Reason: fmt.Sprintf("at most %d entries in allow and in deny", MaxListItems)}
+	if len(p.Tools.Allow) > MaxListItems || len(p.Tools.Deny) > MaxListItems || len(p.Tools.Ask) > MaxListItems {
+		return &FieldError{Field: "tools", Reason: fmt.Sprintf("at most %d entries in allow, in deny and in ask", MaxListItems)}
 	}
 	for i, name := range p.Tools.Allow {
 		if !toolNamePattern.MatchString(name) {
@@ -148,7 +148,51 @@ func validateTools(p Profile) error {
 			return &FieldError{Field: fmt.Sprintf("tools.deny[%d]", i), Reason: fmt.Sprintf("%q: %s", rule, err)}
 		}
 	}
+	for i, rule := range p.Tools.Ask {
+		if err := validateRule(rule); err != "" {
+			return &FieldError{Field: fmt.Sprintf("tools.ask[%d]", i), Reason: fmt.Sprintf("%q: %s", rule, err)}
+		}
+	}
 	return nil
+}
+
+// Who may decide a profile's approvals (Profile.Approvers).
+const (
+	ApproversTenant = "tenant"
+	ApproversAdmins = "admins"
+)
+
+// Approval timeouts: the default a profile that sets none gets, and the
+// bounds of one it sets (shorter is a race with the person, longer a
+// forgotten session).
+const (
+	DefaultApprovalTimeout = 24 * time.Hour
+	MinApprovalTimeout     = time.Second
+	MaxApprovalTimeout     = 30 * 24 * time.Hour
+)
+
+func validateApprovals(p Profile) error {
+	switch p.Approvers {
+	case "", ApproversTenant, ApproversAdmins:
+	default:
+		return &FieldError{Field: "approvers", Reason: fmt.Sprintf("%q: one of tenant (the default), admins", p.Approvers)}
+	}
+	if p.ApprovalTimeout == "" {
+		return nil
+	}
+	d, err := time.ParseDuration(p.ApprovalTimeout)
+	if err != nil || d < MinApprovalTimeout || d > MaxApprovalTimeout {
+		return &FieldError{Field: "approval_timeout", Reason: fmt.Sprintf("%q is not a duration from %s to %s, such as 30m or 24h", p.ApprovalTimeout, MinApprovalTimeout, MaxApprovalTimeout)}
+	}
+	return nil
+}
+
+// ApprovalTimeout is how long p's approvals wait, the default filled in.
+func ApprovalTimeout(p Profile) time.Duration {
+	if d, err := time.ParseDuration(p.ApprovalTimeout); err == nil && d > 0 {
+		return d
+	}
+	return DefaultApprovalTimeout
 }
 
 // validateRule checks a permission rule's shape: a tool name, optionally

@@ -130,6 +130,10 @@ func TestA_bad_profile_is_refused_naming_its_field_and_nothing_is_stored(t *test
 		{"reviewer", "model.endpoint", with(func(p *agents.Profile) { p.Model = dispatcherapi.AgentModel{Provider: "openai", Endpoint: "http://x"} })},
 		{"reviewer", "tools.allow[1]", with(func(p *agents.Profile) { p.Tools.Allow = []string{"shell", "rm -rf"} })},
 		{"reviewer", "tools.deny[0]", with(func(p *agents.Profile) { p.Tools.Deny = []string{"shell(rm *"} })},
+		{"reviewer", "tools.ask[1]", with(func(p *agents.Profile) { p.Tools.Ask = []string{"shell(git push*)", "shell("} })},
+		{"reviewer", "approvers", with(func(p *agents.Profile) { p.Approvers = "everyone" })},
+		{"reviewer", "approval_timeout", with(func(p *agents.Profile) { p.ApprovalTimeout = "forever" })},
+		{"reviewer", "approval_timeout", with(func(p *agents.Profile) { p.ApprovalTimeout = "1000h" })},
 		{"reviewer", "limits.max_turns", with(func(p *agents.Profile) { p.Limits.MaxTurns = -1 })},
 		{"reviewer", "limits.max_duration", with(func(p *agents.Profile) { p.Limits.MaxDuration = "soon" })},
 		{"reviewer", "limits.fuel", with(func(p *agents.Profile) { p.Limits.Fuel = -5 })},
@@ -177,5 +181,19 @@ func TestSubagentLimits_fill_in_the_defaults_a_profile_leaves_out(t *testing.T) 
 	p := agents.Profile{Limits: dispatcherapi.AgentLimits{MaxSubagentDepth: 1, MaxSubagents: 7}}
 	if d, f := agents.SubagentLimits(p); d != 1 || f != 7 {
 		t.Errorf("set: depth %d fan-out %d", d, f)
+	}
+}
+
+func TestApproval_rules_validate_and_the_timeout_defaults_to_a_day(t *testing.T) {
+	p := agents.Profile{Instructions: "x", Tools: dispatcherapi.AgentTools{Ask: []string{"shell(git push*)", "mcp__tickets__*"}},
+		Approvers: agents.ApproversAdmins, ApprovalTimeout: "2h"}
+	if err := agents.Validate("release", p); err != nil {
+		t.Fatal(err)
+	}
+	if got := agents.ApprovalTimeout(p); got != 2*time.Hour {
+		t.Fatalf("timeout %s, want 2h", got)
+	}
+	if got := agents.ApprovalTimeout(agents.Profile{}); got != agents.DefaultApprovalTimeout {
+		t.Fatalf("default timeout %s, want %s", got, agents.DefaultApprovalTimeout)
 	}
 }

@@ -40,6 +40,12 @@ type Profile struct {
 	// may reach of the network: "none" (the default, also ""),
 	// "outbound" (TCP and UDP out, no listening TCP port) or "all".
 	Network string `json:"network,omitempty"`
+	// Approvers says who may decide the agent's approvals and answer its
+	// questions: "tenant" (any user of the tenant, also "") or "admins".
+	Approvers string `json:"approvers,omitempty"`
+	// ApprovalTimeout is how long an approval or a question waits, a Go
+	// duration ("" is 24h); then the model reads a rejection naming it.
+	ApprovalTimeout string `json:"approval_timeout,omitempty"`
 	// Version is the profile's version (its revision in the agents
 	// bucket); 0 for the implicit default profile.
 	Version uint64    `json:"version"`
@@ -63,6 +69,9 @@ type Model struct {
 type Tools struct {
 	Allow []string `json:"allow"`
 	Deny  []string `json:"deny,omitempty"`
+	// Ask are permission rules (the grammar of Deny) marking calls that
+	// wait for a person's decision instead of running (docs/APPROVALS.md).
+	Ask []string `json:"ask,omitempty"`
 }
 
 // MCPServer is one MCP tool server of an agent profile. A stdio

@@ -261,12 +261,14 @@
     const page = newPage();
     const q = h('input', { id: 'q', type: 'search', placeholder: 'name or agent' });
     const state = h('select', { id: 'state' },
-      ['', 'idle', 'running', 'interrupted', 'stopped'].map((s) => h('option', { value: s }, s || 'any')));
+      ['', 'idle', 'waiting', 'running', 'interrupted', 'stopped'].map((s) => h('option', { value: s }, s || 'any')));
+    const waitList = h('div', { id: 'waiting-list' });
     const open = h('input', { id: 'open-session', placeholder: 'session name', required: true, pattern: '[A-Za-z0-9_-]{1,64}' });
     const banner = h('div');
     const body = h('tbody');
     let rows = [];
     let stop = {};
+    let waiting = [];
     const changed = differ();
 
     const openForm = h('form', { class: 'row', 'aria-label': 'Open a session' },
@@ -296,12 +298,17 @@
       if (stop.global_stop) on.push('everywhere (global)');
       if (stop.ground_stop) on.push('for every session of this tenant');
       fill(banner, ...(on.length ? [h('div', { class: 'banner', role: 'status' }, 'Ground Stop is on ' + on.join(' and ') + '.')] : []));
+      fill(waitList, ...(waiting.length ? [h('div', { class: 'card' }, h('h2', {}, 'Waiting for you'),
+        h('ul', { class: 'small' }, waiting.map((a) => h('li', {},
+          h('a', { href: '#/session/' + enc(a.session) }, a.session), ' · ',
+          a.kind === 'question' ? 'asks: ' + a.question : a.tool + ' ' + JSON.stringify(a.input || {}),
+          ' · ', a.id))))] : []));
     }
 
     q.addEventListener('input', render);
     state.addEventListener('change', render);
     fill(main,
-      h('h1', {}, 'Sessions'), banner,
+      h('h1', {}, 'Sessions'), banner, waitList,
       h('div', { class: 'card' }, openForm),
       h('div', { class: 'card' },
         h('div', { class: 'filter', role: 'search' },
@@ -312,21 +319,25 @@
           body))));
 
     page.every(3000, async () => {
-      const [list, st] = await Promise.all([
+      const [list, st, ap] = await Promise.all([
         api('GET', '/v1/sessions', undefined, page.signal),
         api('GET', '/v1/stop?scope=tenant', undefined, page.signal).catch(() => ({})),
+        api('GET', '/v1/approvals', undefined, page.signal).catch(() => ({ approvals: [] })),
       ]);
       stop = st;
+      waiting = ap.approvals || [];
+      const asked = new Set(waiting.map((a) => a.session));
       const stopped = new Set((st.sessions || []).map((s) => s.scope.split('/')[1]));
       rows = list.sessions.map((s) => {
         const rec = (s.record && typeof s.record === 'object') ? s.record : {};
         return {
-          session: s.session, state: rec.state || 'idle', agent: rec.agent || 'default',
+          session: s.session, state: (rec.state || 'idle') === 'idle' && asked.has(s.session) ? 'waiting' : rec.state || 'idle',
+          agent: rec.agent || 'default',
           runs: rec.runs || 0, updated: s.updated,
           stopped: stopped.has(s.session) || st.ground_stop || st.global_stop,
         };
       }).sort((a, b) => Date.parse(b.updated) - Date.parse(a.updated));
-      if (changed('rows', [rows, stop])) render();
+      if (changed('rows', [rows, stop, waiting])) render();
     });
     return page;
   }
@@ -595,6 +606,7 @@
     const gs = h('div', { class: 'card', id: 'groundstop', 'aria-labelledby': 'h-gs' });
     const jobs = h('div', { class: 'card', id: 'jobs', 'aria-labelledby': 'h-jobs' });
     const lay = h('div', { class: 'card', id: 'layovers', 'aria-labelledby': 'h-lay' });
+    const wait = h('div', { id: 'waiting' });
     const rec = h('div', { class: 'card', id: 'recovery', 'aria-labelledby': 'h-rec' });
     const kids = h('div', { id: 'children' });
     const mcp = h('div', { id: 'mcp' });
@@ -603,7 +615,7 @@
       h('h1', {}, 'Session ', session, ' ', stateEl, ' ', conn), banner,
       h('div', { class: 'session' },
         h('div', {}, transcript, composer),
-        h('div', {}, info, jobs, gs, lay, rec, kids, mcp)));
+        h('div', {}, wait, info, jobs, gs, lay, rec, kids, mcp)));
 
     // Ground Stop and resume
     const reason = h('input', { id: 'gs-reason', placeholder: 'why (optional)' });
@@ -702,6 +714,40 @@
           }) }, 'Cancel layover'))) : [h('p', { class: 'small muted' }, 'None: the agent has set no work down to check later.')]));
     }
 
+    // Approvals and questions the session waits for: a card each, decided
+    // in place (docs/APPROVALS.md). A decision someone took first shows theirs.
+    function drawWaiting(d) {
+      const ws = d.waiting || [];
+      const decide = (a, body) => act('Deciding ' + a.id, async () => {
+        try {
+          const r = await api('POST', `/v1/sessions/${enc(a.session)}/approvals/${enc(a.id)}`, body);
+          flash(`${a.id} ${r.state}.`, true);
+        } catch (e) {
+          if (e.status !== 409) throw e;
+          flash(`${a.id} was already decided.`, false);
+        }
+        await refresh();
+      });
+      fill(wait, ...ws.map((a) => {
+        const text = h('input', { id: 'decide-text-' + a.id, placeholder: a.kind === 'question' ? 'your answer' : 'reason (optional)',
+          'aria-label': a.kind === 'question' ? 'Your answer to ' + a.id : 'Reason for ' + a.id });
+        const buttons = a.kind === 'question'
+          ? [h('button', { type: 'submit', class: 'primary', id: 'answer-' + a.id }, 'Answer')]
+          : [h('button', { type: 'submit', class: 'primary', id: 'approve-' + a.id }, 'Approve'),
+            h('button', { type: 'button', class: 'danger', id: 'reject-' + a.id, onclick: () => decide(a, { decision: 'reject', reason: text.value }) }, 'Reject')];
+        return h('div', { class: 'card', id: 'waiting-' + a.id, role: 'region', 'aria-label': 'Waiting for you: ' + a.id },
+          h('h2', {}, a.kind === 'question' ? 'The agent asks' : 'Waiting for your approval'),
+          h('p', { class: 'small' }, a.kind === 'question'
+            ? [a.question, a.choices && a.choices.length ? ' (' + a.choices.join(' | ') + ')' : '']
+            : [h('strong', {}, a.tool), ' ', h('code', {}, JSON.stringify(a.input || {}))]),
+          h('p', { class: 'small muted' }, `${a.id}${a.session !== session ? ' · sub-agent ' + a.session : ''} · expires ${new Date(a.expires_at).toLocaleString()}`),
+          h('form', { class: 'row', onsubmit: (e) => {
+            e.preventDefault();
+            decide(a, a.kind === 'question' ? { decision: 'answer', answer: text.value } : { decision: 'approve' });
+          } }, text, ...buttons));
+      }));
+    }
+
     function drawRecovery(d) {
       const r = d.recovery || { effective: {} };
       const o = r.override || {};
@@ -771,6 +817,7 @@
           if (changed('stop', d.ground_stop)) drawStop(d);
           if (changed('jobs', [d.jobs_error, listed.map((j) => [j.id, j.status, j.command, j.status === 'running' ? '' : j.line])])) drawJobs(listed, d.jobs_error);
           if (changed('layovers', d.layovers)) drawLayovers(d);
+          if (changed('waiting', d.waiting)) drawWaiting(d);
           if (changed('recovery', d.recovery)) drawRecovery(d);
           if (changed('optional', [d.children, d.mcp])) drawOptional(d);
         } finally {
@@ -786,7 +833,7 @@
     let first = true;
     follow(session, page.signal, (ev) => {
       keepBottom(() => drawEvent(liveR, ev));
-      if (/run\.(started|ended)|headline/.test(ev.type)) refresh();
+      if (/run\.(started|ended)|headline|approval/.test(ev.type)) refresh();
     }, (s, why, fresh) => {
       conn.className = 'conn ' + s;
       conn.textContent = s === 'live' ? '● live' : '○ reconnecting (' + why + ')';

@@ -1,0 +1,54 @@
+package runner
+
+import (
+	"context"
+	"errors"
+
+	"jetway/pkg/agent/tool"
+	rec "jetway/pkg/control/approvals"
+	"jetway/pkg/events"
+	"jetway/services/runner/internal/approvals"
+)
+
+// The runner's hooks into package approvals: a run's tools go through its
+// Gate (launch), and a decided event becomes the text the model reads
+// (handle). Everything else about a person in the loop lives there, so the
+// actor does not grow a method for it.
+
+// approvalRef is the run a request comes from, for package approvals.
+func approvalRef(ref SessionRef) approvals.Ref {
+	return approvals.Ref{Tenant: ref.Tenant, Session: ref.Session, Run: ref.Run, Lineage: ref.Lineage, Network: ref.Network}
+}
+
+// decided delivers the decision an io.jetway.approval.decided event names:
+// an approved call runs now, once, and the text says its result.
+func (r *Runner) decided(ctx context.Context, tenant, session, eventID string, p events.ApprovalDecided) (string, error) {
+	return r.approvals.Deliver(ctx, tenant, session, eventID, p, r.approvedTool)
+}
+
+// approvedTool is the tool an approved call runs with: the runner's tool
+// of that name, made for the run that asked.
+func (r *Runner) approvedTool(a rec.Approval) tool.Tool {
+	if r.cfg.Tools == nil {
+		return nil
+	}
+	ref := SessionRef{Tenant: a.Tenant, Session: a.Session, Run: a.Run, Lineage: a.Lineage, Network: a.Network}
+	for _, t := range r.cfg.Tools(ref) {
+		if t.Spec().Name == a.Tool {
+			return t
+		}
+	}
+	return nil
+}
+
+// notDecided answers a decided event that decides nothing with a refusal
+// (recorded, acked); a store that cannot be read makes it wait.
+func (r *Runner) notDecided(ctx context.Context, a *actor, d delivery, err error) bool {
+	if errors.Is(err, approvals.ErrNotDecided) {
+		a.refuse(ctx, delivery{msg: d.msg, ev: d.ev, err: err})
+		return true
+	}
+	a.log.Warn().Err(err).Msg("deliver approval decision")
+	a.retryLater()
+	return false
+}
