@@ -40,7 +40,10 @@ type liveRun struct {
 	// forgotten: the actor dropped the session's transcript (a lost
 	// fence) while the run was live; the run records nothing more.
 	forgotten atomic.Bool
-	usage     llm.Usage
+	// lapsed: the runner's lease ran out while the run was live; it was
+	// stopped, and its session goes to recovery (lease.go).
+	lapsed atomic.Bool
+	usage  llm.Usage
 	// The loop grows the session's history in a.hist's own array
 	// (agent.QueryInput.AppendInPlace), so while the run lasts a.hist stays
 	// as it was at launch (histLen messages, in the transcript tr) and the
@@ -72,6 +75,10 @@ type runResult struct {
 // interrupted now, which a person's line sends on) and a claim refused on
 // the actor's copy of the record (decided again on a fresh read).
 func (a *actor) start(ctx context.Context, p plan) bool {
+	if !a.r.group.LeaseHeld() {
+		a.retryLater() // no run starts on a lease that is out
+		return false
+	}
 	if stop, on := a.grounded(); on {
 		a.log.Debug().Str("reason", stop.Reason).Msg("ground stop: holding events")
 		return false // the watcher pokes every actor when it lifts
@@ -227,7 +234,7 @@ func (r *Runner) runnerOf(ctx context.Context, rec SessionRecord) liveness {
 	if rec.State != StateRunning {
 		return alive
 	}
-	if rec.Runner == r.cfg.ID && rec.Incarnation == r.incarnation {
+	if rec.Runner == r.cfg.ID && rec.Incarnation == r.inc() {
 		return selfCrashed // our own record, no live run here: it died in this process
 	}
 	st, err := r.peers.status(ctx, rec.Runner, rec.Incarnation)
@@ -290,7 +297,7 @@ type claimed struct {
 // rev: the fence that makes this runner the session's only driver.
 func (a *actor) claim(ctx context.Context, rec SessionRecord, rev uint64, h handover.Handover) (claimed, error) {
 	c := claimed{run: newID("r-"), cause: causeName(h.Cause.Kind)}
-	rec.State, rec.Run, rec.Runner, rec.Incarnation = StateRunning, c.run, a.r.cfg.ID, a.r.incarnation
+	rec.State, rec.Run, rec.Runner, rec.Incarnation = StateRunning, c.run, a.r.cfg.ID, a.r.inc()
 	rec.Since, rec.Cause, rec.Reason = time.Now().UTC(), c.cause, ""
 	rec.Runs++
 	n, err := a.record.put(ctx, rec, rev)
@@ -474,8 +481,14 @@ func (a *actor) launch(ctx context.Context, parent context.Context, c claimed, i
 	runID, cause, rev, checks := c.run, c.cause, c.rev, c.rec.Checks
 	runCtx, stop := context.WithCancelCause(context.Background())
 	cancel := func() { stop(context.Canceled) }
-	lr := &liveRun{id: runID, cause: cause, start: time.Now(), guide: guide.NewNoticeGuide(), cancel: cancel, stop: stop, rev: rev,
-		sub: a.sub.StartRun(runID, c.rec, cancel)}
+	lr := &liveRun{id: runID, cause: cause, start: time.Now(), guide: guide.NewNoticeGuide(), cancel: cancel, stop: stop, rev: rev}
+	over, ok := a.r.live.add(lr, a.r.group.LeaseHeld)
+	if !ok {
+		stop(errLeaseLapsed)
+		a.lost(ctx, errLeaseLapsed) // claimed but never begun: recovery takes it
+		return
+	}
+	lr.sub = a.sub.StartRun(runID, c.rec, cancel)
 	a.run = lr
 	// The loop appends to the history in place, past its length; nothing
 	// here writes there until finishRun takes the history back.
@@ -486,7 +499,7 @@ func (a *actor) launch(ctx context.Context, parent context.Context, c claimed, i
 	a.r.publishOut(ctx, a.tenant, a.session, events.RunStarted{Run: runID, Cause: cause, Model: rc.provider.Name(), Runner: a.r.cfg.ID, Events: ids,
 		Agent: rc.prof.Name, AgentVersion: rc.prof.Version})
 	in := agent.QueryInput{
-		Provider:      rc.provider,
+		Provider:      leasedProvider{Provider: rc.provider, held: a.r.group.LeaseHeld},
 		System:        rc.system,
 		Messages:      hist,
 		AppendInPlace: true,
@@ -539,6 +552,7 @@ func (a *actor) launch(ctx context.Context, parent context.Context, c claimed, i
 				term = ev.Terminal
 			}
 		}
+		over()
 		if term != nil {
 			span.SetAttributes(attribute.String("jetway.reason", string(term.Reason)), attribute.Int("jetway.turns", term.Turns))
 			a.log.Debug().Str("run", runID).Str("reason", string(term.Reason)).AnErr("error", term.Err).Int("turns", term.Turns).Msg("run ended")
@@ -558,6 +572,12 @@ func (a *actor) runEnded(ctx context.Context, lr *liveRun, res runResult) {
 	a.run = nil
 	lr.sub.End()
 	lr.cancel()
+	if lr.lapsed.Load() {
+		// Stopped by a lapse of the lease: its end is not the run's end.
+		// The session goes to recovery, here or on another runner.
+		a.lost(ctx, errLeaseLapsed)
+		return
+	}
 	if a.leaving {
 		return
 	}
@@ -679,11 +699,11 @@ func (a *actor) takeHistory(lr *liveRun, term *agent.Terminal) {
 func (a *actor) setState(ctx context.Context, lr *liveRun, state, reason string) bool {
 	for fresh := false; ; fresh = true {
 		rec, rev, cached, err := a.record.get(ctx)
-		if cached && !fresh && (rec.Run != lr.id || rec.Incarnation != a.r.incarnation) {
+		if cached && !fresh && (rec.Run != lr.id || rec.Incarnation != a.r.inc()) {
 			a.record.drop()
 			continue
 		}
-		if err != nil || rec.Run != lr.id || rec.Incarnation != a.r.incarnation {
+		if err != nil || rec.Run != lr.id || rec.Incarnation != a.r.inc() {
 			a.lost(ctx, fmt.Errorf("%w: record names run %s", ErrLostSession, rec.Run))
 			return false
 		}
@@ -744,7 +764,7 @@ func (a *actor) lost(ctx context.Context, err error) {
 	// over for recovery, as if its runner had restarted.
 	a.record.drop()
 	if rec, rev, err := a.r.records.get(ctx, a.tenant, a.session); err == nil &&
-		rec.State == StateRunning && rec.Runner == a.r.cfg.ID && rec.Incarnation == a.r.incarnation {
+		rec.State == StateRunning && rec.Runner == a.r.cfg.ID && rec.Incarnation == a.r.inc() {
 		rec.Incarnation, rec.Reason = "", "lost the session's fence"
 		_, _ = a.r.records.put(ctx, rec, rev)
 	}

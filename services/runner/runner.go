@@ -127,10 +127,12 @@ type SessionRef struct {
 
 // Runner consumes host events and drives runs.
 type Runner struct {
-	cfg         Config
-	js          jetstream.JetStream
-	incarnation string
-	log         zerolog.Logger
+	cfg Config
+	js  jetstream.JetStream
+	log zerolog.Logger
+	// live are the runs this runner drives, for a lapse of its lease to
+	// stop (lease.go).
+	live liveRuns
 
 	records records
 	peers   peers
@@ -228,22 +230,21 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 		return nil, fmt.Errorf("runner: %w", err)
 	}
 	r := &Runner{
-		cfg:         cfg,
-		js:          js,
-		incarnation: newID(""),
-		log:         cfg.Logger.With().Str("runner", cfg.ID).Logger(),
-		records:     records{kv: sessions},
-		partitions:  p,
-		actors:      make(map[string]*actor),
-		control:     control,
-		profiles:    profiles,
-		rails:       rails{cfg: cfg.Rails, kv: control},
-		stop:        make(chan struct{}),
+		cfg:        cfg,
+		js:         js,
+		log:        cfg.Logger.With().Str("runner", cfg.ID).Logger(),
+		records:    records{kv: sessions},
+		partitions: p,
+		actors:     make(map[string]*actor),
+		control:    control,
+		profiles:   profiles,
+		rails:      rails{cfg: cfg.Rails, kv: control},
+		stop:       make(chan struct{}),
 	}
 	r.subagents = r.subagentsOf()
 	r.group, err = partition.New(partition.Config{
-		JS: js, Peers: runners, ID: cfg.ID, Incarnation: r.incarnation, Partitions: p,
-		Heartbeat: cfg.Heartbeat, StaleAfter: cfg.StaleAfter,
+		JS: js, Peers: runners, ID: cfg.ID, Incarnation: newID(""), Partitions: p,
+		Heartbeat: cfg.Heartbeat, StaleAfter: cfg.StaleAfter, OnLeaseLost: r.leaseLost,
 		Deliver: r.deliver, Busy: r.busyIn, OnBeat: r.sweep, Log: cfg.Logger,
 	})
 	if err != nil {
@@ -285,7 +286,7 @@ func (r *Runner) Run(ctx context.Context) error {
 		r.wg.Wait()
 		return fmt.Errorf("runner: %w", err)
 	}
-	r.log.Info().Int("partitions", r.partitions).Str("incarnation", r.incarnation).Msg("runner started")
+	r.log.Info().Int("partitions", r.partitions).Str("incarnation", r.inc()).Msg("runner started")
 	<-ctx.Done()
 	cancel()
 	r.mu.Lock()

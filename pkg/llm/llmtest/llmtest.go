@@ -200,6 +200,8 @@ type server struct {
 	// unchecked: read only the fields a reply is made from (SetChecking).
 	unchecked bool
 	router    func(body []byte) (Reply, bool)
+	// inFlight counts requests being answered; peak is its highest.
+	inFlight, peak int
 }
 
 // SetRouter has route answer a request before the queue does: for tests
@@ -213,7 +215,34 @@ func (s *server) SetRouter(route func(body []byte) (Reply, bool)) {
 }
 
 func (s *server) start(h http.Handler) {
-	s.srv = httptest.NewServer(h)
+	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		s.inFlight++
+		s.peak = max(s.peak, s.inFlight)
+		s.mu.Unlock()
+		defer func() {
+			s.mu.Lock()
+			s.inFlight--
+			s.mu.Unlock()
+		}()
+		h.ServeHTTP(w, r)
+	}))
+}
+
+// InFlight is how many requests are being answered now: a call counts
+// until its reply is written or its client has left.
+func (s *server) InFlight() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.inFlight
+}
+
+// PeakInFlight is the most requests ever answered at once: a test of one
+// session reads "two runs at the model at once" from it.
+func (s *server) PeakInFlight() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.peak
 }
 
 // Enqueue appends replies to the queue.
