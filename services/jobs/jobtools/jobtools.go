@@ -173,7 +173,7 @@ func answer(text string, err error) (tool.Result, error) {
 }
 
 func (t *tools) sess() jobsapi.SessionRequest {
-	return jobsapi.SessionRequest{Tenant: t.tenant, Session: t.session, Lineage: t.lineage}
+	return jobsapi.SessionRequest{Tenant: t.tenant, Session: t.session, Lineage: t.lineage, Fence: t.run}
 }
 
 func (t *tools) shell(ctx context.Context, call tool.Call) (tool.Result, error) {
