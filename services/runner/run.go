@@ -134,6 +134,11 @@ func (a *actor) start(ctx context.Context, p plan) bool {
 			return true
 		}
 		h, ok := a.prepare(ctx, act, &p, &rec, &rev, st, rc)
+		if !ok && a.awaiting {
+			a.awaiting = false
+			a.retryLater() // the recovery waits for the jobs worker
+			return false
+		}
 		if !ok {
 			continue // recovery refused: the session is interrupted now
 		}
@@ -395,18 +400,24 @@ func (a *actor) recover(ctx context.Context, rec *SessionRecord, rev *uint64, st
 		intr.Kind = handover.Crashed
 	}
 	old := SessionRef{Tenant: a.tenant, Session: a.session, Run: rec.Run}
-	child := a.r.childState(ctx, old)
-	if child == handover.ChildAlive && a.r.cfg.KillRun != nil {
+	child, unreachable := a.r.childState(ctx, old)
+	if unreachable == nil && child == handover.ChildAlive && a.r.cfg.KillRun != nil {
 		// Definitely still running: end it, then ask again. Recovery beside
 		// a live copy of the work would do the work twice.
 		if err := a.r.cfg.KillRun(ctx, old); err != nil {
 			a.log.Warn().Err(err).Str("run", rec.Run).Msg("kill the interrupted run's processes")
 		}
-		child = a.r.childState(ctx, old)
+		child, unreachable = a.r.childState(ctx, old)
 	}
+	if unreachable != nil && waitForWorker(ctx, rec, rev, unreachable, a.r.cfg.RecoveryWait, a.record.put) {
+		a.awaiting = true // start waits, and asks again later
+		return handover.Handover{}, false
+	}
+	silence := workerSilence(*rec, unreachable)
+	rec.WorkerWait = nil
 	if err := settings.Authorize(intr, child, rec.Attempts); err != nil {
 		a.log.Warn().Str("run", rec.Run).Err(err).Msg("recovery refused")
-		a.interrupt(ctx, rec, rev, fmt.Sprintf("run %s was interrupted (%s) and not recovered: %v", rec.Run, intr, err))
+		a.interrupt(ctx, rec, rev, fmt.Sprintf("run %s was interrupted (%s) and not recovered: %v%s", rec.Run, intr, err, silence))
 		return handover.Handover{}, false
 	}
 	recovery, attempts := rec.Attempts.Restart(rec.Run, intr)
@@ -429,18 +440,6 @@ func (a *actor) interrupt(ctx context.Context, rec *SessionRecord, rev *uint64, 
 		*rev = n
 	}
 	a.r.publishOut(ctx, a.tenant, a.session, events.RunRefused{Reason: reason})
-}
-
-// childState asks whether an interrupted run's foreground processes are
-// gone. A runner with no process-running tools started none.
-func (r *Runner) childState(ctx context.Context, s SessionRef) handover.ChildState {
-	if r.cfg.ChildState != nil {
-		return r.cfg.ChildState(ctx, s)
-	}
-	if r.cfg.Tools == nil {
-		return handover.ChildGone
-	}
-	return handover.ChildUnknown
 }
 
 // toolCalls reads an earlier run's tool calls back from the history, with

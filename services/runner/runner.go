@@ -71,10 +71,16 @@ type Config struct {
 	// returned func ends the connections when the run is over.
 	MCP func(ctx context.Context, s SessionRef, prof agents.Profile, offer func(server string, tools []tool.Tool)) (closeAll func())
 	// ChildState, if set, tells whether an interrupted run's foreground
-	// processes are gone (the jobs service's answer). Without it, a runner
-	// whose tools start no processes answers "gone", and one whose tools do
-	// answers "unknown", which refuses recovery.
-	ChildState func(ctx context.Context, s SessionRef) handover.ChildState
+	// processes are gone (the jobs service's answer). An error means the
+	// jobs worker could not be asked (unreachable, no answer in time): the
+	// recovery waits and asks again, up to RecoveryWait, instead of being
+	// refused. Without it, a runner whose tools start no processes answers
+	// "gone", and one whose tools do answers "unknown", which refuses
+	// recovery.
+	ChildState func(ctx context.Context, s SessionRef) (handover.ChildState, error)
+	// RecoveryWait bounds how long a recovery waits for an unreachable jobs
+	// worker before it is refused (default 2 minutes).
+	RecoveryWait time.Duration
 	// KillRun, if set, kills an interrupted run's foreground processes, so
 	// that a definite "still alive" becomes "gone" before recovery is asked
 	// again (the run's background jobs are left alone).
@@ -204,6 +210,9 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 	}
 	if cfg.KeepAlive <= 0 {
 		cfg.KeepAlive = time.Second
+	}
+	if cfg.RecoveryWait <= 0 {
+		cfg.RecoveryWait = DefaultRecoveryWait
 	}
 	js, err := bus.JetStream(cfg.NC)
 	if err != nil {

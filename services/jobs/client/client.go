@@ -562,3 +562,10 @@ func (c *Client) MCPReport(ctx context.Context, r jobsapi.MCPReportRequest) erro
 	var res jobsapi.MCPEmpty
 	return c.request(ctx, r.SessionRequest, jobsapi.OpMCPReport, 0, r, &res)
 }
+
+// Unreachable reports whether err says the worker could not be asked —
+// no responders, stopping, or no answer in time — rather than that it
+// answered: the question may be asked again later with hope of an answer.
+func Unreachable(err error) bool {
+	return errors.Is(err, jobsapi.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)
+}
