@@ -100,6 +100,21 @@ func startRunnerProc(t *testing.T, id, natsURLs, modelURL string) *runnerProc {
 	return rp
 }
 
+// signal sends sig to the runner process.
+func (rp *runnerProc) signal(t *testing.T, sig syscall.Signal) {
+	t.Helper()
+	if err := rp.cmd.Process.Signal(sig); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// logged reports whether the runner's log holds text.
+func (rp *runnerProc) logged(text string) bool {
+	rp.mu.Lock()
+	defer rp.mu.Unlock()
+	return strings.Contains(rp.out.String(), text)
+}
+
 func (rp *runnerProc) kill(t *testing.T) {
 	t.Helper()
 	if err := rp.cmd.Process.Signal(syscall.SIGKILL); err != nil {

@@ -51,18 +51,27 @@ func (l *lease) sending() (inc string, epoch uint64, at time.Time, err error) {
 	if l.fault != nil {
 		return "", 0, time.Time{}, l.fault
 	}
-	if l.lapsing {
+	if l.lapsing || l.ranOut() {
 		return "", 0, time.Time{}, errLapsing
 	}
 	return l.inc, l.epoch, time.Now(), nil
+}
+
+// ranOut reports whether a lease was held and its time is up. A lease
+// that ran out is never renewed, only lapsed: a process resumed after a
+// freeze may run its beat before its watcher, and a renewal then would
+// keep runs going that the others may already have taken over. Call with
+// l.mu held.
+func (l *lease) ranOut() bool {
+	return !l.until.IsZero() && !time.Now().Before(l.until)
 }
 
 // renew extends the lease after a beat sent at at, in epoch, was stored.
 func (l *lease) renew(epoch uint64, at time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if epoch != l.epoch || l.lapsing {
-		return
+	if epoch != l.epoch || l.lapsing || l.ranOut() {
+		return // an answer after the lease ran out renews nothing
 	}
 	if u := at.Add(l.ttl); u.After(l.until) {
 		l.until = u

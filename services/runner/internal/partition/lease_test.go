@@ -96,3 +96,25 @@ func TestA_beat_sent_before_a_lapse_renews_nothing(t *testing.T) {
 		t.Fatal("a beat of the new epoch did not renew the lease")
 	}
 }
+
+// A lease that ran out is never renewed, only lapsed: not by a beat sent
+// after it ran out (a process resumed from a freeze may beat before its
+// watcher runs), nor by the late answer to one sent before.
+func TestA_lease_that_ran_out_is_not_renewed_by_a_beat(t *testing.T) {
+	l := newLease("x", time.Hour)
+	_, epoch, at, err := l.sending()
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.renew(epoch, at.Add(-2*time.Hour)) // held once, out now
+	if _, _, _, err := l.sending(); !errors.Is(err, errLapsing) {
+		t.Fatalf("a beat went out on a lease that ran out: %v", err)
+	}
+	l.renew(epoch, time.Now())
+	if l.held() {
+		t.Fatal("a late answer renewed a lease that ran out")
+	}
+	if old, ok := l.lapse(); !ok || old != "x" {
+		t.Fatalf("lapse = %q, %v; want the ran-out lease of x to lapse", old, ok)
+	}
+}
