@@ -1,15 +1,12 @@
 package runner
 
 import (
-	"context"
 	"errors"
 	"syscall"
 	"testing"
 	"time"
 
 	"jetway/internal/testutil"
-	"jetway/pkg/bus"
-	"jetway/pkg/bus/bustest"
 	"jetway/pkg/events"
 	"jetway/pkg/llm/llmtest"
 )
@@ -57,26 +54,17 @@ func TestA_runner_frozen_mid_model_call_starts_nothing_when_it_resumes(t *testin
 	if testing.Short() {
 		t.Skip("runner processes")
 	}
-	if _, err := buildJetway(); err != nil {
-		t.Fatal(err)
-	}
-	srv := bustest.StartServer(t)
-	_, js := bustest.Connect(t, srv.ClientURL())
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := bus.Provision(ctx, js, bus.ProvisionConfig{Partitions: 2, WorkAckWait: 2 * time.Second, WorkPinnedTTL: 2 * time.Second}); err != nil {
-		t.Fatal(err)
-	}
+	url, js := procBus(t, 2)
 	// The frozen runner's call hangs mid-stream; the recovery's answers.
 	model := llmtest.NewAnthropic(t, llmtest.Reply{Text: "never finished", StallAfter: 2})
 	model.SetFallback(llmtest.Reply{Text: "recovered"})
 	e := &env{t: t, js: js}
-	ra := startRunnerProc(t, "ra", srv.ClientURL(), model.URL())
+	ra := startRunnerProc(t, "ra", url, model.URL())
 	e.publish(events.KindEvents, "t1", "s1", events.Input{Text: "hi"})
 	testutil.Eventually(t, 30*time.Second, "ra's run to be at the model", func() bool {
 		return model.InFlight() == 1 && e.session("t1", "s1").Runner == "ra"
 	})
-	startRunnerProc(t, "rb", srv.ClientURL(), model.URL())
+	startRunnerProc(t, "rb", url, model.URL())
 
 	ra.signal(t, syscall.SIGSTOP)
 	t.Cleanup(func() { _ = ra.cmd.Process.Signal(syscall.SIGCONT) }) // before its stop

@@ -202,6 +202,8 @@ type server struct {
 	router    func(body []byte) (Reply, bool)
 	// inFlight counts requests being answered; peak is its highest.
 	inFlight, peak int
+	// answered, if set, hears every request once it is answered.
+	answered func(start, end time.Time, body []byte)
 }
 
 // SetRouter has route answer a request before the queue does: for tests
@@ -219,14 +221,34 @@ func (s *server) start(h http.Handler) {
 		s.mu.Lock()
 		s.inFlight++
 		s.peak = max(s.peak, s.inFlight)
+		answered := s.answered
 		s.mu.Unlock()
 		defer func() {
 			s.mu.Lock()
 			s.inFlight--
 			s.mu.Unlock()
 		}()
+		var body []byte
+		if answered != nil {
+			body, _ = io.ReadAll(r.Body)
+			r.Body = io.NopCloser(bytes.NewReader(body))
+		}
+		start := time.Now()
 		h.ServeHTTP(w, r)
+		if answered != nil {
+			answered(start, time.Now(), body)
+		}
 	}))
+}
+
+// ObserveAnswered has f called with every request once it is answered, or
+// its client has left: when the server began and stopped working on it,
+// and its body. A test reads from it which calls were at the model at
+// once. f runs on the request's goroutine; keep it short.
+func (s *server) ObserveAnswered(f func(start, end time.Time, body []byte)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.answered = f
 }
 
 // InFlight is how many requests are being answered now: a call counts
