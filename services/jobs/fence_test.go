@@ -9,13 +9,14 @@ import (
 
 	"jetway/pkg/bus"
 	"jetway/pkg/control/sessionrec"
+	"jetway/pkg/workspace"
 	"jetway/services/jobs/jobsapi"
 )
 
 // A run that is no longer its session's live run — its runner was frozen
 // or cut off while another recovered the session — starts no command, in
-// the foreground or the background, and the refusal says why; the run the
-// session record names starts its commands as before.
+// the foreground or the background, and writes no file; the refusal says
+// why, and the run the session record names starts its commands as before.
 func TestA_run_that_is_no_longer_the_session_s_live_run_cannot_start_a_command(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -54,6 +55,10 @@ func TestA_run_that_is_no_longer_the_session_s_live_run_cannot_start_a_command(t
 	}
 	if _, err := e.cli.Start(bg, fenced("r-old", "sleep 100")); !errors.Is(err, jobsapi.ErrConflict) {
 		t.Fatalf("the stale run's background job: %v, want a conflict", err)
+	}
+	stale := jobsapi.SessionRequest{Tenant: tenant, Session: session, Fence: "r-old"}
+	if _, err := e.cli.WriteFor(bg, stale, workspace.WriteRequest{Path: "stale.txt", Content: "x"}); !errors.Is(err, jobsapi.ErrConflict) {
+		t.Fatalf("the stale run's write_file: %v, want a conflict", err)
 	}
 	if jobs, err := e.cli.List(bg, tenant, session); err != nil || len(jobs) != 1 {
 		t.Fatalf("jobs of the session: %d (%v), want only the live run's one", len(jobs), err)

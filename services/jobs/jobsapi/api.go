@@ -84,7 +84,8 @@ type SessionRequest struct {
 	// records, learns here whose switch that is. Empty for a root session.
 	Lineage []string `json:"lineage,omitempty"`
 	// Fence is the run that asks, by id, on requests that act for it
-	// (start, run, mcp_open): the worker refuses them unless the session
+	// (start, run, write, edit, mcp_open, mcp_send): the worker refuses
+	// them unless the session
 	// record names that run as the session's live run, so a run that was
 	// taken over — its runner frozen or cut off while another recovered the
 	// session — starts nothing more. Empty: not asked for a run (an
