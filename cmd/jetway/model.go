@@ -57,19 +57,24 @@ func runnerInstructions(nc *nats.Conn) func(context.Context, runner.SessionRef, 
 }
 
 // runnerChildState asks the session's jobs worker whether an interrupted
-// run's foreground commands are gone; an unreachable worker is "unknown",
-// which refuses recovery rather than risk a second copy of the work.
-func runnerChildState(nc *nats.Conn) func(context.Context, runner.SessionRef) handover.ChildState {
+// run's foreground commands are gone. A worker that cannot be reached is
+// reported as such (the error): the recovery waits for it, within a bound,
+// rather than risk a second copy of the work or refuse for a slow link. A
+// worker that answered with an error leaves the state unknown.
+func runnerChildState(nc *nats.Conn) func(context.Context, runner.SessionRef) (handover.ChildState, error) {
 	jc, err := jobsclient.New(jobsclient.Config{NC: nc})
 	if err != nil {
 		return nil
 	}
-	return func(ctx context.Context, s runner.SessionRef) handover.ChildState {
+	return func(ctx context.Context, s runner.SessionRef) (handover.ChildState, error) {
 		st, err := jc.ChildState(ctx, s.Tenant, s.Session, s.Run)
-		if err != nil {
-			return handover.ChildUnknown
+		if err != nil && jobsclient.Unreachable(err) {
+			return handover.ChildUnknown, err
 		}
-		return st
+		if err != nil {
+			return handover.ChildUnknown, nil
+		}
+		return st, nil
 	}
 }
 

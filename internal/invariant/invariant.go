@@ -54,6 +54,11 @@ type Evidence struct {
 	Jobs []Job
 	// Procs are processes that still carry the task marker.
 	Procs []Proc
+	// ModelCalls are, per session, the calls the model answered (nil: not
+	// observed, and the check is reported as skipped); Pauses are, per
+	// runner, the times it was frozen.
+	ModelCalls map[Session][]ModelCall
+	Pauses     map[string][]Window
 }
 
 // Job is the part of a jobs-table record the checker needs.
@@ -174,6 +179,12 @@ func Check(ev Evidence) Report {
 			checkOneLiveRun(s, recs),
 			checkRecovery(s, recs, ev.Sessions[s], ev.Refusals[s]),
 		)
+		if ev.ModelCalls != nil {
+			rep.Results = append(rep.Results, checkOneAtTheModel(s, ev.ModelCalls[s], ev.Pauses))
+		}
+	}
+	if ev.ModelCalls == nil {
+		rep.Skipped = append(rep.Skipped, OneAtTheModel+": the model's calls were not observed")
 	}
 	rep.Results = append(rep.Results, checkSubagentEnds(ev)...)
 	if !ev.JobsInPlay {

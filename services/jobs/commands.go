@@ -62,6 +62,9 @@ func (w *Worker) command(ctx context.Context, r jobsapi.StartRequest) (*exec.Cmd
 	if err := w.refuseGrounded(r.SessionRequest, "no command starts"); err != nil {
 		return nil, "", nil, err
 	}
+	if err := w.checkFence(ctx, r.SessionRequest, "command "+summary(r.Command)); err != nil {
+		return nil, "", nil, err
+	}
 	ws, err := w.workspaceOf(ctx, r.SessionRequest)
 	if err != nil {
 		return nil, "", nil, err

@@ -801,12 +801,18 @@ func (w *Worker) opMCPOpen(ctx context.Context, data []byte) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := w.checkFence(ctx, r.SessionRequest, "MCP server "+r.Server.Name); err != nil {
+		return nil, err
+	}
 	return w.mcp.open(ctx, r)
 }
 
-func (w *Worker) opMCPSend(_ context.Context, data []byte) (any, error) {
+func (w *Worker) opMCPSend(ctx context.Context, data []byte) (any, error) {
 	r, err := decode[jobsapi.MCPSendRequest](data)
 	if err != nil {
+		return nil, err
+	}
+	if err := w.checkFence(ctx, r.SessionRequest, "a call to MCP server "+r.Server); err != nil {
 		return nil, err
 	}
 	return jobsapi.MCPEmpty{}, w.mcp.send(r)

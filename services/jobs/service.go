@@ -424,6 +424,9 @@ func (w *Worker) opWrite(ctx context.Context, data []byte) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := w.checkFence(ctx, r.SessionRequest, "write of "+r.Path); err != nil {
+		return nil, err
+	}
 	ws, err := w.workspaceOf(ctx, r.SessionRequest)
 	if err != nil {
 		return nil, err
@@ -435,6 +438,9 @@ func (w *Worker) opWrite(ctx context.Context, data []byte) (any, error) {
 func (w *Worker) opEdit(ctx context.Context, data []byte) (any, error) {
 	r, err := decode[jobsapi.EditRequest](data)
 	if err != nil {
+		return nil, err
+	}
+	if err := w.checkFence(ctx, r.SessionRequest, "edit of "+r.Path); err != nil {
 		return nil, err
 	}
 	ws, err := w.workspaceOf(ctx, r.SessionRequest)

@@ -132,6 +132,7 @@ type Worker struct {
 	js      jetstream.JetStream
 	jobsKV  jetstream.KeyValue
 	bindKV  jetstream.KeyValue
+	sessKV  jetstream.KeyValue // session records, read for run fences (fence.go)
 	mgr     *tasks.Manager
 	conf    confinement
 	disks   *diskCaps
@@ -232,6 +233,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	if w.bindKV, err = bus.OpenBucket(ctx, w.js, bus.BucketWorkers); err != nil {
 		return fmt.Errorf("jobs: %w (is the bus provisioned?)", err)
+	}
+	if w.sessKV, err = bus.OpenBucket(ctx, w.js, bus.BucketSessions); err != nil {
+		return fmt.Errorf("jobs: %w (is the bus provisioned, and may the jobs user read session records?)", err)
 	}
 	if err := os.MkdirAll(w.cfg.Root, 0o755); err != nil {
 		return fmt.Errorf("jobs: root: %w", err)

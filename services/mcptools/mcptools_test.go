@@ -25,6 +25,7 @@ import (
 	"jetway/pkg/bus"
 	"jetway/pkg/bus/bustest"
 	"jetway/pkg/control/groundstop"
+	"jetway/pkg/control/sessionrec"
 	"jetway/pkg/dispatcherapi"
 	"jetway/pkg/tasks/proctree"
 	"jetway/services/jobs"
@@ -116,10 +117,31 @@ func startBus(t *testing.T) testBus {
 	return b
 }
 
+// liveRuns has each tenant's session record name run as its live run, as a
+// runner's claim would: the worker starts a server only for the session's
+// live run (its fence).
+func liveRuns(t *testing.T, js jetstream.JetStream, run string, tenants ...string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(bg, 30*time.Second)
+	defer cancel()
+	kv, err := bus.OpenBucket(ctx, js, bus.BucketSessions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(tenants)
+	for _, tn := range slices.Compact(tenants) {
+		rec := sessionrec.Record{Tenant: tn, Session: session, State: sessionrec.StateRunning, Run: run, Runner: "test"}
+		if _, err := sessionrec.Put(ctx, kv, rec, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 func newEnv(t *testing.T, mods ...func(*jobs.Config)) *env {
 	t.Helper()
 	b := startBus(t)
 	bin, nc, js, jc := b.server, b.nc, b.js, b.jc
+	liveRuns(t, js, "r-1", append([]string{tenant, "victim"}, mcptest.AttackerTenants...)...)
 	ctx, cancel := context.WithTimeout(bg, 30*time.Second)
 	defer cancel()
 	root := filepath.Join(t.TempDir(), "jobs")
@@ -666,6 +688,7 @@ func childWorker(t *testing.T, url, root, read string, jc *jobsclient.Client) *e
 func TestA_stdio_server_in_a_jobs_worker_process_dies_with_it(t *testing.T) {
 	b := startBus(t)
 	bin, srv, jc := b.server, b.srv, b.jc
+	liveRuns(t, b.js, "r-1", tenant)
 	root := filepath.Join(t.TempDir(), "jobs")
 	worker := childWorker(t, srv.ClientURL(), root, filepath.Dir(bin), jc)
 	hub := mcptools.New(mcptools.Config{Jobs: jc, ConnectTimeout: 20 * time.Second})

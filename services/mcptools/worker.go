@@ -51,7 +51,7 @@ func (t *workerTransport) conn() *workerConn {
 // when it does not run.
 func (t *workerTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	wc := t.conn()
-	sr := jobsapi.SessionRequest{Tenant: t.ref.Tenant, Session: t.ref.Session, Lineage: t.ref.Lineage}
+	sr := jobsapi.SessionRequest{Tenant: t.ref.Tenant, Session: t.ref.Session, Lineage: t.ref.Lineage, Fence: t.ref.Run}
 	res, err := t.jc.MCPOpen(ctx, jobsapi.MCPOpenRequest{SessionRequest: sr, Server: t.spec, Run: t.ref.Run})
 	for notYet(err) && ctx.Err() == nil {
 		// Its npx package is installing: the worker waited a while before

@@ -109,6 +109,9 @@ type actor struct {
 	// leaving: the runner is stopping; the goroutine waits for the live
 	// run to end (serving its recorder) and starts nothing new.
 	leaving bool
+	// awaiting: the recovery start just tried waits for the session's
+	// jobs worker to answer (recoverwait.go).
+	awaiting bool
 
 	// While a run is live, the loop grows hist in place past its length
 	// (see liveRun).
@@ -225,10 +228,24 @@ func (b *mailbox) park(busy bool) bool {
 
 // enqueue puts a delivery in the session's line.
 func (a *actor) enqueue(d delivery) {
-	if !a.send(func(a *actor) { a.queue = append(a.queue, d) }) {
+	if !a.send(func(a *actor) { a.queue = queueUp(a.queue, d) }) {
 		// Evicted between actorFor and here: a new actor takes it.
 		a.r.actorFor(a.tenant, a.session, a.part).enqueue(d)
 	}
+}
+
+// queueUp appends d to q, unless d asks for a recovery and q holds such a
+// request already: the sweep asks at every beat, and a recovery that waits
+// for a jobs worker would otherwise find a line of them behind it.
+func queueUp(q []delivery, d delivery) []delivery {
+	if d.recover {
+		for _, o := range q {
+			if o.recover {
+				return q
+			}
+		}
+	}
+	return append(q, d)
 }
 
 // poke makes the actor look at its queue again (a retry, Ground Stop

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"jetway/internal/testutil"
 	"jetway/pkg/bus"
 	"jetway/pkg/bus/bustest"
@@ -74,6 +76,39 @@ func startRunnerProc(t *testing.T, id, natsURLs, modelURL string) *runnerProc {
 		}
 	})
 	return rp
+}
+
+// procBus builds the jetway binary and starts one NATS server with the bus
+// provisioned (partitions work partitions), for tests of runner processes
+// where clustering does not matter.
+func procBus(t *testing.T, partitions int) (url string, js jetstream.JetStream) {
+	t.Helper()
+	if _, err := buildJetway(); err != nil {
+		t.Fatal(err)
+	}
+	srv := bustest.StartServer(t)
+	_, js = bustest.Connect(t, srv.ClientURL())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := bus.Provision(ctx, js, bus.ProvisionConfig{Partitions: partitions, WorkAckWait: 2 * time.Second, WorkPinnedTTL: 2 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	return srv.ClientURL(), js
+}
+
+// signal sends sig to the runner process.
+func (rp *runnerProc) signal(t *testing.T, sig syscall.Signal) {
+	t.Helper()
+	if err := rp.cmd.Process.Signal(sig); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// logged reports whether the runner's log holds text.
+func (rp *runnerProc) logged(text string) bool {
+	rp.mu.Lock()
+	defer rp.mu.Unlock()
+	return strings.Contains(rp.out.String(), text)
 }
 
 func (rp *runnerProc) kill(t *testing.T) {

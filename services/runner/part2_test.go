@@ -391,7 +391,7 @@ func TestA_run_whose_foreground_task_is_alive_is_recovered_only_once_it_is_confi
 	alive, asked, killed := true, 0, 0
 	ctx, cancel := context.WithCancel(context.Background())
 	r, err := New(ctx, Config{NC: e.nc, ID: "r1", Provider: p,
-		ChildState: func(_ context.Context, s SessionRef) handover.ChildState {
+		ChildState: func(_ context.Context, s SessionRef) (handover.ChildState, error) {
 			mu.Lock()
 			defer mu.Unlock()
 			asked++
@@ -399,9 +399,9 @@ func TestA_run_whose_foreground_task_is_alive_is_recovered_only_once_it_is_confi
 				t.Errorf("asked about run %q, want the interrupted r-ghost", s.Run)
 			}
 			if alive {
-				return handover.ChildAlive
+				return handover.ChildAlive, nil
 			}
-			return handover.ChildGone
+			return handover.ChildGone, nil
 		},
 		KillRun: func(context.Context, SessionRef) error {
 			mu.Lock()
@@ -436,7 +436,7 @@ func TestA_run_whose_foreground_task_stays_alive_is_not_recovered(t *testing.T) 
 	model, p := fakeModel(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	r, err := New(ctx, Config{NC: e.nc, ID: "r1", Provider: p,
-		ChildState: func(context.Context, SessionRef) handover.ChildState { return handover.ChildAlive },
+		ChildState: func(context.Context, SessionRef) (handover.ChildState, error) { return handover.ChildAlive, nil },
 		KillRun:    func(context.Context, SessionRef) error { return nil }})
 	if err != nil {
 		t.Fatal(err)

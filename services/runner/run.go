@@ -41,7 +41,10 @@ type liveRun struct {
 	// forgotten: the actor dropped the session's transcript (a lost
 	// fence) while the run was live; the run records nothing more.
 	forgotten atomic.Bool
-	usage     llm.Usage
+	// lapsed: the runner's lease ran out while the run was live; it was
+	// stopped, and its session goes to recovery (lease.go).
+	lapsed atomic.Bool
+	usage  llm.Usage
 	// The loop grows the session's history in a.hist's own array
 	// (agent.QueryInput.AppendInPlace), so while the run lasts a.hist stays
 	// as it was at launch (histLen messages, in the transcript tr) and the
@@ -74,6 +77,10 @@ type runResult struct {
 // interrupted now, which a person's line sends on) and a claim refused on
 // the actor's copy of the record (decided again on a fresh read).
 func (a *actor) start(ctx context.Context, p plan) bool {
+	if !a.r.group.LeaseHeld() {
+		a.retryLater() // no run starts on a lease that is out
+		return false
+	}
 	if stop, on := a.grounded(); on {
 		a.log.Debug().Str("reason", stop.Reason).Msg("ground stop: holding events")
 		return false // the watcher pokes every actor when it lifts
@@ -129,6 +136,11 @@ func (a *actor) start(ctx context.Context, p plan) bool {
 			return true
 		}
 		h, ok := a.prepare(ctx, act, &p, &rec, &rev, st, rc)
+		if !ok && a.awaiting {
+			a.awaiting = false
+			a.retryLater() // the recovery waits for the jobs worker
+			return false
+		}
 		if !ok {
 			continue // recovery refused: the session is interrupted now
 		}
@@ -229,7 +241,7 @@ func (r *Runner) runnerOf(ctx context.Context, rec SessionRecord) liveness {
 	if rec.State != StateRunning {
 		return alive
 	}
-	if rec.Runner == r.cfg.ID && rec.Incarnation == r.incarnation {
+	if rec.Runner == r.cfg.ID && rec.Incarnation == r.inc() {
 		return selfCrashed // our own record, no live run here: it died in this process
 	}
 	st, err := r.peers.status(ctx, rec.Runner, rec.Incarnation)
@@ -292,7 +304,7 @@ type claimed struct {
 // rev: the fence that makes this runner the session's only driver.
 func (a *actor) claim(ctx context.Context, rec SessionRecord, rev uint64, h handover.Handover) (claimed, error) {
 	c := claimed{run: newID("r-"), cause: causeName(h.Cause.Kind)}
-	rec.State, rec.Run, rec.Runner, rec.Incarnation = StateRunning, c.run, a.r.cfg.ID, a.r.incarnation
+	rec.State, rec.Run, rec.Runner, rec.Incarnation = StateRunning, c.run, a.r.cfg.ID, a.r.inc()
 	rec.Since, rec.Cause, rec.Reason = time.Now().UTC(), c.cause, ""
 	rec.Runs++
 	n, err := a.record.put(ctx, rec, rev)
@@ -390,18 +402,24 @@ func (a *actor) recover(ctx context.Context, rec *SessionRecord, rev *uint64, st
 		intr.Kind = handover.Crashed
 	}
 	old := SessionRef{Tenant: a.tenant, Session: a.session, Run: rec.Run}
-	child := a.r.childState(ctx, old)
-	if child == handover.ChildAlive && a.r.cfg.KillRun != nil {
+	child, unreachable := a.r.childState(ctx, old)
+	if unreachable == nil && child == handover.ChildAlive && a.r.cfg.KillRun != nil {
 		// Definitely still running: end it, then ask again. Recovery beside
 		// a live copy of the work would do the work twice.
 		if err := a.r.cfg.KillRun(ctx, old); err != nil {
 			a.log.Warn().Err(err).Str("run", rec.Run).Msg("kill the interrupted run's processes")
 		}
-		child = a.r.childState(ctx, old)
+		child, unreachable = a.r.childState(ctx, old)
 	}
+	if unreachable != nil && waitForWorker(ctx, rec, rev, unreachable, a.r.cfg.RecoveryWait, a.record.put) {
+		a.awaiting = true // start waits, and asks again later
+		return handover.Handover{}, false
+	}
+	silence := workerSilence(*rec, unreachable)
+	rec.WorkerWait = nil
 	if err := settings.Authorize(intr, child, rec.Attempts); err != nil {
 		a.log.Warn().Str("run", rec.Run).Err(err).Msg("recovery refused")
-		a.interrupt(ctx, rec, rev, fmt.Sprintf("run %s was interrupted (%s) and not recovered: %v", rec.Run, intr, err))
+		a.interrupt(ctx, rec, rev, fmt.Sprintf("run %s was interrupted (%s) and not recovered: %v%s", rec.Run, intr, err, silence))
 		return handover.Handover{}, false
 	}
 	recovery, attempts := rec.Attempts.Restart(rec.Run, intr)
@@ -424,18 +442,6 @@ func (a *actor) interrupt(ctx context.Context, rec *SessionRecord, rev *uint64, 
 		*rev = n
 	}
 	a.r.publishOut(ctx, a.tenant, a.session, events.RunRefused{Reason: reason})
-}
-
-// childState asks whether an interrupted run's foreground processes are
-// gone. A runner with no process-running tools started none.
-func (r *Runner) childState(ctx context.Context, s SessionRef) handover.ChildState {
-	if r.cfg.ChildState != nil {
-		return r.cfg.ChildState(ctx, s)
-	}
-	if r.cfg.Tools == nil {
-		return handover.ChildGone
-	}
-	return handover.ChildUnknown
 }
 
 // toolCalls reads an earlier run's tool calls back from the history, with
@@ -476,8 +482,14 @@ func (a *actor) launch(ctx context.Context, parent context.Context, c claimed, i
 	runID, cause, rev, checks := c.run, c.cause, c.rev, c.rec.Checks
 	runCtx, stop := context.WithCancelCause(context.Background())
 	cancel := func() { stop(context.Canceled) }
-	lr := &liveRun{id: runID, cause: cause, start: time.Now(), guide: guide.NewNoticeGuide(), cancel: cancel, stop: stop, rev: rev,
-		sub: a.sub.StartRun(runID, c.rec, cancel)}
+	lr := &liveRun{id: runID, cause: cause, start: time.Now(), guide: guide.NewNoticeGuide(), cancel: cancel, stop: stop, rev: rev}
+	over, ok := a.r.live.add(lr, a.r.group.LeaseHeld)
+	if !ok {
+		stop(errLeaseLapsed)
+		a.lost(ctx, errLeaseLapsed) // claimed but never begun: recovery takes it
+		return
+	}
+	lr.sub = a.sub.StartRun(runID, c.rec, cancel)
 	a.run = lr
 	// The loop appends to the history in place, past its length; nothing
 	// here writes there until finishRun takes the history back.
@@ -488,7 +500,7 @@ func (a *actor) launch(ctx context.Context, parent context.Context, c claimed, i
 	a.r.publishOut(ctx, a.tenant, a.session, events.RunStarted{Run: runID, Cause: cause, Model: rc.provider.Name(), Runner: a.r.cfg.ID, Events: ids,
 		Agent: rc.prof.Name, AgentVersion: rc.prof.Version})
 	in := agent.QueryInput{
-		Provider:      rc.provider,
+		Provider:      leasedProvider{Provider: rc.provider, held: a.r.group.LeaseHeld},
 		System:        rc.system,
 		Messages:      hist,
 		AppendInPlace: true,
@@ -542,6 +554,7 @@ func (a *actor) launch(ctx context.Context, parent context.Context, c claimed, i
 				term = ev.Terminal
 			}
 		}
+		over()
 		if term != nil {
 			span.SetAttributes(attribute.String("jetway.reason", string(term.Reason)), attribute.Int("jetway.turns", term.Turns))
 			a.log.Debug().Str("run", runID).Str("reason", string(term.Reason)).AnErr("error", term.Err).Int("turns", term.Turns).Msg("run ended")
@@ -562,6 +575,12 @@ func (a *actor) runEnded(ctx context.Context, lr *liveRun, res runResult) {
 	a.run = nil
 	lr.sub.End()
 	lr.cancel()
+	if lr.lapsed.Load() {
+		// Stopped by a lapse of the lease: its end is not the run's end.
+		// The session goes to recovery, here or on another runner.
+		a.lost(ctx, errLeaseLapsed)
+		return
+	}
 	if a.leaving {
 		return
 	}
@@ -683,11 +702,11 @@ func (a *actor) takeHistory(lr *liveRun, term *agent.Terminal) {
 func (a *actor) setState(ctx context.Context, lr *liveRun, state, reason string) bool {
 	for fresh := false; ; fresh = true {
 		rec, rev, cached, err := a.record.get(ctx)
-		if cached && !fresh && (rec.Run != lr.id || rec.Incarnation != a.r.incarnation) {
+		if cached && !fresh && (rec.Run != lr.id || rec.Incarnation != a.r.inc()) {
 			a.record.drop()
 			continue
 		}
-		if err != nil || rec.Run != lr.id || rec.Incarnation != a.r.incarnation {
+		if err != nil || rec.Run != lr.id || rec.Incarnation != a.r.inc() {
 			a.lost(ctx, fmt.Errorf("%w: record names run %s", ErrLostSession, rec.Run))
 			return false
 		}
@@ -748,7 +767,7 @@ func (a *actor) lost(ctx context.Context, err error) {
 	// over for recovery, as if its runner had restarted.
 	a.record.drop()
 	if rec, rev, err := a.r.records.get(ctx, a.tenant, a.session); err == nil &&
-		rec.State == StateRunning && rec.Runner == a.r.cfg.ID && rec.Incarnation == a.r.incarnation {
+		rec.State == StateRunning && rec.Runner == a.r.cfg.ID && rec.Incarnation == a.r.inc() {
 		rec.Incarnation, rec.Reason = "", "lost the session's fence"
 		_, _ = a.r.records.put(ctx, rec, rev)
 	}

@@ -73,10 +73,16 @@ type Config struct {
 	// stopped): the run's end records them in the session's history.
 	MCP func(ctx context.Context, s SessionRef, prof agents.Profile, offer func(server string, tools []tool.Tool)) (closeAll func() []agents.MCPServerState)
 	// ChildState, if set, tells whether an interrupted run's foreground
-	// processes are gone (the jobs service's answer). Without it, a runner
-	// whose tools start no processes answers "gone", and one whose tools do
-	// answers "unknown", which refuses recovery.
-	ChildState func(ctx context.Context, s SessionRef) handover.ChildState
+	// processes are gone (the jobs service's answer). An error means the
+	// jobs worker could not be asked (unreachable, no answer in time): the
+	// recovery waits and asks again, up to RecoveryWait, instead of being
+	// refused. Without it, a runner whose tools start no processes answers
+	// "gone", and one whose tools do answers "unknown", which refuses
+	// recovery.
+	ChildState func(ctx context.Context, s SessionRef) (handover.ChildState, error)
+	// RecoveryWait bounds how long a recovery waits for an unreachable jobs
+	// worker before it is refused (default 2 minutes).
+	RecoveryWait time.Duration
 	// KillRun, if set, kills an interrupted run's foreground processes, so
 	// that a definite "still alive" becomes "gone" before recovery is asked
 	// again (the run's background jobs are left alone).
@@ -129,10 +135,12 @@ type SessionRef struct {
 
 // Runner consumes host events and drives runs.
 type Runner struct {
-	cfg         Config
-	js          jetstream.JetStream
-	incarnation string
-	log         zerolog.Logger
+	cfg Config
+	js  jetstream.JetStream
+	log zerolog.Logger
+	// live are the runs this runner drives, for a lapse of its lease to
+	// stop (lease.go).
+	live liveRuns
 
 	records records
 	peers   peers
@@ -206,6 +214,9 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 	if cfg.KeepAlive <= 0 {
 		cfg.KeepAlive = time.Second
 	}
+	if cfg.RecoveryWait <= 0 {
+		cfg.RecoveryWait = DefaultRecoveryWait
+	}
 	js, err := bus.JetStream(cfg.NC)
 	if err != nil {
 		return nil, fmt.Errorf("runner: %w", err)
@@ -231,23 +242,22 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 		return nil, fmt.Errorf("runner: %w", err)
 	}
 	r := &Runner{
-		cfg:         cfg,
-		js:          js,
-		incarnation: newID(""),
-		log:         cfg.Logger.With().Str("runner", cfg.ID).Logger(),
-		records:     records{kv: sessions},
-		partitions:  p,
-		actors:      make(map[string]*actor),
-		control:     control,
-		profiles:    profiles,
-		rails:       rails{cfg: cfg.Rails, kv: control},
-		stop:        make(chan struct{}),
+		cfg:        cfg,
+		js:         js,
+		log:        cfg.Logger.With().Str("runner", cfg.ID).Logger(),
+		records:    records{kv: sessions},
+		partitions: p,
+		actors:     make(map[string]*actor),
+		control:    control,
+		profiles:   profiles,
+		rails:      rails{cfg: cfg.Rails, kv: control},
+		stop:       make(chan struct{}),
 	}
 	r.subagents = r.subagentsOf()
 	r.approvals = &approvals.Gate{KV: control, JS: js, Source: source, Publish: r.publishOut}
 	r.group, err = partition.New(partition.Config{
-		JS: js, Peers: runners, ID: cfg.ID, Incarnation: r.incarnation, Partitions: p,
-		Heartbeat: cfg.Heartbeat, StaleAfter: cfg.StaleAfter,
+		JS: js, Peers: runners, ID: cfg.ID, Incarnation: newID(""), Partitions: p,
+		Heartbeat: cfg.Heartbeat, StaleAfter: cfg.StaleAfter, OnLeaseLost: r.leaseLost,
 		Deliver: r.deliver, Busy: r.busyIn, OnBeat: r.sweep, Log: cfg.Logger,
 	})
 	if err != nil {
@@ -289,7 +299,7 @@ func (r *Runner) Run(ctx context.Context) error {
 		r.wg.Wait()
 		return fmt.Errorf("runner: %w", err)
 	}
-	r.log.Info().Int("partitions", r.partitions).Str("incarnation", r.incarnation).Msg("runner started")
+	r.log.Info().Int("partitions", r.partitions).Str("incarnation", r.inc()).Msg("runner started")
 	<-ctx.Done()
 	cancel()
 	r.mu.Lock()

@@ -25,9 +25,10 @@ import (
 
 // env is one embedded JetStream server with jetway provisioned on it.
 type env struct {
-	t  *testing.T
-	nc *nats.Conn
-	js jetstream.JetStream
+	t   *testing.T
+	url string // the server's client URL
+	nc  *nats.Conn
+	js  jetstream.JetStream
 }
 
 func newEnv(t *testing.T) *env {
@@ -39,7 +40,7 @@ func newEnv(t *testing.T) *env {
 	if err := bus.Provision(ctx, js, bus.ProvisionConfig{Partitions: 4, WorkAckWait: 2 * time.Second, WorkPinnedTTL: 2 * time.Second}); err != nil {
 		t.Fatal(err)
 	}
-	return &env{t: t, nc: nc, js: js}
+	return &env{t: t, url: srv.ClientURL(), nc: nc, js: js}
 }
 
 // startRunner runs a runner until the test ends.
@@ -49,10 +50,12 @@ func (e *env) startRunner(id string, p llm.Provider, tools func(SessionRef) []to
 }
 
 // run runs a runner configured by cfg until the test ends, on the env's
-// connection, logging warnings to the test.
+// connection unless cfg names one, logging warnings to the test.
 func (e *env) run(cfg Config) *Runner {
 	e.t.Helper()
-	cfg.NC = e.nc
+	if cfg.NC == nil {
+		cfg.NC = e.nc
+	}
 	cfg.Logger = zerolog.New(zerolog.NewTestWriter(e.t)).Level(zerolog.WarnLevel)
 	ctx, cancel := context.WithCancel(context.Background())
 	r, err := New(ctx, cfg)

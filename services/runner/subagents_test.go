@@ -12,7 +12,6 @@ import (
 	"jetway/internal/testutil"
 	"jetway/pkg/agent/tool"
 	"jetway/pkg/bus"
-	"jetway/pkg/bus/bustest"
 	"jetway/pkg/control/agents"
 	"jetway/pkg/control/groundstop"
 	"jetway/pkg/control/sessionrec"
@@ -632,16 +631,7 @@ func TestA_child_s_answer_reaches_its_parent_once_through_a_SIGKILL_of_the_paren
 	if testing.Short() {
 		t.Skip("multi-process test")
 	}
-	if _, err := buildJetway(); err != nil {
-		t.Fatal(err)
-	}
-	srv := bustest.StartServer(t)
-	_, js := bustest.Connect(t, srv.ClientURL())
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := bus.Provision(ctx, js, bus.ProvisionConfig{Partitions: 4, WorkAckWait: 2 * time.Second, WorkPinnedTTL: 2 * time.Second}); err != nil {
-		t.Fatal(err)
-	}
+	url, js := procBus(t, 4)
 	e := &env{t: t, js: js}
 	e.profiles(map[string]agents.Profile{"reviewer": {Instructions: "ROLE:reviewer"}})
 	var childName atomic.Value
@@ -663,8 +653,8 @@ func TestA_child_s_answer_reaches_its_parent_once_through_a_SIGKILL_of_the_paren
 		return llmtest.Reply{Text: "ok"}, true
 	})
 	procs := map[string]*runnerProc{
-		"ra": startRunnerProc(t, "ra", srv.ClientURL(), model.URL()),
-		"rb": startRunnerProc(t, "rb", srv.ClientURL(), model.URL()),
+		"ra": startRunnerProc(t, "ra", url, model.URL()),
+		"rb": startRunnerProc(t, "rb", url, model.URL()),
 	}
 	e.warmUp("ra", "rb")
 

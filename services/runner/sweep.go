@@ -64,7 +64,7 @@ func (r *Runner) liveRuns() []SessionRecord {
 func (r *Runner) sweep(ctx context.Context) {
 	var orphans []SessionRecord
 	for _, rec := range r.liveRuns() {
-		if rec.Runner != r.cfg.ID || rec.Incarnation != r.incarnation {
+		if rec.Runner != r.cfg.ID || rec.Incarnation != r.inc() {
 			orphans = append(orphans, rec)
 		}
 	}

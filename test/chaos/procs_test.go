@@ -155,6 +155,20 @@ func (p *proc) stop(sig syscall.Signal) error {
 	}
 }
 
+// signal sends sig to the running process and waits for nothing: SIGSTOP
+// and SIGCONT freeze and resume it.
+func (p *proc) signal(sig syscall.Signal) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil {
+		return fmt.Errorf("%s: not running", p.name)
+	}
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		return fmt.Errorf("%s: signal %v: %w", p.name, sig, err)
+	}
+	return nil
+}
+
 // tail returns the last n lines of the process's log.
 func (p *proc) tail(n int) string {
 	b, err := os.ReadFile(p.log)

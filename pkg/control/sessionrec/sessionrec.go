@@ -66,6 +66,12 @@ type Record struct {
 	TokensUsed int64 `json:"tokens_used,omitempty"`
 	// RecentRuns are the start times of its runs in the last hour.
 	RecentRuns []time.Time `json:"recent_runs,omitempty"`
+	// WorkerWait is when a recovery of the live run began to wait for the
+	// session's jobs worker, which did not answer whether the interrupted
+	// run's commands are gone (nil: no recovery waits). It is kept here,
+	// not in a runner, so the wait stays bounded when another runner asks
+	// next; Reason says what it waits for.
+	WorkerWait *time.Time `json:"worker_wait,omitempty"`
 	// Policy overrides the recovery policy for this session.
 	Policy *handover.RecoveryOverride `json:"policy,omitempty"`
 	// Agent is the agent profile the session is bound to; empty is the
@@ -133,6 +139,10 @@ func (r Record) Clone() Record {
 	if r.Policy != nil {
 		p := *r.Policy
 		c.Policy = &p
+	}
+	if r.WorkerWait != nil {
+		w := *r.WorkerWait
+		c.WorkerWait = &w
 	}
 	c.unknown = maps.Clone(r.unknown)
 	return c

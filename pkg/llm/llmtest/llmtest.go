@@ -200,6 +200,10 @@ type server struct {
 	// unchecked: read only the fields a reply is made from (SetChecking).
 	unchecked bool
 	router    func(body []byte) (Reply, bool)
+	// inFlight counts requests being answered; peak is its highest.
+	inFlight, peak int
+	// answered, if set, hears every request once it is answered.
+	answered func(start, end time.Time, body []byte)
 }
 
 // SetRouter has route answer a request before the queue does: for tests
@@ -213,7 +217,54 @@ func (s *server) SetRouter(route func(body []byte) (Reply, bool)) {
 }
 
 func (s *server) start(h http.Handler) {
-	s.srv = httptest.NewServer(h)
+	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		s.inFlight++
+		s.peak = max(s.peak, s.inFlight)
+		answered := s.answered
+		s.mu.Unlock()
+		defer func() {
+			s.mu.Lock()
+			s.inFlight--
+			s.mu.Unlock()
+		}()
+		var body []byte
+		if answered != nil {
+			body, _ = io.ReadAll(r.Body)
+			r.Body = io.NopCloser(bytes.NewReader(body))
+		}
+		start := time.Now()
+		h.ServeHTTP(w, r)
+		if answered != nil {
+			answered(start, time.Now(), body)
+		}
+	}))
+}
+
+// ObserveAnswered has f called with every request once it is answered, or
+// its client has left: when the server began and stopped working on it,
+// and its body. A test reads from it which calls were at the model at
+// once. f runs on the request's goroutine; keep it short.
+func (s *server) ObserveAnswered(f func(start, end time.Time, body []byte)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.answered = f
+}
+
+// InFlight is how many requests are being answered now: a call counts
+// until its reply is written or its client has left.
+func (s *server) InFlight() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.inFlight
+}
+
+// PeakInFlight is the most requests ever answered at once: a test of one
+// session reads "two runs at the model at once" from it.
+func (s *server) PeakInFlight() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.peak
 }
 
 // Enqueue appends replies to the queue.

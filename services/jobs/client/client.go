@@ -488,16 +488,24 @@ func (c *Client) Read(ctx context.Context, tenant, session string, r workspace.R
 
 // Write creates or replaces a workspace file.
 func (c *Client) Write(ctx context.Context, tenant, session string, r workspace.WriteRequest) (workspace.WriteResult, error) {
+	return c.WriteFor(ctx, jobsapi.SessionRequest{Tenant: tenant, Session: session}, r)
+}
+
+// WriteFor is Write asked as s says: for a run, s carries its fence.
+func (c *Client) WriteFor(ctx context.Context, s jobsapi.SessionRequest, r workspace.WriteRequest) (workspace.WriteResult, error) {
 	var res workspace.WriteResult
-	s := jobsapi.SessionRequest{Tenant: tenant, Session: session}
 	err := c.request(ctx, s, jobsapi.OpWrite, 0, jobsapi.WriteRequest{SessionRequest: s, WriteRequest: r}, &res)
 	return res, err
 }
 
 // Edit replaces exact text in a workspace file.
 func (c *Client) Edit(ctx context.Context, tenant, session string, r workspace.EditRequest) (workspace.EditResult, error) {
+	return c.EditFor(ctx, jobsapi.SessionRequest{Tenant: tenant, Session: session}, r)
+}
+
+// EditFor is Edit asked as s says: for a run, s carries its fence.
+func (c *Client) EditFor(ctx context.Context, s jobsapi.SessionRequest, r workspace.EditRequest) (workspace.EditResult, error) {
 	var res workspace.EditResult
-	s := jobsapi.SessionRequest{Tenant: tenant, Session: session}
 	err := c.request(ctx, s, jobsapi.OpEdit, 0, jobsapi.EditRequest{SessionRequest: s, EditRequest: r}, &res)
 	return res, err
 }
@@ -563,4 +571,11 @@ func (c *Client) MCPState(ctx context.Context, tenant, session string) ([]jobsap
 func (c *Client) MCPReport(ctx context.Context, r jobsapi.MCPReportRequest) error {
 	var res jobsapi.MCPEmpty
 	return c.request(ctx, r.SessionRequest, jobsapi.OpMCPReport, 0, r, &res)
+}
+
+// Unreachable reports whether err says the worker could not be asked —
+// no responders, stopping, or no answer in time — rather than that it
+// answered: the question may be asked again later with hope of an answer.
+func Unreachable(err error) bool {
+	return errors.Is(err, jobsapi.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)
 }

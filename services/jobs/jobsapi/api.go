@@ -83,6 +83,14 @@ type SessionRequest struct {
 	// covers the sub-agent, and the worker, which cannot read session
 	// records, learns here whose switch that is. Empty for a root session.
 	Lineage []string `json:"lineage,omitempty"`
+	// Fence is the run that asks, by id, on requests that act for it
+	// (start, run, write, edit, mcp_open, mcp_send): the worker refuses
+	// them unless the session
+	// record names that run as the session's live run, so a run that was
+	// taken over — its runner frozen or cut off while another recovered the
+	// session — starts nothing more. Empty: not asked for a run (an
+	// operator's tool, a benchmark); nothing is checked.
+	Fence string `json:"fence,omitempty"`
 }
 
 // MaxLineage bounds a request's lineage, well past the deepest sub-agent
@@ -99,6 +107,11 @@ func (r SessionRequest) Validate() error {
 	}
 	for _, s := range r.Lineage {
 		if err := events.ValidateToken("lineage session", s); err != nil {
+			return err
+		}
+	}
+	if r.Fence != "" {
+		if err := events.ValidateToken("fence", r.Fence); err != nil {
 			return err
 		}
 	}

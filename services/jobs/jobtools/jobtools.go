@@ -173,7 +173,7 @@ func answer(text string, err error) (tool.Result, error) {
 }
 
 func (t *tools) sess() jobsapi.SessionRequest {
-	return jobsapi.SessionRequest{Tenant: t.tenant, Session: t.session, Lineage: t.lineage}
+	return jobsapi.SessionRequest{Tenant: t.tenant, Session: t.session, Lineage: t.lineage, Fence: t.run}
 }
 
 func (t *tools) shell(ctx context.Context, call tool.Call) (tool.Result, error) {
@@ -380,7 +380,7 @@ func (t *tools) write(ctx context.Context, call tool.Call) (tool.Result, error) 
 	if err := input(call, &in); err != nil {
 		return tool.Result{}, err
 	}
-	res, err := t.c.Write(ctx, t.tenant, t.session, in)
+	res, err := t.c.WriteFor(ctx, t.sess(), in)
 	if err != nil {
 		return answer("", err)
 	}
@@ -401,7 +401,7 @@ func (t *tools) edit(ctx context.Context, call tool.Call) (tool.Result, error) {
 	if err := input(call, &in); err != nil {
 		return tool.Result{}, err
 	}
-	res, err := t.c.Edit(ctx, t.tenant, t.session, workspace.EditRequest{Path: in.Path, Old: in.Old, New: in.New, All: in.All})
+	res, err := t.c.EditFor(ctx, t.sess(), workspace.EditRequest{Path: in.Path, Old: in.Old, New: in.New, All: in.All})
 	if err != nil {
 		return answer("", err)
 	}

@@ -13,6 +13,7 @@ import (
 	"jetway/pkg/agent/tool"
 	"jetway/pkg/bus"
 	"jetway/pkg/bus/bustest"
+	"jetway/pkg/control/sessionrec"
 	"jetway/pkg/handover"
 	"jetway/services/jobs"
 	"jetway/services/jobs/client"
@@ -37,6 +38,15 @@ func setupRoot(t *testing.T) (*tool.Registry, *client.Client, string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := bus.Provision(ctx, js, bus.ProvisionConfig{Partitions: 1}); err != nil {
+		t.Fatal(err)
+	}
+	// r1 is the session's live run, as its runner's claim would say: the
+	// worker acts only for the live run (its fence).
+	sessions, err := bus.OpenBucket(ctx, js, bus.BucketSessions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sessionrec.Put(ctx, sessions, sessionrec.Record{Tenant: "acme", Session: "s1", State: sessionrec.StateRunning, Run: "r1", Runner: "test"}, 0); err != nil {
 		t.Fatal(err)
 	}
 	w, err := jobs.New(jobs.Config{NC: nc, WorkerID: "w1", Root: root, Grace: 200 * time.Millisecond})

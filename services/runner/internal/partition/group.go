@@ -45,8 +45,19 @@ type Config struct {
 	Partitions int
 	// Heartbeat is how often the member announces itself (default 1s);
 	// StaleAfter is when a silent member counts as gone (default
-	// 3×Heartbeat).
+	// 3×Heartbeat): the lease each stored beat grants.
 	Heartbeat, StaleAfter time.Duration
+	// Margin is how long before the others may count it gone the member
+	// gives its lease up (default Heartbeat/2, less than StaleAfter): it
+	// covers the clock offset between members and servers, drift over
+	// a lease, and the time its runs take to stop (see lease).
+	Margin time.Duration
+	// OnLeaseLost, if set, is called when no beat renewed the member's lease
+	// for StaleAfter−Margin, with the incarnation that ends. It must stop
+	// every run of that incarnation before it returns: the member announces
+	// a new incarnation only then, and the others may take the runs over
+	// once the old lease is out.
+	OnLeaseLost func(incarnation string)
 	// Deliver receives every message of a held partition, in the order
 	// the server hands them out. It is called from the partition's pulling
 	// goroutine and must not block.
@@ -78,6 +89,8 @@ type Group struct {
 	peers peers
 	work  jetstream.Stream
 
+	lease *lease
+
 	rel   releaseClock
 	pins  pinList
 	lists atomic.Int64 // listings of the consumers' pins (a test reads it)
@@ -103,6 +116,12 @@ func New(cfg Config) (*Group, error) {
 	if cfg.StaleAfter <= 0 {
 		cfg.StaleAfter = 3 * cfg.Heartbeat
 	}
+	if cfg.Margin <= 0 {
+		cfg.Margin = cfg.Heartbeat / 2
+	}
+	if cfg.Margin >= cfg.StaleAfter {
+		return nil, fmt.Errorf("partition: config: Margin %s must be less than StaleAfter %s", cfg.Margin, cfg.StaleAfter)
+	}
 	if cfg.Busy == nil {
 		cfg.Busy = func(int) bool { return false }
 	}
@@ -110,6 +129,7 @@ func New(cfg Config) (*Group, error) {
 		cfg:   cfg,
 		log:   cfg.Log.With().Str("runner", cfg.ID).Logger(),
 		peers: peers{kv: cfg.Peers, staleAfter: cfg.StaleAfter, self: cfg.ID},
+		lease: newLease(cfg.Incarnation, cfg.StaleAfter-cfg.Margin),
 	}
 	return g, nil
 }
@@ -135,8 +155,9 @@ func (g *Group) Start(ctx context.Context) error {
 	}
 	ctx, g.cancel = context.WithCancel(ctx)
 	g.peers.watch(ctx, g.log)
-	g.wg.Add(1)
+	g.wg.Add(2)
 	go func() { defer g.wg.Done(); g.beatLoop(ctx) }()
+	go func() { defer g.wg.Done(); g.watchLease(ctx) }()
 	for _, p := range g.parts {
 		g.wg.Add(1)
 		go func() { defer g.wg.Done(); g.consume(ctx, p) }()
@@ -200,8 +221,19 @@ func (g *Group) Status(ctx context.Context, id, incarnation string) (Liveness, e
 	return g.peers.status(ctx, id, incarnation)
 }
 
+// beat announces the member and, once the bucket stored it, renews its
+// lease from the moment it was sent.
 func (g *Group) beat(ctx context.Context) error {
-	return g.peers.put(ctx, g.cfg.ID, Beat{Incarnation: g.cfg.Incarnation, Started: time.Now().UTC(), Partitions: g.Held()})
+	inc, epoch, at, err := g.lease.sending()
+	if err != nil {
+		return fmt.Errorf("runner %s: heartbeat: %w", g.cfg.ID, err)
+	}
+	b := Beat{Incarnation: inc, Started: at.UTC(), Partitions: g.Held(), LeaseMS: g.cfg.StaleAfter.Milliseconds()}
+	if err := g.peers.put(ctx, g.cfg.ID, b); err != nil {
+		return err
+	}
+	g.lease.renew(epoch, at)
+	return nil
 }
 
 func (g *Group) beatLoop(ctx context.Context) {

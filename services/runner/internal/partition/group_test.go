@@ -77,6 +77,12 @@ func (m *member) bodies() []string {
 // the message; Busy reports busy(n) when set.
 func (e *env) startMember(id string, handle func(*member, Delivery), busy func(int) bool) *member {
 	e.t.Helper()
+	return e.startMemberWith(id, handle, busy, nil)
+}
+
+// startMemberWith is startMember with tweak applied to the member's config.
+func (e *env) startMemberWith(id string, handle func(*member, Delivery), busy func(int) bool, tweak func(*Config)) *member {
+	e.t.Helper()
 	nc, js := bustest.Connect(e.t, e.srv.ClientURL())
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -85,7 +91,7 @@ func (e *env) startMember(id string, handle func(*member, Delivery), busy func(i
 		e.t.Fatal(err)
 	}
 	m := &member{id: id, nc: nc}
-	g, err := New(Config{
+	cfg := Config{
 		JS: js, Peers: kv, ID: id, Incarnation: id + "-1", Partitions: e.p,
 		Heartbeat: 300 * time.Millisecond, Busy: busy,
 		Log: zerolog.New(zerolog.NewTestWriter(e.t)).Level(zerolog.WarnLevel),
@@ -97,7 +103,11 @@ func (e *env) startMember(id string, handle func(*member, Delivery), busy func(i
 				handle(m, d)
 			}
 		},
-	})
+	}
+	if tweak != nil {
+		tweak(&cfg)
+	}
+	g, err := New(cfg)
 	if err != nil {
 		e.t.Fatal(err)
 	}

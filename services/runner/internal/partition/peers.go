@@ -19,6 +19,17 @@ type Beat struct {
 	Incarnation string    `json:"incarnation"`
 	Started     time.Time `json:"started"`
 	Partitions  []int     `json:"partitions"`
+	// LeaseMS is the lease the member counts itself alive for after this
+	// beat (its StaleAfter): the others wait at least that long, whatever
+	// their own setting, so a member never stops its runs later than the
+	// others take them over.
+	LeaseMS int64 `json:"lease_ms,omitempty"`
+}
+
+// expired reports whether a beat stored at stamp no longer counts: the
+// longer of the reader's staleAfter and the member's own lease has passed.
+func (b Beat) expired(stamp time.Time, staleAfter time.Duration) bool {
+	return time.Since(stamp) > max(staleAfter, time.Duration(b.LeaseMS)*time.Millisecond)
 }
 
 // Liveness is what the heartbeat bucket says about a member right now.
@@ -100,7 +111,7 @@ func (p peers) fresh() (map[string]Beat, bool) {
 	}
 	out := make(map[string]Beat, len(p.parsed.beats))
 	for id, b := range p.parsed.beats {
-		if time.Since(b.at) <= p.staleAfter {
+		if !b.expired(b.at, p.staleAfter) {
 			out[id] = b.Beat
 		}
 	}
@@ -120,11 +131,11 @@ func (p peers) listed(ctx context.Context) (map[string]Beat, error) {
 	}
 	for key := range lister.Keys() {
 		e, err := p.kv.Get(ctx, key)
-		if err != nil || time.Since(e.Created()) > p.staleAfter {
+		if err != nil {
 			continue
 		}
 		var b Beat
-		if json.Unmarshal(e.Value(), &b) != nil {
+		if json.Unmarshal(e.Value(), &b) != nil || b.expired(e.Created(), p.staleAfter) {
 			continue
 		}
 		out[key] = b
@@ -191,7 +202,7 @@ func (p peers) status(ctx context.Context, id, incarnation string) (Liveness, er
 	if b.Incarnation != incarnation {
 		return Restarted, nil
 	}
-	if time.Since(e.Created()) > p.staleAfter {
+	if b.expired(e.Created(), p.staleAfter) {
 		return Gone, nil
 	}
 	return Alive, nil

@@ -222,9 +222,14 @@ func (t *tools) startChild(ctx context.Context, in startInput, wait bool) (sessi
 	if t.run.over {
 		return sessionrec.Child{}, nil, errors.New("the run that asked has ended")
 	}
-	rec, rev, err := s.host.Record(ctx)
+	// A fresh read, not the actor's copy: the copy of a runner that was
+	// taken over still names its run, and the start is an effect.
+	rec, rev, err := svc.record(ctx, s.tenant, s.session)
 	if err != nil {
 		return sessionrec.Child{}, nil, fmt.Errorf("read this session's record: %w", err)
+	}
+	if err := liveFence(rec, t.run.id); err != nil {
+		return sessionrec.Child{}, nil, err
 	}
 	if err := svc.allowed(ctx, rec, t.prof); err != nil {
 		return sessionrec.Child{}, nil, err
@@ -257,8 +262,10 @@ func (t *tools) startChild(ctx context.Context, in startInput, wait bool) (sessi
 	if _, err := s.host.PutRecord(ctx, rec, rev); err != nil {
 		// A stale copy: once more on a fresh read.
 		if rec, rev, err = svc.record(ctx, s.tenant, s.session); err == nil {
-			rec.Children = append(rec.Children, ch)
-			_, err = s.host.PutRecord(ctx, rec, rev)
+			if err = liveFence(rec, t.run.id); err == nil {
+				rec.Children = append(rec.Children, ch)
+				_, err = s.host.PutRecord(ctx, rec, rev)
+			}
 		}
 		if err != nil {
 			return sessionrec.Child{}, nil, fmt.Errorf("name the child in this session's record: %w", err)
@@ -270,6 +277,22 @@ func (t *tools) startChild(ctx context.Context, in startInput, wait bool) (sessi
 		t.run.waiters[name] = fin
 	}
 	return ch, fin, nil
+}
+
+// liveFence refuses a sub-agent start of a run that is no longer its
+// session's live run: one whose runner was frozen or cut off while another
+// recovered the session. Its next write would be refused, but a child is
+// an effect before that write. The record names exactly one run while the
+// session runs, and every claim writes a new run id: the id is the fence.
+func liveFence(rec sessionrec.Record, run string) error {
+	if rec.State == sessionrec.StateRunning && rec.Run == run {
+		return nil
+	}
+	now := "says " + rec.State
+	if rec.State == sessionrec.StateRunning {
+		now = fmt.Sprintf("names run %s on runner %s", rec.Run, rec.Runner)
+	}
+	return fmt.Errorf("refused: run %s is no longer this session's live run (its record %s): the session moved on, so this run starts no sub-agent", run, now)
 }
 
 // childOf finds a child by number in a fresh read of the session record.
