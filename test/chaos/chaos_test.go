@@ -22,6 +22,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"jetway/internal/invariant"
+	"jetway/internal/testutil"
 	"jetway/pkg/bus"
 	"jetway/pkg/bus/bustest"
 	"jetway/pkg/events"
@@ -226,6 +227,7 @@ const (
 	faultNodeRestart   = "NATS node stop+restart"
 	faultWorkerKill    = "jobs worker SIGKILL"
 	faultRunnerPause   = "runner SIGSTOP+SIGCONT"
+	faultRunnerCut     = "runner link blackholed"
 )
 
 // chaosSession finds the session a model request is for: every input the
@@ -363,12 +365,22 @@ func TestChaos_every_accepted_event_reaches_the_model_once_through_faults(t *tes
 		}
 	}
 
+	// Each runner reaches the cluster through links of its own, which a
+	// fault can blackhole.
 	var runners []*proc
+	links := map[*proc][]*testutil.Blackhole{}
 	for i := range p.runners {
 		id := fmt.Sprintf("chaos-r%d", i)
+		var via []string
+		var mine []*testutil.Blackhole
+		for _, u := range cl.URLs() {
+			b := testutil.StartBlackhole(t, strings.TrimPrefix(u, "nats://"))
+			mine, via = append(mine, b), append(via, b.URL())
+		}
 		rp := newProc(t, id,
-			[]string{bin, "runner", "--nats", urls, "--id", id, "--heartbeat", "300ms", "--log-format", "json", "--log-level", logLevel()},
+			[]string{bin, "runner", "--nats", strings.Join(via, ","), "--id", id, "--heartbeat", "300ms", "--log-format", "json", "--log-level", logLevel()},
 			modelEnv(id))
+		links[rp] = mine
 		if err := rp.start(); err != nil {
 			t.Fatal(err)
 		}
@@ -388,7 +400,7 @@ func TestChaos_every_accepted_event_reaches_the_model_once_through_faults(t *tes
 	// Faults run here, on the test goroutine, one at a time; the first
 	// three are one of each kind so even a short run sees them all.
 	var faults tally
-	kinds := []string{faultRunnerKill, faultRunnerRestart, faultNodeRestart, faultRunnerPause}
+	kinds := []string{faultRunnerKill, faultRunnerRestart, faultNodeRestart, faultRunnerPause, faultRunnerCut}
 	if withJobs {
 		kinds = append(kinds, faultWorkerKill)
 	}
@@ -443,6 +455,17 @@ func TestChaos_every_accepted_event_reaches_the_model_once_through_faults(t *tes
 				t.Errorf("fault %d: %v", n, err)
 			}
 			calls.paused(rp.name, from, time.Now())
+		case faultRunnerCut:
+			rp := runners[rng.IntN(len(runners))]
+			down := between(rng, [2]time.Duration{1 * time.Second, 5 * time.Second})
+			for _, b := range links[rp] {
+				b.Cut()
+			}
+			t.Logf("fault %d: %s's links to NATS blackholed; mended in %s", n, rp.name, down.Round(time.Millisecond))
+			pause(ctx, down)
+			for _, b := range links[rp] {
+				b.Mend()
+			}
 		case faultNodeRestart:
 			nd := cl.Nodes[rng.IntN(len(cl.Nodes))]
 			leads := ""
@@ -565,14 +588,16 @@ func pickFault(rng *rand.Rand, n int, first []string) string {
 	if n < len(first) {
 		return first[n]
 	}
-	switch x := rng.IntN(12); {
+	switch x := rng.IntN(14); {
 	case x < 3:
 		return faultRunnerKill
 	case x < 5:
 		return faultRunnerRestart
 	case x < 7:
 		return faultRunnerPause
-	case x < 9 || !slices.Contains(first, faultWorkerKill):
+	case x < 9:
+		return faultRunnerCut
+	case x < 11 || !slices.Contains(first, faultWorkerKill):
 		return faultNodeRestart
 	default:
 		return faultWorkerKill
