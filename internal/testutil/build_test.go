@@ -5,14 +5,14 @@ import (
 	"testing"
 )
 
-// confinerPkg is a small main package of this module to build.
-const confinerPkg = "jetway/pkg/tasks/proctree/confiner"
+// smallPkg is a small main package of this module to build.
+const smallPkg = "jetway/deploy/certs/gen"
 
 // TestBinary_a_second_test_binary_reuses_the_build is what saves the
 // suite its builds: another test binary (a fresh memo here) asking for
 // the same package of the same tree gets the same file, not a new build.
 func TestBinary_a_second_test_binary_reuses_the_build(t *testing.T) {
-	first := Binary(t, confinerPkg, "-s -w")
+	first := Binary(t, smallPkg, "-s -w")
 	fi, err := os.Stat(first)
 	if err != nil || fi.Mode()&0o111 == 0 {
 		t.Fatalf("build %s: %v, mode %v", first, err, fi.Mode())
@@ -20,7 +20,7 @@ func TestBinary_a_second_test_binary_reuses_the_build(t *testing.T) {
 	buildsMu.Lock()
 	builds = map[string]*build{}
 	buildsMu.Unlock()
-	again := Binary(t, confinerPkg, "-s -w")
+	again := Binary(t, smallPkg, "-s -w")
 	if again != first {
 		t.Fatalf("a second test binary got %s, the first %s", again, first)
 	}
@@ -44,11 +44,11 @@ func TestSourceKey_tells_packages_and_flags_apart(t *testing.T) {
 		}
 		return k
 	}
-	a := key(confinerPkg, "")
-	if a != key(confinerPkg, "") {
+	a := key(smallPkg, "")
+	if a != key(smallPkg, "") {
 		t.Errorf("the same sources hash to two keys")
 	}
-	if a == key(confinerPkg, "-s -w") {
+	if a == key(smallPkg, "-s -w") {
 		t.Errorf("other flags hash to the same key")
 	}
 	if a == key("jetway/internal/mcptest/mcptestserver", "") {

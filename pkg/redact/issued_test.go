@@ -181,6 +181,7 @@ var randomSources = map[string]string{
 	"deploy/certs/certs.go":                           "issuer: jwp_ passwords (and TLS keys, PEM armoured, tested as files)",
 	"services/jobs/events.go":                         "not a credential: job event keys (ids)",
 	"services/runner/runner.go":                       "not a credential: runner incarnation ids",
+	"services/runner/internal/partition/lease.go":     "not a credential: a lease's incarnation suffix",
 	"services/runner/internal/approvals/approvals.go": "not a credential: approval ids",
 	"internal/bench/bench.go":                         "not a credential: benchmark data",
 	"pkg/tasks/files.go":                              "not a credential: output file names",

@@ -489,8 +489,12 @@ func (a *actor) handle(ctx context.Context, d delivery) bool {
 		if _, on := a.grounded(); on {
 			return false // Ground Stop holds decisions too; its lift pokes us
 		}
+		if !a.r.group.LeaseHeld() {
+			a.retryLater() // an approved call runs only on a lease that is held
+			return false
+		}
 		var err error
-		if text, err = a.r.decided(ctx, a.tenant, a.session, id, dec); err != nil {
+		if text, err = a.r.decided(ctx, a.tenant, a.session, id, dec, run); err != nil {
 			return a.r.notDecided(ctx, a, d, err)
 		}
 	}

@@ -21,24 +21,34 @@ func approvalRef(ref SessionRef) approvals.Ref {
 }
 
 // decided delivers the decision an io.jetway.approval.decided event names:
-// an approved call runs now, once, and the text says its result.
-func (r *Runner) decided(ctx context.Context, tenant, session, eventID string, p events.ApprovalDecided) (string, error) {
-	return r.approvals.Deliver(ctx, tenant, session, eventID, p, r.approvedTool)
+// an approved call runs now, once, and the text says its result. A call
+// decided while a run is live runs under that run's fence, so a run that
+// lost its session starts nothing for it; decided between runs there is no
+// live run to fence with, and the approval's own compare-and-swap to
+// executing (taken on a held lease) is what keeps it to one start.
+func (r *Runner) decided(ctx context.Context, tenant, session, eventID string, p events.ApprovalDecided, live *liveRun) (string, error) {
+	fence := ""
+	if live != nil {
+		fence = live.id
+	}
+	return r.approvals.Deliver(ctx, tenant, session, eventID, p, r.approvedTool(fence))
 }
 
-// approvedTool is the tool an approved call runs with: the runner's tool
-// of that name, made for the run that asked.
-func (r *Runner) approvedTool(a rec.Approval) tool.Tool {
-	if r.cfg.Tools == nil {
+// approvedTool finds the tool an approved call runs with: the runner's
+// tool of that name, made for the run whose fence it carries.
+func (r *Runner) approvedTool(fence string) approvals.Find {
+	return func(a rec.Approval) tool.Tool {
+		if r.cfg.Tools == nil {
+			return nil
+		}
+		ref := SessionRef{Tenant: a.Tenant, Session: a.Session, Run: fence, Lineage: a.Lineage, Network: a.Network}
+		for _, t := range r.cfg.Tools(ref) {
+			if t.Spec().Name == a.Tool {
+				return t
+			}
+		}
 		return nil
 	}
-	ref := SessionRef{Tenant: a.Tenant, Session: a.Session, Run: a.Run, Lineage: a.Lineage, Network: a.Network}
-	for _, t := range r.cfg.Tools(ref) {
-		if t.Spec().Name == a.Tool {
-			return t
-		}
-	}
-	return nil
 }
 
 // notDecided answers a decided event that decides nothing with a refusal
