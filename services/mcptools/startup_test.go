@@ -16,11 +16,13 @@ import (
 // the runs.
 const sessionsInARow = 20
 
-// openSession opens specs for the first run of a new session sess.
+// openSession opens specs for a new session sess as an operator's tool
+// would, with no run and so no run fence: these tests are about what is
+// offered, and the fence has tests of its own (services/jobs).
 func openSession(t *testing.T, hub *mcptools.Hub, sess string, specs ...dispatcherapi.AgentMCPServer) (*mcptools.Set, *offered) {
 	t.Helper()
 	o := &offered{tools: map[string]tool.Tool{}}
-	set := hub.Open(bg, mcptools.Ref{Tenant: tenant, Session: sess, Run: "r-1"}, specs, o.target)
+	set := hub.Open(bg, mcptools.Ref{Tenant: tenant, Session: sess}, specs, o.target)
 	t.Cleanup(set.Close)
 	return set, o
 }
