@@ -503,7 +503,9 @@ func EndsTold(recs []runner.Record) map[string]int {
 				}
 			}
 		}
-		if r.Kind == runner.RecordRefused && r.Type == events.TypeAgentFinished {
+		// Taken by the call that waited: recorded as answered (as
+		// refused before that kind existed).
+		if (r.Kind == runner.RecordAnswered || r.Kind == runner.RecordRefused) && r.Type == events.TypeAgentFinished {
 			n[r.Event]++
 		}
 	}

@@ -235,7 +235,7 @@ func withChild(ev Evidence, recs []runner.Record) Evidence {
 func TestCheck_holds_each_sub_agent_end_told_to_its_parent_exactly_once(t *testing.T) {
 	f1, f2 := runner.FinishedEventID("s1-a1", "c1"), runner.FinishedEventID("s1-a1", "c2")
 	child := transcript("start c1 dispatch", "end c1", "start c2 dispatch", "end c2")
-	taken := runner.Record{Kind: runner.RecordRefused, Event: f1, Type: "io.jetway.agent.finished", Reason: runner.ReasonAnsweredInWait}
+	taken := runner.Record{Kind: runner.RecordAnswered, Event: f1, Type: "io.jetway.agent.finished", Reason: runner.ReasonAnsweredInWait}
 	parent := append(append(transcript("start r1 dispatch", "msg r1 e1"), taken),
 		transcript("end r1", "start r2 dispatch", "msg r2 "+f2, "end r2")...)
 	ok := withChild(evidence([]string{"e1"}, parent, runner.StateIdle), child)

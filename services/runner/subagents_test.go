@@ -425,7 +425,9 @@ func TestGround_Stop_of_a_parent_stops_its_child_s_run_on_another_runner(t *test
 			return false
 		}
 		child = kids[0].Session
-		return e.session("t1", child).State == StateRunning
+		// Its model call has reached the model too: a call still on its way
+		// when the switch goes on would be counted after it.
+		return e.session("t1", child).State == StateRunning && len(requestsOf(model, "ROLE:reviewer")) == 1
 	})
 	ctx := context.Background()
 	control, err := e.js.KeyValue(ctx, bus.BucketControl)
