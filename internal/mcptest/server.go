@@ -101,6 +101,7 @@ func NewServer() *mcp.Server {
 		return text("%d", cmd.Process.Pid), nil, nil
 	})
 	addResources(s)
+	addAsk(s)
 	return s
 }
 
