@@ -11,7 +11,9 @@
 // it says its list changed (notifications/tools/list_changed). A tool
 // call's failure — an error result, a timeout, a server that crashed or
 // cannot be reached — is a tool error the model reads; a server whose
-// connection ended is connected again at the next call.
+// connection ended is connected again at the next call. A server's
+// question to the person behind the client (elicitation) becomes a
+// question approval of the session (elicit.go).
 package mcptools
 
 import (
