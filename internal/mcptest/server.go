@@ -4,7 +4,8 @@
 // (ServeHTTP). Its tools echo, show the server's environment and pid,
 // read a file, crash, hang, add a tool (tools/list_changed), return a
 // picture and structured content, start a child process and ask the
-// person behind the client (elicitation, ask.go); it serves a note, a picture and a template of resources.
+// person behind the client (elicitation, ask.go); it serves a note, a
+// picture and a template of resources.
 package mcptest
 
 import (
