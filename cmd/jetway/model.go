@@ -112,7 +112,7 @@ func runnerMCP(nc *nats.Conn, log zerolog.Logger, allowHosts []string) func(cont
 	}
 	hub := mcptools.New(mcptools.Config{Jobs: jc, Log: log, AllowHosts: allowHosts})
 	return func(ctx context.Context, s runner.SessionRef, prof agents.Profile, offer func(string, []tool.Tool)) func() []dispatcherapi.MCPServerState {
-		set := hub.Open(ctx, mcptools.Ref{Tenant: s.Tenant, Session: s.Session, Run: s.Run, Lineage: s.Lineage, Network: prof.Network}, prof.MCP, offer)
+		set := hub.Open(ctx, mcptools.Ref{Tenant: s.Tenant, Session: s.Session, Run: s.Run, Lineage: s.Lineage, Network: prof.Network, Ask: s.Ask}, prof.MCP, offer)
 		return set.End
 	}
 }

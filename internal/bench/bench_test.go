@@ -144,3 +144,42 @@ func TestQuick_cold_and_felt_groups_report_their_figures_with_goals(t *testing.T
 		t.Errorf("figure %q missing", name)
 	}
 }
+
+// TestQuick_approvals_group_reports_its_figures_beside_their_baselines
+// runs the approvals group on a handful of decisions and sessions and
+// checks each figure came out measured, with its goal and baseline: the
+// shape, not the speed.
+func TestQuick_approvals_group_reports_its_figures_beside_their_baselines(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	res, err := Run(ctx, Config{
+		Quick:   true,
+		Groups:  []string{GroupApprovals},
+		Sizes:   Sizes{RawMessages: 100, RawSamples: 20, Probes: 3, IdleSessions: 5},
+		WorkDir: t.TempDir(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{FigApprovalP50: "-", FigApprovalP99: approvalGoal, FigApprovalIdleMem: "-", FigApprovalWaitingMem: waitingGoal}
+	for _, r := range res {
+		goal, ok := want[r.Name]
+		if !ok {
+			continue
+		}
+		delete(want, r.Name)
+		if r.Value == nil {
+			t.Errorf("%s: %s", r.Name, r.Note)
+			continue
+		}
+		if r.Goal != goal {
+			t.Errorf("%s: goal %q, want %q", r.Name, r.Goal, goal)
+		}
+		if r.Name != FigApprovalIdleMem && (r.Baseline == nil || *r.Baseline == 0) {
+			t.Errorf("%s: no baseline beside it", r.Name)
+		}
+	}
+	for name := range want {
+		t.Errorf("figure %q missing", name)
+	}
+}

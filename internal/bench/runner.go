@@ -64,6 +64,12 @@ type runnerBench struct {
 	// gate, when set, is what the wait_for_gate tool blocks on, so a run
 	// is provably mid-tool when the bench publishes a job exit.
 	gate atomic.Pointer[gate]
+	// executed, when set, receives the moment each call of approved_call
+	// starts: the approvals group's profile holds that tool for a person.
+	executed atomic.Pointer[chan time.Time]
+	// approvals offers approved_call (the approvals group only, so no
+	// other figure's requests carry one more tool).
+	approvals bool
 }
 
 type gate struct {
@@ -74,7 +80,11 @@ type gate struct {
 func newGate() *gate { return &gate{entered: make(chan struct{}), open: make(chan struct{})} }
 
 func (rb *runnerBench) tools(runner.SessionRef) []tool.Tool {
-	return []tool.Tool{tool.Func{Name: "wait_for_gate", Description: "waits for the bench", Fn: func(ctx context.Context, _ tool.Call) (tool.Result, error) {
+	var ts []tool.Tool
+	if rb.approvals {
+		ts = append(ts, rb.approvedCall())
+	}
+	return append(ts, tool.Func{Name: "wait_for_gate", Description: "waits for the bench", Fn: func(ctx context.Context, _ tool.Call) (tool.Result, error) {
 		g := rb.gate.Load()
 		if g == nil {
 			return tool.Result{Content: "no gate"}, nil
@@ -86,7 +96,7 @@ func (rb *runnerBench) tools(runner.SessionRef) []tool.Tool {
 		case <-ctx.Done():
 			return tool.Result{}, ctx.Err()
 		}
-	}}}
+	}})
 }
 
 // startRunner runs an in-process runner on its own connection until the

@@ -3,8 +3,9 @@
 // mcptestserver program, which Build compiles) and over streamable HTTP
 // (ServeHTTP). Its tools echo, show the server's environment and pid,
 // read a file, crash, hang, add a tool (tools/list_changed), return a
-// picture and structured content, and start a child process; it serves
-// a note, a picture and a template of resources.
+// picture and structured content, start a child process and ask the
+// person behind the client (elicitation, ask.go); it serves a note, a
+// picture and a template of resources.
 package mcptest
 
 import (
@@ -101,6 +102,7 @@ func NewServer() *mcp.Server {
 		return text("%d", cmd.Process.Pid), nil, nil
 	})
 	addResources(s)
+	addAsk(s)
 	return s
 }
 

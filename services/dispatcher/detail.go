@@ -79,7 +79,7 @@ func (d *sessionsCore) SessionDetail(ctx context.Context, p auth.Principal, sess
 	if out.Waiting, err = waitingApprovals(ctx, d.store, p.Tenant, session); err != nil {
 		return SessionDetail{}, err
 	}
-	if len(out.Waiting) > 0 && out.State == "idle" {
+	if waitsForAPerson(out.State, sr.Rec.Run, out.Waiting) {
 		out.State = "waiting"
 	}
 	if out.Recovery, err = d.recoveryOf(ctx, p.Tenant, session, sr); err != nil {
@@ -254,4 +254,17 @@ func (d *sessionsCore) runningJobs(ctx context.Context, tenant, session string) 
 		}
 	}
 	return out, ""
+}
+
+// waitsForAPerson reports whether a session in state waits for a person:
+// idle with an approval pending, or running a run that is itself held in
+// a call until a person answers (an MCP server's question). A run that
+// started after an earlier run's approval is not waiting for it.
+func waitsForAPerson(state, run string, pending []api.Approval) bool {
+	for _, a := range pending {
+		if state == "idle" || (state == "running" && a.Run == run) {
+			return true
+		}
+	}
+	return false
 }

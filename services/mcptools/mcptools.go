@@ -11,7 +11,9 @@
 // it says its list changed (notifications/tools/list_changed). A tool
 // call's failure — an error result, a timeout, a server that crashed or
 // cannot be reached — is a tool error the model reads; a server whose
-// connection ended is connected again at the next call.
+// connection ended is connected again at the next call. A server's
+// question to the person behind the client (elicitation) becomes a
+// question approval of the session (elicit.go).
 package mcptools
 
 import (
@@ -34,6 +36,7 @@ import (
 
 	"jetway/pkg/agent/tool"
 	"jetway/pkg/control/agents"
+	rec "jetway/pkg/control/approvals"
 	"jetway/pkg/egress"
 	"jetway/pkg/llm"
 	"jetway/pkg/redact"
@@ -101,6 +104,9 @@ type Ref struct {
 	// Network is the network mode of the run's agent profile, which its
 	// stdio servers get (jobsapi.MCPServer.Network).
 	Network string
+	// Ask puts a server's elicitation to a person (elicit.go); nil: the
+	// client does not declare elicitation, and servers ask nobody.
+	Ask rec.Asker
 }
 
 // Target receives a server's tools, at the start and after each change of
@@ -109,6 +115,7 @@ type Target func(server string, tools []tool.Tool)
 
 // Set is the MCP servers of one run.
 type Set struct {
+	ctx     context.Context // the run's: its end ends the servers' questions
 	hub     *Hub
 	ref     Ref
 	servers []*server
@@ -120,7 +127,7 @@ type Set struct {
 // server that cannot be reached offers no tools in this run; States says
 // why.
 func (h *Hub) Open(ctx context.Context, ref Ref, specs []agents.MCPServer, target Target) *Set {
-	set := &Set{hub: h, ref: ref}
+	set := &Set{ctx: ctx, hub: h, ref: ref}
 	var wg sync.WaitGroup
 	for _, spec := range specs {
 		s := &server{hub: h, set: set, ref: ref, spec: spec, target: target, state: "starting",
@@ -239,6 +246,7 @@ type server struct {
 	changes  int // announcements heard (list_changed, a new connection)
 	listed   int // changes as of the start of the listing offered last
 	connects int
+	asks     atomic.Int32 // questions of the server a person is asked now
 }
 
 // connect opens a session with the server and offers its tools.
@@ -280,17 +288,21 @@ func (s *server) session(ctx context.Context) (*mcp.ClientSession, error) {
 		s.fail(err)
 		return nil, err
 	}
-	client := mcp.NewClient(&mcp.Implementation{Name: "jetway", Version: "1"}, &mcp.ClientOptions{
+	opts := &mcp.ClientOptions{
 		Capabilities: &mcp.ClientCapabilities{},
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
 			s.announced()
 		},
-	})
-	var opts *mcp.ClientSessionOptions
-	if v := s.protocolVersion(wc != nil); v != "" {
-		opts = &mcp.ClientSessionOptions{ProtocolVersion: v}
 	}
-	cs, err := client.Connect(ctx, t, opts)
+	if s.ref.Ask != nil {
+		opts.ElicitationHandler = s.elicit
+	}
+	client := mcp.NewClient(&mcp.Implementation{Name: "jetway", Version: "1"}, opts)
+	var sopts *mcp.ClientSessionOptions
+	if v := s.protocolVersion(wc != nil); v != "" {
+		sopts = &mcp.ClientSessionOptions{ProtocolVersion: v}
+	}
+	cs, err := client.Connect(ctx, t, sopts)
 	if err != nil {
 		err = refusal(s.why(wc, err))
 		s.fail(err)
@@ -655,7 +667,7 @@ func (t *mcpTool) Run(ctx context.Context, call tool.Call) (tool.Result, error) 
 // (what names the call in it); only the run's own end is an error.
 func (s *server) call(ctx context.Context, what string, do func(context.Context, *mcp.ClientSession) (tool.Result, error)) (tool.Result, error) {
 	timeout := agents.MCPTimeout(s.spec)
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	ctx, cancel := s.deadline(ctx, timeout)
 	defer cancel()
 	cs, err := s.session(ctx)
 	if err != nil {
@@ -665,7 +677,7 @@ func (s *server) call(ctx context.Context, what string, do func(context.Context,
 	switch {
 	case err == nil:
 		return res, nil
-	case ctx.Err() == context.DeadlineExceeded:
+	case errors.Is(context.Cause(ctx), errCallTimeout):
 		return errorResult("MCP server %s: %s did not answer within %s; the call was cancelled", s.spec.Name, what, timeout), nil
 	case ctx.Err() != nil:
 		return tool.Result{}, ctx.Err()
@@ -675,6 +687,9 @@ func (s *server) call(ctx context.Context, what string, do func(context.Context,
 	s.mu.Unlock()
 	return errorResult("MCP server %s: %s failed: %v", s.spec.Name, what, s.why(wc, err)), nil
 }
+
+// errCallTimeout ends a call the server did not answer within its timeout.
+var errCallTimeout = errors.New("the MCP server's timeout ran out")
 
 func errorResult(format string, args ...any) tool.Result {
 	return tool.Result{Content: fmt.Sprintf(format, args...), IsError: true}

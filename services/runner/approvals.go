@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"jetway/pkg/agent/tool"
+	"jetway/pkg/control/agents"
 	rec "jetway/pkg/control/approvals"
 	"jetway/pkg/events"
 	"jetway/services/runner/internal/approvals"
@@ -51,9 +52,23 @@ func (r *Runner) approvedTool(fence string) approvals.Find {
 	}
 }
 
+// asker puts the run's in-call questions (an MCP server's elicitation)
+// to a person, with the profile's approvers and timeout.
+func (r *Runner) asker(ref SessionRef, prof agents.Profile) rec.Asker {
+	return func(ctx context.Context, q rec.Question) (rec.Reply, error) {
+		return r.approvals.Ask(ctx, approvalRef(ref), prof, q)
+	}
+}
+
 // notDecided answers a decided event that decides nothing with a refusal
-// (recorded, acked); a store that cannot be read makes it wait.
+// (recorded, acked); one for a question asked from inside a call is
+// recorded as answered there, and nothing reaches the model; a store that
+// cannot be read makes it wait.
 func (r *Runner) notDecided(ctx context.Context, a *actor, d delivery, err error) bool {
+	if errors.Is(err, approvals.ErrInCall) {
+		a.drop(ctx, RecordAnswered, d.ev.ID, d.ev.Type, d.msg, err.Error())
+		return true
+	}
 	if errors.Is(err, approvals.ErrNotDecided) {
 		a.refuse(ctx, delivery{msg: d.msg, ev: d.ev, err: err})
 		return true

@@ -21,7 +21,7 @@ import (
 func mcpHook(env map[string]string) func(context.Context, SessionRef, agents.Profile, func(string, []tool.Tool)) func() []dispatcherapi.MCPServerState {
 	hub := mcptools.New(mcptools.Config{AllowHosts: []string{"127.0.0.1"}, SecretEnv: func(v string) (string, bool) { s, ok := env[v]; return s, ok }})
 	return func(ctx context.Context, s SessionRef, prof agents.Profile, offer func(string, []tool.Tool)) func() []dispatcherapi.MCPServerState {
-		return hub.Open(ctx, mcptools.Ref{Tenant: s.Tenant, Session: s.Session, Run: s.Run, Network: prof.Network}, prof.MCP, offer).End
+		return hub.Open(ctx, mcptools.Ref{Tenant: s.Tenant, Session: s.Session, Run: s.Run, Network: prof.Network, Ask: s.Ask}, prof.MCP, offer).End
 	}
 }
 

@@ -497,6 +497,7 @@ func (a *actor) launch(ctx context.Context, parent context.Context, c claimed, i
 	lr.tr, lr.histLen = a.tr, len(a.hist)
 	rc := c.cfg
 	ref := SessionRef{Tenant: a.tenant, Session: a.session, Run: runID, Lineage: c.rec.Lineage, Network: rc.prof.Network}
+	ref.Ask = a.r.asker(ref, rc.prof)
 	a.r.publishOut(ctx, a.tenant, a.session, events.RunStarted{Run: runID, Cause: cause, Model: rc.provider.Name(), Runner: a.r.cfg.ID, Events: ids,
 		Agent: rc.prof.Name, AgentVersion: rc.prof.Version})
 	in := agent.QueryInput{

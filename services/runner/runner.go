@@ -32,6 +32,7 @@ import (
 	"jetway/pkg/bus"
 	"jetway/pkg/bus/kvmirror"
 	"jetway/pkg/control/agents"
+	rec "jetway/pkg/control/approvals"
 	"jetway/pkg/control/groundstop"
 	"jetway/pkg/handover"
 	"jetway/pkg/llm"
@@ -131,6 +132,10 @@ type SessionRef struct {
 	// Network is the network mode of the run's agent profile, which its
 	// shell commands get (jobsapi.StartRequest.Network).
 	Network string
+	// Ask, set on a live run's ref, puts a question asked from inside one
+	// of its calls (an MCP server's elicitation) to a person as a durable
+	// approval and waits for the answer (internal/approvals, Gate.Ask).
+	Ask rec.Asker
 }
 
 // Runner consumes host events and drives runs.

@@ -107,7 +107,34 @@ type Approval struct {
 	// Result is what the approved call returned (state done).
 	Result  string `json:"result,omitempty"`
 	IsError bool   `json:"is_error,omitempty"`
+	// InCall marks a question asked from inside a call still under way (an
+	// MCP server's elicitation): its answer goes back to that call, which
+	// waits for it, not to the model's next turn.
+	InCall bool `json:"in_call,omitempty"`
 }
+
+// Question is what something other than the model asks a person while a
+// call waits for the answer: an MCP server's elicitation.
+type Question struct {
+	// Text is the question as a person reads it; Choices, when set, are
+	// the only answers the decision may give.
+	Text    string
+	Choices []string
+}
+
+// Reply is how a Question was decided: its final state (answered,
+// rejected or expired), the answer and the reason given.
+type Reply struct {
+	State  State
+	Answer string
+	Reason string
+	By     string
+}
+
+// Asker puts a question to a person and waits, for as long as ctx allows,
+// for the decision. It is how a service that cannot import the runner
+// (package mcptools) reaches the run's approvals.
+type Asker func(ctx context.Context, q Question) (Reply, error)
 
 // Decided reports whether a decision was taken (any state past pending).
 func (a Approval) Decided() bool { return a.State != Pending }

@@ -37,6 +37,9 @@ func (g *Gate) Deliver(ctx context.Context, tenant, session, eventID string, p e
 		if err != nil {
 			return "", err
 		}
+		if a.InCall {
+			return "", g.inCall(ctx, a, rev, p)
+		}
 		if a.DeliveredBy != "" && a.DeliveredBy != eventID {
 			return "", fmt.Errorf("%w: approval %s was delivered by event %s", ErrNotDecided, a.ID, a.DeliveredBy)
 		}
