@@ -122,7 +122,7 @@ func (w *Worker) opStart(ctx context.Context, data []byte) (any, error) {
 func (w *Worker) shellSpec(r jobsapi.StartRequest, sid string, cmd *exec.Cmd, conf *proctree.Confinement) tasks.Spec {
 	return tasks.Spec{
 		Kind: "shell", Summary: summary(r.Command), Cmd: cmd, Confine: conf,
-		Expected: ms(r.ExpectedMS), RunID: r.Run, EndNote: w.diskNote(sid),
+		Expected: ms(r.ExpectedMS), RunID: r.Run, Fence: r.Fence, EndNote: w.diskNote(sid),
 	}
 }
 
