@@ -504,7 +504,8 @@ func checkSubagentEnds(ev Evidence) []Result {
 
 // EndsTold counts, per CE id, how often a parent's transcript names a
 // sub-agent's finished event: delivered in a message, or recorded as taken
-// by the agent_start call that waited for it.
+// by the agent_start call that waited for it (an answered record; a
+// refused one in transcripts written before answered records existed).
 func EndsTold(recs []runner.Record) map[string]int {
 	n := map[string]int{}
 	for _, r := range recs {
@@ -515,7 +516,9 @@ func EndsTold(recs []runner.Record) map[string]int {
 				}
 			}
 		}
-		if r.Kind == runner.RecordRefused && r.Type == events.TypeAgentFinished {
+		// Taken by the call that waited for it: recorded as answered (as
+		// refused before the runner told the two apart).
+		if (r.Kind == runner.RecordAnswered || r.Kind == runner.RecordRefused) && r.Type == events.TypeAgentFinished {
 			n[r.Event]++
 		}
 	}

@@ -235,12 +235,22 @@ func withChild(ev Evidence, recs []runner.Record) Evidence {
 func TestCheck_holds_each_sub_agent_end_told_to_its_parent_exactly_once(t *testing.T) {
 	f1, f2 := runner.FinishedEventID("s1-a1", "c1"), runner.FinishedEventID("s1-a1", "c2")
 	child := transcript("start c1 dispatch", "end c1", "start c2 dispatch", "end c2")
-	taken := runner.Record{Kind: runner.RecordRefused, Event: f1, Type: "io.jetway.agent.finished", Reason: runner.ReasonAnsweredInWait}
+	// Taken by the agent_start call that waited for it: recorded as
+	// answered, as the runner writes it (transcripts written before that
+	// said refused, which counts too; see below).
+	taken := runner.Record{Kind: runner.RecordAnswered, Event: f1, Type: "io.jetway.agent.finished", Reason: runner.ReasonAnsweredInWait}
 	parent := append(append(transcript("start r1 dispatch", "msg r1 e1"), taken),
 		transcript("end r1", "start r2 dispatch", "msg r2 "+f2, "end r2")...)
 	ok := withChild(evidence([]string{"e1"}, parent, runner.StateIdle), child)
 	if rep := Check(ok); rep.Failed() != 0 {
 		t.Fatalf("want no failures, got %+v", rep.Failures())
+	}
+	older := taken
+	older.Kind = runner.RecordRefused
+	oldParent := append(append(transcript("start r1 dispatch", "msg r1 e1"), older),
+		transcript("end r1", "start r2 dispatch", "msg r2 "+f2, "end r2")...)
+	if rep := Check(withChild(evidence([]string{"e1"}, oldParent, runner.StateIdle), child)); rep.Failed() != 0 {
+		t.Fatalf("an older transcript's refused-as-taken end: want no failures, got %+v", rep.Failures())
 	}
 	missing := withChild(evidence([]string{"e1"}, transcript("start r1 dispatch", "msg r1 e1", "end r1"), runner.StateIdle), child)
 	if f := failed(t, Check(missing), SubagentEnds); len(f) != 1 || !strings.Contains(f[0].Detail, "2 ended runs never told") {
