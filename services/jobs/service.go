@@ -47,6 +47,7 @@ func (w *Worker) startService() (micro.Service, error) {
 		jobsapi.OpList:        w.opList,
 		jobsapi.OpGet:         w.opGet,
 		jobsapi.OpChildState:  w.opChildState,
+		jobsapi.OpHandOff:     w.opHandOff,
 		jobsapi.OpRead:        w.opRead,
 		jobsapi.OpWrite:       w.opWrite,
 		jobsapi.OpEdit:        w.opEdit,

@@ -404,6 +404,57 @@ func (c *Client) Run(ctx context.Context, r jobsapi.StartRequest) (jobsapi.Start
 	return res, err
 }
 
+// HandOffWait bounds how long an interrupted RunUntil waits, after asking
+// for the hand-off, for the run call's answer.
+const HandOffWait = 10 * time.Second
+
+// RunUntil is Run for a caller that may be interrupted: when ctx ends and
+// handOff(context.Cause(ctx)) says so, it hands the run's foreground
+// commands to the background (OpHandOff, on a context of its own) and
+// reads the run call's answer, which then says what became of the command
+// (HandedOff, with Ended or Backgrounded): nothing it did is lost with the
+// caller's wait. Otherwise, and when the hand-off or its answer fails, it
+// returns as Run does, with ctx's error. A request without a run (r.Run)
+// is never handed off.
+func (c *Client) RunUntil(ctx context.Context, r jobsapi.StartRequest, handOff func(cause error) bool) (jobsapi.StartResponse, error) {
+	if handOff == nil || r.Run == "" {
+		return c.Run(ctx, r)
+	}
+	// The call outlives ctx, by at most HandOffWait once ctx has ended.
+	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	type answer struct {
+		res jobsapi.StartResponse
+		err error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		res, err := c.Run(rctx, r)
+		done <- answer{res, err}
+	}()
+	select {
+	case a := <-done:
+		return a.res, a.err
+	case <-ctx.Done():
+	}
+	if !handOff(context.Cause(ctx)) {
+		return jobsapi.StartResponse{}, ctx.Err()
+	}
+	hctx, hcancel := context.WithTimeout(context.WithoutCancel(ctx), HandOffWait)
+	defer hcancel()
+	req := jobsapi.HandOffRequest{SessionRequest: jobsapi.SessionRequest{Tenant: r.Tenant, Session: r.Session, Fence: r.Run}, Run: r.Run}
+	var ho jobsapi.HandOffResponse
+	if err := c.request(hctx, req.SessionRequest, jobsapi.OpHandOff, 0, req, &ho); err != nil {
+		return jobsapi.StartResponse{}, fmt.Errorf("%w (the command was not handed to the background: %w)", ctx.Err(), err)
+	}
+	select {
+	case a := <-done:
+		return a.res, a.err
+	case <-hctx.Done():
+		return jobsapi.StartResponse{}, fmt.Errorf("%w (handed to the background, but the run call did not answer within %s)", ctx.Err(), HandOffWait)
+	}
+}
+
 // Status waits up to wait for the job to end (or, for a function task, to
 // report) and returns it with how the wait ended. It counts as the model
 // seeing an end: that end is not published again.
