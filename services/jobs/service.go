@@ -199,8 +199,7 @@ func (w *Worker) ensureBound(ctx context.Context, s jobsapi.SessionRequest) (str
 		owner = string(e.Value())
 	}
 	if owner != w.cfg.WorkerID {
-		return "", &jobsapi.Error{Code: jobsapi.CodeConflict,
-			Message: fmt.Sprintf("session %s is bound to worker %s, not %s", sid, owner, w.cfg.WorkerID)}
+		return "", jobsapi.BoundElsewhere(sid, owner, w.cfg.WorkerID)
 	}
 	w.mu.Lock()
 	w.bound[sid] = true

@@ -260,6 +260,13 @@ func (c *Client) request(ctx context.Context, s jobsapi.SessionRequest, op strin
 	}
 	err = c.requestWorker(ctx, w, op, wait, in, out)
 	var je *jobsapi.Error
+	if errors.As(err, &je) && (je.NoResponders || jobsapi.IsBoundElsewhere(err)) {
+		// The cached binding may be stale: another client rebound the
+		// session while its worker was away. Ask the one it names now.
+		if moved, rerr := c.refresh(ctx, s.Tenant, s.Session, w); rerr == nil && moved != "" {
+			return c.requestWorker(ctx, moved, op, wait, in, out)
+		}
+	}
 	if !errors.As(err, &je) || !je.NoResponders {
 		c.answered(w)
 		return err
@@ -326,6 +333,18 @@ func (c *Client) rebind(ctx context.Context, tenant, session, dead string) (stri
 	c.bindings[key] = w
 	c.mu.Unlock()
 	return w, nil
+}
+
+// refresh drops the cached binding of a session whose worker w did not
+// serve a request and reads it again: the worker it names now if that is
+// another, "" if the binding still names w (or none).
+func (c *Client) refresh(ctx context.Context, tenant, session, w string) (string, error) {
+	c.forget(tenant + "." + session)
+	now, err := c.Binding(ctx, tenant, session)
+	if err != nil || now == w {
+		return "", err
+	}
+	return now, nil
 }
 
 func (c *Client) forget(key string) {
@@ -500,6 +519,10 @@ func (c *Client) KillSession(ctx context.Context, tenant, session string) ([]job
 }
 
 func (c *Client) sessionJobs(ctx context.Context, tenant, session, op string) ([]jobsapi.Job, error) {
+	// Read afresh: a worker that lost the session to a rebind while it was
+	// away answers a list of it with nothing, not with a refusal, so a
+	// cached binding would show a session's jobs as none until restart.
+	c.forget(tenant + "." + session)
 	w, err := c.Binding(ctx, tenant, session)
 	if err != nil || w == "" {
 		return []jobsapi.Job{}, err

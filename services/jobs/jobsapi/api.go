@@ -224,6 +224,19 @@ type ChildStateRequest struct {
 	Run string `json:"run"`
 }
 
+// BoundElsewhere is a worker's refusal of a request for a session bound to
+// another worker: a client that cached the old binding (it moved while the
+// worker was away) reads the binding again and asks the right worker.
+func BoundElsewhere(sid, owner, worker string) *Error {
+	return &Error{Code: CodeConflict, Message: fmt.Sprintf("session %s is bound to worker %s, not %s", sid, owner, worker)}
+}
+
+// IsBoundElsewhere says err is a BoundElsewhere refusal.
+func IsBoundElsewhere(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Code == CodeConflict && strings.Contains(e.Message, " is bound to worker ")
+}
+
 // HandOffRequest hands a run's foreground commands to the background:
 // the run that waits for them was interrupted (a steer, the run's end),
 // and its waits end now instead of at their timeouts. Fence must name Run:
