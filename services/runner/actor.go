@@ -489,8 +489,12 @@ func (a *actor) handle(ctx context.Context, d delivery) bool {
 		if _, on := a.grounded(); on {
 			return false // Ground Stop holds decisions too; its lift pokes us
 		}
+		live := ""
+		if run != nil {
+			live = run.id
+		}
 		var err error
-		if text, err = a.r.decided(ctx, a.tenant, a.session, id, dec); err != nil {
+		if text, err = a.r.decided(ctx, a.tenant, a.session, id, dec, live); err != nil {
 			return a.r.notDecided(ctx, a, d, err)
 		}
 	}

@@ -21,18 +21,25 @@ func approvalRef(ref SessionRef) approvals.Ref {
 }
 
 // decided delivers the decision an io.jetway.approval.decided event names:
-// an approved call runs now, once, and the text says its result.
-func (r *Runner) decided(ctx context.Context, tenant, session, eventID string, p events.ApprovalDecided) (string, error) {
-	return r.approvals.Deliver(ctx, tenant, session, eventID, p, r.approvedTool)
+// an approved call runs now, once, and the text says its result. live is
+// the session's live run, "" when it has none.
+func (r *Runner) decided(ctx context.Context, tenant, session, eventID string, p events.ApprovalDecided, live string) (string, error) {
+	return r.approvals.Deliver(ctx, tenant, session, eventID, p, func(a rec.Approval) tool.Tool { return r.approvedTool(a, live) })
 }
 
 // approvedTool is the tool an approved call runs with: the runner's tool
-// of that name, made for the run that asked.
-func (r *Runner) approvedTool(a rec.Approval) tool.Tool {
+// of that name, made for the session's live run when it has one, else for
+// no run. Not for the run that asked: that run ended when it asked ("the
+// decision comes in a later turn"), so the jobs worker's run fence would
+// refuse its command. What keeps an approved call from running twice is
+// the approval record's own compare-and-swap (executing, then done), not
+// the run fence; a live run's id is still sent, so a runner that lost the
+// session meanwhile starts nothing in its name.
+func (r *Runner) approvedTool(a rec.Approval, live string) tool.Tool {
 	if r.cfg.Tools == nil {
 		return nil
 	}
-	ref := SessionRef{Tenant: a.Tenant, Session: a.Session, Run: a.Run, Lineage: a.Lineage, Network: a.Network}
+	ref := SessionRef{Tenant: a.Tenant, Session: a.Session, Run: live, Lineage: a.Lineage, Network: a.Network}
 	for _, t := range r.cfg.Tools(ref) {
 		if t.Spec().Name == a.Tool {
 			return t
