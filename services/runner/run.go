@@ -739,11 +739,9 @@ func (a *actor) setState(ctx context.Context, lr *liveRun, state, reason string)
 		}
 		rec.State, rec.Reason = state, reason
 		rec.TokensUsed += int64(lr.usage.InputTokens + lr.usage.OutputTokens)
-		if a.rebind != "" && a.rebind != rec.Agent {
-			// An event the run took as a notice named another agent: the
-			// session is bound to it from its next run on.
-			rec.Agent, rec.AgentVersion = a.rebind, 0
-		}
+		// An event the run took as a notice named another agent: the
+		// session is bound to it from its next run on.
+		applyRebind(&rec, a.rebind)
 		if !strings.HasPrefix(reason, "aborted") && reason != string(agent.ReasonModelError) {
 			rec.Attempts = handover.Attempts{}
 		}
