@@ -71,7 +71,8 @@ func printApproval(w io.Writer, a client.Approval) {
 			what += " [" + strings.Join(a.Choices, " | ") + "]"
 		}
 	}
-	fmt.Fprintf(w, "%s %s · %s · %s · expires in %s\n", a.Session, a.ID, a.State, what, time.Until(a.ExpiresAt).Round(time.Second))
+	// A terminal that stopped reading has nothing to be told.
+	_, _ = fmt.Fprintf(w, "%s %s · %s · %s · expires in %s\n", a.Session, a.ID, a.State, what, time.Until(a.ExpiresAt).Round(time.Second))
 }
 
 func newApproveCmd(*globals) *cobra.Command {
