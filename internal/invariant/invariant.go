@@ -164,7 +164,7 @@ func (r Report) Write(w io.Writer) error {
 	}
 	for _, n := range names {
 		t := tallies[n]
-		fmt.Fprintf(&b, "invariant %-20s %d checked, %d failed\n", n+":", t.pass+t.fail, t.fail)
+		fmt.Fprintf(&b, "invariant %-28s %d checked, %d failed\n", n+":", t.pass+t.fail, t.fail)
 	}
 	for _, s := range r.Skipped {
 		fmt.Fprintf(&b, "skipped: %s\n", s)

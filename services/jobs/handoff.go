@@ -30,6 +30,7 @@ type handOff struct {
 func (w *Worker) joinHandOff(runKey string) (*handOff, func()) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.purgeHandOffsLocked(time.Now())
 	h := w.handOffs[runKey]
 	if h == nil {
 		h = &handOff{}
@@ -69,12 +70,7 @@ func (w *Worker) opHandOff(ctx context.Context, data []byte) (any, error) {
 	runKey := sid + "\x00" + r.Run
 	now := time.Now()
 	w.mu.Lock()
-	for k, h := range w.handOffs {
-		if h.calls == 0 && !h.at.IsZero() && now.Sub(h.at) > handOffKeep {
-			h.cancel()
-			delete(w.handOffs, k)
-		}
-	}
+	w.purgeHandOffsLocked(now)
 	h := w.handOffs[runKey]
 	if h == nil {
 		h = &handOff{}
@@ -92,6 +88,17 @@ func (w *Worker) opHandOff(ctx context.Context, data []byte) (any, error) {
 	w.mu.Unlock()
 	w.cfg.Log.Info().Str("session", sid).Str("run", r.Run).Int("commands", len(jobs)).Msg("jobs: foreground commands handed to the background")
 	return jobsapi.HandOffResponse{Jobs: w.wireAll(jobs)}, nil
+}
+
+// purgeHandOffsLocked forgets hand-offs older than handOffKeep with no
+// call in flight, so the map holds only recent ones; w.mu is held.
+func (w *Worker) purgeHandOffsLocked(now time.Time) {
+	for k, h := range w.handOffs {
+		if h.calls == 0 && !h.at.IsZero() && now.Sub(h.at) > handOffKeep {
+			h.cancel()
+			delete(w.handOffs, k)
+		}
+	}
 }
 
 // errHandedOff refuses a run call that arrives after its run's hand-off:
