@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -182,6 +183,7 @@ func (rb *runnerBench) failover(ctx context.Context, run string) {
 			return
 		}
 	}
+	lease, leaseErr := rb.leaseOut(ctx, victimID, t0)
 	var first, last time.Duration
 	for i, ch := range waits {
 		select {
@@ -206,6 +208,52 @@ func (rb *runnerBench) failover(ctx context.Context, run string) {
 		r.Note += fmt.Sprintf("; before the kill, %d of %d sessions' events reached no runner or did not finish within %s while partitions were being balanced", stuck, failoverSessions, e.patience())
 	}
 	e.add(r)
+	if leaseErr != nil {
+		e.skip(FigRunnerLeaseOut, "s", "-", leaseErr)
+		e.skip(FigRunnerAfterLease, "s", "-", leaseErr)
+		return
+	}
+	// The process runs with the defaults: heartbeat L/3, margin half a beat.
+	beat := lease.length / 3
+	e.add(figure(FigRunnerLeaseOut, "s", lease.out.Seconds()).
+		note("lease L %s, declared by each beat (3 beats of %s); margin %s, so a live holder stops its runs %s after sending a beat; the victim's last beat was stored %s before the SIGKILL",
+			lease.length, beat, beat/2, lease.length-beat/2, lease.before.Round(time.Millisecond)))
+	e.add(figure(FigRunnerAfterLease, "s", (last - lease.out).Seconds()).
+		note("the failover figure less the lease: the survivor's sweep (every heartbeat), the partition's move, the recovered session's run"))
+}
+
+// victimLease is what the runners bucket says of a killed runner's lease.
+type victimLease struct {
+	length time.Duration // the lease its last beat declared
+	before time.Duration // from its last stored beat to the SIGKILL
+	out    time.Duration // from the SIGKILL to the lease's end
+}
+
+// leaseOut reads the killed runner's last beat from the runners bucket:
+// the server's stamp of it plus the lease it declared is the earliest
+// moment another runner may take it over. Both clocks are this machine's
+// (the bench's server runs in process); with --nats on another host the
+// figure carries the two clocks' offset.
+func (rb *runnerBench) leaseOut(ctx context.Context, runner string, kill time.Time) (victimLease, error) {
+	kv, err := rb.e.js.KeyValue(ctx, bus.BucketRunners)
+	if err != nil {
+		return victimLease{}, fmt.Errorf("runners bucket: %w", err)
+	}
+	ent, err := kv.Get(ctx, runner)
+	if err != nil {
+		return victimLease{}, fmt.Errorf("last beat of %s: %w", runner, err)
+	}
+	var beat struct {
+		LeaseMS int64 `json:"lease_ms"`
+	}
+	if err := json.Unmarshal(ent.Value(), &beat); err != nil {
+		return victimLease{}, fmt.Errorf("last beat of %s: %w", runner, err)
+	}
+	if beat.LeaseMS <= 0 {
+		return victimLease{}, fmt.Errorf("last beat of %s declares no lease", runner)
+	}
+	l := time.Duration(beat.LeaseMS) * time.Millisecond
+	return victimLease{length: l, before: kill.Sub(ent.Created()), out: ent.Created().Add(l).Sub(kill)}, nil
 }
 
 // oneLine shortens a child's output for an error message.

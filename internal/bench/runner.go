@@ -35,6 +35,14 @@ const (
 	FigRunnerSustained3 = "runner sustained events/s, 3 runners"
 	FigRunnerMemory     = "runner memory per idle session"
 	FigRunnerFailover   = "runner SIGKILL → sessions running elsewhere"
+	// FigRunnerLeaseOut is when the killed runner's lease ran out, counted
+	// from the SIGKILL: the earliest any other runner may take over (its
+	// last stored beat's stamp plus the lease the beat declared).
+	FigRunnerLeaseOut = "runner SIGKILL → its lease out"
+	// FigRunnerAfterLease is from the lease's end to the last session
+	// running elsewhere: what the takeover itself costs (sweep, partition
+	// move, recovery, the model call).
+	FigRunnerAfterLease = "runner lease out → sessions running elsewhere"
 )
 
 // FigRunnerStart names the event → run start figure at n sessions.

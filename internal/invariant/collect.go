@@ -47,11 +47,12 @@ type CollectConfig struct {
 // checker's making, not the runner's.
 func Collect(ctx context.Context, js jetstream.JetStream, cfg CollectConfig) (Evidence, error) {
 	ev := Evidence{
-		Accepted:    cfg.Accepted,
-		Transcripts: map[Session][]runner.Record{},
-		Sessions:    map[Session]runner.SessionRecord{},
-		Refusals:    map[Session][]string{},
-		JobsInPlay:  cfg.Jobs,
+		Accepted:         cfg.Accepted,
+		Transcripts:      map[Session][]runner.Record{},
+		TranscriptStamps: map[Session][]time.Time{},
+		Sessions:         map[Session]runner.SessionRecord{},
+		Refusals:         map[Session][]string{},
+		JobsInPlay:       cfg.Jobs,
 	}
 	err := readBucket(ctx, js, bus.BucketSessions, func(key string, v []byte) error {
 		var rec runner.SessionRecord
@@ -86,7 +87,12 @@ func Collect(ctx context.Context, js jetstream.JetStream, cfg CollectConfig) (Ev
 		if err := json.Unmarshal(m.Data(), &r); err != nil {
 			return fmt.Errorf("transcript %s: record: %w", m.Subject(), err)
 		}
+		md, err := m.Metadata()
+		if err != nil {
+			return fmt.Errorf("transcript %s: metadata: %w", m.Subject(), err)
+		}
 		ev.Transcripts[s] = append(ev.Transcripts[s], r)
+		ev.TranscriptStamps[s] = append(ev.TranscriptStamps[s], md.Timestamp)
 		return nil
 	})
 	if err != nil {

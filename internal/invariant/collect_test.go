@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
@@ -44,6 +45,9 @@ func TestCollect_reads_transcripts_session_records_refusals_and_jobs_from_JetStr
 	m2.Delivers = []string{"e2"}
 	m3 := llm.UserText("again")
 	m3.Delivers = []string{"e3"}
+	// Stamped by this process's clock, as a worker would, before every
+	// record is stored: a start for any run, not after it.
+	before := time.Now()
 	for _, r := range []struct {
 		subj string
 		rec  runner.Record
@@ -91,8 +95,18 @@ func TestCollect_reads_transcripts_session_records_refusals_and_jobs_from_JetStr
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := jobs.Put(ctx, "t1.s2.1", []byte(`{"id":"1","session_id":"s2","tenant":"t1","status":"killed","worker":"w1"}`)); err != nil {
-		t.Fatal(err)
+	// Job 1 was started for r3 before anything was stored; job 2 for r2
+	// after r3 wrote (now): the fenced-run check must find job 2 only, by
+	// the stamps the stream gave the transcript's records.
+	after := time.Now()
+	for key, j := range map[string]Job{
+		"t1.s2.1": {ID: "1", Session: "s2", Tenant: "t1", Status: "killed", Worker: "w1", Fence: "r3", Started: before},
+		"t1.s2.2": {ID: "2", Session: "s2", Tenant: "t1", Status: "exited", Worker: "w1", Fence: "r2", Started: after},
+	} {
+		data, _ := json.Marshal(j)
+		if _, err := jobs.Put(ctx, key, data); err != nil {
+			t.Fatal(err)
+		}
 	}
 
 	accepted := map[Session][]string{{"t1", "s1"}: {"e1"}, {"t1", "s2"}: {"e2", "e3"}}
@@ -109,12 +123,21 @@ func TestCollect_reads_transcripts_session_records_refusals_and_jobs_from_JetStr
 	if r := ev.Refusals[Session{"t1", "s2"}]; len(r) != 1 {
 		t.Errorf("s2 refusals %q, want one", r)
 	}
-	if len(ev.Sessions) != 2 || len(ev.Jobs) != 1 || ev.Jobs[0].Status != "killed" {
+	if len(ev.Sessions) != 2 || len(ev.Jobs) != 2 {
 		t.Errorf("sessions %v, jobs %+v", ev.Sessions, ev.Jobs)
 	}
+	for _, j := range ev.Jobs {
+		if j.Fence == "" || j.Started.IsZero() {
+			t.Errorf("job %+v read without its fence or start", j)
+		}
+	}
+	if st := ev.TranscriptStamps[Session{"t1", "s2"}]; len(st) != 5 || st[0].IsZero() {
+		t.Errorf("s2 stamps %v, want one per record", st)
+	}
 	rep := Check(ev)
-	if rep.Failed() != 0 || rep.Passed() != 10 {
-		t.Fatalf("want 10 passed, 0 failed; got %d passed, failures %+v", rep.Passed(), rep.Failures())
+	f := rep.Failures()
+	if rep.Passed() != 11 || len(f) != 1 || f[0].Invariant != NoFencedStart || !strings.Contains(f[0].Detail, "job 2 (t1.s2.2) was started for run r2") {
+		t.Fatalf("want 11 passed and job 2 of r2 failed; got %d passed, failures %+v", rep.Passed(), f)
 	}
 }
 

@@ -20,6 +20,7 @@ import (
 	"io"
 	"sort"
 	"strings"
+	"time"
 
 	"jetway/pkg/events"
 	"jetway/services/runner"
@@ -41,6 +42,10 @@ type Evidence struct {
 	Accepted map[Session][]string
 	// Transcripts are the sessions' transcript records in stream order.
 	Transcripts map[Session][]runner.Record
+	// TranscriptStamps are, beside each transcript record, the time the
+	// stream stored it (the server's clock, which orders a record after
+	// the session-record claim that preceded it); nil where unknown.
+	TranscriptStamps map[Session][]time.Time
 	// Sessions are the session records from the sessions bucket.
 	Sessions map[Session]runner.SessionRecord
 	// Refusals are the reasons of the io.jetway.run.refused events each
@@ -69,6 +74,10 @@ type Job struct {
 	Session string `json:"session_id"`
 	Status  string `json:"status"`
 	Worker  string `json:"worker"`
+	// Fence is the run the job was started for (empty: no run's);
+	// Started is when its worker started it.
+	Fence   string    `json:"fence"`
+	Started time.Time `json:"started"`
 }
 
 // Proc is a live process found with the task marker in its environment.
@@ -155,7 +164,7 @@ func (r Report) Write(w io.Writer) error {
 	}
 	for _, n := range names {
 		t := tallies[n]
-		fmt.Fprintf(&b, "invariant %-20s %d checked, %d failed\n", n+":", t.pass+t.fail, t.fail)
+		fmt.Fprintf(&b, "invariant %-28s %d checked, %d failed\n", n+":", t.pass+t.fail, t.fail)
 	}
 	for _, s := range r.Skipped {
 		fmt.Fprintf(&b, "skipped: %s\n", s)
@@ -190,6 +199,9 @@ func Check(ev Evidence) Report {
 	if !ev.JobsInPlay {
 		rep.Skipped = append(rep.Skipped, "jobs: no background jobs in play")
 		return rep
+	}
+	for _, s := range fencedSessions(ev) {
+		rep.Results = append(rep.Results, checkNoFencedStart(s, ev.Transcripts[s], ev.TranscriptStamps[s], ev.Jobs))
 	}
 	rep.Results = append(rep.Results, checkJobsEnded(ev.Jobs), checkNoJobProcs(ev.Procs))
 	return rep
@@ -492,7 +504,8 @@ func checkSubagentEnds(ev Evidence) []Result {
 
 // EndsTold counts, per CE id, how often a parent's transcript names a
 // sub-agent's finished event: delivered in a message, or recorded as taken
-// by the agent_start call that waited for it.
+// by the agent_start call that waited for it (an answered record; a
+// refused one in transcripts written before answered records existed).
 func EndsTold(recs []runner.Record) map[string]int {
 	n := map[string]int{}
 	for _, r := range recs {

@@ -242,6 +242,13 @@ func TestCheck_holds_each_sub_agent_end_told_to_its_parent_exactly_once(t *testi
 	if rep := Check(ok); rep.Failed() != 0 {
 		t.Fatalf("want no failures, got %+v", rep.Failures())
 	}
+	older := taken
+	older.Kind = runner.RecordRefused
+	oldParent := append(append(transcript("start r1 dispatch", "msg r1 e1"), older),
+		transcript("end r1", "start r2 dispatch", "msg r2 "+f2, "end r2")...)
+	if rep := Check(withChild(evidence([]string{"e1"}, oldParent, runner.StateIdle), child)); rep.Failed() != 0 {
+		t.Fatalf("an older transcript's refused-as-taken end: want no failures, got %+v", rep.Failures())
+	}
 	missing := withChild(evidence([]string{"e1"}, transcript("start r1 dispatch", "msg r1 e1", "end r1"), runner.StateIdle), child)
 	if f := failed(t, Check(missing), SubagentEnds); len(f) != 1 || !strings.Contains(f[0].Detail, "2 ended runs never told") {
 		t.Fatalf("want the two untold ends reported, got %+v", f)

@@ -9,6 +9,12 @@ import "strings"
 const UnfinishedCallResult = "the run was interrupted before this call's result was recorded; " +
 	"it is unknown whether the call completed"
 
+// HandedOffResult opens the result of a foreground command whose run was
+// interrupted (a steer, the run's end) while it waited: the command was
+// handed to the background, and the rest of the result names its job — so
+// a brief that lists the call (its first characters) names the job too.
+const HandedOffResult = "interrupted: the run stopped waiting for this command"
+
 // Line lengths, in characters. A brief with one line per call stays readable
 // only if no single call can take over the page.
 const (

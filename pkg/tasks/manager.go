@@ -222,7 +222,7 @@ func (m *Manager) register(sid string, spec Spec, admit admission, res *Reservat
 		update: make(chan struct{}),
 		info: Info{
 			ID: id, SessionID: sid, Kind: kind, Summary: spec.Summary,
-			Status: Running, Started: started, RunID: spec.RunID,
+			Status: Running, Started: started, RunID: spec.RunID, Fence: spec.Fence,
 		},
 	}
 	path, ref, err := m.cfg.Output(sid, id)

@@ -132,6 +132,11 @@ type Info struct {
 	// RunID is the agent run that started the task as a foreground command
 	// (Spec.RunID); see Manager.RunTasks.
 	RunID string `json:"run_id,omitempty"`
+	// Fence is the run the task was started for, as its host checked it
+	// was the session's live run (Spec.Fence): kept with the task so an
+	// audit can show from the record alone that no command started for a
+	// run that had been taken over.
+	Fence string `json:"fence,omitempty"`
 	// Limit names the resource limit that ended the task, if one did.
 	Limit string `json:"limit,omitempty"`
 }
@@ -255,6 +260,10 @@ type Spec struct {
 	// recovering runner can ask whether the run's commands are gone
 	// (Manager.RunTasks).
 	RunID string
+	// Fence is the run the task was started on behalf of, foreground or
+	// background, once the host checked that run was still live; reported
+	// as Info.Fence and nowhere acted on by the manager.
+	Fence string
 }
 
 // WaitOutcome is how a Wait returned.

@@ -122,7 +122,7 @@ func (w *Worker) opStart(ctx context.Context, data []byte) (any, error) {
 func (w *Worker) shellSpec(r jobsapi.StartRequest, sid string, cmd *exec.Cmd, conf *proctree.Confinement) tasks.Spec {
 	return tasks.Spec{
 		Kind: "shell", Summary: summary(r.Command), Cmd: cmd, Confine: conf,
-		Expected: ms(r.ExpectedMS), RunID: r.Run, EndNote: w.diskNote(sid),
+		Expected: ms(r.ExpectedMS), RunID: r.Run, Fence: r.Fence, EndNote: w.diskNote(sid),
 	}
 }
 
@@ -174,6 +174,14 @@ func (w *Worker) opRun(ctx context.Context, data []byte) (any, error) {
 		w.mu.Unlock()
 	}()
 
+	// A hand-off of the run (handoff.go) ends the wait below early; one
+	// that came first means the run was interrupted before this command
+	// started, and it does not start.
+	ho, leave := w.joinHandOff(runKey)
+	defer leave()
+	if ho.done.Err() != nil {
+		return nil, errHandedOff(r.Run)
+	}
 	place, err := w.mgr.Reserve(sid)
 	if err != nil {
 		return nil, tooMany(err)
@@ -192,7 +200,17 @@ func (w *Worker) opRun(ctx context.Context, data []byte) (any, error) {
 	// On the connection before the answer, as a Start's: the outbox waits
 	// for the acknowledgement (and retries) while the command runs.
 	<-w.out.persistSent(tk)
-	i, outcome, err := w.mgr.Wait(ctx, sid, i.ID, timeout)
+	wctx, stopWait := context.WithCancel(ctx)
+	defer stopWait()
+	defer context.AfterFunc(ho.done, stopWait)()
+	id := i.ID
+	i, outcome, err := w.mgr.Wait(wctx, sid, id, timeout)
+	handedOff := ho.done.Err() != nil && ctx.Err() == nil
+	if err != nil && handedOff {
+		// The hand-off ended the wait, not a failure: answer with the
+		// command as it is now.
+		i, outcome, err = w.mgr.Wait(ctx, sid, id, 0)
+	}
 	w.mu.Lock()
 	delete(w.fgTasks, tk)
 	heldBack := w.fgEnded[tk]
@@ -212,9 +230,9 @@ func (w *Worker) opRun(ctx context.Context, data []byte) (any, error) {
 	}
 	if outcome != tasks.WaitEnded {
 		w.out.persist(tk) // no longer in the foreground
-		return jobsapi.StartResponse{Job: w.wire(i), Backgrounded: true}, nil
+		return jobsapi.StartResponse{Job: w.wire(i), Backgrounded: true, HandedOff: handedOff}, nil
 	}
-	res := jobsapi.StartResponse{Job: w.wire(i), Ended: true}
+	res := jobsapi.StartResponse{Job: w.wire(i), Ended: true, HandedOff: handedOff}
 	res.Output, res.OmittedLines, err = lastOutput(i)
 	if err != nil {
 		return nil, err

@@ -2,11 +2,14 @@ package jobs_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"jetway/internal/testutil"
 	"jetway/pkg/bus"
 	"jetway/pkg/control/sessionrec"
 	"jetway/pkg/workspace"
@@ -36,9 +39,43 @@ func TestA_run_that_is_no_longer_the_session_s_live_run_cannot_start_a_command(t
 		r.Fence, r.Run = run, run
 		return r
 	}
-	if res, err := e.cli.Run(bg, fenced("r-old", "echo live")); err != nil || !res.Ended {
-		t.Fatalf("the live run's command: %+v, %v", res, err)
+	live, err := e.cli.Run(bg, fenced("r-old", "echo live"))
+	if err != nil || !live.Ended {
+		t.Fatalf("the live run's command: %+v, %v", live, err)
 	}
+	// The job's record keeps the run it was started for: the evidence the
+	// chaos checker holds against the session's run sequence.
+	jobsKV, err := bus.OpenBucket(ctx, e.js, bus.BucketJobs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.EventuallyNil(t, 10*time.Second, "the live run's job recorded with its fence", func() error {
+		keys, err := jobsKV.ListKeys(ctx)
+		if err != nil {
+			return err
+		}
+		for k := range keys.Keys() {
+			ent, err := jobsKV.Get(ctx, k)
+			if err != nil {
+				return err
+			}
+			var rec struct {
+				ID      string    `json:"id"`
+				Fence   string    `json:"fence"`
+				Started time.Time `json:"started"`
+			}
+			if err := json.Unmarshal(ent.Value(), &rec); err != nil {
+				return err
+			}
+			if rec.ID == live.Job.ID {
+				if rec.Fence != "r-old" || rec.Started.IsZero() {
+					return fmt.Errorf("record %s: fence %q, started %v; want r-old and a start", k, rec.Fence, rec.Started)
+				}
+				return nil
+			}
+		}
+		return errors.New("no record of job " + live.Job.ID)
+	})
 
 	// Another runner recovers the session as run r-new.
 	if _, err := sessionrec.Put(ctx, kv, sessionrec.Record{Tenant: tenant, Session: session, State: sessionrec.StateRunning, Run: "r-new", Runner: "r2"}, rev); err != nil {

@@ -132,3 +132,41 @@ func TestJobs_running_on_a_worker_whose_session_moved_end_as_lost_when_it_return
 		t.Fatalf("event %s: %+v (job %+v), want job 1 lost", ev.Type, ev.Payload, j)
 	}
 }
+
+// A client that cached a session's worker — the dispatcher listing jobs,
+// another runner — follows a rebind another client made while that worker
+// was away: its next call goes to the worker the binding names now, and
+// the list it shows is that worker's, also once the old worker is back.
+func TestA_client_with_a_cached_binding_follows_a_rebind_made_by_another(t *testing.T) {
+	e := newEnv(t)
+	w1, err := jobs.New(jobs.Config{NC: e.nc, WorkerID: "w1", Root: e.root, Grace: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopW1 := e.run(w1)
+	t.Cleanup(stopW1)
+	e.start("echo first")
+	if w, err := e.cli.Binding(bg, tenant, session); err != nil || w != "w1" {
+		t.Fatalf("binding = %q, %v; want w1 cached", w, err)
+	}
+	stopW1()
+	e.startWorker("w2")
+	mover, err := client.New(client.Config{NC: e.nc, RebindAfter: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.EventuallyNil(t, 15*time.Second, "the session rebound to w2 by another client", func() error {
+		_, err := mover.Start(bg, req("echo on w2"))
+		return err
+	})
+	// e.cli still caches w1, gone, and its RebindAfter is the default:
+	// only the binding's new owner can serve its call at once.
+	if j, err := e.cli.Start(bg, req("echo cached")); err != nil || j.Job.ID != "2" {
+		t.Fatalf("start through the stale cache = %+v, %v; want job 2 on w2", j, err)
+	}
+	// w1 comes back without the session; a list shows w2's jobs.
+	e.startWorker("w1")
+	if jobs, err := e.cli.List(bg, tenant, session); err != nil || len(jobs) != 2 {
+		t.Fatalf("list after w1's return = %d jobs (%v), want w2's 2", len(jobs), err)
+	}
+}

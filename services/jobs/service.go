@@ -47,6 +47,7 @@ func (w *Worker) startService() (micro.Service, error) {
 		jobsapi.OpList:        w.opList,
 		jobsapi.OpGet:         w.opGet,
 		jobsapi.OpChildState:  w.opChildState,
+		jobsapi.OpHandOff:     w.opHandOff,
 		jobsapi.OpRead:        w.opRead,
 		jobsapi.OpWrite:       w.opWrite,
 		jobsapi.OpEdit:        w.opEdit,
@@ -198,8 +199,7 @@ func (w *Worker) ensureBound(ctx context.Context, s jobsapi.SessionRequest) (str
 		owner = string(e.Value())
 	}
 	if owner != w.cfg.WorkerID {
-		return "", &jobsapi.Error{Code: jobsapi.CodeConflict,
-			Message: fmt.Sprintf("session %s is bound to worker %s, not %s", sid, owner, w.cfg.WorkerID)}
+		return "", jobsapi.BoundElsewhere(sid, owner, w.cfg.WorkerID)
 	}
 	w.mu.Lock()
 	w.bound[sid] = true

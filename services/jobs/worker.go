@@ -149,6 +149,7 @@ type Worker struct {
 	fgTasks  map[string]bool                 // task keys a run call is waiting for
 	fgEnded  map[string]bool                 // foreground tasks whose unseen end was held back
 	lostFG   map[string]bool                 // task keys lost while in the foreground
+	handOffs map[string]*handOff             // session key + run -> its hand-off (handoff.go)
 	lineage  map[string][]string             // sub-agent session key -> its ancestors, root first
 	seqs     map[string]uint64               // function task key -> last notice seq
 	overdues map[string]int                  // task key -> overdue events so far
@@ -212,7 +213,8 @@ func New(cfg Config) (*Worker, error) {
 		cfg: cfg, js: js, ready: make(chan struct{}),
 		bound: map[string]bool{}, spaces: map[string]*workspace.Workspace{},
 		fgRuns: map[string]int{}, fgTasks: map[string]bool{}, fgEnded: map[string]bool{}, lostFG: map[string]bool{}, lineage: map[string][]string{},
-		seqs: map[string]uint64{}, overdues: map[string]int{}, eventKeys: map[string]string{},
+		handOffs: map[string]*handOff{},
+		seqs:     map[string]uint64{}, overdues: map[string]int{}, eventKeys: map[string]string{},
 	}, nil
 }
 

@@ -479,6 +479,9 @@ func (a *actor) handle(ctx context.Context, d delivery) bool {
 			return true
 		}
 		a.rebind = d.ev.Agent // from the next run's start on
+		if run != nil {
+			keepRebind(ctx, a, run, d.ev.Agent)
+		}
 	}
 	if reason, took := run.subRun().Take(d.ev); took {
 		a.drop(ctx, RecordAnswered, d.ev.ID, d.ev.Type, d.msg, reason)

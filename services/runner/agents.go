@@ -55,9 +55,7 @@ func (r *Runner) knownAgent(ctx context.Context, tenant, name string) (bool, err
 // it; any other run takes the current version. A profile that is gone is
 // an unknownAgentError.
 func (a *actor) bindAgent(ctx context.Context, act act, rec *SessionRecord) (agents.Profile, error) {
-	if a.rebind != "" && a.rebind != rec.Agent {
-		rec.Agent, rec.AgentVersion = a.rebind, 0
-	}
+	applyRebind(rec, a.rebind)
 	name := rec.Agent
 	if name == "" {
 		name = agents.DefaultName
@@ -260,4 +258,34 @@ func instructionBlock(file string, f Instructions) string {
 		s += fmt.Sprintf("\n\n[%s is longer than a run start sends (%d bytes at most): this is its beginning. Read the rest with read_file when you need it.]", file, MaxInstructionBytes)
 	}
 	return s
+}
+
+// applyRebind binds rec to the agent a pending rebinding names — the
+// actor's (rebind), else the one kept in the record (NextAgent) — and
+// clears the record's: a claim or a run's end writes the binding itself.
+func applyRebind(rec *SessionRecord, rebind string) {
+	if rebind == "" {
+		rebind = rec.NextAgent
+	}
+	rec.NextAgent = ""
+	if rebind != "" && rebind != rec.Agent {
+		rec.Agent, rec.AgentVersion = rebind, 0
+	}
+}
+
+// keepRebind writes a rebinding taken during live run lr into the session
+// record (NextAgent), so it outlives this runner: held only in memory, it
+// was lost when the runner died before the run's end, and the session
+// went on with its old profile. A write that fails leaves it in memory,
+// as before; a record that no longer names the run is another runner's,
+// and the rebinding is its event to apply — this runner's run is over.
+func keepRebind(ctx context.Context, a *actor, lr *liveRun, agent string) {
+	rec, rev, _, err := a.record.get(ctx)
+	if err != nil || rec.Run != lr.id || rec.NextAgent == agent {
+		return
+	}
+	rec.NextAgent = agent
+	if _, err := a.record.put(ctx, rec, rev); err != nil {
+		a.log.Warn().Err(err).Str("agent", agent).Msg("keep a rebinding in the session record")
+	}
 }

@@ -473,3 +473,66 @@ func TestInterrupted_work_of_a_profile_that_is_gone_waits_for_a_person_who_rebin
 		t.Fatalf("record = agent %q cause %q, want rebound to the default and sent on", rec.Agent, rec.Cause)
 	}
 }
+
+// A rebinding that arrives during a live run is kept in the session record
+// (next_agent) at once, not only in the runner that took it: should that
+// runner die before the run ends, the run that follows elsewhere still goes
+// by the new profile. Shown in two halves: the record holds it while the
+// run is live, and a runner taking over a record holding it binds the
+// session to it.
+func TestA_rebinding_during_a_live_run_is_kept_in_the_session_record(t *testing.T) {
+	e := newEnv(t)
+	e.putProfile("t1", "reviewer", agents.Profile{Instructions: "Review."})
+	model, p := fakeModel(t)
+	model.SetRouter(func(body []byte) (llmtest.Reply, bool) {
+		if strings.Contains(readReq(body).last, "start") {
+			return call("hold", map[string]any{}), true
+		}
+		return llmtest.Reply{Text: "ok"}, true
+	})
+	entered, release := make(chan struct{}), make(chan struct{})
+	var once atomic.Bool
+	hold := tool.Func{Name: "hold", Description: "waits", Fn: func(ctx context.Context, _ tool.Call) (tool.Result, error) {
+		if once.CompareAndSwap(false, true) {
+			close(entered)
+		}
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return tool.Result{Content: "held"}, nil
+	}}
+	// s2: a run interrupted (its runner gone) with a rebinding kept.
+	turn := llm.UserText("go on")
+	turn.ID = "m-1"
+	e.appendRecord("t1", "s2", Record{Kind: RecordRunStarted, Run: "r-ghost", Runner: "ghost", Cause: "dispatch"})
+	e.appendRecord("t1", "s2", Record{Kind: RecordMessage, Run: "r-ghost", Runner: "ghost", Message: &turn})
+	e.putRecord(SessionRecord{Tenant: "t1", Session: "s2", State: StateRunning, Run: "r-ghost", Runner: "ghost",
+		Incarnation: "gone", Since: time.Now().UTC(), Inputs: []string{"go on"}, Runs: 1, NextAgent: "reviewer"})
+	e.startRunner("r1", p, func(SessionRef) []tool.Tool { return []tool.Tool{hold} })
+	e.publish(events.KindEvents, "t1", "s1", events.Input{Text: "start"})
+	select {
+	case <-entered:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the run never called hold")
+	}
+	e.publishAgent("t1", "s1", "switch", "reviewer")
+	testutil.Eventually(t, 20*time.Second, "the record to keep the rebinding while the run is live", func() bool {
+		rec := e.session("t1", "s1")
+		return rec.State == StateRunning && rec.NextAgent == "reviewer"
+	})
+	close(release)
+	testutil.Eventually(t, 20*time.Second, "the run's end to bind the session", func() bool {
+		rec := e.session("t1", "s1")
+		return rec.State == StateIdle && rec.Agent == "reviewer" && rec.NextAgent == ""
+	})
+
+	// The other half: s2's run was interrupted (its runner gone) with a
+	// rebinding kept. Whether the recovery runs or is refused (no jobs worker here says the
+	// run's commands are gone), the runner that took s2 over bound it to the
+	// kept profile when it decided.
+	testutil.Eventually(t, 20*time.Second, "s2 taken over and bound to the kept rebinding", func() bool {
+		rec := e.session("t1", "s2")
+		return rec.State != StateRunning && rec.Agent == "reviewer" && rec.NextAgent == ""
+	})
+}

@@ -273,7 +273,8 @@ func (a *actor) prepare(ctx context.Context, act act, p *plan, rec *SessionRecor
 		if p.steer != nil && text != "" {
 			inputs = append(inputs, text)
 		}
-		h = handover.Steered(handover.Steer{Previous: rec.Run, Note: note, At: time.Now().UTC()}, inputs...)
+		h = handover.Steered(handover.Steer{Previous: rec.Run, Note: note, At: time.Now().UTC()}, inputs...).
+			WithToolCalls(handedOff(a.hist)...)
 		rec.Inputs, rec.Attempts = inputs, handover.Attempts{}
 	case actResume:
 		r := p.resume
@@ -463,6 +464,32 @@ func toolCalls(hist []llm.Message, run string) []handover.ToolCall {
 		}
 	}
 	return calls
+}
+
+// handedOff lists the calls of the history's last tool turn whose
+// foreground commands were handed to the background when the run was
+// interrupted (handover.HandedOffResult), for a steered run's brief to name
+// their jobs: their ends come as notices the new run must expect.
+func handedOff(hist []llm.Message) []handover.ToolCall {
+	last := -1
+	for k := len(hist) - 1; k >= 0 && last < 0; k-- {
+		for _, b := range hist[k].Content {
+			if b.Type == llm.BlockToolResult {
+				last = k
+				break
+			}
+		}
+	}
+	if last < 0 {
+		return nil
+	}
+	var out []handover.ToolCall
+	for _, c := range toolCalls(hist[max(0, last-1):last+1], "") {
+		if c.Finished && strings.HasPrefix(c.Result, handover.HandedOffResult) {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 func causeName(k handover.CauseKind) string {
@@ -713,11 +740,9 @@ func (a *actor) setState(ctx context.Context, lr *liveRun, state, reason string)
 		}
 		rec.State, rec.Reason = state, reason
 		rec.TokensUsed += int64(lr.usage.InputTokens + lr.usage.OutputTokens)
-		if a.rebind != "" && a.rebind != rec.Agent {
-			// An event the run took as a notice named another agent: the
-			// session is bound to it from its next run on.
-			rec.Agent, rec.AgentVersion = a.rebind, 0
-		}
+		// An event the run took as a notice named another agent: the
+		// session is bound to it from its next run on.
+		applyRebind(&rec, a.rebind)
 		if !strings.HasPrefix(reason, "aborted") && reason != string(agent.ReasonModelError) {
 			rec.Attempts = handover.Attempts{}
 		}

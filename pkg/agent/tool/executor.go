@@ -285,8 +285,9 @@ func (e *Executor) run(c *call) Outcome {
 		e.mu.Unlock()
 		e.signal()
 	}})
-	if ctx.Err() != nil {
-		// Whatever it returned, it was cut off: say so.
+	if ctx.Err() != nil && (err != nil || !r.Stands) {
+		// Whatever it returned, it was cut off: say so — unless the tool
+		// says what became of the call.
 		span.SetStatus(codes.Error, "cancelled")
 		return errorOutcome(c.use.ID, cancelledText(ctx))
 	}

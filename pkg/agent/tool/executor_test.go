@@ -325,3 +325,42 @@ func TestA_tools_images_reach_its_result_block_and_the_After_hook_whole(t *testi
 		t.Fatalf("After saw images %+v", seen)
 	}
 }
+
+// A tool that learned, after its context ended, what became of its call (a
+// command handed to the background) says so with Stands, and its result is
+// kept; without Stands, or with an error, the call reads as cancelled.
+func TestExecutor_keeps_a_result_that_stands_after_cancellation(t *testing.T) {
+	started := make(chan struct{})
+	handed := Func{Name: "handed", Description: "hands off", Fn: func(ctx context.Context, _ Call) (Result, error) {
+		close(started)
+		<-ctx.Done()
+		return Result{Content: "handed off as job 3", Stands: true}, nil
+	}}
+	plain := Func{Name: "plain", Description: "returns late", Fn: func(ctx context.Context, _ Call) (Result, error) {
+		<-ctx.Done()
+		return Result{Content: "late"}, nil
+	}}
+	reg, err := NewRegistry(handed, plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	e := NewExecutor(ctx, ExecutorConfig{Registry: reg})
+	t.Cleanup(e.Discard)
+	e.Add(use("h", "handed"))
+	e.Add(use("p", "plain"))
+	e.Release()
+	select {
+	case <-started:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the call never started")
+	}
+	cancel()
+	outs := drain(t, e)
+	if len(outs) != 2 || outs[0].Block.Content != "handed off as job 3" || outs[0].Block.IsError {
+		t.Fatalf("the standing result = %+v", outs)
+	}
+	if outs[1].Block.Content != Cancelled {
+		t.Fatalf("the call after it = %+v, want %q", outs[1].Block, Cancelled)
+	}
+}

@@ -35,6 +35,11 @@ type Result struct {
 	// model again (the run ends with hook_stopped); StopMessage says why.
 	Stop        bool
 	StopMessage string
+	// Stands says the result accounts for the call's interruption: the
+	// tool learned what became of the call after its context ended (a
+	// foreground command handed to the background, or one that never
+	// started), so the executor keeps it instead of the Cancelled text.
+	Stands bool
 }
 
 // Tool is something the model can call.

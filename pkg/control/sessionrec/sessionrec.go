@@ -80,6 +80,12 @@ type Record struct {
 	// AgentVersion is the version of Agent the live or last run went by
 	// (0: the implicit default): a recovered or steered run goes on with it.
 	AgentVersion uint64 `json:"agent_version,omitempty"`
+	// NextAgent is an agent profile an event named while a run was live:
+	// the session is bound to it from its next run on. It is kept here,
+	// not in the runner that took the event, so a run that follows on
+	// another runner — a recovery after that runner died — still goes by
+	// it; the next run's claim moves it into Agent.
+	NextAgent string `json:"next_agent,omitempty"`
 
 	// Lineage is set on a sub-agent's session: its ancestors, root first,
 	// its parent last. Ground Stop of any of them covers it.

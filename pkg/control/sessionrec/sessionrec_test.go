@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -79,5 +80,38 @@ func TestA_stored_value_that_is_not_a_record_is_unreadable(t *testing.T) {
 		if _, err := sessionrec.Decode([]byte(v)); !errors.Is(err, sessionrec.ErrUnreadable) {
 			t.Errorf("Decode(%s) = %v, want ErrUnreadable", v, err)
 		}
+	}
+}
+
+// On a three-node cluster a stale compare-and-swap is refused by the
+// stream's leader with "wrong last sequence" (10071), not ErrKeyExists; a
+// refusal read as another failure would leave a runner believing its run
+// live, with the record "running" for a run nobody drives (issue 35). Both
+// a stale update and a second create must read as a lost session.
+func TestPut_recognises_a_lost_compare_and_swap_on_a_three_node_cluster(t *testing.T) {
+	cl := bustest.StartCluster(t, 3)
+	_, js := bustest.Connect(t, cl.URLs()...)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	kv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "sessions", History: 5, Replicas: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := sessionrec.Record{Tenant: "acme", Session: "s1", State: sessionrec.StateRunning, Run: "r1"}
+	rev, err := sessionrec.Put(ctx, kv, rec, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.Run = "r2"
+	if _, err := sessionrec.Put(ctx, kv, rec, rev); err != nil {
+		t.Fatal(err)
+	}
+	rec.Run = "r3"
+	_, err = sessionrec.Put(ctx, kv, rec, rev)
+	if !errors.Is(err, sessionrec.ErrLost) {
+		t.Fatalf("stale update on the cluster: %v, want ErrLost", err)
+	}
+	if _, err := sessionrec.Put(ctx, kv, rec, 0); !errors.Is(err, sessionrec.ErrLost) {
+		t.Fatalf("second create on the cluster: %v, want ErrLost", err)
 	}
 }

@@ -260,6 +260,13 @@ func (c *Client) request(ctx context.Context, s jobsapi.SessionRequest, op strin
 	}
 	err = c.requestWorker(ctx, w, op, wait, in, out)
 	var je *jobsapi.Error
+	if errors.As(err, &je) && (je.NoResponders || jobsapi.IsBoundElsewhere(err)) {
+		// The cached binding may be stale: another client rebound the
+		// session while its worker was away. Ask the one it names now.
+		if moved, rerr := c.refresh(ctx, s.Tenant, s.Session, w); rerr == nil && moved != "" {
+			return c.requestWorker(ctx, moved, op, wait, in, out)
+		}
+	}
 	if !errors.As(err, &je) || !je.NoResponders {
 		c.answered(w)
 		return err
@@ -326,6 +333,18 @@ func (c *Client) rebind(ctx context.Context, tenant, session, dead string) (stri
 	c.bindings[key] = w
 	c.mu.Unlock()
 	return w, nil
+}
+
+// refresh drops the cached binding of a session whose worker w did not
+// serve a request and reads it again: the worker it names now if that is
+// another, "" if the binding still names w (or none).
+func (c *Client) refresh(ctx context.Context, tenant, session, w string) (string, error) {
+	c.forget(tenant + "." + session)
+	now, err := c.Binding(ctx, tenant, session)
+	if err != nil || now == w {
+		return "", err
+	}
+	return now, nil
 }
 
 func (c *Client) forget(key string) {
@@ -404,6 +423,57 @@ func (c *Client) Run(ctx context.Context, r jobsapi.StartRequest) (jobsapi.Start
 	return res, err
 }
 
+// HandOffWait bounds how long an interrupted RunUntil waits, after asking
+// for the hand-off, for the run call's answer.
+const HandOffWait = 10 * time.Second
+
+// RunUntil is Run for a caller that may be interrupted: when ctx ends and
+// handOff(context.Cause(ctx)) says so, it hands the run's foreground
+// commands to the background (OpHandOff, on a context of its own) and
+// reads the run call's answer, which then says what became of the command
+// (HandedOff, with Ended or Backgrounded): nothing it did is lost with the
+// caller's wait. Otherwise, and when the hand-off or its answer fails, it
+// returns as Run does, with ctx's error. A request without a run (r.Run)
+// is never handed off.
+func (c *Client) RunUntil(ctx context.Context, r jobsapi.StartRequest, handOff func(cause error) bool) (jobsapi.StartResponse, error) {
+	if handOff == nil || r.Run == "" {
+		return c.Run(ctx, r)
+	}
+	// The call outlives ctx, by at most HandOffWait once ctx has ended.
+	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	type answer struct {
+		res jobsapi.StartResponse
+		err error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		res, err := c.Run(rctx, r)
+		done <- answer{res, err}
+	}()
+	select {
+	case a := <-done:
+		return a.res, a.err
+	case <-ctx.Done():
+	}
+	if !handOff(context.Cause(ctx)) {
+		return jobsapi.StartResponse{}, ctx.Err()
+	}
+	hctx, hcancel := context.WithTimeout(context.WithoutCancel(ctx), HandOffWait)
+	defer hcancel()
+	req := jobsapi.HandOffRequest{SessionRequest: jobsapi.SessionRequest{Tenant: r.Tenant, Session: r.Session, Fence: r.Run}, Run: r.Run}
+	var ho jobsapi.HandOffResponse
+	if err := c.request(hctx, req.SessionRequest, jobsapi.OpHandOff, 0, req, &ho); err != nil {
+		return jobsapi.StartResponse{}, fmt.Errorf("%w (the command was not handed to the background: %w)", ctx.Err(), err)
+	}
+	select {
+	case a := <-done:
+		return a.res, a.err
+	case <-hctx.Done():
+		return jobsapi.StartResponse{}, fmt.Errorf("%w (handed to the background, but the run call did not answer within %s)", ctx.Err(), HandOffWait)
+	}
+}
+
 // Status waits up to wait for the job to end (or, for a function task, to
 // report) and returns it with how the wait ended. It counts as the model
 // seeing an end: that end is not published again.
@@ -449,6 +519,10 @@ func (c *Client) KillSession(ctx context.Context, tenant, session string) ([]job
 }
 
 func (c *Client) sessionJobs(ctx context.Context, tenant, session, op string) ([]jobsapi.Job, error) {
+	// Read afresh: a worker that lost the session to a rebind while it was
+	// away answers a list of it with nothing, not with a refusal, so a
+	// cached binding would show a session's jobs as none until restart.
+	c.forget(tenant + "." + session)
 	w, err := c.Binding(ctx, tenant, session)
 	if err != nil || w == "" {
 		return []jobsapi.Job{}, err

@@ -41,6 +41,7 @@ const (
 	OpList        = "list"         // SessionRequest → ListResponse
 	OpGet         = "get"          // JobRequest → Job (does not count as the model seeing an end)
 	OpChildState  = "child_state"  // ChildStateRequest → ChildStateResponse
+	OpHandOff     = "hand_off"     // HandOffRequest → HandOffResponse
 	OpRead        = "read"         // ReadRequest → workspace.ReadResult (lines, or with Images an image whole)
 	OpWrite       = "write"        // WriteRequest → workspace.WriteResult
 	OpEdit        = "edit"         // EditRequest → workspace.EditResult
@@ -58,7 +59,7 @@ const (
 // Ops lists every operation, in the order the worker registers them.
 var Ops = []string{
 	OpStart, OpRun, OpStatus, OpOutput, OpKill, OpKillSession, OpList, OpGet,
-	OpChildState, OpRead, OpWrite, OpEdit, OpGlob, OpGrep,
+	OpChildState, OpHandOff, OpRead, OpWrite, OpEdit, OpGlob, OpGrep,
 	OpMCPOpen, OpMCPSend, OpMCPRecv, OpMCPClose, OpMCPState, OpMCPReport,
 }
 
@@ -148,6 +149,12 @@ type StartResponse struct {
 	// timeout and goes on as background job Job.ID; its end is announced
 	// by an io.jetway.job.exited event.
 	Backgrounded bool `json:"backgrounded,omitempty"`
+	// HandedOff (run only): the run stopped waiting (a steer, the run's
+	// end) and handed the command off (OpHandOff) before the timeout.
+	// With Backgrounded it goes on as a background job whose end is an
+	// ordinary io.jetway.job.exited notice; with Ended it had ended and
+	// this answer carries its end.
+	HandedOff bool `json:"handed_off,omitempty"`
 	// Output is the last lines of the output (run only), at most
 	// MaxRunOutputBytes; OmittedLines were left out before them.
 	Output       string `json:"output,omitempty"`
@@ -215,6 +222,35 @@ type ListResponse struct {
 type ChildStateRequest struct {
 	SessionRequest
 	Run string `json:"run"`
+}
+
+// BoundElsewhere is a worker's refusal of a request for a session bound to
+// another worker: a client that cached the old binding (it moved while the
+// worker was away) reads the binding again and asks the right worker.
+func BoundElsewhere(sid, owner, worker string) *Error {
+	return &Error{Code: CodeConflict, Message: fmt.Sprintf("session %s is bound to worker %s, not %s", sid, owner, worker)}
+}
+
+// IsBoundElsewhere says err is a BoundElsewhere refusal.
+func IsBoundElsewhere(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Code == CodeConflict && strings.Contains(e.Message, " is bound to worker ")
+}
+
+// HandOffRequest hands a run's foreground commands to the background:
+// the run that waits for them was interrupted (a steer, the run's end),
+// and its waits end now instead of at their timeouts. Fence must name Run:
+// a run that is no longer its session's live run hands nothing off, so a
+// recovering runner still finds its commands in the foreground and kills
+// them.
+type HandOffRequest struct {
+	SessionRequest
+	Run string `json:"run"`
+}
+
+// HandOffResponse lists the run's commands whose waits were ended.
+type HandOffResponse struct {
+	Jobs []Job `json:"jobs"`
 }
 
 // ChildStateResponse is the answer, with the run's jobs. State is "gone"

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"jetway/pkg/agent/tool"
+	"jetway/pkg/handover"
 	"jetway/pkg/llm"
 	"jetway/pkg/workspace"
 	"jetway/services/jobs/client"
@@ -204,7 +205,10 @@ func (t *tools) shell(ctx context.Context, call tool.Call) (tool.Result, error) 
 			"read its output with %s, stop it with %s.\n%s", res.Job.ID, JobStatus, res.Job.ID, JobOutput, JobKill, res.Job.Line), nil)
 	}
 	r.TimeoutMS, r.Run = timeout*1000, t.run
-	res, err := t.c.Run(ctx, r)
+	res, err := t.c.RunUntil(ctx, r, handOff)
+	if ctx.Err() != nil {
+		return interrupted(res, err)
+	}
 	if err != nil {
 		return answer("", err)
 	}
@@ -227,6 +231,47 @@ func (t *tools) shell(ctx context.Context, call tool.Call) (tool.Result, error) 
 		b.WriteString("\n" + res.Output)
 	}
 	return answer(b.String(), nil)
+}
+
+// handOff says whether a foreground command whose run was interrupted goes
+// on in the background: yes for a steer and for the run's end (the run's
+// context cancelled plainly), no for a cancellation that speaks for itself
+// — Ground Stop, under which the jobs worker kills the session's commands
+// and the model reads that instead — and no for a lapse of the runner's
+// lease, after which another runner may recover the run and kill its
+// foreground commands as the recovery's rule says.
+func handOff(cause error) bool {
+	return errors.Is(cause, context.Canceled)
+}
+
+// interrupted is the result of a foreground shell call whose run was
+// interrupted while it waited. What became of the command stands in the
+// history (tool.Result.Stands), the job's id first, so the brief of the run
+// that follows names it: handed to the background with its end to come as a
+// notice, ended before the hand-off, or never started. Anything else —
+// Ground Stop, a hand-off that failed — leaves the executor's Cancelled text.
+func interrupted(res jobsapi.StartResponse, err error) (tool.Result, error) {
+	var ae *jobsapi.Error
+	switch {
+	case err != nil && errors.As(err, &ae) && ae.Code == jobsapi.CodeConflict:
+		return tool.Result{Content: handover.HandedOffResult + " before it started; it did not run (" + ae.Message + ")", IsError: true, Stands: true}, nil
+	case err != nil || !res.HandedOff:
+		return tool.Result{}, err
+	case res.Backgrounded:
+		var b strings.Builder
+		fmt.Fprintf(&b, "%s: it goes on in the background as job %s. Its end arrives as an ordinary job notice; "+
+			"check it with %s (id %s), read its output with %s, stop it with %s.\n%s",
+			handover.HandedOffResult, res.Job.ID, JobStatus, res.Job.ID, JobOutput, JobKill, res.Job.Line)
+		writeTail(&b, res.Job.Tail)
+		return tool.Result{Content: b.String(), Stands: true}, nil
+	default:
+		var b strings.Builder
+		fmt.Fprintf(&b, "%s, but it had already ended (job %s):\n%s", handover.HandedOffResult, res.Job.ID, res.Job.Line)
+		if res.Output != "" {
+			b.WriteString("\n" + res.Output)
+		}
+		return tool.Result{Content: b.String(), Stands: true}, nil
+	}
 }
 
 func writeTail(b *strings.Builder, tail []string) {
