@@ -55,7 +55,7 @@ func (s stack) run(t *testing.T, token string, args ...string) string {
 
 func TestSend_while_Ground_Stop_holds_the_session_says_held_and_how_to_lift_it(t *testing.T) {
 	s := realStack(t)
-	free := s.run(t, stackUser, "send", "s2", "hello")
+	free := s.run(t, stackUser, "send", "s2", "hello", "--wait", "0")
 	if !regexp.MustCompile(`^sent \S+\n$`).MatchString(free) {
 		t.Fatalf("send to a free session printed %q, want only the id", free)
 	}
@@ -81,7 +81,7 @@ func TestSend_while_Ground_Stop_holds_the_session_says_held_and_how_to_lift_it(t
 	}
 
 	s.run(t, stackAdmin, "stop", "--off", "--session", "s1")
-	if out := s.run(t, stackUser, "send", "s1", "go"); strings.Contains(out, "held") {
+	if out := s.run(t, stackUser, "send", "s1", "go", "--wait", "0"); strings.Contains(out, "held") {
 		t.Fatalf("after the lift send printed %q", out)
 	}
 }
