@@ -14,6 +14,7 @@ import (
 	"jetway/pkg/auth"
 	"jetway/pkg/bus"
 	"jetway/pkg/llm"
+	"jetway/pkg/llm/llmtest"
 	"jetway/services/runner"
 )
 
@@ -215,5 +216,21 @@ func TestHistory_prints_a_whole_session_readably_with_each_run_s_agent_and_as_js
 
 	if _, err := runCLI(t, "history", "--url", s.url, "--token", stackUser, "nosuch"); err == nil || !strings.Contains(err.Error(), "404") {
 		t.Fatalf("history of an unknown session: %v", err)
+	}
+}
+
+func TestHistory_says_why_a_run_ended_on_a_model_error(t *testing.T) {
+	model := llmtest.NewAnthropic(t)
+	model.SetFallback(llmtest.Reply{Error: &llmtest.APIError{Status: 404, Type: "not_found_error", Message: "model: claude-nope"}})
+	t.Setenv("ANTHROPIC_API_KEY", "sk-test")
+	t.Setenv("ANTHROPIC_BASE_URL", model.URL())
+	d := startDev(t)
+	cf := []string{"--url", d.url, "--tokens-file", d.tokens}
+	if out, err := runCLI(t, append([]string{"send", "s1", "hello"}, cf...)...); err != nil {
+		t.Fatalf("send: %v\n%s", err, out)
+	}
+	out := waitCLI(t, "the run's end", func(s string) bool { return strings.Contains(s, "ended: ") }, append([]string{"history", "s1"}, cf...)...)
+	if !regexp.MustCompile(`ended: model_error — .*model: claude-nope`).MatchString(out) {
+		t.Fatalf("history does not say why the run ended:\n%s", out)
 	}
 }

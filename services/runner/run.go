@@ -650,7 +650,7 @@ func (a *actor) finishRun(ctx context.Context, lr *liveRun, res runResult) {
 	tr := a.tr
 	steer := a.steering
 	a.steering = nil
-	err := tr.appendSure(ctx, Record{Kind: RecordRunEnded, Run: lr.id, Runner: a.r.cfg.ID, Reason: reason, MCP: res.mcp}, 15*time.Second)
+	err := tr.appendSure(ctx, Record{Kind: RecordRunEnded, Run: lr.id, Runner: a.r.cfg.ID, Reason: reason, Error: errText, MCP: res.mcp}, 15*time.Second)
 	if err != nil {
 		// Fenced, or the store stayed away: the end is not recorded, so the
 		// run must not be called finished. lost() hands it over for

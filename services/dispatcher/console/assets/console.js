@@ -413,7 +413,7 @@
   function drawEntry(r, e) {
     if (e.kind === 'run_started') r.runStarted(e.run, `run ${e.run} started (${e.cause || 'dispatch'})`, e.time);
     if (e.kind === 'run_ended') {
-      r.runEnded(e.run, e.reason, null, null, { time: e.time });
+      r.runEnded(e.run, e.reason, null, null, { time: e.time, error: e.error });
       // The MCP servers the run had no tools of, and why (docs/MCP.md).
       for (const m of e.mcp || []) r.notice(`MCP server ${m.server} (${m.transport}) ${m.state}: ${m.error || '-'}`, e.run);
       return;
