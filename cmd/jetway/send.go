@@ -51,7 +51,7 @@ agent profile exists, a runner serves its model) is refused at once.`,
 				defer cancel()
 				watch, _ = c.Stream(ctx, session, client.StreamOptions{FromNew: true})
 				if watch != nil {
-					defer watch.Close()
+					defer func() { _ = watch.Close() }() // only read from; nothing to lose
 				}
 			}
 			acc, err := c.InputAgent(cmd.Context(), session, strings.Join(args[1:], " "), agentName)
