@@ -120,3 +120,49 @@ func TestChat_agent_flag_asks_for_that_profile_and_an_unknown_one_is_refused_nam
 		t.Fatalf("a line typed with --agent nosuch was not refused naming it:\n%s", out)
 	}
 }
+
+func TestSend_is_refused_at_once_when_no_runner_serves_the_agents_model_and_prints_the_run_or_the_runners_refusal(t *testing.T) {
+	t.Setenv("ANTHROPIC_API_KEY", "")
+	d := startDev(t)
+	cf := []string{"--url", d.url, "--tokens-file", d.tokens}
+	dir := t.TempDir()
+	put := func(name, yaml string) {
+		t.Helper()
+		file := filepath.Join(dir, name+".yaml")
+		if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := runCLI(t, append([]string{"agents", "put", "-f", file}, cf...)...); err != nil {
+			t.Fatalf("agents put %s: %v\n%s", name, err, out)
+		}
+	}
+	put("reviewer", "name: reviewer\ninstructions: Review.\nmodel:\n  provider: anthropic\n  name: claude-x\n")
+	put("once", "name: once\ninstructions: Do it.\nlimits:\n  runs_per_hour: 1\n")
+
+	// The dispatcher knows no runner has a key for the model: the send
+	// fails, saying why and what to set, and stores nothing.
+	out, err := runCLI(t, append([]string{"send", "s1", "review", "--agent", "reviewer"}, cf...)...)
+	if err == nil {
+		t.Fatalf("send --agent reviewer with no runner serving anthropic succeeded:\n%s", out)
+	}
+	for _, want := range []string{"reviewer", "anthropic claude-x", "ANTHROPIC_API_KEY"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("refusal %q does not say %q", err, want)
+		}
+	}
+	if strings.Contains(out, "sent") {
+		t.Errorf("a refused send printed %q", out)
+	}
+
+	// What only the runner knows comes back on the stream: the run it
+	// started, then the refusal of a second run over the profile's cap.
+	out, err = runCLI(t, append([]string{"send", "s2", "first", "--agent", "once", "--wait", "30s"}, cf...)...)
+	if err != nil || !regexp.MustCompile(`(?m)^run \S+ started \(dispatch\) · agent once v\d+`).MatchString(out) {
+		t.Fatalf("first send did not print its run's start: %v\n%s", err, out)
+	}
+	waitCLI(t, "s2 idle", func(s string) bool { return regexp.MustCompile(`(?m)^s2\s+idle`).MatchString(s) }, append([]string{"sessions"}, cf...)...)
+	out, err = runCLI(t, append([]string{"send", "s2", "second", "--wait", "30s"}, cf...)...)
+	if err == nil || !strings.Contains(err.Error(), "refused by the runner: run cap") || !strings.Contains(out, "sent ") {
+		t.Fatalf("second send over the run cap: %v\n%s", err, out)
+	}
+}

@@ -782,3 +782,56 @@ func TestConsole_cancels_a_layover_sets_the_recovery_policy_and_resumes(t *testi
 	b.until("the run's cause", `document.getElementById('live').innerText.includes('started (steered)')`)
 	b.shot("resumed")
 }
+
+func TestConsole_a_page_opened_during_a_tool_call_draws_the_call_once_inside_its_run_and_done(t *testing.T) {
+	// The shell call waits for a file the test creates once the page is
+	// open: the call is under way while the page loads its history.
+	d, tk := startConsoleDev(t, `{"turns": [
+	  {"text": "Waiting for the signal.", "tool_calls": [{"name": "shell", "input": {"command": "while [ ! -e go ]; do sleep 0.05; done; echo got the signal"}}]},
+	  {"text": "All done after the call."}
+	]}`)
+	if code := apiCall(t, d, "POST", "/v1/sessions/mid/input", tk.user, `{"text": "wait for it"}`, nil); code != http.StatusAccepted {
+		t.Fatalf("input: %d", code)
+	}
+	testutil.Eventually(t, devWait, "the shell call to be under way", func() bool {
+		var page struct {
+			Entries []struct {
+				Content []struct {
+					Type string `json:"type"`
+				} `json:"content"`
+			} `json:"entries"`
+		}
+		apiCall(t, d, "GET", "/v1/sessions/mid/transcript", tk.user, "", &page)
+		for _, e := range page.Entries {
+			for _, c := range e.Content {
+				if c.Type == "tool_use" {
+					return true
+				}
+			}
+		}
+		return false
+	})
+
+	b := newBrowser(t, d.url)
+	b.signIn(tk.user)
+	b.openSession("mid")
+	b.until("the pending call in the run's frame", `document.querySelectorAll('section.run details.tool').length === 1`)
+	if err := os.WriteFile(filepath.Join(d.data, "jobs", "default", "mid", "go"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b.until("the run's end", `document.getElementById('transcript').innerText.includes('All done after the call.')`)
+	b.until("the run's end line", `document.querySelector('section.run .run-end') !== null`)
+	b.shot("tool-call-mid-run")
+	if n := eval[int](b, `document.querySelectorAll('#transcript details.tool').length`); n != 1 {
+		t.Errorf("the page shows %d tool rows, want 1:\n%s", n, b.transcript())
+	}
+	if n := eval[int](b, `document.querySelectorAll('section.run details.tool').length`); n != 1 {
+		t.Errorf("%d tool rows inside the run's frame, want 1:\n%s", n, b.transcript())
+	}
+	if s := eval[string](b, `document.querySelector('#transcript details.tool summary')?.textContent || ''`); s != "tool shell — done" {
+		t.Errorf("the tool row reads %q, want %q", s, "tool shell — done")
+	}
+	if n := eval[int](b, `[...document.querySelectorAll('#transcript .entry.text')].filter(e => e.textContent.includes('All done after the call.') && !e.closest('section.run')).length`); n != 0 {
+		t.Errorf("the rest of the run is drawn outside its frame:\n%s", b.transcript())
+	}
+}

@@ -84,7 +84,11 @@ func (h *historyPrinter) entry(e client.TranscriptEntry) error {
 		h.printf("── run %s started (%s)%s %s\n", e.Run, e.Cause, agentOf(e), when)
 	case "run_ended":
 		h.flushCalls()
-		h.printf("── run %s ended: %s %s\n", e.Run, orDash(e.Reason), when)
+		why := orDash(e.Reason)
+		if e.Error != "" {
+			why += " — " + e.Error
+		}
+		h.printf("── run %s ended: %s %s\n", e.Run, why, when)
 		for _, s := range e.MCP {
 			h.printf("   MCP server %s (%s) %s: %s\n", s.Server, s.Transport, s.State, orDash(s.Error))
 		}
@@ -93,7 +97,11 @@ func (h *historyPrinter) entry(e client.TranscriptEntry) error {
 		h.printf("── the history was compacted here %s\n", when)
 		return h.err
 	case "refused":
-		h.printf("refused: event %s (%s): %s\n", e.Event, e.Type, e.Reason)
+		what := e.Event
+		if e.Type != "" {
+			what += " (" + e.Type + ")"
+		}
+		h.printf("refused: event %s: %s\n", what, e.Reason)
 		return h.err
 	case "answered":
 		h.printf("── event %s (%s) %s\n", e.Event, e.Type, e.Reason)

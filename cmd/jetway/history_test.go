@@ -14,6 +14,7 @@ import (
 	"jetway/pkg/auth"
 	"jetway/pkg/bus"
 	"jetway/pkg/llm"
+	"jetway/pkg/llm/llmtest"
 	"jetway/services/runner"
 )
 
@@ -55,7 +56,7 @@ func (s stack) run(t *testing.T, token string, args ...string) string {
 
 func TestSend_while_Ground_Stop_holds_the_session_says_held_and_how_to_lift_it(t *testing.T) {
 	s := realStack(t)
-	free := s.run(t, stackUser, "send", "s2", "hello")
+	free := s.run(t, stackUser, "send", "s2", "hello", "--wait", "0")
 	if !regexp.MustCompile(`^sent \S+\n$`).MatchString(free) {
 		t.Fatalf("send to a free session printed %q, want only the id", free)
 	}
@@ -81,7 +82,7 @@ func TestSend_while_Ground_Stop_holds_the_session_says_held_and_how_to_lift_it(t
 	}
 
 	s.run(t, stackAdmin, "stop", "--off", "--session", "s1")
-	if out := s.run(t, stackUser, "send", "s1", "go"); strings.Contains(out, "held") {
+	if out := s.run(t, stackUser, "send", "s1", "go", "--wait", "0"); strings.Contains(out, "held") {
 		t.Fatalf("after the lift send printed %q", out)
 	}
 }
@@ -215,5 +216,21 @@ func TestHistory_prints_a_whole_session_readably_with_each_run_s_agent_and_as_js
 
 	if _, err := runCLI(t, "history", "--url", s.url, "--token", stackUser, "nosuch"); err == nil || !strings.Contains(err.Error(), "404") {
 		t.Fatalf("history of an unknown session: %v", err)
+	}
+}
+
+func TestHistory_says_why_a_run_ended_on_a_model_error(t *testing.T) {
+	model := llmtest.NewAnthropic(t)
+	model.SetFallback(llmtest.Reply{Error: &llmtest.APIError{Status: 404, Type: "not_found_error", Message: "model: claude-nope"}})
+	t.Setenv("ANTHROPIC_API_KEY", "sk-test")
+	t.Setenv("ANTHROPIC_BASE_URL", model.URL())
+	d := startDev(t)
+	cf := []string{"--url", d.url, "--tokens-file", d.tokens}
+	if out, err := runCLI(t, append([]string{"send", "s1", "hello"}, cf...)...); err != nil {
+		t.Fatalf("send: %v\n%s", err, out)
+	}
+	out := waitCLI(t, "the run's end", func(s string) bool { return strings.Contains(s, "ended: ") }, append([]string{"history", "s1"}, cf...)...)
+	if !regexp.MustCompile(`ended: model_error — .*model: claude-nope`).MatchString(out) {
+		t.Fatalf("history does not say why the run ended:\n%s", out)
 	}
 }

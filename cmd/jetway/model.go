@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"os"
+	"slices"
 
 	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
@@ -29,6 +30,17 @@ func modelFromEnv() (llm.Provider, error) { return providers.FromEnv() }
 // provider's usual ones (docs/PROFILES.md).
 func modelFor(m dispatcherapi.AgentModel) (llm.Provider, error) {
 	return providers.ForModel(providers.Model{Provider: m.Provider, Name: m.Name, Endpoint: m.Endpoint}, os.Getenv)
+}
+
+// servedModels are the models modelFor can build from this environment,
+// as the runner advertises them in its heartbeat (agents.ServingKey).
+func servedModels() []string {
+	var keys []string
+	for _, m := range providers.Served(os.Environ(), os.Getenv) {
+		keys = append(keys, agents.ServingKey(agents.Model{Provider: m.Provider, Endpoint: m.Endpoint}))
+	}
+	slices.Sort(keys)
+	return keys
 }
 
 // runnerTools are the tools a run gets: the shell, job and file tools of the

@@ -88,7 +88,7 @@ any service with provisioning rights, creates them).`,
 			}
 			defer nc.Close()
 			r, err := runner.New(ctx, runner.Config{
-				NC: nc, ID: rf.id, Provider: provider, ModelFor: modelFor, Logger: log,
+				NC: nc, ID: rf.id, Provider: provider, ModelFor: modelFor, Models: servedModels(), Logger: log,
 				Heartbeat: rf.heartbeat, IdleEvict: rf.idleEvict, MaxTurns: rf.maxTurns, MaxDuration: rf.maxDuration,
 				Rails: rf.rails, ContextWindow: rf.window,
 				Tools: runnerTools(nc), ChildState: runnerChildState(nc), KillRun: runnerKillRun(nc),
@@ -115,7 +115,7 @@ func runDevRunner(ctx context.Context, env *devEnv) error {
 		return err
 	}
 	r, err := runner.New(ctx, runner.Config{
-		NC: env.NC, ID: "dev", Provider: provider, ModelFor: modelFor, Logger: log,
+		NC: env.NC, ID: "dev", Provider: provider, ModelFor: modelFor, Models: servedModels(), Logger: log,
 		MaxTurns: 50, MaxDuration: 30 * time.Minute,
 		Tools: runnerTools(env.NC), ChildState: runnerChildState(env.NC), KillRun: runnerKillRun(env.NC),
 		ReadInstructions: runnerInstructions(env.NC),

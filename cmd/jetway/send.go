@@ -1,15 +1,18 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"jetway/pkg/client"
+	"jetway/pkg/events"
 )
 
 func init() { addCommand(newSendCmd) }
@@ -17,6 +20,7 @@ func init() { addCommand(newSendCmd) }
 func newSendCmd(*globals) *cobra.Command {
 	var cf clientFlags
 	var agentName string
+	var wait time.Duration
 	cmd := &cobra.Command{
 		Use:   "send SESSION TEXT...",
 		Short: "Send a line of input into a session",
@@ -25,21 +29,46 @@ as an io.jetway.input event through the dispatcher. An idle session starts a
 run with it; a busy one hands it to the model before its next call.
 --agent binds the session to one of the tenant's agent profiles (jetway
 agents ls) from its next run on; without it the session keeps its binding
-("default" until bound).`,
+("default" until bound).
+
+send then waits up to --wait for what the runner did with it: the run it
+started (printed), a refusal (printed, and send exits non-zero), or a live
+run it was handed to. What the dispatcher can check before accepting (the
+agent profile exists, a runner serves its model) is refused at once.`,
 		Args: cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := cf.client(false)
 			if err != nil {
 				return err
 			}
-			acc, err := c.InputAgent(cmd.Context(), args[0], strings.Join(args[1:], " "), agentName)
+			session := args[0]
+			// The stream is open before the input is sent, so the run it
+			// starts cannot be missed; a stream that cannot be opened only
+			// means send does not wait.
+			var watch *client.Stream
+			if wait > 0 && !cf.json {
+				ctx, cancel := context.WithTimeout(cmd.Context(), wait)
+				defer cancel()
+				watch, _ = c.Stream(ctx, session, client.StreamOptions{FromNew: true})
+				if watch != nil {
+					defer func() { _ = watch.Close() }() // only read from; nothing to lose
+				}
+			}
+			acc, err := c.InputAgent(cmd.Context(), session, strings.Join(args[1:], " "), agentName)
 			if err != nil {
 				return err
 			}
-			return cf.printAccepted(cmd.OutOrStdout(), c.BaseURL(), args[0], acc, "sent")
+			if err := cf.printAccepted(cmd.OutOrStdout(), c.BaseURL(), session, acc, "sent"); err != nil {
+				return err
+			}
+			if watch == nil || acc.Duplicate || len(acc.Held) > 0 {
+				return nil // nothing of this input's will come, or nothing now
+			}
+			return awaitStart(cmd.OutOrStdout(), watch, acc.ID, wait)
 		},
 	}
 	cmd.Flags().StringVar(&agentName, "agent", "", "bind the session to this agent profile (docs/PROFILES.md)")
+	cmd.Flags().DurationVar(&wait, "wait", 5*time.Second, "wait this long for the run the input starts (or the runner's refusal) and print it; 0: do not wait")
 	cf.register(cmd, true)
 	return cmd
 }
@@ -121,6 +150,39 @@ func heldLine(sw client.StopSwitch, lift string) string {
 		s += " (" + sw.Reason + ")"
 	}
 	return s + " — " + lift
+}
+
+// awaitStart reads the session's stream until the runner answers input
+// id: a run started with it, the live run took it, or it was refused (an
+// error, so send exits non-zero with the reason). Nothing within wait is
+// said as such, not an error: the input is stored and will be handled.
+func awaitStart(w io.Writer, s *client.Stream, id string, wait time.Duration) error {
+	for {
+		ev, err := s.Next()
+		if err != nil {
+			_, werr := fmt.Fprintf(w, "no run started within %s (the session may be waiting for a runner, or its run for a person); follow it with: jetway chat or jetway history\n", wait)
+			return werr
+		}
+		switch ev.Type {
+		case events.TypeRunStarted:
+			var st events.RunStarted
+			if json.Unmarshal(ev.Data, &st) == nil && slices.Contains(st.Events, id) {
+				_, err := fmt.Fprintln(w, events.RunStartedHeadline(st))
+				return err
+			}
+		case events.TypeRunDelivered:
+			var d events.RunDelivered
+			if json.Unmarshal(ev.Data, &d) == nil && slices.Contains(d.Events, id) {
+				_, err := fmt.Fprintf(w, "handed to the live run %s\n", d.Run)
+				return err
+			}
+		case events.TypeRunRefused:
+			var r events.RunRefused
+			if json.Unmarshal(ev.Data, &r) == nil && r.Event == id {
+				return fmt.Errorf("refused by the runner: %s", r.Reason)
+			}
+		}
+	}
 }
 
 func printJSON(w io.Writer, v any) error {

@@ -496,6 +496,9 @@ type TranscriptEntry struct {
 	Reason string `json:"reason,omitempty"`
 	Event  string `json:"event,omitempty"`
 	Type   string `json:"type,omitempty"`
+	// Error is the model provider's error a run ended on (run_ended,
+	// reason model_error), redacted.
+	Error string `json:"error,omitempty"`
 	// Usage is the model's token use for an assistant turn.
 	Usage *TranscriptUsage `json:"usage,omitempty"`
 	// From says who or what each event a run's first turn delivers came

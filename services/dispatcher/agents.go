@@ -7,6 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
+	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
@@ -203,8 +206,78 @@ func (d *agentsCore) agentExists(ctx context.Context, tenant, name string) error
 	if err != nil {
 		return err
 	}
-	_, err = agents.Get(ctx, kv, tenant, name)
-	return agentProblem(tenant, name, err)
+	prof, err := agents.Get(ctx, kv, tenant, name)
+	if err != nil {
+		return agentProblem(tenant, name, err)
+	}
+	return d.modelServed(ctx, prof)
+}
+
+// modelServed refuses a profile whose model no live runner says it can
+// call (their heartbeats list what they serve, agents.ServingKey): the
+// run would only be refused by the runner, after "sent". It refuses
+// nothing it cannot be sure of: a profile on the runner's own model, no
+// live runner (the event waits for one), a runner that does not say, or a
+// bucket that cannot be read.
+func (d *agentsCore) modelServed(ctx context.Context, prof agents.Profile) error {
+	key := agents.ServingKey(prof.Model)
+	if key == "" {
+		return nil
+	}
+	entries, err := d.scan(ctx, bus.BucketRunners, ">")
+	if err != nil {
+		d.log.Warn().Err(err).Msg("read runner heartbeats for a send's model check")
+		return nil
+	}
+	live := 0
+	for _, e := range entries {
+		var b struct {
+			Models *[]string `json:"models"`
+		}
+		if json.Unmarshal(e.Value(), &b) != nil || time.Since(e.Created()) > ClusterStaleAfter {
+			continue
+		}
+		if b.Models == nil || slices.Contains(*b.Models, key) {
+			return nil
+		}
+		live++
+	}
+	if live == 0 {
+		return nil
+	}
+	pr := problemf(http.StatusUnprocessableEntity, "model-not-served", "No runner serves the agent's model",
+		"agent %s names the model %s, and none of the %d live runners can call it: %s",
+		prof.Name, describeModel(prof.Model), live, configureHint(prof.Model))
+	pr.Field = "agent"
+	return pr
+}
+
+// describeModel is a profile's model as a person wrote it.
+func describeModel(m agents.Model) string {
+	s := m.Provider
+	if m.Name != "" {
+		s += " " + m.Name
+	}
+	if m.Endpoint != "" {
+		s += " at endpoint " + m.Endpoint
+	}
+	return s
+}
+
+// configureHint says what the runners' environment needs for m
+// (docs/PROFILES.md).
+func configureHint(m agents.Model) string {
+	if m.Endpoint != "" {
+		v := "JETWAY_ENDPOINT_" + strings.TrimPrefix(agents.ServingKey(m), m.Provider+"@")
+		return fmt.Sprintf("set %s_BASE_URL (%s_SCRIPT for a script) and %s_KEY_ENV, the name of the variable holding its key, on the runners (docs/PROFILES.md)", v, v, v)
+	}
+	switch m.Provider {
+	case agents.ProviderAnthropic:
+		return "set ANTHROPIC_API_KEY on the runners (docs/PROFILES.md)"
+	case agents.ProviderOpenAI:
+		return "set OPENAI_API_KEY or OPENAI_BASE_URL on the runners (docs/PROFILES.md)"
+	}
+	return "configure it on the runners (docs/PROFILES.md)"
 }
 
 // asAgentField is a name problem about an input's "agent" field.

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -50,7 +51,78 @@ func (d *jobsCore) Jobs(ctx context.Context, p auth.Principal, session string) (
 			Record:   asJSON(withoutHostPath(e.Value())),
 		})
 	}
+	d.liveFigures(ctx, p.Tenant, session, out)
 	return out, nil
+}
+
+// liveFigures brings the records of running jobs up to date from the
+// session's jobs worker. The worker stores a job's record when the job
+// starts and when it ends, not as its output grows, so a running job's
+// stored line said "running for 0s · 0 B / 0 lines" for as long as it
+// ran; the worker's own listing computes the figures as it answers. A
+// worker that does not answer leaves the stored records, which are still
+// right about everything but the figures.
+func (d *jobsCore) liveFigures(ctx context.Context, tenant, session string, jobs []JobInfo) {
+	running := false
+	for _, j := range jobs {
+		var r struct {
+			Status string `json:"status"`
+		}
+		if json.Unmarshal(j.Record, &r) == nil && r.Status == "running" {
+			running = true
+			break
+		}
+	}
+	if !running {
+		return
+	}
+	jc, err := d.jobsClient()
+	if err != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	live, err := jc.List(ctx, tenant, session)
+	if err != nil {
+		d.log.Debug().Err(err).Str("tenant", tenant).Str("session", session).Msg("live job figures")
+		return
+	}
+	byID := make(map[string]jobsapi.Job, len(live))
+	for _, j := range live {
+		byID[j.ID] = j
+	}
+	for i := range jobs {
+		if j, ok := byID[jobs[i].Job]; ok {
+			jobs[i].Record = overlay(jobs[i].Record, j)
+		}
+	}
+}
+
+// overlay is a stored job record with the fields of the worker's live
+// view of the job written over it (the record's own, such as its worker,
+// kept), without the host path.
+func overlay(record json.RawMessage, live jobsapi.Job) json.RawMessage {
+	var rec map[string]json.RawMessage
+	if json.Unmarshal(record, &rec) != nil {
+		return record
+	}
+	b, err := json.Marshal(live)
+	if err != nil {
+		return record
+	}
+	var fresh map[string]json.RawMessage
+	if json.Unmarshal(b, &fresh) != nil {
+		return record
+	}
+	for k, v := range fresh {
+		rec[k] = v
+	}
+	delete(rec, "path")
+	out, err := json.Marshal(rec)
+	if err != nil {
+		return record
+	}
+	return out
 }
 
 // withoutHostPath is a job record without its "path": the output file's

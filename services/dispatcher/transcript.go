@@ -101,7 +101,7 @@ func entryOf(m *jetstream.RawStreamMsg) api.TranscriptEntry {
 			Reason: "the stored record does not decode: " + err.Error()}
 	}
 	e := api.TranscriptEntry{ID: m.Sequence, Kind: r.Kind, Time: r.Time, Run: r.Run,
-		Cause: redact.Text(r.Cause), Reason: redact.Text(r.Reason), Event: r.Event, Type: r.Type,
+		Cause: redact.Text(r.Cause), Reason: redact.Text(r.Reason), Error: redact.Text(r.Error), Event: r.Event, Type: r.Type,
 		From: r.From, Agent: r.Agent, AgentVersion: r.AgentVersion}
 	for _, s := range r.MCP {
 		s.Error = redact.Text(s.Error)

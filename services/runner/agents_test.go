@@ -536,3 +536,56 @@ func TestA_rebinding_during_a_live_run_is_kept_in_the_session_record(t *testing.
 		return rec.State != StateRunning && rec.Agent == "reviewer" && rec.NextAgent == ""
 	})
 }
+
+func TestA_run_refused_for_its_agent_s_model_keeps_the_session_bound_to_that_agent_not_default(t *testing.T) {
+	e := newEnv(t)
+	e.putProfile("t1", "reviewer", agents.Profile{Instructions: "Review.",
+		Model: dispatcherapi.AgentModel{Provider: "anthropic", Name: "claude-x"}})
+	model, p := fakeModel(t)
+	model.SetFallback(llmtest.Reply{Text: "ok"})
+	e.startRunner("r1", p, nil) // no ModelFor: serves only its own model
+
+	id := e.publishAgent("t1", "s1", "review this", "reviewer")
+	testutil.Eventually(t, 20*time.Second, "the refusal to be recorded", func() bool {
+		return countKind(e.records("t1", "s1"), RecordRefused) == 1
+	})
+	if why := refusal(e.records("t1", "s1"), id); !strings.Contains(why, "reviewer") {
+		t.Fatalf("refusal %q does not name the agent", why)
+	}
+	if rec := e.session("t1", "s1"); rec.Agent != "reviewer" {
+		t.Fatalf("after the refusal the session is bound to %q, want reviewer", rec.Agent)
+	}
+	// The next input, naming no agent, goes by the binding: refused
+	// again, never a quiet run of the default.
+	e.publish(events.KindEvents, "t1", "s1", events.Input{Text: "and now?"})
+	testutil.Eventually(t, 20*time.Second, "the second refusal", func() bool {
+		return countKind(e.records("t1", "s1"), RecordRefused) == 2
+	})
+	if n := countKind(e.records("t1", "s1"), RecordRunStarted); n != 0 || model.RequestCount() != 0 {
+		t.Fatalf("%d runs started, %d model calls: the session ran as default", n, model.RequestCount())
+	}
+}
+
+func TestA_runner_s_heartbeat_says_which_models_it_serves(t *testing.T) {
+	e := newEnv(t)
+	_, p := fakeModel(t)
+	modelFor := func(dispatcherapi.AgentModel) (llm.Provider, error) { return p, nil }
+	e.run(Config{ID: "r1", Provider: p, ModelFor: modelFor, Models: []string{"anthropic", "openai@LOCAL"}, IdleEvict: time.Minute})
+	e.startRunner("r2", p, nil)
+	kv, err := e.js.KeyValue(context.Background(), bus.BucketRunners)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id, want := range map[string]string{"r1": `"models":["anthropic","openai@LOCAL"]`, "r2": `"models":[]`} {
+		testutil.EventuallyNil(t, 10*time.Second, id+"'s heartbeat", func() error {
+			en, err := kv.Get(context.Background(), id)
+			if err != nil {
+				return err
+			}
+			if !strings.Contains(string(en.Value()), want) {
+				return fmt.Errorf("heartbeat %s, want %s", en.Value(), want)
+			}
+			return nil
+		})
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -132,6 +133,12 @@ func (a *actor) start(ctx context.Context, p plan) bool {
 		}
 		if err != nil {
 			a.rebind = ""
+			if act != actRecover && !errors.As(err, &unknown) && rec.Agent != stored.Agent {
+				// The person named an agent that exists and cannot run
+				// here: the session stays bound to it (its next run goes
+				// by it, or is refused again), never quietly "default".
+				keepBinding(ctx, &a.record, stored, rev, rec.Agent, a.log)
+			}
 			a.unservable(ctx, act, p, &rec, &rev, err.Error())
 			return true
 		}
@@ -191,6 +198,17 @@ func (a *actor) unservable(ctx context.Context, act act, p plan, rec *SessionRec
 		}
 	}
 	a.refuseRun(ctx, p, reason)
+}
+
+// keepBinding stores agent as the binding of the session whose record at
+// revision rev is stored, at no version (its next run takes the current
+// one). A write the record refuses is logged and left: the binding then
+// stays with the events that name the agent.
+func keepBinding(ctx context.Context, rc *recordCopy, stored SessionRecord, rev uint64, agent string, log zerolog.Logger) {
+	stored.Agent, stored.AgentVersion = agent, 0
+	if _, err := rc.put(ctx, stored, rev); err != nil {
+		log.Warn().Err(err).Str("agent", agent).Msg("bind the session to the agent its refused run named")
+	}
 }
 
 // maxDecisions bounds how often one start decides: a refused recovery and
@@ -385,7 +403,13 @@ func (a *actor) refuseRun(ctx context.Context, p plan, reason string) {
 		a.noteSeen(tr, in.id)
 	}
 	a.settle(msgsOf(p.ins)...)
-	a.r.publishOut(ctx, a.tenant, a.session, events.RunRefused{Reason: reason})
+	refused := events.RunRefused{Reason: reason}
+	if len(p.ins) > 0 {
+		// The event refused, so a sender waiting on the stream knows it
+		// is its own.
+		refused.Event = p.ins[0].id
+	}
+	a.r.publishOut(ctx, a.tenant, a.session, refused)
 	if len(p.ins) > 0 {
 		a.sub.Refused(ctx, p.ins[0].id, reason)
 	}
@@ -653,7 +677,7 @@ func (a *actor) finishRun(ctx context.Context, lr *liveRun, res runResult) {
 	tr := a.tr
 	steer := a.steering
 	a.steering = nil
-	err := tr.appendSure(ctx, Record{Kind: RecordRunEnded, Run: lr.id, Runner: a.r.cfg.ID, Reason: reason, MCP: res.mcp}, 15*time.Second)
+	err := tr.appendSure(ctx, Record{Kind: RecordRunEnded, Run: lr.id, Runner: a.r.cfg.ID, Reason: reason, Error: errText, MCP: res.mcp}, 15*time.Second)
 	if err != nil {
 		// Fenced, or the store stayed away: the end is not recorded, so the
 		// run must not be called finished. lost() hands it over for

@@ -57,6 +57,11 @@ type Config struct {
 	// built once, at the first run that needs it, and kept. Nil: a profile
 	// that names a model is refused, this runner serving only Provider.
 	ModelFor func(m agents.Model) (llm.Provider, error)
+	// Models are the models ModelFor can build, as agents.ServingKey
+	// spells them; the runner advertises them in its heartbeat so the
+	// dispatcher refuses at once a send whose model no runner serves.
+	// Ignored without ModelFor (the runner then advertises none).
+	Models []string
 	// ReadInstructions, if set, reads a workspace instruction file of the
 	// run's profile (AGENTS.md) through the session's jobs worker at the
 	// run's start, at most max bytes of it. Nil: no files are read.
@@ -264,6 +269,7 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 		JS: js, Peers: runners, ID: cfg.ID, Incarnation: newID(""), Partitions: p,
 		Heartbeat: cfg.Heartbeat, StaleAfter: cfg.StaleAfter, OnLeaseLost: r.leaseLost,
 		Deliver: r.deliver, Busy: r.busyIn, OnBeat: r.sweep, Log: cfg.Logger,
+		Models: advertised(cfg),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("runner: %w", err)
@@ -332,4 +338,14 @@ func newID(prefix string) string {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	return prefix + hex.EncodeToString(b[:])
+}
+
+// advertised is what the heartbeat says this runner serves besides its
+// own provider: Models when it can build models, else none (an empty list,
+// not an absent one: "serves nothing named", not "does not say").
+func advertised(cfg Config) []string {
+	if cfg.ModelFor == nil {
+		return []string{}
+	}
+	return append([]string{}, cfg.Models...)
 }

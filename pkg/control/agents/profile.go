@@ -1,6 +1,9 @@
 package agents
 
-import "time"
+import (
+	"strings"
+	"time"
+)
 
 // The profile types. They are the wire form too: pkg/dispatcherapi
 // aliases them (Agent, AgentModel, …), so the dispatcher's HTTP and NATS
@@ -143,4 +146,21 @@ type MCPServerState struct {
 	// jobs worker did not answer; Error says so).
 	State string `json:"state"`
 	Error string `json:"error,omitempty"`
+}
+
+// ServingKey names what a runner must have configured to serve m: its
+// provider, and for a named endpoint "@" and the endpoint as its variables
+// spell it (upper case, - as _; docs/PROFILES.md). Runners advertise the
+// keys they can serve in their heartbeat and the dispatcher compares a
+// profile's key with them, so a send naming a model no runner can call is
+// refused at once instead of by a runner, later, on the session's stream.
+// The zero Model (the runner's own) is "".
+func ServingKey(m Model) string {
+	if m == (Model{}) {
+		return ""
+	}
+	if m.Endpoint == "" {
+		return m.Provider
+	}
+	return m.Provider + "@" + strings.ToUpper(strings.ReplaceAll(m.Endpoint, "-", "_"))
 }

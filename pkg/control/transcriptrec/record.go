@@ -43,6 +43,11 @@ type Record struct {
 	// (run_ended) or why an event was refused (refused).
 	Cause  string `json:"cause,omitempty"`
 	Reason string `json:"reason,omitempty"`
+	// Error is what the model's provider said when a run ended on its
+	// error (run_ended, reason model_error), redacted: without it the
+	// history said "model_error" and the cause was only in the logs and
+	// the live stream.
+	Error string `json:"error,omitempty"`
 	// Event and Type name a refused event.
 	Event string `json:"event,omitempty"`
 	Type  string `json:"type,omitempty"`

@@ -128,3 +128,36 @@ func wrap[P llm.Provider](p P, err error) (llm.Provider, error) {
 	}
 	return p, nil
 }
+
+// Served lists the models ForModel can build from this environment
+// (environ as os.Environ gives it, getenv reading it): each provider
+// without an endpoint whose usual variables are set, the script demo, and
+// each provider on each endpoint JETWAY_ENDPOINT_<NAME>_* configures, the
+// endpoint spelt as its variables spell it. A runner advertises them in
+// its heartbeat (agents.ServingKey), so the dispatcher can refuse a send
+// whose model no runner can call. It builds nothing over the network.
+func Served(environ []string, getenv func(string) string) []Model {
+	endpoints := map[string]bool{"": true}
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		rest, ok := strings.CutPrefix(name, endpointPrefix)
+		if !ok {
+			continue
+		}
+		for _, part := range []string{"_BASE_URL", "_SCRIPT"} {
+			if ep, ok := strings.CutSuffix(rest, part); ok && ep != "" {
+				endpoints[ep] = true
+			}
+		}
+	}
+	var out []Model
+	for ep := range endpoints {
+		for _, prov := range []string{"anthropic", "openai", "script"} {
+			m := Model{Provider: prov, Name: "probe", Endpoint: ep}
+			if _, err := ForModel(m, getenv); err == nil {
+				out = append(out, Model{Provider: prov, Endpoint: ep})
+			}
+		}
+	}
+	return out
+}

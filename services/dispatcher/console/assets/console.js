@@ -345,14 +345,21 @@
   // ---- transcript rendering ---------------------------------------------------
 
   // renderer draws runs, text, tool calls and notices into root; the history
-  // and the live stream each have one.
-  function renderer(root) {
-    const runs = new Map();
-    const tools = new Map();
+  // and the live stream each have one. The live one shares the history's
+  // runs and tool calls (shared): a page opened while a run goes on has the
+  // run's frame and its pending tool calls from the history, and the
+  // stream's rest of that run belongs in them — drawn apart, a pending
+  // "tool shell" stayed in the frame for ever and "tool shell — done" and
+  // the rest of the run came outside it.
+  function renderer(root, shared) {
+    const runs = shared ? shared.runs : new Map();
+    const tools = shared ? shared.tools : new Map();
     let text = null;
     const into = (run) => (run && runs.has(run) ? runs.get(run).el : root);
     return {
+      runs, tools,
       runStarted(run, head, time) {
+        if (runs.has(run)) { text = null; return; } // the history drew it
         const el = h('section', { class: 'run', 'aria-label': 'run ' + run }, h('div', { class: 'run-head' }, head));
         root.append(el);
         runs.set(run, { el, time, inTok: 0, outTok: 0 });
@@ -376,6 +383,7 @@
       toolUse(run, id, name, input) {
         text = null;
         const args = input === undefined || input === null ? '' : JSON.stringify(input, null, 2);
+        if (tools.has(id)) return; // drawn already, by the history or the stream
         const el = h('details', { class: 'tool' }, h('summary', {}, 'tool ' + name), h('div', { class: 'small muted' }, 'arguments'), h('pre', {}, args));
         tools.set(id, el);
         into(run).append(el);
@@ -387,6 +395,8 @@
           el = h('details', { class: 'tool' }, h('summary', {}, 'tool ' + (name || id)));
           into(run).append(el);
         }
+        if (el.dataset.ended) return; // its result is drawn already
+        el.dataset.ended = 'yes';
         if (isError) el.classList.add('error');
         el.querySelector('summary').append(isError ? ' — failed' : ' — done');
         el.append(h('div', { class: 'small muted' }, 'result'), h('pre', {}, result || ''));
@@ -413,7 +423,7 @@
   function drawEntry(r, e) {
     if (e.kind === 'run_started') r.runStarted(e.run, `run ${e.run} started (${e.cause || 'dispatch'})`, e.time);
     if (e.kind === 'run_ended') {
-      r.runEnded(e.run, e.reason, null, null, { time: e.time });
+      r.runEnded(e.run, e.reason, null, null, { time: e.time, error: e.error });
       // The MCP servers the run had no tools of, and why (docs/MCP.md).
       for (const m of e.mcp || []) r.notice(`MCP server ${m.server} (${m.transport}) ${m.state}: ${m.error || '-'}`, e.run);
       return;
@@ -535,7 +545,7 @@
     const more = h('button', { type: 'button', hidden: true }, 'Load more history');
     const transcript = h('div', { class: 'transcript card', id: 'transcript', role: 'log', 'aria-label': 'Transcript', tabindex: '0' }, history, more, live);
     const hist = renderer(history);
-    const liveR = renderer(live);
+    const liveR = renderer(live, hist);
     let next = 0;
     let loading = false;
 

@@ -69,6 +69,9 @@ type Config struct {
 	// OnBeat, if set, runs after each heartbeat (the runner's sweep for
 	// interrupted runs rides on it).
 	OnBeat func(ctx context.Context)
+	// Models, if not nil, is carried in every heartbeat (Beat.Models): what
+	// the member serves, for readers outside the group.
+	Models []string
 	Log    zerolog.Logger
 }
 
@@ -228,7 +231,7 @@ func (g *Group) beat(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("runner %s: heartbeat: %w", g.cfg.ID, err)
 	}
-	b := Beat{Incarnation: inc, Started: at.UTC(), Partitions: g.Held(), LeaseMS: g.cfg.StaleAfter.Milliseconds()}
+	b := Beat{Incarnation: inc, Started: at.UTC(), Partitions: g.Held(), LeaseMS: g.cfg.StaleAfter.Milliseconds(), Models: g.cfg.Models}
 	if err := g.peers.put(ctx, g.cfg.ID, b); err != nil {
 		return err
 	}

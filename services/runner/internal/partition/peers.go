@@ -24,6 +24,10 @@ type Beat struct {
 	// their own setting, so a member never stops its runs later than the
 	// others take them over.
 	LeaseMS int64 `json:"lease_ms,omitempty"`
+	// Models are the models the member's runner can call besides its own
+	// (agents.ServingKey); absent when it does not say. The group does not
+	// read it: the dispatcher does, to refuse a send no runner can serve.
+	Models []string `json:"models,omitzero"`
 }
 
 // expired reports whether a beat stored at stamp no longer counts: the
