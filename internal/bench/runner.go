@@ -92,7 +92,7 @@ func (rb *runnerBench) tools(runner.SessionRef) []tool.Tool {
 // startRunner runs an in-process runner on its own connection until the
 // returned stop is called (a clean leave).
 func (rb *runnerBench) startRunner(ctx context.Context, id string, model llm.Provider) (stop func(), err error) {
-	nc, err := bus.Connect(ctx, bus.ConnConfig{URLs: []string{rb.e.url}, Name: "jetway-bench-" + id})
+	nc, err := bus.Connect(ctx, bus.ConnConfig{URLs: []string{rb.e.url}, Name: "jetway-bench-" + id, InboxPrefix: benchRunnerInbox})
 	if err != nil {
 		return nil, fmt.Errorf("runner %s: connect: %w", id, err)
 	}
@@ -616,6 +616,7 @@ func (rb *runnerBench) sustained(ctx context.Context, name, tenant string, ids [
 	_ = w.quiet(wctx, sessions)
 	if len(ids) == 1 {
 		e.msgsPerEvent(conns, msgsBefore, msgsErr, total)
+		rb.tapped(ctx, tenant, ids)
 	}
 }
 
