@@ -19,10 +19,10 @@ import (
 // FigRunnerMsgKinds names the breakdown of a runner's messages per event.
 const FigRunnerMsgKinds = "runner messages per event by kind, 1 runner sustained (tapped)"
 
-// benchRunnerInbox is the inbox prefix of the bench's runners, so a tap
-// can tell the replies and deliveries a runner receives from everyone
-// else's.
-const benchRunnerInbox = "_INBOX_benchrunner"
+// benchRunnerInbox is the inbox prefix of the bench's runners (a deployed
+// runner's), so a tap can tell the replies and deliveries a runner
+// receives from everyone else's.
+var benchRunnerInbox = bus.ServiceInbox("runner")
 
 // tap counts every message in the account by what it is for, as a
 // subscriber to ">" sees them: the runner's requests and publishes by
