@@ -97,6 +97,7 @@ func (e *env) measureFloor(ctx context.Context) {
 	}
 	e.progress("raw: %d async publishes through a sourced work queue, consumed by %d pinned pulls and double-acked", n, partitions)
 	hdr := withoutMsgID(msg.Header)
+	before, cerr := e.connMsgs("jetway-bench-floor")
 	t0 := time.Now()
 	for i := range n {
 		m := &nats.Msg{Subject: fmt.Sprintf("%s.t.s%03d", prefix, i%200), Header: hdr, Data: msg.Data}
@@ -115,6 +116,9 @@ func (e *env) measureFloor(ctx context.Context) {
 	}
 	v := rate(n, time.Since(t0))
 	e.base.floorRate = v
+	if after, err := e.connMsgs("jetway-bench-floor"); cerr == nil && err == nil {
+		e.base.floorMsgs = float64(after-before) / float64(n)
+	}
 	r := figure(FigRawFloor, "msgs/s", v).vs("raw async publish", e.base.asyncRate).info("baseline")
 	e.add(r.note("%d messages published async through the sourced work queue, pulled through %d pinned partition consumers (jetway's work consumer configuration) and each double-acked, to the last confirmed ack: what moving an event costs with no runner work at all", n, partitions))
 }

@@ -110,7 +110,7 @@ func (rb *runnerBench) tools(runner.SessionRef) []tool.Tool {
 // startRunner runs an in-process runner on its own connection until the
 // returned stop is called (a clean leave).
 func (rb *runnerBench) startRunner(ctx context.Context, id string, model llm.Provider) (stop func(), err error) {
-	nc, err := bus.Connect(ctx, bus.ConnConfig{URLs: []string{rb.e.url}, Name: "jetway-bench-" + id})
+	nc, err := bus.Connect(ctx, bus.ConnConfig{URLs: []string{rb.e.url}, Name: "jetway-bench-" + id, InboxPrefix: benchRunnerInbox})
 	if err != nil {
 		return nil, fmt.Errorf("runner %s: connect: %w", id, err)
 	}
@@ -581,6 +581,11 @@ func (rb *runnerBench) sustained(ctx context.Context, name, tenant string, ids [
 	rb.front.setScan(set.scan)
 	defer rb.front.setScan(nil)
 	e.progress("runner: %d events over %d sessions as fast as they go, %d runner(s)", total, sessions, len(ids))
+	conns := make([]string, len(ids))
+	for i, id := range ids {
+		conns[i] = "jetway-bench-" + id
+	}
+	msgsBefore, msgsErr := e.connMsgs(conns...)
 	t0 := time.Now()
 	for k := range total {
 		if err := e.publish(ctx, false, tenant, sessionName(k%sessions), events.Input{Text: fmt.Sprintf("event %s%d]", prefix, k)}, true); err != nil {
@@ -627,6 +632,27 @@ func (rb *runnerBench) sustained(ctx context.Context, name, tenant string, ids [
 		note("%d events over %d sessions, %s from the first publish to the last event in a model request; events for a busy session ride in as notices%s", total, sessions, elapsed.Round(time.Millisecond), ceiling))
 	// Let the runs finish before the next figure.
 	_ = w.quiet(wctx, sessions)
+	if len(ids) == 1 {
+		e.msgsPerEvent(conns, msgsBefore, msgsErr, total)
+		rb.tapped(ctx, tenant, ids)
+	}
+}
+
+// msgsPerEvent reports the messages the runner's connection sent and
+// received over a sustained run, per event, beside the floor consumers'.
+func (e *env) msgsPerEvent(conns []string, before int64, err error, total int) {
+	goal := fmt.Sprintf("≤ %.1f", msgsGoal)
+	after, err2 := e.connMsgs(conns...)
+	if err = errors.Join(err, err2); err != nil {
+		e.skip(FigRunnerMsgsPerEvent, "msgs/event", goal, err)
+		return
+	}
+	v := float64(after-before) / float64(total)
+	r := figure(FigRunnerMsgsPerEvent, "msgs/event", v)
+	if e.base.floorMsgs > 0 {
+		r = r.vs("floor consumers' msgs/event", e.base.floorMsgs)
+	}
+	e.add(r.goal(goal, v <= msgsGoal).note("in and out on the runner's one connection, from the server's connection stats before the first publish and after the last run ended (%d events; heartbeats, records, acks, in-progress words, transcript and output publishes all count); the floor's consumers needed %.2f per message", total, e.base.floorMsgs))
 }
 
 // waitBalanced drives traffic onto every work partition until the runners

@@ -94,6 +94,9 @@ type actor struct {
 	// parked are events that arrived while the session is interrupted; they
 	// go to the run a person starts.
 	parked []input
+	// touched is when each event in hand was last told "in progress" (or
+	// first seen by keepAlive): only those near their AckWait are told.
+	touched map[jetstream.Msg]time.Time
 	// waitingSince is when the head of the queue began waiting for another
 	// runner's live run; past releaseAfter the queue is given back.
 	waitingSince time.Time
@@ -315,8 +318,8 @@ func (a *actor) loop() {
 		}
 		select {
 		case <-a.box.wake:
-		case <-keep.C:
-			a.keepAlive()
+		case now := <-keep.C:
+			a.keepAlive(now)
 		case <-stopping:
 			// Leaving: a live run ends at its next safe point, and every
 			// un-acked event is left to the session's next owner. The
@@ -361,23 +364,49 @@ func (r *Runner) evictLoop(ctx context.Context) {
 	}
 }
 
-// keepAlive tells the server that held and queued events are in hand, so
-// they are not redelivered while a long run is under way.
-func (a *actor) keepAlive() {
+// keepAlive tells the server that events in hand since a third of their
+// AckWait ago are still in hand, so a long run's events are not
+// redelivered. Most events are acked within a tick or two and cost no
+// message: telling every one each tick was half the runner's messages per
+// event. An event first seen here is taken to be in hand since the tick
+// before (or since it was stored, if earlier), so the first word goes out
+// with two thirds of its AckWait to spare at worst.
+func (a *actor) keepAlive(now time.Time) {
+	due := a.r.group.AckWait() / 3
+	var seen map[jetstream.Msg]time.Time // nil while nothing is in hand
+	touch := func(m jetstream.Msg) {
+		if m == nil {
+			return
+		}
+		if seen == nil {
+			seen = make(map[jetstream.Msg]time.Time, len(a.touched)+1)
+		}
+		at, ok := a.touched[m]
+		if !ok {
+			at = now.Add(-a.r.cfg.KeepAlive)
+			if md, err := m.Metadata(); err == nil && md.Timestamp.Before(at) {
+				at = md.Timestamp
+			}
+		}
+		if now.Sub(at) >= due {
+			_ = m.InProgress()
+			at = now
+		}
+		seen[m] = at
+	}
 	for _, m := range a.held {
-		_ = m.InProgress()
+		touch(m)
 	}
 	for _, d := range a.queue {
-		if d.msg != nil {
-			_ = d.msg.InProgress()
-		}
+		touch(d.msg)
 	}
 	for _, in := range a.parked {
-		_ = in.msg.InProgress()
+		touch(in.msg)
 	}
 	if a.steering != nil {
-		_ = a.steering.in.msg.InProgress()
+		touch(a.steering.in.msg)
 	}
+	a.touched = seen
 }
 
 // load reads the session's transcript once per actor life.

@@ -91,6 +91,8 @@ type Group struct {
 	parts []*part
 	peers peers
 	work  jetstream.Stream
+	// ackWait is the work consumers' AckWait (the same on every one).
+	ackWait time.Duration
 
 	lease *lease
 
@@ -155,6 +157,7 @@ func (g *Group) Start(ctx context.Context) error {
 			return fmt.Errorf("partition: work consumer %d: %w", n, err)
 		}
 		g.parts[n] = &part{n: n, cons: cons}
+		g.ackWait = cons.CachedInfo().Config.AckWait
 	}
 	ctx, g.cancel = context.WithCancel(ctx)
 	g.peers.watch(ctx, g.log)
@@ -167,6 +170,10 @@ func (g *Group) Start(ctx context.Context) error {
 	}
 	return nil
 }
+
+// AckWait is the work consumers' redelivery timeout, as provisioned: an
+// event not acked or told "in progress" within it goes to a runner again.
+func (g *Group) AckWait() time.Duration { return g.ackWait }
 
 // Stop stops pulling and heartbeats and waits for the group's goroutines.
 // The member still looks alive to the others until Leave (or StaleAfter):
