@@ -33,6 +33,13 @@ const balanceRate = 400
 // partition, so a partition's share of runs follows its share of sessions.
 const balanceSessions = 256
 
+// balanceModelLatency is how long each model call of the balance figures
+// takes: a run holds its session for a while, as real runs do, so every
+// partition has a run in progress at every moment (with an instant model a
+// partition is idle between events, and even a rule that moves only idle
+// partitions shares them out).
+const balanceModelLatency = 200 * time.Millisecond
+
 // balanceWindow is how long the shares of runs are counted over.
 const balanceWindow = 3 * time.Second
 
@@ -53,6 +60,17 @@ func (rb *runnerBench) balance(ctx context.Context, run string) {
 		return
 	}
 	tenant := "bl-" + run
+	front, err := newModelFront(max(e.cfg.ModelLatency, balanceModelLatency))
+	if err != nil {
+		rb.skipBalance(err)
+		return
+	}
+	defer front.close()
+	model, err := front.provider()
+	if err != nil {
+		rb.skipBalance(err)
+		return
+	}
 	runs, err := watchRunners(e.url, tenant)
 	if err != nil {
 		rb.skipBalance(err)
@@ -67,7 +85,7 @@ func (rb *runnerBench) balance(ctx context.Context, run string) {
 		}
 	}()
 	start := func(id string) bool {
-		s, err := rb.startRunner(ctx, id, rb.model)
+		s, err := rb.startRunner(ctx, id, model)
 		if err != nil {
 			rb.skipBalance(err)
 			return false
@@ -83,7 +101,7 @@ func (rb *runnerBench) balance(ctx context.Context, run string) {
 	go func() { loadDone <- rb.steadyLoad(lctx, tenant) }()
 	defer func() { stopLoad(); <-loadDone }()
 
-	e.progress("runner: steady load of %d events/s over %d sessions; runner 1 alone takes every partition", balanceRate, balanceSessions)
+	e.progress("runner: steady load of %d events/s over %d sessions, each model call %s; runner 1 alone takes every partition", balanceRate, balanceSessions, balanceModelLatency)
 	if _, err := rb.waitHeld(ctx, ids[:1], func(held []int) bool { return held[0] == p }, e.patience()); err != nil {
 		rb.skipBalance(err)
 		return
@@ -153,10 +171,10 @@ func (rb *runnerBench) skipBalance(err error) {
 // the same run.
 func (rb *runnerBench) offeredNote() string {
 	if rb.e.base.asyncRate <= 0 {
-		return fmt.Sprintf("steady load %d events/s", balanceRate)
+		return fmt.Sprintf("steady load %d events/s, model calls of %s", balanceRate, balanceModelLatency)
 	}
-	return fmt.Sprintf("steady load %d events/s, %.1f%% of raw async publish (%.0f msgs/s) in this run",
-		balanceRate, 100*balanceRate/rb.e.base.asyncRate, rb.e.base.asyncRate)
+	return fmt.Sprintf("steady load %d events/s (%.1f%% of raw async publish, %.0f msgs/s in this run), model calls of %s",
+		balanceRate, 100*balanceRate/rb.e.base.asyncRate, rb.e.base.asyncRate, balanceModelLatency)
 }
 
 // steadyLoad publishes balanceRate events a second over balanceSessions
