@@ -91,9 +91,16 @@ type Group struct {
 
 	lease *lease
 
-	rel   releaseClock
-	pins  pinList
-	lists atomic.Int64 // listings of the consumers' pins (a test reads it)
+	rel    releaseClock
+	assign assigner
+	// joined is when this member's current incarnation (joinedInc) sent
+	// its first beat: the others count it in the assignment settleTime
+	// after (settled).
+	joinedMu  sync.Mutex
+	joined    time.Time
+	joinedInc string
+	pins      pinList
+	lists     atomic.Int64 // listings of the consumers' pins (a test reads it)
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -179,7 +186,7 @@ func (g *Group) Stop() {
 // so the others take them at once rather than after the pinned TTL.
 func (g *Group) Leave(ctx context.Context) error {
 	for _, p := range g.parts {
-		if p.holding() {
+		if p.claimed() {
 			g.unpin(ctx, p.n)
 		}
 	}
@@ -195,6 +202,31 @@ func (g *Group) Held() []int {
 		}
 	}
 	return out
+}
+
+// claims lists the partitions this member's heartbeat claims (held, or
+// being handed off or taken back) and those it waits for as their owner.
+func (g *Group) claims() (claimed, waiting []int) {
+	for _, p := range g.parts {
+		switch {
+		case p == nil:
+		case p.claimed():
+			claimed = append(claimed, p.n)
+		case p.waiting():
+			waiting = append(waiting, p.n)
+		}
+	}
+	return claimed, waiting
+}
+
+// joinedAt is when incarnation inc first beat, at the latest at.
+func (g *Group) joinedAt(inc string, at time.Time) time.Time {
+	g.joinedMu.Lock()
+	defer g.joinedMu.Unlock()
+	if inc != g.joinedInc {
+		g.joinedInc, g.joined = inc, at
+	}
+	return g.joined
 }
 
 // Tenure is partition n's current tenure (0 for one never taken) and
@@ -228,7 +260,11 @@ func (g *Group) beat(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("runner %s: heartbeat: %w", g.cfg.ID, err)
 	}
-	b := Beat{Incarnation: inc, Started: at.UTC(), Partitions: g.Held(), LeaseMS: g.cfg.StaleAfter.Milliseconds()}
+	claimed, waiting := g.claims()
+	b := Beat{
+		Incarnation: inc, Started: at.UTC(), Joined: g.joinedAt(inc, at).UTC(),
+		Partitions: claimed, Pulling: waiting, LeaseMS: g.cfg.StaleAfter.Milliseconds(),
+	}
 	if err := g.peers.put(ctx, g.cfg.ID, b); err != nil {
 		return err
 	}
