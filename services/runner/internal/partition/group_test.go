@@ -170,7 +170,7 @@ func (l *holdLedger) busy(id string) func(int) bool {
 }
 
 // A member that starts alone takes every partition; a second member that
-// joins gets its share (⌈P/R⌉ each) without either stopping, while
+// joins gets its share (the assignment's, two each) without either stopping, while
 // messages keep flowing, and no message is handed to one member while
 // another still holds it.
 func TestPartitions_are_shared_out_when_a_member_joins_and_no_message_is_held_twice(t *testing.T) {
