@@ -18,9 +18,9 @@ const rebalanceTick = 500 * time.Millisecond
 const orphanGrace = 3 * time.Second
 
 // releaseStep paces this member's hand-offs: one begins per step, so a
-// new member's share moves in a second or two, not all in one burst of
-// consumer resets.
-const releaseStep = 200 * time.Millisecond
+// new member's share moves within a second, not in one burst of consumer
+// resets.
+const releaseStep = 50 * time.Millisecond
 
 // Hand-off limits. A partition drains while its runs finish; one whose
 // runs outlast drainLimit is pulled again by the same member (nothing is
@@ -143,9 +143,7 @@ func (g *Group) handOff(ctx context.Context, p *part, stopped time.Time) {
 	g.unpin(ctx, p.n)
 	p.endDrain(true)
 	g.log.Info().Int("partition", p.n).Dur("drained", time.Since(stopped)).Msg("partition handed off")
-	if err := g.beat(ctx); err != nil && ctx.Err() == nil {
-		g.log.Debug().Err(err).Msg("heartbeat after a hand-off")
-	}
+	g.announce()
 }
 
 // releaseClock paces hand-offs (see releaseStep).

@@ -210,6 +210,7 @@ func (g *Group) deliver(ctx context.Context, p *part, m jetstream.Msg) {
 			p.mu.Unlock()
 		} else {
 			g.log.Info().Int("partition", p.n).Msg("took partition")
+			g.announce()
 		}
 		return
 	}
