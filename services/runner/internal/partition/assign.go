@@ -132,7 +132,7 @@ type assigner struct {
 // hands a partition off: a member's view of the others can flicker (its
 // mirror of the heartbeats restarting), and a hand-off begun on a flicker
 // would be undone at once.
-const holdStill = time.Second
+const holdStill = 500 * time.Millisecond
 
 // owners returns the assignment over the members in beats and whether it
 // has held for holdStill.
