@@ -99,7 +99,12 @@ func (rb *runnerBench) balance(ctx context.Context, run string) {
 	lctx, stopLoad := context.WithCancel(ctx)
 	loadDone := make(chan error, 1)
 	go func() { loadDone <- rb.steadyLoad(lctx, tenant) }()
-	defer func() { stopLoad(); <-loadDone }()
+	defer func() {
+		stopLoad()
+		if err := <-loadDone; err != nil {
+			e.progress("runner: the balance figures' steady load stopped early: %v", err)
+		}
+	}()
 
 	e.progress("runner: steady load of %d events/s over %d sessions, each model call %s; runner 1 alone takes every partition", balanceRate, balanceSessions, balanceModelLatency)
 	if _, err := rb.waitHeld(ctx, ids[:1], func(held []int) bool { return held[0] == p }, e.patience()); err != nil {
