@@ -262,6 +262,7 @@ func (e *env) measureRunner(ctx context.Context) {
 	for _, s := range stops {
 		s()
 	}
+	rb.balance(ctx, run)
 	rb.failover(ctx, run)
 }
 

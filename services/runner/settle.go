@@ -31,7 +31,9 @@ func (a *actor) settle(msgs ...jetstream.Msg) {
 		return // most recorded turns deliver no event: nothing to ack
 	}
 	seqs := a.acks.begin(msgs)
+	a.box.acking.Add(int32(len(msgs)))
 	go func() {
+		defer a.box.acking.Add(-int32(len(msgs)))
 		ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
 		defer cancel()
 		var wg sync.WaitGroup

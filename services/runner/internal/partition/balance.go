@@ -17,57 +17,62 @@ const rebalanceTick = 500 * time.Millisecond
 // under their share before the others pull it too.
 const orphanGrace = 3 * time.Second
 
-// releaseGap is how long the number of live members must hold still
-// before this member gives partitions up. Counts flicker while members
-// restart; without a pause every flicker moved partitions back and forth,
-// and every move is a consumer reset that redelivers the partition's held
-// messages. Once the count has held, partitions go one per releaseStep, so
-// three members balance sixteen partitions in seconds, not half a minute.
+// releaseStep paces this member's hand-offs: one begins per step, so a
+// new member's share moves within a second, not in one burst of consumer
+// resets.
+const releaseStep = 50 * time.Millisecond
+
+// Hand-off limits. A partition drains while its runs finish; one whose
+// runs outlast drainLimit is pulled again by the same member (nothing is
+// lost or handed out twice: its events stayed in hand), and no new
+// hand-off of it begins for drainBackoff, so a long run delays its
+// partition's move instead of starving its other sessions over and over.
 const (
-	releaseGap  = 5 * time.Second
-	releaseStep = 500 * time.Millisecond
+	drainLimit   = 10 * time.Second
+	drainBackoff = 30 * time.Second
+	drainTick    = 50 * time.Millisecond
 )
 
 // wantPull decides whether this member pulls partition p now. The server
-// pins a partition to whichever member it serves first, so balance needs a
-// rule: a member holding ceil(P/R) partitions pulls no others, and one
-// holding more gives up its idle extras (see watchRelease).
+// pins a partition to whichever member it serves first, so the members
+// agree on an assignment instead (assign.go): a member pulls the
+// partitions assigned to it once their last holder has handed them off,
+// keeps pulling what it holds until it hands it off (watchRelease), and
+// pulls a partition nobody holds or waits for only after orphanGrace.
 func (g *Group) wantPull(ctx context.Context, p *part) bool {
-	if p.holding() {
+	if p.holding() || p.resuming() {
 		return true
 	}
-	live, err := g.peers.live(ctx)
-	if err != nil {
-		return true
-	}
-	target := (g.cfg.Partitions + live - 1) / live
-	if len(g.Held()) < target {
-		return true
-	}
-	// A partition no live member holds is pulled by everyone, whatever
-	// their share: the shares are computed from heartbeats that lag, and a
-	// partition every member thinks is someone else's is never delivered
-	// again (its events sat in the stream until the end of a chaos run).
-	// Members under their share go first: the server pins whichever
-	// request waits at the head of its queue, and when members at their
-	// share competed too, one of them took every released partition while
-	// a new member got none.
-	_, claimed := g.peers.holders(ctx)[p.n]
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if claimed {
-		p.unclaimedSince = time.Time{}
+	if p.isDraining() {
 		return false
 	}
-	if p.unclaimedSince.IsZero() {
-		p.unclaimedSince = time.Now()
+	owner, _ := g.ownerOf(ctx, p.n)
+	if owner == "" {
+		return true // the members cannot be read: pull, as everyone does
 	}
-	return time.Since(p.unclaimedSince) >= orphanGrace
+	holder, held := g.peers.holders(ctx)[p.n]
+	if owner == g.cfg.ID {
+		// Wait for the holder's hand-off: pulling now could not take the
+		// pin from it, and would only queue a request the server may pin
+		// while the holder still has the partition's runs in hand.
+		mine := !held || holder == g.cfg.ID
+		p.setWanted(mine)
+		return mine
+	}
+	p.setWanted(false)
+	// A partition no live member holds or waits for is pulled by everyone,
+	// after orphanGrace: the assignment is computed from heartbeats that
+	// lag, and a partition every member thinks is someone else's is never
+	// delivered again (its events sat in the stream until the end of a
+	// chaos run).
+	_, waited := g.peers.wanted(ctx)[p.n]
+	return p.orphaned(held || waited)
 }
 
-// watchRelease stops pulling p when this member holds more than its share
-// and p is not busy, and unpins it so another member takes it at once
-// instead of after the pinned TTL.
+// watchRelease hands p off when the assignment gives it to another member:
+// it stops pulling p and marks it draining; the consume loop then lets
+// p's work in hand finish before it unpins p (handOff). It also stops
+// pulling p when the server moved p's pin away.
 func (g *Group) watchRelease(ctx context.Context, p *part, it jetstream.MessagesContext, stop <-chan struct{}) {
 	for {
 		select {
@@ -89,53 +94,71 @@ func (g *Group) watchRelease(ctx context.Context, p *part, it jetstream.Messages
 			it.Stop()
 			return
 		}
-		if g.cfg.Busy(p.n) {
-			continue
+		if g.shouldHandOff(ctx, p) {
+			it.Stop()
+			return
 		}
-		live, err := g.peers.live(ctx)
-		if err != nil || live <= 1 {
-			continue
-		}
-		target := (g.cfg.Partitions + live - 1) / live
-		held := g.Held()
-		if len(held) <= target || held[len(held)-1] != p.n {
-			continue // release from the top, one at a time
-		}
-		if !g.rel.may(live) {
-			continue
-		}
-		if !g.pinnedNow(ctx, p) {
-			continue // moved meanwhile: the check above says so next tick
-		}
-		g.log.Info().Int("partition", p.n).Int("held", len(held)).Int("target", target).Msg("releasing partition to rebalance")
-		it.Stop()
-		p.mu.Lock()
-		p.held = false
-		p.mu.Unlock()
-		g.unpin(ctx, p.n)
-		return
 	}
 }
 
-// releaseClock paces releases (see releaseGap).
-type releaseClock struct {
-	mu          sync.Mutex
-	lastRelease time.Time // when this member last gave a partition up
-	lastLive    int       // the live member count it last saw
-	liveSince   time.Time // since when that count has held
+// shouldHandOff reports whether p, held here, is to go to its assigned
+// owner now, and if so marks it draining.
+func (g *Group) shouldHandOff(ctx context.Context, p *part) bool {
+	owner, still := g.ownerOf(ctx, p.n)
+	if owner == "" || owner == g.cfg.ID || !still || !p.mayHandOff() {
+		return false
+	}
+	if !g.rel.may() || !g.pinnedNow(ctx, p) {
+		return false // moved meanwhile: watchRelease says so next tick
+	}
+	g.log.Info().Int("partition", p.n).Str("to", owner).Msg("handing partition off: draining it")
+	p.mu.Lock()
+	p.draining = true
+	p.mu.Unlock()
+	return true
 }
 
-// may reports whether a partition may be released now, with live members
-// counted, and if so starts the next releaseStep.
-func (c *releaseClock) may(live int) bool {
+// handOff finishes a hand-off once p's puller stopped: it waits until the
+// work p's sessions have in hand here is over (every event handled and
+// acked, every run ended, per Busy) and the pull requests the member had
+// waiting at the server have expired, then unpins p and beats at once, so
+// the owner (waiting for p to be free) pulls it and the server pins it
+// there with its next message. The owner's takeover resets the consumer,
+// so any message the stopped puller had received but not handed on comes
+// again, in stream order, to the owner; nothing handled here comes again,
+// since it was acked first. If the work outlasts drainLimit the member
+// pulls p again itself (resume) and tries later.
+func (g *Group) handOff(ctx context.Context, p *part, stopped time.Time) {
+	expiry := pullExpiry(p.cons)
+	for g.cfg.Busy(p.n) || time.Since(stopped) < expiry {
+		if time.Since(stopped) > drainLimit {
+			g.log.Warn().Int("partition", p.n).Dur("waited", drainLimit).Msg("hand-off given up: the partition's runs are still going; pulling it again")
+			p.endDrain(false)
+			return
+		}
+		if !sleep(ctx, drainTick) {
+			return
+		}
+	}
+	g.unpin(ctx, p.n)
+	p.endDrain(true)
+	g.log.Info().Int("partition", p.n).Dur("drained", time.Since(stopped)).Msg("partition handed off")
+	g.announce()
+}
+
+// releaseClock paces hand-offs (see releaseStep).
+type releaseClock struct {
+	mu          sync.Mutex
+	lastRelease time.Time // when this member last began a hand-off
+}
+
+// may reports whether a hand-off may begin now, and if so starts the next
+// releaseStep.
+func (c *releaseClock) may() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := time.Now()
-	if live != c.lastLive {
-		c.lastLive, c.liveSince = live, now
-		return false
-	}
-	if now.Sub(c.liveSince) < releaseGap || now.Sub(c.lastRelease) < releaseStep {
+	if now.Sub(c.lastRelease) < releaseStep {
 		return false
 	}
 	c.lastRelease = now

@@ -6,8 +6,9 @@
 // pinned durable consumer per partition (PriorityPolicyPinned): the server
 // pins each partition to one puller. On top of that the group adds what the
 // server does not do: a reset when a partition is taken over (so the old
-// holder's un-acked messages come back in stream order), a balance rule
-// (the server pins to whoever pulls first), heartbeats that say who is
+// holder's un-acked messages come back in stream order), an assignment
+// every member computes alike and hand-offs that drain a partition before
+// it moves (the server pins to whoever pulls first), heartbeats that say who is
 // alive and who holds what, and the rescue of a partition whose messages
 // were all out to a member that died.
 //
@@ -62,9 +63,10 @@ type Config struct {
 	// the server hands them out. It is called from the partition's pulling
 	// goroutine and must not block.
 	Deliver func(Delivery)
-	// Busy reports whether partition n has work in hand that a release
-	// would disturb (held messages, a live run); a busy partition is not
-	// given up to rebalance. Nil: never busy.
+	// Busy reports whether partition n has work in hand (held messages,
+	// a live run, an unconfirmed ack): a hand-off unpins the partition only
+	// once it is not, so the next holder's reset delivers nothing again.
+	// Nil: never busy.
 	Busy func(n int) bool
 	// OnBeat, if set, runs after each heartbeat (the runner's sweep for
 	// interrupted runs rides on it).
@@ -96,9 +98,18 @@ type Group struct {
 
 	lease *lease
 
-	rel   releaseClock
-	pins  pinList
-	lists atomic.Int64 // listings of the consumers' pins (a test reads it)
+	rel releaseClock
+	// claimsChanged asks beatLoop for a beat between ticks (announce).
+	claimsChanged chan struct{}
+	assign        assigner
+	// joined is when this member's current incarnation (joinedInc) sent
+	// its first beat: the others count it in the assignment settleTime
+	// after (settled).
+	joinedMu  sync.Mutex
+	joined    time.Time
+	joinedInc string
+	pins      pinList
+	lists     atomic.Int64 // listings of the consumers' pins (a test reads it)
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -135,6 +146,8 @@ func New(cfg Config) (*Group, error) {
 		log:   cfg.Log.With().Str("runner", cfg.ID).Logger(),
 		peers: peers{kv: cfg.Peers, staleAfter: cfg.StaleAfter, self: cfg.ID},
 		lease: newLease(cfg.Incarnation, cfg.StaleAfter-cfg.Margin),
+
+		claimsChanged: make(chan struct{}, 1),
 	}
 	return g, nil
 }
@@ -189,7 +202,7 @@ func (g *Group) Stop() {
 // so the others take them at once rather than after the pinned TTL.
 func (g *Group) Leave(ctx context.Context) error {
 	for _, p := range g.parts {
-		if p.holding() {
+		if p.claimed() {
 			g.unpin(ctx, p.n)
 		}
 	}
@@ -205,6 +218,31 @@ func (g *Group) Held() []int {
 		}
 	}
 	return out
+}
+
+// claims lists the partitions this member's heartbeat claims (held, or
+// being handed off or taken back) and those it waits for as their owner.
+func (g *Group) claims() (claimed, waiting []int) {
+	for _, p := range g.parts {
+		switch {
+		case p == nil:
+		case p.claimed():
+			claimed = append(claimed, p.n)
+		case p.waiting():
+			waiting = append(waiting, p.n)
+		}
+	}
+	return claimed, waiting
+}
+
+// joinedAt is when incarnation inc first beat, at the latest at.
+func (g *Group) joinedAt(inc string, at time.Time) time.Time {
+	g.joinedMu.Lock()
+	defer g.joinedMu.Unlock()
+	if inc != g.joinedInc {
+		g.joinedInc, g.joined = inc, at
+	}
+	return g.joined
 }
 
 // Tenure is partition n's current tenure (0 for one never taken) and
@@ -238,7 +276,11 @@ func (g *Group) beat(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("runner %s: heartbeat: %w", g.cfg.ID, err)
 	}
-	b := Beat{Incarnation: inc, Started: at.UTC(), Partitions: g.Held(), LeaseMS: g.cfg.StaleAfter.Milliseconds(), Models: g.cfg.Models}
+	claimed, waiting := g.claims()
+	b := Beat{
+		Incarnation: inc, Started: at.UTC(), Joined: g.joinedAt(inc, at).UTC(),
+		Partitions: claimed, Pulling: waiting, LeaseMS: g.cfg.StaleAfter.Milliseconds(), Models: g.cfg.Models,
+	}
 	if err := g.peers.put(ctx, g.cfg.ID, b); err != nil {
 		return err
 	}
@@ -253,6 +295,13 @@ func (g *Group) beatLoop(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
+		case <-g.claimsChanged:
+			// Between ticks: the others learn of a hand-off or a takeover
+			// now rather than up to a heartbeat later. The runner's sweep
+			// keeps to the ticks.
+			if err := g.beat(ctx); err != nil && ctx.Err() == nil {
+				g.log.Debug().Err(err).Msg("heartbeat after a change of partitions")
+			}
 		case <-t.C:
 			if err := g.beat(ctx); err != nil && ctx.Err() == nil {
 				g.log.Warn().Err(err).Msg("heartbeat")
@@ -261,5 +310,13 @@ func (g *Group) beatLoop(ctx context.Context) {
 				g.cfg.OnBeat(ctx)
 			}
 		}
+	}
+}
+
+// announce asks for a beat now: the partitions this member claims changed.
+func (g *Group) announce() {
+	select {
+	case g.claimsChanged <- struct{}{}:
+	default:
 	}
 }

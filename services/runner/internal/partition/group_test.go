@@ -170,7 +170,7 @@ func (l *holdLedger) busy(id string) func(int) bool {
 }
 
 // A member that starts alone takes every partition; a second member that
-// joins gets its share (⌈P/R⌉ each) without either stopping, while
+// joins gets its share (the assignment's, two each) without either stopping, while
 // messages keep flowing, and no message is handed to one member while
 // another still holds it.
 func TestPartitions_are_shared_out_when_a_member_joins_and_no_message_is_held_twice(t *testing.T) {
@@ -364,4 +364,157 @@ func TestA_quiet_partition_keeps_its_pin_past_the_pinned_TTL(t *testing.T) {
 
 func (e *env) testLog() zerolog.Logger {
 	return zerolog.New(zerolog.NewTestWriter(e.t)).Level(zerolog.WarnLevel)
+}
+
+// runLedger is a workload whose partitions are never idle under traffic:
+// each message is a "run" that holds it un-acked for runFor (the shape of
+// the workload, not a wait the test relies on), so a member holding a
+// partition always has work of it in hand while messages keep coming. It
+// records every delivery, for duplicates, losses and per-session order.
+type runLedger struct {
+	mu      sync.Mutex
+	inHand  map[string]map[int]int // member -> partition -> un-acked
+	got     map[string]int         // body -> deliveries, across members
+	order   map[string][]int       // session -> round numbers, as delivered
+	badBody []string
+}
+
+const runFor = 100 * time.Millisecond
+
+func newRunLedger() *runLedger {
+	return &runLedger{inHand: map[string]map[int]int{}, got: map[string]int{}, order: map[string][]int{}}
+}
+
+// handle records d and acks it (confirmed) runFor later.
+func (l *runLedger) handle(m *member, d Delivery) {
+	body := string(d.Msg.Data())
+	var session string
+	var round int
+	l.mu.Lock()
+	if _, err := fmt.Sscanf(strings.Replace(body, "-", " ", 1), "%s %d", &session, &round); err != nil {
+		l.badBody = append(l.badBody, body)
+	}
+	l.got[body]++
+	l.order[session] = append(l.order[session], round)
+	if l.inHand[m.id] == nil {
+		l.inHand[m.id] = map[int]int{}
+	}
+	l.inHand[m.id][d.Partition]++
+	l.mu.Unlock()
+	time.AfterFunc(runFor, func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = d.Msg.DoubleAck(ctx)
+		l.mu.Lock()
+		l.inHand[m.id][d.Partition]--
+		l.mu.Unlock()
+	})
+}
+
+func (l *runLedger) busy(id string) func(int) bool {
+	return func(n int) bool {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return l.inHand[id][n] > 0
+	}
+}
+
+// Under continuous traffic every partition always has a run in hand, so a
+// member that gave up only idle partitions never gave any. The partitions
+// assigned to a member that joins must still move to it (each drained
+// first: its runs end and are acked before the owner takes it), and no
+// message may be delivered twice, lost, or out of its session's order.
+func TestBusy_partitions_move_to_a_joining_member_with_no_message_twice_lost_or_out_of_order(t *testing.T) {
+	e := newEnv(t, 6, 10*time.Second)
+	l := newRunLedger()
+	a := e.startMember("ma", l.handle, l.busy("ma"))
+	b := e.startMember("mb", l.handle, l.busy("mb"))
+	sessions := make([]string, 0, 2*e.p)
+	for n := range e.p {
+		s := e.sessionIn(n)
+		sessions = append(sessions, s, s+"x")
+	}
+	stop, sent := e.publishContinuously(sessions)
+	testutil.Eventually(t, 60*time.Second, "two members to hold three partitions each", func() bool {
+		return len(a.g.Held()) == 3 && len(b.g.Held()) == 3
+	})
+	c := e.startMember("mc", l.handle, l.busy("mc"))
+	testutil.Eventually(t, 60*time.Second, "the joining member to be given its two partitions", func() bool {
+		return len(a.g.Held()) == 2 && len(b.g.Held()) == 2 && len(c.g.Held()) == 2
+	})
+	if held := slices.Sorted(slices.Values(slices.Concat(a.g.Held(), b.g.Held(), c.g.Held()))); !slices.Equal(held, []int{0, 1, 2, 3, 4, 5}) {
+		t.Fatalf("members hold partitions %v between them, want 0–5 once each", held)
+	}
+	bodies := stop()
+	testutil.Eventually(t, 60*time.Second, "every message to be delivered", func() bool {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		for _, body := range bodies {
+			if l.got[body] == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	l.check(t, bodies, sent)
+	if len(c.bodies()) == 0 {
+		t.Fatal("the member that joined was handed nothing")
+	}
+}
+
+// check asserts each body was delivered once and each session's rounds in
+// order.
+func (l *runLedger) check(t *testing.T, bodies []string, sent map[string]int) {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.badBody) > 0 {
+		t.Fatalf("unreadable bodies %v", l.badBody)
+	}
+	for _, body := range bodies {
+		if n := l.got[body]; n != 1 {
+			t.Errorf("message %s delivered %d times, want once", body, n)
+		}
+	}
+	for s, rounds := range l.order {
+		want := make([]int, sent[s])
+		for i := range want {
+			want[i] = i
+		}
+		if !slices.Equal(rounds, want) {
+			t.Errorf("session %s delivered rounds %v, want 0…%d in order", s, rounds, sent[s]-1)
+		}
+	}
+}
+
+// publishContinuously publishes a round (one message per session) every
+// 20 ms until the returned stop is called; stop returns every body sent
+// and the rounds per session.
+func (e *env) publishContinuously(sessions []string) (stop func() []string, sent map[string]int) {
+	e.t.Helper()
+	done, over := make(chan struct{}), make(chan struct{})
+	var bodies []string
+	sent = map[string]int{}
+	go func() {
+		defer close(over)
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for round := 0; ; round++ {
+			for _, s := range sessions {
+				body := fmt.Sprintf("%s-%d", s, round)
+				if _, err := e.js.Publish(context.Background(), "jetway.events.t1."+s, []byte(body)); err != nil {
+					e.t.Errorf("publish %s: %v", body, err)
+					return
+				}
+				bodies = append(bodies, body)
+				sent[s]++
+			}
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return func() []string { close(done); <-over; return bodies }, sent
 }

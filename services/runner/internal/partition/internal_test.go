@@ -2,6 +2,7 @@ package partition
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"slices"
 	"testing"
@@ -29,38 +30,137 @@ func (e *env) group(id string) *Group {
 	return g
 }
 
-// Shares come from heartbeats that lag: when every member counts its share
-// as full, a partition none of them holds must still be pulled by someone,
-// or its messages wait in the stream for ever.
-func TestA_member_with_its_share_full_still_pulls_a_partition_no_one_claims(t *testing.T) {
+// ownedBy returns the partitions of p that the assignment over members
+// gives to id.
+func ownedBy(p int, members []string, id string) []int {
+	var out []int
+	for n, o := range assign(p, members) {
+		if o == id {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// A member pulls the partitions assigned to it once their holder has let
+// them go, and no others, except one that no live member holds or waits
+// for: heartbeats lag, and a partition every member thinks is someone
+// else's must still be pulled by someone, or its messages wait in the
+// stream for ever.
+func TestA_member_pulls_its_assigned_partitions_once_free_and_an_orphan_after_a_grace(t *testing.T) {
 	e := newEnv(t, 4, 2*time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	g := e.group("r1")
 	g.parts = make([]*part, 4)
 	for n := range g.parts {
-		g.parts[n] = &part{n: n, held: n < 2} // r1 holds 0 and 1
+		g.parts[n] = &part{n: n}
 	}
-	if err := g.peers.put(ctx, "r1", Beat{Incarnation: "r1-1", Partitions: []int{0, 1}}); err != nil {
+	mine, theirs := ownedBy(4, []string{"r1", "r2"}, "r1"), ownedBy(4, []string{"r1", "r2"}, "r2")
+	if len(mine) != 2 || len(theirs) != 2 {
+		t.Fatalf("the assignment gives r1 %v and r2 %v of 4 partitions, want two each", mine, theirs)
+	}
+	// r2 still holds one of r1's partitions and waits for one of its own.
+	if err := g.peers.put(ctx, "r1", Beat{Incarnation: "r1-1"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := g.peers.put(ctx, "r2", Beat{Incarnation: "other", Partitions: []int{2}}); err != nil {
+	if err := g.peers.put(ctx, "r2", Beat{Incarnation: "other", Partitions: []int{mine[0]}, Pulling: []int{theirs[0]}}); err != nil {
 		t.Fatal(err)
 	}
-	// Two live members, four partitions: r1's share of two is full.
-	if g.wantPull(ctx, g.parts[2]) {
-		t.Errorf("r1 pulls partition 2, which live member r2 holds, beyond its share")
+	if g.wantPull(ctx, g.parts[mine[0]]) {
+		t.Errorf("r1 pulls partition %d, assigned to it, while r2 still holds it: it must wait for r2's hand-off", mine[0])
 	}
-	// Members under their share get the first go at an unclaimed
-	// partition; once it has stayed unclaimed for orphanGrace, r1 pulls it.
-	if g.wantPull(ctx, g.parts[3]) {
-		t.Errorf("r1, its share full, pulls partition 3 at once instead of leaving it to a member under its share first")
+	if !g.wantPull(ctx, g.parts[mine[1]]) {
+		t.Errorf("r1 does not pull partition %d, assigned to it and free", mine[1])
 	}
-	g.parts[3].mu.Lock()
-	g.parts[3].unclaimedSince = time.Now().Add(-orphanGrace)
-	g.parts[3].mu.Unlock()
-	if !g.wantPull(ctx, g.parts[3]) {
-		t.Errorf("r1 does not pull partition 3, which no live member has held for %s: its messages would never be delivered", orphanGrace)
+	for _, n := range theirs {
+		if g.wantPull(ctx, g.parts[n]) {
+			t.Errorf("r1 pulls partition %d, assigned to r2, at once", n)
+		}
+		g.parts[n].mu.Lock()
+		g.parts[n].unclaimedSince = time.Now().Add(-orphanGrace)
+		g.parts[n].mu.Unlock()
+	}
+	if g.wantPull(ctx, g.parts[theirs[0]]) {
+		t.Errorf("r1 pulls partition %d, which r2 waits for as its owner", theirs[0])
+	}
+	if !g.wantPull(ctx, g.parts[theirs[1]]) {
+		t.Errorf("r1 does not pull partition %d, which no live member has held or waited for in %s: its messages would never be delivered", theirs[1], orphanGrace)
+	}
+}
+
+// Every member computes the same owners from the same members, whatever
+// order it lists them in, and the shares differ by at most one.
+func TestThe_assignment_is_the_same_for_every_member_and_balanced(t *testing.T) {
+	for _, p := range []int{1, 4, 12, 16, 256} {
+		for r := 1; r <= 7; r++ {
+			var members []string
+			for i := range r {
+				members = append(members, fmt.Sprintf("runner-%d", i))
+			}
+			a := assign(p, members)
+			b := assign(p, slices.Concat(members[r/2:], members[:r/2]))
+			if !slices.Equal(a, b) {
+				t.Fatalf("P=%d R=%d: the owners depend on the order the members are listed in", p, r)
+			}
+			count := map[string]int{}
+			for n, o := range a {
+				if o == "" {
+					t.Fatalf("P=%d R=%d: partition %d has no owner", p, r, n)
+				}
+				count[o]++
+			}
+			lo, hi := p/r, (p+r-1)/r
+			for _, m := range members {
+				if c := count[m]; c < lo || c > hi {
+					t.Errorf("P=%d R=%d: %s owns %d partitions, want %d to %d", p, r, m, c, lo, hi)
+				}
+			}
+		}
+	}
+}
+
+// A member joining takes its share and the others keep most of theirs:
+// every move is a drain and a consumer reset.
+func TestA_joining_member_moves_little_more_than_its_share(t *testing.T) {
+	for _, p := range []int{16, 256} {
+		for r := 1; r <= 6; r++ {
+			var members []string
+			for i := range r {
+				members = append(members, fmt.Sprintf("runner-%d", i))
+			}
+			before := assign(p, members)
+			after := assign(p, append(members, "joiner"))
+			moved := 0
+			for n := range before {
+				if before[n] != after[n] {
+					moved++
+				}
+			}
+			share := (p + r) / (r + 1)
+			if moved > share+share/4+1 {
+				t.Errorf("P=%d, member %d joining: %d partitions change owner, for a share of %d", p, r+1, moved, share)
+			}
+		}
+	}
+}
+
+// A member counts in the assignment only once it has been live for
+// settleTime in its incarnation: one that restarts over and over (a new
+// Joined each time) never takes partitions from the others.
+func TestA_member_counts_in_the_assignment_only_once_settled(t *testing.T) {
+	now := time.Now()
+	old := Beat{Joined: now.Add(-time.Minute)}
+	beats := map[string]Beat{"a": old, "b": old, "new": {Joined: now.Add(-settleTime / 2)}}
+	if got := settled(beats, now); !slices.Equal(got, []string{"a", "b"}) {
+		t.Errorf("members counted %v, want a and b: new joined %s ago", got, settleTime/2)
+	}
+	if got := settled(beats, now.Add(settleTime)); !slices.Equal(got, []string{"a", "b", "new"}) {
+		t.Errorf("members counted %v, want all three once new has been live for %s", got, settleTime)
+	}
+	lone := map[string]Beat{"new": {Joined: now}}
+	if got := settled(lone, now); !slices.Equal(got, []string{"new"}) {
+		t.Errorf("members counted %v, want the lone new member: a cold start must not wait", got)
 	}
 }
 

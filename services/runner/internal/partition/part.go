@@ -28,6 +28,18 @@ type part struct {
 	// unclaimedSince is when this member first saw the partition held by
 	// no live member (zero while someone holds it).
 	unclaimedSince time.Time
+	// wanted: the partition is assigned to this member, which pulls it
+	// and waits for the server to pin it here (its heartbeat says so,
+	// so no other member takes it for an orphan).
+	wanted bool
+	// draining: a hand-off is under way; the member no longer pulls the
+	// partition but still claims it until its work in hand is over.
+	draining bool
+	// resume: a hand-off was given up; the member pulls the partition
+	// again, claiming it, whoever it is assigned to, until it is held.
+	resume bool
+	// handOffAfter: no hand-off begins before then (after one given up).
+	handOffAfter time.Time
 	// tenure counts the times this member took the partition.
 	tenure uint64
 	// unbroken: every delivery of this tenure so far came in stream order
@@ -53,6 +65,74 @@ func (p *part) holding() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.held
+}
+
+// claimed reports whether this member's heartbeat claims the partition:
+// held, being handed off, or being taken back after a hand-off gave up.
+func (p *part) claimed() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.held || p.draining || p.resume
+}
+
+func (p *part) isDraining() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.draining
+}
+
+func (p *part) resuming() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.resume
+}
+
+// waiting reports whether this member pulls the partition as its owner
+// without holding it yet.
+func (p *part) waiting() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.wanted && !p.held
+}
+
+func (p *part) setWanted(w bool) {
+	p.mu.Lock()
+	p.wanted = w
+	p.mu.Unlock()
+}
+
+// mayHandOff reports whether a hand-off may begin (none was given up
+// within drainBackoff).
+func (p *part) mayHandOff() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return !time.Now().Before(p.handOffAfter)
+}
+
+// endDrain ends a hand-off: done, or given up (the member pulls the
+// partition again and tries no hand-off for drainBackoff).
+func (p *part) endDrain(done bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.draining = false
+	if !done {
+		p.resume, p.handOffAfter = true, time.Now().Add(drainBackoff)
+	}
+}
+
+// orphaned reports whether the partition has gone unclaimed (no live
+// member holds it or waits for it) for orphanGrace, as this member saw.
+func (p *part) orphaned(claimed bool) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if claimed {
+		p.unclaimedSince = time.Time{}
+		return false
+	}
+	if p.unclaimedSince.IsZero() {
+		p.unclaimedSince = time.Now()
+	}
+	return time.Since(p.unclaimedSince) >= orphanGrace
 }
 
 func (p *part) drop() {
@@ -99,8 +179,12 @@ func (g *Group) consume(ctx context.Context, p *part) {
 			}
 			g.deliver(ctx, p, m)
 		}
+		stopped := time.Now()
 		close(stop)
 		p.drop()
+		if p.isDraining() {
+			g.handOff(ctx, p, stopped)
+		}
 	}
 }
 
@@ -126,6 +210,7 @@ func (g *Group) deliver(ctx context.Context, p *part, m jetstream.Msg) {
 			p.mu.Unlock()
 		} else {
 			g.log.Info().Int("partition", p.n).Msg("took partition")
+			g.announce()
 		}
 		return
 	}
@@ -138,7 +223,7 @@ func (g *Group) deliver(ctx context.Context, p *part, m jetstream.Msg) {
 		p.resetting = false
 		p.unbroken, p.nextCseq = true, 1
 	}
-	p.held = true
+	p.held, p.resume = true, false
 	p.streamOrder(md)
 	tenure := p.tenure
 	p.mu.Unlock()

@@ -19,6 +19,13 @@ type Beat struct {
 	Incarnation string    `json:"incarnation"`
 	Started     time.Time `json:"started"`
 	Partitions  []int     `json:"partitions"`
+	// Joined is when the member's incarnation first beat: it counts in
+	// the assignment settleTime after (zero, from a member that does not
+	// say: at once).
+	Joined time.Time `json:"joined,omitzero"`
+	// Pulling are the partitions the member pulls as their owner and waits
+	// to be pinned to: nobody else takes them for orphans.
+	Pulling []int `json:"pulling,omitempty"`
 	// LeaseMS is the lease the member counts itself alive for after this
 	// beat (its StaleAfter): the others wait at least that long, whatever
 	// their own setting, so a member never stops its runs later than the
@@ -166,6 +173,19 @@ func (p peers) holders(ctx context.Context) map[int]string {
 	beats, _ := p.beats(ctx)
 	for id, b := range beats {
 		for _, n := range b.Partitions {
+			out[n] = id
+		}
+	}
+	return out
+}
+
+// wanted maps each partition a live member waits for, as its owner, to
+// that member.
+func (p peers) wanted(ctx context.Context) map[int]string {
+	out := map[int]string{}
+	beats, _ := p.beats(ctx)
+	for id, b := range beats {
+		for _, n := range b.Pulling {
 			out[n] = id
 		}
 	}
