@@ -56,8 +56,9 @@ func TestJobs_shows_a_running_jobs_live_figures_and_job_output_and_kill_reach_it
 		err error
 	}
 	followed := make(chan result, 1)
+	follow := prepareCLI("", append([]string{"job", "output", "s", "1", "--follow", "--every", "50ms"}, cf...)...)
 	go func() {
-		out, err := runCLI(t, append([]string{"job", "output", "s", "1", "--follow", "--every", "50ms"}, cf...)...)
+		out, err := follow()
 		followed <- result{out, err}
 	}()
 	out, err = runCLI(t, append([]string{"job", "kill", "s", "1"}, cf...)...)

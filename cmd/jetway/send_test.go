@@ -82,16 +82,25 @@ func runCLI(t *testing.T, args ...string) (string, error) {
 // runCLIWithInput is runCLI with in as the command's standard input.
 func runCLIWithInput(t *testing.T, in string, args ...string) (string, error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+	return prepareCLI(in, args...)()
+}
+
+// prepareCLI makes the root command now and returns what runs it. Making
+// one sets the package's flag variables (jetway dev's among them), so two
+// made at once race; two made one after the other may run at once.
+func prepareCLI(in string, args ...string) func() (string, error) {
 	root := newRootCmd()
 	var out bytes.Buffer
 	root.SetOut(&out)
 	root.SetErr(&out)
 	root.SetIn(strings.NewReader(in))
 	root.SetArgs(args)
-	err := root.ExecuteContext(ctx)
-	return out.String(), err
+	return func() (string, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		err := root.ExecuteContext(ctx)
+		return out.String(), err
+	}
 }
 
 func TestSend_json_prints_the_dispatchers_answer(t *testing.T) {
