@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"jetway/pkg/control/agents"
+	"jetway/pkg/control/approvals"
 )
 
 const (
@@ -586,15 +587,9 @@ type Approval struct {
 	Decision *ApprovalDecision `json:"decision,omitempty"`
 }
 
-// ApprovalDecision is who decided what, and when.
-type ApprovalDecision struct {
-	Decision string          `json:"decision"`
-	Reason   string          `json:"reason,omitempty"`
-	Answer   string          `json:"answer,omitempty"`
-	Input    json.RawMessage `json:"input,omitempty"`
-	By       string          `json:"by,omitempty"`
-	At       time.Time       `json:"at"`
-}
+// ApprovalDecision is who decided what, and when: the approval record's
+// own type (pkg/control/approvals), its input redacted on the way out.
+type ApprovalDecision = approvals.Decision
 
 // ApprovalList answers GET /v1/sessions/{session}/approvals and
 // GET /v1/approvals.

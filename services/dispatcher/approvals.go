@@ -226,10 +226,11 @@ func wireApproval(a rec.Approval) api.Approval {
 		w.Input = redact.JSON(a.Input)
 	}
 	if d := a.Decision; d != nil {
-		w.Decision = &api.ApprovalDecision{Decision: d.Decision, Reason: d.Reason, Answer: d.Answer, By: d.By, At: d.At}
+		dec := *d
 		if len(d.Input) > 0 {
-			w.Decision.Input = redact.JSON(d.Input)
+			dec.Input = redact.JSON(d.Input)
 		}
+		w.Decision = &dec
 	}
 	return w
 }
