@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
+	"jetway/pkg/auth"
 	"jetway/pkg/bus"
 	api "jetway/pkg/dispatcherapi"
 )
@@ -220,5 +221,20 @@ func TestWhoAmI_names_the_tokens_tenant_and_role_even_without_a_tenant(t *testin
 	// An operator of no tenant signs the console in as itself.
 	if c := f.newCode(tokOperator); c.Role != "operator" || c.Tenant != "" {
 		t.Errorf("operator's code: %+v", c)
+	}
+}
+
+func TestSignIn_a_code_of_a_token_revoked_since_signs_nobody_in(t *testing.T) {
+	f := newFixture(t)
+	c := f.newCode(tokUser)
+	// The tokens file is reloaded without the user's token (SIGHUP).
+	fewer, err := auth.New(auth.Grant{Token: tokAdmin, Tenant: "default", Admin: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.d.auth.Replace(fewer)
+	p := problemOf(t, f.exchange(c.Code), http.StatusUnauthorized)
+	if !strings.Contains(p.Detail, "no longer valid") || strings.Contains(p.Detail, tokUser) {
+		t.Errorf("a revoked token's code: %+v, want a refusal saying the token is no longer valid (and not naming it)", p)
 	}
 }
