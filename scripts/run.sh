@@ -147,7 +147,14 @@ script\ demo.json*)
 esac
 echo "  tools: $(dev_line "tools: ")"
 echo "  more terminals: $attach"
-echo "  web console: $url/ (sign in with a token from $DATA/tokens.json)"
+# A one-time sign-in link (a code, never the token, in its fragment): the
+# console opens signed in without a token copied out of tokens.json.
+if console=$("$BIN" console --url "$url" --tokens-file "$DATA/tokens.json" 2>/dev/null | head -n1) && [ -n "$console" ]; then
+	echo "  web console: $console"
+	echo "         (signs in once, within 2 minutes; \`$BIN console\` prints another)"
+else
+	echo "  web console: $url/ (\`$BIN console\` prints a sign-in link)"
+fi
 echo "  leave: /quit or Ctrl-D (this stops jetway dev too); /help lists the commands"
 echo
 

@@ -200,6 +200,10 @@ func pipeChat(t *testing.T, d *devStack, session, input string, extra ...string)
 func TestChat_with_piped_input_stays_until_the_job_exit_and_the_report_it_leads_to(t *testing.T) {
 	d := startDev(t)
 	out := pipeChat(t, d, "demo", "build the project\n")
+	// What was piped in is echoed, as the person's line, before its run.
+	if you, started := strings.Index(out, "\nyou: build the project\n"), strings.Index(out, "» run r-"); you < 0 || started < you {
+		t.Errorf("piped chat did not echo the line it sent before its run:\n%s", out)
+	}
 	// A run's start is shown before its text.
 	if started, text := strings.Index(out, "» run r-"), strings.Index(out, "I'll start the build"); started < 0 || text < started {
 		t.Errorf("the run's first text came before its start:\n%s", out)
@@ -244,6 +248,38 @@ func TestChat_shows_a_line_typed_while_the_session_is_busy_as_delivered_when_it_
 	}
 	if n := strings.Count(screen, "» run r-"); n != 2 { // started and completed, one run
 		t.Errorf("%d run lines, want one run's start and end:\n%s", n, screen)
+	}
+	c.quit(t)
+}
+
+func TestChat_shows_a_line_sent_from_another_terminal_and_a_shell_calls_command(t *testing.T) {
+	script := `{"turns": [
+	  {"text": "Running it.", "tool_calls": [{"name": "shell", "input": {"command": "echo hi from the shell"}}]},
+	  {"text": "Done."}
+	]}`
+	path := filepath.Join(t.TempDir(), "elsewhere.json")
+	if err := os.WriteFile(path, []byte(script), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("JETWAY_SCRIPT", path)
+	d := startDev(t)
+	c := startPtyChat(t, d, "two")
+	if out, err := runCLI(t, "send", "--url", d.url, "--tokens-file", d.tokens, "two", "sent from another terminal"); err != nil {
+		t.Fatalf("jetway send: %v\n%s", err, out)
+	}
+	screen := c.scr.until(t, "the line from elsewhere, the shell call's command and the run's end", func(s string) bool {
+		i := strings.Index(s, "person (elsewhere): sent from another terminal")
+		return i >= 0 && strings.Contains(s[i:], "↳ shell: echo hi from the shell") && strings.Contains(s[i:], "completed after")
+	})
+	if n := strings.Count(screen, "sent from another terminal"); n != 1 {
+		t.Errorf("the line from elsewhere is shown %d times, want once:\n%s", n, screen)
+	}
+	c.typeLine(t, "and this one is mine")
+	screen = c.scr.until(t, "the chat's own line run to its end", func(s string) bool {
+		return strings.Count(s, "completed after") == 2
+	})
+	if strings.Contains(screen, "(elsewhere): and this one is mine") {
+		t.Errorf("the chat shows its own line as one from elsewhere:\n%s", screen)
 	}
 	c.quit(t)
 }

@@ -835,3 +835,71 @@ func TestConsole_a_page_opened_during_a_tool_call_draws_the_call_once_inside_its
 		t.Errorf("the rest of the run is drawn outside its frame:\n%s", b.transcript())
 	}
 }
+
+func TestConsole_signs_in_from_the_link_jetway_console_prints_once_and_shows_tenant_and_role(t *testing.T) {
+	d, tk := startConsoleDev(t, `{"turns": [{"text": "hello"}]}`)
+	// jetway dev printed a link as it started, for its tenant token.
+	// (startConsoleDev waited past it for the ready line, so it is read
+	// from what the dev printed so far.)
+	var devLink string
+	d.p.mu.Lock()
+	for _, l := range d.p.stdout {
+		if rest, ok := strings.CutPrefix(l, "console: "); ok && devLink == "" {
+			devLink = strings.TrimSpace(rest)
+		}
+	}
+	d.p.mu.Unlock()
+	if !strings.HasPrefix(devLink, d.url+"/#code=jwsi_") || strings.Contains(devLink, tk.user) {
+		t.Fatalf("jetway dev printed console link %q, want %s/#code=jwsi_… without the token", devLink, d.url)
+	}
+
+	out, err := runCLI(t, "console", "--url", d.url, "--tokens-file", d.tokens, "--admin")
+	if err != nil {
+		t.Fatalf("jetway console: %v\n%s", err, out)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	link := lines[0]
+	code := strings.TrimPrefix(link, d.url+"/#code=")
+	if code == link || !strings.HasPrefix(code, "jwsi_") || len(lines) < 2 ||
+		!strings.Contains(lines[1], "tenant default, role admin") || strings.Contains(out, tk.admin) {
+		t.Fatalf("jetway console printed:\n%s\nwant the link with a jwsi_ code, then whom it signs in as, and never the token", out)
+	}
+
+	b := newBrowser(t, d.url)
+	b.do("open the printed link", chromedp.Navigate(link))
+	b.until("the sessions page", `document.querySelector('table[aria-label=Sessions] tbody tr') !== null`)
+	b.until("the header naming tenant and role", `document.getElementById('who').textContent === 'tenant default · admin'`)
+	b.shot("signed-in-from-link")
+	if href := eval[string](b, `location.href`); strings.Contains(href, "code=") || strings.Contains(href, code) {
+		t.Errorf("the address bar still holds the code: %s", href)
+	}
+	if got := eval[string](b, `sessionStorage.getItem('jetway.token')`); got != tk.admin {
+		t.Errorf("the tab keeps token %q, want the admin token the code was made with", got)
+	}
+	b.mu.Lock()
+	urls := append([]string(nil), b.urls...)
+	b.mu.Unlock()
+	if len(urls) == 0 {
+		t.Fatal("no request URLs recorded: the check below would be blind")
+	}
+	for _, u := range urls {
+		if strings.Contains(u, tk.admin) || strings.Contains(u, code) {
+			t.Errorf("a request went to %s, which holds the token or the code", u)
+		}
+	}
+
+	// The same link again, after signing out: used, and said so.
+	b.do("sign out", chromedp.Click(chromedp.CSS("#signout")))
+	b.do("open the link again", chromedp.Navigate(link))
+	b.until("the refusal of a used code", `document.getElementById('token-error') !== null &&
+		document.getElementById('token-error').textContent.includes('signs in once')`)
+	b.shot("link-used-twice")
+	if got := eval[string](b, `sessionStorage.getItem('jetway.token') || ''`); got != "" {
+		t.Errorf("a refused link left token %q in the tab", got)
+	}
+
+	// jetway dev's own link signs in as its tenant token.
+	b.do("open the dev's link", chromedp.Navigate(devLink))
+	b.until("the header naming the user", `document.getElementById('who').textContent === 'tenant default · user'`)
+	b.shot("signed-in-from-dev-link")
+}

@@ -27,7 +27,9 @@ func newDevCmd(g *globals) *cobra.Command {
 		Long: `dev starts an embedded nats-server with JetStream (store in DIR/nats), creates
 or updates every stream, bucket and consumer, serves /healthz, /readyz and
 /metrics, and runs the services registered in this build on one connection.
-SIGINT or SIGTERM stops it cleanly.
+As it starts it prints a one-time link that opens the web console signed in
+(a code good for two minutes, never the token; jetway console prints
+another). SIGINT or SIGTERM stops it cleanly.
 
 The embedded NATS has the deployed account layout: the services connect
 as user jetway (its password in DIR/nats.token) and each tenant has an

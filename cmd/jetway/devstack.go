@@ -58,6 +58,9 @@ type devEnv struct {
 	Partitions int
 	// WebhookAllowHosts are the notifier's --webhook-allow-host.
 	WebhookAllowHosts []string
+	// Say prints a line for the person running jetway dev (not a log
+	// record): what they need to act on, such as the console's sign-in link.
+	Say func(format string, args ...any)
 
 	ready *readiness
 }
@@ -96,7 +99,14 @@ const componentStopTimeout = 15 * time.Second
 // runDev runs the all-in-one stack until ctx is done, then stops it in
 // reverse order: components, HTTP, the connection, the server (flushing).
 func runDev(ctx context.Context, cfg devConfig) error {
-	say := func(format string, args ...any) { outf(cfg.Out, format+"\n", args...) }
+	// Components say things from their own goroutines (devEnv.Say): one
+	// line at a time, never two interleaved.
+	var sayMu sync.Mutex
+	say := func(format string, args ...any) {
+		sayMu.Lock()
+		defer sayMu.Unlock()
+		outf(cfg.Out, format+"\n", args...)
+	}
 
 	host, port, err := validateDevConfig(cfg)
 	if err != nil {
@@ -262,7 +272,7 @@ func runDev(ctx context.Context, cfg devConfig) error {
 	env := &devEnv{
 		NC: nc, JS: js, Log: cfg.Log, Metrics: reg, Mux: mux,
 		DataDir: cfg.DataDir, NATSURL: url, HTTPURL: httpURL,
-		Partitions: partitions, ready: ready, WebhookAllowHosts: cfg.WebhookAllowHosts,
+		Partitions: partitions, ready: ready, WebhookAllowHosts: cfg.WebhookAllowHosts, Say: say,
 	}
 	compCtx, stopComponents := context.WithCancel(ctx)
 	defer stopComponents()

@@ -138,6 +138,24 @@ func runDevDispatcher(ctx context.Context, env *devEnv) error {
 	env.Mux.Handle("GET /{$}", h)
 	env.Mux.Handle("GET "+console.Prefix, h)
 	log.Info().Str("tokens", dt.Path).Msg("dispatcher API mounted at /v1/, web console at /, NATS API on " + dispatcher.APISubjectPrefix + ".*")
+	sayConsoleLink(ctx, env, d, dt.User.Token)
 	<-ctx.Done()
 	return nil
+}
+
+// sayConsoleLink prints a one-time link that signs the web console in as
+// the dev's tenant token, so the person running jetway dev opens it without
+// copying a token; the link holds a code, not the token. A failure to make
+// one is said, not fatal: `jetway console` makes another.
+func sayConsoleLink(ctx context.Context, env *devEnv, d *dispatcher.Dispatcher, token string) {
+	if env.Say == nil || token == "" {
+		return
+	}
+	code, err := d.SignInCode(ctx, token)
+	if err != nil {
+		env.Say("console: %s/ (no sign-in link: %v; run jetway console for one)", env.HTTPURL, err)
+		return
+	}
+	env.Say("console: %s%s", env.HTTPURL, code.Path)
+	env.Say("  %s", signInNote(code))
 }

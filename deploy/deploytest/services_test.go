@@ -283,6 +283,27 @@ func TestServices_work_under_their_own_users(t *testing.T) {
 		disp.noViolation(t)
 	})
 
+	t.Run("a_console_sign_in_code_is_made_and_spent_once_as_the_dispatcher_user", func(t *testing.T) {
+		// Made (control bucket: list old codes, create), spent (read, and a
+		// roll-up that expects the revision), refused when reused: every
+		// step on the dispatcher's own permissions.
+		status, body := call(t, ctx, http.MethodPost, api.URL+"/v1/signin/codes", acmeAdmin, "")
+		var code struct{ Code string }
+		if status != http.StatusCreated || json.Unmarshal([]byte(body), &code) != nil || code.Code == "" {
+			t.Fatalf("make a sign-in code as the dispatcher user: %d %s", status, body)
+		}
+		exchange := `{"code":"` + code.Code + `"}`
+		if status, body := call(t, ctx, http.MethodPost, api.URL+"/v1/signin", "", exchange); status != http.StatusOK ||
+			!strings.Contains(body, `"token":"`+acmeAdmin+`"`) || !strings.Contains(body, `"role":"admin"`) {
+			t.Fatalf("spend it: %d %s, want acme's admin token back", status, body)
+		}
+		if status, body := call(t, ctx, http.MethodPost, api.URL+"/v1/signin", "", exchange); status != http.StatusGone ||
+			!strings.Contains(body, "signin-code-used") {
+			t.Fatalf("spend it again: %d %s, want 410 signin-code-used", status, body)
+		}
+		disp.noViolation(t)
+	})
+
 	t.Run("dispatcher_nats_api_answers_a_tenant", func(t *testing.T) {
 		msg := nats.NewMsg(dispatcher.SubjectInput)
 		msg.Header.Set("Authorization", "Bearer "+token)

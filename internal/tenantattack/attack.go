@@ -53,6 +53,9 @@ func SensitiveReplies(victim string) []string {
 		"$KV." + bus.BucketControl + ".groundstop." + victim + ".s1",
 		"$KV." + bus.BucketControl + "." + approvals.Key(victim, "s1", "x"),
 		"$KV." + bus.BucketControl + "." + layovers.Key(victim, "s1"),
+		// Sign-in codes (the dispatcher's, HTTP only): a reply aimed here
+		// would plant a code that signs someone in.
+		"$KV." + bus.BucketControl + ".signin.0000000000000000000000000000000000000000000000000000000000000000",
 		"$KV." + bus.BucketAgents + "." + victim + ".default",
 		"$KV." + bus.BucketSessions + "." + victim + ".s1",
 		"$KV." + bus.BucketEventIDs + "." + victim + ".s1.x",

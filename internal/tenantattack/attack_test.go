@@ -9,6 +9,7 @@ func TestCrossed_names_every_crossing_and_passes_the_attackers_own(t *testing.T)
 	crossings := map[string]string{
 		"$KV.jetway_control.groundstop":        "KV_jetway_control",
 		"$KV.jetway_control.groundstop.globex": "KV_jetway_control",
+		"$KV.jetway_control.signin.0a1b":       "KV_jetway_control",
 		"$KV.jetway_agents.globex.default":     "KV_jetway_agents",
 		"$KV.jetway_event_ids.other.s1.x":      "KV_jetway_event_ids",
 		"$KV.jetway_sessions.other.s1":         "KV_jetway_sessions",

@@ -89,6 +89,19 @@ func (p Principal) MayAccess(tenant string) error {
 	return nil
 }
 
+// Role is the name of p's role (RoleUser, RoleAdmin or RoleOperator), as
+// a tokens file spells it: what the console's header shows, so a person
+// signed in can tell which of their tokens they used.
+func (p Principal) Role() string {
+	switch {
+	case p.Operator:
+		return RoleOperator
+	case p.Admin:
+		return RoleAdmin
+	}
+	return RoleUser
+}
+
 // MayPublish reports whether p may publish a CloudEvent of type typ.
 func (p Principal) MayPublish(typ string) error {
 	if strings.HasPrefix(typ, ReservedTypePrefix) {

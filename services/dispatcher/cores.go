@@ -1,8 +1,12 @@
 package dispatcher
 
 import (
+	"time"
+
 	"github.com/rs/zerolog"
 	"go.opentelemetry.io/otel/trace"
+
+	api "jetway/pkg/dispatcherapi"
 )
 
 // The dispatcher is one core per resource, and two transports over them:
@@ -15,6 +19,7 @@ import (
 //	jobs        jobsCore      jobs.go                   a session's jobs
 //	cluster     clusterCore   cluster.go                runners, workers, streams
 //	approvals   approvalsCore approvals.go              tool approvals and questions waiting for a person
+//	signIn      signInCore    signin.go                 one-time console sign-in codes
 //
 // The HTTP API
 // (httpAPI: http.go, httpops.go, cehttp.go, sse.go) and the NATS micro
@@ -55,6 +60,7 @@ type cores struct {
 	jobs       *jobsCore
 	cluster    *clusterCore
 	approvals  *approvalsCore
+	signIn     *signInCore
 }
 
 // newCores builds every core on one store. cfg is complete (New has filled
@@ -72,6 +78,7 @@ func newCores(cfg Config, log zerolog.Logger, tracer trace.Tracer, m *metrics, s
 		jobs:     &jobsCore{store: st, log: log},
 		cluster:  &clusterCore{store: st},
 	}
+	c.signIn = &signInCore{store: st, gate: c.gate, log: log, ttl: api.SignInCodeTTL, now: time.Now}
 	c.approvals = &approvalsCore{store: st, log: log, source: cfg.Source, events: c.events}
 	return c
 }

@@ -459,7 +459,8 @@ func TestOpenAPI_is_served_and_docs_copy_is_identical(t *testing.T) {
 		"/v1/sessions/{session}/recovery:", "/v1/sessions/{session}/transcript:",
 		"/v1/sessions/{session}/jobs/{id}/output:", "/v1/sessions/{session}/jobs/{id}/kill:",
 		"/v1/agents:", "/v1/agents/{name}:",
-		"/v1/stop:", "/healthz:", "/readyz:", "/metrics:", "/v1/openapi.yaml:"} {
+		"/v1/stop:", "/v1/signin/codes:", "/v1/signin:", "/v1/whoami:",
+		"/healthz:", "/readyz:", "/metrics:", "/v1/openapi.yaml:"} {
 		if !bytes.Contains(b, []byte("\n  "+path+"\n")) {
 			t.Errorf("OpenAPI document lacks path %s", path)
 		}

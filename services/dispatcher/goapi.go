@@ -158,3 +158,13 @@ func (d *Dispatcher) Approvals(ctx context.Context, p auth.Principal, session st
 func (d *Dispatcher) Decide(ctx context.Context, p auth.Principal, session, id string, req DecisionRequest) (api.Approval, error) {
 	return d.approvals.Decide(ctx, p, session, id, req)
 }
+
+// SignInCode makes a one-time code that signs the console in as token
+// (POST /v1/signin/codes), for jetway dev to print as it starts.
+func (d *Dispatcher) SignInCode(ctx context.Context, token string) (api.SignInCode, error) {
+	p, err := d.gate.authenticate(token)
+	if err != nil {
+		return api.SignInCode{}, err
+	}
+	return d.signIn.CreateCode(ctx, p, token)
+}

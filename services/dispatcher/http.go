@@ -68,6 +68,9 @@ func (d *httpAPI) handler() http.Handler {
 	mux.Handle("GET /v1/approvals", d.serve(http.StatusOK, d.handleApprovals))
 	mux.Handle("GET /v1/sessions/{session}/approvals", d.serve(http.StatusOK, d.handleApprovals))
 	mux.Handle("POST /v1/sessions/{session}/approvals/{id}", d.serve(http.StatusOK, d.handleDecide))
+	mux.Handle("POST /v1/signin/codes", d.serve(http.StatusCreated, d.handleSignInCode))
+	mux.HandleFunc("POST /v1/signin", d.handleSignIn)
+	mux.Handle("GET /v1/whoami", d.serve(http.StatusOK, d.handleWhoAmI))
 	web := console.Handler()
 	mux.Handle("GET /{$}", web)
 	mux.Handle("GET "+console.Prefix, web)
@@ -196,14 +199,19 @@ func (d *httpAPI) fail(w http.ResponseWriter, r *http.Request, err error) {
 
 // principal authenticates the request's bearer token and applies the rate
 // limit. Ground Stop and the cluster view are the routes an operator token
-// of no tenant may use, as on the NATS API.
+// of no tenant may use, as on the NATS API; so are the ones that only say
+// whose the token is or sign the console in with it, which touch no
+// tenant's records.
 func (d *httpAPI) principal(r *http.Request) (auth.Principal, error) {
 	p, err := d.gate.authenticate(auth.BearerToken(r.Header.Get("Authorization")))
-	if err == nil && r.URL.Path != "/v1/stop" && r.URL.Path != "/v1/cluster" {
+	if err == nil && !tenantless[r.URL.Path] {
 		err = needsTenant(p)
 	}
 	return p, err
 }
+
+// tenantless are the paths an operator token of no tenant may use.
+var tenantless = map[string]bool{"/v1/stop": true, "/v1/cluster": true, "/v1/whoami": true, "/v1/signin/codes": true}
 
 // readBody reads the whole body under the size limit.
 func (d *httpAPI) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {

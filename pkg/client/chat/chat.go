@@ -19,6 +19,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/term"
@@ -182,6 +183,20 @@ type chat struct {
 	// wakes are the CE ids of job events (exits, overdue) shown that have
 	// not reached a run yet: each starts a run or goes to the live one.
 	wakes sync.Map
+	// mine are the CE ids of every line this chat sent (id → text), kept
+	// for the chat's life: a run that delivers any other event a person
+	// sent got it from elsewhere (another chat, the console, curl), and
+	// the chat shows that line (elsewhere.go).
+	mine sync.Map
+	// sending is held (write) while a line is being sent, until its id is
+	// in mine: the stream can announce the run a line started before the
+	// POST that sent it has answered, and the line must not then look like
+	// someone else's.
+	sending sync.RWMutex
+	// cursor is the id of the last transcript entry the chat has read
+	// (opening, then elsewhere.go): where the next read of lines from
+	// elsewhere starts.
+	cursor atomic.Uint64
 }
 
 // println shows one line above the prompt (terminal) or as a line. A
@@ -242,7 +257,7 @@ func (c *chat) follow(ctx context.Context, first *client.Stream) error {
 		for _, l := range r.Lines(ev) {
 			c.println(l)
 		}
-		c.track(ev)
+		c.track(ctx, ev)
 		select {
 		case c.activity <- struct{}{}:
 		default:
@@ -386,14 +401,33 @@ func (c *chat) decide(ctx context.Context, verb, arg string) {
 	c.println("» " + id + " " + a.State)
 }
 
+// input sends a typed line. In line mode (input piped in) nothing echoes
+// what was read, so the chat says what it sends, as its history shows a
+// person's line, before it sends it (so it comes before all it causes); a
+// terminal's line editor has shown it already.
 func (c *chat) input(ctx context.Context, text string) {
+	if c.term == nil {
+		c.println("you: " + text)
+	}
+	c.sending.Lock()
 	acc, err := c.cfg.Client.InputAgent(ctx, c.cfg.Session, text, c.cfg.Agent)
+	if err == nil {
+		c.mine.Store(acc.ID, text)
+		c.typed.Store(acc.ID, text)
+	}
+	c.sending.Unlock()
 	if err != nil {
 		c.println("! " + err.Error())
 		return
 	}
 	c.sent = true
-	c.typed.Store(acc.ID, text)
+}
+
+// waitSent waits until no line is being sent, so that every line the
+// stream can name is in mine and typed.
+func (c *chat) waitSent() {
+	c.sending.RLock()
+	defer c.sending.RUnlock()
 }
 
 func (c *chat) jobs(ctx context.Context) {
@@ -483,7 +517,7 @@ func (c *chat) settled(d client.SessionDetail) bool {
 // track keeps what line mode's wait and the delivery notes need from ev:
 // runs that ended, job events not yet taken by a run, and lines of this
 // chat that a busy session handed to its model.
-func (c *chat) track(ev client.Event) {
+func (c *chat) track(ctx context.Context, ev client.Event) {
 	switch ev.Type {
 	case events.TypeRunEnded:
 		var e events.RunEnded
@@ -493,6 +527,7 @@ func (c *chat) track(ev client.Event) {
 	case events.TypeRunStarted:
 		var s events.RunStarted
 		if json.Unmarshal(ev.Data, &s) == nil {
+			c.fromElsewhere(ctx, s.Events)
 			c.taken(s.Events)
 		}
 	case events.TypeRunDelivered:
@@ -500,11 +535,13 @@ func (c *chat) track(ev client.Event) {
 		if json.Unmarshal(ev.Data, &d) != nil {
 			return
 		}
+		c.waitSent()
 		for _, id := range d.Events {
 			if text, ok := c.typed.Load(id); ok {
 				c.println("» delivered to the running model: " + clip(text.(string), 120))
 			}
 		}
+		c.fromElsewhere(ctx, d.Events)
 		c.taken(d.Events)
 	case events.TypeHeadline:
 		var h events.HeadlineNote

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -31,6 +32,8 @@ type fakeDispatcher struct {
 	steers  []string
 	onInput func(text string)
 	streams chan struct{} // one per opened stream
+	// entries is the session's transcript, served after ?after=.
+	entries []client.TranscriptEntry
 }
 
 func newFake(t *testing.T) (*fakeDispatcher, *client.Client) {
@@ -79,7 +82,17 @@ func newFake(t *testing.T) (*fakeDispatcher, *client.Client) {
 		io.WriteString(w, `{"session":"s1","state":"idle","record":{"state":"idle","run":"r1"},"pending_events":0,"jobs":[]}`)
 	})
 	mux.HandleFunc("GET /v1/sessions/s1/transcript", func(w http.ResponseWriter, r *http.Request) {
-		io.WriteString(w, `{"session":"s1","entries":[],"next":0,"more":false}`)
+		after, _ := strconv.ParseUint(r.URL.Query().Get("after"), 10, 64)
+		page := client.TranscriptPage{Session: "s1", Entries: []client.TranscriptEntry{}, Next: after}
+		f.mu.Lock()
+		for _, e := range f.entries {
+			if e.ID > after {
+				page.Entries = append(page.Entries, e)
+				page.Next = e.ID
+			}
+		}
+		f.mu.Unlock()
+		json.NewEncoder(w).Encode(page)
 	})
 	mux.HandleFunc("POST /v1/sessions/s1/jobs/3/kill", func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, `{"id":"3","program":"gh","status":"killed","exit_code":-1,"line":"t3 killed after 1s"}`)

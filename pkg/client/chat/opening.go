@@ -124,6 +124,7 @@ func (c *chat) command(args string) string {
 func (c *chat) recent(ctx context.Context) ([]string, error) {
 	var ring []string
 	err := c.cfg.Client.EachTranscriptEntry(ctx, c.cfg.Session, 0, func(e client.TranscriptEntry) error {
+		c.cursor.Store(e.ID)
 		ring = append(ring, entryLines(e)...)
 		if len(ring) > recentLines {
 			ring = ring[len(ring)-recentLines:]

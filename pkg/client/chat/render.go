@@ -54,7 +54,7 @@ func (r *Renderer) Lines(ev client.Event) []string {
 		if json.Unmarshal(ev.Data, &u) != nil {
 			return nil
 		}
-		return append(r.Flush(), "  ↳ "+u.Name)
+		return append(r.Flush(), "  ↳ "+u.Name+toolArgs(u.Input))
 	case events.TypeToolResult:
 		var res events.ToolResult
 		if json.Unmarshal(ev.Data, &res) != nil || !res.IsError {
@@ -99,4 +99,28 @@ func approvalPrompt(a events.ApprovalRequested) []string {
 	}
 	return []string{"? " + a.Tool + " " + events.PlainJSON(a.Input) + " waits for your approval",
 		"  decide with: /approve " + a.Approval + " [edited input as JSON] or /reject " + a.Approval + " <reason>"}
+}
+
+// toolArgWidth bounds what a tool call line shows of its arguments, so the
+// line stays one line of a terminal.
+const toolArgWidth = 100
+
+// toolArgs is what a tool call line shows after the tool's name: the
+// command a shell call runs (what a person watching wants to know), else
+// the arguments as compact JSON; on one line, cut to toolArgWidth.
+func toolArgs(input json.RawMessage) string {
+	if len(input) == 0 {
+		return ""
+	}
+	var shell struct {
+		Command string `json:"command"`
+	}
+	if json.Unmarshal(input, &shell) == nil && strings.TrimSpace(shell.Command) != "" {
+		return ": " + clip(shell.Command, toolArgWidth)
+	}
+	s := events.PlainJSON(input)
+	if s == "" || s == "{}" || s == "null" {
+		return ""
+	}
+	return " " + clip(s, toolArgWidth)
 }

@@ -169,6 +169,7 @@
   }
 
   function renderSignIn(msg) {
+    signedInShown = false;
     document.getElementById('nav').hidden = true;
     document.getElementById('signout').hidden = true;
     document.getElementById('who').textContent = '';
@@ -181,16 +182,22 @@
     const form = h('form', { class: 'card signin', 'aria-labelledby': 'signin-title' },
       h('h1', { id: 'signin-title' }, 'Sign in to jetway'),
       h('div', { class: 'field' },
-        h('label', { for: 'token' }, 'API token'),
+        h('label', { for: 'token' }, 'API token or sign-in code'),
         input,
         h('span', { class: 'hint', id: 'token-hint' },
-          'A bearer token of the dispatcher (jetway dev prints where its tokens are). ' +
-          'It is kept in this browser tab only and sent in the Authorization header.'),
+          'Run jetway console for a one-time sign-in link, or paste a sign-in code or a bearer token ' +
+          '(jetway dev prints where its tokens are). The token is kept in this browser tab only and sent in the Authorization header.'),
         err),
       h('button', { class: 'primary', type: 'submit' }, 'Sign in'));
     form.addEventListener('submit', async (e) => {
       e.preventDefault();
-      sessionStorage.setItem(TOKEN_KEY, input.value.trim());
+      const typed = input.value.trim();
+      if (typed.startsWith(CODE_PREFIX)) {
+        input.value = '';
+        await signInWithCode(typed);
+        return;
+      }
+      sessionStorage.setItem(TOKEN_KEY, typed);
       let home = '#/sessions';
       try {
         await api('GET', '/v1/sessions');
@@ -222,16 +229,74 @@
   async function showSignedIn() {
     document.getElementById('nav').hidden = false;
     document.getElementById('signout').hidden = false;
-    document.getElementById('who').textContent = 'signed in';
+    const whoEl = document.getElementById('who');
     if (signedInShown) return;
+    whoEl.textContent = 'signed in';
     signedInShown = true;
+    // The header says whose token this is: a person with several tokens
+    // (tenant, admin, operator) sees which one the page acts with.
+    api('GET', '/v1/whoami').then((w) => {
+      whoEl.textContent = w.tenant ? `tenant ${w.tenant} · ${w.role}` : `${w.role} (no tenant)`;
+      whoEl.title = 'The token this tab signed in with';
+    }, () => { /* an older dispatcher: "signed in" stays */ });
     try {
       await api('GET', '/v1/cluster');
       document.getElementById('nav-cluster').hidden = false;
     } catch (_) { /* not an operator: no cluster link */ }
   }
 
+  // ---- one-time sign-in links ---------------------------------------------
+  //
+  // `jetway console` prints <base>/#code=<code>. The code is in the fragment,
+  // which the browser never sends to a server; the page takes it out of the
+  // address bar at once (replaceState, so no history entry keeps it either),
+  // trades it for the token in a POST body, and keeps the token as it keeps
+  // a pasted one.
+
+  const CODE_PREFIX = 'jwsi_';
+
+  // codeInAddress is the sign-in code in the address's fragment, removed
+  // from the address as it is read; '' when there is none.
+  function codeInAddress() {
+    const m = /^#code=([^&]*)/.exec(location.hash);
+    if (!m) return '';
+    history.replaceState(null, '', location.pathname + location.search);
+    return decodeURIComponent(m[1]);
+  }
+
+  async function signInWithCode(code) {
+    if (current) current.stop();
+    current = null;
+    sessionStorage.removeItem(TOKEN_KEY);
+    signedInShown = false;
+    fill(main, h('p', { class: 'card', role: 'status' }, 'Signing in…'));
+    let res;
+    try {
+      res = await fetch('/v1/signin', {
+        method: 'POST', cache: 'no-store',
+        headers: { 'Content-Type': 'application/json' },
+        body: JSON.stringify({ code }),
+      });
+    } catch (e) {
+      renderSignIn('Sign-in failed: the dispatcher did not answer (' + e.message + ')');
+      return;
+    }
+    let body = null;
+    try { body = await res.json(); } catch (_) { /* not JSON */ }
+    if (!res.ok || !body || !body.token) {
+      const why = (body && (body.detail || body.title)) || res.status + ' ' + res.statusText;
+      renderSignIn('This sign-in link did not work: ' + why);
+      return;
+    }
+    sessionStorage.setItem(TOKEN_KEY, body.token);
+    const home = body.tenant ? '#/sessions' : '#/cluster';
+    if (location.hash !== home) location.hash = home; // the hashchange routes
+    else route();
+  }
+
   function route() {
+    const code = codeInAddress();
+    if (code) { signInWithCode(code); return; }
     if (current) current.stop();
     current = null;
     flash('');
