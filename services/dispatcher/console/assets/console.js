@@ -661,7 +661,7 @@
     const sig = differ();
     function setJobs(js) {
       const v = js.map((j) => ({ id: String(j.id), start: ms(j.started), end: ms(j.ended), status: j.status,
-        exit: j.exit_code, what: j.command || j.summary || j.line || '' })).filter((j) => !isNaN(j.start));
+        exit: j.exit_code, what: j.command || j.summary || j.line || '', run: j.run_id })).filter((j) => !isNaN(j.start));
       if (sig('jobs', v)) { jobs = v; redraw(); }
     }
     function setChildren(cs) {
@@ -693,7 +693,10 @@
       const nextRun = hi == null ? null : runs.get(order[top]);
       const until = nextRun ? nextRun.start : Infinity;
       const inWin = (i) => i.start < until && endOf(i) >= t0;
-      const wj = jobs.filter(inWin).sort((a, b) => a.start - b.start);
+      // A run's foreground command is its tool call's bar; it is a job of
+      // its own only once it outlives the run.
+      const fg = (j) => { const r = j.run && runs.get(j.run); return r && (isNaN(r.end) || endOf(j) <= r.end); };
+      const wj = jobs.filter((j) => inWin(j) && !fg(j)).sort((a, b) => a.start - b.start);
       const wk = kids.filter(inWin).sort((a, b) => a.start - b.start);
       open = win.some((r) => isNaN(r.end)) || wj.some((j) => isNaN(j.end)) || wk.some((k) => isNaN(k.end));
 
@@ -713,7 +716,7 @@
       }
       active = Math.max(segs.reduce((sum, s) => sum + s[1] - s[0], 0), 1);
       const narrow = pic.clientWidth < 520;
-      const W = Math.max(pic.clientWidth || 0, 480);
+      const W = Math.max(pic.clientWidth || 0, 300);
       const LBL = narrow ? 70 : 96;
       const BRK = 18;
       const x0 = LBL + 4;
@@ -806,6 +809,18 @@
         }
       });
       axis.push(svg('text', { x: x0 + plot, y: H - 6, class: 'tl-tick', 'text-anchor': 'end' }, '+' + dur(segs[segs.length - 1][1] - t0)));
+      // Ticks in between, a round step apart, where they have room.
+      const raw = 100 / k;
+      const pow = 10 ** Math.floor(Math.log10(raw));
+      const step = [1, 2, 5, 10].map((m) => m * pow).find((v) => v >= raw);
+      segs.forEach((s, i) => {
+        for (let t = Math.ceil((s[0] - t0) / step) * step + t0; t < s[1]; t += step) {
+          const at = x(t);
+          if (at - segX[i] < 70 || x0 + plot - at < 60 || (segX[i + 1] && segX[i + 1] - at < 70)) continue;
+          axis.push(svg('line', { x1: at, x2: at, y1: H - 23, y2: H - 17, class: 'tl-axis' }),
+            svg('text', { x: at, y: H - 6, class: 'tl-tick', 'text-anchor': 'middle' }, '+' + dur(t - t0)));
+        }
+      });
       const pictured = svg('svg', { width: W, height: H, viewBox: `0 0 ${W} ${H}`, class: 'tl-svg', role: 'img',
         'aria-label': `Timeline of ${range.textContent}: ${win.length} run(s), ${calls.length} model call(s), ${tools.length} tool call(s), ${jobRows.length} job(s), ${kidRows.length} sub-agent(s)` },
       rows, axis, out);
