@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"net/http"
@@ -159,18 +160,42 @@ func TestConsole_draws_a_2000_turn_sessions_timeline_with_a_bounded_number_of_no
 	}
 	ts = append(ts, `{"text": "All steps done."}`)
 	d, tk := startConsoleDev(t, `{"turns": [`+strings.Join(ts, ",")+`]}`)
+	// Each input is sent once the run before it has ended, as its
+	// run.ended on the session's stream says: one connection, no polling.
+	ctx, cancel := context.WithTimeout(context.Background(), 4*devWait)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, "GET", d.url+"/v1/sessions/long/stream?from=new", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+tk.user)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	lines := bufio.NewScanner(resp.Body)
+	lines.Buffer(make([]byte, 1<<20), 1<<20)
 	for run := 1; run <= runs; run++ {
 		if code := apiCall(t, d, "POST", "/v1/sessions/long/input", tk.user, fmt.Sprintf(`{"text": "go %d"}`, run), nil); code != http.StatusAccepted {
 			t.Fatalf("input %d: %d", run, code)
 		}
-		testutil.Eventually(t, devWait, fmt.Sprintf("run %d to end", run), func() bool {
-			var s struct {
-				State string `json:"state"`
-				Runs  int    `json:"runs"`
-			}
-			apiCall(t, d, "GET", "/v1/sessions/long", tk.user, "", &s)
-			return s.Runs == run && s.State == "idle"
-		})
+		for lines.Scan() && lines.Text() != "event: io.jetway.run.ended" {
+		}
+		if err := lines.Err(); err != nil || ctx.Err() != nil {
+			t.Fatalf("waiting for run %d to end: %v %v", run, err, ctx.Err())
+		}
+	}
+	var s struct {
+		State string `json:"state"`
+		Runs  int    `json:"runs"`
+	}
+	testutil.Eventually(t, devWait, "the session idle after its runs", func() bool {
+		apiCall(t, d, "GET", "/v1/sessions/long", tk.user, "", &s)
+		return s.State == "idle"
+	})
+	if s.Runs != runs {
+		t.Fatalf("the session had %d runs, want %d", s.Runs, runs)
 	}
 
 	b := newBrowser(t, d.url)
@@ -182,6 +207,7 @@ func TestConsole_draws_a_2000_turn_sessions_timeline_with_a_bounded_number_of_no
 	b.until("the last runs' timeline", fmt.Sprintf(`document.getElementById('tl-range')?.textContent.startsWith('runs 36–40 of 40') && %s === %d`, model, 5*turns))
 	b.shot("timeline-2000-turns")
 	nodes := eval[int](b, `document.querySelectorAll('#timeline *').length`)
+	t.Logf("the timeline of the last 5 runs (%d model calls) has %d nodes", 5*turns, nodes)
 	if nodes > 1000 {
 		t.Errorf("the timeline of %d model calls has %d nodes, want at most 1000", 5*turns, nodes)
 	}

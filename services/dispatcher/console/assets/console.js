@@ -833,21 +833,26 @@
     // those: the stream says something happened, the transcript says when.
     let syncing = null;
     let again = false;
+    let stale = false; // a read failed: the next tick tries again
     async function sync() {
       if (syncing) { again = true; return syncing; }
       syncing = (async () => {
         try {
           do {
             again = false;
-            for (let i = 0; i < 10; i++) {
+            for (let i = 1; ; i++) {
               const pg = await api('GET', `${base}/transcript?after=${seen}&limit=200`, undefined, signal);
               pg.entries.forEach(add);
               if (!pg.more) break;
+              if (i % 10 === 0) redraw();
             }
+            stale = false;
             redraw();
           } while (again);
         } catch (e) {
-          if (e.status !== 404 && e.name !== 'AbortError') throw e;
+          if (e.status === 404 || e.name === 'AbortError') return;
+          stale = true;
+          throw e;
         } finally {
           syncing = null;
         }
@@ -857,7 +862,10 @@
 
     return {
       el, add, setJobs, setChildren, redraw, sync,
-      tick() { if (open) draw(); },
+      tick() {
+        if (open) draw();
+        if (stale && !syncing) sync().catch(() => { /* said by the next try's failure, or not at all */ });
+      },
     };
   }
 
