@@ -762,7 +762,10 @@ func (a *actor) setState(ctx context.Context, lr *liveRun, state, reason string)
 			a.lost(ctx, fmt.Errorf("%w: record names run %s", ErrLostSession, rec.Run))
 			return false
 		}
-		rec.State, rec.Reason = state, reason
+		// Since is when the session entered this state (docs/openapi.yaml):
+		// a finished sub-agent's since is when it finished, which the
+		// console's timeline ends its bar at.
+		rec.State, rec.Reason, rec.Since = state, reason, time.Now().UTC()
 		rec.TokensUsed += int64(lr.usage.InputTokens + lr.usage.OutputTokens)
 		// An event the run took as a notice named another agent: the
 		// session is bound to it from its next run on.

@@ -597,6 +597,343 @@
     }
   }
 
+  // ---- the timeline -----------------------------------------------------------
+
+  // The timeline draws a window of a session's runs as bars on a time axis:
+  // each run, its model calls and tool calls, and the background jobs and
+  // sub-agents started meanwhile. It is built from what the page reads
+  // anyway: the transcript's entries (each has its time: a model call runs
+  // from the run's previous entry to the assistant message, a tool call
+  // from that message to its result), the jobs and children of the detail.
+  // It is one SVG whatever the session's length: a lane's bars closer than
+  // a few pixels merge into one that counts them, so a 2000-turn run is at
+  // most TL_SEGS bars a lane; idle time between bars longer than a twentieth
+  // of the window is cut out of the axis and marked.
+  const TL_RUNS = 5; // runs in a window
+  const TL_SEGS = 120; // most bars a lane draws
+  const TL_ROWS = 6; // most job rows and sub-agent rows
+  const SVGNS = 'http://www.w3.org/2000/svg';
+
+  function svg(tag, attrs, ...kids) {
+    const el = document.createElementNS(SVGNS, tag);
+    for (const [k, v] of Object.entries(attrs || {})) if (v != null && v !== false) el.setAttribute(k, v);
+    for (const kid of kids.flat(2)) if (kid != null && kid !== false) el.append(kid instanceof Node ? kid : String(kid));
+    return el;
+  }
+
+  // dur is a duration short enough to read on a bar: 340 ms, 2.4s, 3m05s.
+  function dur(ms) {
+    if (!(ms >= 0)) return '?';
+    if (ms < 1000) return Math.round(ms) + ' ms';
+    if (ms < 10000) return (ms / 1000).toFixed(1) + 's';
+    return elapsed(ms);
+  }
+  const toks = (i, o) => `${i} tokens in, ${o} out`;
+  const ms = (iso) => (iso && !iso.startsWith('0001') ? Date.parse(iso) : NaN);
+
+  function timeline(base, signal) {
+    const runs = new Map();
+    const order = [];
+    const toolAt = new Map();
+    let seen = 0; // the last transcript entry taken
+    let jobs = [];
+    let kids = [];
+    let hi = null; // the window ends before run hi; null follows the latest
+    let queued = false;
+
+    const detail = h('p', { class: 'small tl-detail', id: 'tl-detail', 'aria-live': 'polite' },
+      'Point at or tap a bar for its duration and tokens.');
+    const range = h('span', { class: 'small muted', id: 'tl-range' });
+    const earlier = h('button', { type: 'button', id: 'tl-earlier', onclick: () => move(-1) }, '◀ Earlier runs');
+    const later = h('button', { type: 'button', id: 'tl-later', onclick: () => move(1) }, 'Later runs ▶');
+    const pic = h('div', { class: 'tl-scroll', id: 'tl-pic' });
+    const el = h('section', { class: 'card timeline', id: 'timeline', 'aria-labelledby': 'h-tl' },
+      h('div', { class: 'row' }, h('h2', { id: 'h-tl' }, 'Timeline'), range,
+        h('span', { class: 'row push' }, earlier, later)),
+      pic, detail);
+    const show = (ev) => {
+      const b = ev.target.closest && ev.target.closest('[data-tip]');
+      if (b) detail.textContent = b.dataset.tip;
+    };
+    pic.addEventListener('mouseover', show);
+    pic.addEventListener('click', show);
+    window.addEventListener('resize', () => redraw(), { signal });
+
+    function move(dir) {
+      const n = order.length;
+      const cur = hi == null ? n : hi;
+      const next = Math.max(Math.min(TL_RUNS, n), cur + dir * TL_RUNS);
+      hi = next >= n ? null : next;
+      redraw();
+    }
+
+    function redraw() {
+      if (queued) return;
+      queued = true;
+      requestAnimationFrame(() => { queued = false; draw(); });
+    }
+
+    function run(id, t) {
+      let r = runs.get(id);
+      if (!r) {
+        r = { id, start: t, end: NaN, last: t, cause: '', reason: '', model: [], tools: [], inTok: 0, outTok: 0 };
+        runs.set(id, r);
+        order.push(id);
+      }
+      return r;
+    }
+
+    // add takes one transcript entry, once, in the order they were recorded.
+    function add(e) {
+      if (e.id <= seen) return;
+      seen = e.id;
+      if (!e.run) return;
+      const t = ms(e.time);
+      if (e.kind === 'run_started') {
+        const r = run(e.run, t);
+        Object.assign(r, { start: t, last: t, cause: e.cause || 'dispatch', agent: e.agent });
+        return;
+      }
+      const r = run(e.run, t);
+      if (e.kind === 'run_ended') {
+        r.end = t;
+        r.reason = e.reason || 'ended';
+        r.error = e.error;
+        for (const c of r.tools) if (isNaN(c.end)) c.end = t;
+        return;
+      }
+      if (e.kind !== 'message') return;
+      if (e.role === 'assistant') {
+        const u = e.usage || {};
+        r.model.push({ start: r.last, end: t, inTok: u.input_tokens || 0, outTok: u.output_tokens || 0 });
+        r.inTok += u.input_tokens || 0;
+        r.outTok += u.output_tokens || 0;
+        for (const b of e.content || []) {
+          if (b.type !== 'tool_use') continue;
+          const c = { start: t, end: NaN, name: b.name, error: false };
+          r.tools.push(c);
+          toolAt.set(b.id, c);
+        }
+      } else {
+        for (const b of e.content || []) {
+          const c = b.type === 'tool_result' && toolAt.get(b.tool_use_id);
+          if (c) { c.end = t; c.error = !!b.is_error; toolAt.delete(b.tool_use_id); }
+        }
+      }
+      r.last = t;
+    }
+
+    const sig = differ();
+    function setJobs(js) {
+      const v = js.map((j) => ({ id: String(j.id), start: ms(j.started), end: ms(j.ended), status: j.status,
+        exit: j.exit_code, what: j.command || j.summary || j.line || '', run: j.run_id })).filter((j) => !isNaN(j.start));
+      if (sig('jobs', v)) { jobs = v; redraw(); }
+    }
+    function setChildren(cs) {
+      const v = (cs || []).filter((c) => typeof c === 'object').map((c) => ({ id: c.session, start: ms(c.started),
+        end: c.state === 'running' || !c.runs ? NaN : ms(c.since), state: c.state, agent: c.agent, number: c.number,
+        reason: c.reason })).filter((c) => !isNaN(c.start));
+      if (sig('kids', v)) { kids = v; redraw(); }
+    }
+
+    // live says whether the window shows something still going on, whose
+    // bar grows with the clock.
+    let open = false;
+
+    function draw() {
+      const n = order.length;
+      const top = hi == null ? n : Math.min(hi, n);
+      const lo = Math.max(0, top - TL_RUNS);
+      const win = order.slice(lo, top).map((id) => runs.get(id));
+      earlier.disabled = lo === 0;
+      later.disabled = hi == null;
+      range.textContent = n ? (top - lo === 1 ? `run ${top} of ${n}` : `runs ${lo + 1}–${top} of ${n}`) + (hi == null ? ' · the latest' : '') : '';
+      if (!n) { fill(pic, h('p', { class: 'small muted' }, 'No runs yet.')); open = false; return; }
+      const now = Date.now();
+      const endOf = (x) => (isNaN(x.end) ? now : Math.max(x.end, x.start));
+      const t0 = win[0].start;
+      // Jobs and sub-agents started while the window's runs went on (up to
+      // the next run) are drawn; those started before and still going then
+      // are drawn from the left edge, without stretching the axis.
+      const nextRun = hi == null ? null : runs.get(order[top]);
+      const until = nextRun ? nextRun.start : Infinity;
+      const inWin = (i) => i.start < until && endOf(i) >= t0;
+      // A run's foreground command is its tool call's bar; it is a job of
+      // its own only once it outlives the run.
+      const fg = (j) => { const r = j.run && runs.get(j.run); return r && (isNaN(r.end) || endOf(j) <= r.end); };
+      const wj = jobs.filter((j) => inWin(j) && !fg(j)).sort((a, b) => a.start - b.start);
+      const wk = kids.filter(inWin).sort((a, b) => a.start - b.start);
+      open = win.some((r) => isNaN(r.end)) || wj.some((j) => isNaN(j.end)) || wk.some((k) => isNaN(k.end));
+
+      // The axis: the spans of the runs and of what they started, with long
+      // idle gaps between them cut out.
+      const spans = [...win, ...wj.filter((j) => j.start >= t0), ...wk.filter((k) => k.start >= t0)]
+        .map((x) => [Math.max(x.start, t0), endOf(x)]).sort((a, b) => a[0] - b[0]);
+      const segs = [];
+      for (const [a, b] of spans) {
+        const s = segs[segs.length - 1];
+        if (s && a <= s[1]) s[1] = Math.max(s[1], b); else segs.push([a, b]);
+      }
+      let active = segs.reduce((sum, s) => sum + s[1] - s[0], 0);
+      const cut = Math.max(active / 20, 1000);
+      for (let i = segs.length - 1; i > 0; i--) {
+        if (segs[i][0] - segs[i - 1][1] <= cut) { segs[i - 1][1] = segs[i][1]; segs.splice(i, 1); }
+      }
+      active = Math.max(segs.reduce((sum, s) => sum + s[1] - s[0], 0), 1);
+      const narrow = pic.clientWidth < 520;
+      const W = Math.max(pic.clientWidth || 0, 300);
+      const LBL = narrow ? 70 : 96;
+      const BRK = 18;
+      const x0 = LBL + 4;
+      const plot = W - x0 - 10;
+      const k = Math.max(plot - BRK * (segs.length - 1), 40) / active;
+      const segX = [];
+      let acc = x0;
+      for (const s of segs) { segX.push(acc); acc += (s[1] - s[0]) * k + BRK; }
+      const x = (t) => {
+        for (let i = segs.length - 1; i >= 0; i--) {
+          if (t >= segs[i][0]) return Math.min(segX[i] + Math.min(t - segs[i][0], segs[i][1] - segs[i][0]) * k + (t > segs[i][1] ? BRK / 2 : 0), x0 + plot);
+        }
+        return x0;
+      };
+
+      const ROW = 22;
+      const BAR = 14;
+      const rows = [];
+      const out = [];
+      // lane draws items on a row, merging those closer than a few pixels
+      // into one bar whose tip counts them.
+      const lane = (label, kind, items, tip, extra) => {
+        const y = 6 + rows.length * ROW;
+        rows.push(svg('text', { x: LBL, y: y + BAR - 3, class: 'tl-label', 'text-anchor': 'end' }, label));
+        const gap = Math.max(plot / TL_SEGS, 1);
+        let cur = null;
+        const flush = () => {
+          if (!cur) return;
+          const t = tip(cur.items);
+          out.push(svg('rect', Object.assign({
+            x: cur.x1.toFixed(1), y, width: Math.max(cur.x2 - cur.x1, 2).toFixed(1), height: BAR, rx: 3,
+            class: 'tl-bar tl-' + kind + (cur.items.some((i) => i.error || i.bad) ? ' tl-bad' : '') + (cur.items.some((i) => isNaN(i.end)) ? ' tl-open' : ''),
+            'data-kind': kind, 'data-count': cur.items.length, 'data-tip': t,
+          }, extra ? extra(cur.items) : {}), svg('title', {}, t)));
+          cur = null;
+        };
+        for (const it of items) {
+          const a = x(Math.max(it.start, t0));
+          const b = Math.max(x(endOf(it)), a + 2);
+          if (cur && a <= cur.x2 + gap) { cur.x2 = Math.max(cur.x2, b); cur.items.push(it); continue; }
+          flush();
+          cur = { x1: a, x2: b, items: [it] };
+        }
+        flush();
+      };
+      const took = (i) => endOf(i) - i.start;
+      const sum = (is, f) => is.reduce((s, i) => s + f(i), 0);
+      const going = (i) => (isNaN(i.end) ? 'running for ' : '') + dur(took(i));
+
+      win.forEach((r) => { r.bad = /error|aborted|timeout|failed|too_long|limit/.test(r.reason || ''); });
+      lane('runs', 'run', win, (is) => is.map((r) => `run ${r.id} (${r.cause || 'dispatch'})` + (r.agent && r.agent !== 'default' ? ' as ' + r.agent : '') +
+        ` · ${isNaN(r.end) ? 'running for ' + dur(took(r)) : (r.reason || 'ended') + ' after ' + dur(took(r))}` +
+        ` · ${r.model.length} model call${r.model.length === 1 ? '' : 's'}, ${r.tools.length} tool call${r.tools.length === 1 ? '' : 's'} · ${toks(r.inTok, r.outTok)}` +
+        (r.error ? ': ' + r.error : '')).join('\n'), (is) => ({ 'data-run': is.map((r) => r.id).join(' ') }));
+      const calls = win.flatMap((r) => r.model);
+      lane('model calls', 'model', calls, (is) => (is.length === 1
+        ? `model call · ${going(is[0])} · ${toks(is[0].inTok, is[0].outTok)}`
+        : `${is.length} model calls · ${dur(sum(is, took))} in all · ${toks(sum(is, (i) => i.inTok), sum(is, (i) => i.outTok))}`));
+      const tools = win.flatMap((r) => r.tools).sort((a, b) => a.start - b.start);
+      lane('tool calls', 'tool', tools, (is) => {
+        if (is.length === 1) return `tool ${is[0].name} · ${going(is[0])}` + (is[0].error ? ' · failed' : '');
+        const by = new Map();
+        for (const i of is) by.set(i.name, (by.get(i.name) || 0) + 1);
+        return `${is.length} tool calls (${[...by].map(([nm, c]) => nm + ' ×' + c).join(', ')}) · ${dur(sum(is, took))} in all` +
+          (is.some((i) => i.error) ? ` · ${is.filter((i) => i.error).length} failed` : '');
+      }, (is) => ({ 'data-name': [...new Set(is.map((i) => i.name))].join(' ') }));
+      const jobRows = wj.slice(-TL_ROWS);
+      for (const j of jobRows) {
+        j.bad = j.status !== 'running' && j.status !== 'exited' || (j.status === 'exited' && j.exit);
+        lane('job ' + j.id, 'job', [j], ([i]) => `job ${i.id} · ${i.what} · ${i.status}${i.status === 'exited' ? ' (exit ' + (i.exit || 0) + ')' : ''} · ${going(i)}`,
+          () => ({ 'data-job': j.id }));
+      }
+      const kidRows = wk.slice(-TL_ROWS);
+      for (const c of kidRows) {
+        c.bad = c.state === 'interrupted' || c.state === 'stopped';
+        lane('agent ' + (c.number || ''), 'agent', [c], ([i]) => `sub-agent ${i.number || ''} (${i.agent || 'default'}) · session ${i.id} · ${i.state}` +
+          (i.reason ? ' (' + i.reason + ')' : '') + ` · ${going(i)}`, () => ({ 'data-session': c.id }));
+      }
+      const H = 6 + rows.length * ROW + 22;
+      // The axis: a tick at each segment's start and the window's end, the
+      // cut-out gaps marked with how long they were.
+      const axis = [svg('line', { x1: x0, x2: x0 + plot, y1: H - 20, y2: H - 20, class: 'tl-axis' })];
+      segs.forEach((s, i) => {
+        const at = segX[i];
+        axis.push(svg('text', { x: at, y: H - 6, class: 'tl-tick', 'text-anchor': i ? 'middle' : 'start' }, i ? '+' + dur(s[0] - t0) : clock(t0)));
+        if (i) {
+          const gx = at - BRK / 2;
+          axis.push(svg('line', { x1: gx, x2: gx, y1: 2, y2: H - 20, class: 'tl-break' },
+            svg('title', {}, dur(s[0] - segs[i - 1][1]) + ' with nothing going on, left out')));
+        }
+      });
+      axis.push(svg('text', { x: x0 + plot, y: H - 6, class: 'tl-tick', 'text-anchor': 'end' }, '+' + dur(segs[segs.length - 1][1] - t0)));
+      // Ticks in between, a round step apart, where they have room.
+      const raw = 100 / k;
+      const pow = 10 ** Math.floor(Math.log10(raw));
+      const step = [1, 2, 5, 10].map((m) => m * pow).find((v) => v >= raw);
+      segs.forEach((s, i) => {
+        for (let t = Math.ceil((s[0] - t0) / step) * step + t0; t < s[1]; t += step) {
+          const at = x(t);
+          if (at - segX[i] < 70 || x0 + plot - at < 60 || (segX[i + 1] && segX[i + 1] - at < 70)) continue;
+          axis.push(svg('line', { x1: at, x2: at, y1: H - 23, y2: H - 17, class: 'tl-axis' }),
+            svg('text', { x: at, y: H - 6, class: 'tl-tick', 'text-anchor': 'middle' }, '+' + dur(t - t0)));
+        }
+      });
+      const pictured = svg('svg', { width: W, height: H, viewBox: `0 0 ${W} ${H}`, class: 'tl-svg', role: 'img',
+        'aria-label': `Timeline of ${range.textContent}: ${win.length} run(s), ${calls.length} model call(s), ${tools.length} tool call(s), ${jobRows.length} job(s), ${kidRows.length} sub-agent(s)` },
+      rows, axis, out);
+      fill(pic, pictured);
+    }
+
+    const clock = (t) => new Date(t).toLocaleTimeString();
+
+    // sync reads the entries recorded after the last one taken, and only
+    // those: the stream says something happened, the transcript says when.
+    let syncing = null;
+    let again = false;
+    let stale = false; // a read failed: the next tick tries again
+    async function sync() {
+      if (syncing) { again = true; return syncing; }
+      syncing = (async () => {
+        try {
+          do {
+            again = false;
+            for (let i = 1; ; i++) {
+              const pg = await api('GET', `${base}/transcript?after=${seen}&limit=200`, undefined, signal);
+              pg.entries.forEach(add);
+              if (!pg.more) break;
+              if (i % 10 === 0) redraw();
+            }
+            stale = false;
+            redraw();
+          } while (again);
+        } catch (e) {
+          if (e.status === 404 || e.name === 'AbortError') return;
+          stale = true;
+          throw e;
+        } finally {
+          syncing = null;
+        }
+      })();
+      return syncing;
+    }
+
+    return {
+      el, add, setJobs, setChildren, redraw, sync,
+      tick() {
+        if (open) draw();
+        if (stale && !syncing) sync().catch(() => { /* said by the next try's failure, or not at all */ });
+      },
+    };
+  }
+
   // ---- one session ----------------------------------------------------------
 
   function sessionPage(session) {
@@ -611,6 +948,7 @@
     const transcript = h('div', { class: 'transcript card', id: 'transcript', role: 'log', 'aria-label': 'Transcript', tabindex: '0' }, history, more, live);
     const hist = renderer(history);
     const liveR = renderer(live, hist);
+    const tl = timeline(base, page.signal);
     let next = 0;
     let loading = false;
 
@@ -626,6 +964,7 @@
         for (let i = 0; i < pages; i++) {
           const pg = await api('GET', `${base}/transcript?after=${next}&limit=200`, undefined, page.signal);
           keepBottom(() => pg.entries.forEach((e) => drawEntry(hist, e)));
+          pg.entries.forEach(tl.add);
           next = pg.next;
           more.hidden = !pg.more;
           if (!pg.more) break;
@@ -635,6 +974,7 @@
         throw e;
       } finally {
         loading = false;
+        tl.redraw();
       }
     }
     more.addEventListener('click', () => act('Loading history', () => loadHistory(10)));
@@ -687,7 +1027,7 @@
     const mcp = h('div', { id: 'mcp' });
 
     fill(main,
-      h('h1', {}, 'Session ', session, ' ', stateEl, ' ', conn), banner,
+      h('h1', {}, 'Session ', session, ' ', stateEl, ' ', conn), banner, tl.el,
       h('div', { class: 'session' },
         h('div', {}, transcript, composer),
         h('div', {}, wait, info, jobs, gs, lay, rec, kids, mcp)));
@@ -746,7 +1086,7 @@
       const byId = new Map();
       for (const j of all) byId.set(String(j.id), j);
       for (const j of d.jobs || []) byId.set(String(j.id), Object.assign(byId.get(String(j.id)) || {}, j));
-      return [...byId.values()].sort((a, b) => Number(b.id) - Number(a.id)).slice(0, 8);
+      return [...byId.values()].sort((a, b) => Number(b.id) - Number(a.id));
     }
     function drawJobs(js, jobsError) {
       const els = js.map((j) => {
@@ -886,7 +1226,10 @@
           }
           for (const c of [jobs, lay, rec]) c.hidden = false;
           const all = (table.jobs || []).map((j) => Object.assign({ id: j.job }, typeof j.record === 'object' ? j.record : {}));
-          const listed = mergeJobs(d, all);
+          const merged = mergeJobs(d, all);
+          tl.setJobs(merged);
+          tl.setChildren(d.children);
+          const listed = merged.slice(0, 8);
           running = listed.filter((j) => j.status === 'running');
           if (changed('info', [d.state, d.agent, d.runs, d.run, d.cause, d.reason, d.since, d.pending_events])) drawInfo(d);
           if (changed('stop', d.ground_stop)) drawStop(d);
@@ -904,11 +1247,23 @@
 
     page.every(2500, refresh);
     page.every(1000, async () => { if (running.length) await readTails(running); });
+    page.every(1000, async () => tl.tick());
+
+    // The timeline reads what the stream says was recorded: once the
+    // history is in, and then the entries after its last, a moment after
+    // a run starts or ends or a tool call does.
+    let historyIn = false;
+    let syncSoon = null;
+    const syncTimeline = () => {
+      if (!historyIn || syncSoon) return;
+      syncSoon = setTimeout(() => { syncSoon = null; act('Reading the timeline', tl.sync); }, 250);
+    };
 
     let first = true;
     follow(session, page.signal, (ev) => {
       keepBottom(() => drawEvent(liveR, ev));
       if (/run\.(started|ended)|headline|approval/.test(ev.type)) refresh();
+      if (/run\.(started|ended|tool_use|tool_result|delivered)/.test(ev.type)) syncTimeline();
     }, (s, why, fresh) => {
       conn.className = 'conn ' + s;
       conn.textContent = s === 'live' ? '● live' : '○ reconnecting (' + why + ')';
@@ -917,6 +1272,8 @@
         act('Loading history', async () => {
           await loadHistory(10);
           transcript.scrollTop = transcript.scrollHeight;
+          historyIn = true;
+          await tl.sync();
         });
       } else if (s === 'live' && fresh) {
         // Nothing had come before the drop, so there is no event to resume
