@@ -3,6 +3,7 @@ package auth
 import (
 	"bytes"
 	"crypto/rand"
+	"encoding/base32"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -325,6 +326,22 @@ func NewToken() (string, error) { return prefixedToken("jw_") }
 // base64url. It lives here, beside NewToken, so that the redaction tests
 // run the very generator the dev command uses (pkg/redact).
 func NewDevBusToken() (string, error) { return prefixedToken("jwn_") }
+
+// SignInCodePrefix starts every one-time console sign-in code, so a
+// person, a secret scanner and the redactor can tell one from a token.
+const SignInCodePrefix = "jwsi_"
+
+// NewSignInCode returns a fresh one-time console sign-in code: the prefix
+// and 160 random bits in unpadded lower-case base32 (easy to read out and
+// type). It lives here, beside NewToken, so that the redaction tests run
+// the very generator the dispatcher uses (pkg/redact).
+func NewSignInCode() (string, error) {
+	b := make([]byte, 20)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("auth: random sign-in code: %w", err)
+	}
+	return SignInCodePrefix + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b)), nil
+}
 
 func prefixedToken(prefix string) (string, error) {
 	b := make([]byte, 32)

@@ -36,6 +36,7 @@ type issuer struct {
 var issuers = []issuer{
 	{"HTTP token (pkg/auth.NewToken)", auth.NewToken, "jw_"},
 	{"dev bus token (pkg/auth.NewDevBusToken)", auth.NewDevBusToken, "jwn_"},
+	{"console sign-in code (pkg/auth.NewSignInCode)", auth.NewSignInCode, "jwsi_"},
 	{"NATS user password (deploy/certs.NewPassword)", certs.NewPassword, "jwp_"},
 	{"NATS user nkey seed of a credentials file", func() (string, error) {
 		kp, err := nkeys.CreateUser()
@@ -177,7 +178,8 @@ func signedJWT(t *testing.T) string {
 // until it is listed: if it makes a credential, its generator belongs in
 // issuers, so the redaction of its shape is tested.
 var randomSources = map[string]string{
-	"pkg/auth/load.go":                                "issuer: jw_ and jwn_ tokens",
+	"pkg/auth/load.go":                                "issuer: jw_ and jwn_ tokens, jwsi_ sign-in codes",
+	"services/dispatcher/signin.go":                   "not a credential: AES-GCM nonces (its codes come from auth.NewSignInCode)",
 	"deploy/certs/certs.go":                           "issuer: jwp_ passwords (and TLS keys, PEM armoured, tested as files)",
 	"services/jobs/events.go":                         "not a credential: job event keys (ids)",
 	"services/runner/runner.go":                       "not a credential: runner incarnation ids",

@@ -18,7 +18,8 @@ const Marker = "[REDACTED]"
 //     ghu_, ghr_ (20 or more alphanumerics) and github_pat_, Slack xoxb-,
 //     xoxp-, xoxa-, xoxr-, xoxs-, AWS access key ids AKIA…/ASIA… (16 more
 //     of [A-Z0-9]), NATS nkey seeds (S + O/A/U/N/C/X + 56 base32) and
-//     jetway's tokens (jw_ + 20 or more base64url, redacted whole);
+//     jetway's tokens and codes (jw_, jwn_, jwp_, jwsi_ + 20 or more
+//     base64url, redacted whole);
 //     a prefix counts only at the start of a word ("task-…" is no "sk-…");
 //   - JWTs: three dot-separated base64url segments, the first starting eyJ
 //     (kept: "eyJ[REDACTED]");
@@ -222,6 +223,7 @@ var prefixRules = []prefixRule{
 	{prefix: "jw_", body: isB64URL, min: 20},
 	{prefix: "jwn_", body: isB64URL, min: 20},
 	{prefix: "jwp_", body: isB64URL, min: 20},
+	{prefix: "jwsi_", body: isB64URL, min: 20},
 	{prefix: "AKIA", body: isUpperDigit, min: 16, exact: true},
 	{prefix: "ASIA", body: isUpperDigit, min: 16, exact: true},
 	{prefix: "SO", body: isBase32, min: 56, exact: true},

@@ -6,7 +6,6 @@ import (
 	"crypto/cipher"
 	"crypto/rand"
 	"crypto/sha256"
-	"encoding/base32"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -45,9 +44,8 @@ import (
 // also what lets a second use be told "already used" rather than "unknown".
 // Records expired a while ago are purged whenever a new code is made.
 
-// signInCodePrefix starts every code, so a person (and a secret scanner)
-// can tell one from a token; the rest is 160 random bits in base32.
-const signInCodePrefix = "jwsi_"
+// signInCodePrefix starts every code (auth.NewSignInCode makes them).
+const signInCodePrefix = auth.SignInCodePrefix
 
 // signInKeyPrefix starts every sign-in record's key in the control bucket.
 const signInKeyPrefix = "signin."
@@ -60,8 +58,6 @@ const signInKeep = 10 * time.Minute
 // it has no tenant until the code is spent, and one shared bucket bounds
 // how fast anyone can guess (not that 160 bits can be guessed).
 const signInRateKey = "(sign-in)"
-
-var signInEncoding = base32.StdEncoding.WithPadding(base32.NoPadding)
 
 // signInRecord is a code's record in the control bucket.
 type signInRecord struct {
@@ -114,9 +110,10 @@ func (d *signInCore) CreateCode(ctx context.Context, p auth.Principal, token str
 		return api.SignInCode{}, err
 	}
 	d.sweep(ctx, kv)
-	raw := make([]byte, 20)
-	_, _ = rand.Read(raw) // crypto/rand.Read never fails (it panics instead)
-	code := signInCodePrefix + strings.ToLower(signInEncoding.EncodeToString(raw))
+	code, err := auth.NewSignInCode()
+	if err != nil {
+		return api.SignInCode{}, err
+	}
 	key := signInKey(code)
 	aead := signInAEAD(code)
 	nonce := make([]byte, aead.NonceSize())
