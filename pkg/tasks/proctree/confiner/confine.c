@@ -185,6 +185,43 @@ static void pivot(const char *dir) {
 		fail("view: chdir", "/");
 }
 
+/* enter_view enters a view the worker keeps (a mount namespace made once
+ * by a helper that ran the view's steps and then held it, see hold): its
+ * user namespace first where the worker is not root, then the mount
+ * namespace, whose root is the view's. The descriptors are closed at once:
+ * the command inherits neither. */
+static void enter_view(const char *user, const char *mnt) {
+	if (*user) {
+		int fd = (int)number("view: setns", user);
+		if (setns(fd, CLONE_NEWUSER) < 0)
+			fail("view: enter the user namespace", "");
+		close(fd);
+	}
+	int fd = (int)number("view: setns", mnt);
+	if (setns(fd, CLONE_NEWNS) < 0)
+		fail("view: enter the mount namespace", "");
+	close(fd);
+	if (chdir("/") < 0)
+		fail("view: chdir", "/");
+}
+
+/* hold keeps a view just made alive for the worker: it says "held" on
+ * stdout, and waits for the worker, which opens this process's namespaces
+ * and then closes our stdin. */
+static void hold(void) {
+	if (write(1, "held\n", 5) != 5)
+		fail("hold", "");
+	char c;
+	for (;;) {
+		ssize_t r = read(0, &c, 1);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+	}
+	_exit(0);
+}
+
 static int hexval(char c) {
 	if (c >= '0' && c <= '9')
 		return c - '0';
@@ -310,6 +347,11 @@ int main(void) {
 			const char *src = next(op), *dst = next(op);
 			if (mount(src, dst, NULL, MS_BIND | MS_REC, NULL) < 0)
 				fail("view: bind", src);
+		} else if (!strcmp(op, "setns")) {
+			const char *user = next(op), *mnt = next(op);
+			enter_view(user, mnt);
+		} else if (!strcmp(op, "hold")) {
+			hold();
 		} else if (!strcmp(op, "pivot")) {
 			pivot(next(op));
 		} else if (!strcmp(op, "chdir")) {
