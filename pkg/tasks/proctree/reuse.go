@@ -63,8 +63,10 @@ func (h *Host) takeCgroup() (reusable, bool) {
 
 // keepCgroup keeps an ended tree's cgroup for a later tree when it is empty
 // and the host has room; it reports whether it took the cgroup (and fd).
-func (h *Host) keepCgroup(c reusable) bool {
-	if !emptyCgroup(c.dir) || !emptyV1(c.pids) || !emptyV1(c.mem) {
+// procsEmpty says the cgroups' process lists were just read empty after
+// the root was reaped (Tree.empty), so they are not read again.
+func (h *Host) keepCgroup(c reusable, procsEmpty bool) bool {
+	if !emptyCgroup(c.dir, procsEmpty) || !emptyV1(c.pids, procsEmpty) || !emptyV1(c.mem, procsEmpty) {
 		return false
 	}
 	h.mu.Lock()
@@ -95,11 +97,11 @@ func (h *Host) dropReused() {
 
 // emptyV1 reports whether a v1 cgroup ("" is none) holds no process and
 // no child cgroup.
-func emptyV1(dir string) bool {
+func emptyV1(dir string, procsEmpty bool) bool {
 	if dir == "" {
 		return true
 	}
-	if len(readPids(filepath.Join(dir, "cgroup.procs"))) > 0 {
+	if !procsEmpty && len(readPids(filepath.Join(dir, "cgroup.procs"))) > 0 {
 		return false
 	}
 	ents, err := os.ReadDir(dir)
@@ -116,12 +118,12 @@ func emptyV1(dir string) bool {
 
 // emptyCgroup reports whether a cgroup holds no process, in it or below
 // (cgroup.events says "populated 0"), and no child cgroup a tree made.
-func emptyCgroup(dir string) bool {
+func emptyCgroup(dir string, procsEmpty bool) bool {
 	b, err := os.ReadFile(filepath.Join(dir, "cgroup.events"))
 	if err != nil || !strings.Contains(string(b), "populated 0") {
 		return false
 	}
-	if len(readPids(filepath.Join(dir, "cgroup.procs"))) > 0 {
+	if !procsEmpty && len(readPids(filepath.Join(dir, "cgroup.procs"))) > 0 {
 		return false
 	}
 	ents, err := os.ReadDir(dir)

@@ -35,8 +35,12 @@ type Tree struct {
 	// it from being reused.
 	v2Limits Limits
 	cgKilled bool
-	pidsDir  string // v1 cgroups, "" without
-	memDir   string
+	// empty (guarded by killMu): the root was reaped and the tree's
+	// cgroups were found empty, which they stay (nothing is left to fork
+	// into them): a later Kill has nothing to do.
+	empty   bool
+	pidsDir string // v1 cgroups, "" without
+	memDir  string
 	// pidsMax and memMax: the limits in the v1 cgroups' files.
 	pidsMax int
 	memMax  int64
@@ -251,7 +255,11 @@ func (t *Tree) kill(grace time.Duration) error {
 	// double fork, dropping the marker), so an empty cgroup after the root
 	// was waited for means an empty tree: the common end of a task costs
 	// one read, not a /proc sweep.
+	if t.empty {
+		return nil
+	}
 	if !full && t.isReaped() && len(t.members(false)) == 0 {
+		t.empty = true
 		return nil
 	}
 	if grace > 0 && t.signal(syscall.SIGTERM, true) > 0 {
@@ -360,12 +368,12 @@ func (t *Tree) Close() {
 		// another tree below.
 		t.killMu.Lock()
 		t.closed.Store(true)
-		reusableCgroup := !t.cgKilled
+		reusableCgroup, empty := !t.cgKilled, t.empty
 		t.killMu.Unlock()
 		v2 := t.v2
 		kept := reusable{dir: v2, fd: t.v2fd, limits: t.v2Limits, pids: t.pidsDir, mem: t.memDir, pidsMax: t.pidsMax, memMax: t.memMax}
 		pidsDir, memDir := t.pidsDir, t.memDir
-		if v2 != "" && t.v2fd >= 0 && reusableCgroup && t.h.keepCgroup(kept) {
+		if v2 != "" && t.v2fd >= 0 && reusableCgroup && t.h.keepCgroup(kept, empty) {
 			v2, pidsDir, memDir = "", "", "" // kept for a later tree, with its descriptor
 		} else if t.v2fd >= 0 {
 			_ = syscall.Close(t.v2fd)
