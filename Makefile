@@ -24,7 +24,7 @@ all: build
 build:
 	@mkdir -p bin
 	@command -v $(CC) >/dev/null || { echo "make build: no C compiler ($(CC)) for the confinement helper; install one with a static C library (Debian: apt-get install gcc libc6-dev)"; exit 1; }
-	$(CC) -O2 -static -s -Wall -Werror -o $(CONFINER) pkg/tasks/proctree/confiner/confine.c
+	$(CC) -O2 -static -nostdlib -fno-stack-protector -s -Wall -Werror -o $(CONFINER) pkg/tasks/proctree/confiner/confine.c
 	$(STATIC) $(GO) build -tags jetway_confiner -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/jetway
 
 # Everything on one machine: `jetway dev` (an embedded nats-server plus every

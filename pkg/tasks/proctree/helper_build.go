@@ -89,7 +89,7 @@ func buildHelper() (string, error) {
 
 // helperCFlags are the compiler's arguments, as the Makefile has them.
 func helperCFlags(out, src string) []string {
-	return []string{"-O2", "-static", "-s", "-Wall", "-Werror", "-o", out, src}
+	return []string{"-O2", "-static", "-nostdlib", "-fno-stack-protector", "-s", "-Wall", "-Werror", "-o", out, src}
 }
 
 // releaseHelperBytes has nothing to give back: the helper was read from a
