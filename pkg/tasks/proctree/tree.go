@@ -24,11 +24,8 @@ type Tree struct {
 
 	v2   string // the tree's v2 cgroup, "" without
 	v2fd int
-	// The counters of a reused cgroup before the root was born (reuse.go):
-	// usage_usec, oom_kill and the pids limit's max events.
-	cpuBase, oomBase, pidsBase int64
-	// The same of its v1 cgroups (memory.oom_control, pids.events).
-	oomBase1, pidsBase1 int64
+	// The counters of a reused cgroup before the root was born (reuse.go).
+	base counters
 	// v2Limits: the limits in the v2 cgroup's files (pids.max,
 	// memory.max), which a later tree that reuses it keeps or rewrites;
 	// cgKilled (guarded by killMu): cgroup.kill was written, which keeps
@@ -101,7 +98,7 @@ func (t *Tree) watchCPU(limit time.Duration) {
 			return
 		case <-tick.C:
 		}
-		if time.Duration(eventCount(path, "usage_usec")-t.cpuBase)*time.Microsecond >= limit {
+		if time.Duration(eventCount(path, "usage_usec")-t.base.cpu)*time.Microsecond >= limit {
 			t.cpuHit.Store(true)
 			t.killMu.Lock()
 			if !t.closed.Load() {
@@ -311,34 +308,45 @@ func (t *Tree) LimitHit() string {
 	return t.computeLimitHit()
 }
 
-func (t *Tree) computeLimitHit() string {
+func (t *Tree) computeLimitHit() string { return t.limitHitFrom(t.counters()) }
+
+// counters are what t's cgroups count: usage_usec, oom_kill and the pids
+// limit's max events of the v2 cgroup, and the same of its v1 cgroups
+// (memory.oom_control, pids.events); a file the host does not have is
+// not read.
+type counters struct{ cpu, oom, pids, oom1, pids1 int64 }
+
+func (t *Tree) counters() counters {
+	var c counters
+	if t.v2 != "" {
+		c.cpu = eventCount(filepath.Join(t.v2, "cpu.stat"), "usage_usec")
+		if t.h.feat.V2Memory {
+			c.oom = eventCount(filepath.Join(t.v2, "memory.events"), "oom_kill")
+		}
+		if t.h.feat.V2Pids {
+			c.pids = eventCount(filepath.Join(t.v2, "pids.events"), "max")
+		}
+	}
+	if t.memDir != "" {
+		c.oom1 = eventCount(filepath.Join(t.memDir, "memory.oom_control"), "oom_kill")
+	}
+	if t.pidsDir != "" {
+		c.pids1 = eventCount(filepath.Join(t.pidsDir, "pids.events"), "max")
+	}
+	return c
+}
+
+// limitHitFrom is LimitHit given the cgroups' counters now.
+func (t *Tree) limitHitFrom(c counters) string {
 	var hits []string
 	if t.cpuHit.Load() || t.rootSignal() == syscall.SIGXCPU {
 		hits = append(hits, "CPU time limit ("+t.lim.CPUTime.String()+")")
 	}
-	if t.lim.Memory > 0 {
-		var n int64
-		if t.v2 != "" {
-			n += eventCount(filepath.Join(t.v2, "memory.events"), "oom_kill") - t.oomBase
-		}
-		if t.memDir != "" {
-			n += eventCount(filepath.Join(t.memDir, "memory.oom_control"), "oom_kill") - t.oomBase1
-		}
-		if n > 0 {
-			hits = append(hits, "memory limit ("+Bytes(t.lim.Memory)+")")
-		}
+	if t.lim.Memory > 0 && c.oom-t.base.oom+c.oom1-t.base.oom1 > 0 {
+		hits = append(hits, "memory limit ("+Bytes(t.lim.Memory)+")")
 	}
-	if t.lim.Processes > 0 {
-		var n int64
-		if t.v2 != "" {
-			n += eventCount(filepath.Join(t.v2, "pids.events"), "max") - t.pidsBase
-		}
-		if t.pidsDir != "" {
-			n += eventCount(filepath.Join(t.pidsDir, "pids.events"), "max") - t.pidsBase1
-		}
-		if n > 0 {
-			hits = append(hits, "process limit ("+strconv.Itoa(t.lim.Processes)+")")
-		}
+	if t.lim.Processes > 0 && c.pids-t.base.pids+c.pids1-t.base.pids1 > 0 {
+		hits = append(hits, "process limit ("+strconv.Itoa(t.lim.Processes)+")")
 	}
 	if t.rootSignal() == syscall.SIGXFSZ {
 		hits = append(hits, "file size limit ("+Bytes(t.lim.FileSize)+")")
@@ -360,9 +368,16 @@ func (t *Tree) rootSignal() syscall.Signal {
 // Wait; LimitHit keeps answering afterwards.
 func (t *Tree) Close() {
 	t.closeOnce.Do(func() {
+		// The counters at the end tell the limits hit, and are the bases
+		// of a later tree that reuses the cgroups: nothing runs in them
+		// in between, so its start need not read them.
+		var end counters
 		if t.pid != 0 {
 			_ = t.KillNow()
-			t.limitHit = t.computeLimitHit()
+			end = t.counters()
+			t.limitHit = t.limitHitFrom(end)
+		} else {
+			end = t.counters()
 		}
 		// From here on no kill touches the cgroup, which may be handed to
 		// another tree below.
@@ -371,7 +386,7 @@ func (t *Tree) Close() {
 		reusableCgroup, empty := !t.cgKilled, t.empty
 		t.killMu.Unlock()
 		v2 := t.v2
-		kept := reusable{dir: v2, fd: t.v2fd, limits: t.v2Limits, pids: t.pidsDir, mem: t.memDir, pidsMax: t.pidsMax, memMax: t.memMax}
+		kept := reusable{dir: v2, fd: t.v2fd, limits: t.v2Limits, pids: t.pidsDir, mem: t.memDir, pidsMax: t.pidsMax, memMax: t.memMax, base: end}
 		pidsDir, memDir := t.pidsDir, t.memDir
 		if v2 != "" && t.v2fd >= 0 && reusableCgroup && t.h.keepCgroup(kept, empty) {
 			v2, pidsDir, memDir = "", "", "" // kept for a later tree, with its descriptor
