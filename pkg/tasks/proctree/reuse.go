@@ -66,10 +66,12 @@ func (h *Host) takeCgroup() (reusable, bool) {
 
 // keepCgroup keeps an ended tree's cgroup for a later tree when it is empty
 // and the host has room; it reports whether it took the cgroup (and fd).
-// procsEmpty says the cgroups' process lists were just read empty after
-// the root was reaped (Tree.empty), so they are not read again.
-func (h *Host) keepCgroup(c reusable, procsEmpty bool) bool {
-	if !emptyCgroup(c.dir, procsEmpty) || !emptyV1(c.pids, procsEmpty) || !emptyV1(c.mem, procsEmpty) {
+// procsEmpty says the tree was found empty after the root was reaped
+// (Tree.empty), so the process lists are not read again; sealed that it
+// was a confined tree found so (Tree.emptyNow), which could neither make
+// cgroups nor leave its own: nothing is left to look at.
+func (h *Host) keepCgroup(c reusable, procsEmpty, sealed bool) bool {
+	if !sealed && (!emptyCgroup(c.dir, procsEmpty) || !emptyV1(c.pids, procsEmpty) || !emptyV1(c.mem, procsEmpty)) {
 		return false
 	}
 	h.mu.Lock()
@@ -122,8 +124,7 @@ func emptyV1(dir string, procsEmpty bool) bool {
 // emptyCgroup reports whether a cgroup holds no process, in it or below
 // (cgroup.events says "populated 0"), and no child cgroup a tree made.
 func emptyCgroup(dir string, procsEmpty bool) bool {
-	b, err := os.ReadFile(filepath.Join(dir, "cgroup.events"))
-	if err != nil || !strings.Contains(string(b), "populated 0") {
+	if !unpopulated(dir) {
 		return false
 	}
 	if !procsEmpty && len(readPids(filepath.Join(dir, "cgroup.procs"))) > 0 {
@@ -139,6 +140,13 @@ func emptyCgroup(dir string, procsEmpty bool) bool {
 		}
 	}
 	return true
+}
+
+// unpopulated reports whether a v2 cgroup holds no process, in it or
+// below (cgroup.events says "populated 0").
+func unpopulated(dir string) bool {
+	b, err := os.ReadFile(filepath.Join(dir, "cgroup.events"))
+	return err == nil && strings.Contains(string(b), "populated 0")
 }
 
 // treeCgroup gives t a v2 cgroup: a kept one, its counters at its last

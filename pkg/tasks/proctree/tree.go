@@ -35,9 +35,13 @@ type Tree struct {
 	// empty (guarded by killMu): the root was reaped and the tree's
 	// cgroups were found empty, which they stay (nothing is left to fork
 	// into them): a later Kill has nothing to do.
-	empty   bool
-	pidsDir string // v1 cgroups, "" without
-	memDir  string
+	empty bool
+	// confined: the tree runs confined (Landlock, no capabilities), so
+	// none of its processes can leave its v2 cgroup or make cgroups:
+	// "populated 0" in the v2 cgroup's cgroup.events is all of it gone.
+	confined bool
+	pidsDir  string // v1 cgroups, "" without
+	memDir   string
 	// pidsMax and memMax: the limits in the v1 cgroups' files.
 	pidsMax int
 	memMax  int64
@@ -255,7 +259,7 @@ func (t *Tree) kill(grace time.Duration) error {
 	if t.empty {
 		return nil
 	}
-	if !full && t.isReaped() && len(t.members(false)) == 0 {
+	if !full && t.isReaped() && t.emptyNow() {
 		t.empty = true
 		return nil
 	}
@@ -276,6 +280,16 @@ func (t *Tree) kill(grace time.Duration) error {
 			return fmt.Errorf("proctree: tree %s: %d processes survived SIGKILL", t.token, t.alive(true))
 		}
 	}
+}
+
+// emptyNow reports whether the tree (with a v2 cgroup) has no process
+// left: for a confined tree its v2 cgroup's cgroup.events, one read;
+// otherwise every cgroup's process list.
+func (t *Tree) emptyNow() bool {
+	if t.confined {
+		return unpopulated(t.v2)
+	}
+	return len(t.members(false)) == 0
 }
 
 // waitFor polls cond until it holds or d passes.
@@ -388,7 +402,7 @@ func (t *Tree) Close() {
 		v2 := t.v2
 		kept := reusable{dir: v2, fd: t.v2fd, limits: t.v2Limits, pids: t.pidsDir, mem: t.memDir, pidsMax: t.pidsMax, memMax: t.memMax, base: end}
 		pidsDir, memDir := t.pidsDir, t.memDir
-		if v2 != "" && t.v2fd >= 0 && reusableCgroup && t.h.keepCgroup(kept, empty) {
+		if v2 != "" && t.v2fd >= 0 && reusableCgroup && t.h.keepCgroup(kept, empty, empty && t.confined) {
 			v2, pidsDir, memDir = "", "", "" // kept for a later tree, with its descriptor
 		} else if t.v2fd >= 0 {
 			_ = syscall.Close(t.v2fd)
