@@ -19,10 +19,10 @@ RUN go mod download
 COPY . .
 ARG VERSION=dev
 ENV CGO_ENABLED=0
-# The jobs worker's confinement helper first (static C; the golang image
-# has gcc and the static C library): jetway embeds it (tag
+# The jobs worker's confinement helper first (static C without a C
+# library; the golang image has gcc and the kernel headers): jetway embeds it (tag
 # jetway_confiner) and runs it from memory.
-RUN gcc -O2 -static -s -Wall -Werror -o pkg/tasks/proctree/confiner/jetway-confine pkg/tasks/proctree/confiner/confine.c \
+RUN gcc -O2 -static -nostdlib -fno-stack-protector -s -Wall -Werror -o pkg/tasks/proctree/confiner/jetway-confine pkg/tasks/proctree/confiner/confine.c \
  && go build -trimpath -tags jetway_confiner -ldflags "-s -w -X main.version=${VERSION}" -o /out/jetway ./cmd/jetway \
  && go build -trimpath -ldflags "-s -w" -o /out/jetway-provision ./deploy/provision
 

@@ -7,11 +7,12 @@ LDFLAGS  := -X main.version=$(VERSION)
 # GCONV_PATH variable of anyone's is read by it. (Not exported: the race
 # detector of `make test` needs cgo.)
 STATIC   := CGO_ENABLED=0
-# The jobs worker's confinement helper: a small static C program built
-# first and embedded in bin/jetway (tag jetway_confiner), which runs it
-# from memory. Without the tag (go test, go run) jetway builds it into the
-# user's cache from its source (pkg/tasks/proctree/helper_build.go). It
-# needs a C compiler with a static C library (Debian: gcc libc6-dev).
+# The jobs worker's confinement helper: a small static C program without
+# a C library, built first and embedded in bin/jetway (tag
+# jetway_confiner), which runs it from memory. Without the tag (go test,
+# go run) jetway builds it into the user's cache from its source
+# (pkg/tasks/proctree/helper_build.go). It needs a C compiler and the
+# kernel's headers (Debian: gcc linux-libc-dev).
 CC       ?= cc
 CONFINER := pkg/tasks/proctree/confiner/jetway-confine
 # The race detector and the fuzz seed corpora run in every `make test`.
@@ -23,8 +24,8 @@ all: build
 
 build:
 	@mkdir -p bin
-	@command -v $(CC) >/dev/null || { echo "make build: no C compiler ($(CC)) for the confinement helper; install one with a static C library (Debian: apt-get install gcc libc6-dev)"; exit 1; }
-	$(CC) -O2 -static -s -Wall -Werror -o $(CONFINER) pkg/tasks/proctree/confiner/confine.c
+	@command -v $(CC) >/dev/null || { echo "make build: no C compiler ($(CC)) for the confinement helper; install one and the kernel headers (Debian: apt-get install gcc linux-libc-dev)"; exit 1; }
+	$(CC) -O2 -static -nostdlib -fno-stack-protector -s -Wall -Werror -o $(CONFINER) pkg/tasks/proctree/confiner/confine.c
 	$(STATIC) $(GO) build -tags jetway_confiner -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/jetway
 
 # Everything on one machine: `jetway dev` (an embedded nats-server plus every

@@ -110,7 +110,7 @@ binaries() {
 	rm -rf "${OUT:?}/bin" && mkdir -p "$OUT/bin"
 	# The jobs worker's confinement helper first: jetway embeds it (tag
 	# jetway_confiner) and runs it from memory.
-	"${CC:-cc}" -O2 -static -s -Wall -Werror -o pkg/tasks/proctree/confiner/jetway-confine pkg/tasks/proctree/confiner/confine.c
+	"${CC:-cc}" -O2 -static -nostdlib -fno-stack-protector -s -Wall -Werror -o pkg/tasks/proctree/confiner/jetway-confine pkg/tasks/proctree/confiner/confine.c
 	CGO_ENABLED=0 go build -trimpath -tags jetway_confiner -ldflags "-s -w -X main.version=$VERSION" -o "$OUT/bin/" \
 		./cmd/jetway ./deploy/provision github.com/nats-io/nats-server/v2
 	mv "$OUT/bin/provision" "$OUT/bin/jetway-provision"

@@ -69,7 +69,7 @@ var bg = context.Background()
 
 // env is a real JetStream server, provisioned, with a client on it.
 type env struct {
-	t    *testing.T
+	t    testing.TB
 	url  string
 	nc   *nats.Conn
 	js   jetstream.JetStream
@@ -77,7 +77,7 @@ type env struct {
 	cli  *client.Client
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	t.Helper()
 	srv := bustest.StartServer(t)
 	nc, js := bustest.Connect(t, srv.ClientURL())
@@ -142,7 +142,7 @@ func (e *env) run(w *jobs.Worker) func() {
 
 // eventSub receives the job events of one session.
 type eventSub struct {
-	t  *testing.T
+	t  testing.TB
 	ch chan *nats.Msg
 }
 

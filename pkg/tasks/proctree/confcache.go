@@ -39,6 +39,7 @@ type cachedRuleset struct {
 	fd    int
 	flags uint32
 	view  []byte   // the view's steps; nil without a view
+	ns    heldView // the view made once and kept; unset without
 	ids   []fileID // of every path, in pathIDs order
 	rw    []fileID // of the read-write directories
 	at    time.Time
@@ -62,6 +63,10 @@ type confinementParts struct {
 	view  []byte
 	fd    int
 	flags uint32
+	// ns: descriptors of the kept view's namespaces, the caller's to
+	// close; mnt is -1 when the helper is to build the view itself from
+	// the steps in view.
+	ns heldView
 }
 
 // partsOf is c's parts, from the cache while they hold.
@@ -86,7 +91,7 @@ func partsOf(c *confspec.Confinement) (confinementParts, error) {
 			return r.parts()
 		}
 		rulesets.list = rulesets.list[:len(rulesets.list)-1]
-		_ = unix.Close(r.fd) // its paths moved on; made again below
+		r.close() // its paths moved on; made again below
 	}
 	ids := pathIDs(c)
 	var view []byte
@@ -101,11 +106,17 @@ func partsOf(c *confspec.Confinement) (confinementParts, error) {
 	if err != nil {
 		return confinementParts{}, err
 	}
+	ns := noView
+	if view != nil {
+		// Where the view cannot be kept, every start builds it (the
+		// steps in view), as it would without the cache.
+		ns, _ = holdView(view)
+	}
 	if len(rulesets.list) == rulesetCacheSize {
-		_ = unix.Close(rulesets.list[0].fd) // the least recently used
+		rulesets.list[0].close() // the least recently used
 		rulesets.list = slices.Delete(rulesets.list, 0, 1)
 	}
-	r := &cachedRuleset{key: key, fd: fd, flags: flags, view: view, ids: ids, rw: rw, at: now}
+	r := &cachedRuleset{key: key, fd: fd, flags: flags, view: view, ns: ns, ids: ids, rw: rw, at: now}
 	rulesets.list = append(rulesets.list, r)
 	return r.parts()
 }
@@ -115,7 +126,18 @@ func (r *cachedRuleset) parts() (confinementParts, error) {
 	if err != nil {
 		return confinementParts{}, fmt.Errorf("proctree: landlock rule set: %w", err)
 	}
-	return confinementParts{view: r.view, fd: d, flags: r.flags}, nil
+	ns, err := r.ns.dup()
+	if err != nil {
+		_ = unix.Close(d)
+		return confinementParts{}, fmt.Errorf("proctree: the kept view: %w", err)
+	}
+	return confinementParts{view: r.view, fd: d, flags: r.flags, ns: ns}, nil
+}
+
+// close releases the rule set and the kept view.
+func (r *cachedRuleset) close() {
+	_ = unix.Close(r.fd)
+	r.ns.close()
 }
 
 // pathIDs stats every path of c's rules, following links as the rule set

@@ -79,7 +79,7 @@ func buildHelper() (string, error) {
 	out, err := exec.Command(cc, helperCFlags(tmp, src)...).CombinedOutput()
 	if err != nil {
 		_ = os.Remove(tmp)
-		return "", fmt.Errorf("compile the helper (%s, a C compiler with a static C library: apt-get install gcc libc6-dev): %w\n%s", cc, err, out)
+		return "", fmt.Errorf("compile the helper (%s, a C compiler and the kernel headers: apt-get install gcc linux-libc-dev): %w\n%s", cc, err, out)
 	}
 	if err := os.Rename(tmp, path); err != nil {
 		return "", fmt.Errorf("build the helper: %w", err)
@@ -89,7 +89,7 @@ func buildHelper() (string, error) {
 
 // helperCFlags are the compiler's arguments, as the Makefile has them.
 func helperCFlags(out, src string) []string {
-	return []string{"-O2", "-static", "-s", "-Wall", "-Werror", "-o", out, src}
+	return []string{"-O2", "-static", "-nostdlib", "-fno-stack-protector", "-s", "-Wall", "-Werror", "-o", out, src}
 }
 
 // releaseHelperBytes has nothing to give back: the helper was read from a

@@ -229,7 +229,7 @@ func (h *Host) StartConfined(cmd *exec.Cmd, lim Limits, c *Confinement) (*Tree, 
 
 	n := h.seq.Add(1)
 	t := &Tree{
-		h: h, cmd: cmd, lim: lim, v2fd: -1,
+		h: h, cmd: cmd, lim: lim, v2fd: -1, confined: c != nil,
 		token: fmt.Sprintf("%s-%d", h.id, n),
 		known: map[int]uint64{},
 		done:  make(chan struct{}),

@@ -92,7 +92,19 @@ func compile(spec confspec.Spec) (*program, error) {
 		}
 		// The rule set's descriptor, passed to the helper as its next one.
 		p.files = append(p.files, os.NewFile(uintptr(parts.fd), "landlock-ruleset"))
-		p.b = append(p.b, parts.view...)
+		if parts.ns.ok() {
+			// The kept view (heldview.go), entered: its descriptors
+			// follow the rule set's.
+			p.files = append(p.files, os.NewFile(uintptr(parts.ns.mnt), "view-mnt"))
+			user := ""
+			if parts.ns.user >= 0 {
+				p.files = append(p.files, os.NewFile(uintptr(parts.ns.user), "view-user"))
+				user = strconv.Itoa(confspec.FD + 3)
+			}
+			p.step("setns", user, strconv.Itoa(confspec.FD+2))
+		} else {
+			p.b = append(p.b, parts.view...)
+		}
 	}
 	if spec.Dir != "" {
 		// After the view, whose root replaced the one the directory was

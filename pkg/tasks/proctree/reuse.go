@@ -31,9 +31,10 @@ const reuseCount = 4
 // A cgroup that held limits is reused too: the tree that takes it writes
 // its own limits, or "max" where it has none, before its root is born; the
 // counters that tell a limit was hit (pids.events, memory.events) and the
-// CPU time it used before are read then and subtracted (Tree.cpuBase,
-// oomBase, pidsBase). Page cache the earlier tree left charged to it is
-// reclaimed first when the new tree needs the memory.
+// CPU time it used before are read when the earlier tree is closed (they
+// do not change while the cgroup is empty) and subtracted (Tree.base).
+// Page cache the earlier tree left charged to it is reclaimed first when
+// the new tree needs the memory.
 
 // reusable is an empty task cgroup kept open for CLONE_INTO_CGROUP.
 type reusable struct {
@@ -45,6 +46,8 @@ type reusable struct {
 	pids, mem string
 	pidsMax   int
 	memMax    int64
+	// base is what its counters said when its last tree was closed.
+	base counters
 }
 
 // takeCgroup returns an empty cgroup an ended tree left, if one is kept.
@@ -63,8 +66,12 @@ func (h *Host) takeCgroup() (reusable, bool) {
 
 // keepCgroup keeps an ended tree's cgroup for a later tree when it is empty
 // and the host has room; it reports whether it took the cgroup (and fd).
-func (h *Host) keepCgroup(c reusable) bool {
-	if !emptyCgroup(c.dir) || !emptyV1(c.pids) || !emptyV1(c.mem) {
+// procsEmpty says the tree was found empty after the root was reaped
+// (Tree.empty), so the process lists are not read again; sealed that it
+// was a confined tree found so (Tree.emptyNow), which could neither make
+// cgroups nor leave its own: nothing is left to look at.
+func (h *Host) keepCgroup(c reusable, procsEmpty, sealed bool) bool {
+	if !sealed && (!emptyCgroup(c.dir, procsEmpty) || !emptyV1(c.pids, procsEmpty) || !emptyV1(c.mem, procsEmpty)) {
 		return false
 	}
 	h.mu.Lock()
@@ -95,11 +102,11 @@ func (h *Host) dropReused() {
 
 // emptyV1 reports whether a v1 cgroup ("" is none) holds no process and
 // no child cgroup.
-func emptyV1(dir string) bool {
+func emptyV1(dir string, procsEmpty bool) bool {
 	if dir == "" {
 		return true
 	}
-	if len(readPids(filepath.Join(dir, "cgroup.procs"))) > 0 {
+	if !procsEmpty && len(readPids(filepath.Join(dir, "cgroup.procs"))) > 0 {
 		return false
 	}
 	ents, err := os.ReadDir(dir)
@@ -116,12 +123,11 @@ func emptyV1(dir string) bool {
 
 // emptyCgroup reports whether a cgroup holds no process, in it or below
 // (cgroup.events says "populated 0"), and no child cgroup a tree made.
-func emptyCgroup(dir string) bool {
-	b, err := os.ReadFile(filepath.Join(dir, "cgroup.events"))
-	if err != nil || !strings.Contains(string(b), "populated 0") {
+func emptyCgroup(dir string, procsEmpty bool) bool {
+	if !unpopulated(dir) {
 		return false
 	}
-	if len(readPids(filepath.Join(dir, "cgroup.procs"))) > 0 {
+	if !procsEmpty && len(readPids(filepath.Join(dir, "cgroup.procs"))) > 0 {
 		return false
 	}
 	ents, err := os.ReadDir(dir)
@@ -136,22 +142,21 @@ func emptyCgroup(dir string) bool {
 	return true
 }
 
-// treeCgroup gives t a v2 cgroup: a kept one, its counters read as t's
-// bases, or a new one; v2Limits says what limits it holds (t's own are
+// unpopulated reports whether a v2 cgroup holds no process, in it or
+// below (cgroup.events says "populated 0").
+func unpopulated(dir string) bool {
+	b, err := os.ReadFile(filepath.Join(dir, "cgroup.events"))
+	return err == nil && strings.Contains(string(b), "populated 0")
+}
+
+// treeCgroup gives t a v2 cgroup: a kept one, its counters at its last
+// tree's end as t's bases, or a new one; v2Limits says what limits it holds (t's own are
 // written by writeV2Limits).
 func (h *Host) treeCgroup(t *Tree, name string) error {
 	if c, ok := h.takeCgroup(); ok {
 		t.v2, t.v2fd, t.v2Limits = c.dir, c.fd, c.limits
 		t.pidsDir, t.memDir, t.pidsMax, t.memMax = c.pids, c.mem, c.pidsMax, c.memMax
-		t.cpuBase = eventCount(filepath.Join(t.v2, "cpu.stat"), "usage_usec")
-		t.oomBase = eventCount(filepath.Join(t.v2, "memory.events"), "oom_kill")
-		t.pidsBase = eventCount(filepath.Join(t.v2, "pids.events"), "max")
-		if t.memDir != "" {
-			t.oomBase1 = eventCount(filepath.Join(t.memDir, "memory.oom_control"), "oom_kill")
-		}
-		if t.pidsDir != "" {
-			t.pidsBase1 = eventCount(filepath.Join(t.pidsDir, "pids.events"), "max")
-		}
+		t.base = c.base
 		return nil
 	}
 	dir := filepath.Join(h.v2, name)

@@ -24,17 +24,22 @@ type Tree struct {
 
 	v2   string // the tree's v2 cgroup, "" without
 	v2fd int
-	// The counters of a reused cgroup before the root was born (reuse.go):
-	// usage_usec, oom_kill and the pids limit's max events.
-	cpuBase, oomBase, pidsBase int64
-	// The same of its v1 cgroups (memory.oom_control, pids.events).
-	oomBase1, pidsBase1 int64
+	// The counters of a reused cgroup before the root was born (reuse.go).
+	base counters
 	// v2Limits: the limits in the v2 cgroup's files (pids.max,
 	// memory.max), which a later tree that reuses it keeps or rewrites;
 	// cgKilled (guarded by killMu): cgroup.kill was written, which keeps
 	// it from being reused.
 	v2Limits Limits
 	cgKilled bool
+	// empty (guarded by killMu): the root was reaped and the tree's
+	// cgroups were found empty, which they stay (nothing is left to fork
+	// into them): a later Kill has nothing to do.
+	empty bool
+	// confined: the tree runs confined (Landlock, no capabilities), so
+	// none of its processes can leave its v2 cgroup or make cgroups:
+	// "populated 0" in the v2 cgroup's cgroup.events is all of it gone.
+	confined bool
 	pidsDir  string // v1 cgroups, "" without
 	memDir   string
 	// pidsMax and memMax: the limits in the v1 cgroups' files.
@@ -97,7 +102,7 @@ func (t *Tree) watchCPU(limit time.Duration) {
 			return
 		case <-tick.C:
 		}
-		if time.Duration(eventCount(path, "usage_usec")-t.cpuBase)*time.Microsecond >= limit {
+		if time.Duration(eventCount(path, "usage_usec")-t.base.cpu)*time.Microsecond >= limit {
 			t.cpuHit.Store(true)
 			t.killMu.Lock()
 			if !t.closed.Load() {
@@ -251,7 +256,11 @@ func (t *Tree) kill(grace time.Duration) error {
 	// double fork, dropping the marker), so an empty cgroup after the root
 	// was waited for means an empty tree: the common end of a task costs
 	// one read, not a /proc sweep.
-	if !full && t.isReaped() && len(t.members(false)) == 0 {
+	if t.empty {
+		return nil
+	}
+	if !full && t.isReaped() && t.emptyNow() {
+		t.empty = true
 		return nil
 	}
 	if grace > 0 && t.signal(syscall.SIGTERM, true) > 0 {
@@ -271,6 +280,16 @@ func (t *Tree) kill(grace time.Duration) error {
 			return fmt.Errorf("proctree: tree %s: %d processes survived SIGKILL", t.token, t.alive(true))
 		}
 	}
+}
+
+// emptyNow reports whether the tree (with a v2 cgroup) has no process
+// left: for a confined tree its v2 cgroup's cgroup.events, one read;
+// otherwise every cgroup's process list.
+func (t *Tree) emptyNow() bool {
+	if t.confined {
+		return unpopulated(t.v2)
+	}
+	return len(t.members(false)) == 0
 }
 
 // waitFor polls cond until it holds or d passes.
@@ -303,34 +322,45 @@ func (t *Tree) LimitHit() string {
 	return t.computeLimitHit()
 }
 
-func (t *Tree) computeLimitHit() string {
+func (t *Tree) computeLimitHit() string { return t.limitHitFrom(t.counters()) }
+
+// counters are what t's cgroups count: usage_usec, oom_kill and the pids
+// limit's max events of the v2 cgroup, and the same of its v1 cgroups
+// (memory.oom_control, pids.events); a file the host does not have is
+// not read.
+type counters struct{ cpu, oom, pids, oom1, pids1 int64 }
+
+func (t *Tree) counters() counters {
+	var c counters
+	if t.v2 != "" {
+		c.cpu = eventCount(filepath.Join(t.v2, "cpu.stat"), "usage_usec")
+		if t.h.feat.V2Memory {
+			c.oom = eventCount(filepath.Join(t.v2, "memory.events"), "oom_kill")
+		}
+		if t.h.feat.V2Pids {
+			c.pids = eventCount(filepath.Join(t.v2, "pids.events"), "max")
+		}
+	}
+	if t.memDir != "" {
+		c.oom1 = eventCount(filepath.Join(t.memDir, "memory.oom_control"), "oom_kill")
+	}
+	if t.pidsDir != "" {
+		c.pids1 = eventCount(filepath.Join(t.pidsDir, "pids.events"), "max")
+	}
+	return c
+}
+
+// limitHitFrom is LimitHit given the cgroups' counters now.
+func (t *Tree) limitHitFrom(c counters) string {
 	var hits []string
 	if t.cpuHit.Load() || t.rootSignal() == syscall.SIGXCPU {
 		hits = append(hits, "CPU time limit ("+t.lim.CPUTime.String()+")")
 	}
-	if t.lim.Memory > 0 {
-		var n int64
-		if t.v2 != "" {
-			n += eventCount(filepath.Join(t.v2, "memory.events"), "oom_kill") - t.oomBase
-		}
-		if t.memDir != "" {
-			n += eventCount(filepath.Join(t.memDir, "memory.oom_control"), "oom_kill") - t.oomBase1
-		}
-		if n > 0 {
-			hits = append(hits, "memory limit ("+Bytes(t.lim.Memory)+")")
-		}
+	if t.lim.Memory > 0 && c.oom-t.base.oom+c.oom1-t.base.oom1 > 0 {
+		hits = append(hits, "memory limit ("+Bytes(t.lim.Memory)+")")
 	}
-	if t.lim.Processes > 0 {
-		var n int64
-		if t.v2 != "" {
-			n += eventCount(filepath.Join(t.v2, "pids.events"), "max") - t.pidsBase
-		}
-		if t.pidsDir != "" {
-			n += eventCount(filepath.Join(t.pidsDir, "pids.events"), "max") - t.pidsBase1
-		}
-		if n > 0 {
-			hits = append(hits, "process limit ("+strconv.Itoa(t.lim.Processes)+")")
-		}
+	if t.lim.Processes > 0 && c.pids-t.base.pids+c.pids1-t.base.pids1 > 0 {
+		hits = append(hits, "process limit ("+strconv.Itoa(t.lim.Processes)+")")
 	}
 	if t.rootSignal() == syscall.SIGXFSZ {
 		hits = append(hits, "file size limit ("+Bytes(t.lim.FileSize)+")")
@@ -352,20 +382,27 @@ func (t *Tree) rootSignal() syscall.Signal {
 // Wait; LimitHit keeps answering afterwards.
 func (t *Tree) Close() {
 	t.closeOnce.Do(func() {
+		// The counters at the end tell the limits hit, and are the bases
+		// of a later tree that reuses the cgroups: nothing runs in them
+		// in between, so its start need not read them.
+		var end counters
 		if t.pid != 0 {
 			_ = t.KillNow()
-			t.limitHit = t.computeLimitHit()
+			end = t.counters()
+			t.limitHit = t.limitHitFrom(end)
+		} else {
+			end = t.counters()
 		}
 		// From here on no kill touches the cgroup, which may be handed to
 		// another tree below.
 		t.killMu.Lock()
 		t.closed.Store(true)
-		reusableCgroup := !t.cgKilled
+		reusableCgroup, empty := !t.cgKilled, t.empty
 		t.killMu.Unlock()
 		v2 := t.v2
-		kept := reusable{dir: v2, fd: t.v2fd, limits: t.v2Limits, pids: t.pidsDir, mem: t.memDir, pidsMax: t.pidsMax, memMax: t.memMax}
+		kept := reusable{dir: v2, fd: t.v2fd, limits: t.v2Limits, pids: t.pidsDir, mem: t.memDir, pidsMax: t.pidsMax, memMax: t.memMax, base: end}
 		pidsDir, memDir := t.pidsDir, t.memDir
-		if v2 != "" && t.v2fd >= 0 && reusableCgroup && t.h.keepCgroup(kept) {
+		if v2 != "" && t.v2fd >= 0 && reusableCgroup && t.h.keepCgroup(kept, empty, empty && t.confined) {
 			v2, pidsDir, memDir = "", "", "" // kept for a later tree, with its descriptor
 		} else if t.v2fd >= 0 {
 			_ = syscall.Close(t.v2fd)
