@@ -267,22 +267,12 @@ type runStart struct {
 }
 
 func watchRunners(url, tenant string) (*runnerWatch, error) {
-	nc, err := nats.Connect(url, nats.Name("jetway-bench-balance"))
+	w := &runnerWatch{}
+	nc, _, err := listen(url, "jetway-bench-balance", "jetway.out."+tenant+".*", w.note)
 	if err != nil {
 		return nil, fmt.Errorf("watch run output: %w", err)
 	}
-	w := &runnerWatch{nc: nc}
-	sub, err := nc.Subscribe("jetway.out."+tenant+".*", w.note)
-	if err == nil {
-		err = sub.SetPendingLimits(-1, -1)
-	}
-	if err == nil {
-		err = nc.Flush()
-	}
-	if err != nil {
-		nc.Close()
-		return nil, fmt.Errorf("watch run output: %w", err)
-	}
+	w.nc = nc
 	return w, nil
 }
 

@@ -148,13 +148,9 @@ type runWatch struct {
 }
 
 func watchRuns(url, tenant string) (*runWatch, error) {
-	nc, err := nats.Connect(url, nats.Name("jetway-bench-watch"))
-	if err != nil {
-		return nil, fmt.Errorf("watch run output: %w", err)
-	}
-	w := &runWatch{nc: nc, ended: map[string]int{}, changed: make(chan struct{})}
+	w := &runWatch{ended: map[string]int{}, changed: make(chan struct{})}
 	prefix := "jetway.out." + tenant + "."
-	sub, err := nc.Subscribe(prefix+"*", func(m *nats.Msg) {
+	nc, sub, err := listen(url, "jetway-bench-watch", prefix+"*", func(m *nats.Msg) {
 		typ := m.Header.Get("ce-type")
 		if typ != events.TypeRunEnded && typ != events.TypeRunStarted {
 			return
@@ -170,6 +166,22 @@ func watchRuns(url, tenant string) (*runWatch, error) {
 		w.changed = make(chan struct{})
 		w.mu.Unlock()
 	})
+	if err != nil {
+		return nil, fmt.Errorf("watch run output: %w", err)
+	}
+	w.nc, w.sub = nc, sub
+	return w, nil
+}
+
+// listen connects a watcher of its own, named name, and subscribes fn to
+// subject with no pending limit (a watcher that drops messages measures
+// nothing); it returns once the server has the subscription.
+func listen(url, name, subject string, fn nats.MsgHandler) (*nats.Conn, *nats.Subscription, error) {
+	nc, err := nats.Connect(url, nats.Name(name))
+	if err != nil {
+		return nil, nil, err
+	}
+	sub, err := nc.Subscribe(subject, fn)
 	if err == nil {
 		err = sub.SetPendingLimits(-1, -1)
 	}
@@ -178,10 +190,9 @@ func watchRuns(url, tenant string) (*runWatch, error) {
 	}
 	if err != nil {
 		nc.Close()
-		return nil, fmt.Errorf("watch run output: %w", err)
+		return nil, nil, err
 	}
-	w.sub = sub
-	return w, nil
+	return nc, sub, nil
 }
 
 func (w *runWatch) stop() { w.nc.Close() }

@@ -34,28 +34,18 @@ type tap struct {
 }
 
 func startTap(url string) (*tap, error) {
-	nc, err := nats.Connect(url, nats.Name("jetway-bench-tap"))
-	if err != nil {
-		return nil, fmt.Errorf("tap: connect: %w", err)
-	}
-	t := &tap{nc: nc, counts: map[string]int{}}
-	sub, err := nc.Subscribe(">", func(m *nats.Msg) {
+	t := &tap{counts: map[string]int{}}
+	nc, _, err := listen(url, "jetway-bench-tap", ">", func(m *nats.Msg) {
 		if k := msgKind(m); k != "" {
 			t.mu.Lock()
 			t.counts[k]++
 			t.mu.Unlock()
 		}
 	})
-	if err == nil {
-		err = sub.SetPendingLimits(-1, -1)
-	}
-	if err == nil {
-		err = nc.Flush()
-	}
 	if err != nil {
-		nc.Close()
 		return nil, fmt.Errorf("tap: %w", err)
 	}
+	t.nc = nc
 	return t, nil
 }
 
