@@ -103,30 +103,18 @@ func (h *Host) dropReused() {
 // emptyV1 reports whether a v1 cgroup ("" is none) holds no process and
 // no child cgroup.
 func emptyV1(dir string, procsEmpty bool) bool {
-	if dir == "" {
-		return true
-	}
-	if !procsEmpty && len(readPids(filepath.Join(dir, "cgroup.procs"))) > 0 {
-		return false
-	}
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return false
-	}
-	for _, e := range ents {
-		if e.IsDir() {
-			return false
-		}
-	}
-	return true
+	return dir == "" || noProcsNorChildren(dir, procsEmpty)
 }
 
 // emptyCgroup reports whether a cgroup holds no process, in it or below
 // (cgroup.events says "populated 0"), and no child cgroup a tree made.
 func emptyCgroup(dir string, procsEmpty bool) bool {
-	if !unpopulated(dir) {
-		return false
-	}
+	return unpopulated(dir) && noProcsNorChildren(dir, procsEmpty)
+}
+
+// noProcsNorChildren: dir lists no process (unless procsEmpty says that is
+// known) and holds no child cgroup.
+func noProcsNorChildren(dir string, procsEmpty bool) bool {
 	if !procsEmpty && len(readPids(filepath.Join(dir, "cgroup.procs"))) > 0 {
 		return false
 	}
