@@ -176,7 +176,7 @@ type baselines struct {
 	asyncRate        float64 // msgs/s
 	consumeRate      float64 // msgs/s
 	sourcedRate      float64 // msgs/s, through a sourced work queue
-	floorRate        float64 // msgs/s, sourced, pulled pinned and double-acked
+	floorRate        float64 // msgs/s, sourced, pulled pinned and acked
 	floorMsgs        float64 // messages per event on the floor consumers' connection
 	rttP50, rttP99   float64 // ms, request/reply
 	measured         bool

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -16,14 +15,14 @@ import (
 
 // FigRawFloor is the transport a runner stands on, with nothing of a
 // runner in it.
-const FigRawFloor = "raw js sourced work queue, pinned pulls, double-acked"
+const FigRawFloor = "raw js sourced work queue, pinned pulls, acked"
 
 // measureFloor times what moving an event costs before any runner work:
 // async publishes into a stream that a work queue sources with the
 // partition transform, consumed by one client through the P pinned
-// partition consumers jetway's runners use, each message double-acked (as
-// a runner acks a recorded event), from the first publish to the last
-// confirmed ack. A runner's sustained rate cannot pass this: it adds, per
+// partition consumers jetway's runners use, each message acked (as a
+// runner acks a recorded event: one message, not answered), from the
+// first publish until the work queue is empty, every ack applied. A runner's sustained rate cannot pass this: it adds, per
 // event, a session actor, the transcript and the model call.
 func (e *env) measureFloor(ctx context.Context) {
 	const goal = "baseline"
@@ -57,13 +56,11 @@ func (e *env) measureFloor(ctx context.Context) {
 	n := e.sizes.RawMessages
 	var acked atomic.Int64
 	done := make(chan struct{})
-	var acks sync.WaitGroup
 	var stops []func()
 	defer func() {
 		for _, stop := range stops {
 			stop()
 		}
-		acks.Wait()
 	}()
 	for p := range partitions {
 		cc := bus.WorkConsumerConfig(p, bus.ProvisionConfig{})
@@ -74,14 +71,9 @@ func (e *env) measureFloor(ctx context.Context) {
 			return
 		}
 		cctx, err := cons.Consume(func(m jetstream.Msg) {
-			// A runner's acks go out concurrently, each confirmed.
-			acks.Go(func() {
-				actx, cancel := context.WithTimeout(ctx, 10*time.Second)
-				defer cancel()
-				if m.DoubleAck(actx) == nil && acked.Add(1) == int64(n) {
-					close(done)
-				}
-			})
+			if m.Ack() == nil && acked.Add(1) == int64(n) {
+				close(done)
+			}
 		}, jetstream.PullPriorityGroup(bus.WorkGroup), jetstream.PullMaxMessages(256))
 		if err != nil {
 			e.skip(FigRawFloor, "msgs/s", goal, fmt.Errorf("consume %s: %w", cc.Durable, err))
@@ -95,7 +87,7 @@ func (e *env) measureFloor(ctx context.Context) {
 		e.skip(FigRawFloor, "msgs/s", goal, err)
 		return
 	}
-	e.progress("raw: %d async publishes through a sourced work queue, consumed by %d pinned pulls and double-acked", n, partitions)
+	e.progress("raw: %d async publishes through a sourced work queue, consumed by %d pinned pulls and acked", n, partitions)
 	hdr := withoutMsgID(msg.Header)
 	before, cerr := e.connMsgs("jetway-bench-floor")
 	t0 := time.Now()
@@ -114,13 +106,39 @@ func (e *env) measureFloor(ctx context.Context) {
 		e.skip(FigRawFloor, "msgs/s", goal, fmt.Errorf("%d of %d messages acked: %w", acked.Load(), n, wctx.Err()))
 		return
 	}
+	if err := drained(wctx, cwork); err != nil {
+		e.skip(FigRawFloor, "msgs/s", goal, err)
+		return
+	}
 	v := rate(n, time.Since(t0))
 	e.base.floorRate = v
 	if after, err := e.connMsgs("jetway-bench-floor"); cerr == nil && err == nil {
 		e.base.floorMsgs = float64(after-before) / float64(n)
 	}
 	r := figure(FigRawFloor, "msgs/s", v).vs("raw async publish", e.base.asyncRate).info("baseline")
-	e.add(r.note("%d messages published async through the sourced work queue, pulled through %d pinned partition consumers (jetway's work consumer configuration) and each double-acked, to the last confirmed ack: what moving an event costs with no runner work at all", n, partitions))
+	e.add(r.note("%d messages published async through the sourced work queue, pulled through %d pinned partition consumers (jetway's work consumer configuration) and each acked, until the work queue was empty: what moving an event costs with no runner work at all", n, partitions))
+}
+
+// drained waits until a work queue stream holds no message: every ack
+// sent has been applied. Acks are not answered, so the stream's state is
+// the only word that they all arrived.
+func drained(ctx context.Context, st jetstream.Stream) error {
+	for {
+		info, err := st.Info(ctx)
+		if err != nil {
+			return fmt.Errorf("work queue state: %w", err)
+		}
+		if info.State.Msgs == 0 {
+			return nil
+		}
+		t := time.NewTimer(time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("work queue still holds %d messages after every ack: %w", info.State.Msgs, ctx.Err())
+		case <-t.C:
+		}
+	}
 }
 
 // publishWhenRoom publishes m async, waiting while the client's window of

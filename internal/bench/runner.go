@@ -621,7 +621,7 @@ func (rb *runnerBench) sustained(ctx context.Context, name, tenant string, ids [
 	}
 	if e.base.floorRate > 0 && e.base.asyncRate > 0 {
 		floor := e.base.floorRate / e.base.asyncRate
-		ceiling += fmt.Sprintf("; pulled through the pinned partition consumers and double-acked, with no runner work, %.0f msgs/s (%.0f%%), of which the runner reached %.0f%%",
+		ceiling += fmt.Sprintf("; pulled through the pinned partition consumers and acked, with no runner work, %.0f msgs/s (%.0f%%), of which the runner reached %.0f%%",
 			e.base.floorRate, 100*floor, 100*v/e.base.floorRate)
 		if floor < sustainedGoal {
 			// Said from this run's own figures, not assumed: on a faster

@@ -147,10 +147,6 @@ type mailbox struct {
 	// busyNow is busyLocked as of the goroutine's last look, for the
 	// partition group's question, which must not wake a parked actor.
 	busyNow atomic.Bool
-	// acking counts the session's acks not yet confirmed: a partition
-	// handed off before they are would see the new holder's reset deliver
-	// those events again.
-	acking atomic.Int32
 }
 
 func (r *Runner) actorFor(tenant, session string, part int) *actor {
@@ -287,7 +283,7 @@ func (b *mailbox) busy() bool {
 	b.mu.Lock()
 	waiting := len(b.msgs) > 0
 	b.mu.Unlock()
-	return waiting || b.busyNow.Load() || b.acking.Load() > 0
+	return waiting || b.busyNow.Load()
 }
 
 func (a *actor) busyLocked() bool {

@@ -1,9 +1,6 @@
 package runner
 
 import (
-	"context"
-	"slices"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -15,90 +12,46 @@ import (
 const settleTimeout = 10 * time.Second
 
 // settle acks events whose fate is recorded (delivered to the model, or
-// refused). It does not wait: a confirmed ack is not needed for exactly
-// once, which rests on the CE ids in the transcript (a lost ack means a
-// redelivery, and a redelivered id already recorded is dropped). What must
-// hold is order: until the server confirms, the events still sit in the
-// work stream, and a newer event of the session would wait for them as if
-// they were elsewhere (order.go). So they count as in hand until then.
-//
-// The acks go out together, each confirmed (DoubleAck), so a turn that
-// delivered twenty notices costs one round trip, not twenty in a row.
+// refused). Each ack is a single message the server does not answer: a
+// confirmed ack is not needed for exactly once, which rests on the CE ids
+// in the transcript (a lost ack means a redelivery, and a redelivered id
+// already recorded is dropped), and asking for the confirmation cost every
+// event a reply on the runner's connection. What must hold is order: until
+// the server has removed them, the events still sit in the work stream,
+// and a newer event of the session would wait for them as if they were
+// elsewhere (order.go). So they count as in hand for ackedMemory.
 func (a *actor) settle(msgs ...jetstream.Msg) {
 	a.acks.prune()
-	msgs = slices.DeleteFunc(slices.Clone(msgs), func(m jetstream.Msg) bool { return m == nil })
-	if len(msgs) == 0 {
-		return // most recorded turns deliver no event: nothing to ack
-	}
-	seqs := a.acks.begin(msgs)
-	a.box.acking.Add(int32(len(msgs)))
-	go func() {
-		defer a.box.acking.Add(-int32(len(msgs)))
-		ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
-		defer cancel()
-		var wg sync.WaitGroup
-		for _, m := range msgs {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				if err := m.DoubleAck(ctx); err != nil {
-					a.log.Debug().Err(err).Uint64("seq", seqOf(m)).Msg("ack not confirmed; a redelivery will be dropped as already recorded")
-				}
-			}()
-		}
-		wg.Wait()
-		// A newer event may be waiting for these to leave the stream: the
-		// message wakes the actor.
-		now := time.Now()
-		a.send(func(a *actor) { a.acks.settled(seqs, now) })
-	}()
-}
-
-// acks are the stream sequences of a session's events being acked
-// (acking): still in the work stream, but no longer waiting for anything;
-// and those whose ack was confirmed moments ago (acked, see ackedMemory).
-type acks struct {
-	acking map[uint64]int
-	acked  map[uint64]time.Time
-}
-
-// begin counts msgs as being acked and returns their sequences.
-func (k *acks) begin(msgs []jetstream.Msg) []uint64 {
-	var seqs []uint64
+	now := time.Now()
 	for _, m := range msgs {
-		if seq := seqOf(m); seq != 0 {
-			if k.acking == nil {
-				k.acking = make(map[uint64]int)
-			}
-			k.acking[seq]++
-			seqs = append(seqs, seq)
+		if m == nil {
+			continue // most recorded turns deliver no event: nothing to ack
 		}
-	}
-	return seqs
-}
-
-// settled counts acks as confirmed at now.
-func (k *acks) settled(seqs []uint64, now time.Time) {
-	for _, seq := range seqs {
-		if k.acking[seq]--; k.acking[seq] <= 0 {
-			delete(k.acking, seq)
+		if err := m.Ack(); err != nil {
+			a.log.Debug().Err(err).Uint64("seq", seqOf(m)).Msg("ack not sent; a redelivery will be dropped as already recorded")
 		}
-		k.mark(seq, now)
+		a.acks.mark(seqOf(m), now)
 	}
 }
 
-// ackedMemory is how long a confirmed ack counts as in hand. The server
-// confirms an ack before a work queue stream has removed the message (the
-// removal is queued behind it), so for a moment an acked event still looks
-// pending; nobody else will be handed it again, so it is no reason to wait.
+// acks are the stream sequences of a session's events acked moments ago
+// (see ackedMemory): perhaps still in the work stream, but no longer
+// waiting for anything.
+type acks struct {
+	acked map[uint64]time.Time
+}
+
+// ackedMemory is how long an ack counts as in hand. The server removes an
+// acked message from a work queue stream a moment after the ack reaches
+// it, so for that moment an acked event still looks pending; nobody else
+// will be handed it again, so it is no reason to wait. Ten seconds is
+// longer than the work consumers' AckWait: an ack lost on the way has
+// been followed by a redelivery by then.
 const ackedMemory = 10 * time.Second
 
-// settling reports whether the event with stream sequence seq is being
-// acked, or was acked moments ago.
+// settling reports whether the event with stream sequence seq was acked
+// moments ago.
 func (k *acks) settling(seq uint64) bool {
-	if _, ok := k.acking[seq]; ok {
-		return true
-	}
 	_, ok := k.acked[seq]
 	return ok
 }
