@@ -78,7 +78,10 @@ func msgKind(m *nats.Msg) string {
 		case bytes.HasPrefix(m.Data, []byte("-NAK")):
 			return "out: nak"
 		}
-		return "out: ack (double: a reply follows)"
+		if m.Reply != "" {
+			return "out: ack (double: a reply follows)"
+		}
+		return "out: ack"
 	case strings.HasPrefix(s, "$JS.API.CONSUMER.MSG.NEXT."):
 		return "out: pull request"
 	case strings.HasPrefix(s, "$JS.API.DIRECT.GET.") || strings.HasPrefix(s, "$JS.API.STREAM.MSG.GET."):

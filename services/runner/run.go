@@ -858,8 +858,11 @@ func (rc *recorder) RecordMessage(m llm.Message, usage llm.Usage) error {
 	select {
 	case err := <-done:
 		if err == nil && len(m.Delivers) > 0 {
-			// Tell the person their line (or a job's notice) reached the model.
-			rc.a.r.publishOut(ctx, rc.a.tenant, rc.a.session, events.RunDelivered{Run: rc.run, Events: m.Delivers})
+			// Tell the person their line (or a job's notice) reached the
+			// model. Like a text delta it is not acknowledged: the
+			// transcript records the delivery, and an answer for every
+			// turn was a message per turn on the runner's connection.
+			rc.a.r.publishDelta(ctx, rc.a.tenant, rc.a.session, events.RunDelivered{Run: rc.run, Events: m.Delivers})
 		}
 		return err
 	case <-ctx.Done():
