@@ -65,6 +65,11 @@ few minutes.`,
 				outf(cmd.ErrOrStderr(), "jetway-bench: %v; the figures that need a jetway process will say \"not measured\"\n", err)
 			}
 			cfg.JetwayBinary = bin
+			if exe, err := os.Executable(); err == nil {
+				cfg.ClientCommand = []string{exe, bench.FeltClientArg}
+			} else {
+				outf(cmd.ErrOrStderr(), "jetway-bench: %v; the felt figures will say \"not measured\"\n", err)
+			}
 			if cpuProfile != "" {
 				f, err := os.Create(cpuProfile)
 				if err != nil {
@@ -83,6 +88,7 @@ few minutes.`,
 			return run(ctx, cmd, cfg, quick, jsonFile)
 		},
 	}
+	cmd.AddCommand(feltClientCmd())
 	f := cmd.Flags()
 	f.BoolVar(&quick, "quick", false, "small samples: about a minute, noisier figures (capture figures write 100 MB instead of 1 GB)")
 	f.StringVar(&jsonFile, "json", "", "also write the figures to FILE as a JSON array of {name, unit, value, baseline, ratio, goal}")
@@ -94,6 +100,23 @@ few minutes.`,
 	f.IntVar(&probes, "probes", 0, "events each latency figure times (default 1000, 50 with --quick): --quick --probes 1000 gives a latency group its full sample with the quick baselines")
 	f.StringVar(&jetwayBin, "jetway", "", "the jetway binary to start as real runner and jobs-worker processes (default: jetway beside this executable, else on PATH)")
 	return cmd
+}
+
+// feltClientCmd is the felt group's HTTP client, which the bench starts
+// as a process of its own (bench.Config.ClientCommand): hidden, it speaks
+// JSON lines with the bench on its stdin and stdout.
+func feltClientCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:           bench.FeltClientArg,
+		Short:         "The felt group's HTTP client, started by the bench itself",
+		Hidden:        true,
+		Args:          cobra.NoArgs,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return bench.FeltClient(cmd.Context(), cmd.InOrStdin(), cmd.OutOrStdout())
+		},
+	}
 }
 
 // run measures, prints the table and writes the JSON file.
