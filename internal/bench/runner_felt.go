@@ -222,6 +222,7 @@ type feltClient struct {
 	cmd      *exec.Cmd
 	in       io.WriteCloser
 	answers  chan []byte
+	quit     chan struct{} // closed by stop: no one reads answers any more
 	stderr   lockedBuffer
 	exited   chan struct{}
 	patience time.Duration
@@ -230,7 +231,7 @@ type feltClient struct {
 // startFeltClient starts command as the felt client in a process group of
 // its own, gives it setup and waits until it has opened its streams.
 func startFeltClient(ctx context.Context, command []string, setup feltSetup, patience time.Duration) (*feltClient, error) {
-	c := &feltClient{answers: make(chan []byte, 1), exited: make(chan struct{}), patience: patience}
+	c := &feltClient{answers: make(chan []byte), quit: make(chan struct{}), exited: make(chan struct{}), patience: patience}
 	c.cmd = exec.Command(command[0], command[1:]...)
 	c.cmd.Stderr = &c.stderr
 	c.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -254,7 +255,12 @@ func startFeltClient(ctx context.Context, command []string, setup feltSetup, pat
 			if err != nil {
 				break
 			}
-			c.answers <- line
+			select {
+			case c.answers <- line:
+			case <-c.quit:
+				// An answer come too late: read on to the end, so the
+				// process can exit and be waited for.
+			}
 		}
 		_ = c.cmd.Wait() // what it said on the way out is in stderr
 	}()
@@ -337,6 +343,7 @@ func (c *feltClient) probe(ctx context.Context, front *modelFront, session, k st
 
 // stop closes the client's input, which ends it, and its process group.
 func (c *feltClient) stop() {
+	close(c.quit)
 	_ = c.in.Close() // the client ends on it; a failure leaves the kill
 	stopGroup(c.cmd, c.exited, 5*time.Second)
 }
