@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -419,6 +420,26 @@ func TestConsole_flips_Ground_Stop_and_shows_it(t *testing.T) {
 	apiCall(t, d, "GET", "/v1/stop?session=gs", tk.user, "", &st)
 	if st.GroundStop {
 		t.Errorf("the API says Ground Stop is still on after the console lifted it")
+	}
+
+	// The tenant's and the global switch have no control here: the page
+	// says who lifts them and with what, and the command it names does.
+	for _, sw := range []struct {
+		token, query, hint string
+		lift               []string
+	}{
+		{tk.admin, "", "jetway stop --off --tenant default", []string{"--tenant", "default"}},
+		{tk.operator, "?scope=global", "jetway stop --off --global", []string{"--global"}},
+	} {
+		if code := apiCall(t, d, "POST", "/v1/stop"+sw.query, sw.token, `{"reason": "drill"}`, nil); code != http.StatusOK {
+			t.Fatalf("POST /v1/stop%s: %d", sw.query, code)
+		}
+		b.until("the hint naming "+sw.hint, `document.getElementById('gs-lift-hint')?.textContent.includes(`+strconv.Quote(sw.hint)+`)`)
+		b.shot("ground-stop-lift-hint")
+		if out, err := runCLI(t, append([]string{"stop", "--off", "--url", d.url, "--token", sw.token}, sw.lift...)...); err != nil {
+			t.Fatalf("jetway stop --off %s: %v\n%s", sw.lift, err, out)
+		}
+		b.until("the hint gone once lifted", `document.getElementById('gs-lift-hint') === null && document.getElementById('gs-state').textContent.startsWith('Off')`)
 	}
 
 	// A user token may not flip it: the refusal is said in words.

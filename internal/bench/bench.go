@@ -67,6 +67,11 @@ type Config struct {
 	// process (a runner SIGKILLed, a jobs worker's peak RSS). Empty: those
 	// figures say "not measured".
 	JetwayBinary string
+	// ClientCommand starts this program again as the felt group's HTTP
+	// client (a command line that runs FeltClient on its stdin and
+	// stdout), so that the client is a process of its own as a person's
+	// terminal is. Empty: the felt figures say "not measured".
+	ClientCommand []string
 	// WorkDir holds the embedded server's store, task output and workspaces
 	// (default: a new temporary directory, removed at the end).
 	WorkDir string

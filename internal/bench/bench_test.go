@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"jetway/internal/testutil"
 )
 
 // TestQuick_raw_figures_come_out_as_the_documented_JSON runs the harness on
@@ -104,15 +106,19 @@ func TestRatio_is_value_over_baseline(t *testing.T) {
 
 // TestQuick_cold_and_felt_groups_report_their_figures_with_goals runs the
 // two latency groups a person feels on a handful of probes and checks each
-// figure came out measured, with its goal: the shape, not the speed.
+// figure came out measured, with its goal: the shape, not the speed. The
+// felt group runs as it does in jetway-bench: a `jetway dev` process built
+// from this checkout, and this test binary again as the client process.
 func TestQuick_cold_and_felt_groups_report_their_figures_with_goals(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	res, err := Run(ctx, Config{
-		Quick:   true,
-		Groups:  []string{GroupCold, GroupFelt},
-		Sizes:   Sizes{RawMessages: 100, RawSamples: 20, Probes: 5, SessionCounts: []int{5}},
-		WorkDir: t.TempDir(),
+		Quick:         true,
+		Groups:        []string{GroupCold, GroupFelt},
+		Sizes:         Sizes{RawMessages: 100, RawSamples: 20, Probes: 5, SessionCounts: []int{5}},
+		WorkDir:       t.TempDir(),
+		JetwayBinary:  testutil.JetwayBinary(t),
+		ClientCommand: testClientCommand(t),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -122,6 +128,8 @@ func TestQuick_cold_and_felt_groups_report_their_figures_with_goals(t *testing.T
 		FigFeltAdded:              feltGoal,
 		FigFeltP50:                "-",
 		FigFeltP99:                "-",
+		FigFeltPostedP99:          "-",
+		FigFeltStartedP99:         "-",
 	}
 	for _, r := range res {
 		goal, ok := want[r.Name]
@@ -136,8 +144,8 @@ func TestQuick_cold_and_felt_groups_report_their_figures_with_goals(t *testing.T
 		if r.Goal != goal {
 			t.Errorf("%s: goal %q, want %q", r.Name, r.Goal, goal)
 		}
-		if r.Name == FigFeltP99 && (r.Baseline == nil || *r.Baseline <= 0) {
-			t.Errorf("%s: no model first-token baseline beside it", r.Name)
+		if (r.Name == FigFeltP99 || r.Name == FigFeltPostedP99 || r.Name == FigFeltStartedP99) && (r.Baseline == nil || *r.Baseline <= 0) {
+			t.Errorf("%s: no baseline beside it", r.Name)
 		}
 	}
 	for name := range want {

@@ -4,35 +4,38 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
-	"net/http"
-	"strings"
-	"sync"
+	"io"
+	"os"
+	"os/exec"
+	"syscall"
 	"time"
 
 	sdk "github.com/anthropics/anthropic-sdk-go/v2"
-	"github.com/anthropics/anthropic-sdk-go/v2/option"
 
 	"jetway/pkg/auth"
-	"jetway/pkg/bus"
-	"jetway/pkg/events"
 	"jetway/pkg/llm/anthropic"
 	"jetway/pkg/llm/llmtest"
-	"jetway/services/dispatcher"
 )
 
-// GroupFelt is what a person feels: an input POSTed to the dispatcher over
-// HTTP until the first streamed text of the answer on the session's SSE
-// stream, beside the model's own time to first token from the same fake.
+// GroupFelt is what a person feels: an input POSTed over HTTP to a real
+// `jetway dev` process by a client process of its own, until the first
+// streamed text of the answer on the session's SSE stream, beside the
+// model's own time to first token from the same fake.
 const GroupFelt = "felt"
 
-// Names of the felt-latency figures.
+// Names of the felt-latency figures: the whole, what jetway adds to the
+// model, and the stages on the way.
 const (
-	FigFeltP50   = "felt: input POST → first text on SSE p50"
-	FigFeltP99   = "felt: input POST → first text on SSE p99"
-	FigFeltAdded = "felt: added to the model's first token, p99"
+	FigFeltP50        = "felt: input POST → first text on SSE p50"
+	FigFeltP99        = "felt: input POST → first text on SSE p99"
+	FigFeltAdded      = "felt: added to the model's first token, p99"
+	FigFeltPostedP50  = "felt: input POST → its 202 answer p50"
+	FigFeltPostedP99  = "felt: input POST → its 202 answer p99"
+	FigFeltStartedP50 = "felt: input POST → run.started on SSE p50"
+	FigFeltStartedP99 = "felt: input POST → run.started on SSE p99"
 )
 
 // feltGoal is what jetway may add to the model's time to first token.
@@ -43,133 +46,306 @@ const (
 
 // feltSessions is how many sessions the probes rotate over, each with a
 // terminal (an SSE stream) open for the whole figure, as a person's is.
+// Each session is a tenant's: the dispatcher limits each tenant to 20
+// requests a second (burst 40), a person's pace, and the probes go back
+// to back, as every latency figure's do, so that the figure is jetway's
+// work and not the machine waking from idle; spread over 20 tenants each
+// sees one input in 20.
 const feltSessions = 20
+
+// errNoClient is the reason the felt figures give when the bench has no
+// way to start its HTTP client as a process of its own.
+var errNoClient = errors.New("no command to start the HTTP client as a separate process (Config.ClientCommand)")
 
 func init() {
 	AllGroups = append(AllGroups, GroupFelt)
 	measures[GroupFelt] = (*env).measureFelt
 }
 
-// measureFelt starts a runner and a dispatcher in process, opens one SSE
-// stream per session, and times each input from the POST to the first text
-// of its answer on the stream, interleaved with a direct streaming call to
-// the same fake model timed to its first text.
+// measureFelt starts the fake model in this process, a `jetway dev`
+// process pointed at it, and a client process that holds one SSE stream
+// per session; then it has the client time each input from the POST to
+// the first text of its answer on the stream, interleaved with a direct
+// streaming call from the same client to the same fake, timed to its
+// first text.
 func (e *env) measureFelt(ctx context.Context) {
-	rb, done, err := e.newRunnerBench(ctx)
-	if err != nil {
+	skipAll := func(err error) {
+		e.skip(FigFeltPostedP50, "ms", "-", err)
+		e.skip(FigFeltPostedP99, "ms", "-", err)
+		e.skip(FigFeltStartedP50, "ms", "-", err)
+		e.skip(FigFeltStartedP99, "ms", "-", err)
+		e.skip(FigFeltP50, "ms", "-", err)
+		e.skip(FigFeltP99, "ms", "-", err)
 		e.skip(FigFeltAdded, "ms", feltGoal, err)
+	}
+	switch {
+	case e.cfg.JetwayBinary == "":
+		skipAll(errNoBinary)
+		return
+	case len(e.cfg.ClientCommand) == 0:
+		skipAll(errNoClient)
+		return
+	case !e.base.measured:
+		skipAll(errors.New("no raw JetStream baseline in this run"))
 		return
 	}
-	defer done()
-	run := uid()
-	stop, err := rb.startRunner(ctx, "bench-felt-"+run, rb.model)
+	front, err := newModelFront(e.cfg.ModelLatency)
 	if err != nil {
-		e.skip(FigFeltAdded, "ms", feltGoal, err)
-		return
-	}
-	defer stop()
-	tenant := "felt-" + run
-	front, err := startFront(ctx, e, tenant)
-	if err != nil {
-		e.skip(FigFeltAdded, "ms", feltGoal, err)
+		skipAll(err)
 		return
 	}
 	defer front.close()
-	st, ttft, err := rb.feltProbes(ctx, front, tenant)
+	front.fake.SetRouter(feltRoute(e.cfg.ModelLatency))
+
+	setup := feltSetup{Model: front.url(), Sessions: map[string]string{}, Patience: e.patience()}
+	var tokens auth.File
+	for i := range feltSessions {
+		tok, err := auth.NewToken()
+		if err != nil {
+			skipAll(err)
+			return
+		}
+		tokens.Tokens = append(tokens.Tokens, auth.Grant{Token: tok, Tenant: fmt.Sprintf("felt%02d", i)})
+		setup.Sessions[sessionName(i)] = tok
+	}
+	dir, err := os.MkdirTemp(e.dir, "felt-")
 	if err != nil {
-		e.skip(FigFeltAdded, "ms", feltGoal, err)
+		skipAll(fmt.Errorf("felt: work dir: %w", err))
 		return
 	}
-	felt := st.text
+	// Scratch space in the bench's directory, which goes as a whole.
+	defer func() { _ = os.RemoveAll(dir) }()
+	e.progress("felt: starting a `jetway dev` process")
+	dev, err := startDev(ctx, e.cfg.JetwayBinary, dir, front.url(), tokens)
+	if err != nil {
+		skipAll(err)
+		return
+	}
+	defer dev.stop()
+	setup.Base = dev.url
+	e.progress("felt: starting the client process, %d SSE streams", feltSessions)
+	client, err := startFeltClient(ctx, e.cfg.ClientCommand, setup, e.patience())
+	if err != nil {
+		skipAll(errors.Join(err, dev.gone()))
+		return
+	}
+	defer client.stop()
+	st, err := feltProbes(ctx, e, client, front)
+	if err != nil {
+		skipAll(errors.Join(err, dev.gone()))
+		return
+	}
+	felt, ttft := st.text, st.ttft
 	added := felt.pct(99) - ttft.pct(99)
+	posted := figure(FigFeltPostedP50, "ms", st.posted.pct(50)).vs("raw sync publish p50", e.base.syncP50).info("-").
+		note("%d inputs POSTed by a client process to a `jetway dev` process, round robin over %d sessions (each a tenant's), one at a time; from the POST to its 202 answer read whole (the dispatcher's checks and the event's publish to JETWAY_EVENTS, acknowledged)", len(felt), feltSessions)
+	if st.limited > 0 {
+		posted.Note += fmt.Sprintf("; %d POSTs were refused for a tenant's rate and sent again when the dispatcher said, each input timed from the POST accepted", st.limited)
+	}
+	e.add(posted)
+	e.add(figure(FigFeltPostedP99, "ms", st.posted.pct(99)).vs("raw sync publish p99", e.base.syncP99).info("-"))
+	e.add(figure(FigFeltStartedP50, "ms", st.started.pct(50)).vs("raw sync publish p50", e.base.syncP50).info("-").
+		note("from the POST to the line of the session's SSE stream (open throughout, ?from=new) announcing the run that carries the input's event: the runner's delivery of the event, the run's claim and first records, run.started published to JETWAY_OUT and relayed by the dispatcher; the model request reached the fake (in the bench process) at p50 %s / p99 %s ms",
+			num(st.request.pct(50)), num(st.request.pct(99))))
+	e.add(figure(FigFeltStartedP99, "ms", st.started.pct(99)).vs("raw sync publish p99", e.base.syncP99).info("-"))
 	e.add(figure(FigFeltP50, "ms", felt.pct(50)).vs("model first token p50", ttft.pct(50)).info("-").
-		note("%d inputs POSTed to an in-process dispatcher over HTTP, round robin over %d sessions held in memory, each timed to the first text of its answer on the session's SSE stream (open throughout); the baseline is a direct streaming SDK call to the same fake model, timed to its first text, interleaved with the inputs", len(felt), feltSessions))
+		note("from the POST to the first text of the answer on the session's SSE stream, as the client process reads it; the baseline is a direct streaming SDK call from the same client process to the same fake model, timed to its first text, made right before each input"))
 	e.add(figure(FigFeltP99, "ms", felt.pct(99)).vs("model first token p99", ttft.pct(99)).info("-"))
 	e.add(figure(FigFeltAdded, "ms", added).goal(feltGoal, added <= feltGoalMS).
-		note("felt p99 %.2f ms − the model's own first token p99 %.2f ms; from the POST (p50 / p99): its 202 answer %.2f / %.2f ms, the model request at the fake %.2f / %.2f ms, the first text on the stream %.2f / %.2f ms",
-			felt.pct(99), ttft.pct(99), st.posted.pct(50), st.posted.pct(99), st.request.pct(50), st.request.pct(99), felt.pct(50), felt.pct(99)))
+		note("felt p99 %s ms − the model's own first token p99 %s ms; from the POST (p50 / p99): its 202 answer %s / %s ms, run.started on the stream %s / %s ms, the model request at the fake %s / %s ms, the first text on the stream %s / %s ms",
+			num(felt.pct(99)), num(ttft.pct(99)), num(st.posted.pct(50)), num(st.posted.pct(99)), num(st.started.pct(50)), num(st.started.pct(99)),
+			num(st.request.pct(50)), num(st.request.pct(99)), num(felt.pct(50)), num(felt.pct(99))))
 }
 
-// feltStages are the probes' stages, each from the POST.
-type feltStages struct {
-	posted, request, text samples
-}
-
-// feltProbes warms each session, then times Sizes.Probes inputs and as
-// many direct model calls.
-func (rb *runnerBench) feltProbes(ctx context.Context, f *feltFront, tenant string) (st feltStages, ttft samples, err error) {
-	e := rb.e
-	for i := range feltSessions {
-		if err := f.follow(ctx, sessionName(i)); err != nil {
-			return st, nil, err
+// feltRoute answers each run's model request with one text delta that
+// carries the probe's token (the last one in the request: its newest
+// input), so the client knows the text on the stream for its own; a
+// request without one (the direct calls) gets the fallback.
+func feltRoute(latency time.Duration) func(body []byte) (llmtest.Reply, bool) {
+	open := []byte("[felt-")
+	return func(body []byte) (llmtest.Reply, bool) {
+		i := bytes.LastIndex(body, open)
+		if i < 0 {
+			return llmtest.Reply{}, false
 		}
+		j := bytes.IndexByte(body[i:], ']')
+		if j < 0 {
+			return llmtest.Reply{}, false
+		}
+		return llmtest.Reply{Text: "answer " + string(body[i:i+j+1]), Chunks: 1, Latency: latency}, true
 	}
+}
+
+// feltStages are the probes' stages, each from the POST, and the direct
+// calls' first token.
+type feltStages struct {
+	posted, started, request, text samples
+	ttft                           samples
+	// limited counts POSTs refused for a tenant's rate and sent again.
+	limited int
+}
+
+// feltProbes warms each session, then has the client time Sizes.Probes
+// inputs, each right after a direct model call.
+func feltProbes(ctx context.Context, e *env, c *feltClient, front *modelFront) (st feltStages, err error) {
 	e.progress("felt: warming %d sessions", feltSessions)
 	for i := range feltSessions {
-		if _, err := rb.feltProbe(ctx, f, tenant, sessionName(i), fmt.Sprintf("warm%d", i), 1); err != nil {
-			return st, nil, err
+		if _, err := c.probe(ctx, front, sessionName(i), fmt.Sprintf("w%d", i)); err != nil {
+			return st, err
+		}
+		if _, err := c.call(ctx, feltCommand{Op: "direct"}); err != nil {
+			return st, err
 		}
 	}
-	e.progress("felt: %d inputs over HTTP, one at a time, each beside a direct model call", e.sizes.Probes)
-	client := sdk.NewClient(option.WithoutEnvironmentDefaults(), option.WithAPIKey("bench"), option.WithMaxRetries(0), option.WithBaseURL(rb.front.url()))
+	e.progress("felt: %d inputs over HTTP from the client process, one at a time, each right after a direct model call", e.sizes.Probes)
 	for k := range e.sizes.Probes {
-		i := k % feltSessions
-		rb.front.fake.Enqueue(llmtest.Reply{Text: "direct answer", Chunks: 1})
-		d, err := firstToken(ctx, client)
+		d, err := c.call(ctx, feltCommand{Op: "direct"})
 		if err != nil {
-			return st, nil, err
+			return st, err
 		}
-		ttft = append(ttft, d)
-		ft, err := rb.feltProbe(ctx, f, tenant, sessionName(i), fmt.Sprint(k), 2+k/feltSessions)
+		p, err := c.probe(ctx, front, sessionName(k%feltSessions), fmt.Sprint(k))
 		if err != nil {
-			return st, nil, err
+			return st, err
 		}
-		st.posted = append(st.posted, ft.posted)
-		st.request = append(st.request, ft.request)
-		st.text = append(st.text, ft.text)
+		st.ttft = append(st.ttft, d.TTFT)
+		st.posted = append(st.posted, p.Posted)
+		st.started = append(st.started, p.Started)
+		st.request = append(st.request, p.request)
+		st.text = append(st.text, p.Text)
+		st.limited += p.Limited
 	}
-	return st, ttft, nil
+	return st, nil
 }
 
-// feltTimes are one probe's stages, from the POST: its answer, the model
-// request arriving at the fake, the first text on the stream.
-type feltTimes struct {
-	posted, request, text time.Duration
+// feltClient is the client process (FeltClient) and its pipes.
+type feltClient struct {
+	cmd      *exec.Cmd
+	in       io.WriteCloser
+	answers  chan []byte
+	quit     chan struct{} // closed by stop: no one reads answers any more
+	stderr   lockedBuffer
+	exited   chan struct{}
+	patience time.Duration
 }
 
-// feltProbe POSTs one input to session and times it to the first text of
-// its answer on the session's stream, then waits until the session is idle
-// after runs runs.
-func (rb *runnerBench) feltProbe(ctx context.Context, f *feltFront, tenant, session, k string, runs int) (feltTimes, error) {
-	tok := fmt.Sprintf("[felt-%s-%s]", tenant, k)
-	rb.front.fake.Enqueue(llmtest.Reply{Text: "answer " + tok, Chunks: 1})
-	request := rb.front.expect(tok)
-	text := f.expect(tok)
-	t0 := time.Now()
-	if err := f.input(ctx, session, "question "+tok); err != nil {
-		f.forget(tok)
-		rb.front.forget(tok)
-		return feltTimes{}, err
+// startFeltClient starts command as the felt client in a process group of
+// its own, gives it setup and waits until it has opened its streams.
+func startFeltClient(ctx context.Context, command []string, setup feltSetup, patience time.Duration) (*feltClient, error) {
+	c := &feltClient{answers: make(chan []byte), quit: make(chan struct{}), exited: make(chan struct{}), patience: patience}
+	c.cmd = exec.Command(command[0], command[1:]...)
+	c.cmd.Stderr = &c.stderr
+	c.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	in, err := c.cmd.StdinPipe()
+	if err != nil {
+		return nil, fmt.Errorf("felt client: %w", err)
 	}
-	ft := feltTimes{posted: time.Since(t0)}
-	for _, st := range []struct {
-		ch <-chan time.Time
-		d  *time.Duration
-	}{{request, &ft.request}, {text, &ft.text}} {
-		select {
-		case t1 := <-st.ch:
-			*st.d = t1.Sub(t0)
-		case <-time.After(rb.e.patience()):
-			f.forget(tok)
-			rb.front.forget(tok)
-			return feltTimes{}, fmt.Errorf("input %s to %s: no answer on its stream within %s", k, session, rb.e.patience())
-		case <-ctx.Done():
-			return feltTimes{}, ctx.Err()
+	out, err := c.cmd.StdoutPipe()
+	if err != nil {
+		return nil, fmt.Errorf("felt client: %w", err)
+	}
+	c.in = in
+	if err := c.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start the felt client %q: %w", command, err)
+	}
+	go func() {
+		defer close(c.exited)
+		rd := bufio.NewReader(out)
+		for {
+			line, err := rd.ReadBytes('\n')
+			if err != nil {
+				break
+			}
+			select {
+			case c.answers <- line:
+			case <-c.quit:
+				// An answer come too late: read on to the end, so the
+				// process can exit and be waited for.
+			}
 		}
+		_ = c.cmd.Wait() // what it said on the way out is in stderr
+	}()
+	b, err := json.Marshal(setup)
+	if err != nil {
+		c.stop()
+		return nil, err
 	}
-	wctx, cancel := deadline(ctx, rb.e.patience())
-	defer cancel()
-	return ft, rb.waitIdle(wctx, tenant, session, runs)
+	if _, err := c.answer(ctx, append(b, '\n')); err != nil {
+		c.stop()
+		return nil, fmt.Errorf("felt client: open the streams: %w", err)
+	}
+	return c, nil
+}
+
+// call sends one command and returns its answer.
+func (c *feltClient) call(ctx context.Context, cmd feltCommand) (feltAnswer, error) {
+	b, err := json.Marshal(cmd)
+	if err != nil {
+		return feltAnswer{}, err
+	}
+	return c.answer(ctx, append(b, '\n'))
+}
+
+// answer writes line to the client and reads its answer, waiting longer
+// than the client waits for anything itself.
+func (c *feltClient) answer(ctx context.Context, line []byte) (feltAnswer, error) {
+	if _, err := c.in.Write(line); err != nil {
+		return feltAnswer{}, fmt.Errorf("felt client: write: %w (%s)", err, oneLine(c.stderr.String()))
+	}
+	t := time.NewTimer(2 * c.patience)
+	defer t.Stop()
+	select {
+	case b := <-c.answers:
+		var a feltAnswer
+		if err := json.Unmarshal(b, &a); err != nil {
+			return feltAnswer{}, fmt.Errorf("felt client: answer %q: %w", b, err)
+		}
+		if a.Error != "" {
+			return feltAnswer{}, fmt.Errorf("felt client: %s", a.Error)
+		}
+		return a, nil
+	case <-c.exited:
+		return feltAnswer{}, fmt.Errorf("felt client exited: %s", oneLine(c.stderr.String()))
+	case <-t.C:
+		return feltAnswer{}, fmt.Errorf("felt client: no answer within %s", 2*c.patience)
+	case <-ctx.Done():
+		return feltAnswer{}, ctx.Err()
+	}
+}
+
+// feltProbe is one probe's answer, with the moment its model request
+// reached the fake, from the POST.
+type feltProbe struct {
+	feltAnswer
+	request time.Duration
+}
+
+// probe has the client POST one input to session and time it; k names
+// its token.
+func (c *feltClient) probe(ctx context.Context, front *modelFront, session, k string) (feltProbe, error) {
+	tok := "[felt-" + k + "]"
+	arrived := front.expect(tok)
+	a, err := c.call(ctx, feltCommand{Op: "probe", Session: session, Text: "question " + tok, Token: tok})
+	if err != nil {
+		front.forget(tok)
+		return feltProbe{}, err
+	}
+	select {
+	case at := <-arrived:
+		// Two processes' readings of the wall clock: the same clock.
+		return feltProbe{feltAnswer: a, request: time.Duration(at.UnixNano() - a.T0)}, nil
+	default:
+		// The text came back, so the request came: it was answered by
+		// the stream before the observer's note was read.
+		front.forget(tok)
+		return feltProbe{}, fmt.Errorf("input %s: its model request was not seen at the fake", tok)
+	}
+}
+
+// stop closes the client's input, which ends it, and its process group.
+func (c *feltClient) stop() {
+	close(c.quit)
+	_ = c.in.Close() // the client ends on it; a failure leaves the kill
+	stopGroup(c.cmd, c.exited, 5*time.Second)
 }
 
 // firstToken makes a streaming call straight to the fake model and times
@@ -195,153 +371,4 @@ func firstToken(ctx context.Context, client sdk.Client) (time.Duration, error) {
 		return 0, errors.New("direct model call: no text")
 	}
 	return d, nil
-}
-
-// feltFront is an in-process dispatcher serving HTTP on loopback, with a
-// client that holds one SSE stream per session.
-type feltFront struct {
-	base, token string
-	client      *http.Client
-	cancel      context.CancelFunc
-	served      chan struct{}
-
-	mu      sync.Mutex
-	waiters map[string]chan time.Time
-	streams []*http.Response
-}
-
-// startFront starts a dispatcher for tenant on a loopback port.
-func startFront(ctx context.Context, e *env, tenant string) (*feltFront, error) {
-	token, err := auth.NewToken()
-	if err != nil {
-		return nil, err
-	}
-	store, err := auth.New(auth.Grant{Token: token, Tenant: tenant})
-	if err != nil {
-		return nil, err
-	}
-	nc, err := bus.Connect(ctx, bus.ConnConfig{URLs: []string{e.url}, Name: "jetway-bench-dispatcher"})
-	if err != nil {
-		return nil, fmt.Errorf("dispatcher: connect: %w", err)
-	}
-	d, err := dispatcher.New(dispatcher.Config{Conn: nc, Auth: store, RatePerSecond: -1})
-	if err != nil {
-		nc.Close()
-		return nil, err
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		nc.Close()
-		return nil, fmt.Errorf("dispatcher: listen: %w", err)
-	}
-	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	f := &feltFront{
-		base: "http://" + ln.Addr().String(), token: token,
-		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}},
-		cancel: cancel, served: make(chan struct{}), waiters: map[string]chan time.Time{},
-	}
-	go func() {
-		defer close(f.served)
-		defer nc.Close()
-		_ = d.Serve(sctx, ln)
-	}()
-	return f, nil
-}
-
-func (f *feltFront) close() {
-	f.mu.Lock()
-	for _, r := range f.streams {
-		// Ends a stream the bench no longer reads; nothing to lose.
-		_ = r.Body.Close()
-	}
-	f.mu.Unlock()
-	f.cancel()
-	<-f.served
-}
-
-// follow opens session's SSE stream from its next message on and reads it
-// until the front closes.
-func (f *feltFront) follow(ctx context.Context, session string) error {
-	req, err := http.NewRequestWithContext(context.WithoutCancel(ctx), http.MethodGet, f.base+"/v1/sessions/"+session+"/stream?from=new", nil)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Authorization", "Bearer "+f.token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return fmt.Errorf("stream %s: %w", session, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		_ = resp.Body.Close() // the status is the error to report
-		return fmt.Errorf("stream %s: %s", session, resp.Status)
-	}
-	f.mu.Lock()
-	f.streams = append(f.streams, resp)
-	f.mu.Unlock()
-	go f.read(resp)
-	return nil
-}
-
-// read notes the arrival of each streamed text that carries a token some
-// probe waits for.
-func (f *feltFront) read(resp *http.Response) {
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 4<<20)
-	text := false
-	for sc.Scan() {
-		line := sc.Bytes()
-		switch {
-		case bytes.HasPrefix(line, []byte("event: ")):
-			text = string(line[len("event: "):]) == events.TypeRunText
-		case text && bytes.HasPrefix(line, []byte("data: ")):
-			f.arrived(time.Now(), line)
-		}
-	}
-}
-
-func (f *feltFront) arrived(at time.Time, data []byte) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for tok, ch := range f.waiters {
-		if bytes.Contains(data, []byte(tok)) {
-			ch <- at
-			delete(f.waiters, tok)
-		}
-	}
-}
-
-// expect returns a channel that receives the arrival time of the first
-// streamed text carrying token. Register before causing it.
-func (f *feltFront) expect(token string) <-chan time.Time {
-	ch := make(chan time.Time, 1)
-	f.mu.Lock()
-	f.waiters[token] = ch
-	f.mu.Unlock()
-	return ch
-}
-
-func (f *feltFront) forget(token string) {
-	f.mu.Lock()
-	delete(f.waiters, token)
-	f.mu.Unlock()
-}
-
-// input POSTs an input to session, as a person's terminal does.
-func (f *feltFront) input(ctx context.Context, session, text string) error {
-	body := fmt.Sprintf(`{"text":%q}`, text)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, f.base+"/v1/sessions/"+session+"/input", strings.NewReader(body))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Authorization", "Bearer "+f.token)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := f.client.Do(req)
-	if err != nil {
-		return fmt.Errorf("input to %s: %w", session, err)
-	}
-	defer func() { _ = resp.Body.Close() }() // the status is all it says
-	if resp.StatusCode != http.StatusAccepted {
-		return fmt.Errorf("input to %s: %s", session, resp.Status)
-	}
-	return nil
 }

@@ -42,10 +42,12 @@ func New() *cobra.Command {
 		Long: `jetway-bench starts what it measures — an embedded nats-server with JetStream
 in a temporary directory (or --nats URL), a local fake model server, runners,
 a dispatcher and jobs managers in process, real jetway runner and jobs
-processes (from --jetway) for the crash and memory figures — and prints every
-figure next to its raw baseline from this same run (sync publish latency,
-async publish rate, durable pull consume rate, request/reply round trip, a
-bare SDK call, a bare os/exec start, cat >file), with the ratio and the goal.
+processes (from --jetway) for the crash and memory figures, and for the felt
+figures a jetway dev process with its HTTP client in a process of its own —
+and prints every figure next to its raw baseline from this same run (sync
+publish latency, async publish rate, durable pull consume rate, request/reply
+round trip, a bare SDK call, a bare os/exec start, cat >file), with the ratio
+and the goal.
 A figure that cannot be measured here is printed as "not measured: <reason>".
 
 --quick finishes in about a minute on a 2-core machine; the full run takes a
@@ -65,6 +67,11 @@ few minutes.`,
 				outf(cmd.ErrOrStderr(), "jetway-bench: %v; the figures that need a jetway process will say \"not measured\"\n", err)
 			}
 			cfg.JetwayBinary = bin
+			if exe, err := os.Executable(); err == nil {
+				cfg.ClientCommand = []string{exe, bench.FeltClientArg}
+			} else {
+				outf(cmd.ErrOrStderr(), "jetway-bench: %v; the felt figures will say \"not measured\"\n", err)
+			}
 			if cpuProfile != "" {
 				f, err := os.Create(cpuProfile)
 				if err != nil {
@@ -83,6 +90,7 @@ few minutes.`,
 			return run(ctx, cmd, cfg, quick, jsonFile)
 		},
 	}
+	cmd.AddCommand(feltClientCmd())
 	f := cmd.Flags()
 	f.BoolVar(&quick, "quick", false, "small samples: about a minute, noisier figures (capture figures write 100 MB instead of 1 GB)")
 	f.StringVar(&jsonFile, "json", "", "also write the figures to FILE as a JSON array of {name, unit, value, baseline, ratio, goal}")
@@ -92,8 +100,25 @@ few minutes.`,
 	f.StringVar(&workDir, "dir", "", "keep the embedded server's store and task output here instead of a temporary directory")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to FILE (go tool pprof FILE), to see where a figure's time goes")
 	f.IntVar(&probes, "probes", 0, "events each latency figure times (default 1000, 50 with --quick): --quick --probes 1000 gives a latency group its full sample with the quick baselines")
-	f.StringVar(&jetwayBin, "jetway", "", "the jetway binary to start as real runner and jobs-worker processes (default: jetway beside this executable, else on PATH)")
+	f.StringVar(&jetwayBin, "jetway", "", "the jetway binary to start as real runner, jobs-worker and dev processes (default: jetway beside this executable, else on PATH)")
 	return cmd
+}
+
+// feltClientCmd is the felt group's HTTP client, which the bench starts
+// as a process of its own (bench.Config.ClientCommand): hidden, it speaks
+// JSON lines with the bench on its stdin and stdout.
+func feltClientCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:           bench.FeltClientArg,
+		Short:         "The felt group's HTTP client, started by the bench itself",
+		Hidden:        true,
+		Args:          cobra.NoArgs,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return bench.FeltClient(cmd.Context(), cmd.InOrStdin(), cmd.OutOrStdout())
+		},
+	}
 }
 
 // run measures, prints the table and writes the JSON file.

@@ -170,6 +170,7 @@
 
   function renderSignIn(msg) {
     signedInShown = false;
+    signedInTenant = '';
     document.getElementById('nav').hidden = true;
     document.getElementById('signout').hidden = true;
     document.getElementById('who').textContent = '';
@@ -224,6 +225,9 @@
 
   let current = null;
   let signedInShown = false;
+  // signedInTenant is the tenant of the token the tab signed in with, once
+  // /v1/whoami has said it ('' until then, or for a token of no tenant).
+  let signedInTenant = '';
 
   // showSignedIn shows the navigation, and the cluster link to operators.
   async function showSignedIn() {
@@ -236,6 +240,7 @@
     // The header says whose token this is: a person with several tokens
     // (tenant, admin, operator) sees which one the page acts with.
     api('GET', '/v1/whoami').then((w) => {
+      signedInTenant = w.tenant || '';
       whoEl.textContent = w.tenant ? `tenant ${w.tenant} · ${w.role}` : `${w.role} (no tenant)`;
       whoEl.title = 'The token this tab signed in with';
     }, () => { /* an older dispatcher: "signed in" stays */ });
@@ -269,6 +274,7 @@
     current = null;
     sessionStorage.removeItem(TOKEN_KEY);
     signedInShown = false;
+    signedInTenant = '';
     fill(main, h('p', { class: 'card', role: 'status' }, 'Signing in…'));
     let res;
     try {
@@ -302,6 +308,7 @@
     flash('');
     if (!token()) {
       signedInShown = false;
+      signedInTenant = '';
       if (!document.getElementById('token')) renderSignIn();
       return;
     }
@@ -1057,6 +1064,22 @@
         } }, h('label', { for: 'resume-note' }, 'Resume'), note, h('button', { type: 'submit', id: 'resume' }, 'Resume')));
     }
 
+    // liftHint says who lifts the switches holding the session that this
+    // page cannot, and how: the console has a control for a session's own
+    // switch only (an ancestor's is on that session's page).
+    function liftHint(sw) {
+      const how = sw.filter((x) => x.scope === 'ancestor').map((x) =>
+        h('span', {}, 'the switch of ', h('a', { href: '#/session/' + enc(x.session) }, x.session), ' on its page'));
+      const cli = [];
+      if (sw.some((x) => x.scope === 'tenant')) {
+        cli.push(["the tenant's switch by a tenant admin or an operator with ", h('code', {}, 'jetway stop --off --tenant ' + (signedInTenant || 'TENANT'))]);
+      }
+      if (sw.some((x) => x.scope === 'global')) cli.push(['the global switch by an operator with ', h('code', {}, 'jetway stop --off --global')]);
+      if (cli.length) how.push(h('span', {}, cli.map((x, i) => [i ? '; ' : null, x]), ' (or DELETE /v1/stop on the API)'));
+      if (!how.length) return null;
+      return h('p', { class: 'small muted', id: 'gs-lift-hint' }, 'Lifted elsewhere: ', how.map((x, i) => [i ? '; ' : null, x]), '.');
+    }
+
     function drawStop(d) {
       const sw = d.ground_stop || [];
       const own = sw.some((s) => s.scope === 'session');
@@ -1075,7 +1098,7 @@
       else form.append(h('label', { for: 'gs-reason' }, 'Reason'), reason, h('button', { class: 'danger', type: 'submit', id: 'gs-toggle' }, 'Ground Stop'));
       fill(gs, h('h2', { id: 'h-gs' }, 'Ground Stop'),
         h('p', { class: 'small', id: 'gs-state' }, sw.length ? 'On: ' + sw.map((s) => s.scope).join(', ') : 'Off: the session may run.'),
-        sw.some((s) => s.scope !== 'session') ? h('p', { class: 'small muted' }, 'A tenant or global switch is lifted on the sessions page or by an operator.') : null,
+        liftHint(sw),
         form);
     }
 
