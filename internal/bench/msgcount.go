@@ -1,9 +1,11 @@
 package bench
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 )
@@ -43,4 +45,47 @@ func (e *env) connMsgs(names ...string) (int64, error) {
 		return 0, fmt.Errorf("connz: %d of the connections %v found", found, names)
 	}
 	return sum, nil
+}
+
+// FigRunnerIdleMsgs names what a held partition costs a runner's
+// connection while no event comes: the price of a larger P.
+const FigRunnerIdleMsgs = "runner idle messages/s per held partition"
+
+// idleWindow is how long the idle cost is counted: several pull expiries
+// (PinnedTTL/2), so each partition's pulls renew a few times within it.
+const idleWindow = 6 * time.Second
+
+// idleCost counts the messages on a quiet runner's connection over
+// idleWindow and reports them per second per partition it holds. Each
+// held partition keeps a pull request waiting at the server and renews it
+// every PinnedTTL/2, so a runner holding P partitions pays about P times
+// this with no work at all.
+func (e *env) idleCost(ctx context.Context, conn string, held int) {
+	const goal = "reported (the cost of P)"
+	if held <= 0 {
+		e.skip(FigRunnerIdleMsgs, "msgs/s", goal, errors.New("the runner holds no partition"))
+		return
+	}
+	before, err := e.connMsgs(conn)
+	if err != nil {
+		e.skip(FigRunnerIdleMsgs, "msgs/s", goal, err)
+		return
+	}
+	t0 := time.Now()
+	t := time.NewTimer(idleWindow)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		e.skip(FigRunnerIdleMsgs, "msgs/s", goal, ctx.Err())
+		return
+	case <-t.C:
+	}
+	after, err := e.connMsgs(conn)
+	if err != nil {
+		e.skip(FigRunnerIdleMsgs, "msgs/s", goal, err)
+		return
+	}
+	secs := time.Since(t0).Seconds()
+	v := float64(after-before) / secs / float64(held)
+	e.add(figure(FigRunnerIdleMsgs, "msgs/s", v).info(goal).note("messages in and out on one idle runner's connection over %.1f s, holding %d partitions: %.1f msgs/s in all (pull renewals, their expiries, heartbeats, watch updates); P = 256 would cost one runner about %.0f msgs/s doing nothing", secs, held, float64(after-before)/secs, v*256))
 }
