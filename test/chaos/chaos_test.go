@@ -229,6 +229,7 @@ const (
 	faultRunnerPause   = "runner SIGSTOP+SIGCONT"
 	faultRunnerCut     = "runner link blackholed"
 	faultWorkerPause   = "jobs worker SIGSTOP+SIGCONT"
+	faultNodeSplit     = "NATS node partitioned"
 )
 
 // chaosSession finds the session a model request is for: every input the
@@ -320,9 +321,15 @@ func TestChaos_every_accepted_event_reaches_the_model_once_through_faults(t *tes
 	if !withJobs {
 		skipped = append(skipped, "jobs worker SIGKILL and background jobs: no `jetway jobs-worker` in this build (or CHAOS_NO_JOBS set)")
 	}
-	skipped = append(skipped, "network partition: the in-process cluster's routes are direct loopback TCP; cutting them needs a proxy per route or firewall rules on a loopback other engineers share")
 
-	cl := bustest.StartCluster(t, 3)
+	// Every link between two nodes runs through a proxy per direction (each
+	// end dials the other), which a fault can blackhole to partition a node.
+	routes := map[[2]int]*testutil.Blackhole{}
+	cl := bustest.StartClusterWith(t, 3, bustest.ClusterConfig{RouteVia: func(from, to int, addr string) string {
+		b := testutil.StartBlackhole(t, addr)
+		routes[[2]int{from, to}] = b
+		return b.URL()
+	}})
 	urls := strings.Join(cl.URLs(), ",")
 	_, js := bustest.Connect(t, urls)
 	if err := bus.Provision(ctx, js, bus.ProvisionConfig{Replicas: 3, Partitions: workPartitions, WorkAckWait: 2 * time.Second, WorkPinnedTTL: 2 * time.Second}); err != nil {
@@ -401,7 +408,7 @@ func TestChaos_every_accepted_event_reaches_the_model_once_through_faults(t *tes
 	// Faults run here, on the test goroutine, one at a time; the first
 	// three are one of each kind so even a short run sees them all.
 	var faults tally
-	kinds := []string{faultRunnerKill, faultRunnerRestart, faultNodeRestart, faultRunnerPause, faultRunnerCut}
+	kinds := []string{faultRunnerKill, faultRunnerRestart, faultNodeRestart, faultRunnerPause, faultRunnerCut, faultNodeSplit}
 	if withJobs {
 		kinds = append(kinds, faultWorkerKill, faultWorkerPause)
 	}
@@ -483,6 +490,33 @@ func TestChaos_every_accepted_event_reaches_the_model_once_through_faults(t *tes
 			for _, b := range links[rp] {
 				b.Mend()
 			}
+		case faultNodeSplit:
+			// The node runs on and keeps its clients, runners among them,
+			// but hears nothing from the other two, nor they from it, for
+			// 3–12 s: from shorter than a raft election timeout (4–9 s),
+			// when its groups only stall, to long enough for the other two
+			// to elect new leaders and for a leader it was to find that it
+			// lost its quorum.
+			k := rng.IntN(len(cl.Nodes))
+			nd := cl.Nodes[k]
+			leads := ""
+			if l := cl.StreamLeader(bus.StreamWork); l == nd {
+				leads = " (leader of " + bus.StreamWork + ")"
+			}
+			down := between(rng, [2]time.Duration{3 * time.Second, 12 * time.Second})
+			for link, b := range routes {
+				if link[0] == k || link[1] == k {
+					b.Cut()
+				}
+			}
+			t.Logf("fault %d: NATS node %s%s partitioned from the other two (its routes blackholed); healed in %s", n, nd.Name(), leads, down.Round(time.Millisecond))
+			pause(ctx, down)
+			for link, b := range routes {
+				if link[0] == k || link[1] == k {
+					b.Mend()
+				}
+			}
+			cl.WaitReady()
 		case faultNodeRestart:
 			nd := cl.Nodes[rng.IntN(len(cl.Nodes))]
 			leads := ""
@@ -619,7 +653,7 @@ func pickFault(rng *rand.Rand, n int, first []string) string {
 	if n < len(first) {
 		return first[n]
 	}
-	switch x := rng.IntN(16); {
+	switch x := rng.IntN(18); {
 	case x < 3:
 		return faultRunnerKill
 	case x < 5:
@@ -628,9 +662,11 @@ func pickFault(rng *rand.Rand, n int, first []string) string {
 		return faultRunnerPause
 	case x < 9:
 		return faultRunnerCut
-	case x < 11 || !slices.Contains(first, faultWorkerKill):
+	case x < 11:
+		return faultNodeSplit
+	case x < 13 || !slices.Contains(first, faultWorkerKill):
 		return faultNodeRestart
-	case x < 14:
+	case x < 16:
 		return faultWorkerKill
 	default:
 		return faultWorkerPause
