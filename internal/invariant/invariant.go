@@ -60,7 +60,9 @@ type Evidence struct {
 	// Procs are processes that still carry the task marker.
 	Procs []Proc
 	// ModelCalls are, per session, the calls the model answered (nil: not
-	// observed, and the check is reported as skipped); Pauses are, per
+	// observed, and the check is reported as skipped); a session without
+	// an entry had no call observed (the chaos suite cannot tell a
+	// sub-agent's calls by session) and is not judged. Pauses are, per
 	// runner, the times it was frozen.
 	ModelCalls map[Session][]ModelCall
 	Pauses     map[string][]Window
@@ -188,8 +190,8 @@ func Check(ev Evidence) Report {
 			checkOneLiveRun(s, recs),
 			checkRecovery(s, recs, ev.Sessions[s], ev.Refusals[s]),
 		)
-		if ev.ModelCalls != nil {
-			rep.Results = append(rep.Results, checkOneAtTheModel(s, ev.ModelCalls[s], ev.Pauses))
+		if calls, ok := ev.ModelCalls[s]; ok {
+			rep.Results = append(rep.Results, checkOneAtTheModel(s, calls, ev.Pauses))
 		}
 	}
 	if ev.ModelCalls == nil {

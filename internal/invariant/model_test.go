@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"jetway/services/runner"
 )
 
 var t0 = time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
@@ -51,5 +53,27 @@ func TestCheck_skips_the_model_check_when_calls_were_not_observed(t *testing.T) 
 	rep := Check(evidence(nil, nil, "idle"))
 	if !strings.Contains(strings.Join(rep.Skipped, "\n"), OneAtTheModel) {
 		t.Fatalf("skipped = %v", rep.Skipped)
+	}
+}
+
+// A session whose calls were not observed (a sub-agent's, which the chaos
+// suite cannot tell by session) is not judged, while one beside it is.
+func TestCheck_judges_the_model_calls_only_of_sessions_observed(t *testing.T) {
+	ev := evidence(nil, nil, "idle")
+	other := Session{Tenant: "t1", Session: "other"}
+	ev.Sessions[other] = runner.SessionRecord{Tenant: "t1", Session: "other", State: "idle"}
+	ev.ModelCalls = map[Session][]ModelCall{other: {call("r1", 0, time.Second)}}
+	rep := Check(ev)
+	judged := 0
+	for _, r := range rep.Results {
+		if r.Invariant == OneAtTheModel {
+			judged++
+			if r.Subject == s1.String() {
+				t.Errorf("%s, whose calls were not observed, was judged: %+v", s1, r)
+			}
+		}
+	}
+	if judged != 1 {
+		t.Errorf("%d sessions judged for %q, want the 1 observed", judged, OneAtTheModel)
 	}
 }

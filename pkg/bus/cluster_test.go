@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"jetway/internal/testutil"
@@ -172,4 +173,97 @@ func callContext(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 	t.Cleanup(cancel)
 	return ctx
+}
+
+// With RouteVia every link between two nodes runs through the test's own
+// proxies, gossip included: cutting the two proxies of each of a node's
+// links (one per direction, as both ends dial) leaves it hearing nothing
+// from the others while its sockets stay open, and mending them delivers
+// what was held.
+func TestCluster_a_node_whose_route_proxies_are_cut_hears_nothing_from_the_others_until_they_mend(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a 3-node cluster")
+	}
+	via := map[[2]int]*testutil.Blackhole{}
+	c := bustest.StartClusterWith(t, 3, bustest.ClusterConfig{RouteVia: func(from, to int, addr string) string {
+		b := testutil.StartBlackhole(t, addr)
+		via[[2]int{from, to}] = b
+		return b.URL()
+	}})
+	if len(via) != 6 {
+		t.Fatalf("RouteVia was asked for %d links, want 6 (each direction of 3 pairs)", len(via))
+	}
+	// A route a node dialed that is not one of its configured ones was
+	// learned by gossip and dialed directly, around the proxies.
+	aroundProxies := func() {
+		t.Helper()
+		for _, nd := range c.Nodes {
+			rz, err := nd.Server().Routez(&server.RoutezOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range rz.Routes {
+				if r.DidSolicit && !r.IsConfigured {
+					t.Errorf("%s dialed %s directly at %s:%d, a route learned by gossip", nd.Name(), r.RemoteName, r.IP, r.Port)
+				}
+			}
+		}
+	}
+	aroundProxies()
+	pub, _ := bustest.Connect(t, c.Nodes[0].ClientURL())
+	var subs []*nats.Subscription
+	for _, nd := range c.Nodes[1:] {
+		nc, _ := bustest.Connect(t, nd.ClientURL())
+		sub, err := nc.SubscribeSync("probe")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := nc.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		subs = append(subs, sub)
+	}
+	// got reports whether sub receives payload within d, skipping others.
+	got := func(sub *nats.Subscription, payload string, d time.Duration) bool {
+		deadline := time.Now().Add(d)
+		for time.Now().Before(deadline) {
+			m, err := sub.NextMsg(time.Until(deadline))
+			if err == nil && string(m.Data) == payload {
+				return true
+			}
+		}
+		return false
+	}
+	// Until both subscriptions' interest has reached node 0.
+	for i, sub := range subs {
+		testutil.Eventually(t, 10*time.Second, fmt.Sprintf("node %d to hear node 0", i+1), func() bool {
+			if err := pub.Publish("probe", []byte("warm")); err != nil {
+				return false
+			}
+			return got(sub, "warm", 200*time.Millisecond)
+		})
+	}
+
+	for link, b := range via {
+		if link[0] == 2 || link[1] == 2 {
+			b.Cut()
+		}
+	}
+	if err := pub.Publish("probe", []byte("during the cut")); err != nil {
+		t.Fatal(err)
+	}
+	if !got(subs[0], "during the cut", 5*time.Second) {
+		t.Fatal("node 1, whose links to node 0 are whole, did not hear node 0 during node 2's cut")
+	}
+	// A bounded wait for something that must not come.
+	if got(subs[1], "during the cut", time.Second) {
+		t.Fatal("node 2 heard node 0 with its route proxies cut: a route goes around them")
+	}
+	for _, b := range via {
+		b.Mend()
+	}
+	if !got(subs[1], "during the cut", 10*time.Second) {
+		t.Fatal("node 2 did not hear what node 0 sent during the cut once its links mended")
+	}
+	aroundProxies()
 }

@@ -29,6 +29,11 @@ type EmbeddedConfig struct {
 	ClusterHost string
 	ClusterPort int
 	Routes      []string // nats://host:port of every node's cluster listener
+	// ClusterAdvertise, if set, is the host:port this node tells the
+	// others to dial for a route they learn of by gossip (default: its
+	// cluster listener). A test that routes every link through a proxy
+	// sets it to an address that refuses, so no route goes around one.
+	ClusterAdvertise string
 
 	// Token, if set, is the one credential every client must present. A
 	// bus without it lets any local process act as every service, a job's
@@ -70,9 +75,10 @@ func StartEmbedded(cfg EmbeddedConfig) (*server.Server, error) {
 			clusterHost = host
 		}
 		opts.Cluster = server.ClusterOpts{
-			Name: cfg.ClusterName,
-			Host: clusterHost,
-			Port: freePortFlag(cfg.ClusterPort),
+			Name:      cfg.ClusterName,
+			Host:      clusterHost,
+			Port:      freePortFlag(cfg.ClusterPort),
+			Advertise: cfg.ClusterAdvertise,
 		}
 		for _, r := range cfg.Routes {
 			u, err := url.Parse(r)

@@ -166,7 +166,8 @@ func LiftCommand(cli, flags, scope, session string) string {
 }
 
 // WriteChildren prints a session's sub-agents as a table by number: their
-// session, agent profile, state (with the live run) and runs.
+// session, agent profile, state (with the live run, or why one never
+// started) and runs.
 func WriteChildren(w io.Writer, children []dispatcherapi.ChildSummary) error {
 	// tw keeps the table until Flush, which returns a failed write.
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
@@ -177,6 +178,9 @@ func WriteChildren(w io.Writer, children []dispatcherapi.ChildSummary) error {
 			state += " (run " + c.Run + ")"
 		} else if c.Runs == 0 && c.State == "idle" && c.Reason == "" {
 			state = "starting"
+		} else if c.Runs == 0 && c.State == "idle" {
+			// Refused its first run, or its prompt never reached it.
+			state = "not started (" + c.Reason + ")"
 		}
 		_, _ = fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\n", c.Number, c.Session, orDash(c.Agent), state, c.Runs)
 	}

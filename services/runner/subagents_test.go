@@ -402,6 +402,77 @@ func TestDepth_and_fan_out_limits_of_a_profile_refuse_sub_agents_with_clear_erro
 	}
 }
 
+// A child whose prompt could not be published is marked not started, so it
+// neither says "starting" nor holds a place under the fan-out limit while
+// no work is on its way to it. The failure is a real one: the server
+// refuses the prompt because JETWAY_AGENTEVENTS is set to a 2 KiB message
+// limit and the prompt is 4 KiB (as it refuses any publish a stream's
+// limits forbid), every one of agent_start's attempts, while the second
+// child's prompt and the events back are small and pass.
+func TestA_child_whose_prompt_could_not_be_sent_is_marked_not_started_and_frees_its_fan_out_place(t *testing.T) {
+	e := newEnv(t)
+	e.profiles(map[string]agents.Profile{
+		"lead": {Instructions: "ROLE:lead", Limits: dispatcherapi.AgentLimits{MaxSubagents: 1, MaxSubagentDepth: 1}},
+		"solo": {Instructions: "ROLE:solo"},
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	stream, err := e.js.Stream(ctx, bus.StreamAgentEvents)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := stream.CachedInfo().Config
+	cfg.MaxMsgSize = 2048
+	if _, err := e.js.UpdateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	// Each step answers the last tool result; a notice of a child's end
+	// may ride on one, so the tool results are matched first.
+	model, p := routedModel(t, func(r modelReq) llmtest.Reply {
+		switch {
+		case strings.Contains(r.system, "ROLE:solo"):
+			return llmtest.Reply{Text: "solo done"}
+		case strings.Contains(r.last, "its prompt could not be sent"):
+			return call(subagents.StartTool, map[string]any{"agent": "solo", "prompt": "a small task", "wait": 0})
+		case strings.Contains(r.last, "started as session"):
+			return call(subagents.StatusTool, map[string]any{})
+		case strings.Contains(r.last, "not started (prompt not sent"):
+			return call(subagents.SendTool, map[string]any{"agent": 1, "text": "the large task, in short"})
+		case strings.Contains(r.last, "tool_result") || strings.Contains(r.last, "[sub-agent notice]"):
+			return llmtest.Reply{Text: "lead done"}
+		}
+		return call(subagents.StartTool, map[string]any{"agent": "solo", "prompt": strings.Repeat("a large task ", 320), "wait": 0})
+	})
+	e.startRunner("r1", p, nil)
+	e.publishAgent("t1", "p1", "split the work", "lead")
+	testutil.Eventually(t, 60*time.Second, "the lead's run to end", func() bool {
+		return countKind(e.records("t1", "p1"), RecordRunEnded) >= 1
+	})
+	if n := countIn(model, "ROLE:lead", "its prompt could not be sent"); n != 1 {
+		t.Fatalf("the first start's result did not say its prompt could not be sent (%d)", n)
+	}
+	if n := countIn(model, "ROLE:lead", "fan-out limit: "); n != 0 {
+		t.Fatal("the child whose prompt was never sent still counted against the fan-out limit: the second start was refused")
+	}
+	// The status line is read from the child's record, where the mark
+	// (and so the session detail's reason) stays until the prompt
+	// agent_send gave it starts a run.
+	if n := countIn(model, "ROLE:lead", "agent 1 (solo) · session p1-a1 · not started (prompt not sent: publish io.jetway.agent.input: "+
+		"nats: nats: API error: code=400 err_code=10054 description=message size exceeds maximum allowed)"); n != 1 {
+		t.Errorf("agent_status did not list the first child as not started, with the server's refusal (%d)", n)
+	}
+	testutil.Eventually(t, 30*time.Second, "both children to run once and report to the lead", func() bool {
+		return e.session("t1", "p1-a1").Runs == 1 && e.session("t1", "p1-a2").Runs == 1 &&
+			countIn(model, "ROLE:lead", "agent 1 (solo) finished") >= 1 && countIn(model, "ROLE:lead", "agent 2 (solo) finished") >= 1
+	})
+	if rec := e.session("t1", "p1-a1"); strings.HasPrefix(rec.Reason, "prompt not sent") {
+		t.Errorf("the first child ran but its record still says %q", rec.Reason)
+	}
+	if kids := e.session("t1", "p1").Children; len(kids) != 2 {
+		t.Errorf("children = %+v, want both starts named", kids)
+	}
+}
+
 func TestGround_Stop_of_a_parent_stops_its_child_s_run_on_another_runner(t *testing.T) {
 	e := newEnv(t)
 	e.profiles(map[string]agents.Profile{"reviewer": {Instructions: "ROLE:reviewer"}})

@@ -1,7 +1,9 @@
 // Package chaos is jetway's chaos suite: real `jetway runner` processes on a
 // three-node in-process JetStream cluster take many sessions' events while
-// the suite injects faults at random — runner SIGKILL, runner graceful
-// restart, a NATS node stopped and restarted — and afterwards the invariant
+// the suite injects faults at random — runner SIGKILL, graceful restart
+// and SIGSTOP, a runner's links to NATS blackholed, a NATS node stopped and
+// restarted or partitioned from the other two, jobs workers killed and
+// frozen — and afterwards the invariant
 // checker (internal/invariant) proves from the transcripts that every
 // accepted event reached the model exactly once, in order, with never two
 // live runs of a session and every interruption recovered or refused with a

@@ -101,26 +101,63 @@ type Node struct {
 // All nodes are shut down when the test ends.
 func StartCluster(t testing.TB, n int) *Cluster {
 	t.Helper()
+	return StartClusterWith(t, n, ClusterConfig{})
+}
+
+// ClusterConfig shapes a test cluster's links.
+type ClusterConfig struct {
+	// RouteVia, if set, gives the nats://host:port node from dials to
+	// reach node to's cluster listener at addr (host:port), so a test can
+	// put a proxy of its own on every link between two nodes — one per
+	// direction, as both ends dial — and cut it to partition a node.
+	// Routes learned by gossip would dial a listener directly, around
+	// the proxies: with RouteVia every node advertises refusingAddr
+	// instead, and the server tries such a route once (a dial that
+	// succeeds, even into a listener that hangs up, it would retry).
+	RouteVia func(from, to int, addr string) string
+}
+
+// refusingAddr is where nothing listens: port 1 is privileged and no
+// service of these tests binds it, so a dial there is refused at once.
+const refusingAddr = "127.0.0.1:1"
+
+// StartClusterWith is StartCluster with cfg.
+func StartClusterWith(t testing.TB, n int, cfg ClusterConfig) *Cluster {
+	t.Helper()
 	if n < 1 {
 		t.Fatalf("StartCluster: need at least one node, got %d", n)
 	}
 	ports := freePorts(t, 2*n)
-	var routes []string
-	for i := range n {
-		routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", ports[n+i]))
+	addr := func(i int) string { return fmt.Sprintf("127.0.0.1:%d", ports[n+i]) }
+	routes := func(from int) []string {
+		var out []string
+		for to := range n {
+			switch {
+			case cfg.RouteVia == nil:
+				out = append(out, "nats://"+addr(to))
+			case to != from:
+				out = append(out, cfg.RouteVia(from, to, addr(to)))
+			}
+		}
+		return out
+	}
+	advertise := ""
+	if cfg.RouteVia != nil {
+		advertise = refusingAddr
 	}
 	dir := t.TempDir()
 	c := &Cluster{t: t}
 	for i := range n {
 		c.Nodes = append(c.Nodes, &Node{cfg: bus.EmbeddedConfig{
-			StoreDir:     filepath.Join(dir, fmt.Sprintf("n%d", i)),
-			Host:         "127.0.0.1",
-			Port:         ports[i],
-			ServerName:   fmt.Sprintf("n%d", i),
-			ClusterName:  "jetway-test",
-			ClusterPort:  ports[n+i],
-			Routes:       routes,
-			ReadyTimeout: ReadyTimeout,
+			StoreDir:         filepath.Join(dir, fmt.Sprintf("n%d", i)),
+			Host:             "127.0.0.1",
+			Port:             ports[i],
+			ServerName:       fmt.Sprintf("n%d", i),
+			ClusterName:      "jetway-test",
+			ClusterPort:      ports[n+i],
+			Routes:           routes(i),
+			ClusterAdvertise: advertise,
+			ReadyTimeout:     ReadyTimeout,
 		}})
 	}
 	t.Cleanup(func() {

@@ -155,7 +155,12 @@ func (t *tools) start(ctx context.Context, c tool.Call) (tool.Result, error) {
 	}
 	if err := t.s.svc.publish(ctx, t.s.tenant, ch.Session, "", events.AgentInput{Text: in.Prompt, Parent: t.s.session}); err != nil {
 		t.unwait(ch.Session)
-		return toolError("sub-agent %d (session %s) was made but its prompt could not be sent: %v; send it again with agent_send", ch.Number, ch.Session, err)
+		marked := "it is marked not started, so it does not count against the fan-out limit"
+		if merr := t.s.svc.promptNotSent(ctx, t.s.tenant, ch.Session, err); merr != nil {
+			marked = fmt.Sprintf("its record could not be marked not started (%v), so it counts as starting until it runs or is stopped", merr)
+		}
+		return toolError("sub-agent %d (session %s) was made but its prompt could not be sent: %v; %s. Send it the prompt again with agent_send, or do the work another way",
+			ch.Number, ch.Session, err, marked)
 	}
 	name := agentLabel(ch.Number, ch.Agent)
 	if wait == 0 {
@@ -375,6 +380,7 @@ func (t *tools) send(ctx context.Context, c tool.Call) (tool.Result, error) {
 	if err := t.s.svc.publish(ctx, t.s.tenant, ch.Session, "", events.AgentInput{Text: in.Text, Parent: t.s.session}); err != nil {
 		return toolError("could not send to %s: %v", agentLabel(ch.Number, ch.Agent), err)
 	}
+	t.s.svc.promptSent(ctx, t.s.tenant, ch.Session)
 	return tool.Result{Content: fmt.Sprintf("Sent to %s (session %s). Its answer arrives as a notice.", agentLabel(ch.Number, ch.Agent), ch.Session)}, nil
 }
 

@@ -2,6 +2,7 @@ package subagents
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -48,9 +49,74 @@ func agentOrDefault(name string) string {
 }
 
 // childAtWork: a child that runs, or has not yet run its first prompt
-// (and was not refused it).
+// (and was neither refused it nor left without it: a reason says why).
 func childAtWork(rec sessionrec.Record) bool {
 	return rec.State == sessionrec.StateRunning || (rec.Runs == 0 && rec.State == sessionrec.StateIdle && rec.Reason == "")
+}
+
+// reasonPromptNotSent begins the reason on the record of a child whose
+// first prompt agent_start could not publish.
+const reasonPromptNotSent = "prompt not sent: "
+
+// promptNotSent marks the record of child, made by agent_start, as not
+// started because its prompt could not be published (cause). Unmarked it
+// would say "starting" and count against its parent's fan-out limit for
+// good, with no work on its way to it. A record that no longer waits for
+// its first prompt is left as it is: the publish that reported failure may
+// have been stored all the same, and the child has run it.
+func (svc *Service) promptNotSent(ctx context.Context, tenant, child string, cause error) error {
+	// Marked even when the run that asked is being cancelled: the child
+	// is left behind either way.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	return svc.updateChild(ctx, tenant, child, func(rec *sessionrec.Record) bool {
+		if rec.State != sessionrec.StateIdle || rec.Runs != 0 || rec.Reason != "" {
+			return false
+		}
+		rec.Reason = reasonPromptNotSent + cause.Error()
+		return true
+	})
+}
+
+// promptSent undoes promptNotSent once agent_send gave the child work:
+// it is starting again, and counts as at work until its run ends. Best
+// effort: the child's first run clears the reason anyway when it claims
+// the session.
+func (svc *Service) promptSent(ctx context.Context, tenant, child string) {
+	err := svc.updateChild(ctx, tenant, child, func(rec *sessionrec.Record) bool {
+		if rec.State != sessionrec.StateIdle || rec.Runs != 0 || !strings.HasPrefix(rec.Reason, reasonPromptNotSent) {
+			return false
+		}
+		rec.Reason = ""
+		return true
+	})
+	if err != nil {
+		svc.cfg.Log.Warn().Err(err).Str("child", child).Msg("clear a sub-agent's prompt-not-sent mark")
+	}
+}
+
+// updateChild applies change to a fresh read of child's record and
+// compare-and-swaps it back, again on a lost swap; change returns false
+// to leave the record as it is.
+func (svc *Service) updateChild(ctx context.Context, tenant, child string, change func(*sessionrec.Record) bool) error {
+	var err error
+	for range 5 {
+		var rec sessionrec.Record
+		var rev uint64
+		if rec, rev, err = svc.record(ctx, tenant, child); err != nil {
+			return fmt.Errorf("read sub-agent session %s: %w", child, err)
+		}
+		if rev == 0 || !change(&rec) {
+			return nil
+		}
+		if _, err = sessionrec.Put(ctx, svc.cfg.Records, rec, rev); err == nil || !errors.Is(err, sessionrec.ErrLost) {
+			break
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("write sub-agent session %s: %w", child, err)
+	}
+	return nil
 }
 
 func (svc *Service) record(ctx context.Context, tenant, session string) (sessionrec.Record, uint64, error) {
@@ -141,6 +207,8 @@ func (svc *Service) childLine(ctx context.Context, tenant string, ch sessionrec.
 		state = "running for " + events.FmtElapsed(time.Since(rec.Since))
 	case rec.State == sessionrec.StateIdle && rec.Runs == 0 && rec.Reason == "":
 		state = "starting"
+	case rec.State == sessionrec.StateIdle && rec.Runs == 0:
+		state = "not started (" + rec.Reason + ")"
 	case rec.State == sessionrec.StateIdle:
 		state = "finished (" + rec.Reason + ")"
 	}
