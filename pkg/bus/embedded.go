@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -162,18 +163,35 @@ func ReloadEmbedded(s *server.Server, cfg EmbeddedConfig) error {
 	}
 	// Twice: nats-server (2.15) creates an account that a reload adds but
 	// wires its imports only at the next reload, so a new tenant's events
-	// and API requests would find no responder until then. The second
-	// reload changes nothing else.
-	for range 2 {
+	// and API requests would find no responder until then. So the first
+	// reload creates new accounts without their users, and only the
+	// second, which wires the imports, lets anyone sign in to them: no
+	// client ever sees a new account half made.
+	for pass := range 2 {
 		o, err := embeddedOptions(cfg, host, port)
 		if err != nil {
 			return err
 		}
+		if pass == 0 {
+			o.Nkeys = slices.DeleteFunc(o.Nkeys, func(u *server.NkeyUser) bool { return u.Account != nil && !accountExists(s, u.Account.Name) })
+			o.Users = slices.DeleteFunc(o.Users, func(u *server.User) bool { return u.Account != nil && !accountExists(s, u.Account.Name) })
+		}
 		if err := s.ReloadOptions(o); err != nil {
 			return fmt.Errorf("bus: reload %s: %w", cfg.ConfigFile, err)
 		}
+		reloadPassed(pass)
 	}
 	return nil
+}
+
+// reloadPassed is called after each pass of ReloadEmbedded; a test looks
+// at the server between the two.
+var reloadPassed = func(pass int) {}
+
+// accountExists says whether s already has the account name.
+func accountExists(s *server.Server, name string) bool {
+	_, err := s.LookupAccount(name)
+	return err == nil
 }
 
 // fatalLogger passes the server's log on and catches its fatal errors: an

@@ -495,3 +495,35 @@ func TestA_run_start_records_who_its_first_turn_came_from(t *testing.T) {
 		}
 	}
 }
+
+// A record can name a run of the live runner's own incarnation that the
+// runner does not have (a hand-back whose write failed, or a path nobody
+// listed). Every other runner sees its runner alive and waits; so the
+// runner's own sweep hands the session to its actor, which recovers it.
+func TestA_record_naming_a_run_its_own_live_runner_does_not_have_is_recovered(t *testing.T) {
+	e := newEnv(t)
+	_, p := fakeModel(t, llmtest.Reply{Text: "first"}, llmtest.Reply{Text: "recovered"})
+	r := e.startRunner("r1", p, nil)
+	e.publish(events.KindEvents, "t1", "s1", events.Input{Text: "hi"})
+	testutil.Eventually(t, 20*time.Second, "the first run to end and the session to go idle", func() bool {
+		return countKind(e.records("t1", "s1"), RecordRunEnded) == 1 && e.session("t1", "s1").State == StateIdle
+	})
+
+	kv, err := e.js.KeyValue(context.Background(), bus.BucketSessions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs := records{kv: kv}
+	rec, rev, err := recs.get(context.Background(), "t1", "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.State, rec.Run, rec.Runner, rec.Incarnation, rec.Cause = StateRunning, "r-lost", r.cfg.ID, r.inc(), "dispatch"
+	if _, err := recs.put(context.Background(), rec, rev); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 30*time.Second, "the run its own runner does not have to be recovered", func() bool {
+		got := e.session("t1", "s1")
+		return got.Run != "r-lost" && got.Cause == "recovered"
+	})
+}

@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -62,24 +63,28 @@ func (r *Runner) liveRuns() []SessionRecord {
 // arrives for its session. Two runners sweeping the same orphan is safe: the
 // session record's compare-and-swap lets one of them start the new run.
 func (r *Runner) sweep(ctx context.Context) {
-	var orphans []SessionRecord
+	var orphans, own []SessionRecord
 	for _, rec := range r.liveRuns() {
-		if rec.Runner != r.cfg.ID || rec.Incarnation != r.inc() {
+		if rec.Runner == r.cfg.ID && rec.Incarnation == r.inc() {
+			own = append(own, rec)
+		} else {
 			orphans = append(orphans, rec)
 		}
 	}
-	if len(orphans) == 0 {
+	if len(orphans)+len(own) == 0 {
 		return
 	}
 	holders := r.peers.holders(ctx)
-	mine := orphans[:0]
-	for _, rec := range orphans {
+	ours := func(rec SessionRecord) bool {
 		h, held := holders[bus.PartitionFor(rec.Tenant, rec.Session, r.partitions)]
-		if !held || h == r.cfg.ID {
-			mine = append(mine, rec)
+		return !held || h == r.cfg.ID
+	}
+	for _, rec := range own {
+		if ours(rec) {
+			r.sweepOwn(rec)
 		}
 	}
-	orphans = mine
+	orphans = slices.DeleteFunc(orphans, func(rec SessionRecord) bool { return !ours(rec) })
 	for _, rec := range orphans {
 		st, err := r.peers.status(ctx, rec.Runner, rec.Incarnation)
 		if err != nil || st == alive {
@@ -88,4 +93,30 @@ func (r *Runner) sweep(ctx context.Context) {
 		a := r.actorFor(rec.Tenant, rec.Session, bus.PartitionFor(rec.Tenant, rec.Session, r.partitions))
 		a.enqueue(delivery{recover: true})
 	}
+}
+
+// sweepOwn looks at a record that names a run of this runner's own
+// incarnation. Every other runner sees this runner alive and waits, so if
+// the run is not here (a hand-back after a lost fence whose write failed,
+// or any path nobody listed) nobody else would ever move the session on.
+// The session's actor decides: with a live run it does nothing; without
+// one, its start reads the record afresh and recovers the run as crashed
+// in this process. A leaving runner leaves its records for the next owner.
+func (r *Runner) sweepOwn(rec SessionRecord) {
+	select {
+	case <-r.stopping():
+		return
+	default:
+	}
+	if !r.group.LeaseHeld() {
+		return
+	}
+	r.mu.Lock()
+	a, ok := r.actors[sessionKey(rec.Tenant, rec.Session)]
+	r.mu.Unlock()
+	if ok && a.box.busy() {
+		return // a run, or work in hand: the actor's own path ends it
+	}
+	a = r.actorFor(rec.Tenant, rec.Session, bus.PartitionFor(rec.Tenant, rec.Session, r.partitions))
+	a.enqueue(delivery{recover: true})
 }
