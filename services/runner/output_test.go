@@ -174,7 +174,8 @@ func TestStreamed_text_goes_out_coalesced_first_chunk_alone_and_in_order(t *test
 
 // The first text of a turn is published while the model is still
 // streaming: here the stream holds after its first chunk, and the chunk is
-// on jetway.out all the same (the time to first text does not grow).
+// on jetway.out all the same, alone. (That it goes out at once, not at the
+// window's end, TestRunOutput_coalesces_text_between_other_events shows.)
 func TestThe_first_text_of_a_turn_goes_out_before_the_rest_is_streamed(t *testing.T) {
 	e := newEnv(t)
 	text := words(10)
