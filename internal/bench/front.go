@@ -36,6 +36,9 @@ type modelFront struct {
 	// scan, when set, is given every request body (under mu), for figures
 	// that count thousands of tokens.
 	scan func(at time.Time, body []byte)
+	// calls counts the requests, so a figure per event can also be read
+	// per model call.
+	calls int
 }
 
 func newModelFront(latency time.Duration) (*modelFront, error) {
@@ -52,6 +55,7 @@ func newModelFront(latency time.Duration) (*modelFront, error) {
 func (m *modelFront) arrived(at time.Time, body []byte) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.calls++
 	for tok, ch := range m.waiters {
 		if bytes.Contains(body, []byte(tok)) {
 			ch <- at
@@ -64,6 +68,13 @@ func (m *modelFront) arrived(at time.Time, body []byte) {
 }
 
 func (m *modelFront) close() { m.fake.Close() }
+
+// callCount is how many requests the front has received.
+func (m *modelFront) callCount() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.calls
+}
 
 func (m *modelFront) url() string { return m.fake.URL() }
 

@@ -123,6 +123,7 @@ func (rb *runnerBench) tapped(ctx context.Context, tenant string, ids []string) 
 	rb.front.setScan(set.scan)
 	defer rb.front.setScan(nil)
 	conns := []string{"jetway-bench-" + ids[0]}
+	calls := rb.front.callCount()
 	before, cerr := e.connMsgs(conns...)
 	for k := range total {
 		if err := e.publish(ctx, false, tenant, sessionName(k%sessions), events.Input{Text: fmt.Sprintf("event %s%d]", prefix, k)}, true); err != nil {
@@ -146,6 +147,7 @@ func (rb *runnerBench) tapped(ctx context.Context, tenant string, ids []string) 
 	}
 	counts := tp.stop()
 	after, err2 := e.connMsgs(conns...)
+	calls = rb.front.callCount() - calls
 	if err = errors.Join(err, cerr, err2); err != nil {
 		e.skip(FigRunnerMsgKinds, "msgs/event", "", err)
 		return
@@ -160,7 +162,8 @@ func (rb *runnerBench) tapped(ctx context.Context, tenant string, ids []string) 
 	counts["in: events delivered and other pushes (the connection's count less the tapped)"] = int(after-before) - seen
 	sum, lines := kindLines(counts, total)
 	e.add(figure(FigRunnerMsgKinds, "msgs/event", sum).info("breakdown").
-		note("%d events over %d sessions, %d runner(s): the runner connection's messages (server stats), split by a subscriber to \">\" by what each is for: %s", total, sessions, len(ids), strings.Join(lines, "; ")))
+		note("%d events over %d sessions, %d runner(s), %d model calls (%.1f events per call): the runner connection's messages (server stats), split by a subscriber to \">\" by what each is for: %s",
+			total, sessions, len(ids), calls, float64(total)/float64(max(calls, 1)), strings.Join(lines, "; ")))
 }
 
 // kindLines orders the counts, most first, as "kind per event" texts.

@@ -2,6 +2,8 @@ package runner
 
 import (
 	"context"
+	"strings"
+	"sync"
 	"time"
 
 	"jetway/pkg/agent"
@@ -71,19 +73,126 @@ func (r *Runner) publishDelta(ctx context.Context, tenant, session string, p eve
 	_ = r.cfg.NC.PublishMsg(msg)
 }
 
-// publishRunEvent turns one agent loop event into run output.
-func (r *Runner) publishRunEvent(ctx context.Context, tenant, session, run string, ev agent.Event) {
+// textWindow is how long a run's text that follows its first is gathered
+// before it goes out as one run.text event: a model streams a token or two
+// per chunk, and a message per chunk was most of what a runner's
+// connection carried beyond its deliveries and acks. Twenty milliseconds
+// is below what a reader can tell apart, and the first text of a turn is
+// never held (runOutput).
+const textWindow = 20 * time.Millisecond
+
+// textBound is the gathered text that goes out at once, whatever the
+// window: a run.text event stays a small message.
+const textBound = 4 << 10
+
+// runOutput is one run's streamed output on jetway.out, in the loop's
+// order. Text is coalesced: the first text after anything else (the start
+// of a turn, a tool call) is published at once, so the time to first text
+// on a person's stream does not grow, and the text that follows is
+// gathered for textWindow (or up to textBound) into one event. Every other
+// event publishes what is gathered first, so text still comes before the
+// tool_use after it, and close, before run.ended.
+type runOutput struct {
+	publish func(events.Payload)
+	run     string
+	window  time.Duration
+
+	mu      sync.Mutex
+	pending strings.Builder
+	flowing bool // text went out since the last other event: more is gathered
+	armed   bool // a flush is due at the end of the window
+	closed  bool
+	timer   *time.Timer
+}
+
+func newRunOutput(run string, window time.Duration, publish func(events.Payload)) *runOutput {
+	o := &runOutput{publish: publish, run: run, window: window}
+	o.timer = time.AfterFunc(time.Hour, o.windowEnded)
+	o.timer.Stop()
+	return o
+}
+
+// runOutput publishes a run's loop events through publishDelta.
+func (r *Runner) runOutput(ctx context.Context, tenant, session, run string) *runOutput {
+	return newRunOutput(run, textWindow, func(p events.Payload) { r.publishDelta(ctx, tenant, session, p) })
+}
+
+// event turns one agent loop event into run output.
+func (o *runOutput) event(ev agent.Event) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.closed {
+		return
+	}
 	switch ev.Kind {
 	case agent.KindText:
-		r.publishDelta(ctx, tenant, session, events.RunText{Run: run, Text: ev.Text})
+		o.text(ev.Text)
+		return
+	case agent.KindThinking, agent.KindProgress:
+		return // not published, and no break in the text
+	}
+	o.flushLocked()
+	o.flowing = false
+	switch ev.Kind {
 	case agent.KindToolUse:
 		if b := ev.ToolUse; b != nil {
-			r.publishDelta(ctx, tenant, session, events.ToolUse{Run: run, ID: b.ID, Name: b.Name, Input: b.Input})
+			o.publish(events.ToolUse{Run: o.run, ID: b.ID, Name: b.Name, Input: b.Input})
 		}
 	case agent.KindToolResult:
 		if b := ev.ToolResult; b != nil {
 			line := handover.ToolCall{Name: b.Name, Input: string(b.Input), Result: b.Content, IsError: b.IsError, Finished: true}.Line()
-			r.publishDelta(ctx, tenant, session, events.ToolResult{Run: run, ID: b.ToolUseID, Name: b.Name, Summary: line, IsError: b.IsError})
+			o.publish(events.ToolResult{Run: o.run, ID: b.ToolUseID, Name: b.Name, Summary: line, IsError: b.IsError})
 		}
 	}
+}
+
+// text publishes the first text of a turn at once and gathers the rest.
+func (o *runOutput) text(s string) {
+	if s == "" {
+		return
+	}
+	if !o.flowing {
+		o.flowing = true
+		o.publish(events.RunText{Run: o.run, Text: s})
+		return
+	}
+	o.pending.WriteString(s)
+	if o.pending.Len() >= textBound {
+		o.flushLocked()
+		return
+	}
+	if !o.armed {
+		o.armed = true
+		o.timer.Reset(o.window)
+	}
+}
+
+// windowEnded publishes the text gathered over the window.
+func (o *runOutput) windowEnded() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.armed = false
+	if !o.closed {
+		o.flushLocked()
+	}
+}
+
+func (o *runOutput) flushLocked() {
+	if o.armed {
+		o.armed = false
+		o.timer.Stop()
+	}
+	if o.pending.Len() == 0 {
+		return
+	}
+	o.publish(events.RunText{Run: o.run, Text: o.pending.String()})
+	o.pending.Reset()
+}
+
+// close publishes what is gathered; the run publishes nothing more through o.
+func (o *runOutput) close() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.flushLocked()
+	o.closed = true
 }

@@ -3,13 +3,19 @@ package runner
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
+	"jetway/internal/testutil"
+	"jetway/pkg/agent"
 	"jetway/pkg/agent/tool"
 	"jetway/pkg/events"
+	"jetway/pkg/llm"
 	"jetway/pkg/llm/llmtest"
 )
 
@@ -55,5 +61,214 @@ func TestA_tool_result_on_run_output_names_its_call_and_arguments(t *testing.T) 
 		case <-deadline:
 			t.Fatal("no tool_result on run output within 20s")
 		}
+	}
+}
+
+// words is n five-byte words, which llmtest streams one per chunk when
+// asked for n chunks: chunk i is words(n)[5i:5i+5].
+func words(n int) string {
+	var b strings.Builder
+	for i := range n {
+		fmt.Fprintf(&b, "w%03d ", i)
+	}
+	return b.String()
+}
+
+// outEvent is one run output event as a subscriber to jetway.out saw it.
+type outEvent struct {
+	typ  string
+	text string // run.text's
+}
+
+// subscribeOut collects the run output of session t1/s1, in order.
+func subscribeOut(t *testing.T, e *env) func() []outEvent {
+	t.Helper()
+	subj, err := events.OutSubject("t1", "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var got []outEvent
+	sub, err := e.nc.Subscribe(subj, func(m *nats.Msg) {
+		ev := outEvent{typ: m.Header.Get("ce-type")}
+		if ev.typ == events.TypeRunText {
+			var x events.RunText
+			if err := json.Unmarshal(m.Data, &x); err != nil {
+				t.Errorf("run.text %s: %v", m.Data, err)
+			}
+			ev.text = x.Text
+		}
+		mu.Lock()
+		got = append(got, ev)
+		mu.Unlock()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	return func() []outEvent {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]outEvent(nil), got...)
+	}
+}
+
+// A model that streams its answer in many chunks reaches jetway.out in
+// fewer run.text events, the first chunk alone and at once, the whole text
+// before the tool call that follows it and the run's end after everything.
+func TestStreamed_text_goes_out_coalesced_first_chunk_alone_and_in_order(t *testing.T) {
+	e := newEnv(t)
+	const chunks = 60
+	text := words(chunks)
+	_, p := fakeModel(t,
+		llmtest.Reply{Text: text, Chunks: chunks, ToolCalls: []llmtest.ToolCall{{ID: "tu1", Name: "echo", Input: `{"text":"hi"}`}}},
+		llmtest.Reply{Text: "done", Chunks: 1},
+	)
+	echo := tool.Func{Name: "echo", Description: "echoes", Fn: func(context.Context, tool.Call) (tool.Result, error) {
+		return tool.Result{Content: "said hi"}, nil
+	}}
+	seen := subscribeOut(t, e)
+	e.startRunner("r1", p, func(SessionRef) []tool.Tool { return []tool.Tool{echo} })
+	e.publish(events.KindEvents, "t1", "s1", events.Input{Text: "say hi"})
+	testutil.Eventually(t, 20*time.Second, "run.ended on the session's output", func() bool {
+		evs := seen()
+		return len(evs) > 0 && evs[len(evs)-1].typ == events.TypeRunEnded
+	})
+
+	var before, after strings.Builder
+	texts, toolAt := 0, -1
+	evs := seen()
+	for i, ev := range evs {
+		switch ev.typ {
+		case events.TypeToolUse:
+			toolAt = i
+		case events.TypeRunText:
+			if toolAt < 0 {
+				if texts == 0 && ev.text != text[:5] {
+					t.Fatalf("first run.text = %q, want the first chunk %q alone", ev.text, text[:5])
+				}
+				texts++
+				before.WriteString(ev.text)
+			} else {
+				after.WriteString(ev.text)
+			}
+		case events.TypeRunEnded:
+			if i != len(evs)-1 {
+				t.Fatalf("run.ended at %d of %d events: %+v", i, len(evs), evs)
+			}
+		}
+	}
+	if toolAt < 0 {
+		t.Fatalf("no tool_use on the output: %+v", evs)
+	}
+	if before.String() != text {
+		t.Fatalf("text before the tool_use = %q, want %q", before.String(), text)
+	}
+	if after.String() != "done" {
+		t.Fatalf("text after the tool_use = %q, want %q", after.String(), "done")
+	}
+	if texts < 2 || texts >= chunks {
+		t.Fatalf("%d run.text events for %d streamed chunks, want the first alone and the rest coalesced (2 to %d)", texts, chunks, chunks-1)
+	}
+}
+
+// The first text of a turn is published while the model is still
+// streaming: here the stream holds after its first chunk, and the chunk is
+// on jetway.out all the same, alone. (That it goes out at once, not at the
+// window's end, TestRunOutput_coalesces_text_between_other_events shows.)
+func TestThe_first_text_of_a_turn_goes_out_before_the_rest_is_streamed(t *testing.T) {
+	e := newEnv(t)
+	text := words(10)
+	// message_start, ping, content_block_start, the first text_delta: then
+	// the stream holds until the client leaves.
+	model, p := fakeModel(t, llmtest.Reply{Text: text, Chunks: 10, StallAfter: 4})
+	seen := subscribeOut(t, e)
+	e.startRunner("r1", p, nil)
+	e.publish(events.KindEvents, "t1", "s1", events.Input{Text: "hi"})
+	testutil.Eventually(t, 20*time.Second, "the first chunk on the session's output", func() bool {
+		for _, ev := range seen() {
+			if ev.typ == events.TypeRunText {
+				return true
+			}
+		}
+		return false
+	})
+	if n := model.InFlight(); n != 1 {
+		t.Fatalf("%d model calls in flight, want the held stream's 1", n)
+	}
+	for _, ev := range seen() {
+		if ev.typ == events.TypeRunText && ev.text != text[:5] {
+			t.Fatalf("run.text %q while the stream holds after %q", ev.text, text[:5])
+		}
+	}
+}
+
+// runOutput, driven by hand: what goes out for each loop event, with a
+// window that never ends within the test, so only the events and the size
+// bound flush.
+func TestRunOutput_coalesces_text_between_other_events(t *testing.T) {
+	var got []string
+	o := newRunOutput("r-1", time.Hour, func(p events.Payload) {
+		switch x := p.(type) {
+		case events.RunText:
+			got = append(got, "text:"+x.Text)
+		default:
+			got = append(got, p.EventType())
+		}
+	})
+	txt := func(s string) agent.Event { return agent.Event{Kind: agent.KindText, Text: s} }
+	use := agent.Event{Kind: agent.KindToolUse, ToolUse: &llm.ContentBlock{Type: llm.BlockToolUse, ID: "tu1", Name: "echo"}}
+	for _, ev := range []agent.Event{
+		txt("a"), txt("b"), {Kind: agent.KindThinking, Text: "hm"}, txt("c"), use,
+		txt("d"), txt("e"), {Kind: agent.KindUsage, Usage: &llm.Usage{}},
+		txt("f"), txt("g"),
+	} {
+		o.event(ev)
+	}
+	o.close()
+	o.event(txt("late")) // after close: nothing
+	want := []string{"text:a", "text:bc", events.TypeToolUse, "text:d", "text:e", "text:f", "text:g"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("published %q, want %q", got, want)
+	}
+
+	got = nil
+	o = newRunOutput("r-1", time.Hour, func(p events.Payload) { got = append(got, p.(events.RunText).Text) })
+	big := strings.Repeat("x", textBound/2)
+	for _, s := range []string{"first", big, big, "y"} {
+		o.event(txt(s))
+	}
+	if len(got) != 2 || got[1] != big+big {
+		t.Fatalf("after %d bytes gathered, published %d events; want the first and the bound's worth at once", 2*len(big), len(got))
+	}
+	o.close()
+	if len(got) != 3 || got[2] != "y" {
+		t.Fatalf("close published %q, want the rest, %q", got[2:], "y")
+	}
+}
+
+// The window's end publishes what it gathered, with no other event to
+// flush it.
+func TestRunOutput_publishes_gathered_text_at_the_end_of_its_window(t *testing.T) {
+	var mu sync.Mutex
+	var got []string
+	o := newRunOutput("r-1", time.Millisecond, func(p events.Payload) {
+		mu.Lock()
+		got = append(got, p.(events.RunText).Text)
+		mu.Unlock()
+	})
+	defer o.close()
+	for _, s := range []string{"a", "b", "c"} {
+		o.event(agent.Event{Kind: agent.KindText, Text: s})
+	}
+	testutil.Eventually(t, 10*time.Second, "the gathered text to go out", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(got) == 2
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if got[0] != "a" || got[1] != "bc" {
+		t.Fatalf("published %q, want [a bc]", got)
 	}
 }

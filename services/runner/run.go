@@ -596,16 +596,18 @@ func (a *actor) launch(ctx context.Context, parent context.Context, c claimed, i
 		in.System = append(slices.Clip(in.System), a.r.instructionBlocks(runCtx, ref, rc.prof)...)
 		endMCP := a.r.openMCP(runCtx, ref, rc.prof, in.Tools)
 		var term *agent.Terminal
+		out := a.r.runOutput(runCtx, a.tenant, a.session, runID)
 		for ev, err := range agent.Query(runCtx, in, agent.QueryDeps{}) {
 			if err != nil {
 				a.log.Debug().Err(err).Str("run", runID).Msg("loop error")
 				continue
 			}
-			a.r.publishRunEvent(runCtx, a.tenant, a.session, runID, ev)
+			out.event(ev)
 			if ev.Kind == agent.KindResult {
 				term = ev.Terminal
 			}
 		}
+		out.close() // the run's text goes out before its run.ended
 		over()
 		if term != nil {
 			span.SetAttributes(attribute.String("jetway.reason", string(term.Reason)), attribute.Int("jetway.turns", term.Turns))
