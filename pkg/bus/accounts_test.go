@@ -18,21 +18,7 @@ import (
 // devLayout writes the dev account layout with tenants into dir and
 // returns the accounts file and the credentials.
 func devLayout(t *testing.T, dir string, tenants ...string) (string, bus.TenantCredentials) {
-	t.Helper()
-	creds := bus.TenantCredentials{Dir: filepath.Join(dir, "tenants")}
-	for _, tn := range tenants {
-		if _, err := creds.Ensure(tn, ""); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := creds.WriteTenantsConf(filepath.Join(dir, "tenants.conf")); err != nil {
-		t.Fatal(err)
-	}
-	conf := filepath.Join(dir, "accounts.conf")
-	if err := os.WriteFile(conf, []byte(bus.DevAccountsConf("svc", "pw", "tenants.conf")), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return conf, creds
+	return bus.DevLayout(t, dir, tenants...)
 }
 
 // A bus without accounts kept its streams in the global account; moved to

@@ -17,18 +17,8 @@ import (
 // client ever finds its requests answered by "no responders".
 func TestReloadEmbedded_lets_a_new_tenant_sign_in_only_once_its_imports_work(t *testing.T) {
 	dir := t.TempDir()
-	creds := TenantCredentials{Dir: filepath.Join(dir, "tenants")}
-	if _, err := creds.Ensure("acme", ""); err != nil {
-		t.Fatal(err)
-	}
+	conf, creds := DevLayout(t, dir, "acme")
 	tenantsConf := filepath.Join(dir, "tenants.conf")
-	if err := creds.WriteTenantsConf(tenantsConf); err != nil {
-		t.Fatal(err)
-	}
-	conf := filepath.Join(dir, "nats.conf")
-	if err := os.WriteFile(conf, []byte(DevAccountsConf("svc", "pw", "tenants.conf")), 0o600); err != nil {
-		t.Fatal(err)
-	}
 	cfg := EmbeddedConfig{StoreDir: filepath.Join(dir, "nats"), ConfigFile: conf, ServerName: "reload"}
 	srv, err := StartEmbedded(cfg)
 	if err != nil {
@@ -89,4 +79,26 @@ func TestReloadEmbedded_lets_a_new_tenant_sign_in_only_once_its_imports_work(t *
 	if err := signIn(); err != nil {
 		t.Fatalf("the new tenant after the reload: %v", err)
 	}
+}
+
+// DevLayout writes jetway dev's accounts layout into dir: a credential for
+// each tenant, the tenants' accounts file, and the accounts configuration
+// with the services' user svc/pw. It returns the configuration's path.
+// (Exported for the package's external tests; only in the test binary.)
+func DevLayout(t *testing.T, dir string, tenants ...string) (string, TenantCredentials) {
+	t.Helper()
+	creds := TenantCredentials{Dir: filepath.Join(dir, "tenants")}
+	for _, tn := range tenants {
+		if _, err := creds.Ensure(tn, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := creds.WriteTenantsConf(filepath.Join(dir, "tenants.conf")); err != nil {
+		t.Fatal(err)
+	}
+	conf := filepath.Join(dir, "accounts.conf")
+	if err := os.WriteFile(conf, []byte(DevAccountsConf("svc", "pw", "tenants.conf")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return conf, creds
 }

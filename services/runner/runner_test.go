@@ -374,19 +374,9 @@ func TestA_dead_runner_s_run_is_recovered_by_an_actor_whose_copy_says_idle(t *te
 	}
 
 	// A runner that is gone (no heartbeat) left a run of s1 running.
-	kv, err := e.js.KeyValue(context.Background(), bus.BucketSessions)
-	if err != nil {
-		t.Fatal(err)
-	}
-	recs := records{kv: kv}
-	rec, rev, err := recs.get(context.Background(), "t1", "s1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec.State, rec.Run, rec.Runner, rec.Incarnation, rec.Cause = StateRunning, "r-ghost", "ghost", "gone", "dispatch"
-	if _, err := recs.put(context.Background(), rec, rev); err != nil {
-		t.Fatal(err)
-	}
+	e.rewriteSession(t, "t1", "s1", func(rec *SessionRecord) {
+		rec.State, rec.Run, rec.Runner, rec.Incarnation, rec.Cause = StateRunning, "r-ghost", "ghost", "gone", "dispatch"
+	})
 	testutil.Eventually(t, 30*time.Second, "the dead runner's run to be recovered", func() bool {
 		got := e.session("t1", "s1")
 		return got.Run != "r-ghost" && got.Cause == "recovered"
@@ -509,21 +499,30 @@ func TestA_record_naming_a_run_its_own_live_runner_does_not_have_is_recovered(t 
 		return countKind(e.records("t1", "s1"), RecordRunEnded) == 1 && e.session("t1", "s1").State == StateIdle
 	})
 
+	e.rewriteSession(t, "t1", "s1", func(rec *SessionRecord) {
+		rec.State, rec.Run, rec.Runner, rec.Incarnation, rec.Cause = StateRunning, "r-lost", r.cfg.ID, r.inc(), "dispatch"
+	})
+	testutil.Eventually(t, 30*time.Second, "the run its own runner does not have to be recovered", func() bool {
+		got := e.session("t1", "s1")
+		return got.Run != "r-lost" && got.Cause == "recovered"
+	})
+}
+
+// rewriteSession changes a session's record as a test's fault would: read,
+// changed by change, written back by compare-and-swap.
+func (e *env) rewriteSession(t *testing.T, tenant, session string, change func(*SessionRecord)) {
+	t.Helper()
 	kv, err := e.js.KeyValue(context.Background(), bus.BucketSessions)
 	if err != nil {
 		t.Fatal(err)
 	}
 	recs := records{kv: kv}
-	rec, rev, err := recs.get(context.Background(), "t1", "s1")
+	rec, rev, err := recs.get(context.Background(), tenant, session)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec.State, rec.Run, rec.Runner, rec.Incarnation, rec.Cause = StateRunning, "r-lost", r.cfg.ID, r.inc(), "dispatch"
+	change(&rec)
 	if _, err := recs.put(context.Background(), rec, rev); err != nil {
 		t.Fatal(err)
 	}
-	testutil.Eventually(t, 30*time.Second, "the run its own runner does not have to be recovered", func() bool {
-		got := e.session("t1", "s1")
-		return got.Run != "r-lost" && got.Cause == "recovered"
-	})
 }
