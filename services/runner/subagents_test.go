@@ -137,7 +137,9 @@ func nameOnOtherRunner(t *testing.T, e *env, r *Runner, tenant, session string) 
 	mine := h[bus.PartitionFor(tenant, session, r.partitions)]
 	for i := range 200 {
 		name := fmt.Sprintf("reviewer-%d", i)
-		if h[bus.PartitionFor(tenant, name, r.partitions)] != mine {
+		// Held by the other runner, not merely by nobody yet: a partition
+		// no heartbeat claims may go to either.
+		if other := h[bus.PartitionFor(tenant, name, r.partitions)]; other != "" && other != mine {
 			return name
 		}
 	}
