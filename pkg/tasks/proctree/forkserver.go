@@ -70,6 +70,8 @@ var fsrv struct {
 	lastStart time.Time
 	// devNull is /dev/null for a nil standard stream, opened once.
 	devNull *os.File
+	// unsupported: the kernel has no clone3; no server is started again.
+	unsupported bool
 }
 
 // forkServerUsable reports whether cmd can start through the fork
@@ -220,6 +222,9 @@ func forkServerStart(cmd *exec.Cmd, cgroupFD int) (*os.Process, error) {
 	fsrv.mu.Lock()
 	defer fsrv.mu.Unlock()
 	fd := fsrv.fd
+	if fsrv.unsupported {
+		return nil, errNoForkServer
+	}
 	if fd < 0 {
 		if time.Since(fsrv.lastStart) >= forkServerRestartEvery {
 			select {
@@ -273,6 +278,12 @@ func forkServerStart(cmd *exec.Cmd, cgroupFD int) (*os.Process, error) {
 		return nil, fmt.Errorf("proctree: the fork server did not answer (%v); it was stopped", err)
 	}
 	pid := int(int32(binary.NativeEndian.Uint32(ans[:])))
+	if pid == -int(syscall.ENOSYS) {
+		// A kernel without clone3 (before 5.3): exec.Cmd, from now on.
+		fsrv.unsupported = true
+		dropForkServer(fd)
+		return nil, errNoForkServer
+	}
 	if pid <= 0 {
 		return nil, fmt.Errorf("proctree: fork server: clone3: %w", syscall.Errno(-pid))
 	}
