@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -133,6 +134,20 @@ func TestForkServer_has_an_empty_environment_and_only_its_socket(t *testing.T) {
 	if env, err := os.ReadFile(dir + "/environ"); err != nil || len(env) != 0 {
 		t.Errorf("the server's environment = %q (%v), want empty", env, err)
 	}
+	// Between requests: a request's descriptors are closed once it is
+	// answered and its child let go, just after the answer.
+	var fds []string
+	if !waitFor(5*time.Second, func() bool {
+		fds = serverFDs(t, dir)
+		return len(fds) == 4 && fds[0] == "0="+os.DevNull && fds[1] == "1="+os.DevNull && fds[2] == "2="+os.DevNull &&
+			strings.HasPrefix(fds[3], "4=socket:")
+	}) {
+		t.Errorf("the server's descriptors %v, want 0-2 on %s and its socket on 4", fds, os.DevNull)
+	}
+}
+
+// serverFDs lists a process's descriptors as "N=target", in order.
+func serverFDs(t *testing.T, dir string) []string {
 	ents, err := os.ReadDir(dir + "/fd")
 	if err != nil {
 		t.Fatal(err)
@@ -141,14 +156,13 @@ func TestForkServer_has_an_empty_environment_and_only_its_socket(t *testing.T) {
 	for _, e := range ents {
 		target, _ := os.Readlink(filepath.Join(dir, "fd", e.Name()))
 		fds = append(fds, e.Name()+"="+target)
-		n, _ := strconv.Atoi(e.Name())
-		if n <= 2 && target != os.DevNull || n > 2 && !strings.HasPrefix(target, "socket:") {
-			t.Errorf("the server holds descriptor %d on %s", n, target)
-		}
 	}
-	if len(fds) != 4 {
-		t.Errorf("the server's descriptors %v, want 0-2 and its socket", fds)
-	}
+	slices.SortFunc(fds, func(a, b string) int {
+		x, _ := strconv.Atoi(a[:strings.IndexByte(a, '=')])
+		y, _ := strconv.Atoi(b[:strings.IndexByte(b, '=')])
+		return x - y
+	})
+	return fds
 }
 
 // A server that died is replaced: the start that finds it gone goes
