@@ -70,7 +70,8 @@ var fsrv struct {
 	lastStart time.Time
 	// devNull is /dev/null for a nil standard stream, opened once.
 	devNull *os.File
-	// unsupported: the kernel has no clone3; no server is started again.
+	// unsupported: clone3 is not to be had here; no server is started
+	// again.
 	unsupported bool
 }
 
@@ -278,8 +279,11 @@ func forkServerStart(cmd *exec.Cmd, cgroupFD int) (*os.Process, error) {
 		return nil, fmt.Errorf("proctree: the fork server did not answer (%v); it was stopped", err)
 	}
 	pid := int(int32(binary.NativeEndian.Uint32(ans[:])))
-	if pid == -int(syscall.ENOSYS) {
-		// A kernel without clone3 (before 5.3): exec.Cmd, from now on.
+	if pid == -int(syscall.ENOSYS) || pid == -int(syscall.EPERM) {
+		// A kernel without clone3 (before 5.3), or a seccomp profile
+		// that refuses it (container runtimes' refuse it with ENOSYS,
+		// so that a C library falls back to clone): exec.Cmd, which
+		// then uses clone, from now on.
 		fsrv.unsupported = true
 		dropForkServer(fd)
 		return nil, errNoForkServer
