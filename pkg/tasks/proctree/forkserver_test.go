@@ -66,6 +66,11 @@ func TestForkServer_root_is_this_process_child_in_its_group_and_cgroup(t *testin
 	if p.ppid != os.Getpid() || p.pgrp != tr.Pid() {
 		t.Errorf("root's parent %d and group %d, want this process %d and its own %d", p.ppid, p.pgrp, os.Getpid(), tr.Pid())
 	}
+	// The command runs with the ordinary scheduling policy, as this
+	// process's child would.
+	if got := schedPolicy(t, tr.Pid()); got != "0" {
+		t.Errorf("the command's scheduling policy is %s, want 0 (SCHED_OTHER)", got)
+	}
 	if dir := tr.Cgroup(); dir != "" {
 		own := "/" + filepath.Base(filepath.Dir(dir)) + "/" + filepath.Base(dir)
 		if !hasLine(got, func(l string) bool { return strings.HasPrefix(l, "0::") && strings.HasSuffix(l, own) }) {
@@ -80,6 +85,19 @@ func TestForkServer_root_is_this_process_child_in_its_group_and_cgroup(t *testin
 	if !errors.As(err, &ee) || ee.ExitCode() != 3 || cmd.ProcessState == nil || cmd.ProcessState.ExitCode() != 3 {
 		t.Errorf("Wait = %v (state %v), want exit status 3 as exec.Cmd reports it", err, cmd.ProcessState)
 	}
+}
+
+// schedPolicy is field 41 of /proc/<pid>/stat, the scheduling policy.
+func schedPolicy(t *testing.T, pid int) string {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
+	if len(f) < 39 {
+		t.Fatalf("short /proc/%d/stat", pid)
+	}
+	return f[38]
 }
 
 func hasLine(lines []string, match func(string) bool) bool {
