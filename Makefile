@@ -15,18 +15,30 @@ STATIC   := CGO_ENABLED=0
 # kernel's headers (Debian: gcc linux-libc-dev).
 CC       ?= cc
 CONFINER := pkg/tasks/proctree/confiner/jetway-confine
+CONFINER_CFLAGS := -O2 -static -nostdlib -fno-stack-protector -s -Wall -Werror
+# The helper's system calls are written per architecture (x86_64 and
+# aarch64); `make confiner-arm64` compiles the aarch64 ones with a cross
+# compiler (Debian: apt-get install gcc-aarch64-linux-gnu) into bin/.
+# The proctree tests also build it, and run it under qemu-aarch64-static,
+# where both are installed (.ci/run installs them).
+ARM64_CC ?= aarch64-linux-gnu-gcc
 # The race detector and the fuzz seed corpora run in every `make test`.
 TESTFLAGS ?= -race -count=1 -timeout 12m
 
-.PHONY: all build run test lint bench fuzz clean
+.PHONY: all build run test lint bench fuzz clean confiner-arm64
 
 all: build
 
 build:
 	@mkdir -p bin
 	@command -v $(CC) >/dev/null || { echo "make build: no C compiler ($(CC)) for the confinement helper; install one and the kernel headers (Debian: apt-get install gcc linux-libc-dev)"; exit 1; }
-	$(CC) -O2 -static -nostdlib -fno-stack-protector -s -Wall -Werror -o $(CONFINER) pkg/tasks/proctree/confiner/confine.c
+	$(CC) $(CONFINER_CFLAGS) -o $(CONFINER) pkg/tasks/proctree/confiner/confine.c
 	$(STATIC) $(GO) build -tags jetway_confiner -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/jetway
+
+confiner-arm64:
+	@mkdir -p bin
+	@command -v $(ARM64_CC) >/dev/null || { echo "make confiner-arm64: no arm64 cross compiler ($(ARM64_CC)); Debian: apt-get install gcc-aarch64-linux-gnu"; exit 1; }
+	$(ARM64_CC) $(CONFINER_CFLAGS) -o bin/jetway-confine-arm64 pkg/tasks/proctree/confiner/confine.c
 
 # Everything on one machine: `jetway dev` (an embedded nats-server plus every
 # service) in the background with its logs in .jetway/jetway.log, and a chat

@@ -37,6 +37,55 @@ const MetadataConfinement = "confinement"
 // (unix sockets refused)" where the namespaces cannot be had.
 const MetadataView = "view"
 
+// MetadataLimits is the micro service metadata key saying how each job's
+// limits hold on this host: for the whole tree by cgroups where the
+// worker can make them (as root, or in a cgroup delegated to its user),
+// else per process by rlimits, and the process limit then not at all
+// (RLIMIT_NPROC would count every process of the worker's user, the
+// worker and every other session's jobs included). For example
+// "memory 2 GiB: the tree's (memory cgroup); processes 1024: the tree's
+// (pids cgroup); CPU time 1h0m0s: the tree's (cgroup cpu.stat) and each
+// process's (RLIMIT_CPU)".
+const MetadataLimits = "limits"
+
+// limitsInfo is the MetadataLimits value for trees started by h with lim.
+func limitsInfo(h *proctree.Host, lim proctree.Limits) string {
+	if h == nil {
+		return "none (no process host)"
+	}
+	f := h.Features()
+	var parts []string
+	switch {
+	case lim.Memory <= 0:
+		parts = append(parts, "memory: none")
+	case f.V2Memory:
+		parts = append(parts, "memory "+proctree.Bytes(lim.Memory)+": the tree's (memory cgroup)")
+	case f.MemoryV1 != "":
+		parts = append(parts, "memory "+proctree.Bytes(lim.Memory)+": the tree's (v1 memory cgroup)")
+	default:
+		parts = append(parts, "memory "+proctree.Bytes(lim.Memory)+": each process's address space (RLIMIT_AS; no memory cgroup)")
+	}
+	switch {
+	case lim.Processes <= 0:
+		parts = append(parts, "processes: none")
+	case f.V2Pids:
+		parts = append(parts, "processes "+strconv.Itoa(lim.Processes)+": the tree's (pids cgroup)")
+	case f.PidsV1 != "":
+		parts = append(parts, "processes "+strconv.Itoa(lim.Processes)+": the tree's (v1 pids cgroup)")
+	default:
+		parts = append(parts, "processes "+strconv.Itoa(lim.Processes)+": NOT ENFORCED (no pids cgroup)")
+	}
+	switch {
+	case lim.CPUTime <= 0:
+		parts = append(parts, "CPU time: none")
+	case f.V2Dir != "":
+		parts = append(parts, "CPU time "+lim.CPUTime.String()+": the tree's (cgroup cpu.stat) and each process's (RLIMIT_CPU)")
+	default:
+		parts = append(parts, "CPU time "+lim.CPUTime.String()+": each process's (RLIMIT_CPU; no cgroup)")
+	}
+	return strings.Join(parts, "; ")
+}
+
 // viewInfo is the MetadataView value ("" when jobs are not confined).
 func (w *Worker) viewInfo() string {
 	if w.conf.base == nil {

@@ -354,6 +354,14 @@ func TestWorker_says_how_it_confines_in_its_service_info(t *testing.T) {
 	if got := serviceInfo(t, e.env).Metadata[jobs.MetadataView]; got != want {
 		t.Errorf("metadata view = %q, want %q", got, want)
 	}
+	// How the default limits hold: a root worker makes cgroups where the
+	// host has them.
+	limits := serviceInfo(t, e.env).Metadata[jobs.MetadataLimits]
+	f := proctree.Detect()
+	if !strings.HasPrefix(limits, "memory 2 GiB: ") || !strings.Contains(limits, "; processes 1024: ") || !strings.Contains(limits, "; CPU time 1h0m0s: ") ||
+		os.Geteuid() == 0 && (f.V2Pids || f.PidsV1 != "") && strings.Contains(limits, "NOT ENFORCED") {
+		t.Errorf("metadata limits = %q", limits)
+	}
 }
 
 func TestWorker_makes_itself_non_dumpable(t *testing.T) {

@@ -31,6 +31,9 @@ const (
 	childURL  = "JOBS_TEST_CHILD_URL"
 	childID   = "JOBS_TEST_CHILD_ID"
 	childRoot = "JOBS_TEST_CHILD_ROOT"
+	// childDiskCap asks the child for the default disk cap, as `jetway
+	// jobs-worker` has it, instead of none.
+	childDiskCap = "JOBS_TEST_CHILD_DISK_CAP"
 )
 
 func TestMain(m *testing.M) {
@@ -53,7 +56,11 @@ func runChildWorker() int {
 	if err != nil {
 		return 2
 	}
-	w, err := jobs.New(jobs.Config{NC: nc, WorkerID: os.Getenv(childID), Root: os.Getenv(childRoot), Grace: 200 * time.Millisecond})
+	cfg := jobs.Config{NC: nc, WorkerID: os.Getenv(childID), Root: os.Getenv(childRoot), Grace: 200 * time.Millisecond}
+	if os.Getenv(childDiskCap) != "" {
+		cfg.WorkspaceSize, cfg.WorkspaceFiles = jobs.DefaultWorkspaceSize, jobs.DefaultWorkspaceFiles
+	}
+	w, err := jobs.New(cfg)
 	if err != nil {
 		return 2
 	}

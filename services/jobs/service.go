@@ -32,7 +32,7 @@ func (w *Worker) startService() (micro.Service, error) {
 		Version:     semver(w.cfg.Version),
 		Description: "jetway jobs worker: background process trees, output files, workspaces",
 		Metadata: map[string]string{jobsapi.MetadataWorker: w.cfg.WorkerID, "build": w.cfg.Version, MetadataConfinement: w.confinementInfo(),
-			MetadataDiskCap: w.disks.String(), MetadataView: w.viewInfo()},
+			MetadataDiskCap: w.disks.String(), MetadataView: w.viewInfo(), MetadataLimits: limitsInfo(w.mgr.Host(), w.mgr.Limits().Tree)},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("jobs: start micro service: %w", err)

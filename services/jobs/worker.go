@@ -301,6 +301,11 @@ func (w *Worker) Run(ctx context.Context) error {
 		CleanTail:   redact.Lines,
 		Proc:        proctree.Config{Grace: w.cfg.Grace, NoCgroups: w.cfg.NoCgroups, Log: log},
 	})
+	if info := limitsInfo(w.mgr.Host(), w.mgr.Limits().Tree); strings.Contains(info, "NOT ENFORCED") {
+		log.Warn().Str("limits", info).Msg("jobs: a job's limits cannot all be enforced here (cgroups need root or a cgroup delegated to this user)")
+	} else {
+		log.Info().Str("limits", info).Msg("jobs: each job's limits")
+	}
 	w.mgr.SetOnEnd(w.onEnd)
 	w.mgr.SetOnOverdue(w.onOverdue)
 	w.restore(records)

@@ -3,6 +3,7 @@ package proctree
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,17 +14,24 @@ import (
 )
 
 // runConfined runs script under sh confined to a fresh read-write
-// directory plus the system part, and returns its combined output.
+// directory plus the system part, and returns its combined output. The
+// output goes through a pipe, as a worker's does, so the tree starts
+// through the fork server unless the host's config says otherwise.
 func runConfined(t *testing.T, h *Host, dir, script string, env []string) string {
 	t.Helper()
 	c := SystemConfinement()
 	c.ReadWrite = []string{dir}
-	var out bytes.Buffer
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
 	cmd := exec.Command("/bin/sh", "-c", script)
 	cmd.Dir = dir
 	cmd.Env = env
-	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.Stdout, cmd.Stderr = w, w
 	tr, err := h.StartConfined(cmd, Limits{}, &c)
+	w.Close()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,6 +39,11 @@ func runConfined(t *testing.T, h *Host, dir, script string, env []string) string
 		_ = tr.KillNow()
 		tr.Close()
 	})
+	out := make(chan []byte, 1)
+	go func() {
+		b, _ := io.ReadAll(r)
+		out <- b
+	}()
 	done := make(chan struct{})
 	go func() { _ = tr.Wait(); close(done) }()
 	select {
@@ -38,7 +51,15 @@ func runConfined(t *testing.T, h *Host, dir, script string, env []string) string
 	case <-time.After(20 * time.Second):
 		t.Fatalf("%q did not end", script)
 	}
-	return out.String()
+	// Whatever the script left running would hold the pipe open.
+	_ = tr.KillNow()
+	select {
+	case b := <-out:
+		return string(b)
+	case <-time.After(20 * time.Second):
+		t.Fatalf("%q: its output did not end", script)
+		return ""
+	}
 }
 
 func needLandlock(t *testing.T) {

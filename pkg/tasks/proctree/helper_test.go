@@ -5,12 +5,14 @@ import (
 	"debug/elf"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -20,10 +22,19 @@ import (
 // The helper is held at the read of its spec (a pipe the test writes
 // later), so its own process can be looked at before it does anything:
 // its environment is empty and its argv names only itself, though the
-// command's environment holds a loader variable and a secret.
+// command's environment holds a loader variable and a secret. So it is
+// whether the helper was exec'd by this process or forked by the fork
+// server.
 func TestHelper_process_has_an_empty_environment_before_it_execs(t *testing.T) {
 	needLandlock(t)
-	h := newHost(t, Config{NoCgroups: true})
+	for _, cfg := range []Config{{NoCgroups: true, NoForkServer: true}, {NoCgroups: true}} {
+		t.Run(fmt.Sprintf("fork server %t", !cfg.NoForkServer), func(t *testing.T) {
+			helperHeldAtItsRead(t, newHost(t, cfg), !cfg.NoForkServer)
+		})
+	}
+}
+
+func helperHeldAtItsRead(t *testing.T, h *Host, viaServer bool) {
 	ViewAvailable() // its probe reads a spec of its own
 	r, w, err := os.Pipe()
 	if err != nil {
@@ -40,12 +51,17 @@ func TestHelper_process_has_an_empty_environment_before_it_execs(t *testing.T) {
 	dir := t.TempDir()
 	c := SystemConfinement()
 	c.ReadWrite = []string{dir}
-	var out bytes.Buffer
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer outR.Close()
 	cmd := exec.Command("/bin/sh", "-c", "echo ran; env")
 	cmd.Dir = dir
 	cmd.Env = []string{"PATH=/usr/bin:/bin", "LD_AUDIT=/nonexistent/evil.so", "GCONV_PATH=/nonexistent", "SECRET_OF_THE_COMMAND=x"}
-	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.Stdout, cmd.Stderr = outW, outW
 	tr, err := h.StartConfined(cmd, Limits{}, &c)
+	outW.Close()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,6 +69,9 @@ func TestHelper_process_has_an_empty_environment_before_it_execs(t *testing.T) {
 		_ = tr.KillNow()
 		tr.Close()
 	})
+	if (tr.proc != nil) != viaServer {
+		t.Fatalf("started by the fork server: %t, want %t", tr.proc != nil, viaServer)
+	}
 	pid := strconv.Itoa(tr.Pid())
 	environ, err := os.ReadFile("/proc/" + pid + "/environ")
 	if err != nil {
@@ -68,6 +87,11 @@ func TestHelper_process_has_an_empty_environment_before_it_execs(t *testing.T) {
 	if exe, _ := os.Readlink("/proc/" + pid + "/exe"); !strings.HasPrefix(exe, "/memfd:"+helperName) {
 		t.Errorf("the helper runs from %q, want its sealed memfd", exe)
 	}
+	out := make(chan []byte, 1)
+	go func() {
+		b, _ := io.ReadAll(outR)
+		out <- b
+	}()
 	// Now let it go: the command runs with its own environment.
 	if _, err := w.Write(held); err != nil {
 		t.Fatal(err)
@@ -80,8 +104,34 @@ func TestHelper_process_has_an_empty_environment_before_it_execs(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("the command did not end")
 	}
-	if err != nil || !strings.Contains(out.String(), "ran") || !strings.Contains(out.String(), "SECRET_OF_THE_COMMAND=x") {
-		t.Errorf("the command after the helper: %v\n%s", err, out.String())
+	b := <-out
+	if err != nil || !strings.Contains(string(b), "ran") || !strings.Contains(string(b), "SECRET_OF_THE_COMMAND=x") {
+		t.Errorf("the command after the helper: %v\n%s", err, b)
+	}
+}
+
+// A descriptor this process inherited without close-on-exec (from a
+// service manager, a shell, a test harness) is not passed on to a
+// command through the helper, whether exec.Cmd or the fork server
+// started it: the command has its three standard streams and nothing
+// else.
+func TestHelper_command_gets_its_streams_and_no_other_descriptor(t *testing.T) {
+	const leak = 100
+	if err := syscall.Dup2(int(os.Stdin.Fd()), leak); err != nil { // no O_CLOEXEC
+		t.Fatal(err)
+	}
+	defer syscall.Close(leak)
+	for _, cfg := range []Config{{NoCgroups: true, NoForkServer: true}, {NoCgroups: true}} {
+		h := newHost(t, cfg)
+		// The glob reads the directory through a descriptor of the
+		// shell's own, the lowest free one: 3.
+		tr, lines := start(t, h, limited, `cd /proc/$$/fd && echo *`)
+		if (tr.proc != nil) == cfg.NoForkServer {
+			t.Fatalf("fork server %t: started through it: %t", !cfg.NoForkServer, tr.proc != nil)
+		}
+		if !lines.Scan() || lines.Text() != "0 1 2 3" {
+			t.Errorf("fork server %t: the command's descriptors are %q, want 0 1 2 and the glob's 3 (not %d)", !cfg.NoForkServer, lines.Text(), leak)
+		}
 	}
 }
 

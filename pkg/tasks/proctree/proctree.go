@@ -72,6 +72,9 @@ type Config struct {
 	// the host allows one (ViewAvailable): they then may not create
 	// AF_UNIX sockets at all.
 	NoView bool
+	// NoForkServer starts every tree through exec.Cmd, not through the
+	// helper's fork server (forkserver.go).
+	NoForkServer bool
 }
 
 // Host starts and contains process trees for one owner (a task manager).
@@ -329,6 +332,7 @@ func (h *Host) StartConfined(cmd *exec.Cmd, lim Limits, c *Confinement) (*Tree, 
 			return fail(err)
 		}
 		defer closeAll(files)
+		t.viaHelper = true
 	}
 	if cmd.SysProcAttr == nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{}
@@ -348,7 +352,7 @@ func (h *Host) StartConfined(cmd *exec.Cmd, lim Limits, c *Confinement) (*Tree, 
 		cmd.SysProcAttr.CgroupFD = t.v2fd
 	}
 	startMu.RLock()
-	err := cmd.Start()
+	err := t.launch(cmd)
 	if err != nil && t.v2fd >= 0 && !errors.Is(err, exec.ErrNotFound) {
 		// clone3 with CLONE_INTO_CGROUP refused (EACCES where the cgroup's
 		// placement rules are not met; seen under load in the jobs tests):
@@ -365,7 +369,7 @@ func (h *Host) StartConfined(cmd *exec.Cmd, lim Limits, c *Confinement) (*Tree, 
 		_ = syscall.Close(t.v2fd)
 		_ = removeCgroup(t.v2)
 		t.v2, t.v2fd = "", -1
-		if err = cmd.Start(); err != nil {
+		if err = t.launch(cmd); err != nil {
 			err = fmt.Errorf("%w (and in its cgroup: %w)", err, first)
 		}
 	}

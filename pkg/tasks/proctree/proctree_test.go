@@ -19,6 +19,9 @@ func TestMain(m *testing.M) {
 	if dir := os.Getenv(confinedHelperEnv); dir != "" {
 		os.Exit(runConfinedHelper(dir))
 	}
+	if os.Getenv(forkServerOrphanEnv) != "" {
+		os.Exit(runForkServerOrphan())
+	}
 	os.Exit(m.Run())
 }
 

@@ -1,6 +1,7 @@
 package proctree
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -16,8 +17,11 @@ import (
 // Tree is a started command and every process it created. Kill ends them
 // all; Close releases the tree's cgroups afterwards.
 type Tree struct {
-	h     *Host
-	cmd   *exec.Cmd
+	h   *Host
+	cmd *exec.Cmd
+	// proc is the root when the fork server started it (cmd was not
+	// started then: Wait waits for proc and fills cmd's ProcessState).
+	proc  *os.Process
 	lim   Limits
 	pid   int
 	token string
@@ -40,8 +44,11 @@ type Tree struct {
 	// none of its processes can leave its v2 cgroup or make cgroups:
 	// "populated 0" in the v2 cgroup's cgroup.events is all of it gone.
 	confined bool
-	pidsDir  string // v1 cgroups, "" without
-	memDir   string
+	// viaHelper: cmd runs the confinement helper (wrapInHelper), so the
+	// fork server can start it.
+	viaHelper bool
+	pidsDir   string // v1 cgroups, "" without
+	memDir    string
 	// pidsMax and memMax: the limits in the v1 cgroups' files.
 	pidsMax int
 	memMax  int64
@@ -79,12 +86,52 @@ func (t *Tree) Started() error { return nil }
 // Safe to call from several goroutines; only the first waits.
 func (t *Tree) Wait() error {
 	t.waitOnce.Do(func() {
-		t.waitErr = t.cmd.Wait()
+		if t.proc != nil {
+			t.waitErr = t.waitProc()
+		} else {
+			t.waitErr = t.cmd.Wait()
+		}
 		untrack(t.pid)
 		close(t.done)
 	})
 	<-t.done
 	return t.waitErr
+}
+
+// waitProc is exec.Cmd.Wait for a root the fork server started: the
+// same error for the same end (an *exec.ExitError unless it exited 0),
+// and cmd.ProcessState set.
+func (t *Tree) waitProc() error {
+	state, err := t.proc.Wait()
+	if err != nil {
+		return err
+	}
+	t.cmd.ProcessState = state
+	if !state.Success() {
+		return &exec.ExitError{ProcessState: state}
+	}
+	return nil
+}
+
+// launch starts cmd, through the fork server where the host uses it and
+// cmd is one it can start, else with exec.Cmd.Start. startMu is held
+// (shared).
+func (t *Tree) launch(cmd *exec.Cmd) error {
+	if !t.h.cfg.NoForkServer && t.viaHelper {
+		cg := -1
+		if a := cmd.SysProcAttr; a.UseCgroupFD {
+			cg = a.CgroupFD
+		}
+		p, err := forkServerStart(cmd, cg)
+		if err == nil {
+			t.proc, cmd.Process = p, p
+			return nil
+		}
+		if !errors.Is(err, errNoForkServer) {
+			return err
+		}
+	}
+	return cmd.Start()
 }
 
 // Done is closed once Wait has returned.
