@@ -446,7 +446,11 @@ func TestConsole_flips_Ground_Stop_and_shows_it(t *testing.T) {
 	b.do("sign out", chromedp.Click(chromedp.CSS("#signout")))
 	b.signIn(tk.user)
 	b.openSession("gs")
-	b.do("try Ground Stop as a user", chromedp.Click(chromedp.CSS("#gs-toggle")))
+	// The toggle acts on the state it shows: press it once the page has
+	// read it, through the element itself (a click at coordinates misses
+	// when the timeline above is drawn between aiming and clicking).
+	b.until("the switch shown off", `document.getElementById('gs-state')?.textContent.startsWith('Off')`)
+	b.do("try Ground Stop as a user", chromedp.Evaluate[chromedp.Void](`document.getElementById('gs-toggle').click()`))
 	b.until("the refusal in words", `document.getElementById('flash').textContent.startsWith('Turning Ground Stop on failed:')`)
 	b.shot("ground-stop-refused")
 }

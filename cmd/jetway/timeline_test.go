@@ -225,3 +225,25 @@ func TestConsole_draws_a_2000_turn_sessions_timeline_with_a_bounded_number_of_no
 		t.Errorf("an earlier window has %d nodes, want at most 1000", n)
 	}
 }
+
+// A run of a few milliseconds still gets an axis a person can read: its
+// ticks are a fraction of a millisecond apart, and each says which.
+func TestConsole_timeline_of_a_run_of_milliseconds_labels_each_tick_apart(t *testing.T) {
+	d, tk := startConsoleDev(t, `{"turns": [{"text": "quick"}]}`)
+	b := newBrowser(t, d.url)
+	b.signIn(tk.user)
+	b.openSession("ms")
+	b.do("send a line", chromedp.SendKeys(chromedp.CSS("#message"), "hi"), chromedp.Click(chromedp.CSS("#send")))
+	b.until("the run on the timeline", `document.querySelectorAll('#timeline rect.tl-bar[data-kind=run]').length === 1 && !document.querySelector('#timeline .tl-open')`)
+	labels := eval[[]string](b, `[...document.querySelectorAll('#timeline .tl-tick')].map((e) => e.textContent)`)
+	seen := map[string]bool{}
+	for _, l := range labels {
+		if seen[l] {
+			t.Fatalf("the axis labels %q twice: %q", l, labels)
+		}
+		seen[l] = true
+	}
+	if len(labels) < 2 {
+		t.Fatalf("the axis has %d labels, want its start and end at least: %q", len(labels), labels)
+	}
+}

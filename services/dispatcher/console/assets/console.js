@@ -871,26 +871,30 @@
       // The axis: a tick at each segment's start and the window's end, the
       // cut-out gaps marked with how long they were.
       const axis = [svg('line', { x1: x0, x2: x0 + plot, y1: H - 20, y2: H - 20, class: 'tl-axis' })];
+      // Ticks in between go a round step apart; a step under a millisecond
+      // gets the decimals that tell its ticks apart (+0.2 ms, +0.4 ms).
+      const raw = 100 / k;
+      const pow = 10 ** Math.floor(Math.log10(raw));
+      const step = [1, 2, 5, 10].map((m) => m * pow).find((v) => v >= raw);
+      const prec = step < 1 ? Math.min(3, Math.ceil(-Math.log10(step) - 1e-9)) : 0;
+      const tick = (v) => '+' + (prec && v < 1000 ? v.toFixed(prec) + ' ms' : dur(v));
       segs.forEach((s, i) => {
         const at = segX[i];
-        axis.push(svg('text', { x: at, y: H - 6, class: 'tl-tick', 'text-anchor': i ? 'middle' : 'start' }, i ? '+' + dur(s[0] - t0) : clock(t0)));
+        axis.push(svg('text', { x: at, y: H - 6, class: 'tl-tick', 'text-anchor': i ? 'middle' : 'start' }, i ? tick(s[0] - t0) : clock(t0)));
         if (i) {
           const gx = at - BRK / 2;
           axis.push(svg('line', { x1: gx, x2: gx, y1: 2, y2: H - 20, class: 'tl-break' },
             svg('title', {}, dur(s[0] - segs[i - 1][1]) + ' with nothing going on, left out')));
         }
       });
-      axis.push(svg('text', { x: x0 + plot, y: H - 6, class: 'tl-tick', 'text-anchor': 'end' }, '+' + dur(segs[segs.length - 1][1] - t0)));
-      // Ticks in between, a round step apart, where they have room.
-      const raw = 100 / k;
-      const pow = 10 ** Math.floor(Math.log10(raw));
-      const step = [1, 2, 5, 10].map((m) => m * pow).find((v) => v >= raw);
+      axis.push(svg('text', { x: x0 + plot, y: H - 6, class: 'tl-tick', 'text-anchor': 'end' }, tick(segs[segs.length - 1][1] - t0)));
+      // The ticks in between, where they have room.
       segs.forEach((s, i) => {
         for (let t = Math.ceil((s[0] - t0) / step) * step + t0; t < s[1]; t += step) {
           const at = x(t);
           if (at - segX[i] < 70 || x0 + plot - at < 60 || (segX[i + 1] && segX[i + 1] - at < 70)) continue;
           axis.push(svg('line', { x1: at, x2: at, y1: H - 23, y2: H - 17, class: 'tl-axis' }),
-            svg('text', { x: at, y: H - 6, class: 'tl-tick', 'text-anchor': 'middle' }, '+' + dur(t - t0)));
+            svg('text', { x: at, y: H - 6, class: 'tl-tick', 'text-anchor': 'middle' }, tick(t - t0)));
         }
       });
       const pictured = svg('svg', { width: W, height: H, viewBox: `0 0 ${W} ${H}`, class: 'tl-svg', role: 'img',
