@@ -8,9 +8,6 @@ import (
 	"jetway/pkg/events"
 )
 
-// settleTimeout bounds how long the server has to confirm one ack.
-const settleTimeout = 10 * time.Second
-
 // settle acks events whose fate is recorded (delivered to the model, or
 // refused). Each ack is a single message the server does not answer: a
 // confirmed ack is not needed for exactly once, which rests on the CE ids
