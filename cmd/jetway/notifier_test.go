@@ -1,37 +1,19 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"jetway/internal/testutil"
 	"jetway/pkg/bus"
 	"jetway/pkg/bus/bustest"
 	"jetway/pkg/events"
 )
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 func TestNotifier_command_publishes_the_headline_of_a_job_exit(t *testing.T) {
 	srv := bustest.StartServer(t)
@@ -44,7 +26,7 @@ func TestNotifier_command_publishes_the_headline_of_a_job_exit(t *testing.T) {
 
 	runCtx, stop := context.WithCancel(ctx)
 	root := newRootCmd()
-	var out lockedBuffer
+	var out testutil.LockedBuffer
 	root.SetOut(&out)
 	root.SetErr(&out)
 	root.SetArgs([]string{"notifier", "--nats", srv.ClientURL(), "--log-level", "error"})

@@ -14,28 +14,11 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
+	"jetway/internal/testutil"
 	"jetway/pkg/auth"
 	"jetway/pkg/bus"
 	api "jetway/pkg/dispatcherapi"
 )
-
-// lockedBuffer is a log sink the handlers write to from their goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // newCode asks for a sign-in code with token and checks the answer's shape.
 func (f *fixture) newCode(token string) api.SignInCode {
@@ -159,7 +142,7 @@ func TestSignIn_a_code_races_on_two_dispatchers_and_signs_in_exactly_once(t *tes
 }
 
 func TestSignIn_the_token_and_code_are_in_no_URL_log_line_or_stored_record(t *testing.T) {
-	logs := &lockedBuffer{}
+	logs := &testutil.LockedBuffer{}
 	log := zerolog.New(logs).Level(zerolog.DebugLevel)
 	f := newFixture(t, func(c *Config) { c.Logger = &log })
 	c := f.newCode(tokAdmin)

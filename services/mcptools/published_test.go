@@ -1,14 +1,12 @@
 package mcptools_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -211,7 +209,7 @@ func TestThe_published_filesystem_server_runs_confined_in_the_workspace_and_roun
 // workspace holds a copy.
 func TestAn_npx_server_is_installed_once_per_tenant_and_the_next_session_starts_it_without_a_download(t *testing.T) {
 	mcptest.NPM(t) // the registry is reachable, or the test says why not
-	var log syncBuffer
+	var log testutil.LockedBuffer
 	e := newEnv(t, func(c *jobs.Config) { c.Log = zerolog.New(&log) })
 	hub := mcptools.New(mcptools.Config{Jobs: e.jc, ConnectTimeout: 2 * time.Minute})
 	spec := dispatcherapi.AgentMCPServer{Name: "evh", Command: "npx", Args: []string{"-y", mcptest.EverythingPackage}}
@@ -247,22 +245,4 @@ func includesAll(have, want []string) bool {
 		}
 	}
 	return true
-}
-
-// syncBuffer is a log the worker writes while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
