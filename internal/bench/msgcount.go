@@ -63,7 +63,7 @@ const idleWindow = 6 * time.Second
 func (e *env) idleCost(ctx context.Context, conn string, held int) {
 	const goal = "reported (the cost of P)"
 	if held <= 0 {
-		e.skip(FigRunnerIdleMsgs, "msgs/s", goal, errors.New("the runner holds no partition"))
+		e.skip(FigRunnerIdleMsgs, "msgs/s", goal, errors.New("the runner's heartbeat claims no partition"))
 		return
 	}
 	before, err := e.connMsgs(conn)
@@ -72,13 +72,9 @@ func (e *env) idleCost(ctx context.Context, conn string, held int) {
 		return
 	}
 	t0 := time.Now()
-	t := time.NewTimer(idleWindow)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
+	if !sleepCtx(ctx, idleWindow) {
 		e.skip(FigRunnerIdleMsgs, "msgs/s", goal, ctx.Err())
 		return
-	case <-t.C:
 	}
 	after, err := e.connMsgs(conn)
 	if err != nil {

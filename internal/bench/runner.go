@@ -243,10 +243,10 @@ func (e *env) measureRunner(ctx context.Context) {
 	rb.latencyAndMemory(ctx, run)
 	rb.notice(ctx, run)
 	rb.sustained(ctx, FigRunnerSustained1, "s1-"+run, []string{r1})
-	if held, err := rb.held(ctx, r1); err != nil {
-		e.skip(FigRunnerIdleMsgs, "msgs/s", "reported (the cost of P)", err)
+	if kv, err := e.js.KeyValue(ctx, bus.BucketRunners); err != nil {
+		e.skip(FigRunnerIdleMsgs, "msgs/s", "reported (the cost of P)", fmt.Errorf("runners bucket: %w", err))
 	} else {
-		e.idleCost(ctx, "jetway-bench-"+r1, held)
+		e.idleCost(ctx, "jetway-bench-"+r1, heldBy(ctx, kv, r1))
 	}
 	stop()
 
@@ -755,23 +755,4 @@ func (rb *runnerBench) waitLive(ctx context.Context, id string) error {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
-}
-
-// held is how many partitions runner id holds, as its heartbeat says.
-func (rb *runnerBench) held(ctx context.Context, id string) (int, error) {
-	kv, err := rb.e.js.KeyValue(ctx, bus.BucketRunners)
-	if err != nil {
-		return 0, fmt.Errorf("runners bucket: %w", err)
-	}
-	entry, err := kv.Get(ctx, id)
-	if err != nil {
-		return 0, fmt.Errorf("runner %s's heartbeat: %w", id, err)
-	}
-	var beat struct {
-		Partitions []int `json:"partitions"`
-	}
-	if err := json.Unmarshal(entry.Value(), &beat); err != nil {
-		return 0, fmt.Errorf("runner %s's heartbeat: %w", id, err)
-	}
-	return len(beat.Partitions), nil
 }

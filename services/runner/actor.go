@@ -61,7 +61,7 @@ type plan struct {
 
 // actor is the one place a session's events are handled inside a runner.
 // One goroutine owns its state; everything else — deliveries, a run's
-// progress and end, acks confirmed, Ground Stop, retries — sends it a
+// progress and end, Ground Stop, retries — sends it a
 // message (a function it runs), so a slow session never blocks another
 // and nothing in the session's state needs a lock. The goroutine lives
 // only while the session has work in hand: an idle session costs its
@@ -252,7 +252,7 @@ func queueUp(q []delivery, d delivery) []delivery {
 }
 
 // poke makes the actor look at its queue again (a retry, Ground Stop
-// lifted, an ack confirmed).
+// lifted).
 func (a *actor) poke() { a.send(func(*actor) {}) }
 
 // goroutines reports how many session actors have a live goroutine.

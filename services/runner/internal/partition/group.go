@@ -64,8 +64,8 @@ type Config struct {
 	// goroutine and must not block.
 	Deliver func(Delivery)
 	// Busy reports whether partition n has work in hand (held messages,
-	// a live run, an unconfirmed ack): a hand-off unpins the partition only
-	// once it is not, so the next holder's reset delivers nothing again.
+	// a live run): a hand-off unpins the partition only once it is not,
+	// so the next holder's reset delivers nothing handled again.
 	// Nil: never busy.
 	Busy func(n int) bool
 	// OnBeat, if set, runs after each heartbeat (the runner's sweep for
