@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"jetway/pkg/auth"
@@ -31,6 +32,10 @@ const (
 	devTenantsFile  = "nats-tenants.conf"
 	// devTenantsDir holds a tenant's credentials: <tenant>.nk, nkey seeds.
 	devTenantsDir = "tenants"
+	// devPartitionsFile keeps P across restarts: the server's partition
+	// mapping is made from it at every start, and changing P moves
+	// sessions between partitions.
+	devPartitionsFile = "partitions"
 )
 
 // devBus is what the dev bus needs to start and reload.
@@ -40,13 +45,15 @@ type devBus struct {
 	creds        bus.TenantCredentials
 	accountsConf string
 	tenantsConf  string
+	partitions   int // P, in the server's mapping
 }
 
 // prepareDevBus makes the services' password on first start (kept across
 // restarts so clients configured once keep working), a credential for every
 // tenant that has a token (in tokens.json or the environment), and the
-// server's configuration.
-func prepareDevBus(dataDir string) (devBus, error) {
+// server's configuration. partitions is P (0: what an earlier start kept,
+// or bus.DefaultPartitions on the first).
+func prepareDevBus(dataDir string, partitions int) (devBus, error) {
 	b := devBus{
 		passwordPath: filepath.Join(dataDir, devNATSTokenFile),
 		creds:        bus.TenantCredentials{Dir: filepath.Join(dataDir, devTenantsDir)},
@@ -55,6 +62,9 @@ func prepareDevBus(dataDir string) (devBus, error) {
 	}
 	var err error
 	if b.password, err = devNATSPassword(b.passwordPath); err != nil {
+		return b, err
+	}
+	if b.partitions, err = devPartitions(filepath.Join(dataDir, devPartitionsFile), partitions); err != nil {
 		return b, err
 	}
 	if _, err := auth.EnsureDevTokens(dataDir); err != nil {
@@ -84,11 +94,34 @@ func (b devBus) writeConf() error {
 	if err := b.creds.WriteTenantsConf(b.tenantsConf); err != nil {
 		return fmt.Errorf("dev bus: %w", err)
 	}
-	conf := bus.DevAccountsConf(devServiceUser, b.password, filepath.Base(b.tenantsConf))
+	conf := bus.DevAccountsConf(devServiceUser, b.password, filepath.Base(b.tenantsConf), b.partitions)
 	if err := os.WriteFile(b.accountsConf, []byte(conf), 0o600); err != nil {
 		return fmt.Errorf("dev bus: %w", err)
 	}
 	return nil
+}
+
+// devPartitions returns P: asked, else kept at path, else the default;
+// and keeps it at path.
+func devPartitions(path string, asked int) (int, error) {
+	p := asked
+	if p <= 0 {
+		b, err := os.ReadFile(path)
+		switch {
+		case err == nil:
+			if p, err = strconv.Atoi(strings.TrimSpace(string(b))); err != nil || p <= 0 {
+				return 0, fmt.Errorf("dev bus: %s: %q is not a partition count", path, strings.TrimSpace(string(b)))
+			}
+		case errors.Is(err, fs.ErrNotExist):
+			p = bus.DefaultPartitions
+		default:
+			return 0, fmt.Errorf("dev bus: %w", err)
+		}
+	}
+	if err := os.WriteFile(path, []byte(strconv.Itoa(p)+"\n"), 0o600); err != nil {
+		return 0, fmt.Errorf("dev bus: %w", err)
+	}
+	return p, nil
 }
 
 // devNATSPassword returns the services' password, making it on first start.

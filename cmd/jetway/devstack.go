@@ -139,7 +139,7 @@ func runDev(ctx context.Context, cfg devConfig) error {
 		return err
 	}
 
-	devb, err := prepareDevBus(cfg.DataDir)
+	devb, err := prepareDevBus(cfg.DataDir, cfg.Partitions)
 	if err != nil {
 		return err
 	}
@@ -201,14 +201,8 @@ func runDev(ctx context.Context, cfg devConfig) error {
 	if err != nil {
 		return err
 	}
-	if cfg.Partitions == 0 {
-		// Keep what an earlier run stored: changing P moves sessions.
-		if p, err := bus.Partitions(ctx, js); err == nil {
-			cfg.Partitions = p
-		}
-	}
 	pcfg := bus.ProvisionConfig{
-		Partitions: cfg.Partitions,
+		Partitions: devb.partitions,
 		Progress:   func(line string) { say("provision: %s", line) },
 	}
 	if err := bus.Provision(ctx, js, pcfg); err != nil {

@@ -36,7 +36,7 @@ func benchAccounts(dir string) (conf string, creds bus.TenantCredentials, err er
 		return "", creds, err
 	}
 	conf = filepath.Join(dir, "accounts.conf")
-	text := bus.DevAccountsConf("bench", "bench", "tenants.conf") + "no_auth_user: bench\n"
+	text := bus.DevAccountsConf("bench", "bench", "tenants.conf", 0) + "no_auth_user: bench\n"
 	if err := os.WriteFile(conf, []byte(text), 0o600); err != nil {
 		return "", creds, fmt.Errorf("bench: accounts: %w", err)
 	}

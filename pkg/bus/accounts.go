@@ -271,13 +271,19 @@ func (c TenantCredentials) WriteTenantsConf(path string) error {
 
 // DevAccountsConf is the accounts part of a one-machine bus (jetway dev):
 // the JETWAY account with one user for every service (user, password),
-// its exports, and the tenant accounts from tenantsConf, a file beside it.
-func DevAccountsConf(user, password, tenantsConf string) string {
+// its exports, its partition mapping for P partitions (0:
+// DefaultPartitions), and the tenant accounts from tenantsConf, a file
+// beside it.
+func DevAccountsConf(user, password, tenantsConf string, partitions int) string {
+	if partitions <= 0 {
+		partitions = DefaultPartitions
+	}
 	var b strings.Builder
 	b.WriteString("# The account layout of jetway dev, made at every start: do not edit.\n")
 	fmt.Fprintf(&b, "accounts {\n  %s {\n    jetstream: enabled\n", AccountJetway)
 	fmt.Fprintf(&b, "    users: [ { user: %q, password: %q } ]\n", user, password)
 	b.WriteString(ExportsConf("    "))
+	b.WriteString(MappingsConf(partitions, "    "))
 	fmt.Fprintf(&b, "  }\n  include %q\n}\n", tenantsConf)
 	return b.String()
 }

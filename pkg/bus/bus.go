@@ -15,29 +15,26 @@
 // the runners, and are sourced into JETWAY_EVENTS, which stays the one log
 // of record every session's events are read from.
 //
-// Per-session order with horizontal scale comes from JETWAY_WORK: a
-// work-queue stream sourcing JETWAY_EVENTS with a transform that puts a
-// partition number first, hashing tenant and session (FNV-1a, see
-// PartitionFor), so a session's events and job events share one of P
-// partitions. Each partition has one durable pull consumer (work-<p>) with
+// Per-session order with horizontal scale comes from the work shards
+// (layout.go): the server's mapping puts a partition number into every
+// event's subject as it is published, hashing tenant and session (FNV-1a,
+// see PartitionFor), so a session's events and job events share one of P
+// partitions, and partition p's events land in shard p mod K. Each
+// partition has one durable pull consumer (work-<p>) on its shard with
 // pinned priority, so one runner at a time consumes it.
-//
-// Measured here (nats-server 2.15.2, 3-node loopback cluster): when the node
-// leading JETWAY_EVENTS stops, publishing resumes within a second or two, but
-// sourcing into JETWAY_WORK stalls until the server's fixed 10 s source
-// health check notices, and resumes 10-20 s after the failure. Nothing is
-// lost; runners see those events late.
 package bus
 
 // Stream names.
 const (
 	// StreamEvents is the log of record for everything sent into sessions
-	// (limits retention). Tenants, the dispatcher and other systems publish
-	// on jetway.events.>; job events and fired layovers arrive by sourcing
-	// from StreamJobEvents and StreamSchedules. Because tenants write it, it
-	// allows no schedules, roll-ups, purges or deletes, and it has no
-	// dedupe window (a stream with sources gets none): a Nats-Msg-Id here
-	// can neither occupy nor collide with another tenant's id.
+	// (limits retention), as jetway.<kind>.<tenant>.<session>. It takes no
+	// publishes itself: it sources the work shards (JETWAY_WORK_<k>), which
+	// tenants, the dispatcher and other systems publish into, and which
+	// source job events, sub-agent events and fired layovers. Because
+	// tenants write them, the shards and the log allow no schedules,
+	// roll-ups, purges or deletes, and have no dedupe window (a stream with
+	// sources gets none): a Nats-Msg-Id there can neither occupy nor
+	// collide with another tenant's id.
 	StreamEvents = "JETWAY_EVENTS"
 	// StreamJobEvents holds job exits and overdue notices on
 	// jetway.jobevents.>. Only the jobs workers may publish there, so its
@@ -58,9 +55,6 @@ const (
 	// before the streams were split (see UpgradeEvents); it ages out after
 	// EventsMaxAge.
 	StreamEventsV1 = "JETWAY_EVENTS_V1"
-	// StreamWork is the work queue runners consume: JETWAY_EVENTS re-keyed by
-	// partition so that one session's events stay in order on one consumer.
-	StreamWork = "JETWAY_WORK"
 	// StreamTranscripts holds each session's append-only transcript.
 	StreamTranscripts = "JETWAY_TRANSCRIPTS"
 	// StreamOut holds run output and headlines for a short while, so that a

@@ -47,6 +47,11 @@ type EmbeddedConfig struct {
 	// reads it again.
 	ConfigFile string
 
+	// Partitions is P for the partition mapping of a server without a
+	// ConfigFile (its global account; 0: DefaultPartitions). A ConfigFile
+	// carries its own (MappingsConf).
+	Partitions int
+
 	// ReadyTimeout bounds the wait for the server to accept clients
 	// (default 10s).
 	ReadyTimeout time.Duration
@@ -140,6 +145,19 @@ func embeddedOptions(cfg EmbeddedConfig, host string, port int) (*server.Options
 	opts.Trace = cfg.Trace
 	// Authorization is nats-server's single-token auth.
 	opts.Authorization = cfg.Token
+	if cfg.ConfigFile == "" {
+		global := server.NewAccount(server.DEFAULT_GLOBAL_ACCOUNT)
+		p := cfg.Partitions
+		if p <= 0 {
+			p = DefaultPartitions
+		}
+		for _, m := range PartitionMappings(p) {
+			if err := global.AddMapping(m.From, m.To); err != nil {
+				return nil, fmt.Errorf("bus: embedded server: mapping %s: %w", m.From, err)
+			}
+		}
+		opts.Accounts = append(opts.Accounts, global)
+	}
 	return opts, nil
 }
 

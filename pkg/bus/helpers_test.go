@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"jetway/pkg/events"
 )
 
 func testContext(t *testing.T) context.Context {
@@ -14,3 +16,8 @@ func testContext(t *testing.T) context.Context {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+// eventsFiredSubject is events.FiredSubject, for the tests here.
+func eventsFiredSubject(p int, tenant, session string) (string, error) {
+	return events.FiredSubject(p, tenant, session)
+}

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -37,11 +39,17 @@ const MetadataPartitions = "jetway.partitions"
 type ProvisionConfig struct {
 	// Replicas for every stream, bucket and consumer (1 or 3 in practice).
 	Replicas int
-	// Partitions is P, the number of work partitions. Changing it on a live
-	// system moves sessions between partitions; messages still pending on a
-	// partition that no longer exists are stranded, so change it only when
-	// JETWAY_WORK is drained.
+	// Partitions is P, the number of work partitions. The server decides
+	// it (its partition mapping, MappingsConf): zero takes the server's,
+	// and Provision refuses a P the server does not map. Changing it on a
+	// live system moves sessions between partitions; messages still
+	// pending on a partition that no longer exists are stranded, so change
+	// it only when the work streams are drained.
 	Partitions int
+	// Shards is K, the number of work streams the partitions are spread
+	// over (partition p in shard p mod K); at most P. Changing it moves
+	// partitions between shards: only with the work streams drained.
+	Shards int
 
 	// DuplicateWindow is how long a repeat is recognised: JETWAY_JOBEVENTS
 	// and JETWAY_SCHEDULES dedupe windows (Nats-Msg-Id), and the TTL of
@@ -74,6 +82,9 @@ func (c ProvisionConfig) withDefaults() ProvisionConfig {
 	if c.Partitions <= 0 {
 		c.Partitions = DefaultPartitions
 	}
+	if c.Shards <= 0 {
+		c.Shards = DefaultShards
+	}
 	def(&c.DuplicateWindow, DefaultDuplicateWindow)
 	def(&c.EventsMaxAge, DefaultEventsMaxAge)
 	def(&c.OutMaxAge, DefaultOutMaxAge)
@@ -99,19 +110,34 @@ func (c ProvisionConfig) progress(format string, args ...any) {
 // (schedules and job events in the tenants' stream) is upgraded first (see
 // upgradeEvents and docs/OPERATIONS.md "Upgrading").
 func Provision(ctx context.Context, js jetstream.JetStream, cfg ProvisionConfig) error {
-	cfg = cfg.withDefaults()
-	replaced, err := upgradeEvents(ctx, js, cfg)
+	p, err := ServerPartitions(ctx, js.Conn())
 	if err != nil {
+		return err
+	}
+	if cfg.Partitions > 0 && cfg.Partitions != p {
+		return fmt.Errorf("bus: provision: %d partitions asked for, but the server maps sessions to %d (its JETWAY account's mappings, bus.MappingsConf): change both together", cfg.Partitions, p)
+	}
+	cfg.Partitions = p
+	cfg = cfg.withDefaults()
+	if cfg.Shards > cfg.Partitions {
+		return fmt.Errorf("bus: provision: %d shards for %d partitions: a shard without a partition would carry nothing", cfg.Shards, cfg.Partitions)
+	}
+	if _, err := upgradeEvents(ctx, js, cfg); err != nil {
 		return fmt.Errorf("bus: upgrade %s: %w", StreamEvents, err)
+	}
+	old, err := unshardedWork(ctx, js)
+	if err != nil {
+		return fmt.Errorf("bus: upgrade %s: %w", StreamWork, err)
+	}
+	if old != nil {
+		if err := detachUnsharded(ctx, js, old, cfg); err != nil {
+			return fmt.Errorf("bus: upgrade %s: %w", StreamWork, err)
+		}
 	}
 	for _, sc := range StreamConfigs(cfg) {
 		var s jetstream.Stream
 		err := whilePlacing(ctx, func(ctx context.Context) (err error) {
-			if sc.Name == StreamWork {
-				if sc, err = carryOver(ctx, js, sc, cfg, replaced); err != nil {
-					return err
-				}
-			} else if err := ensureSourceConsumers(ctx, js, sc, cfg); err != nil {
+			if err := ensureSourceConsumers(ctx, js, sc, cfg); err != nil {
 				return err
 			}
 			s, err = js.CreateOrUpdateStream(ctx, sc)
@@ -140,6 +166,18 @@ func Provision(ctx context.Context, js jetstream.JetStream, cfg ProvisionConfig)
 	if err := EnsureWorkConsumers(ctx, js, cfg); err != nil {
 		return err
 	}
+	if old != nil {
+		if err := drainUnsharded(ctx, js, old, cfg); err != nil {
+			return fmt.Errorf("bus: upgrade %s: %w", StreamWork, err)
+		}
+	}
+	if cfg.Replicas > 1 {
+		if moved, err := SpreadLeaders(ctx, js, shardNames(cfg.Shards)); err != nil {
+			cfg.progress("shard leaders not spread: %v", err)
+		} else if moved > 0 {
+			cfg.progress("%d shard leaders moved so that each node leads its share", moved)
+		}
+	}
 	return nil
 }
 
@@ -150,62 +188,12 @@ func ensureSourceConsumers(ctx context.Context, js jetstream.JetStream, sc jetst
 		if src == nil || src.Consumer == nil {
 			continue
 		}
-		cc := SourceConsumerConfig(src, cfg)
+		cc := SourceConsumerConfig(sc.Name, src, cfg)
 		if err := ensureSourceConsumer(ctx, js, src.Name, cc, 0, false); err != nil {
 			return err
 		}
 	}
 	return nil
-}
-
-// carryOver makes the durable consumer JETWAY_WORK sources through, and
-// returns sc to create or update the stream with. A stream made before
-// jetway sourced through the durable consumer has an ephemeral source; the
-// consumer then starts just after the last event that source copied, as
-// the stream reports it (a source the server takes as new is copied again
-// otherwise: from the start while the stream holds its first message,
-// else from the time of its last). A few events copied between the report
-// and the update may be queued twice, which the runners drop as already
-// recorded (by CE id); none is skipped. When the server does not say where
-// the old source got to, the stream keeps its old source, and provisioning
-// says so. An existing consumer is left as it is: where it stands is
-// where sourcing goes on.
-//
-// After an upgrade replaced JETWAY_EVENTS (fresh), whatever the old source
-// reported is about the old log: the consumer starts at the new log's
-// first event.
-func carryOver(ctx context.Context, js jetstream.JetStream, sc jetstream.StreamConfig, cfg ProvisionConfig, fresh bool) (jetstream.StreamConfig, error) {
-	start := uint64(0) // the consumer's first event; 0: all of JETWAY_EVENTS
-	replace := false   // a consumer left from before is not where sourcing stands
-	st, err := js.Stream(ctx, sc.Name)
-	switch {
-	case fresh:
-	case errors.Is(err, jetstream.ErrStreamNotFound):
-	case err != nil:
-		return sc, err
-	default:
-		info := st.CachedInfo()
-		if old := sourceNamed(info.Config.Sources, StreamEvents); old != nil && old.Consumer == nil {
-			seq := sourcedUpTo(info, StreamEvents)
-			if seq == 0 && info.State.LastSeq > 0 {
-				cfg.progress("stream %s keeps its ephemeral source: the server does not say where it got to, and a new source would queue its events again", sc.Name)
-				sc.Sources = info.Config.Sources
-				if p, _ := strconv.Atoi(info.Config.Metadata[MetadataPartitions]); p > 0 {
-					sc.Metadata = map[string]string{MetadataPartitions: strconv.Itoa(p)} // the old source's partitions
-				}
-				return sc, nil
-			}
-			if seq > 0 {
-				start = seq + 1
-			}
-			replace = true
-		}
-	}
-	cc := SourceConsumerConfig(sc.Sources[0], cfg)
-	if err := ensureSourceConsumer(ctx, js, StreamEvents, cc, start, replace); err != nil {
-		return sc, err
-	}
-	return sc, nil
 }
 
 // sourcedUpTo is the last sequence of origin the stream says its source
@@ -284,12 +272,17 @@ func describeStream(sc jetstream.StreamConfig) string {
 //     CE ids against the session's transcript; a retried request's
 //     "duplicate" answer is the dispatcher's, scoped to tenant and session
 //     (BucketEventIDs).
-//   - Job events and fired layovers reach JETWAY_EVENTS by sourcing, so
-//     JETWAY_EVENTS stays the one log of every session's events in order,
-//     and JETWAY_WORK keeps one source with one transform.
+//   - The work shards (JETWAY_WORK_<k>) are written by tenants too, and
+//     set as JETWAY_EVENTS is. Job events, sub-agent events and fired
+//     layovers reach them by sourcing; JETWAY_EVENTS sources every shard,
+//     so it stays the one log of every session's events, off the path an
+//     event takes to its runner. The shards keep an event (interest
+//     retention) until its runner has acked it and the log has copied
+//     it, so "is an older event of this session still in its shard" is
+//     the question the runners' order check asks.
 func StreamConfigs(cfg ProvisionConfig) []jetstream.StreamConfig {
 	cfg = cfg.withDefaults()
-	return []jetstream.StreamConfig{
+	all := []jetstream.StreamConfig{
 		{
 			Name:        StreamJobEvents,
 			Description: "jetway job events from the jobs workers (sourced into JETWAY_EVENTS)",
@@ -335,31 +328,18 @@ func StreamConfigs(cfg ProvisionConfig) []jetstream.StreamConfig {
 			AllowMsgSchedules: true,
 			AllowRollup:       true,
 		},
+		// The shards come in here (shardConfigs), before the log that
+		// sources them.
 		{
 			Name:        StreamEvents,
-			Description: "jetway host events, with job events and fired layovers sourced in (log of record)",
-			Subjects:    []string{SubjectEvents},
+			Description: "jetway events of every session, sourced from the work shards (log of record)",
 			Retention:   jetstream.LimitsPolicy,
 			Storage:     jetstream.FileStorage,
 			Replicas:    cfg.Replicas,
 			MaxAge:      cfg.EventsMaxAge,
 			DenyPurge:   true,
 			DenyDelete:  true,
-			Sources:     EventsSources(),
-		},
-		{
-			Name:        StreamWork,
-			Description: "jetway events by work partition, consumed by runners",
-			Retention:   jetstream.WorkQueuePolicy,
-			Storage:     jetstream.FileStorage,
-			Replicas:    cfg.Replicas,
-			MaxAge:      cfg.EventsMaxAge,
-			Sources: []*jetstream.StreamSource{{
-				Name:              StreamEvents,
-				SubjectTransforms: WorkTransforms(cfg.Partitions),
-				Consumer:          &jetstream.StreamConsumerSource{Name: WorkSourceConsumer, DeliverSubject: WorkSourceDeliver},
-			}},
-			Metadata: map[string]string{MetadataPartitions: strconv.Itoa(cfg.Partitions)},
+			Sources:     EventsSources(cfg.Shards),
 		},
 		{
 			Name:        StreamTranscripts,
@@ -384,118 +364,170 @@ func StreamConfigs(cfg ProvisionConfig) []jetstream.StreamConfig {
 			MaxAge:      cfg.OutMaxAge,
 		},
 	}
+	// The shards after the streams they source, before the log.
+	return slices.Concat(all[:3], shardConfigs(cfg), all[3:])
 }
 
-// The durable consumers JETWAY_EVENTS sources job events and fired
-// layovers through (one on each origin), and the subjects the server
-// delivers them on. Durable for the reason WorkSourceConsumer is.
-const (
-	EventsSourceConsumer     = "jetway-events-source"
-	EventsSourceDeliverJobs  = "jetway.sourcing.jobevents"
-	EventsSourceDeliverFired = "jetway.sourcing.fired"
-	EventsSourceDeliverAgent = "jetway.sourcing.agentevents"
-	agentEventsFilter        = "jetway.agentevents.*.*"
-	firedFilter              = "jetway.fired.*.*"
-	jobEventsFilter          = "jetway.jobevents.*.*"
-	eventsFilter             = "jetway.events.*.*"
-	firedToEventsDestination = "jetway.events.{{wildcard(1)}}.{{wildcard(2)}}"
-)
-
-// EventsSources are JETWAY_EVENTS's sources: job events and sub-agent
-// events as they are, and
-// what layover schedules fire, from jetway.fired.<tenant>.<session> to
-// jetway.events.<tenant>.<session> (where a session's resume has always
-// arrived). Schedule holders are not sourced.
-func EventsSources() []*jetstream.StreamSource {
-	return []*jetstream.StreamSource{
-		{
-			// No filter here: a source through a durable consumer filters
-			// with the consumer (SourceConsumerConfig).
-			Name:     StreamJobEvents,
-			Consumer: &jetstream.StreamConsumerSource{Name: EventsSourceConsumer, DeliverSubject: EventsSourceDeliverJobs},
-		},
-		{
-			Name:     StreamAgentEvents,
-			Consumer: &jetstream.StreamConsumerSource{Name: EventsSourceConsumer, DeliverSubject: EventsSourceDeliverAgent},
-		},
-		{
-			Name:              StreamSchedules,
-			SubjectTransforms: []jetstream.SubjectTransformConfig{{Source: firedFilter, Destination: firedToEventsDestination}},
-			Consumer:          &jetstream.StreamConsumerSource{Name: EventsSourceConsumer, DeliverSubject: EventsSourceDeliverFired},
-		},
-	}
-}
-
-// WorkTransforms are the source transforms from JETWAY_EVENTS into
-// JETWAY_WORK. They hash tenant and session only, so a session's events and
-// job events share a partition.
+// EventsSources are JETWAY_EVENTS's sources: every shard, each through a
+// durable consumer, with the partition token taken out again, so the log
+// holds jetway.<kind>.<tenant>.<session> as it always has.
 //
-// It is one transform for both kinds, not one per kind: a source with two
-// transforms reads its origin through a consumer with two filters, and the
-// server then matches every subject of a message block against them for
-// each message it sources. With a thousand sessions that capped sourcing
-// at about a thousand events a second, where one filter ran at 45–52 k
-// (docs/BENCHMARKS.md). The partitions are the same either way: the hash
-// is of the same two tokens.
-func WorkTransforms(partitions int) []jetstream.SubjectTransformConfig {
-	return []jetstream.SubjectTransformConfig{{
-		Source:      "jetway.*.*.*",
-		Destination: fmt.Sprintf("{{partition(%d,2,3)}}.jetway.{{wildcard(1)}}.{{wildcard(2)}}.{{wildcard(3)}}", partitions),
-	}}
+// It is one transform for every kind, not one per kind: a source with
+// several transforms reads its origin through a consumer with several
+// filters, and the server then matches every subject of a message block
+// against them for each message it sources. With a thousand sessions that
+// capped sourcing at about a thousand events a second, where one filter
+// ran at 45–52 k (docs/BENCHMARKS.md).
+func EventsSources(shards int) []*jetstream.StreamSource {
+	var out []*jetstream.StreamSource
+	for k := range max(shards, 1) {
+		out = append(out, &jetstream.StreamSource{
+			Name: WorkStream(k),
+			SubjectTransforms: []jetstream.SubjectTransformConfig{{
+				Source:      "jetway.*.*.*.*",
+				Destination: "jetway.{{wildcard(1)}}.{{wildcard(3)}}.{{wildcard(4)}}",
+			}},
+			Consumer: &jetstream.StreamConsumerSource{Name: EventsSourceConsumer, DeliverSubject: "jetway.sourcing.events." + strconv.Itoa(k)},
+		})
+	}
+	return out
 }
 
-// The durable consumer on JETWAY_EVENTS that JETWAY_WORK sources through,
-// and the subject the server delivers its events on.
+// The durable consumers sources read their origins through, and the
+// subjects the server delivers them on (jetway.sourcing.>, which no
+// service may publish or read).
 //
 // A source made of the server's own ephemeral consumer lost that consumer
-// with the leader of JETWAY_EVENTS, and the server noticed only at its
-// 10-second source health check, then backed off: sourcing paused 19–20 s
-// after the leader's node stopped on a three-node cluster (15–45 s under
-// load). Through a durable R3 consumer it went on 0.13–2.1 s after
+// with the origin's leader, and the server noticed only at its 10-second
+// source health check, then backed off: sourcing paused 19–20 s after the
+// leader's node stopped on a three-node cluster (15–45 s under load).
+// Through a durable R3 consumer it went on 0.13–2.1 s after
 // (docs/BENCHMARKS.md). The consumer also holds where sourcing stands
 // (its ack floor, moved by the sourcing stream's flow control answers at
-// least once a second), so a changed source (another partition count)
-// copies again only what was not yet confirmed.
-//
-// The "-2" is the JETWAY_EVENTS it reads: the split stream an upgrade
-// makes (upgradeEvents). The server knows a source by a name that includes
-// its consumer's, and seeds a source it does not know yet from the
-// Nats-Stream-Source headers of what the sourcing stream still holds. With
-// the old name, events from the old log still queued in JETWAY_WORK told
-// it the new log was read up to their sequence, and it skipped the new
-// log's first events as already copied. A new name is a new source that
-// starts at the new log's first event.
+// least once a second), so a changed source copies again only what was
+// not yet confirmed.
 const (
-	WorkSourceConsumer = "jetway-work-source-2"
-	WorkSourceDeliver  = "jetway.sourcing.work"
+	// EventsSourceConsumer is the name of JETWAY_EVENTS's consumer on
+	// each shard.
+	EventsSourceConsumer = "jetway-events-source"
+	// shardSourceConsumerPrefix names shard k's consumer on each of its
+	// origins: jetway-work-<k>-source.
+	shardSourceConsumerPrefix = "jetway-work-"
+	agentEventsFilter         = "jetway.agentevents.*.*"
+	firedFilter               = "jetway.fired.*.*"
+	jobEventsFilter           = "jetway.jobevents.*.*"
+	eventsFilter              = "jetway.events.*.*"
 )
 
-// workSourceConsumerV1 is the source consumer name deployments made before
-// the split used (on the old JETWAY_EVENTS).
-const workSourceConsumerV1 = "jetway-work-source"
+// shardNames are the names of K shards.
+func shardNames(shards int) []string {
+	out := make([]string, 0, shards)
+	for k := range shards {
+		out = append(out, WorkStream(k))
+	}
+	return out
+}
 
-// SourceConsumerConfig is the configuration of the durable consumer a
-// source reads its origin through: a flow-controlled push consumer acked by
-// the sourcing stream's flow control answers (ADR-58), filtered to what the
-// source takes, never given up on.
-func SourceConsumerConfig(src *jetstream.StreamSource, cfg ProvisionConfig) jetstream.ConsumerConfig {
+// partitionsOf lists the partitions of shard k.
+func partitionsOf(k int, cfg ProvisionConfig) []int {
+	var ps []int
+	for p := range cfg.Partitions {
+		if ShardOf(p, cfg.Shards) == k {
+			ps = append(ps, p)
+		}
+	}
+	return ps
+}
+
+// perPartition renders pattern (with %d for the partition) for each of
+// shard k's partitions; with one shard, a single wildcard does.
+func perPartition(pattern string, k int, cfg ProvisionConfig) []string {
+	if cfg.Shards <= 1 {
+		return []string{strings.Replace(pattern, "%d", "*", 1)}
+	}
+	var out []string
+	for _, p := range partitionsOf(k, cfg) {
+		out = append(out, fmt.Sprintf(pattern, p))
+	}
+	return out
+}
+
+// shardConfigs are the K work shards. Each captures its partitions'
+// events as published (the mapping put the partition in), and sources its
+// partitions' job events, sub-agent events and fired layovers. Layovers
+// set before the event path was sharded fire on jetway.fired.<t>.<s>
+// without a partition: the transform computes it, and with more than one
+// shard every shard takes a copy of which only the partition's own shard
+// has a consumer (the others' copies go to the log, and leave).
+func shardConfigs(cfg ProvisionConfig) []jetstream.StreamConfig {
+	var out []jetstream.StreamConfig
+	for k := range cfg.Shards {
+		var fired []jetstream.SubjectTransformConfig
+		for _, f := range perPartition("jetway.fired.%d.*.*", k, cfg) {
+			dest := "jetway.events." + strings.Split(f, ".")[2] + ".{{wildcard(1)}}.{{wildcard(2)}}"
+			if cfg.Shards <= 1 {
+				dest = "jetway.events.{{wildcard(1)}}.{{wildcard(2)}}.{{wildcard(3)}}"
+			}
+			fired = append(fired, jetstream.SubjectTransformConfig{Source: f, Destination: dest})
+		}
+		fired = append(fired, jetstream.SubjectTransformConfig{
+			Source:      firedFilter,
+			Destination: fmt.Sprintf("jetway.events.{{partition(%d,1,2)}}.{{wildcard(1)}}.{{wildcard(2)}}", cfg.Partitions),
+		})
+		consumer := func(origin string) *jetstream.StreamConsumerSource {
+			return &jetstream.StreamConsumerSource{
+				Name:           shardSourceConsumerPrefix + strconv.Itoa(k) + "-source",
+				DeliverSubject: "jetway.sourcing.work" + strconv.Itoa(k) + "." + strings.ToLower(strings.TrimPrefix(origin, "JETWAY_")),
+			}
+		}
+		out = append(out, jetstream.StreamConfig{
+			Name:        WorkStream(k),
+			Description: fmt.Sprintf("jetway work shard %d of %d: the events of its partitions, consumed by runners", k, cfg.Shards),
+			Subjects:    perPartition("jetway.events.%d.*.*", k, cfg),
+			// Interest: an event stays until its runner acked it and
+			// JETWAY_EVENTS copied it.
+			Retention:  jetstream.InterestPolicy,
+			Storage:    jetstream.FileStorage,
+			Replicas:   cfg.Replicas,
+			MaxAge:     cfg.EventsMaxAge,
+			DenyPurge:  true,
+			DenyDelete: true,
+			Sources: []*jetstream.StreamSource{
+				{Name: StreamJobEvents, Consumer: consumer(StreamJobEvents)},
+				{Name: StreamAgentEvents, Consumer: consumer(StreamAgentEvents)},
+				{Name: StreamSchedules, SubjectTransforms: fired, Consumer: consumer(StreamSchedules)},
+			},
+			Metadata: map[string]string{
+				MetadataPartitions: strconv.Itoa(cfg.Partitions),
+				MetadataShards:     strconv.Itoa(cfg.Shards),
+			},
+		})
+	}
+	return out
+}
+
+// SourceConsumerConfig is the configuration of the durable consumer src
+// reads its origin through, for the stream into: a flow-controlled push
+// consumer acked by the sourcing stream's flow control answers (ADR-58),
+// filtered to what the source takes, never given up on.
+func SourceConsumerConfig(into string, src *jetstream.StreamSource, cfg ProvisionConfig) jetstream.ConsumerConfig {
 	cfg = cfg.withDefaults()
-	filter := jobEventsFilter
-	if src.Name == StreamAgentEvents {
-		filter = agentEventsFilter
+	var filters []string
+	for _, tr := range src.SubjectTransforms {
+		filters = append(filters, tr.Source)
 	}
-	if len(src.SubjectTransforms) == 1 {
-		filter = src.SubjectTransforms[0].Source
+	if len(filters) == 0 {
+		k, _ := strconv.Atoi(strings.TrimPrefix(into, StreamWorkPrefix))
+		kind := "jobevents"
+		if src.Name == StreamAgentEvents {
+			kind = "agentevents"
+		}
+		filters = perPartition("jetway."+kind+".%d.*.*", k, cfg)
 	}
-	into := StreamWork
-	if src.Name != StreamEvents {
-		into = StreamEvents
-	}
-	return jetstream.ConsumerConfig{
+	cc := jetstream.ConsumerConfig{
 		Durable:        src.Consumer.Name,
 		Description:    into + " sources " + src.Name + " through this consumer",
 		DeliverSubject: src.Consumer.DeliverSubject,
-		FilterSubject:  filter,
 		DeliverPolicy:  jetstream.DeliverAllPolicy,
 		AckPolicy:      jetstream.AckFlowControlPolicy,
 		FlowControl:    true,
@@ -504,6 +536,12 @@ func SourceConsumerConfig(src *jetstream.StreamSource, cfg ProvisionConfig) jets
 		MaxAckPending:  sourceMaxAckPending,
 		Replicas:       cfg.Replicas,
 	}
+	if len(filters) == 1 {
+		cc.FilterSubject = filters[0]
+	} else {
+		cc.FilterSubjects = filters
+	}
+	return cc
 }
 
 // sourceMaxAckPending is how many events may be in flight to JETWAY_WORK
@@ -541,25 +579,46 @@ func BucketConfigs(cfg ProvisionConfig) []jetstream.KeyValueConfig {
 	}
 }
 
-// Partitions reads P back from the JETWAY_WORK stream.
-func Partitions(ctx context.Context, js jetstream.JetStream) (int, error) {
+// Layout is how the event path is divided: P partitions over K shards.
+type Layout struct {
+	Partitions int
+	Shards     int
+}
+
+// Stream is the shard stream holding partition p.
+func (l Layout) Stream(p int) string { return WorkStreamOf(p, l.Shards) }
+
+// ReadLayout reads P and K back from the first shard's metadata, so a
+// service need not be told them.
+func ReadLayout(ctx context.Context, js jetstream.JetStream) (Layout, error) {
 	var s jetstream.Stream
 	err := whilePlacing(ctx, func(ctx context.Context) (err error) {
-		s, err = js.Stream(ctx, StreamWork)
+		s, err = js.Stream(ctx, WorkStream(0))
 		return err
 	})
 	if err != nil {
-		return 0, fmt.Errorf("bus: read partitions: %w", err)
+		return Layout{}, fmt.Errorf("bus: read the work layout: %w", err)
 	}
-	v, ok := s.CachedInfo().Config.Metadata[MetadataPartitions]
-	if !ok {
-		return 0, fmt.Errorf("bus: read partitions: stream %s has no %q metadata", StreamWork, MetadataPartitions)
+	md := s.CachedInfo().Config.Metadata
+	var l Layout
+	for key, into := range map[string]*int{MetadataPartitions: &l.Partitions, MetadataShards: &l.Shards} {
+		v, ok := md[key]
+		if !ok {
+			return Layout{}, fmt.Errorf("bus: read the work layout: stream %s has no %q metadata", WorkStream(0), key)
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			return Layout{}, fmt.Errorf("bus: read the work layout: bad %q metadata %q", key, v)
+		}
+		*into = n
 	}
-	p, err := strconv.Atoi(v)
-	if err != nil || p <= 0 {
-		return 0, fmt.Errorf("bus: read partitions: bad %q metadata %q", MetadataPartitions, v)
-	}
-	return p, nil
+	return l, nil
+}
+
+// Partitions reads P back from the work shards.
+func Partitions(ctx context.Context, js jetstream.JetStream) (int, error) {
+	l, err := ReadLayout(ctx, js)
+	return l.Partitions, err
 }
 
 // errNoSuitablePeers is JetStream's "no suitable peers for placement": a

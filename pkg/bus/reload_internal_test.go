@@ -97,7 +97,7 @@ func DevLayout(t *testing.T, dir string, tenants ...string) (string, TenantCrede
 		t.Fatal(err)
 	}
 	conf := filepath.Join(dir, "accounts.conf")
-	if err := os.WriteFile(conf, []byte(DevAccountsConf("svc", "pw", "tenants.conf")), 0o600); err != nil {
+	if err := os.WriteFile(conf, []byte(DevAccountsConf("svc", "pw", "tenants.conf", 0)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return conf, creds

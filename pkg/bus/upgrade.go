@@ -278,7 +278,7 @@ func unstashHolders(ctx context.Context, js jetstream.JetStream, cfg ProvisionCo
 func reportLeftBehind(ctx context.Context, old jetstream.Stream, cfg ProvisionConfig) {
 	list := old.ListConsumers(ctx)
 	for ci := range list.Info() {
-		if ci.Name == WorkSourceConsumer || ci.Name == workSourceConsumerV1 {
+		if ci.Name == workSourceConsumerV2 || ci.Name == workSourceConsumerV1 {
 			continue
 		}
 		if n := ci.NumPending + uint64(ci.NumAckPending); n > 0 {
@@ -311,7 +311,7 @@ func waitSourced(ctx context.Context, js jetstream.JetStream, last uint64) error
 	if last == 0 {
 		return nil
 	}
-	names := []string{workSourceConsumerV1, WorkSourceConsumer}
+	names := []string{workSourceConsumerV1, workSourceConsumerV2}
 	ephemeral := false
 	w, err := js.Stream(ctx, StreamWork)
 	switch {

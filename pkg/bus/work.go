@@ -22,21 +22,31 @@ func WorkConsumerName(p int) string {
 	return WorkConsumerPrefix + strconv.Itoa(p)
 }
 
-// PartitionOf returns the partition a JETWAY_WORK subject
-// (<p>.jetway.events.<tenant>.<session>) belongs to.
+// PartitionOf returns the partition a work subject
+// (jetway.<kind>.<p>.<tenant>.<session>) belongs to.
 func PartitionOf(subject string) (int, error) {
-	head, _, ok := strings.Cut(subject, ".")
-	if !ok {
+	toks := strings.Split(subject, ".")
+	if len(toks) != 5 || toks[0] != "jetway" {
 		return 0, fmt.Errorf("bus: %q is not a work subject", subject)
 	}
-	p, err := strconv.Atoi(head)
+	p, err := strconv.Atoi(toks[2])
 	if err != nil || p < 0 {
-		return 0, fmt.Errorf("bus: %q is not a work subject: no partition number first", subject)
+		return 0, fmt.Errorf("bus: %q is not a work subject: no partition number after the kind", subject)
 	}
 	return p, nil
 }
 
-// PartitionFor computes the partition the server's transform assigns to a
+// PartitionFilter is the subject filter of partition p's events of every
+// kind; with tenant and session, of one session's.
+func PartitionFilter(p int, tenantSession ...string) string {
+	f := "jetway.*." + strconv.Itoa(p)
+	if len(tenantSession) == 2 {
+		return f + "." + tenantSession[0] + "." + tenantSession[1]
+	}
+	return f + ".*.*"
+}
+
+// PartitionFor computes the partition the server's mapping assigns to a
 // session: FNV-1a over tenant then session, modulo partitions. It lets a
 // runner or a test know where a session lands without publishing.
 func PartitionFor(tenant, session string, partitions int) int {
@@ -58,7 +68,7 @@ func WorkConsumerConfig(p int, cfg ProvisionConfig) jetstream.ConsumerConfig {
 	return jetstream.ConsumerConfig{
 		Durable:        WorkConsumerName(p),
 		Description:    fmt.Sprintf("jetway runners, work partition %d", p),
-		FilterSubject:  strconv.Itoa(p) + ".>",
+		FilterSubject:  PartitionFilter(p),
 		DeliverPolicy:  jetstream.DeliverAllPolicy,
 		AckPolicy:      jetstream.AckExplicitPolicy,
 		AckWait:        cfg.WorkAckWait,
@@ -70,22 +80,22 @@ func WorkConsumerConfig(p int, cfg ProvisionConfig) jetstream.ConsumerConfig {
 	}
 }
 
-// EnsureWorkConsumers creates or updates the P work consumers on
-// JETWAY_WORK. When cfg.Partitions is zero, P is read back from the stream,
-// so a runner need not be told it.
+// EnsureWorkConsumers creates or updates the P work consumers, each on
+// its shard. When cfg.Partitions is zero, P and K are read back from the
+// shards, so a runner need not be told them.
 func EnsureWorkConsumers(ctx context.Context, js jetstream.JetStream, cfg ProvisionConfig) error {
 	if cfg.Partitions <= 0 {
-		p, err := Partitions(ctx, js)
+		l, err := ReadLayout(ctx, js)
 		if err != nil {
 			return fmt.Errorf("bus: work consumers: %w", err)
 		}
-		cfg.Partitions = p
+		cfg.Partitions, cfg.Shards = l.Partitions, l.Shards
 	}
 	cfg = cfg.withDefaults()
 	for p := range cfg.Partitions {
 		cc := WorkConsumerConfig(p, cfg)
 		err := whilePlacing(ctx, func(ctx context.Context) error {
-			_, err := js.CreateOrUpdateConsumer(ctx, StreamWork, cc)
+			_, err := js.CreateOrUpdateConsumer(ctx, WorkStreamOf(p, cfg.Shards), cc)
 			return err
 		})
 		if err != nil {

@@ -34,6 +34,12 @@ const (
 	KindAgentEvents Kind = "agentevents"
 )
 
+// partitioned reports whether the server's mapping partitions subjects of
+// kind k: what runners consume.
+func (k Kind) partitioned() bool {
+	return k == KindEvents || k == KindJobEvents || k == KindAgentEvents
+}
+
 func (k Kind) valid() bool {
 	switch k {
 	case KindEvents, KindJobEvents, KindOut, KindNotify, KindTranscript, KindSchedules, KindAgentEvents:
@@ -74,8 +80,10 @@ type Subject struct {
 	Session string
 	// ID is the schedule id; set only for KindSchedules.
 	ID string
-	// Partition is the partition number a work stream's subject transform
-	// put in front (`<n>.jetway.…`), or -1 when the subject has none.
+	// Partition is the partition number the server's mapping put after
+	// the kind (`jetway.<kind>.<n>.<tenant>.<session>`, as a work shard
+	// holds it; or in front, `<n>.jetway.…`, as the unsharded work queue
+	// held it), or -1 when the subject has none.
 	Partition int
 }
 
@@ -145,15 +153,20 @@ func ScheduleSubject(tenant, session, id string) (string, error) {
 	return Subject{Kind: KindSchedules, Tenant: tenant, Session: session, ID: id}.String(), nil
 }
 
-// FiredSubject is `jetway.fired.<tenant>.<session>`: where a layover's
-// schedule stores the resume it fires (a schedule's target must be in the
-// schedule's own stream, JETWAY_SCHEDULES). JETWAY_EVENTS sources it as
-// the session's events subject, so consumers never see this subject.
-func FiredSubject(tenant, session string) (string, error) {
+// FiredSubject is `jetway.fired.<partition>.<tenant>.<session>`: where a
+// layover's schedule stores the resume it fires (a schedule's target must
+// be in the schedule's own stream, JETWAY_SCHEDULES). The session's work
+// shard sources it as the session's events subject, so consumers never
+// see this subject. The partition is in it because nothing maps what a
+// schedule fires: the runner setting the layover puts it there.
+func FiredSubject(partition int, tenant, session string) (string, error) {
 	if _, err := build(KindEvents, tenant, session); err != nil {
 		return "", err
 	}
-	return SubjectRoot + ".fired." + tenant + "." + session, nil
+	if partition < 0 {
+		return "", fmt.Errorf("fired subject: partition %d: must not be negative", partition)
+	}
+	return SubjectRoot + ".fired." + strconv.Itoa(partition) + "." + tenant + "." + session, nil
 }
 
 // Filter is the wildcard subject that matches every subject of kind, e.g.
@@ -166,9 +179,10 @@ func Filter(kind Kind) string {
 	return SubjectRoot + "." + string(kind) + ".*.*"
 }
 
-// ParseSubject reads a jetway subject. It also accepts the form a work
-// stream's partition transform produces, `<n>.jetway.<kind>.<tenant>.<session>`,
-// and reports n as Partition.
+// ParseSubject reads a jetway subject. It also accepts the partitioned
+// forms, `jetway.<kind>.<n>.<tenant>.<session>` (a work shard's) and
+// `<n>.jetway.<kind>.<tenant>.<session>` (the unsharded work queue's), and
+// reports n as Partition.
 func ParseSubject(subject string) (Subject, error) {
 	toks := strings.Split(subject, ".")
 	s := Subject{Partition: -1}
@@ -186,6 +200,14 @@ func ParseSubject(subject string) (Subject, error) {
 	s.Kind = Kind(toks[1])
 	if !s.Kind.valid() {
 		return Subject{}, &SubjectError{Subject: subject, Reason: fmt.Sprintf("unknown kind %q", shorten(toks[1], 40)), Err: ErrInvalidSubject}
+	}
+	if s.Partition < 0 && len(toks) == 5 && s.Kind.partitioned() && allDigits(toks[2]) {
+		n, err := strconv.Atoi(toks[2])
+		if err != nil {
+			return Subject{}, &SubjectError{Subject: subject, Reason: "partition is out of range", Err: ErrInvalidSubject}
+		}
+		s.Partition = n
+		toks = append(toks[:2], toks[3:]...)
 	}
 	want := 4
 	if s.Kind == KindSchedules {

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"jetway/pkg/agent/tool"
+	"jetway/pkg/bus"
 	"jetway/pkg/control/layovers"
 	"jetway/pkg/events"
 )
@@ -89,8 +90,8 @@ func (r *Runner) bookLayover(ctx context.Context, tenant, session, run, waitingF
 		return Layover{}, err
 	}
 	// The target must be in the holder's stream (JETWAY_SCHEDULES); it
-	// reaches the session as jetway.events.<tenant>.<session> by sourcing.
-	target, _ := events.FiredSubject(tenant, session)
+	// reaches the session's shard as its events subject by sourcing.
+	target, _ := events.FiredSubject(bus.PartitionFor(tenant, session, r.partitions), tenant, session)
 	msg, err := events.Encode(ctx, holder, ev)
 	if err != nil {
 		return Layover{}, err

@@ -3,7 +3,6 @@ package runner
 import (
 	"context"
 	"errors"
-	"strconv"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -15,21 +14,21 @@ import (
 // Inside one runner, arrival order is stream order (reset on takeover). But
 // when a partition moves, the runner that had it may still hold one of the
 // session's events un-acked, and the new owner must not hand the model a
-// later event first. JETWAY_WORK is a work queue: an event leaves it only
-// when acked. So before an event is handled, the actor makes sure the
+// later event first. A work shard keeps an event until its runner acked
+// it (and the log copied it, a moment later: see settle.go's ackedMemory). So before an event is handled, the actor makes sure the
 // session's older events still in the stream are all in its hands; if one
 // is not, the event waits for it. It looks the stream up unless the
 // partition's delivery proves it (partition.streamOrder).
 
 // pendingFrom returns the stream sequence of the session's first event
-// still in JETWAY_WORK at or after sequence from (0 if none).
+// still in its work shard at or after sequence from (0 if none).
 func (r *Runner) pendingFrom(ctx context.Context, part int, tenant, session string, from uint64) (uint64, error) {
-	if r.work == nil {
+	if len(r.work) == 0 {
 		return 0, nil
 	}
-	filter := strconv.Itoa(part) + ".jetway.*." + tenant + "." + session
 	r.orderLookups.Add(1)
-	m, err := r.work.GetMsg(ctx, max(from, 1), jetstream.WithGetMsgSubject(filter))
+	shard := r.work[bus.ShardOf(part, len(r.work))]
+	m, err := shard.GetMsg(ctx, max(from, 1), jetstream.WithGetMsgSubject(bus.PartitionFilter(part, tenant, session)))
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return 0, nil
 	}
@@ -40,11 +39,15 @@ func (r *Runner) pendingFrom(ctx context.Context, part int, tenant, session stri
 }
 
 func (r *Runner) openWork(ctx context.Context) error {
-	st, err := r.js.Stream(ctx, bus.StreamWork)
-	if err != nil {
-		return err
+	shards := max(r.layout.Shards, 1)
+	r.work = make([]jetstream.Stream, shards)
+	for k := range shards {
+		st, err := r.js.Stream(ctx, bus.WorkStream(k))
+		if err != nil {
+			return err
+		}
+		r.work[k] = st
 	}
-	r.work = st
 	return nil
 }
 

@@ -156,6 +156,7 @@ type Runner struct {
 	peers   peers
 
 	partitions int
+	layout     bus.Layout
 	// group is the pinned partition group that feeds the actors; tenure is
 	// its Tenure (a test stands in for it).
 	group  *partition.Group
@@ -174,7 +175,8 @@ type Runner struct {
 
 	running *kvmirror.Mirror // records of live runs, any runner's (sweep.go)
 
-	work        jetstream.Stream
+	// work are the shard streams, by shard (order.go).
+	work        []jetstream.Stream
 	transcripts transcripts
 	// orderLookups counts the order checks that asked the work stream
 	// (order.go); a test reads it.
@@ -247,16 +249,18 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 	if err != nil {
 		return nil, fmt.Errorf("runner: %w", err)
 	}
-	p, err := bus.Partitions(ctx, js)
+	layout, err := bus.ReadLayout(ctx, js)
 	if err != nil {
 		return nil, fmt.Errorf("runner: %w", err)
 	}
+	p := layout.Partitions
 	r := &Runner{
 		cfg:        cfg,
 		js:         js,
 		log:        cfg.Logger.With().Str("runner", cfg.ID).Logger(),
 		records:    records{kv: sessions},
 		partitions: p,
+		layout:     layout,
 		actors:     make(map[string]*actor),
 		control:    control,
 		profiles:   profiles,
@@ -264,9 +268,9 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 		stop:       make(chan struct{}),
 	}
 	r.subagents = r.subagentsOf()
-	r.approvals = &approvals.Gate{KV: control, JS: js, Source: source, Publish: r.publishOut}
+	r.approvals = &approvals.Gate{KV: control, JS: js, Source: source, Partitions: p, Publish: r.publishOut}
 	r.group, err = partition.New(partition.Config{
-		JS: js, Peers: runners, ID: cfg.ID, Incarnation: newID(""), Partitions: p,
+		JS: js, Peers: runners, ID: cfg.ID, Incarnation: newID(""), Partitions: p, Shards: layout.Shards,
 		Heartbeat: cfg.Heartbeat, StaleAfter: cfg.StaleAfter, OnLeaseLost: r.leaseLost,
 		Deliver: r.deliver, Busy: r.busyIn, OnBeat: r.sweep, Log: cfg.Logger,
 		Models: advertised(cfg),

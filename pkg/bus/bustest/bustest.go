@@ -25,12 +25,22 @@ import (
 const ReadyTimeout = 30 * time.Second
 
 // StartServer starts a single JetStream server storing in t.TempDir() and
-// shuts it down when the test ends.
+// shuts it down when the test ends. Its partition mapping has
+// bus.DefaultPartitions.
 func StartServer(t testing.TB) *server.Server {
+	t.Helper()
+	return StartServerWith(t, 0)
+}
+
+// StartServerWith is StartServer with P partitions in its mapping (0:
+// bus.DefaultPartitions): the P a test provisions with must be the
+// server's.
+func StartServerWith(t testing.TB, partitions int) *server.Server {
 	t.Helper()
 	s, err := bus.StartEmbedded(bus.EmbeddedConfig{
 		StoreDir:   t.TempDir(),
 		ServerName: "test",
+		Partitions: partitions,
 	})
 	if err != nil {
 		t.Fatalf("start nats-server: %v", err)
@@ -71,7 +81,7 @@ func Connect(t testing.TB, urls ...string) (*nats.Conn, jetstream.JetStream) {
 // Most service tests start here.
 func StartProvisioned(t testing.TB, cfg bus.ProvisionConfig) (*server.Server, *nats.Conn, jetstream.JetStream) {
 	t.Helper()
-	s := StartServer(t)
+	s := StartServerWith(t, cfg.Partitions)
 	nc, js := Connect(t, s.ClientURL())
 	ctx, cancel := context.WithTimeout(context.Background(), ReadyTimeout)
 	defer cancel()
@@ -115,6 +125,9 @@ type ClusterConfig struct {
 	// instead, and the server tries such a route once (a dial that
 	// succeeds, even into a listener that hangs up, it would retry).
 	RouteVia func(from, to int, addr string) string
+	// Partitions is P in every node's partition mapping (0:
+	// bus.DefaultPartitions).
+	Partitions int
 }
 
 // refusingAddr is where nothing listens: port 1 is privileged and no
@@ -158,6 +171,7 @@ func StartClusterWith(t testing.TB, n int, cfg ClusterConfig) *Cluster {
 			Routes:           routes(i),
 			ClusterAdvertise: advertise,
 			ReadyTimeout:     ReadyTimeout,
+			Partitions:       cfg.Partitions,
 		}})
 	}
 	t.Cleanup(func() {

@@ -1,6 +1,10 @@
 package bustest
 
 import (
+	"fmt"
+	"strconv"
+	"time"
+
 	"github.com/nats-io/nats.go/jetstream"
 
 	"jetway/pkg/bus"
@@ -23,13 +27,49 @@ func OldLayout(cfg bus.ProvisionConfig) (events, work jetstream.StreamConfig, so
 		AllowMsgSchedules: true,
 		AllowRollup:       true,
 	}
-	for _, sc := range bus.StreamConfigs(cfg) {
-		if sc.Name == bus.StreamWork {
-			work = sc
-		}
+	work, source = UnshardedWork(cfg, "jetway-work-source")
+	return events, work, source
+}
+
+// UnshardedWork is the work queue of deployments made before the event
+// path was sharded, for tests of the upgrade: JETWAY_WORK sourcing
+// JETWAY_EVENTS through the durable consumer named consumer, with the
+// partition put in front (<p>.jetway.<kind>.<tenant>.<session>), and that
+// consumer's configuration.
+func UnshardedWork(cfg bus.ProvisionConfig, consumer string) (jetstream.StreamConfig, jetstream.ConsumerConfig) {
+	p := cfg.Partitions
+	if p <= 0 {
+		p = bus.DefaultPartitions
 	}
-	src := *work.Sources[0]
-	src.Consumer = &jetstream.StreamConsumerSource{Name: "jetway-work-source", DeliverSubject: src.Consumer.DeliverSubject}
-	work.Sources = []*jetstream.StreamSource{&src}
-	return events, work, bus.SourceConsumerConfig(&src, cfg)
+	replicas := max(cfg.Replicas, 1)
+	src := &jetstream.StreamSource{
+		Name: bus.StreamEvents,
+		SubjectTransforms: []jetstream.SubjectTransformConfig{{
+			Source:      "jetway.*.*.*",
+			Destination: fmt.Sprintf("{{partition(%d,2,3)}}.jetway.{{wildcard(1)}}.{{wildcard(2)}}.{{wildcard(3)}}", p),
+		}},
+		Consumer: &jetstream.StreamConsumerSource{Name: consumer, DeliverSubject: "jetway.sourcing.work"},
+	}
+	work := jetstream.StreamConfig{
+		Name:      bus.StreamWork,
+		Retention: jetstream.WorkQueuePolicy,
+		Storage:   jetstream.FileStorage,
+		Replicas:  replicas,
+		MaxAge:    bus.DefaultEventsMaxAge,
+		Sources:   []*jetstream.StreamSource{src},
+		Metadata:  map[string]string{bus.MetadataPartitions: strconv.Itoa(p)},
+	}
+	cc := jetstream.ConsumerConfig{
+		Durable:        consumer,
+		DeliverSubject: src.Consumer.DeliverSubject,
+		FilterSubject:  "jetway.*.*.*",
+		DeliverPolicy:  jetstream.DeliverAllPolicy,
+		AckPolicy:      jetstream.AckFlowControlPolicy,
+		FlowControl:    true,
+		IdleHeartbeat:  time.Second,
+		MaxDeliver:     -1,
+		MaxAckPending:  10000,
+		Replicas:       replicas,
+	}
+	return work, cc
 }

@@ -26,6 +26,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"jetway/pkg/bus"
 	"jetway/pkg/agent/permission"
 	"jetway/pkg/agent/tool"
 	"jetway/pkg/control/agents"
@@ -42,6 +43,9 @@ type Gate struct {
 	KV     jetstream.KeyValue // the control bucket
 	JS     jetstream.JetStream
 	Source string // CloudEvents source of the timeout events
+	// Partitions is P: a timeout fires into its session's partition
+	// (events.FiredSubject).
+	Partitions int
 	// Publish tells the session's watchers (jetway.out: chat, console,
 	// notifier) that a person is asked.
 	Publish func(ctx context.Context, tenant, session string, p events.Payload)
@@ -203,7 +207,7 @@ func (g *Gate) scheduleTimeout(ctx context.Context, a rec.Approval) error {
 	if err != nil {
 		return err
 	}
-	target, err := events.FiredSubject(a.Tenant, a.Session)
+	target, err := events.FiredSubject(bus.PartitionFor(a.Tenant, a.Session, g.Partitions), a.Tenant, a.Session)
 	if err != nil {
 		return err
 	}

@@ -238,10 +238,10 @@ func (l *pinList) pinOf(ctx context.Context, g *Group, n int) (pin string, ok bo
 	return pin, ok
 }
 
-// listPins lists every work consumer's pin in one request (nil when the
-// server does not answer).
+// listPins lists every work consumer's pin in one request per shard (nil
+// when the server does not answer).
 func (g *Group) listPins(ctx context.Context) map[int]string {
-	if g.work == nil {
+	if len(g.work) == 0 {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
@@ -252,14 +252,16 @@ func (g *Group) listPins(ctx context.Context) map[int]string {
 		names[bus.WorkConsumerName(n)] = n
 	}
 	pins := make(map[int]string, g.cfg.Partitions)
-	lister := g.work.ListConsumers(ctx)
-	for info := range lister.Info() {
-		if n, ok := names[info.Name]; ok {
-			pins[n] = pinnedTo(info)
+	for _, work := range g.work {
+		lister := work.ListConsumers(ctx)
+		for info := range lister.Info() {
+			if n, ok := names[info.Name]; ok {
+				pins[n] = pinnedTo(info)
+			}
 		}
-	}
-	if lister.Err() != nil {
-		return nil
+		if lister.Err() != nil {
+			return nil
+		}
 	}
 	return pins
 }

@@ -42,8 +42,11 @@ type Config struct {
 	// ID is the member's identity, stable across restarts; Incarnation
 	// tells this process from an earlier one of the same ID.
 	ID, Incarnation string
-	// Partitions is P, the number of work partitions.
+	// Partitions is P, the number of work partitions; Shards is K, the
+	// number of work streams they are spread over (partition p in
+	// bus.WorkStreamOf(p, K); 0 counts as 1).
 	Partitions int
+	Shards     int
 	// Heartbeat is how often the member announces itself (default 1s);
 	// StaleAfter is when a silent member counts as gone (default
 	// 3×Heartbeat): the lease each stored beat grants.
@@ -92,7 +95,8 @@ type Group struct {
 	log   zerolog.Logger
 	parts []*part
 	peers peers
-	work  jetstream.Stream
+	// work are the shard streams, by shard.
+	work []jetstream.Stream
 	// ackWait is the work consumers' AckWait (the same on every one).
 	ackWait time.Duration
 
@@ -152,20 +156,26 @@ func New(cfg Config) (*Group, error) {
 	return g, nil
 }
 
+// stream is the name of the shard stream holding partition n.
+func (g *Group) stream(n int) string { return bus.WorkStreamOf(n, g.cfg.Shards) }
+
 // Start announces the member, opens the work consumers and pulls until
 // ctx ends or Stop is called.
 func (g *Group) Start(ctx context.Context) error {
 	if err := g.beat(ctx); err != nil {
 		return err
 	}
-	work, err := g.cfg.JS.Stream(ctx, bus.StreamWork)
-	if err != nil {
-		return fmt.Errorf("partition: work stream: %w", err)
+	g.work = make([]jetstream.Stream, max(g.cfg.Shards, 1))
+	for k := range g.work {
+		work, err := g.cfg.JS.Stream(ctx, bus.WorkStream(k))
+		if err != nil {
+			return fmt.Errorf("partition: work stream: %w", err)
+		}
+		g.work[k] = work
 	}
-	g.work = work
 	g.parts = make([]*part, g.cfg.Partitions)
 	for n := range g.parts {
-		cons, err := g.cfg.JS.Consumer(ctx, bus.StreamWork, bus.WorkConsumerName(n))
+		cons, err := g.cfg.JS.Consumer(ctx, g.stream(n), bus.WorkConsumerName(n))
 		if err != nil {
 			return fmt.Errorf("partition: work consumer %d: %w", n, err)
 		}

@@ -203,7 +203,7 @@ func (g *Group) deliver(ctx context.Context, p *part, m jetstream.Msg) {
 		p.pin, p.resetting, p.held, p.unbroken = pin, true, true, false
 		p.tenure++
 		p.mu.Unlock()
-		if _, err := g.cfg.JS.ResetConsumer(ctx, bus.StreamWork, bus.WorkConsumerName(p.n)); err != nil {
+		if _, err := g.cfg.JS.ResetConsumer(ctx, g.stream(p.n), bus.WorkConsumerName(p.n)); err != nil {
 			g.log.Warn().Err(err).Int("partition", p.n).Msg("reset on takeover")
 			p.mu.Lock()
 			p.resetting = false // delivery goes on, with no reset behind it: never unbroken
@@ -280,7 +280,7 @@ func (g *Group) watchOrphan(ctx context.Context, p *part, stop <-chan struct{}) 
 		if _, claimed := g.peers.holders(ctx)[p.n]; claimed {
 			continue // a live member says it holds p: its acks are on their way
 		}
-		if _, err := g.cfg.JS.ResetConsumer(ctx, bus.StreamWork, bus.WorkConsumerName(p.n)); err != nil {
+		if _, err := g.cfg.JS.ResetConsumer(ctx, g.stream(p.n), bus.WorkConsumerName(p.n)); err != nil {
 			g.log.Warn().Err(err).Int("partition", p.n).Msg("reset an orphaned partition")
 			continue
 		}
@@ -304,7 +304,7 @@ func pinnedTo(info *jetstream.ConsumerInfo) string {
 }
 
 func (g *Group) unpin(ctx context.Context, n int) {
-	st, err := g.cfg.JS.Stream(ctx, bus.StreamWork)
+	st, err := g.cfg.JS.Stream(ctx, g.stream(n))
 	if err != nil {
 		return
 	}

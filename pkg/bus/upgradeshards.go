@@ -1,0 +1,221 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Upgrading to the sharded event path.
+//
+// Before it, JETWAY_EVENTS took every publish on jetway.events.> and a
+// work queue, JETWAY_WORK, sourced it with the partition put in front
+// (<p>.jetway.<kind>.<tenant>.<session>); runners consumed that. The
+// upgrade moves what the work queue still holds (events queued, and
+// events a runner held un-acked as notices) into the shards, so nothing
+// pending is lost. It runs with every service stopped and the servers
+// already carrying the partition mapping (docs/OPERATIONS.md
+// "Upgrading"); each step is safe to run again if a later one fails:
+//
+//  1. The old work consumers go: a runner of the old layout still pulling
+//     gets an error instead of events. Their un-acked events stay in the
+//     work queue, which now holds exactly what no runner finished.
+//  2. The work queue stops sourcing JETWAY_EVENTS, once it has sourced it
+//     to its end (bounded wait).
+//  3. JETWAY_EVENTS lets go of jetway.events.> (the shards capture the
+//     partitioned subjects), once its own sources (job events, sub-agent
+//     events, fired layovers) have delivered everything (bounded wait).
+//     Provision then makes the shards, and JETWAY_EVENTS sourcing them.
+//  4. Each shard sources the old work queue's events of its partitions,
+//     the partition moved back after the kind. Sourcing takes them out of
+//     the work queue; when it is empty, the extra sources go and the work
+//     queue is deleted.
+//
+// The moved events are new messages in their shard, after what it held
+// (nothing, with the services stopped); runners drop any a runner had
+// already recorded, by CE id. JETWAY_EVENTS holds them twice: once from
+// before, once through their shard, with the same CE id.
+
+// StreamWork is the work queue of the layout before the shards; an
+// upgrade drains it into them and deletes it.
+const StreamWork = "JETWAY_WORK"
+
+// The source consumers on JETWAY_EVENTS that StreamWork read through,
+// by the names deployments used.
+const (
+	workSourceConsumerV1 = "jetway-work-source"
+	workSourceConsumerV2 = "jetway-work-source-2"
+)
+
+// unshardedWork is the old work queue, nil when there is none.
+func unshardedWork(ctx context.Context, js jetstream.JetStream) (jetstream.Stream, error) {
+	st, err := js.Stream(ctx, StreamWork)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read stream: %w", err)
+	}
+	return st, nil
+}
+
+// detachUnsharded runs steps 1 to 3.
+func detachUnsharded(ctx context.Context, js jetstream.JetStream, old jetstream.Stream, cfg ProvisionConfig) error {
+	info, err := old.Info(ctx)
+	if err != nil {
+		return fmt.Errorf("read stream: %w", err)
+	}
+	for name := range old.ConsumerNames(ctx).Name() {
+		if err := old.DeleteConsumer(ctx, name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			return fmt.Errorf("delete work consumer %s: %w", name, err)
+		}
+		cfg.progress("old work consumer %s deleted", name)
+	}
+	if len(info.Config.Sources) > 0 {
+		if ev, err := js.Stream(ctx, StreamEvents); err == nil {
+			evi, err := ev.Info(ctx)
+			if err != nil {
+				return fmt.Errorf("read %s: %w", StreamEvents, err)
+			}
+			if err := waitSourced(ctx, js, evi.State.LastSeq); err != nil {
+				return err
+			}
+		}
+		c := info.Config
+		c.Sources = nil
+		if _, err := js.UpdateStream(ctx, c); err != nil {
+			return fmt.Errorf("stop sourcing %s: %w", StreamEvents, err)
+		}
+		cfg.progress("old %s no longer sources %s; it holds %d events no runner finished", StreamWork, StreamEvents, info.State.Msgs)
+	}
+	ev, err := js.Stream(ctx, StreamEvents)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read %s: %w", StreamEvents, err)
+	}
+	c := ev.CachedInfo().Config
+	if len(c.Subjects) == 0 {
+		return nil
+	}
+	for _, src := range c.Sources {
+		if src == nil || src.Consumer == nil {
+			continue
+		}
+		if err := waitSourceDone(ctx, js, src.Name, src.Consumer.Name); err != nil {
+			return err
+		}
+	}
+	c.Subjects = nil
+	if _, err := js.UpdateStream(ctx, c); err != nil {
+		return fmt.Errorf("hand %s's subjects to the shards: %w", StreamEvents, err)
+	}
+	cfg.progress("%s no longer takes publishes itself: the shards do", StreamEvents)
+	return nil
+}
+
+// waitSourceDone waits until the durable source consumer name on origin
+// has delivered and had confirmed everything (or does not exist).
+func waitSourceDone(ctx context.Context, js jetstream.JetStream, origin, name string) error {
+	return waitUntil(ctx, UpgradeCatchUp, func() (bool, string, error) {
+		c, err := js.PushConsumer(ctx, origin, name)
+		if errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
+			return true, "", nil
+		}
+		if err != nil {
+			return false, "", fmt.Errorf("source consumer %s on %s: %w", name, origin, err)
+		}
+		ci, err := c.Info(ctx)
+		if err != nil {
+			return false, "", fmt.Errorf("source consumer %s on %s: %w", name, origin, err)
+		}
+		return ci.NumPending == 0 && ci.NumAckPending == 0,
+			fmt.Sprintf("%d events not yet delivered and %d not yet confirmed", ci.NumPending, ci.NumAckPending), nil
+	}, fmt.Sprintf("source consumer %s on %s did not deliver everything", name, origin))
+}
+
+// drainUnsharded runs step 4, once the shards and their consumers exist.
+func drainUnsharded(ctx context.Context, js jetstream.JetStream, old jetstream.Stream, cfg ProvisionConfig) error {
+	info, err := old.Info(ctx)
+	if err != nil {
+		return fmt.Errorf("read stream: %w", err)
+	}
+	oldP, _ := strconv.Atoi(info.Config.Metadata[MetadataPartitions])
+	if n := info.State.Msgs; n > 0 {
+		if oldP != cfg.Partitions && cfg.Shards > 1 {
+			return fmt.Errorf("its %d events are in %d partitions, the shards' in %d: upgrade to %d partitions (or one shard) first, change them after", n, oldP, cfg.Partitions, oldP)
+		}
+		for k := range cfg.Shards {
+			if err := addOldWorkSource(ctx, js, k, oldP, cfg); err != nil {
+				return err
+			}
+		}
+		cfg.progress("moving the %d events of old %s into the shards", n, StreamWork)
+		err := waitUntil(ctx, UpgradeCatchUp, func() (bool, string, error) {
+			info, err := old.Info(ctx)
+			if err != nil {
+				return false, "", fmt.Errorf("read stream: %w", err)
+			}
+			return info.State.Msgs == 0, fmt.Sprintf("it still holds %d events", info.State.Msgs), nil
+		}, "old "+StreamWork+" did not move into the shards")
+		if err != nil {
+			return err
+		}
+	}
+	// The shards as they are meant to be: without the extra source.
+	for _, sc := range shardConfigs(cfg) {
+		if _, err := js.UpdateStream(ctx, sc); err != nil {
+			return fmt.Errorf("shard %s: drop the old work queue's source: %w", sc.Name, err)
+		}
+	}
+	if err := js.DeleteStream(ctx, StreamWork); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
+		return fmt.Errorf("delete the old work queue: %w", err)
+	}
+	for _, origin := range []string{StreamJobEvents, StreamAgentEvents, StreamSchedules} {
+		_ = js.DeleteConsumer(ctx, origin, EventsSourceConsumer) // the log's old sources' consumers
+	}
+	cfg.progress("old %s emptied into the shards and deleted", StreamWork)
+	return nil
+}
+
+// addOldWorkSource makes shard k source the old work queue's events of its
+// partitions, <p>.jetway.<kind>.<t>.<s> becoming jetway.<kind>.<p>.<t>.<s>.
+// The server's own consumer reads it: on a work queue a source's consumer
+// takes what it delivers out.
+func addOldWorkSource(ctx context.Context, js jetstream.JetStream, k, oldP int, cfg ProvisionConfig) error {
+	var trs []jetstream.SubjectTransformConfig
+	if oldP != cfg.Partitions {
+		// One shard: it takes every event, its partition computed anew.
+		trs = append(trs, jetstream.SubjectTransformConfig{
+			Source:      "*.jetway.*.*.*",
+			Destination: fmt.Sprintf("jetway.{{wildcard(2)}}.{{partition(%d,3,4)}}.{{wildcard(3)}}.{{wildcard(4)}}", cfg.Partitions),
+		})
+	}
+	for _, p := range partitionsOf(k, cfg) {
+		if oldP != cfg.Partitions {
+			break
+		}
+		ps := strconv.Itoa(p)
+		trs = append(trs, jetstream.SubjectTransformConfig{
+			Source:      ps + ".jetway.*.*.*",
+			Destination: "jetway.{{wildcard(1)}}." + ps + ".{{wildcard(2)}}.{{wildcard(3)}}",
+		})
+	}
+	st, err := js.Stream(ctx, WorkStream(k))
+	if err != nil {
+		return fmt.Errorf("read shard %s: %w", WorkStream(k), err)
+	}
+	c := st.CachedInfo().Config
+	if sourceNamed(c.Sources, StreamWork) != nil {
+		return nil
+	}
+	c.Sources = append(c.Sources, &jetstream.StreamSource{Name: StreamWork, SubjectTransforms: trs})
+	if _, err := js.UpdateStream(ctx, c); err != nil {
+		return fmt.Errorf("shard %s: source the old work queue: %w", WorkStream(k), err)
+	}
+	return nil
+}
