@@ -79,7 +79,7 @@ func TestDev_provisions_serves_health_and_stops_cleanly_on_SIGTERM(t *testing.T)
 	if err := lister.Err(); err != nil {
 		t.Fatalf("list streams: %v", err)
 	}
-	for _, want := range []string{bus.StreamEvents, bus.StreamWork, bus.StreamTranscripts, bus.StreamOut} {
+	for _, want := range []string{bus.StreamEvents, bus.WorkStream(0), bus.StreamTranscripts, bus.StreamOut} {
 		if !slices.Contains(names, want) {
 			t.Errorf("stream %s missing; streams: %v", want, names)
 		}

@@ -16,7 +16,7 @@ import (
 )
 
 func TestNotifier_command_publishes_the_headline_of_a_job_exit(t *testing.T) {
-	srv := bustest.StartServer(t)
+	srv := bustest.StartServerWith(t, 2)
 	_, js := bustest.Connect(t, srv.ClientURL())
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()

@@ -104,11 +104,11 @@ func TestFailover_killing_a_node_while_publishing_loses_no_event(t *testing.T) {
 	// machine), so it is counted after the node is back, with a long bound:
 	// late is a latency finding (docs/OPERATIONS.md), missing would be loss.
 	logged := got
-	testutil.Eventually(t, 150*time.Second, fmt.Sprintf("%s holds exactly the log's %d events", bus.StreamWork, logged), func() bool {
-		got = count(bus.StreamWork)
+	testutil.Eventually(t, 150*time.Second, fmt.Sprintf("%s holds exactly the log's %d events", bus.WorkStream(0), logged), func() bool {
+		got = count(bus.WorkStream(0))
 		return got == logged
 	})
-	t.Logf("%s holds %d events (%v after the kill)", bus.StreamWork, got, time.Since(killed).Round(time.Millisecond))
+	t.Logf("%s holds %d events (%v after the kill)", bus.WorkStream(0), got, time.Since(killed).Round(time.Millisecond))
 	testutil.Eventually(t, 30*time.Second, victim.name+" current again", func() bool {
 		s, err := admin.js.Stream(ctx, bus.StreamEvents)
 		if err != nil || s.CachedInfo().Cluster == nil {

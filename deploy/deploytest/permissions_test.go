@@ -214,9 +214,9 @@ func TestPermissions(t *testing.T) {
 		if _, err := s.GetMsg(ctx, 1, jetstream.WithGetMsgSubject("jetway.transcript.acme.h1")); err != nil {
 			t.Fatalf("dispatcher: read a transcript record: %v", err)
 		}
-		w, err := disp.js.Stream(ctx, bus.StreamWork)
+		w, err := disp.js.Stream(ctx, bus.WorkStream(0))
 		if err != nil {
-			t.Fatalf("dispatcher: stream %s: %v", bus.StreamWork, err)
+			t.Fatalf("dispatcher: stream %s: %v", bus.WorkStream(0), err)
 		}
 		if _, err := w.Info(ctx, jetstream.WithSubjectFilter("*.jetway.*.acme.h1")); err != nil {
 			t.Fatalf("dispatcher: count waiting events: %v", err)
@@ -283,7 +283,7 @@ func TestPermissions(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
 		p := bus.PartitionFor("acme", "s3", 4)
-		cons, err := r.js.Consumer(ctx, bus.StreamWork, bus.WorkConsumerName(p))
+		cons, err := r.js.Consumer(ctx, bus.WorkStream(0), bus.WorkConsumerName(p))
 		if err != nil {
 			t.Fatalf("runner: work consumer %d: %v", p, err)
 		}

@@ -326,7 +326,7 @@ func TestServices_work_under_their_own_users(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		target, err := events.FiredSubject("acme", "s5")
+		target, err := events.FiredSubject(bus.PartitionFor("acme", "s5", bus.DefaultPartitions), "acme", "s5")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -18,7 +18,7 @@ import (
 // schedule whose target or source is another subject (the server stored a
 // scheduled message on whatever subject of the stream it named).
 func TestDev_stream_settings_alone_refuse_roll_ups_and_cross_subject_schedules(t *testing.T) {
-	s := bustest.StartServer(t) // no users: open, as in jetway dev
+	s := bustest.StartServerWith(t, 2) // no users: open, as in jetway dev
 	_, js := bustest.Connect(t, s.ClientURL())
 	ctx := testContext(t)
 	if err := bus.Provision(ctx, js, bus.ProvisionConfig{Partitions: 2}); err != nil {

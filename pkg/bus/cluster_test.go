@@ -90,7 +90,7 @@ func TestCluster_keeps_every_message_when_a_node_stops_and_comes_back(t *testing
 			t.Fatalf("message %d = %q, want %q (lost or duplicated)", seq, m.Data, want)
 		}
 	}
-	work, err := js.Stream(callContext(t), bus.StreamWork)
+	work, err := js.Stream(callContext(t), bus.WorkStream(0))
 	if err != nil {
 		t.Fatalf("work stream: %v", err)
 	}
@@ -102,11 +102,11 @@ func TestCluster_keeps_every_message_when_a_node_stops_and_comes_back(t *testing
 	// Each call has a context of its own: the test's 30 s one ran out
 	// under load before sourcing resumed, and every later check failed
 	// with it.
-	testutil.Eventually(t, 90*time.Second, fmt.Sprintf("%d messages sourced into %s", n, bus.StreamWork), func() bool {
+	testutil.Eventually(t, 90*time.Second, fmt.Sprintf("%d messages sourced into %s", n, bus.WorkStream(0)), func() bool {
 		info, err := work.Info(callContext(t))
 		return err == nil && info.State.Msgs == uint64(n)
 	})
-	t.Logf("%s held all %d messages %s after the node stopped", bus.StreamWork, n, time.Since(stopped).Round(time.Millisecond))
+	t.Logf("%s held all %d messages %s after the node stopped", bus.WorkStream(0), n, time.Since(stopped).Round(time.Millisecond))
 }
 
 func TestOpenBucket_waits_for_a_cluster_that_is_coming_back(t *testing.T) {

@@ -1,7 +1,6 @@
 package bus_test
 
 import (
-
 	"testing"
 	"time"
 

@@ -48,7 +48,7 @@ func TestSchedule_fires_through_JETWAY_SCHEDULES_onto_the_sessions_events_subjec
 	}
 
 	// What fired is an ordinary session event, so it reaches the runners.
-	work, _ := js.Stream(ctx, bus.StreamWork)
+	work, _ := js.Stream(ctx, bus.WorkStream(0))
 	testutil.Eventually(t, 10*time.Second, "the fired event in JETWAY_WORK", func() bool {
 		info, err := work.Info(ctx)
 		return err == nil && info.State.Msgs == 1

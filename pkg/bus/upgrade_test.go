@@ -21,10 +21,10 @@ import (
 // schedules stream), new events reach the runners, and the roll-up that
 // erased the old stream is refused.
 func TestProvision_upgrades_an_old_events_stream_keeping_events_and_layovers(t *testing.T) {
-	s := bustest.StartServer(t)
+	const P = 4
+	s := bustest.StartServerWith(t, P)
 	_, js := bustest.Connect(t, s.ClientURL())
 	ctx := testContext(t)
-	const P = 4
 	cfg := bus.ProvisionConfig{Partitions: P}
 
 	// The old layout: JETWAY_EVENTS with schedules, and JETWAY_WORK sourcing
@@ -193,7 +193,7 @@ func TestProvision_upgrades_an_old_events_stream_keeping_events_and_layovers(t *
 // loses nothing, and provisioning again, once the cause is gone, finishes
 // it: the pending layover still arrives, from the stash it was kept in.
 func TestProvision_continues_an_upgrade_that_failed_half_way(t *testing.T) {
-	s := bustest.StartServer(t)
+	s := bustest.StartServerWith(t, 2)
 	_, js := bustest.Connect(t, s.ClientURL())
 	ctx := testContext(t)
 	cfg := bus.ProvisionConfig{Partitions: 2}

@@ -16,7 +16,6 @@ func TestSubject_builders_render_the_contract(t *testing.T) {
 		{OutSubject, "jetway.out.acme.s-1_a"},
 		{NotifySubject, "jetway.notify.acme.s-1_a"},
 		{TranscriptSubject, "jetway.transcript.acme.s-1_a"},
-		{FiredSubject, "jetway.fired.acme.s-1_a"},
 	} {
 		got, err := c.build("acme", "s-1_a")
 		if err != nil || got != c.want {
@@ -27,8 +26,14 @@ func TestSubject_builders_render_the_contract(t *testing.T) {
 	if err != nil || got != "jetway.schedules.acme.s1.lay-3" {
 		t.Errorf("ScheduleSubject = %q, %v", got, err)
 	}
-	if _, err := FiredSubject("acme", "a.b"); err == nil {
+	if got, err := FiredSubject(3, "acme", "s-1_a"); err != nil || got != "jetway.fired.3.acme.s-1_a" {
+		t.Errorf("FiredSubject = %q, %v", got, err)
+	}
+	if _, err := FiredSubject(0, "acme", "a.b"); err == nil {
 		t.Errorf("FiredSubject took a session with a dot")
+	}
+	if _, err := FiredSubject(-1, "acme", "s1"); err == nil {
+		t.Errorf("FiredSubject took a negative partition")
 	}
 	if Filter(KindEvents) != "jetway.events.*.*" || Filter(KindSchedules) != "jetway.schedules.*.*.*" {
 		t.Errorf("filters %q %q", Filter(KindEvents), Filter(KindSchedules))

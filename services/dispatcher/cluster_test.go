@@ -55,7 +55,7 @@ func TestCluster_shows_operators_runners_partitions_and_consumer_lag_and_refuses
 	}
 	found := false
 	for _, s := range c.Streams {
-		found = found || s.Name == bus.StreamWork
+		found = found || s.Name == bus.WorkStream(0)
 	}
 	if !found || len(c.Consumers) == 0 || len(c.Errors) != 0 {
 		t.Errorf("streams %+v consumers %+v errors %v", c.Streams, c.Consumers, c.Errors)

@@ -49,7 +49,7 @@ type fixture struct {
 // and buckets, and serves a real Dispatcher over a real HTTP server.
 func newFixture(t testing.TB, tweak ...func(*Config)) *fixture {
 	t.Helper()
-	s := bustest.StartServer(t)
+	s := bustest.StartServerWith(t, 1)
 	nc, js := bustest.Connect(t, s.ClientURL())
 	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
 	defer cancel()

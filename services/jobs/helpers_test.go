@@ -86,7 +86,7 @@ type env struct {
 
 func newEnv(t testing.TB) *env {
 	t.Helper()
-	srv := bustest.StartServer(t)
+	srv := bustest.StartServerWith(t, 1)
 	nc, js := bustest.Connect(t, srv.ClientURL())
 	ctx, cancel := context.WithTimeout(bg, 30*time.Second)
 	defer cancel()

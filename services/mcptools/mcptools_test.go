@@ -102,7 +102,7 @@ func startBus(t *testing.T) testBus {
 	if v := proctree.LandlockABI(); v < proctree.MinLandlockABI {
 		t.Skipf("kernel Landlock ABI %d; confinement needs %d", v, proctree.MinLandlockABI)
 	}
-	b := testBus{server: mcptest.Build(t), srv: bustest.StartServer(t)}
+	b := testBus{server: mcptest.Build(t), srv: bustest.StartServerWith(t, 1)}
 	b.nc, b.js = bustest.Connect(t, b.srv.ClientURL())
 	ctx, cancel := context.WithTimeout(bg, 30*time.Second)
 	defer cancel()

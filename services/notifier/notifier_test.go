@@ -34,7 +34,7 @@ type env struct {
 
 func newEnv(t *testing.T) env {
 	t.Helper()
-	s := bustest.StartServer(t)
+	s := bustest.StartServerWith(t, 2)
 	nc, js := bustest.Connect(t, s.ClientURL())
 	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
 	defer cancel()

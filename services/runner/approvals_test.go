@@ -278,7 +278,7 @@ func TestA_SIGKILLed_runner_never_runs_an_approved_call_twice(t *testing.T) {
 	if _, err := buildJetway(); err != nil {
 		t.Fatal(err)
 	}
-	srv := bustest.StartServer(t)
+	srv := bustest.StartServerWith(t, 2)
 	nc, js := bustest.Connect(t, srv.ClientURL())
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

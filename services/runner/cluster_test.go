@@ -86,7 +86,7 @@ func procBus(t *testing.T, partitions int) (url string, js jetstream.JetStream) 
 	if _, err := buildJetway(); err != nil {
 		t.Fatal(err)
 	}
-	srv := bustest.StartServer(t)
+	srv := bustest.StartServerWith(t, partitions)
 	_, js = bustest.Connect(t, srv.ClientURL())
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -85,7 +85,7 @@ func (e *env) workConsumer(tenant, session string) interface {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	c, err := e.js.Consumer(ctx, bus.StreamWork, bus.WorkConsumerName(bus.PartitionFor(tenant, session, p)))
+	c, err := e.js.Consumer(ctx, bus.WorkStream(0), bus.WorkConsumerName(bus.PartitionFor(tenant, session, p)))
 	if err != nil {
 		e.t.Fatal(err)
 	}

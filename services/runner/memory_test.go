@@ -47,7 +47,7 @@ func TestIdle_sessions_cost_no_memory_once_evicted(t *testing.T) {
 		}
 	}
 	testutil.Eventually(t, 5*time.Minute, "every session's run to end and the work stream to drain", func() bool {
-		st, err := e.js.Stream(context.Background(), bus.StreamWork)
+		st, err := e.js.Stream(context.Background(), bus.WorkStream(0))
 		if err != nil {
 			return false
 		}

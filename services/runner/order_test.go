@@ -119,7 +119,7 @@ func threeEventsInHand(t *testing.T, ctx context.Context) (*Runner, int, []jetst
 		e.publish(events.KindEvents, "t1", "s1", events.Input{Text: string(rune('a' + i))})
 	}
 	part := bus.PartitionFor("t1", "s1", 4)
-	cons, err := e.js.Consumer(ctx, bus.StreamWork, bus.WorkConsumerName(part))
+	cons, err := e.js.Consumer(ctx, bus.WorkStream(0), bus.WorkConsumerName(part))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,7 +33,7 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	srv := bustest.StartServer(t)
+	srv := bustest.StartServerWith(t, 4)
 	nc, js := bustest.Connect(t, srv.ClientURL())
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -312,7 +312,7 @@ func TestA_job_event_on_the_events_subject_is_refused_and_recorded(t *testing.T)
 	}
 	// Acked (terminated): nothing left pending on the work stream.
 	testutil.Eventually(t, 10*time.Second, "the work stream to drain", func() bool {
-		st, err := e.js.Stream(context.Background(), bus.StreamWork)
+		st, err := e.js.Stream(context.Background(), bus.WorkStream(0))
 		if err != nil {
 			return false
 		}

@@ -507,8 +507,8 @@ func TestChaos_every_accepted_event_reaches_the_model_once_through_faults(t *tes
 			k := rng.IntN(len(cl.Nodes))
 			nd := cl.Nodes[k]
 			leads := ""
-			if l := cl.StreamLeader(bus.StreamWork); l == nd {
-				leads = " (leader of " + bus.StreamWork + ")"
+			if l := cl.StreamLeader(bus.WorkStream(0)); l == nd {
+				leads = " (leader of " + bus.WorkStream(0) + ")"
 			}
 			down := between(rng, [2]time.Duration{3 * time.Second, 12 * time.Second})
 			for link, b := range routes {
@@ -527,8 +527,8 @@ func TestChaos_every_accepted_event_reaches_the_model_once_through_faults(t *tes
 		case faultNodeRestart:
 			nd := cl.Nodes[rng.IntN(len(cl.Nodes))]
 			leads := ""
-			if l := cl.StreamLeader(bus.StreamWork); l == nd {
-				leads = " (leader of " + bus.StreamWork + ")"
+			if l := cl.StreamLeader(bus.WorkStream(0)); l == nd {
+				leads = " (leader of " + bus.WorkStream(0) + ")"
 			}
 			down := between(rng, [2]time.Duration{1 * time.Second, 5 * time.Second})
 			t.Logf("fault %d: NATS node %s%s stopped; back in %s", n, nd.Name(), leads, down.Round(time.Millisecond))

@@ -17,7 +17,7 @@ import (
 // (acked without being recorded).
 func workState(ctx context.Context, js jetstream.JetStream, partitions int) string {
 	var b strings.Builder
-	st, err := js.Stream(ctx, bus.StreamWork)
+	st, err := js.Stream(ctx, bus.WorkStream(0))
 	if err != nil {
 		return fmt.Sprintf("work stream: %v", err)
 	}
@@ -25,7 +25,7 @@ func workState(ctx context.Context, js jetstream.JetStream, partitions int) stri
 	if err != nil {
 		return fmt.Sprintf("work stream info: %v", err)
 	}
-	fmt.Fprintf(&b, "%s: %d messages, first %d, last %d\n", bus.StreamWork, info.State.Msgs, info.State.FirstSeq, info.State.LastSeq)
+	fmt.Fprintf(&b, "%s: %d messages, first %d, last %d\n", bus.WorkStream(0), info.State.Msgs, info.State.FirstSeq, info.State.LastSeq)
 	seq := info.State.FirstSeq
 	for n := 0; n < 200 && seq <= info.State.LastSeq; n++ {
 		m, err := st.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(">"))
@@ -40,7 +40,7 @@ func workState(ctx context.Context, js jetstream.JetStream, partitions int) stri
 		seq = m.Sequence + 1
 	}
 	for p := range partitions {
-		c, err := js.Consumer(ctx, bus.StreamWork, bus.WorkConsumerName(p))
+		c, err := js.Consumer(ctx, bus.WorkStream(0), bus.WorkConsumerName(p))
 		if err != nil {
 			fmt.Fprintf(&b, "consumer %d: %v\n", p, err)
 			continue

@@ -33,7 +33,7 @@ func setup(t *testing.T) (*tool.Registry, *client.Client) {
 func setupRoot(t *testing.T) (*tool.Registry, *client.Client, string) {
 	t.Helper()
 	root := t.TempDir()
-	srv := bustest.StartServer(t)
+	srv := bustest.StartServerWith(t, 1)
 	nc, js := bustest.Connect(t, srv.ClientURL())
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

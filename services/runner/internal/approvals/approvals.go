@@ -26,9 +26,9 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"jetway/pkg/bus"
 	"jetway/pkg/agent/permission"
 	"jetway/pkg/agent/tool"
+	"jetway/pkg/bus"
 	"jetway/pkg/control/agents"
 	rec "jetway/pkg/control/approvals"
 	"jetway/pkg/events"

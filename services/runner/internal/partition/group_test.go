@@ -29,7 +29,7 @@ type env struct {
 
 func newEnv(t *testing.T, partitions int, ackWait time.Duration) *env {
 	t.Helper()
-	srv := bustest.StartServer(t)
+	srv := bustest.StartServerWith(t, partitions)
 	_, js := bustest.Connect(t, srv.ClientURL())
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -264,7 +264,7 @@ func TestA_dead_member_s_partitions_and_unacked_messages_go_to_the_next_in_order
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		for n := range e.p {
-			c, err := e.js.Consumer(ctx, bus.StreamWork, bus.WorkConsumerName(n))
+			c, err := e.js.Consumer(ctx, bus.WorkStream(0), bus.WorkConsumerName(n))
 			if err != nil {
 				return false
 			}
@@ -315,7 +315,7 @@ func (e *env) pinOf(n int) string {
 	e.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	c, err := e.js.Consumer(ctx, bus.StreamWork, bus.WorkConsumerName(n))
+	c, err := e.js.Consumer(ctx, bus.WorkStream(0), bus.WorkConsumerName(n))
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -173,14 +173,14 @@ func TestThe_pin_checks_of_all_held_partitions_share_one_listing(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	g := e.group("r1")
-	work, err := e.js.Stream(ctx, bus.StreamWork)
+	work, err := e.js.Stream(ctx, bus.WorkStream(0))
 	if err != nil {
 		t.Fatal(err)
 	}
-	g.work = work
+	g.work = []jetstream.Stream{work}
 	g.parts = make([]*part, 4)
 	for n := range g.parts {
-		cons, err := e.js.Consumer(ctx, bus.StreamWork, bus.WorkConsumerName(n))
+		cons, err := e.js.Consumer(ctx, bus.WorkStream(0), bus.WorkConsumerName(n))
 		if err != nil {
 			t.Fatal(err)
 		}
