@@ -315,3 +315,62 @@ func TestWorkConsumerName_names_partitions(t *testing.T) {
 		t.Errorf("WorkStreamOf(7, 3) = %q, want JETWAY_WORK_1", got)
 	}
 }
+
+// On a three-node cluster the shards' leaders sit on three nodes, as each
+// node's own /jsz says, and the events of many sessions load all three:
+// adding nodes adds capacity to the event path.
+func TestProvision_on_a_cluster_spreads_the_shards_leaders_and_their_load(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a 3-node cluster")
+	}
+	const P, K = 6, 3
+	c := bustest.StartClusterWith(t, 3, bustest.ClusterConfig{Partitions: P})
+	_, js := bustest.Connect(t, c.URLs()...)
+	ctx := testContext(t)
+	if err := bus.Provision(ctx, js, bus.ProvisionConfig{Replicas: 3, Shards: K}); err != nil {
+		t.Fatalf("provision: %v", err)
+	}
+	led := ledBy(t, c)
+	shardOf := map[string]string{} // shard → the node leading it
+	for node, streams := range led {
+		for _, s := range streams {
+			if strings.HasPrefix(s, bus.StreamWorkPrefix) {
+				if prev, dup := shardOf[s]; dup {
+					t.Fatalf("%s led by %s and %s", s, prev, node)
+				}
+				shardOf[s] = node
+			}
+		}
+	}
+	nodes := map[string]bool{}
+	for _, n := range shardOf {
+		nodes[n] = true
+	}
+	if len(shardOf) != K || len(nodes) != K {
+		t.Fatalf("jsz: shards led by %v, want %d shards on %d different nodes (all leaders: %v)", shardOf, K, K, led)
+	}
+
+	const sessions = 60
+	for i := range sessions {
+		if _, err := js.Publish(ctx, fmt.Sprintf("jetway.events.acme.s%d", i), nil); err != nil {
+			t.Fatalf("publish: %v", err)
+		}
+	}
+	want := map[string]uint64{}
+	for i := range sessions {
+		want[bus.WorkStreamOf(bus.PartitionFor("acme", fmt.Sprintf("s%d", i), P), K)]++
+	}
+	for _, nd := range c.Nodes {
+		for _, sd := range jszStreams(t, nd, true) {
+			if !strings.HasPrefix(sd.Name, bus.StreamWorkPrefix) {
+				continue
+			}
+			if sd.State.Msgs != want[sd.Name] || want[sd.Name] == 0 {
+				t.Errorf("jsz of %s: its shard %s holds %d events, want %d (and more than none)", nd.Name(), sd.Name, sd.State.Msgs, want[sd.Name])
+			}
+		}
+	}
+	if moved, err := bus.SpreadLeaders(ctx, js, []string{bus.WorkStream(0), bus.WorkStream(1), bus.WorkStream(2)}); err != nil || moved != 0 {
+		t.Errorf("SpreadLeaders after provisioning moved %d (%v), want nothing left to move", moved, err)
+	}
+}
