@@ -28,7 +28,7 @@ func newStateCollector(js jetstream.JetStream) *stateCollector {
 	return &stateCollector{
 		js: js,
 		pending: prometheus.NewDesc("jetway_runner_work_pending",
-			"Events in "+bus.StreamWork+" that no runner has acked yet: queued, or held by a busy session.", nil, nil),
+			"Events in the work shards ("+bus.StreamWorkPrefix+"<k>) that no runner has acked yet (or the log not yet copied): queued, or held by a busy session.", nil, nil),
 		sessions: prometheus.NewDesc("jetway_runner_sessions",
 			"Sessions by state (idle, running, interrupted, stopped) as the runners record them.", []string{"state"}, nil),
 		jobs: prometheus.NewDesc("jetway_jobs",
@@ -48,13 +48,33 @@ const scrapeTimeout = 2 * time.Second
 func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), scrapeTimeout)
 	defer cancel()
-	if st, err := c.js.Stream(ctx, bus.StreamWork); err == nil {
-		if info, err := st.Info(ctx); err == nil {
-			ch <- prometheus.MustNewConstMetric(c.pending, prometheus.GaugeValue, float64(info.State.Msgs))
-		}
+	if pending, ok := c.workPending(ctx); ok {
+		ch <- prometheus.MustNewConstMetric(c.pending, prometheus.GaugeValue, float64(pending))
 	}
 	c.countBy(ctx, ch, bus.BucketSessions, "state", c.sessions)
 	c.countBy(ctx, ch, bus.BucketJobs, "status", c.jobs)
+}
+
+// workPending counts the events in every work shard (false when the
+// shards cannot be read).
+func (c *stateCollector) workPending(ctx context.Context) (uint64, bool) {
+	l, err := bus.ReadLayout(ctx, c.js)
+	if err != nil {
+		return 0, false
+	}
+	var pending uint64
+	for k := range l.Shards {
+		st, err := c.js.Stream(ctx, bus.WorkStream(k))
+		if err != nil {
+			return 0, false
+		}
+		info, err := st.Info(ctx)
+		if err != nil {
+			return 0, false
+		}
+		pending += info.State.Msgs
+	}
+	return pending, true
 }
 
 // countBy counts the JSON records of bucket by the value of field.

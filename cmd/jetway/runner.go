@@ -62,7 +62,7 @@ func newRunnerCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "runner",
 		Short: "Run a runner: consume host events per session and drive agent runs",
-		Long: `runner consumes host events from JETWAY_WORK. Run as many as you like: the
+		Long: `runner consumes host events from the work shards. Run as many as you like: the
 partitions are pinned one runner each and move when a runner stops. The model
 comes from the environment (ANTHROPIC_API_KEY, OPENAI_API_KEY/OPENAI_BASE_URL),
 else the deterministic demo script. The streams must exist (jetway dev, or

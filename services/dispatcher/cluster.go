@@ -146,18 +146,18 @@ func naturalLess(a, b string) bool {
 // clusterPartitions is one row per work partition, from its consumer.
 func (d *clusterCore) clusterPartitions(ctx context.Context, consumers []api.ClusterConsumer) ([]api.ClusterPartition, error) {
 	out := []api.ClusterPartition{}
-	n, err := bus.Partitions(ctx, d.js)
+	l, err := bus.ReadLayout(ctx, d.js)
 	if err != nil {
 		return out, err
 	}
 	byName := map[string]api.ClusterConsumer{}
 	for _, c := range consumers {
-		if c.Stream == bus.StreamWork {
-			byName[c.Name] = c
+		if strings.HasPrefix(c.Stream, bus.StreamWorkPrefix) {
+			byName[c.Stream+"/"+c.Name] = c
 		}
 	}
-	for i := range n {
-		c := byName[bus.WorkConsumerName(i)]
+	for i := range l.Partitions {
+		c := byName[l.Stream(i)+"/"+bus.WorkConsumerName(i)]
 		out = append(out, api.ClusterPartition{Partition: i, Pending: c.Pending, AckPending: c.AckPending, Redelivered: c.Redelivered})
 	}
 	return out, nil

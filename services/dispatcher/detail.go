@@ -175,15 +175,16 @@ func switchOf(p auth.Principal, c groundstop.Covered) StopSwitch {
 	return sw
 }
 
-// pendingEvents counts the session's events still in the work queue: a
-// runner acks (and so removes) an event only once the turn that hands it
-// to the model is recorded, so what is there has not reached the model.
+// pendingEvents counts the session's events still in its work shard: a
+// runner acks an event only once the turn that hands it to the model is
+// recorded (and the shard lets it go once acked and logged, a moment
+// later), so what is there has not reached the model.
 func (d *sessionsCore) pendingEvents(ctx context.Context, tenant, session string) (int, error) {
-	st, err := d.workStream(ctx)
+	st, p, err := d.workStreamOf(ctx, tenant, session)
 	if err != nil || st == nil {
 		return 0, err
 	}
-	filter := "*.jetway.*." + tenant + "." + session
+	filter := bus.PartitionFilter(p, tenant, session)
 	info, err := st.Info(ctx, jetstream.WithSubjectFilter(filter))
 	if err != nil {
 		return 0, unavailable("count pending events", err)
@@ -197,9 +198,27 @@ func (d *sessionsCore) pendingEvents(ctx context.Context, tenant, session string
 	return n, nil
 }
 
-// workStream opens JETWAY_WORK once; nil when it does not exist yet.
-func (d *store) workStream(ctx context.Context) (jetstream.Stream, error) {
-	return d.stream(ctx, bus.StreamWork)
+// workStreamOf opens the work shard of a session's partition, and says
+// the partition; nil when the shards do not exist yet.
+func (d *store) workStreamOf(ctx context.Context, tenant, session string) (jetstream.Stream, int, error) {
+	d.kvMu.Lock()
+	l := d.layout
+	d.kvMu.Unlock()
+	if l.Partitions == 0 {
+		if st, err := d.stream(ctx, bus.WorkStream(0)); err != nil || st == nil {
+			return nil, 0, err
+		}
+		read, err := bus.ReadLayout(ctx, d.js)
+		if err != nil {
+			return nil, 0, unavailable("read the work layout", err)
+		}
+		d.kvMu.Lock()
+		d.layout, l = read, read
+		d.kvMu.Unlock()
+	}
+	p := bus.PartitionFor(tenant, session, l.Partitions)
+	st, err := d.stream(ctx, l.Stream(p))
+	return st, p, err
 }
 
 // stream opens a stream once and caches it; (nil, nil) when it does not

@@ -21,7 +21,7 @@
 // and written only here: jetway_event_ids <tenant>.<session>.<hash of id>
 // (dedupe.go). A session's history is read from JETWAY_TRANSCRIPTS one
 // message at a time (transcript.go), its waiting events counted in
-// JETWAY_WORK (detail.go), and its jobs' output and kill asked of its jobs
+// its work shard (detail.go), and its jobs' output and kill asked of its jobs
 // worker through the jobs service's API (jobs.go). The request and answer
 // bodies, and the problem type of every error, are pkg/dispatcherapi's.
 //

@@ -26,8 +26,10 @@ type store struct {
 
 	kvMu sync.Mutex
 	kvs  map[string]jetstream.KeyValue
-	// streams are the streams read directly (detail.go), under kvMu too.
+	// streams are the streams read directly (detail.go), under kvMu too;
+	// layout is how the event path is divided, read once (detail.go).
 	streams map[string]jetstream.Stream
+	layout  bus.Layout
 
 	// jobs is the jobs service's client, made at first use (detail.go).
 	jobsOnce sync.Once

@@ -51,7 +51,7 @@ func (r *Runner) openWork(ctx context.Context) error {
 	return nil
 }
 
-// seqOf is a delivery's sequence in JETWAY_WORK (0 when unknown).
+// seqOf is a delivery's sequence in its work shard (0 when unknown).
 func seqOf(m jetstream.Msg) uint64 {
 	if m == nil {
 		return 0

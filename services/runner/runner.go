@@ -1,9 +1,9 @@
 // Package runner is the distributed host event loop: it consumes host
-// events per session from JETWAY_WORK, starts a run when a session is idle,
+// events per session from the work shards (JETWAY_WORK_<k>), starts a run when a session is idle,
 // hands an event to the running model as a notice when it is busy, and
 // records every turn in the session's transcript before anything acts on it.
 //
-// Any number of runners share the work. Each partition of JETWAY_WORK is
+// Any number of runners share the work. Each partition of the shards is
 // pinned by the server to one runner (PriorityPolicyPinned); inside it, one
 // actor per session keeps that session's order. Exclusivity does not rest on
 // the pin: transcript appends are fenced by the expected last sequence per

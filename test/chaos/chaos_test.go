@@ -42,8 +42,27 @@ const (
 	shortCap      = 3 * time.Minute
 )
 
-// workPartitions is how many partitions the suite's work stream has.
-const workPartitions = 6
+// shardsLedBy says which work shards nd leads, for the fault's log line.
+func shardsLedBy(cl *bustest.Cluster, nd *bustest.Node) string {
+	var led []string
+	for k := range workShards {
+		if cl.StreamLeader(bus.WorkStream(k)) == nd {
+			led = append(led, bus.WorkStream(k))
+		}
+	}
+	if len(led) == 0 {
+		return ""
+	}
+	return " (leader of " + strings.Join(led, ", ") + ")"
+}
+
+// workPartitions is how many partitions the suite's work shards have,
+// and workShards how many shards: one per node, so a node's fault takes
+// one shard's leader.
+const (
+	workPartitions = 6
+	workShards     = 3
+)
 
 // plan is what one chaos run does: how long, how big, and the seed every
 // random choice comes from.
@@ -326,14 +345,14 @@ func TestChaos_every_accepted_event_reaches_the_model_once_through_faults(t *tes
 	// Every link between two nodes runs through a proxy per direction (each
 	// end dials the other), which a fault can blackhole to partition a node.
 	routes := map[[2]int]*testutil.Blackhole{}
-	cl := bustest.StartClusterWith(t, 3, bustest.ClusterConfig{RouteVia: func(from, to int, addr string) string {
+	cl := bustest.StartClusterWith(t, 3, bustest.ClusterConfig{Partitions: workPartitions, RouteVia: func(from, to int, addr string) string {
 		b := testutil.StartBlackhole(t, addr)
 		routes[[2]int{from, to}] = b
 		return b.URL()
 	}})
 	urls := strings.Join(cl.URLs(), ",")
 	_, js := bustest.Connect(t, urls)
-	if err := bus.Provision(ctx, js, bus.ProvisionConfig{Replicas: 3, Partitions: workPartitions, WorkAckWait: 2 * time.Second, WorkPinnedTTL: 2 * time.Second}); err != nil {
+	if err := bus.Provision(ctx, js, bus.ProvisionConfig{Replicas: 3, Partitions: workPartitions, Shards: workShards, WorkAckWait: 2 * time.Second, WorkPinnedTTL: 2 * time.Second}); err != nil {
 		t.Fatalf("provision: %v", err)
 	}
 	// Each runner has a fake model of its own, so every call is known by
@@ -506,10 +525,7 @@ func TestChaos_every_accepted_event_reaches_the_model_once_through_faults(t *tes
 			// lost its quorum.
 			k := rng.IntN(len(cl.Nodes))
 			nd := cl.Nodes[k]
-			leads := ""
-			if l := cl.StreamLeader(bus.WorkStream(0)); l == nd {
-				leads = " (leader of " + bus.WorkStream(0) + ")"
-			}
+			leads := shardsLedBy(cl, nd)
 			down := between(rng, [2]time.Duration{3 * time.Second, 12 * time.Second})
 			for link, b := range routes {
 				if link[0] == k || link[1] == k {
@@ -526,10 +542,7 @@ func TestChaos_every_accepted_event_reaches_the_model_once_through_faults(t *tes
 			cl.WaitReady()
 		case faultNodeRestart:
 			nd := cl.Nodes[rng.IntN(len(cl.Nodes))]
-			leads := ""
-			if l := cl.StreamLeader(bus.WorkStream(0)); l == nd {
-				leads = " (leader of " + bus.WorkStream(0) + ")"
-			}
+			leads := shardsLedBy(cl, nd)
 			down := between(rng, [2]time.Duration{1 * time.Second, 5 * time.Second})
 			t.Logf("fault %d: NATS node %s%s stopped; back in %s", n, nd.Name(), leads, down.Round(time.Millisecond))
 			nd.Stop()

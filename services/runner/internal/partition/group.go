@@ -1,5 +1,5 @@
 // Package partition is the runner's pinned partition group: it shares the
-// partitions of JETWAY_WORK among the live runners, pulls the ones this
+// partitions of the work shards among the live runners, pulls the ones this
 // runner holds and hands each message to the runner, in stream order.
 //
 // JetStream has no per-key consumer group, so the group is built from one
