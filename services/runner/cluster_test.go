@@ -131,12 +131,12 @@ func TestA_killed_runner_s_sessions_continue_elsewhere_exactly_once(t *testing.T
 	if _, err := buildJetway(); err != nil {
 		t.Fatal(err)
 	}
-	cl := bustest.StartCluster(t, 3)
+	cl := bustest.StartClusterWith(t, 3, bustest.ClusterConfig{Partitions: 6})
 	urls := strings.Join(cl.URLs(), ",")
 	_, js := bustest.Connect(t, urls)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	if err := bus.Provision(ctx, js, bus.ProvisionConfig{Replicas: 3, Partitions: 6, WorkAckWait: 2 * time.Second, WorkPinnedTTL: 2 * time.Second}); err != nil {
+	if err := bus.Provision(ctx, js, bus.ProvisionConfig{Replicas: 3, Partitions: 6, Shards: 3, WorkAckWait: 2 * time.Second, WorkPinnedTTL: 2 * time.Second}); err != nil {
 		t.Fatal(err)
 	}
 	model := llmtest.NewAnthropic(t)

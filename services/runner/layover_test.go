@@ -27,7 +27,7 @@ func TestA_layover_resumes_as_a_resumed_run_even_across_a_server_restart(t *test
 	}
 	port := l.Addr().(*net.TCPAddr).Port
 	l.Close()
-	cfg := bus.EmbeddedConfig{StoreDir: t.TempDir(), Host: "127.0.0.1", Port: port}
+	cfg := bus.EmbeddedConfig{StoreDir: t.TempDir(), Host: "127.0.0.1", Port: port, Partitions: 2}
 	srv, err := bus.StartEmbedded(cfg)
 	if err != nil {
 		t.Fatal(err)
