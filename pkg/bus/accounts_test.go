@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"jetway/pkg/bus"
+	"jetway/pkg/bus/bustest"
 )
 
 // devLayout writes the dev account layout with tenants into dir and
@@ -37,7 +38,7 @@ func TestMoveGlobalAccountStore_keeps_every_pending_event_across_the_move_to_acc
 		t.Fatal(err)
 	}
 	js, _ := jetstream.New(nc)
-	if err := bus.Provision(ctx, js, bus.ProvisionConfig{Partitions: 2}); err != nil {
+	if err := bus.Provision(ctx, js, bus.ProvisionConfig{}); err != nil {
 		t.Fatal(err)
 	}
 	const pending = 25
@@ -46,6 +47,7 @@ func TestMoveGlobalAccountStore_keeps_every_pending_event_across_the_move_to_acc
 			t.Fatal(err)
 		}
 	}
+	bustest.WaitLogged(t, js)
 	before := streamMsgs(ctx, t, js)
 	nc.Close()
 	bus.StopEmbedded(old)
@@ -75,8 +77,8 @@ func TestMoveGlobalAccountStore_keeps_every_pending_event_across_the_move_to_acc
 			t.Errorf("stream %s: %d messages before the move, %d after", name, n, after[name])
 		}
 	}
-	if before[bus.StreamEvents] != pending {
-		t.Errorf("%s held %d events before the move, want %d", bus.StreamEvents, before[bus.StreamEvents], pending)
+	if before[bus.WorkStream(0)] != pending {
+		t.Errorf("%s held %d events before the move, want %d", bus.WorkStream(0), before[bus.WorkStream(0)], pending)
 	}
 }
 

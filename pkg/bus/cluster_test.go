@@ -37,15 +37,18 @@ func TestCluster_keeps_every_message_when_a_node_stops_and_comes_back(t *testing
 	c := bustest.StartCluster(t, 3)
 	_, js := bustest.Connect(t, c.URLs()...)
 	ctx := testContext(t)
-	if err := bus.Provision(ctx, js, bus.ProvisionConfig{Replicas: 3, Partitions: 2}); err != nil {
+	if err := bus.Provision(ctx, js, bus.ProvisionConfig{Replicas: 3}); err != nil {
 		t.Fatalf("provision R3: %v", err)
 	}
-	ev, err := js.Stream(ctx, bus.StreamEvents)
+	// Publishes land in the session's shard (one here), acked by its
+	// leader; the log copies them from there.
+	shard := bus.WorkStream(0)
+	ev, err := js.Stream(ctx, shard)
 	if err != nil {
 		t.Fatalf("stream: %v", err)
 	}
 	if r := ev.CachedInfo().Config.Replicas; r != 3 {
-		t.Fatalf("%s has %d replicas, want 3", bus.StreamEvents, r)
+		t.Fatalf("%s has %d replicas, want 3", shard, r)
 	}
 
 	const perPhase = 20
@@ -59,8 +62,8 @@ func TestCluster_keeps_every_message_when_a_node_stops_and_comes_back(t *testing
 	publish()
 
 	var victim *bustest.Node
-	testutil.Eventually(t, 10*time.Second, "a leader for "+bus.StreamEvents, func() bool {
-		victim = c.StreamLeader(bus.StreamEvents)
+	testutil.Eventually(t, 10*time.Second, "a leader for "+shard, func() bool {
+		victim = c.StreamLeader(shard)
 		return victim != nil
 	})
 	stopped := time.Now()
@@ -70,16 +73,16 @@ func TestCluster_keeps_every_message_when_a_node_stops_and_comes_back(t *testing
 	c.WaitReady()
 	publish()
 
-	testutil.Eventually(t, 20*time.Second, victim.Name()+" current on "+bus.StreamEvents, func() bool {
+	testutil.Eventually(t, 20*time.Second, victim.Name()+" current on "+shard, func() bool {
 		s := victim.Server()
-		return s != nil && s.JetStreamIsStreamCurrent(server.DEFAULT_GLOBAL_ACCOUNT, bus.StreamEvents)
+		return s != nil && s.JetStreamIsStreamCurrent(server.DEFAULT_GLOBAL_ACCOUNT, shard)
 	})
 	info, err := ev.Info(callContext(t))
 	if err != nil {
 		t.Fatalf("stream info: %v", err)
 	}
 	if info.State.Msgs != uint64(n) {
-		t.Fatalf("%s holds %d messages, want %d", bus.StreamEvents, info.State.Msgs, n)
+		t.Fatalf("%s holds %d messages, want %d", shard, info.State.Msgs, n)
 	}
 	for seq := uint64(1); seq <= uint64(n); seq++ {
 		m, err := ev.GetMsg(callContext(t), seq)
@@ -90,23 +93,26 @@ func TestCluster_keeps_every_message_when_a_node_stops_and_comes_back(t *testing
 			t.Fatalf("message %d = %q, want %q (lost or duplicated)", seq, m.Data, want)
 		}
 	}
-	work, err := js.Stream(callContext(t), bus.WorkStream(0))
+	log, err := js.Stream(callContext(t), bus.StreamEvents)
 	if err != nil {
-		t.Fatalf("work stream: %v", err)
+		t.Fatalf("log: %v", err)
 	}
-	// JETWAY_WORK sources through a durable R3 consumer on JETWAY_EVENTS,
-	// which outlives the leader's node: sourcing goes on 0.35–2.3 s after
-	// it stopped here. (Through the server's own ephemeral consumer it
+	// The log sources each shard through a durable R3 consumer, which
+	// outlives the leader's node: sourcing goes on within a second or two
+	// of it stopping. (Through the server's own ephemeral consumer it
 	// waited for the fixed 10 s source health check and a backoff, 2–27 s;
 	// the wait below still allows for that, as the deployment test does.)
 	// Each call has a context of its own: the test's 30 s one ran out
 	// under load before sourcing resumed, and every later check failed
 	// with it.
-	testutil.Eventually(t, 90*time.Second, fmt.Sprintf("%d messages sourced into %s", n, bus.WorkStream(0)), func() bool {
-		info, err := work.Info(callContext(t))
+	testutil.Eventually(t, 90*time.Second, fmt.Sprintf("%d messages sourced into %s", n, bus.StreamEvents), func() bool {
+		info, err := log.Info(callContext(t))
 		return err == nil && info.State.Msgs == uint64(n)
 	})
-	t.Logf("%s held all %d messages %s after the node stopped", bus.WorkStream(0), n, time.Since(stopped).Round(time.Millisecond))
+	t.Logf("%s held all %d messages %s after the node stopped", bus.StreamEvents, n, time.Since(stopped).Round(time.Millisecond))
+	if m, err := log.GetMsg(callContext(t), uint64(n)); err != nil || m.Subject != "jetway.events.t1.s1" || string(m.Data) != fmt.Sprintf("m%d", n) {
+		t.Errorf("the log's last message: %v, %v; want m%d on jetway.events.t1.s1", m, err, n)
+	}
 }
 
 func TestOpenBucket_waits_for_a_cluster_that_is_coming_back(t *testing.T) {
@@ -119,7 +125,7 @@ func TestOpenBucket_waits_for_a_cluster_that_is_coming_back(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	_, js := bustest.Connect(t, c.URLs()...)
-	if err := bus.Provision(ctx, js, bus.ProvisionConfig{Replicas: 3, Partitions: 2}); err != nil {
+	if err := bus.Provision(ctx, js, bus.ProvisionConfig{Replicas: 3}); err != nil {
 		t.Fatalf("provision R3: %v", err)
 	}
 	// The whole cluster down, as when every node restarts at once: until

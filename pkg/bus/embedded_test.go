@@ -20,7 +20,7 @@ func TestStartEmbedded_keeps_streams_and_messages_across_a_clean_restart(t *test
 	t.Cleanup(func() { bus.StopEmbedded(s) })
 	nc, js := bustest.Connect(t, s.ClientURL())
 	ctx := testContext(t)
-	if err := bus.Provision(ctx, js, bus.ProvisionConfig{Partitions: 2}); err != nil {
+	if err := bus.Provision(ctx, js, bus.ProvisionConfig{}); err != nil {
 		t.Fatalf("provision: %v", err)
 	}
 	for i := range 5 {

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"jetway/pkg/bus"
+	"jetway/pkg/bus/bustest"
 	"jetway/pkg/events"
 )
 
@@ -108,6 +109,7 @@ func FuzzIngest(f *testing.F) {
 
 func lastSeqOf(t *testing.T, fx *fixture) uint64 {
 	t.Helper()
+	bustest.WaitLogged(t, fx.js)
 	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
 	defer cancel()
 	s, err := fx.js.Stream(ctx, bus.StreamEvents)
@@ -125,6 +127,7 @@ func lastSeqOf(t *testing.T, fx *fixture) uint64 {
 // runner would and holds it to the ingest's promises.
 func checkStored(t *testing.T, fx *fixture, before, after uint64, tenant string) {
 	t.Helper()
+	bustest.WaitLogged(t, fx.js)
 	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
 	defer cancel()
 	s, err := fx.js.Stream(ctx, bus.StreamEvents)

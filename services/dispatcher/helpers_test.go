@@ -147,9 +147,11 @@ func problemOf(t testing.TB, resp *http.Response, status int) Problem {
 	return p
 }
 
-// lastSeq is JETWAY_EVENTS's last sequence number.
+// lastSeq is JETWAY_EVENTS's last sequence number, once the log has
+// copied what the shards stored.
 func (f *fixture) lastSeq() uint64 {
 	f.t.Helper()
+	bustest.WaitLogged(f.t, f.js)
 	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
 	defer cancel()
 	s, err := f.js.Stream(ctx, bus.StreamEvents)
@@ -163,10 +165,11 @@ func (f *fixture) lastSeq() uint64 {
 	return info.State.LastSeq
 }
 
-// eventsOn returns every message stored on subject, decoded through
-// pkg/events the way a runner decodes them.
+// eventsOn returns every message stored on subject in the log of record,
+// decoded through pkg/events the way a runner decodes them.
 func (f *fixture) eventsOn(subject string) ([]events.HostEvent, []*jetstream.RawStreamMsg) {
 	f.t.Helper()
+	bustest.WaitLogged(f.t, f.js)
 	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
 	defer cancel()
 	s, err := f.js.Stream(ctx, bus.StreamEvents)

@@ -338,3 +338,42 @@ func StartBucket(t testing.TB, cfg jetstream.KeyValueConfig) jetstream.KeyValue 
 	}
 	return kv
 }
+
+// WaitLogged waits until JETWAY_EVENTS has copied everything the work
+// shards ever stored: an event is acknowledged to its publisher by its
+// shard, and reaches the log of record a moment later. It counts, so it
+// is meant for a deployment the test made (every event of the log came
+// through the shards).
+func WaitLogged(t testing.TB, js jetstream.JetStream) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), ReadyTimeout)
+	defer cancel()
+	l, err := bus.ReadLayout(ctx, js)
+	if err != nil {
+		t.Fatalf("wait for the log: %v", err)
+	}
+	var stored, logged uint64
+	for {
+		stored, logged = 0, 0
+		for k := range l.Shards {
+			st, err := js.Stream(ctx, bus.WorkStream(k))
+			if err != nil {
+				t.Fatalf("wait for the log: %v", err)
+			}
+			stored += st.CachedInfo().State.LastSeq
+		}
+		ev, err := js.Stream(ctx, bus.StreamEvents)
+		if err != nil {
+			t.Fatalf("wait for the log: %v", err)
+		}
+		logged = ev.CachedInfo().State.LastSeq
+		if logged >= stored {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the log holds %d of the %d events the shards stored after %s", logged, stored, ReadyTimeout)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
