@@ -2,9 +2,12 @@ package deploytest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -20,23 +23,105 @@ import (
 	"jetway/pkg/events"
 )
 
-// TestUpgrade_of_an_old_events_stream_on_a_cluster provisions the layout of
-// deployments made before the split (one R3 JETWAY_EVENTS with schedules,
-// job events and roll-ups), fills it as the services' users would, and
-// provisions again as the admin: the pending layover fires into its session
-// after the upgrade, events published afterwards reach JETWAY_WORK, none
-// is queued twice, and the tenant's roll-up that erased the old stream is
-// refused.
+// mappedPartitions is P of the partition mapping in deploy/nats/accounts.conf.
+// The upgrades need it (provisioning refuses a server without it); the
+// test is skipped while the file has none.
+func mappedPartitions(t *testing.T) int {
+	t.Helper()
+	conf, err := os.ReadFile(filepath.Join(confDir, "accounts.conf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`"jetway\.layout\.partitions"\s*:\s*"jetway\.layout\.partitions\.(\d+)"`).FindSubmatch(conf)
+	if m == nil {
+		t.Skip("deploy/nats/accounts.conf has no partition mapping (bus.MappingsConf) to upgrade to")
+	}
+	p, err := strconv.Atoi(string(m[1]))
+	if err != nil || p <= 0 {
+		t.Fatalf("the mapping's partition count %q", m[1])
+	}
+	return p
+}
+
+// withoutMapping is an accounts configuration as deployments had it before
+// the partition mapping: without its mappings block, and with the publish
+// rights the mapping made five-token (the server checks the mapped
+// subject) as they were then.
+func withoutMapping(t *testing.T, conf string) string {
+	t.Helper()
+	block := regexp.MustCompile(`(?ms)^[ \t]*mappings:\s*\{.*?^[ \t]*\}[ \t]*\n`)
+	if !block.MatchString(conf) {
+		t.Fatal("no mappings block to take out of accounts.conf")
+	}
+	conf = block.ReplaceAllString(conf, "")
+	for _, kind := range []string{"events", "jobevents", "agentevents"} {
+		conf = strings.ReplaceAll(conf, `"jetway.`+kind+`.*.*.*"`, `"jetway.`+kind+`.>"`)
+	}
+	return conf
+}
+
+// restartEach stops and starts each node in turn, the next once the last
+// is healthy, as the upgrade procedure restarts the servers to take the
+// partition mapping.
+func (d *deployment) restartEach() {
+	d.t.Helper()
+	for _, n := range d.nodes {
+		d.stop(n)
+		d.start(n)
+		d.waitHTTP(n, "/healthz")
+	}
+}
+
+// workPending is how many events the runners have not finished: pending
+// or un-acked on every work consumer, as the shards' layout says.
+func workPending(t *testing.T, ctx context.Context, admin *client) int {
+	t.Helper()
+	l, err := bus.ReadLayout(ctx, admin.js)
+	if err != nil {
+		return -1
+	}
+	n := 0
+	for p := range l.Partitions {
+		c, err := admin.js.Consumer(ctx, l.Stream(p), bus.WorkConsumerName(p))
+		if err != nil {
+			return -1
+		}
+		ci, err := c.Info(ctx)
+		if err != nil {
+			return -1
+		}
+		n += int(ci.NumPending) + ci.NumAckPending
+	}
+	return n
+}
+
+// TestUpgrade_of_an_old_events_stream_on_a_cluster runs a cluster as
+// deployments ran before the split and the partition mapping (one R3
+// JETWAY_EVENTS with schedules, job events and roll-ups, a work queue
+// sourcing it), fills it as the services' users would, restarts each node
+// with deploy/nats/accounts.conf (the mapping) and provisions as the
+// admin: the old events and the pending layover reach the runners through
+// the shards, events published afterwards too, none twice, and the
+// tenant's roll-up that erased the old stream is refused.
 func TestUpgrade_of_an_old_events_stream_on_a_cluster(t *testing.T) {
 	if testing.Short() {
-		t.Skip("starts a three-node cluster; skipped with -short")
+		t.Skip("starts and restarts a three-node cluster; skipped with -short")
 	}
+	P := mappedPartitions(t)
 	d := render(t, renderOptions{})
+	accounts := filepath.Join(d.dir, "accounts.conf")
+	mapped, err := os.ReadFile(accounts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(accounts, []byte(withoutMapping(t, string(mapped))), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	d.startCluster()
 	admin := d.connect("admin")
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	cfg := bus.ProvisionConfig{Replicas: 3, Partitions: 4}
+	cfg := bus.ProvisionConfig{Replicas: 3, Partitions: P}
 
 	// The old layout, as the admin made it.
 	// JETWAY_WORK sourced it through the durable consumer of that time,
@@ -62,11 +147,6 @@ func TestUpgrade_of_an_old_events_stream_on_a_cluster(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	due := time.Now().Add(5 * time.Second).Truncate(time.Second).Add(time.Second)
-	if _, err := run.js.PublishMsg(ctx, &nats.Msg{Subject: "jetway.schedules.acme.s1.l-1", Data: []byte(`{"booked_by":"old"}`)},
-		jetstream.WithScheduleAt(due), jetstream.WithScheduleTarget("jetway.events.acme.s1")); err != nil {
-		t.Fatalf("runner: the old layover: %v", err)
-	}
 	msgs := func(name string) uint64 {
 		s, err := admin.js.Stream(ctx, name)
 		if err != nil {
@@ -76,14 +156,31 @@ func TestUpgrade_of_an_old_events_stream_on_a_cluster(t *testing.T) {
 	}
 	testutil.Eventually(t, 30*time.Second, "the 8 old events in JETWAY_WORK", func() bool { return msgs(bus.StreamWork) == 8 })
 
+	// The upgrade: each node restarted with the mapping, then provisioned.
+	if err := os.WriteFile(accounts, mapped, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d.restartEach()
+	// A layover booked in the old stream, due once the upgrade has begun:
+	// it must be carried over (restarting three nodes takes longer than any
+	// due time set before it could be relied on to).
+	due := time.Now().Add(10 * time.Second).Truncate(time.Second).Add(time.Second)
+	if _, err := run.js.PublishMsg(ctx, &nats.Msg{Subject: "jetway.schedules.acme.s1.l-1", Data: []byte(`{"booked_by":"old"}`)},
+		jetstream.WithScheduleAt(due), jetstream.WithScheduleTarget("jetway.events.acme.s1")); err != nil {
+		t.Fatalf("runner: the old layover: %v", err)
+	}
 	d.provision()
 
 	evs, err := admin.js.Stream(ctx, bus.StreamEvents)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c := evs.CachedInfo().Config; c.AllowMsgSchedules || c.AllowRollup || !c.DenyPurge || c.Replicas != 3 {
-		t.Fatalf("upgraded %s: schedules %v, roll-ups %v, deny purge %v, replicas %d", bus.StreamEvents, c.AllowMsgSchedules, c.AllowRollup, c.DenyPurge, c.Replicas)
+	if c := evs.CachedInfo().Config; c.AllowMsgSchedules || c.AllowRollup || !c.DenyPurge || c.Replicas != 3 || len(c.Subjects) != 0 {
+		t.Fatalf("upgraded %s: schedules %v, roll-ups %v, deny purge %v, replicas %d, subjects %v",
+			bus.StreamEvents, c.AllowMsgSchedules, c.AllowRollup, c.DenyPurge, c.Replicas, c.Subjects)
+	}
+	if _, err := admin.js.Stream(ctx, bus.StreamWork); !errors.Is(err, jetstream.ErrStreamNotFound) {
+		t.Errorf("the old %s is still there after the upgrade (%v)", bus.StreamWork, err)
 	}
 	if n := msgs(bus.StreamEventsV1); n != 8 {
 		t.Errorf("%s holds %d of the old log's 8 events", bus.StreamEventsV1, n)
@@ -92,12 +189,18 @@ func TestUpgrade_of_an_old_events_stream_on_a_cluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := cons.Next(jetstream.FetchMaxWait(30 * time.Second))
-	if err != nil {
-		t.Fatalf("the carried layover did not fire into acme/s1: %v", err)
-	}
-	if string(m.Data()) != `{"booked_by":"old"}` || time.Now().Before(due) {
-		t.Errorf("fired %q at %s, due %s", m.Data(), time.Now().Format(time.RFC3339), due.Format(time.RFC3339))
+	for {
+		m, err := cons.Next(jetstream.FetchMaxWait(30 * time.Second))
+		if err != nil {
+			t.Fatalf("the carried layover did not fire into acme/s1: %v", err)
+		}
+		if string(m.Data()) == `{}` {
+			continue // acme/s1's old event, moved through its shard
+		}
+		if string(m.Data()) != `{"booked_by":"old"}` || time.Now().Before(due) {
+			t.Errorf("fired %q at %s, due %s", m.Data(), time.Now().Format(time.RFC3339), due.Format(time.RFC3339))
+		}
+		break
 	}
 
 	if _, err := disp.js.Publish(ctx, "jetway.events.acme.after", []byte(`{}`)); err != nil {
@@ -106,10 +209,13 @@ func TestUpgrade_of_an_old_events_stream_on_a_cluster(t *testing.T) {
 	if _, err := jobsUser.js.Publish(ctx, "jetway.jobevents.acme.after", []byte(`{}`)); err != nil {
 		t.Fatalf("jobs: publish after the upgrade: %v", err)
 	}
-	// 8 old + the resume + 2 new; anything queued again would exceed it.
-	testutil.Eventually(t, 60*time.Second, "the resume and the new events in JETWAY_WORK", func() bool { return msgs(bus.StreamWork) >= 11 })
-	if n := msgs(bus.StreamWork); n != 11 {
-		t.Errorf("JETWAY_WORK holds %d messages, want 11", n)
+	// 8 old + the resume + 2 new for the runners; anything queued again
+	// would exceed it.
+	testutil.Eventually(t, 60*time.Second, "the old events, the resume and the new events for the runners", func() bool {
+		return workPending(t, ctx, admin) >= 11
+	})
+	if n := workPending(t, ctx, admin); n != 11 {
+		t.Errorf("the work consumers hold %d events, want 11", n)
 	}
 
 	acme := d.connect("tenant-acme") // in its own account: jetway.events.s1 is acme's s1
@@ -122,32 +228,37 @@ func TestUpgrade_of_an_old_events_stream_on_a_cluster(t *testing.T) {
 	if after := msgs(bus.StreamEvents); after < before {
 		t.Errorf("a tenant's roll-up erased %d events", before-after)
 	}
+	if n := workPending(t, ctx, admin); n != 11 {
+		t.Errorf("the work consumers hold %d events after the roll-up, want 11", n)
+	}
 }
 
 // TestUpgrade_to_per_tenant_accounts runs a cluster with the per-user
 // layout that came before tenant accounts (testdata/accounts-per-user.conf:
-// tenant-<t> password users inside JETWAY), has a tenant and the
-// dispatcher publish events that wait in JETWAY_WORK (no runner yet), then
-// takes deploy/nats/accounts.conf as docs/OPERATIONS.md says to roll it
-// out: restarting the nodes one at a time, or reloading each (twice, as
+// tenant-<t> password users inside JETWAY, no partition mapping) and the
+// event streams of before the shards, has a tenant and the dispatcher
+// publish events that wait in JETWAY_WORK (no runner yet), then takes
+// deploy/nats/accounts.conf as docs/OPERATIONS.md says to roll it out:
+// restarting the nodes one at a time, or reloading each (twice, as
 // scripts/cluster.sh reload does) with no restart. Nothing pending is lost:
-// every waiting event is still queued and is delivered to its session once
-// a runner starts; the tenant's client, now with its nkey seed in its own
-// account, publishes on its own subjects and is delivered too; the old
-// password user is refused.
+// every waiting event is still queued, provisioning moves it into its
+// shard, and it is delivered to its session once a runner starts; the
+// tenant's client, now with its nkey seed in its own account, publishes on
+// its own subjects and is delivered too; the old password user is refused.
 func TestUpgrade_to_per_tenant_accounts(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts and restarts a three-node cluster; skipped with -short")
 	}
+	P := mappedPartitions(t)
 	t.Run("restarting_each_node", func(t *testing.T) {
-		upgradeToTenantAccounts(t, func(d *deployment, n *node) {
+		upgradeToTenantAccounts(t, P, func(d *deployment, n *node) {
 			d.stop(n)
 			d.start(n)
 			d.waitHTTP(n, "/healthz")
 		})
 	})
 	t.Run("reloading_each_node", func(t *testing.T) {
-		upgradeToTenantAccounts(t, func(d *deployment, n *node) {
+		upgradeToTenantAccounts(t, P, func(d *deployment, n *node) {
 			d.reload(n)
 			d.reload(n)
 		})
@@ -155,14 +266,21 @@ func TestUpgrade_to_per_tenant_accounts(t *testing.T) {
 }
 
 // upgradeToTenantAccounts is TestUpgrade_to_per_tenant_accounts with take
-// making one node take the new configuration.
-func upgradeToTenantAccounts(t *testing.T, take func(*deployment, *node)) {
+// making one node take the new configuration, whose mapping has P
+// partitions.
+func upgradeToTenantAccounts(t *testing.T, partitions int, take func(*deployment, *node)) {
 	d := render(t, renderOptions{accounts: filepath.Join("testdata", "accounts-per-user.conf")})
 	d.startCluster()
-	d.provision()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	admin := d.connect("admin")
+	// The streams of that time, made as the admin: the work queue with the
+	// partitions the mapping will have, so its events keep theirs.
+	testutil.EventuallyNil(t, readyTimeout, "the unsharded layout", func() error {
+		actx, acancel := context.WithTimeout(ctx, 15*time.Second)
+		defer acancel()
+		return bustest.MakeUnsharded(actx, admin.js, bus.ProvisionConfig{Replicas: 3, Partitions: partitions})
+	})
 	msgs := func(name string) uint64 {
 		t.Helper()
 		s, err := admin.js.Stream(ctx, name)
@@ -225,7 +343,7 @@ func upgradeToTenantAccounts(t *testing.T, take func(*deployment, *node)) {
 	}
 
 	if n := msgs(bus.StreamWork); n != 4 {
-		t.Fatalf("JETWAY_WORK holds %d events after the upgrade, want the 4 that waited", n)
+		t.Fatalf("JETWAY_WORK holds %d events after the new configuration, want the 4 that waited", n)
 	}
 	if nc, err := nats.Connect(d.urls(), nats.UserInfo("tenant-acme", d.passwords["tenant-acme"]),
 		nats.RootCAs(d.secret(certs.CAFile)), nats.Timeout(5*time.Second)); err == nil {
@@ -234,6 +352,14 @@ func upgradeToTenantAccounts(t *testing.T, take func(*deployment, *node)) {
 	} else if !strings.Contains(strings.ToLower(err.Error()), "authorization") {
 		t.Errorf("the old tenant-acme password user: %v; want an authorization violation", err)
 	}
+
+	// With the mapping on every node, provisioning moves the waiting
+	// events into the shards.
+	d.provision()
+	if _, err := admin.js.Stream(ctx, bus.StreamWork); !errors.Is(err, jetstream.ErrStreamNotFound) {
+		t.Errorf("the old %s is still there after provisioning (%v)", bus.StreamWork, err)
+	}
+	testutil.Eventually(t, 30*time.Second, "the 4 waiting events in the shards", func() bool { return workPending(t, ctx, admin) == 4 })
 
 	// The tenant's client after the upgrade: its nkey seed, its own
 	// account, its subjects without the tenant token.

@@ -129,15 +129,20 @@ func Provision(ctx context.Context, js jetstream.JetStream, cfg ProvisionConfig)
 	if err != nil {
 		return fmt.Errorf("bus: upgrade %s: %w", StreamWork, err)
 	}
+	var starts map[string]uint64 // where a new source consumer starts, by origin
 	if old != nil {
-		if err := detachUnsharded(ctx, js, old, cfg); err != nil {
+		firedFrom, err := detachUnsharded(ctx, js, old, cfg)
+		if err != nil {
 			return fmt.Errorf("bus: upgrade %s: %w", StreamWork, err)
+		}
+		if firedFrom > 1 {
+			starts = map[string]uint64{StreamSchedules: firedFrom}
 		}
 	}
 	for _, sc := range StreamConfigs(cfg) {
 		var s jetstream.Stream
 		err := whilePlacing(ctx, func(ctx context.Context) (err error) {
-			if err := ensureSourceConsumers(ctx, js, sc, cfg); err != nil {
+			if err := ensureSourceConsumers(ctx, js, sc, cfg, starts); err != nil {
 				return err
 			}
 			s, err = js.CreateOrUpdateStream(ctx, sc)
@@ -182,14 +187,16 @@ func Provision(ctx context.Context, js jetstream.JetStream, cfg ProvisionConfig)
 }
 
 // ensureSourceConsumers makes the durable consumer each of sc's sources
-// reads its origin through, unless it exists.
-func ensureSourceConsumers(ctx context.Context, js jetstream.JetStream, sc jetstream.StreamConfig, cfg ProvisionConfig) error {
+// reads its origin through, unless it exists; one made new starts at the
+// origin's sequence in starts, if it has one there (an upgrade's: see
+// metadataFiredFrom).
+func ensureSourceConsumers(ctx context.Context, js jetstream.JetStream, sc jetstream.StreamConfig, cfg ProvisionConfig, starts map[string]uint64) error {
 	for _, src := range sc.Sources {
 		if src == nil || src.Consumer == nil {
 			continue
 		}
 		cc := SourceConsumerConfig(sc.Name, src, cfg)
-		if err := ensureSourceConsumer(ctx, js, src.Name, cc, 0, false); err != nil {
+		if err := ensureSourceConsumer(ctx, js, src.Name, cc, starts[src.Name], false); err != nil {
 			return err
 		}
 	}

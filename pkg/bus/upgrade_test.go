@@ -1,6 +1,7 @@
 package bus_test
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -15,15 +16,17 @@ import (
 	"jetway/pkg/bus/bustest"
 )
 
-// An old deployment with events, job events and a pending layover is
-// provisioned again: nothing sourced is queued twice, the old log is kept
-// as a copy, the layover still fires (into the session, through the new
+// An old deployment with events, job events and a pending layover, on a
+// server from before the partition mapping, is restarted with the mapping
+// and provisioned: the split and then the sharding upgrade run in one go.
+// Nothing queued is lost or queued twice, the old log is kept as a copy,
+// the layover still fires (into its session's partition, through the new
 // schedules stream), new events reach the runners, and the roll-up that
 // erased the old stream is refused.
 func TestProvision_upgrades_an_old_events_stream_keeping_events_and_layovers(t *testing.T) {
 	const P = 4
-	s := bustest.StartServerWith(t, P)
-	_, js := bustest.Connect(t, s.ClientURL())
+	old := startUnmapped(t)
+	_, js := bustest.Connect(t, old.s.ClientURL())
 	ctx := testContext(t)
 	cfg := bus.ProvisionConfig{Partitions: P}
 
@@ -51,23 +54,29 @@ func TestProvision_upgrades_an_old_events_stream_keeping_events_and_layovers(t *
 	if _, err := js.CreateStream(ctx, workCfg); err != nil {
 		t.Fatalf("make %s: %v", bus.StreamWork, err)
 	}
+	var want []string // what the runners are to get, as "subject data"
 	for i := range 5 {
+		sess := fmt.Sprintf("s%d", i)
 		if i > 0 {
-			if _, err := js.Publish(ctx, fmt.Sprintf("jetway.events.acme.s%d", i), []byte("before")); err != nil {
+			if _, err := js.Publish(ctx, "jetway.events.acme."+sess, []byte("before")); err != nil {
 				t.Fatal(err)
 			}
 		}
-		if _, err := js.Publish(ctx, fmt.Sprintf("jetway.jobevents.acme.s%d", i), []byte("job before")); err != nil {
+		want = append(want, workLine("events", "acme", sess, P, "before"))
+		if _, err := js.Publish(ctx, "jetway.jobevents.acme."+sess, []byte("job before")); err != nil {
 			t.Fatal(err)
 		}
+		want = append(want, workLine("jobevents", "acme", sess, P, "job before"))
 	}
-	due := time.Now().Add(4 * time.Second).Truncate(time.Second).Add(time.Second)
+	// Due after the restart and the upgrade have begun: it must be carried.
+	due := time.Now().Add(6 * time.Second).Truncate(time.Second).Add(time.Second)
 	resume := nats.NewMsg("jetway.schedules.acme.s1.l-1")
 	resume.Data = []byte(`{"booked_by":"run-1"}`)
 	resume.Header.Set("ce-id", "resume-1")
 	if _, err := js.PublishMsg(ctx, resume, jetstream.WithScheduleAt(due), jetstream.WithScheduleTarget("jetway.events.acme.s1")); err != nil {
 		t.Fatalf("old layover: %v", err)
 	}
+	want = append(want, workLine("events", "acme", "s1", P, `{"booked_by":"run-1"}`))
 	if _, err := js.Publish(ctx, "jetway.schedules.acme.s2.l-2", []byte("later"),
 		jetstream.WithScheduleAt(time.Now().Add(time.Hour)), jetstream.WithScheduleTarget("jetway.events.acme.s2")); err != nil {
 		t.Fatalf("old far layover: %v", err)
@@ -76,14 +85,10 @@ func TestProvision_upgrades_an_old_events_stream_keeping_events_and_layovers(t *
 	if err != nil {
 		t.Fatal(err)
 	}
-	workMsgs := func() uint64 {
+	testutil.Eventually(t, 10*time.Second, "10 old events in JETWAY_WORK", func() bool {
 		info, err := work.Info(ctx)
-		if err != nil {
-			return 0
-		}
-		return info.State.Msgs
-	}
-	testutil.Eventually(t, 10*time.Second, "10 old events in JETWAY_WORK", func() bool { return workMsgs() == 10 })
+		return err == nil && info.State.Msgs == 10
+	})
 
 	// A notifier that has read none of the job events yet.
 	if _, err := js.CreateOrUpdateConsumer(ctx, bus.StreamEvents, jetstream.ConsumerConfig{
@@ -92,6 +97,9 @@ func TestProvision_upgrades_an_old_events_stream_keeping_events_and_layovers(t *
 		t.Fatalf("notifier consumer: %v", err)
 	}
 
+	// The upgrade: the server restarted with the mapping, then provisioned.
+	s := old.restartMapped(t, P)
+	_, js = bustest.Connect(t, s.ClientURL())
 	var lines []string
 	cfg.Progress = func(l string) { lines = append(lines, l) }
 	if err := bus.Provision(ctx, js, cfg); err != nil {
@@ -99,13 +107,16 @@ func TestProvision_upgrades_an_old_events_stream_keeping_events_and_layovers(t *
 	}
 	t.Logf("provision said:\n%s", strings.Join(lines, "\n"))
 
+	if _, err := js.Stream(ctx, bus.StreamWork); !errors.Is(err, jetstream.ErrStreamNotFound) {
+		t.Errorf("the old %s is still there after the upgrade (%v)", bus.StreamWork, err)
+	}
 	evs, err := js.Stream(ctx, bus.StreamEvents)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c := evs.CachedInfo().Config; c.AllowMsgSchedules || c.AllowRollup || !c.DenyPurge || !c.DenyDelete || c.Sealed {
-		t.Errorf("upgraded %s: schedules %v, roll-ups %v, purge %v, delete %v, sealed %v", bus.StreamEvents,
-			c.AllowMsgSchedules, c.AllowRollup, !c.DenyPurge, !c.DenyDelete, c.Sealed)
+	if c := evs.CachedInfo().Config; c.AllowMsgSchedules || c.AllowRollup || !c.DenyPurge || !c.DenyDelete || c.Sealed || len(c.Subjects) != 0 {
+		t.Errorf("upgraded %s: schedules %v, roll-ups %v, purge %v, delete %v, sealed %v, subjects %v", bus.StreamEvents,
+			c.AllowMsgSchedules, c.AllowRollup, !c.DenyPurge, !c.DenyDelete, c.Sealed, c.Subjects)
 	}
 	v1, err := js.Stream(ctx, bus.StreamEventsV1)
 	if err != nil {
@@ -126,40 +137,51 @@ func TestProvision_upgrades_an_old_events_stream_keeping_events_and_layovers(t *
 		t.Errorf("carried layover targets %q, want jetway.fired.acme.s2", got)
 	}
 
-	// The near layover fires into the session, once, and reaches the runners.
+	// The near layover fires into the session, once, and reaches the log.
 	cons, err := js.OrderedConsumer(ctx, bus.StreamEvents, jetstream.OrderedConsumerConfig{FilterSubjects: []string{"jetway.events.acme.s1"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := cons.Next(jetstream.FetchMaxWait(20 * time.Second))
-	if err != nil {
-		t.Fatalf("the carried layover did not fire into jetway.events.acme.s1: %v", err)
-	}
-	if string(m.Data()) != `{"booked_by":"run-1"}` || m.Headers().Get("ce-id") != "resume-1" {
-		t.Errorf("fired %q with ce-id %q", m.Data(), m.Headers().Get("ce-id"))
+	for {
+		m, err := cons.Next(jetstream.FetchMaxWait(20 * time.Second))
+		if err != nil {
+			t.Fatalf("the carried layover did not fire into jetway.events.acme.s1: %v", err)
+		}
+		if m.Headers().Get("ce-id") != "resume-1" {
+			continue // the old event of s1, moved from the old work queue
+		}
+		if string(m.Data()) != `{"booked_by":"run-1"}` {
+			t.Errorf("fired %q", m.Data())
+		}
+		break
 	}
 	if time.Now().Before(due) {
 		t.Errorf("the layover fired before its due time %s", due.Format(time.RFC3339))
 	}
 
-	// A new event and a new job event reach the runners; nothing old is
-	// queued again (10 old + resume + 2 new).
+	// A new event and a new job event reach the runners.
 	if _, err := js.Publish(ctx, "jetway.events.acme.after", []byte("after")); err != nil {
 		t.Fatalf("publish after the upgrade: %v", err)
 	}
+	want = append(want, workLine("events", "acme", "after", P, "after"))
 	if _, err := js.Publish(ctx, "jetway.jobevents.acme.after", []byte("job after")); err != nil {
 		t.Fatalf("publish a job event after the upgrade: %v", err)
 	}
-	testutil.Eventually(t, 20*time.Second, "the resume and both new events in JETWAY_WORK", func() bool { return workMsgs() >= 13 })
-	// Settle: sourcing keeps order, so anything queued again would be in
-	// before the last new event; count once more after it.
-	info, _ := work.Info(ctx)
-	last, err := work.GetMsg(ctx, info.State.LastSeq)
-	if err != nil {
-		t.Fatal(err)
+	want = append(want, workLine("jobevents", "acme", "after", P, "job after"))
+
+	// The runners get each old event, the resume and the new ones once:
+	// 10 old + resume + 2 new. Nothing more can come from the old queue,
+	// which the upgrade emptied and deleted.
+	l := bus.Layout{Partitions: P, Shards: 1}
+	testutil.Eventually(t, 20*time.Second, "13 events for the runners", func() bool { return workPending(ctx, js, l) >= 13 })
+	var got []string
+	for p := range P {
+		got = append(got, takeWork(t, ctx, js, l, p)...)
 	}
-	if n := workMsgs(); n != 13 || !strings.HasSuffix(last.Subject, ".after") {
-		t.Errorf("JETWAY_WORK holds %d messages ending with %s, want 13 ending with a new event", n, last.Subject)
+	slices.Sort(got)
+	slices.Sort(want)
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("the runners got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 
 	// The attack the old shape allowed is refused now.
@@ -186,17 +208,22 @@ func TestProvision_upgrades_an_old_events_stream_keeping_events_and_layovers(t *
 	}) {
 		t.Errorf("provision did not say the notifier's consumer leaves 5 job events unread")
 	}
+	if n := workPending(ctx, js, l); n != 0 {
+		t.Errorf("provisioning again queued %d events for the runners", n)
+	}
 }
 
 // An upgrade that cannot finish (here JETWAY_WORK is not sourcing the old
 // log, so the wait for it runs out) fails saying what did not catch up,
 // loses nothing, and provisioning again, once the cause is gone, finishes
-// it: the pending layover still arrives, from the stash it was kept in.
+// it: the pending layover still arrives, from the stash it was kept in,
+// and the old event reaches the runners through its shard.
 func TestProvision_continues_an_upgrade_that_failed_half_way(t *testing.T) {
-	s := bustest.StartServerWith(t, 2)
-	_, js := bustest.Connect(t, s.ClientURL())
+	const P = 2
+	old := startUnmapped(t)
+	_, js := bustest.Connect(t, old.s.ClientURL())
 	ctx := testContext(t)
-	cfg := bus.ProvisionConfig{Partitions: 2}
+	cfg := bus.ProvisionConfig{Partitions: P}
 	eventsCfg, workCfg, workSource := bustest.OldLayout(cfg)
 	if _, err := js.CreateStream(ctx, eventsCfg); err != nil {
 		t.Fatalf("make the old %s: %v", bus.StreamEvents, err)
@@ -208,12 +235,14 @@ func TestProvision_continues_an_upgrade_that_failed_half_way(t *testing.T) {
 	if _, err := js.Publish(ctx, "jetway.events.acme.s1", []byte("before")); err != nil {
 		t.Fatal(err)
 	}
-	due := time.Now().Add(3 * time.Second).Truncate(time.Second).Add(time.Second)
+	due := time.Now().Add(4 * time.Second).Truncate(time.Second).Add(time.Second)
 	if _, err := js.Publish(ctx, "jetway.schedules.acme.s1.l-1", []byte("resume"),
 		jetstream.WithScheduleAt(due), jetstream.WithScheduleTarget("jetway.events.acme.s1")); err != nil {
 		t.Fatal(err)
 	}
 
+	s := old.restartMapped(t, P)
+	_, js = bustest.Connect(t, s.ClientURL())
 	patience := bus.UpgradeCatchUp
 	bus.UpgradeCatchUp = 500 * time.Millisecond
 	err := bus.Provision(ctx, js, cfg)
@@ -236,17 +265,26 @@ func TestProvision_continues_an_upgrade_that_failed_half_way(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := cons.Next(jetstream.FetchMaxWait(20 * time.Second))
-	if err != nil || string(m.Data()) != "resume" {
-		t.Fatalf("the layover did not fire after the resumed upgrade: %v", err)
+	var logged []string
+	for len(logged) < 2 {
+		m, err := cons.Next(jetstream.FetchMaxWait(20 * time.Second))
+		if err != nil {
+			t.Fatalf("the layover did not fire after the resumed upgrade (the log has %q): %v", logged, err)
+		}
+		logged = append(logged, string(m.Data()))
+	}
+	if slices.Sort(logged); strings.Join(logged, ",") != "before,resume" {
+		t.Errorf("the log has %q of acme/s1, want the old event (moved through its shard) and the resume", logged)
 	}
 	v1, err := js.Stream(ctx, bus.StreamEventsV1)
 	if err != nil || v1.CachedInfo().State.Msgs != 1 {
 		t.Errorf("%s: %v; want the old log's 1 event", bus.StreamEventsV1, err)
 	}
-	work, _ := js.Stream(ctx, bus.StreamWork)
-	testutil.Eventually(t, 10*time.Second, "the old event and the resume in JETWAY_WORK", func() bool {
-		info, err := work.Info(ctx)
-		return err == nil && info.State.Msgs == 2
-	})
+	l := bus.Layout{Partitions: P, Shards: 1}
+	testutil.Eventually(t, 10*time.Second, "the old event and the resume for the runners", func() bool { return workPending(ctx, js, l) >= 2 })
+	got := takeWork(t, ctx, js, l, bus.PartitionFor("acme", "s1", P))
+	want := []string{workLine("events", "acme", "s1", P, "before"), workLine("events", "acme", "s1", P, "resume")}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("the runners got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
 }

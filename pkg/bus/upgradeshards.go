@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strconv"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -20,11 +21,16 @@ import (
 // already carrying the partition mapping (docs/OPERATIONS.md
 // "Upgrading"); each step is safe to run again if a later one fails:
 //
+//  0. An old queue whose events cannot go into the shards' partitions (P
+//     changed, more than one shard) is refused before anything changes.
 //  1. The old work consumers go: a runner of the old layout still pulling
 //     gets an error instead of events. Their un-acked events stay in the
 //     work queue, which now holds exactly what no runner finished.
-//  2. The work queue stops sourcing JETWAY_EVENTS, once it has sourced it
-//     to its end (bounded wait).
+//  2. The work queue stops sourcing JETWAY_EVENTS, once the log's sources
+//     have delivered everything fired so far and the queue has sourced the
+//     log to its end (bounded waits). It records where JETWAY_SCHEDULES
+//     stood (metadataFiredFrom): the shards source fired layovers from
+//     there, not again those a runner may have finished.
 //  3. JETWAY_EVENTS lets go of jetway.events.> (the shards capture the
 //     partitioned subjects), once its own sources (job events, sub-agent
 //     events, fired layovers) have delivered everything (bounded wait).
@@ -62,35 +68,85 @@ func unshardedWork(ctx context.Context, js jetstream.JetStream) (jetstream.Strea
 	return st, nil
 }
 
-// detachUnsharded runs steps 1 to 3.
-func detachUnsharded(ctx context.Context, js jetstream.JetStream, old jetstream.Stream, cfg ProvisionConfig) error {
+// metadataFiredFrom is the old work queue's metadata key recording, as it
+// stops sourcing, the first sequence of JETWAY_SCHEDULES it may not have
+// received. Every layover fired before reached the old queue (and a
+// runner may have finished it), so the shards source fired layovers from
+// there on, not from the start: JETWAY_SCHEDULES keeps what fired for
+// EventsMaxAge, and the legacy jetway.fired.<t>.<s> of all of it would be
+// delivered again.
+const metadataFiredFrom = "jetway.upgrade.fired-from"
+
+// detachUnsharded runs steps 1 to 3. It returns the sequence of
+// JETWAY_SCHEDULES from which the shards are to source fired layovers (0:
+// from the first).
+func detachUnsharded(ctx context.Context, js jetstream.JetStream, old jetstream.Stream, cfg ProvisionConfig) (uint64, error) {
 	info, err := old.Info(ctx)
 	if err != nil {
-		return fmt.Errorf("read stream: %w", err)
+		return 0, fmt.Errorf("read stream: %w", err)
+	}
+	// Refused before anything changes, so the old layout still works.
+	if err := movable(info, cfg); err != nil {
+		return 0, err
 	}
 	for name := range old.ConsumerNames(ctx).Name() {
 		if err := old.DeleteConsumer(ctx, name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
-			return fmt.Errorf("delete work consumer %s: %w", name, err)
+			return 0, fmt.Errorf("delete work consumer %s: %w", name, err)
 		}
 		cfg.progress("old work consumer %s deleted", name)
 	}
-	if len(info.Config.Sources) > 0 {
-		if ev, err := js.Stream(ctx, StreamEvents); err == nil {
-			evi, err := ev.Info(ctx)
-			if err != nil {
-				return fmt.Errorf("read %s: %w", StreamEvents, err)
-			}
-			if err := waitSourced(ctx, js, evi.State.LastSeq); err != nil {
-				return err
-			}
-		}
-		c := info.Config
-		c.Sources = nil
-		if _, err := js.UpdateStream(ctx, c); err != nil {
-			return fmt.Errorf("stop sourcing %s: %w", StreamEvents, err)
-		}
-		cfg.progress("old %s no longer sources %s; it holds %d events no runner finished", StreamWork, StreamEvents, info.State.Msgs)
+	if len(info.Config.Sources) == 0 {
+		// Detached by an earlier run, which said where fired layovers start.
+		from, _ := strconv.ParseUint(info.Config.Metadata[metadataFiredFrom], 10, 64)
+		return from, takeEventsSubjects(ctx, js, cfg)
 	}
+	var firedFrom uint64
+	ev, err := js.Stream(ctx, StreamEvents)
+	switch {
+	case errors.Is(err, jetstream.ErrStreamNotFound):
+		// The log was replaced by upgradeEvents: JETWAY_SCHEDULES is new,
+		// and all it fired is for the shards.
+	case err != nil:
+		return 0, fmt.Errorf("read %s: %w", StreamEvents, err)
+	default:
+		// What has fired so far goes into the log, and from there into the
+		// old queue, before it stops sourcing.
+		sched, err := js.Stream(ctx, StreamSchedules)
+		switch {
+		case err == nil:
+			firedFrom = sched.CachedInfo().State.LastSeq + 1
+		case !errors.Is(err, jetstream.ErrStreamNotFound):
+			return 0, fmt.Errorf("read %s: %w", StreamSchedules, err)
+		}
+		if err := waitEventsSourced(ctx, js, ev.CachedInfo().Config); err != nil {
+			return 0, err
+		}
+		evi, err := ev.Info(ctx)
+		if err != nil {
+			return 0, fmt.Errorf("read %s: %w", StreamEvents, err)
+		}
+		if err := waitSourced(ctx, js, evi.State.LastSeq); err != nil {
+			return 0, err
+		}
+	}
+	c := info.Config
+	c.Sources = nil
+	c.Metadata = maps.Clone(c.Metadata)
+	if c.Metadata == nil {
+		c.Metadata = map[string]string{}
+	}
+	c.Metadata[metadataFiredFrom] = strconv.FormatUint(firedFrom, 10)
+	if _, err := js.UpdateStream(ctx, c); err != nil {
+		return 0, fmt.Errorf("stop sourcing %s: %w", StreamEvents, err)
+	}
+	cfg.progress("old %s no longer sources %s; it holds %d events no runner finished", StreamWork, StreamEvents, info.State.Msgs)
+	return firedFrom, takeEventsSubjects(ctx, js, cfg)
+}
+
+// takeEventsSubjects takes jetway.events.> away from JETWAY_EVENTS once its
+// sources have delivered everything: the shards capture the partitioned
+// subjects.
+func takeEventsSubjects(ctx context.Context, js jetstream.JetStream, cfg ProvisionConfig) error {
 	ev, err := js.Stream(ctx, StreamEvents)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		return nil
@@ -102,6 +158,20 @@ func detachUnsharded(ctx context.Context, js jetstream.JetStream, old jetstream.
 	if len(c.Subjects) == 0 {
 		return nil
 	}
+	if err := waitEventsSourced(ctx, js, c); err != nil {
+		return err
+	}
+	c.Subjects = nil
+	if _, err := js.UpdateStream(ctx, c); err != nil {
+		return fmt.Errorf("hand %s's subjects to the shards: %w", StreamEvents, err)
+	}
+	cfg.progress("%s no longer takes publishes itself: the shards do", StreamEvents)
+	return nil
+}
+
+// waitEventsSourced waits until each source of the log (configuration c)
+// that reads through a durable consumer has delivered everything.
+func waitEventsSourced(ctx context.Context, js jetstream.JetStream, c jetstream.StreamConfig) error {
 	for _, src := range c.Sources {
 		if src == nil || src.Consumer == nil {
 			continue
@@ -110,11 +180,17 @@ func detachUnsharded(ctx context.Context, js jetstream.JetStream, old jetstream.
 			return err
 		}
 	}
-	c.Subjects = nil
-	if _, err := js.UpdateStream(ctx, c); err != nil {
-		return fmt.Errorf("hand %s's subjects to the shards: %w", StreamEvents, err)
+	return nil
+}
+
+// movable refuses an old work queue whose events cannot be put in the
+// shards' partitions: P changed and more than one shard (one shard takes
+// every event, its partition computed anew).
+func movable(info *jetstream.StreamInfo, cfg ProvisionConfig) error {
+	oldP, _ := strconv.Atoi(info.Config.Metadata[MetadataPartitions])
+	if n := info.State.Msgs; n > 0 && oldP != cfg.Partitions && cfg.Shards > 1 {
+		return fmt.Errorf("its %d events are in %d partitions, the shards' in %d: upgrade to %d partitions (or one shard) first, change them after", n, oldP, cfg.Partitions, oldP)
 	}
-	cfg.progress("%s no longer takes publishes itself: the shards do", StreamEvents)
 	return nil
 }
 
@@ -146,8 +222,8 @@ func drainUnsharded(ctx context.Context, js jetstream.JetStream, old jetstream.S
 	}
 	oldP, _ := strconv.Atoi(info.Config.Metadata[MetadataPartitions])
 	if n := info.State.Msgs; n > 0 {
-		if oldP != cfg.Partitions && cfg.Shards > 1 {
-			return fmt.Errorf("its %d events are in %d partitions, the shards' in %d: upgrade to %d partitions (or one shard) first, change them after", n, oldP, cfg.Partitions, oldP)
+		if err := movable(info, cfg); err != nil {
+			return err
 		}
 		for k := range cfg.Shards {
 			if err := addOldWorkSource(ctx, js, k, oldP, cfg); err != nil {

@@ -1,6 +1,7 @@
 package bustest
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"time"
@@ -72,4 +73,104 @@ func UnshardedWork(cfg bus.ProvisionConfig, consumer string) (jetstream.StreamCo
 		Replicas:       replicas,
 	}
 	return work, cc
+}
+
+// UnshardedEvents is JETWAY_EVENTS of deployments made after the event
+// streams were split and before the event path was sharded, for tests of
+// the upgrade: it took jetway.events.> itself and sourced job events,
+// sub-agent events and fired layovers (jetway.fired.<t>.<s> becoming
+// jetway.events.<t>.<s>), each through a durable consumer named
+// jetway-events-source on its origin. origins gives each origin's consumer
+// configuration; make them before the stream.
+func UnshardedEvents(cfg bus.ProvisionConfig) (events jetstream.StreamConfig, origins map[string]jetstream.ConsumerConfig) {
+	replicas := max(cfg.Replicas, 1)
+	origins = map[string]jetstream.ConsumerConfig{}
+	source := func(origin, filter, deliver string, transforms ...jetstream.SubjectTransformConfig) *jetstream.StreamSource {
+		origins[origin] = jetstream.ConsumerConfig{
+			Durable:        bus.EventsSourceConsumer,
+			DeliverSubject: deliver,
+			FilterSubject:  filter,
+			DeliverPolicy:  jetstream.DeliverAllPolicy,
+			AckPolicy:      jetstream.AckFlowControlPolicy,
+			FlowControl:    true,
+			IdleHeartbeat:  time.Second,
+			MaxDeliver:     -1,
+			MaxAckPending:  10000,
+			Replicas:       replicas,
+		}
+		return &jetstream.StreamSource{
+			Name:              origin,
+			SubjectTransforms: transforms,
+			Consumer:          &jetstream.StreamConsumerSource{Name: bus.EventsSourceConsumer, DeliverSubject: deliver},
+		}
+	}
+	events = jetstream.StreamConfig{
+		Name:       bus.StreamEvents,
+		Subjects:   []string{bus.SubjectEvents},
+		Retention:  jetstream.LimitsPolicy,
+		Storage:    jetstream.FileStorage,
+		Replicas:   replicas,
+		MaxAge:     bus.DefaultEventsMaxAge,
+		DenyPurge:  true,
+		DenyDelete: true,
+		Sources: []*jetstream.StreamSource{
+			source(bus.StreamJobEvents, "jetway.jobevents.*.*", "jetway.sourcing.jobevents"),
+			source(bus.StreamAgentEvents, "jetway.agentevents.*.*", "jetway.sourcing.agentevents"),
+			source(bus.StreamSchedules, "jetway.fired.*.*", "jetway.sourcing.fired",
+				jetstream.SubjectTransformConfig{Source: "jetway.fired.*.*", Destination: "jetway.events.{{wildcard(1)}}.{{wildcard(2)}}"}),
+		},
+	}
+	return events, origins
+}
+
+// MakeUnsharded makes, on a server without the partition mapping, the
+// layout of just before the shards, for tests of the upgrade: the origin
+// streams as StreamConfigs makes them, JETWAY_EVENTS taking
+// jetway.events.> and sourcing them (UnshardedEvents), JETWAY_WORK
+// sourcing it through jetway-work-source-2 with the partition in front
+// (UnshardedWork), and the runners' pinned consumers work-<p> on it
+// (filter <p>.>, group bus.WorkGroup), whose un-acked events stay pending
+// for a minute.
+func MakeUnsharded(ctx context.Context, js jetstream.JetStream, cfg bus.ProvisionConfig) error {
+	for _, sc := range bus.StreamConfigs(cfg) {
+		if sc.Name != bus.StreamJobEvents && sc.Name != bus.StreamAgentEvents && sc.Name != bus.StreamSchedules {
+			continue
+		}
+		if _, err := js.CreateStream(ctx, sc); err != nil {
+			return fmt.Errorf("make %s: %w", sc.Name, err)
+		}
+	}
+	events, origins := UnshardedEvents(cfg)
+	for origin, cc := range origins {
+		if _, err := js.CreatePushConsumer(ctx, origin, cc); err != nil {
+			return fmt.Errorf("the log's source consumer on %s: %w", origin, err)
+		}
+	}
+	if _, err := js.CreateStream(ctx, events); err != nil {
+		return fmt.Errorf("make the unsharded %s: %w", bus.StreamEvents, err)
+	}
+	work, source := UnshardedWork(cfg, "jetway-work-source-2")
+	if _, err := js.CreatePushConsumer(ctx, bus.StreamEvents, source); err != nil {
+		return fmt.Errorf("the work queue's source consumer: %w", err)
+	}
+	if _, err := js.CreateStream(ctx, work); err != nil {
+		return fmt.Errorf("make %s: %w", bus.StreamWork, err)
+	}
+	p, _ := strconv.Atoi(work.Metadata[bus.MetadataPartitions])
+	for part := range p {
+		if _, err := js.CreateConsumer(ctx, bus.StreamWork, jetstream.ConsumerConfig{
+			Durable:        bus.WorkConsumerName(part),
+			FilterSubject:  strconv.Itoa(part) + ".>",
+			AckPolicy:      jetstream.AckExplicitPolicy,
+			AckWait:        time.Minute,
+			MaxAckPending:  1000,
+			PriorityPolicy: jetstream.PriorityPolicyPinned,
+			PinnedTTL:      3 * time.Second,
+			PriorityGroups: []string{bus.WorkGroup},
+			Replicas:       work.Replicas,
+		}); err != nil {
+			return fmt.Errorf("old work consumer %d: %w", part, err)
+		}
+	}
+	return nil
 }
