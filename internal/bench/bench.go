@@ -180,8 +180,7 @@ type baselines struct {
 	syncP50, syncP99 float64 // ms
 	asyncRate        float64 // msgs/s
 	consumeRate      float64 // msgs/s
-	sourcedRate      float64 // msgs/s, through a sourced work queue
-	floorRate        float64 // msgs/s, sourced, pulled pinned and acked
+	floorRate        float64 // msgs/s, into a work shard, pulled pinned, acked and logged
 	floorMsgs        float64 // messages per event on the floor consumers' connection
 	rttP50, rttP99   float64 // ms, request/reply
 	measured         bool

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -13,46 +14,159 @@ import (
 	"jetway/pkg/bus"
 )
 
-// FigRawFloor is the transport a runner stands on, with nothing of a
-// runner in it.
-const FigRawFloor = "raw js sourced work queue, pinned pulls, acked"
+// Names of the transport floor figures: the event path a runner stands
+// on, with nothing of a runner in it. FigRawFloor is the one the runner's
+// figures compare with (one shard, as bus.Provision makes by default).
+const (
+	FigRawFloor       = "raw js work shard, pinned pulls, acked, logged"
+	FigRawFloorShards = "raw js 2 work shards, pinned pulls, acked, logged"
+	// FigRawFloorUnsharded is the event path before the shards (a work
+	// queue sourcing the events stream), measured in the same run so the
+	// two can be compared.
+	FigRawFloorUnsharded = "raw js sourced work queue, pinned pulls, acked (layout before the shards)"
+)
 
-// measureFloor times what moving an event costs before any runner work:
-// async publishes into a stream that a work queue sources with the
-// partition transform, consumed by one client through the P pinned
-// partition consumers jetway's runners use, each message acked (as a
-// runner acks a recorded event: one message, not answered), from the
-// first publish until the work queue is empty, every ack applied. A runner's sustained rate cannot pass this: it adds, per
-// event, a session actor, the transcript and the model call.
+// floorKind is the subject kind the floor publishes under:
+// jetway.benchfloor.<tenant>.<session>, partitioned by a mapping of the
+// bench's own (floorMapping) as jetway.events.… is by jetway's, so the
+// floor's streams never take jetway's events nor overlap jetway's shards.
+const floorKind = "benchfloor"
+
+// floorSessions is how many sessions the floor's messages rotate over.
+const floorSessions = 200
+
+// floorMapping partitions the floor's subjects as bus.PartitionMappings
+// partitions jetway's: the bench's server carries it beside jetway's.
+func floorMapping(partitions int) bus.Mapping {
+	return bus.Mapping{
+		From: "jetway." + floorKind + ".*.*",
+		To:   fmt.Sprintf("jetway.%s.{{partition(%d,1,2)}}.{{wildcard(1)}}.{{wildcard(2)}}", floorKind, partitions),
+	}
+}
+
+// floorPath is one event path the floor measures: where each message is
+// published, which stream each partition's consumer is on, and when the
+// path is empty again.
+type floorPath struct {
+	conn    string   // name of the consumers' connection
+	streams []string // the streams the partition consumers are on
+	shardOf func(p int) int
+	// filter, if set, replaces the work consumers' filter of partition p.
+	filter  func(p int) string
+	subject func(i int) string // the i-th message's subject
+	// logged, if set, waits until the path's log holds the n messages.
+	logged func(ctx context.Context, n int) error
+	// emptied waits until every message is gone from the path's streams.
+	emptied func(ctx context.Context) error
+	drop    func()
+}
+
+// floorRun is what one floor measurement found.
+type floorRun struct {
+	rate  float64       // messages per second, first publish to every message acked and logged
+	total time.Duration // first publish to every message acked and logged
+	empty time.Duration // first publish to the path's streams empty
+	msgs  float64       // messages per message on the consumers' connection (0: unknown)
+}
+
+// measureFloor times what moving an event costs before any runner work,
+// on the sharded path as jetway now lays it out (one shard, then two), and
+// on the layout before the shards for comparison. A runner's sustained
+// rate cannot pass the first: it adds, per event, a session actor, the
+// transcript and the model call.
 func (e *env) measureFloor(ctx context.Context) {
 	const goal = "baseline"
-	name := "BENCH_FLOOR_" + uid()
-	partitions := bus.DefaultPartitions
-	prefix, _, drop, err := e.sourcedPair(ctx, name)
+	partitions, mapped, err := e.floorPartitions(ctx)
 	if err != nil {
-		e.skip(FigRawFloor, "msgs/s", goal, err)
+		for _, f := range []string{FigRawFloor, FigRawFloorShards, FigRawFloorUnsharded} {
+			e.skip(f, "msgs/s", goal, err)
+		}
 		return
 	}
-	defer drop()
+	n := e.sizes.RawMessages
+	how := "mapped to its partition by the server"
+	if !mapped {
+		how = "its partition computed by the client (bus.PartitionFor: a server given by --nats has no mapping for the bench's subjects)"
+	}
 
-	// The consumers have a connection of their own, as runners do.
-	cnc, err := nats.Connect(e.url, nats.Name("jetway-bench-floor"))
+	for _, shards := range []int{1, 2} {
+		name := FigRawFloor
+		if shards > 1 {
+			name = FigRawFloorShards
+		}
+		e.progress("raw: %d async publishes into %d work shard(s), consumed by %d pinned pulls and acked, logged", n, shards, partitions)
+		path, err := e.shardPath(ctx, shards, partitions, mapped)
+		if err != nil {
+			e.skip(name, "msgs/s", goal, err)
+			continue
+		}
+		run, err := e.runFloor(ctx, path, partitions)
+		path.drop()
+		if err != nil {
+			e.skip(name, "msgs/s", goal, err)
+			continue
+		}
+		r := figure(name, "msgs/s", run.rate).vs("raw async publish", e.base.asyncRate).info("baseline")
+		if shards == 1 {
+			e.base.floorRate, e.base.floorMsgs = run.rate, run.msgs
+			e.add(r.note("%d messages published async on jetway.%s.<tenant>.<session> (%d sessions), %s, into an interest shard; pulled through %d pinned partition consumers (jetway's work consumer configuration), each acked, while a log stream sourced the shard through a durable flow-controlled consumer with jetway's transform (as JETWAY_EVENTS does); timed until every ack was applied and the log held every message: what moving an event costs with no runner work at all. The shard itself was empty at %s: the log's consumer releases what it copied only at its next flow control answer (when its 10 000 in flight are reached, or at its 1 s heartbeat after a lull); %.2f messages per message on the consumers' connection",
+				n, floorKind, floorSessions, how, partitions, run.empty.Round(time.Millisecond), run.msgs))
+		} else {
+			e.add(r.note("as the figure of one shard, with partition p in shard p mod %d: %d interest streams on this one server and one log sourcing both (on a cluster each shard has a leader of its own); both shards were empty at %s",
+				shards, shards, run.empty.Round(time.Millisecond)))
+		}
+	}
+
+	e.progress("raw: %d async publishes through a sourced work queue (the layout before the shards), consumed by %d pinned pulls and acked", n, partitions)
+	path, err := e.unshardedPath(ctx, partitions)
 	if err != nil {
-		e.skip(FigRawFloor, "msgs/s", goal, fmt.Errorf("connect: %w", err))
+		e.skip(FigRawFloorUnsharded, "msgs/s", goal, err)
 		return
+	}
+	run, err := e.runFloor(ctx, path, partitions)
+	path.drop()
+	if err != nil {
+		e.skip(FigRawFloorUnsharded, "msgs/s", goal, err)
+		return
+	}
+	r := figure(FigRawFloorUnsharded, "msgs/s", run.rate).vs("raw async publish", e.base.asyncRate).info("baseline")
+	e.add(r.note("%d messages published async into a stream that a work queue sources with the partition transform (JETWAY_EVENTS → JETWAY_WORK before the shards), pulled through %d pinned partition consumers and each acked, until every ack was applied and the work queue was empty: the floor the shards replace, for comparison", n, partitions))
+}
+
+// floorPartitions is P for the floor: the bench's own server maps the
+// floor's subjects (mapped); a server given by --nats does not, and the
+// floor takes that server's P and computes partitions itself.
+func (e *env) floorPartitions(ctx context.Context) (partitions int, mapped bool, err error) {
+	if e.srv != nil {
+		return benchPartitions, true, nil
+	}
+	p, err := bus.ServerPartitions(ctx, e.nc)
+	if err != nil {
+		return 0, false, err
+	}
+	return p, false, nil
+}
+
+// runFloor publishes Sizes.RawMessages messages on path as fast as the
+// client's window allows, consumed by one client through the P pinned
+// partition consumers jetway's runners use, each message acked (as a
+// runner acks a recorded event: one message, not answered), and times
+// them from the first publish until every ack was applied and the path's
+// log (if it has one) held every message. It then waits for the path's
+// streams to empty, and says when they did: on the sharded path the log's
+// consumer releases what it copied only at its next flow control answer,
+// a delay that holds storage but no runner, so it is not in the rate.
+func (e *env) runFloor(ctx context.Context, path floorPath, partitions int) (floorRun, error) {
+	// The consumers have a connection of their own, as runners do.
+	cnc, err := nats.Connect(e.url, nats.Name(path.conn))
+	if err != nil {
+		return floorRun{}, fmt.Errorf("connect: %w", err)
 	}
 	defer cnc.Close()
 	cjs, err := jetstream.New(cnc)
 	if err != nil {
-		e.skip(FigRawFloor, "msgs/s", goal, err)
-		return
+		return floorRun{}, err
 	}
-	cwork, err := cjs.Stream(ctx, name+"_WORK")
-	if err != nil {
-		e.skip(FigRawFloor, "msgs/s", goal, err)
-		return
-	}
-
 	n := e.sizes.RawMessages
 	var acked atomic.Int64
 	done := make(chan struct{})
@@ -62,40 +176,49 @@ func (e *env) measureFloor(ctx context.Context) {
 			stop()
 		}
 	}()
+	streams := map[string]jetstream.Stream{}
+	var consumers []jetstream.Consumer
 	for p := range partitions {
+		name := path.streams[path.shardOf(p)]
+		st, ok := streams[name]
+		if !ok {
+			if st, err = cjs.Stream(ctx, name); err != nil {
+				return floorRun{}, fmt.Errorf("stream %s: %w", name, err)
+			}
+			streams[name] = st
+		}
 		cc := bus.WorkConsumerConfig(p, bus.ProvisionConfig{})
 		cc.Replicas = 1
-		cons, err := cwork.CreateOrUpdateConsumer(ctx, cc)
-		if err != nil {
-			e.skip(FigRawFloor, "msgs/s", goal, fmt.Errorf("create consumer %s: %w", cc.Durable, err))
-			return
+		if path.filter != nil {
+			cc.FilterSubject = path.filter(p)
 		}
+		cons, err := st.CreateOrUpdateConsumer(ctx, cc)
+		if err != nil {
+			return floorRun{}, fmt.Errorf("create consumer %s on %s: %w", cc.Durable, name, err)
+		}
+		consumers = append(consumers, cons)
 		cctx, err := cons.Consume(func(m jetstream.Msg) {
 			if m.Ack() == nil && acked.Add(1) == int64(n) {
 				close(done)
 			}
 		}, jetstream.PullPriorityGroup(bus.WorkGroup), jetstream.PullMaxMessages(256))
 		if err != nil {
-			e.skip(FigRawFloor, "msgs/s", goal, fmt.Errorf("consume %s: %w", cc.Durable, err))
-			return
+			return floorRun{}, fmt.Errorf("consume %s: %w", cc.Durable, err)
 		}
 		stops = append(stops, cctx.Stop)
 	}
 
 	msg, err := sampleEvent()
 	if err != nil {
-		e.skip(FigRawFloor, "msgs/s", goal, err)
-		return
+		return floorRun{}, err
 	}
-	e.progress("raw: %d async publishes through a sourced work queue, consumed by %d pinned pulls and acked", n, partitions)
 	hdr := withoutMsgID(msg.Header)
-	before, cerr := e.connMsgs("jetway-bench-floor")
+	before, cerr := e.connMsgs(path.conn)
 	t0 := time.Now()
 	for i := range n {
-		m := &nats.Msg{Subject: fmt.Sprintf("%s.t.s%03d", prefix, i%200), Header: hdr, Data: msg.Data}
+		m := &nats.Msg{Subject: path.subject(i), Header: hdr, Data: msg.Data}
 		if err := publishWhenRoom(ctx, e.js, m); err != nil {
-			e.skip(FigRawFloor, "msgs/s", goal, fmt.Errorf("async publish: %w", err))
-			return
+			return floorRun{}, fmt.Errorf("async publish: %w", err)
 		}
 	}
 	wctx, cancel := deadline(ctx, 2*time.Minute)
@@ -103,30 +226,218 @@ func (e *env) measureFloor(ctx context.Context) {
 	select {
 	case <-done:
 	case <-wctx.Done():
-		e.skip(FigRawFloor, "msgs/s", goal, fmt.Errorf("%d of %d messages acked: %w", acked.Load(), n, wctx.Err()))
-		return
+		return floorRun{}, fmt.Errorf("%d of %d messages acked: %w", acked.Load(), n, wctx.Err())
 	}
-	if err := drained(wctx, cwork); err != nil {
-		e.skip(FigRawFloor, "msgs/s", goal, err)
-		return
+	// Acks are not answered: each consumer's state is the word that
+	// they all arrived.
+	for _, cons := range consumers {
+		if err := settled(wctx, cons); err != nil {
+			return floorRun{}, err
+		}
 	}
-	v := rate(n, time.Since(t0))
-	e.base.floorRate = v
-	if after, err := e.connMsgs("jetway-bench-floor"); cerr == nil && err == nil {
-		e.base.floorMsgs = float64(after-before) / float64(n)
+	if path.logged != nil {
+		if err := path.logged(wctx, n); err != nil {
+			return floorRun{}, err
+		}
 	}
-	r := figure(FigRawFloor, "msgs/s", v).vs("raw async publish", e.base.asyncRate).info("baseline")
-	e.add(r.note("%d messages published async through the sourced work queue, pulled through %d pinned partition consumers (jetway's work consumer configuration) and each acked, until the work queue was empty: what moving an event costs with no runner work at all", n, partitions))
+	run := floorRun{total: time.Since(t0)}
+	run.rate = rate(n, run.total)
+	if err := path.emptied(wctx); err != nil {
+		return floorRun{}, err
+	}
+	run.empty = time.Since(t0)
+	if after, err := e.connMsgs(path.conn); cerr == nil && err == nil {
+		run.msgs = float64(after-before) / float64(n)
+	}
+	return run, nil
 }
 
-// drained waits until a work queue stream holds no message: every ack
-// sent has been applied. Acks are not answered, so the stream's state is
-// the only word that they all arrived.
+// shardPath makes the sharded event path on streams of the bench's own:
+// K interest shards capturing the floor's partitioned subjects (partition
+// p in shard p mod K, as bus.WorkStreamOf), and a log stream without
+// subjects that sources every shard through a durable flow-controlled
+// consumer with JETWAY_EVENTS's transform (bus.EventsSources). A message
+// leaves its shard once its partition consumer acked it and the log's
+// consumer did.
+func (e *env) shardPath(ctx context.Context, shards, partitions int, mapped bool) (floorPath, error) {
+	run := uid()
+	name := "BENCH_FLOOR_" + run
+	tenant := "f" + run
+	logName := name + "_LOG"
+	cfg := bus.ProvisionConfig{Partitions: partitions, Shards: shards, Replicas: 1}
+	var created []string
+	drop := func() {
+		// The log first: its source consumers live on the shards.
+		for i := len(created) - 1; i >= 0; i-- {
+			_ = e.js.DeleteStream(context.WithoutCancel(ctx), created[i])
+		}
+	}
+	path := floorPath{
+		conn:    fmt.Sprintf("jetway-bench-floor-k%d", shards),
+		shardOf: func(p int) int { return bus.ShardOf(p, shards) },
+		drop:    drop,
+	}
+	var sources []*jetstream.StreamSource
+	transforms := bus.EventsSources(1)[0].SubjectTransforms
+	for k := range shards {
+		shard := name + "_" + strconv.Itoa(k)
+		var subjects []string
+		if shards <= 1 {
+			subjects = []string{fmt.Sprintf("jetway.%s.*.%s.*", floorKind, tenant)}
+		} else {
+			for p := range partitions {
+				if bus.ShardOf(p, shards) == k {
+					subjects = append(subjects, fmt.Sprintf("jetway.%s.%d.%s.*", floorKind, p, tenant))
+				}
+			}
+		}
+		if _, err := e.js.CreateStream(ctx, jetstream.StreamConfig{
+			Name: shard, Subjects: subjects, Retention: jetstream.InterestPolicy,
+			Storage: jetstream.FileStorage, Replicas: 1,
+		}); err != nil {
+			drop()
+			return floorPath{}, fmt.Errorf("create shard %s: %w", shard, err)
+		}
+		created = append(created, shard)
+		path.streams = append(path.streams, shard)
+		src := &jetstream.StreamSource{
+			Name: shard, SubjectTransforms: transforms,
+			Consumer: &jetstream.StreamConsumerSource{Name: "bench-log-source", DeliverSubject: "bench.sourcing." + shard},
+		}
+		// The source consumer before the log, as bus.Provision makes it:
+		// an interest shard keeps nothing nobody is interested in.
+		cc := bus.SourceConsumerConfig(logName, src, cfg)
+		c, err := e.js.CreatePushConsumer(ctx, shard, cc)
+		if err != nil {
+			drop()
+			return floorPath{}, fmt.Errorf("create the log's source consumer on %s: %w", shard, err)
+		}
+		if c.CachedInfo().Config.AckPolicy != jetstream.AckFlowControlPolicy {
+			drop()
+			return floorPath{}, errors.New("the server does not support durable sourcing (needs nats-server 2.14 or later)")
+		}
+		sources = append(sources, src)
+	}
+	logStream, err := e.js.CreateStream(ctx, jetstream.StreamConfig{
+		Name: logName, Sources: sources, Storage: jetstream.FileStorage, Replicas: 1,
+	})
+	if err != nil {
+		drop()
+		return floorPath{}, fmt.Errorf("create log %s: %w", logName, err)
+	}
+	created = append(created, logName)
+
+	sessions := make([]string, floorSessions)
+	for i := range sessions {
+		s := fmt.Sprintf("s%03d", i)
+		if mapped {
+			sessions[i] = fmt.Sprintf("jetway.%s.%s.%s", floorKind, tenant, s)
+		} else {
+			sessions[i] = fmt.Sprintf("jetway.%s.%d.%s.%s", floorKind, bus.PartitionFor(tenant, s, partitions), tenant, s)
+		}
+	}
+	path.subject = func(i int) string { return sessions[i%floorSessions] }
+	path.logged = func(ctx context.Context, n int) error {
+		for {
+			info, err := logStream.Info(ctx)
+			if err != nil {
+				return fmt.Errorf("log %s: %w", logName, err)
+			}
+			if info.State.Msgs >= uint64(n) {
+				return nil
+			}
+			t := time.NewTimer(time.Millisecond)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return fmt.Errorf("the log holds %d of %d messages: %w", info.State.Msgs, n, ctx.Err())
+			case <-t.C:
+			}
+		}
+	}
+	path.emptied = func(ctx context.Context) error {
+		for _, shard := range path.streams {
+			st, err := e.js.Stream(ctx, shard)
+			if err != nil {
+				return fmt.Errorf("shard %s: %w", shard, err)
+			}
+			if err := drained(ctx, st); err != nil {
+				return fmt.Errorf("shard %s: %w", shard, err)
+			}
+		}
+		return nil
+	}
+	return path, nil
+}
+
+// unshardedPath makes the event path as it was before the shards: a
+// stream of the bench's own and a work queue stream sourcing it with the
+// partition transform (subjects <p>.<prefix>.<tenant>.<session>), as
+// JETWAY_EVENTS → JETWAY_WORK were.
+func (e *env) unshardedPath(ctx context.Context, partitions int) (floorPath, error) {
+	name := "BENCH_SRC_" + uid()
+	prefix := "bench." + name
+	if _, err := e.js.CreateStream(ctx, jetstream.StreamConfig{
+		Name: name, Subjects: []string{prefix + ".>"}, Storage: jetstream.FileStorage, Replicas: 1,
+	}); err != nil {
+		return floorPath{}, fmt.Errorf("create stream: %w", err)
+	}
+	drop := func() {
+		_ = e.js.DeleteStream(context.WithoutCancel(ctx), name+"_WORK")
+		_ = e.js.DeleteStream(context.WithoutCancel(ctx), name)
+	}
+	work, err := e.js.CreateStream(ctx, jetstream.StreamConfig{
+		Name: name + "_WORK", Retention: jetstream.WorkQueuePolicy, Storage: jetstream.FileStorage, Replicas: 1,
+		Sources: []*jetstream.StreamSource{{Name: name, SubjectTransforms: []jetstream.SubjectTransformConfig{{
+			Source:      prefix + ".*.*",
+			Destination: fmt.Sprintf("{{partition(%d,1,2)}}.%s.{{wildcard(1)}}.{{wildcard(2)}}", partitions, prefix),
+		}}}},
+	})
+	if err != nil {
+		drop()
+		return floorPath{}, fmt.Errorf("create work queue: %w", err)
+	}
+	return floorPath{
+		conn:    "jetway-bench-floor-unsharded",
+		streams: []string{name + "_WORK"},
+		shardOf: func(int) int { return 0 },
+		filter:  func(p int) string { return strconv.Itoa(p) + ".>" },
+		subject: func(i int) string { return fmt.Sprintf("%s.t.s%03d", prefix, i%floorSessions) },
+		emptied: func(ctx context.Context) error { return drained(ctx, work) },
+		drop:    drop,
+	}, nil
+}
+
+// settled waits until a consumer has delivered everything its stream
+// holds for it and every delivery's ack has been applied.
+func settled(ctx context.Context, cons jetstream.Consumer) error {
+	for {
+		info, err := cons.Info(ctx)
+		if err != nil {
+			return fmt.Errorf("consumer state: %w", err)
+		}
+		if info.NumPending == 0 && info.NumAckPending == 0 {
+			return nil
+		}
+		t := time.NewTimer(time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("consumer %s: %d undelivered, %d unacked after every ack was sent: %w", info.Name, info.NumPending, info.NumAckPending, ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+// drained waits until a stream holds no message: every ack sent has been
+// applied (and, on an interest stream, every other interest's too). Acks
+// are not answered, so the stream's state is the only word that they all
+// arrived.
 func drained(ctx context.Context, st jetstream.Stream) error {
 	for {
 		info, err := st.Info(ctx)
 		if err != nil {
-			return fmt.Errorf("work queue state: %w", err)
+			return fmt.Errorf("stream state: %w", err)
 		}
 		if info.State.Msgs == 0 {
 			return nil
@@ -135,7 +446,7 @@ func drained(ctx context.Context, st jetstream.Stream) error {
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return fmt.Errorf("work queue still holds %d messages after every ack: %w", info.State.Msgs, ctx.Err())
+			return fmt.Errorf("stream still holds %d messages after every ack: %w", info.State.Msgs, ctx.Err())
 		case <-t.C:
 		}
 	}

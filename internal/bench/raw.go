@@ -21,7 +21,6 @@ const (
 	FigRawConsume    = "raw js consume rate (durable pull)"
 	FigRawRequestP50 = "raw nats request/reply p50"
 	FigRawRequestP99 = "raw nats request/reply p99"
-	FigRawSourced    = "raw js sourced work queue rate"
 )
 
 // sampleEvent is the message the raw figures publish: an encoded host event
@@ -141,7 +140,6 @@ func (e *env) measureRaw(ctx context.Context) {
 	cc.Stop()
 
 	e.measureRequest(ctx)
-	e.measureSourced(ctx)
 	e.measureFloor(ctx)
 	e.base.measured = true
 }
@@ -156,83 +154,6 @@ func withoutMsgID(h nats.Header) nats.Header {
 		}
 	}
 	return out
-}
-
-// measureSourced times what every jetway event costs before a runner sees
-// it: an async publish into a stream that a work queue stream sources with
-// the partition transform, as JETWAY_EVENTS → JETWAY_WORK, timed until the
-// work queue holds every message. No runner can go faster than this hop.
-func (e *env) measureSourced(ctx context.Context) {
-	const goal = "baseline"
-	prefix, work, drop, err := e.sourcedPair(ctx, "BENCH_SRC_"+uid())
-	if err != nil {
-		e.skip(FigRawSourced, "msgs/s", goal, err)
-		return
-	}
-	defer drop()
-	msg, err := sampleEvent()
-	if err != nil {
-		e.skip(FigRawSourced, "msgs/s", goal, err)
-		return
-	}
-	n := e.sizes.RawMessages
-	e.progress("raw: %d async publishes through a sourced work queue", n)
-	t0 := time.Now()
-	hdr := withoutMsgID(msg.Header)
-	for i := range n {
-		m := &nats.Msg{Subject: fmt.Sprintf("%s.t.s%03d", prefix, i%200), Header: hdr, Data: msg.Data}
-		if _, err := e.js.PublishMsgAsync(m); err != nil {
-			e.skip(FigRawSourced, "msgs/s", goal, fmt.Errorf("async publish: %w", err))
-			return
-		}
-	}
-	wctx, cancel := deadline(ctx, 2*time.Minute)
-	defer cancel()
-	for {
-		info, err := work.Info(wctx)
-		if err == nil && info.State.Msgs >= uint64(n) {
-			break
-		}
-		select {
-		case <-wctx.Done():
-			e.skip(FigRawSourced, "msgs/s", goal, fmt.Errorf("work queue did not fill: %w", wctx.Err()))
-			return
-		case <-time.After(2 * time.Millisecond):
-		}
-	}
-	v := rate(n, time.Since(t0))
-	e.base.sourcedRate = v
-	r := figure(FigRawSourced, "msgs/s", v).vs("raw async publish", e.base.asyncRate).info("baseline")
-	e.add(r.note("%d messages published async into a stream that a work queue sources with the partition transform (JETWAY_EVENTS → JETWAY_WORK), until the work queue holds them all: the ceiling of any sustained runner figure", n))
-}
-
-// sourcedPair creates a stream of the bench's own and a work queue stream
-// that sources it with the partition transform, as JETWAY_EVENTS →
-// JETWAY_WORK, and returns the subject prefix to publish under (then
-// ".<tenant>.<session>"), the work queue, and a func that deletes both.
-func (e *env) sourcedPair(ctx context.Context, name string) (prefix string, work jetstream.Stream, drop func(), err error) {
-	prefix = "bench." + name
-	if _, err := e.js.CreateStream(ctx, jetstream.StreamConfig{
-		Name: name, Subjects: []string{prefix + ".>"}, Storage: jetstream.FileStorage, Replicas: 1,
-	}); err != nil {
-		return "", nil, nil, fmt.Errorf("create stream: %w", err)
-	}
-	dropOrigin := func() { _ = e.js.DeleteStream(context.WithoutCancel(ctx), name) }
-	work, err = e.js.CreateStream(ctx, jetstream.StreamConfig{
-		Name: name + "_WORK", Retention: jetstream.WorkQueuePolicy, Storage: jetstream.FileStorage, Replicas: 1,
-		Sources: []*jetstream.StreamSource{{Name: name, SubjectTransforms: []jetstream.SubjectTransformConfig{{
-			Source:      prefix + ".*.*",
-			Destination: fmt.Sprintf("{{partition(%d,1,2)}}.%s.{{wildcard(1)}}.{{wildcard(2)}}", bus.DefaultPartitions, prefix),
-		}}}},
-	})
-	if err != nil {
-		dropOrigin()
-		return "", nil, nil, fmt.Errorf("create work queue: %w", err)
-	}
-	return prefix, work, func() {
-		_ = e.js.DeleteStream(context.WithoutCancel(ctx), name+"_WORK")
-		dropOrigin()
-	}, nil
 }
 
 // measureRequest times core NATS request/reply to a responder on its own

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -23,10 +24,15 @@ const (
 // benchTenant is the tenant account the bench publishes through.
 const benchTenant = "bench"
 
+// benchPartitions is P on the bench's own server: its partition mapping,
+// which the runner figures' streams are provisioned with.
+const benchPartitions = bus.DefaultPartitions
+
 // benchAccounts writes the account layout for the bench's embedded server:
-// the services' account as in production, entered by any client without
-// credentials (no_auth_user, so the bench and the processes it starts
-// connect as before), and one tenant account with a credential.
+// the services' account as in production, with its partition mapping and
+// the transport floor's beside it (floorMapping), entered by any client
+// without credentials (no_auth_user, so the bench and the processes it
+// starts connect as before), and one tenant account with a credential.
 func benchAccounts(dir string) (conf string, creds bus.TenantCredentials, err error) {
 	creds = bus.TenantCredentials{Dir: filepath.Join(dir, "tenants")}
 	if _, err := creds.Ensure(benchTenant, ""); err != nil {
@@ -36,7 +42,13 @@ func benchAccounts(dir string) (conf string, creds bus.TenantCredentials, err er
 		return "", creds, err
 	}
 	conf = filepath.Join(dir, "accounts.conf")
-	text := bus.DevAccountsConf("bench", "bench", "tenants.conf", 0) + "no_auth_user: bench\n"
+	text := bus.DevAccountsConf("bench", "bench", "tenants.conf", benchPartitions) + "no_auth_user: bench\n"
+	const block = "    mappings: {\n"
+	if !strings.Contains(text, block) {
+		return "", creds, fmt.Errorf("bench: accounts: no %q block in the JETWAY account to add the floor's mapping to", strings.TrimSpace(block))
+	}
+	m := floorMapping(benchPartitions)
+	text = strings.Replace(text, block, fmt.Sprintf("%s      %q: %q\n", block, m.From, m.To), 1)
 	if err := os.WriteFile(conf, []byte(text), 0o600); err != nil {
 		return "", creds, fmt.Errorf("bench: accounts: %w", err)
 	}
@@ -44,8 +56,9 @@ func benchAccounts(dir string) (conf string, creds bus.TenantCredentials, err er
 }
 
 // measureTenant times what an outside system pays to publish an event
-// through its tenant account: the import maps the subject into JETWAY and
-// the stream's ack is routed back. It runs right after the raw figures and
+// through its tenant account: the import maps the subject into JETWAY,
+// JETWAY's mapping puts the partition in (jetway.events.<p>.<tenant>.…),
+// and the stream's ack is routed back. It runs right after the raw figures and
 // compares with them; it needs the bench's own server (the layout).
 func (e *env) measureTenant(ctx context.Context) {
 	const goal = "≤ 2× raw"
@@ -62,7 +75,7 @@ func (e *env) measureTenant(ctx context.Context) {
 	}
 	name := "BENCH_TENANT_" + uid()
 	if _, err := e.js.CreateStream(ctx, jetstream.StreamConfig{
-		Name: name, Subjects: []string{"jetway.events." + benchTenant + ".*"}, Storage: jetstream.FileStorage, Replicas: 1,
+		Name: name, Subjects: []string{"jetway.events.*." + benchTenant + ".*"}, Storage: jetstream.FileStorage, Replicas: 1,
 	}); err != nil {
 		e.skip(FigTenantSyncP50, "ms", goal, fmt.Errorf("create stream: %w", err))
 		return
