@@ -543,6 +543,12 @@ func SourceConsumerConfig(into string, src *jetstream.StreamSource, cfg Provisio
 		MaxAckPending:  sourceMaxAckPending,
 		Replicas:       cfg.Replicas,
 	}
+	if into == StreamEvents {
+		// Its ack floor moves only when this many are out (or after a
+		// second with nothing to send), and a shard keeps what the log
+		// has not confirmed: fewer out, fewer acked events waiting there.
+		cc.MaxAckPending = logSourceMaxAckPending
+	}
 	if len(filters) == 1 {
 		cc.FilterSubject = filters[0]
 	} else {
@@ -551,9 +557,13 @@ func SourceConsumerConfig(into string, src *jetstream.StreamSource, cfg Provisio
 	return cc
 }
 
-// sourceMaxAckPending is how many events may be in flight to JETWAY_WORK
-// before sourcing waits for its flow control answer.
-const sourceMaxAckPending = 10000
+// sourceMaxAckPending is how many events may be in flight to a shard
+// before sourcing waits for its flow control answer; logSourceMaxAckPending
+// the same for the log's sources on the shards.
+const (
+	sourceMaxAckPending    = 10000
+	logSourceMaxAckPending = 1000
+)
 
 // BucketConfigs returns the configuration of every jetway key-value bucket.
 func BucketConfigs(cfg ProvisionConfig) []jetstream.KeyValueConfig {

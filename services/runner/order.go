@@ -20,22 +20,22 @@ import (
 // is not, the event waits for it. It looks the stream up unless the
 // partition's delivery proves it (partition.streamOrder).
 
-// pendingFrom returns the stream sequence of the session's first event
-// still in its work shard at or after sequence from (0 if none).
-func (r *Runner) pendingFrom(ctx context.Context, part int, tenant, session string, from uint64) (uint64, error) {
+// pendingFrom returns the stream sequence and CE id of the session's first
+// event still in its work shard at or after sequence from (0 if none).
+func (r *Runner) pendingFrom(ctx context.Context, part int, tenant, session string, from uint64) (uint64, string, error) {
 	if len(r.work) == 0 {
-		return 0, nil
+		return 0, "", nil
 	}
 	r.orderLookups.Add(1)
 	shard := r.work[bus.ShardOf(part, len(r.work))]
 	m, err := shard.GetMsg(ctx, max(from, 1), jetstream.WithGetMsgSubject(bus.PartitionFilter(part, tenant, session)))
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return 0, nil
+		return 0, "", nil
 	}
 	if err != nil {
-		return 0, err
+		return 0, "", err
 	}
-	return m.Sequence, nil
+	return m.Sequence, m.Header.Get("ce-id"), nil
 }
 
 func (r *Runner) openWork(ctx context.Context) error {
@@ -143,7 +143,7 @@ func (a *actor) inOrder(ctx context.Context, d delivery) bool {
 		}
 	}
 	for {
-		older, err := a.r.pendingFrom(ctx, a.part, a.tenant, a.session, from)
+		older, id, err := a.r.pendingFrom(ctx, a.part, a.tenant, a.session, from)
 		if err != nil {
 			a.retryLater()
 			return false
@@ -151,6 +151,15 @@ func (a *actor) inOrder(ctx context.Context, d delivery) bool {
 		if older == 0 || older >= seq {
 			a.ordered = orderMark{tenure: tenure, below: max(seq+1, from)}
 			return true
+		}
+		if _, recorded := a.seen[id]; recorded && id != "" {
+			// Handed on (or refused) and recorded, by this runner or the
+			// one before: acked, or to be dropped as a duplicate when it
+			// comes again. It waits in the shard only for the log to copy
+			// it, which under steady load takes until the log's source has
+			// thousands of events out (bus.SourceConsumerConfig).
+			from = older + 1
+			continue
 		}
 		switch a.inHand(older) {
 		case queuedFirst:

@@ -139,3 +139,27 @@ func threeEventsInHand(t *testing.T, ctx context.Context) (*Runner, int, []jetst
 	}
 	return r, part, msgs
 }
+
+// An older event another runner handed on and recorded waits in the shard
+// until the log has copied it, which under steady load takes until the
+// log's source has many events out. It is no reason to wait: a runner
+// taking the partition over found such events and served nothing for ten
+// seconds. What is not recorded still makes the newer event wait.
+func TestAn_older_event_recorded_in_the_transcript_does_not_hold_a_newer_one_back(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	r, part, msgs := threeEventsInHand(t, ctx)
+	a := &actor{r: r, tenant: "t1", session: "s1", part: part, log: r.log, box: mailbox{running: true},
+		held: map[string]jetstream.Msg{}, seen: map[string]struct{}{}}
+	if a.inOrder(ctx, delivery{msg: msgs[2]}) {
+		t.Fatal("the third event may be handled while the first two are in the shard, neither in hand nor recorded")
+	}
+	a.seen[msgs[0].Headers().Get("ce-id")] = struct{}{}
+	if a.inOrder(ctx, delivery{msg: msgs[2]}) {
+		t.Fatal("the third event may be handled while the second is in the shard, neither in hand nor recorded")
+	}
+	a.seen[msgs[1].Headers().Get("ce-id")] = struct{}{}
+	if !a.inOrder(ctx, delivery{msg: msgs[2]}) {
+		t.Fatal("the third event waits for older ones the transcript records as handed on")
+	}
+}
