@@ -139,6 +139,9 @@ func Provision(ctx context.Context, js jetstream.JetStream, cfg ProvisionConfig)
 			starts = map[string]uint64{StreamSchedules: firedFrom}
 		}
 	}
+	if err := reshard(ctx, js, cfg); err != nil {
+		return fmt.Errorf("bus: provision: %w", err)
+	}
 	for _, sc := range StreamConfigs(cfg) {
 		var s jetstream.Stream
 		err := whilePlacing(ctx, func(ctx context.Context) (err error) {

@@ -374,3 +374,76 @@ func TestProvision_on_a_cluster_spreads_the_shards_leaders_and_their_load(t *tes
 		t.Errorf("SpreadLeaders after provisioning moved %d (%v), want nothing left to move", moved, err)
 	}
 }
+
+// K can change, in either direction, once the shards are drained; while an
+// event waits in one, provisioning refuses and changes nothing.
+func TestProvision_changes_the_shard_count_only_with_the_shards_drained(t *testing.T) {
+	s := bustest.StartServerWith(t, 4)
+	_, js := bustest.Connect(t, s.ClientURL())
+	ctx := testContext(t)
+	if err := bus.Provision(ctx, js, bus.ProvisionConfig{Shards: 2}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.Publish(ctx, "jetway.events.t1.s1", []byte("waiting")); err != nil {
+		t.Fatal(err)
+	}
+	err := bus.Provision(ctx, js, bus.ProvisionConfig{Shards: 1})
+	if err == nil || !strings.Contains(err.Error(), "drained") {
+		t.Fatalf("one shard while an event waits: %v; want a refusal", err)
+	}
+	if l, err := bus.ReadLayout(ctx, js); err != nil || l.Shards != 2 {
+		t.Fatalf("after the refusal the layout is %+v (%v), want the 2 shards untouched", l, err)
+	}
+
+	p := bus.PartitionFor("t1", "s1", 4)
+	c, err := js.Consumer(ctx, bus.WorkStreamOf(p, 2), bus.WorkConsumerName(p))
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch, err := c.Fetch(1, jetstream.FetchMaxWait(5*time.Second), jetstream.FetchPriorityGroup(bus.WorkGroup))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for m := range batch.Messages() {
+		if err := m.DoubleAck(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testutil.EventuallyNil(t, 20*time.Second, "one shard once drained", func() error {
+		return bus.Provision(ctx, js, bus.ProvisionConfig{Shards: 1})
+	})
+	if _, err := js.Stream(ctx, bus.WorkStream(1)); !errors.Is(err, jetstream.ErrStreamNotFound) {
+		t.Errorf("shard 1 still there with one shard: %v", err)
+	}
+	for n := range 4 {
+		if _, err := js.Consumer(ctx, bus.WorkStream(0), bus.WorkConsumerName(n)); err != nil {
+			t.Errorf("work consumer %d on the one shard: %v", n, err)
+		}
+	}
+	if ack, err := js.Publish(ctx, "jetway.events.t1.s2", nil); err != nil || ack.Stream != bus.WorkStream(0) {
+		t.Fatalf("a publish with one shard: %v, %v; want it in %s", ack, err, bus.WorkStream(0))
+	}
+
+	testutil.EventuallyNil(t, 20*time.Second, "three shards once drained", func() error {
+		// The event just published waits: drain it first.
+		p := bus.PartitionFor("t1", "s2", 4)
+		c, err := js.Consumer(ctx, bus.WorkStream(0), bus.WorkConsumerName(p))
+		if err != nil {
+			return err
+		}
+		if b, err := c.Fetch(1, jetstream.FetchMaxWait(time.Second), jetstream.FetchPriorityGroup(bus.WorkGroup)); err == nil {
+			for m := range b.Messages() {
+				_ = m.DoubleAck(ctx)
+			}
+		}
+		return bus.Provision(ctx, js, bus.ProvisionConfig{Shards: 3})
+	})
+	for n := range 4 {
+		if _, err := js.Consumer(ctx, bus.WorkStreamOf(n, 3), bus.WorkConsumerName(n)); err != nil {
+			t.Errorf("work consumer %d on shard %d: %v", n, n%3, err)
+		}
+		if _, err := js.Consumer(ctx, bus.WorkStream(0), bus.WorkConsumerName(n)); n%3 != 0 && err == nil {
+			t.Errorf("work consumer %d left behind on shard 0, which no longer holds its partition", n)
+		}
+	}
+}
