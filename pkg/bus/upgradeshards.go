@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"maps"
 	"strconv"
+	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -38,7 +40,9 @@ import (
 //  4. Each shard sources the old work queue's events of its partitions,
 //     the partition moved back after the kind. Sourcing takes them out of
 //     the work queue; when it is empty, the extra sources go and the work
-//     queue is deleted.
+//     queue is deleted. Host events the old log took with a partition in
+//     their subject (sent between the servers' restart and provisioning)
+//     are published again into their shards (rescueMapped).
 //
 // The moved events are new messages in their shard, after what it held
 // (nothing, with the services stopped); runners drop any a runner had
@@ -242,6 +246,9 @@ func drainUnsharded(ctx context.Context, js jetstream.JetStream, old jetstream.S
 			return err
 		}
 	}
+	if err := rescueMapped(ctx, js, cfg); err != nil {
+		return err
+	}
 	// The shards as they are meant to be: without the extra source.
 	for _, sc := range shardConfigs(cfg) {
 		if _, err := js.UpdateStream(ctx, sc); err != nil {
@@ -255,6 +262,53 @@ func drainUnsharded(ctx context.Context, js jetstream.JetStream, old jetstream.S
 		_ = js.DeleteConsumer(ctx, origin, EventsSourceConsumer) // the log's old sources' consumers
 	}
 	cfg.progress("old %s emptied into the shards and deleted", StreamWork)
+	return nil
+}
+
+// rescueMapped publishes again, into the shards, what reached the old log
+// with a partition in its subject: a host event sent after the servers
+// took the mapping and before provisioning took jetway.events.> away
+// from the log. The old work queue's source takes four-token subjects
+// only, so no runner would ever have seen it. Job and sub-agent events of
+// that time are in their own streams, which the shards source.
+func rescueMapped(ctx context.Context, js jetstream.JetStream, cfg ProvisionConfig) error {
+	ev, err := js.Stream(ctx, StreamEvents)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read %s: %w", StreamEvents, err)
+	}
+	info, err := ev.Info(ctx, jetstream.WithSubjectFilter("jetway.events.*.*.*"))
+	if err != nil {
+		return fmt.Errorf("read %s: %w", StreamEvents, err)
+	}
+	if len(info.State.Subjects) == 0 {
+		return nil
+	}
+	c, err := ev.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{"jetway.events.*.*.*"}})
+	if err != nil {
+		return fmt.Errorf("read %s: %w", StreamEvents, err)
+	}
+	n := 0
+	for {
+		m, err := c.Next(jetstream.FetchMaxWait(time.Second))
+		if errors.Is(err, jetstream.ErrNoMessages) || errors.Is(err, nats.ErrTimeout) {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("read %s: %w", StreamEvents, err)
+		}
+		out := &nats.Msg{Subject: m.Subject(), Header: m.Headers(), Data: m.Data()}
+		if _, err := js.PublishMsg(ctx, out); err != nil {
+			return fmt.Errorf("publish %s again into its shard: %w", m.Subject(), err)
+		}
+		n++
+		if md, err := m.Metadata(); err == nil && md.NumPending == 0 {
+			break
+		}
+	}
+	cfg.progress("%d events sent while the servers had the mapping and the log still took publishes, published again into their shards", n)
 	return nil
 }
 
