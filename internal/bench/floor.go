@@ -109,8 +109,8 @@ func (e *env) measureFloor(ctx context.Context) {
 		r := figure(name, "msgs/s", run.rate).vs("raw async publish", e.base.asyncRate).info("baseline")
 		if shards == 1 {
 			e.base.floorRate, e.base.floorMsgs = run.rate, run.msgs
-			e.add(r.note("%d messages published async on jetway.%s.<tenant>.<session> (%d sessions), %s, into an interest shard; pulled through %d pinned partition consumers (jetway's work consumer configuration), each acked, while a log stream sourced the shard through a durable flow-controlled consumer with jetway's transform (as JETWAY_EVENTS does); timed until every ack was applied and the log held every message: what moving an event costs with no runner work at all. The shard itself was empty at %s: the log's consumer releases what it copied only at its next flow control answer (when its 10 000 in flight are reached, or at its 1 s heartbeat after a lull); %.2f messages per message on the consumers' connection",
-				n, floorKind, floorSessions, how, partitions, run.empty.Round(time.Millisecond), run.msgs))
+			e.add(r.note("%d messages published async on jetway.%s.<tenant>.<session> (%d sessions), %s, into an interest shard; pulled through %d pinned partition consumers (jetway's work consumer configuration), each acked, while a log stream sourced the shard through a durable flow-controlled consumer with jetway's transform (as JETWAY_EVENTS does); timed until every ack was applied and the log held every message: what moving an event costs with no runner work at all. The shard itself was empty at %s: the log's consumer releases what it copied only at its next flow control answer (when its %d in flight are reached, or at its 1 s heartbeat after a lull); %.2f messages per message on the consumers' connection",
+				n, floorKind, floorSessions, how, partitions, run.empty.Round(time.Millisecond), bus.LogSourceMaxAckPending, run.msgs))
 		} else {
 			e.add(r.note("as the figure of one shard, with partition p in shard p mod %d: %d interest streams on this one server and one log sourcing both (on a cluster each shard has a leader of its own); both shards were empty at %s",
 				shards, shards, run.empty.Round(time.Millisecond)))
@@ -307,6 +307,7 @@ func (e *env) shardPath(ctx context.Context, shards, partitions int, mapped bool
 		// The source consumer before the log, as bus.Provision makes it:
 		// an interest shard keeps nothing nobody is interested in.
 		cc := bus.SourceConsumerConfig(logName, src, cfg)
+		cc.MaxAckPending = bus.LogSourceMaxAckPending
 		c, err := e.js.CreatePushConsumer(ctx, shard, cc)
 		if err != nil {
 			drop()

@@ -550,7 +550,7 @@ func SourceConsumerConfig(into string, src *jetstream.StreamSource, cfg Provisio
 		// Its ack floor moves only when this many are out (or after a
 		// second with nothing to send), and a shard keeps what the log
 		// has not confirmed: fewer out, fewer acked events waiting there.
-		cc.MaxAckPending = logSourceMaxAckPending
+		cc.MaxAckPending = LogSourceMaxAckPending
 	}
 	if len(filters) == 1 {
 		cc.FilterSubject = filters[0]
@@ -561,11 +561,13 @@ func SourceConsumerConfig(into string, src *jetstream.StreamSource, cfg Provisio
 }
 
 // sourceMaxAckPending is how many events may be in flight to a shard
-// before sourcing waits for its flow control answer; logSourceMaxAckPending
-// the same for the log's sources on the shards.
+// before sourcing waits for its flow control answer; LogSourceMaxAckPending
+// the same for the log's sources on the shards, whose ack floor (and so
+// what the shards may let go of) moves only when that many are out, or
+// after a second with nothing to send.
 const (
 	sourceMaxAckPending    = 10000
-	logSourceMaxAckPending = 1000
+	LogSourceMaxAckPending = 1000
 )
 
 // BucketConfigs returns the configuration of every jetway key-value bucket.
