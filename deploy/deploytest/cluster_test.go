@@ -31,6 +31,17 @@ const confDir = "../nats"
 // readyTimeout bounds every wait for servers to come up or to agree.
 const readyTimeout = 45 * time.Second
 
+// The event path's layout as the deployment has it: P is the servers'
+// (the partition mapping in deploy/nats/accounts.conf), K is what
+// jetway-provision is given in docker-compose.yml and
+// k8s/provision-job.yaml (TestCompose_file_is_complete_and_consistent and
+// the Kubernetes test hold them to it), and the shards accounts.conf's
+// permissions name.
+const (
+	deployPartitions = bus.DefaultPartitions
+	deployShards     = 3
+)
+
 // natsServerBinary is nats-server at the version go.mod pins, so the tests
 // run the same server `make cluster` does; built once and kept while
 // go.mod and go.sum stay as they are (testutil.Binary).
@@ -440,7 +451,8 @@ func (d *deployment) auth(user string) (nats.Option, error) {
 }
 
 // provision creates jetway's streams, buckets and work consumers as the
-// admin user, replicated on all three nodes, as `make cluster` does. Like
+// admin user, replicated on all three nodes, in the deployment's layout
+// (deployPartitions over deployShards), as `make cluster` does. Like
 // deploy/provision it retries an attempt that got no answer: right after a
 // cluster forms, a stream create is now and then lost while the meta leader
 // settles (seen about once in ten runs here).
@@ -451,7 +463,7 @@ func (d *deployment) provision() {
 	deadline := time.Now().Add(readyTimeout)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-		err := bus.Provision(ctx, admin.js, bus.ProvisionConfig{Replicas: 3, Partitions: 4})
+		err := bus.Provision(ctx, admin.js, bus.ProvisionConfig{Replicas: 3, Partitions: deployPartitions, Shards: deployShards})
 		cancel()
 		if err == nil {
 			return
@@ -498,13 +510,18 @@ func (c *client) noViolation(t testing.TB) {
 }
 
 // refusePublish publishes on subject and expects the server to refuse it.
-func (c *client) refusePublish(t testing.TB, subject string) {
+// The server names the subject it checked: for one the partition mapping
+// rewrites, the mapped one, given as reported.
+func (c *client) refusePublish(t testing.TB, subject string, reported ...string) {
 	t.Helper()
 	if err := c.Publish(subject, []byte(`{}`)); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.Flush(); err != nil {
 		t.Fatal(err)
+	}
+	if len(reported) > 0 {
+		subject = reported[0]
 	}
 	c.waitViolation(t, subject)
 }

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -147,6 +148,7 @@ func TestCompose_file_is_complete_and_consistent(t *testing.T) {
 	if str(at(services["provision"], "environment", "NATS_USER")) != "admin" {
 		t.Error("provision does not run as admin")
 	}
+	checkProvisionArgs(t, "compose provision", list(at(services["provision"], "entrypoint")))
 	if !slices.ContainsFunc(list(at(services["jobs-1"], "volumes")), func(v any) bool {
 		return strings.HasPrefix(str(v), "workspace:")
 	}) {
@@ -282,6 +284,7 @@ func TestKubernetes_manifests_are_complete_and_consistent(t *testing.T) {
 	if at(kinds["Job/jetway-provision"], "spec", "template", "spec", "containers", 0, "env", 0, "value") != "admin" {
 		t.Error("the provision Job does not run as the admin user")
 	}
+	checkProvisionArgs(t, "Job/jetway-provision", list(at(kinds["Job/jetway-provision"], "spec", "template", "spec", "containers", 0, "command")))
 	// Every selector picks the pods it is meant for.
 	for _, ref := range []string{"PodDisruptionBudget/runner", "Service/dispatcher", "Service/jobs", "Service/notifier"} {
 		sel, _ := at(kinds[ref], "spec", "selector").(obj)
@@ -523,5 +526,37 @@ func TestCluster_script_hands_each_service_only_its_own_password(t *testing.T) {
 				t.Errorf("%s's environment has %q", u, line)
 			}
 		}
+	}
+}
+
+// checkProvisionArgs holds a deployment's jetway-provision command to the
+// layout the permissions in deploy/nats/accounts.conf are written for:
+// three replicas, deployShards shards (the permissions name each shard),
+// and the servers' partition count (no -partitions: the mapping decides).
+func checkProvisionArgs(t *testing.T, where string, cmd []any) {
+	t.Helper()
+	var args []string
+	for _, a := range cmd {
+		args = append(args, str(a))
+	}
+	flagValue := func(name string) (string, bool) {
+		i := slices.Index(args, "-"+name)
+		if i < 0 || i+1 >= len(args) {
+			return "", false
+		}
+		return args[i+1], true
+	}
+	if len(args) == 0 || filepath.Base(args[0]) != "jetway-provision" {
+		t.Errorf("%s runs %v, want jetway-provision", where, args)
+		return
+	}
+	if v, _ := flagValue("replicas"); v != "3" {
+		t.Errorf("%s: -replicas %q, want 3 (args %v)", where, v, args)
+	}
+	if v, _ := flagValue("shards"); v != strconv.Itoa(deployShards) {
+		t.Errorf("%s: -shards %q, want %d, the shards accounts.conf's permissions name (args %v)", where, v, deployShards, args)
+	}
+	if v, ok := flagValue("partitions"); ok && v != strconv.Itoa(deployPartitions) && v != "0" {
+		t.Errorf("%s: -partitions %s, but the servers map %d (accounts.conf): provisioning would refuse", where, v, deployPartitions)
 	}
 }

@@ -4,6 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -24,8 +29,8 @@ func TestPermissions(t *testing.T) {
 	d.provision()
 	admin := d.connect("admin")
 
-	// stored reports whether a message was stored on subject, as the admin
-	// sees it.
+	// stored reports whether a message was stored on subject (wildcards
+	// allowed), as the admin sees it.
 	stored := func(t *testing.T, stream, subject string) bool {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -37,6 +42,26 @@ func TestPermissions(t *testing.T) {
 		_, err = s.GetLastMsgForSubject(ctx, subject)
 		return err == nil
 	}
+	// inShards reports whether any shard holds a message of
+	// jetway.<kind>.<tenant>.<session> in any partition: nothing takes one
+	// out in this test but the runner's ack in its own subtest, so a
+	// message stored there is still there.
+	inShards := func(t *testing.T, subject string) bool {
+		t.Helper()
+		kind, rest, _ := strings.Cut(strings.TrimPrefix(subject, "jetway."), ".")
+		for k := range deployShards {
+			if stored(t, bus.WorkStream(k), "jetway."+kind+".*."+rest) {
+				return true
+			}
+		}
+		return false
+	}
+	// logged waits until the log holds a message on subject (sourced from
+	// the shards, a moment after the PubAck).
+	logged := func(t *testing.T, subject string) {
+		t.Helper()
+		testutil.Eventually(t, 30*time.Second, subject+" in "+bus.StreamEvents, func() bool { return stored(t, bus.StreamEvents, subject) })
+	}
 	pubAck := func(t *testing.T, c *client, subject string) {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -47,8 +72,9 @@ func TestPermissions(t *testing.T) {
 	}
 
 	// tenantTries publishes on subject from a tenant's account, then waits
-	// for a PubAck of its own session on the same connection, so whatever
-	// the server would do with the first is done when it returns.
+	// for a PubAck of its own sessions in every shard on the same
+	// connection, so whatever the server would do with the first is done
+	// in every shard when it returns.
 	tenantTries := func(t *testing.T, c *client, subjects ...string) {
 		t.Helper()
 		for _, s := range subjects {
@@ -56,19 +82,24 @@ func TestPermissions(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		pubAck(t, c, "jetway.events.barrier")
+		for _, session := range barrierSessions(t, "acme") {
+			pubAck(t, c, "jetway.events."+session)
+		}
 		c.noViolation(t)
 	}
 
 	t.Run("tenant_publishes_into_its_own_sessions", func(t *testing.T) {
 		acme := d.connect("tenant-acme")
 		// Its own view: jetway.events.<session>, stored as
-		// jetway.events.acme.<session> in JETWAY.
+		// jetway.events.<p>.acme.<session> in its partition's shard, and
+		// logged as jetway.events.acme.<session>.
 		pubAck(t, acme, "jetway.events.s1")
 		acme.noViolation(t)
-		if !stored(t, bus.StreamEvents, "jetway.events.acme.s1") {
-			t.Error("acme's event is not in jetway.events.acme.s1")
+		p := bus.PartitionFor("acme", "s1", deployPartitions)
+		if !stored(t, bus.WorkStreamOf(p, deployShards), fmt.Sprintf("jetway.events.%d.acme.s1", p)) {
+			t.Errorf("acme's event is not in jetway.events.%d.acme.s1 of %s", p, bus.WorkStreamOf(p, deployShards))
 		}
+		logged(t, "jetway.events.acme.s1")
 
 		// A plain publish needs no inbox at all: the stream stores it.
 		plain := d.connect("tenant-acme")
@@ -76,26 +107,50 @@ func TestPermissions(t *testing.T) {
 			t.Fatal(err)
 		}
 		plain.noViolation(t)
-		testutil.Eventually(t, 30*time.Second, "plain publish stored", func() bool { return stored(t, bus.StreamEvents, "jetway.events.acme.plain") })
+		logged(t, "jetway.events.acme.plain")
 	})
 
 	t.Run("tenant_cannot_publish_into_another_tenant", func(t *testing.T) {
 		// No subject of acme's account leads to globex's sessions: naming
 		// globex, or itself, in the subject leads nowhere.
 		acme := d.connect("tenant-acme")
-		tenantTries(t, acme, "jetway.events.globex.s1", "jetway.events.acme.globex")
-		for _, s := range []string{"jetway.events.globex.s1", "jetway.events.acme.globex.s1", "jetway.events.acme.acme.globex"} {
-			if stored(t, bus.StreamEvents, s) {
+		// Nor does a partition: the five tokens of the mapped subject, with
+		// globex's partition or a forged one, match no import.
+		gp, ap := bus.PartitionFor("globex", "s1", deployPartitions), bus.PartitionFor("acme", "s1", deployPartitions)
+		forged := (max(gp, ap) + 1) % deployPartitions
+		for forged == gp || forged == ap {
+			forged = (forged + 1) % deployPartitions
+		}
+		tenantTries(t, acme, "jetway.events.globex.s1", "jetway.events.acme.globex",
+			fmt.Sprintf("jetway.events.%d.globex.s1", gp), fmt.Sprintf("jetway.events.%d.globex.s1", forged),
+			fmt.Sprintf("jetway.events.%d.s1", forged), fmt.Sprintf("jetway.events.%d.acme.s1", forged))
+		for _, s := range []string{"jetway.events.globex.s1", "jetway.events.acme.globex.s1", "jetway.events.acme.acme.globex",
+			"jetway.events.acme.globex"} {
+			if inShards(t, s) {
 				t.Errorf("acme's event landed on %s", s)
+			}
+		}
+		// acme's own session s1, in a partition acme chose.
+		if stored(t, bus.WorkStreamOf(forged, deployShards), fmt.Sprintf("jetway.events.%d.acme.s1", forged)) {
+			t.Errorf("acme's event landed in partition %d, which it chose", forged)
+		}
+		// What the shards do not hold, their log cannot.
+		for _, s := range []string{"jetway.events.globex.s1", "jetway.events.*.globex.s1", "jetway.events.*.*.*"} {
+			if stored(t, bus.StreamEvents, s) {
+				t.Errorf("acme's event was logged on %s", s)
 			}
 		}
 	})
 
 	t.Run("tenant_cannot_forge_a_job_event", func(t *testing.T) {
 		acme := d.connect("tenant-acme")
-		tenantTries(t, acme, "jetway.jobevents.acme.s1", "jetway.jobevents.s1")
-		for _, s := range []string{"jetway.jobevents.acme.s1", "jetway.jobevents.s1"} {
-			if stored(t, bus.StreamJobEvents, s) || stored(t, bus.StreamEvents, s) {
+		p := bus.PartitionFor("acme", "s1", deployPartitions)
+		tenantTries(t, acme, "jetway.jobevents.acme.s1", "jetway.jobevents.s1", fmt.Sprintf("jetway.jobevents.%d.acme.s1", p))
+		if stored(t, bus.StreamJobEvents, bus.SubjectJobEvents) {
+			t.Error("a tenant's forged job event was stored in " + bus.StreamJobEvents)
+		}
+		for _, s := range []string{"jetway.jobevents.acme.s1", "jetway.jobevents.acme.jetway"} {
+			if inShards(t, s) || stored(t, bus.StreamEvents, s) {
 				t.Errorf("a tenant's forged job event was stored on %s", s)
 			}
 		}
@@ -104,15 +159,19 @@ func TestPermissions(t *testing.T) {
 	t.Run("only_runners_publish_sub_agent_events", func(t *testing.T) {
 		for _, user := range []string{"dispatcher", "jobs", "notifier"} {
 			c := d.connect(user)
-			c.refusePublish(t, "jetway.agentevents.acme.s1")
+			c.refusePublish(t, "jetway.agentevents.acme.s1", mapped("agentevents", "acme", "s1"))
 		}
 		tenantTries(t, d.connect("tenant-acme"), "jetway.agentevents.acme.s1", "jetway.agentevents.s1")
-		if stored(t, bus.StreamAgentEvents, "jetway.agentevents.acme.s1") {
+		if stored(t, bus.StreamAgentEvents, bus.SubjectAgentEvents) {
 			t.Error("a sub-agent event from someone other than a runner was stored")
 		}
 		run := d.connect("runner")
 		pubAck(t, run, "jetway.agentevents.acme.s1")
 		run.noViolation(t)
+		p := bus.PartitionFor("acme", "s1", deployPartitions)
+		if !stored(t, bus.StreamAgentEvents, fmt.Sprintf("jetway.agentevents.%d.acme.s1", p)) {
+			t.Errorf("the runner's sub-agent event is not in jetway.agentevents.%d.acme.s1", p)
+		}
 	})
 
 	t.Run("tenant_cannot_listen_to_other_inboxes_or_the_api", func(t *testing.T) {
@@ -162,8 +221,10 @@ func TestPermissions(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
 		noJetStream(t, ctx, acme, "$JS.API.STREAM.INFO."+bus.StreamEvents, "")
-		if _, err := acme.js.Stream(ctx, bus.StreamEvents); err == nil {
-			t.Errorf("acme reached stream %s", bus.StreamEvents)
+		for _, stream := range []string{bus.StreamEvents, bus.WorkStream(0)} {
+			if _, err := acme.js.Stream(ctx, stream); err == nil {
+				t.Errorf("acme reached stream %s", stream)
+			}
 		}
 	})
 
@@ -197,7 +258,9 @@ func TestPermissions(t *testing.T) {
 		disp := d.connect("dispatcher")
 		pubAck(t, disp, "jetway.events.globex.s2")
 		disp.noViolation(t)
-		disp.refusePublish(t, "jetway.jobevents.globex.s2")
+		// Refused as it would be stored: the server checks the mapped
+		// subject.
+		disp.refusePublish(t, "jetway.jobevents.globex.s2", mapped("jobevents", "globex", "s2"))
 		disp.refuseSubscribe(t, "jetway.transcript.>")
 	})
 
@@ -214,12 +277,19 @@ func TestPermissions(t *testing.T) {
 		if _, err := s.GetMsg(ctx, 1, jetstream.WithGetMsgSubject("jetway.transcript.acme.h1")); err != nil {
 			t.Fatalf("dispatcher: read a transcript record: %v", err)
 		}
-		w, err := disp.js.Stream(ctx, bus.WorkStream(0))
-		if err != nil {
-			t.Fatalf("dispatcher: stream %s: %v", bus.WorkStream(0), err)
+		// A session's waiting events, in whichever shard it is: every
+		// shard's, and the layout from shard 0.
+		if l, err := bus.ReadLayout(ctx, disp.js); err != nil || l != (bus.Layout{Partitions: deployPartitions, Shards: deployShards}) {
+			t.Fatalf("dispatcher: read the layout: %+v, %v", l, err)
 		}
-		if _, err := w.Info(ctx, jetstream.WithSubjectFilter("*.jetway.*.acme.h1")); err != nil {
-			t.Fatalf("dispatcher: count waiting events: %v", err)
+		for k := range deployShards {
+			w, err := disp.js.Stream(ctx, bus.WorkStream(k))
+			if err != nil {
+				t.Fatalf("dispatcher: stream %s: %v", bus.WorkStream(k), err)
+			}
+			if _, err := w.Info(ctx, jetstream.WithSubjectFilter("jetway.*.*.acme.h1")); err != nil {
+				t.Fatalf("dispatcher: count waiting events in %s: %v", bus.WorkStream(k), err)
+			}
 		}
 		if _, err := disp.js.KeyValue(ctx, bus.BucketWorkers); err != nil {
 			t.Fatalf("dispatcher: bucket %s: %v", bus.BucketWorkers, err)
@@ -261,8 +331,8 @@ func TestPermissions(t *testing.T) {
 		n := d.connect("notifier")
 		pubAck(t, n, "jetway.notify.acme.s1")
 		n.noViolation(t)
-		n.refusePublish(t, "jetway.events.acme.s1")
-		n.refusePublish(t, "jetway.jobevents.acme.s1")
+		n.refusePublish(t, "jetway.events.acme.s1", mapped("events", "acme", "s1"))
+		n.refusePublish(t, "jetway.jobevents.acme.s1", mapped("jobevents", "acme", "s1"))
 		// Its consumer on JETWAY_EVENTS may only ever see job events.
 		n.refuseAPI(t, "$JS.API.CONSUMER.CREATE.JETWAY_EVENTS.notifier-events.jetway.events.>", func(ctx context.Context) error {
 			_, err := n.js.CreateOrUpdateConsumer(ctx, bus.StreamEvents, jetstream.ConsumerConfig{
@@ -282,8 +352,32 @@ func TestPermissions(t *testing.T) {
 		pubAck(t, disp, "jetway.events.acme.s3")
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
-		p := bus.PartitionFor("acme", "s3", 4)
-		cons, err := r.js.Consumer(ctx, bus.WorkStream(0), bus.WorkConsumerName(p))
+		l, err := bus.ReadLayout(ctx, r.js)
+		if err != nil || l != (bus.Layout{Partitions: deployPartitions, Shards: deployShards}) {
+			t.Fatalf("runner: read the layout: %+v, %v", l, err)
+		}
+		// What the runner does on every shard: open it, list its
+		// consumers (the release watch), read a consumer.
+		for k := range deployShards {
+			w, err := r.js.Stream(ctx, bus.WorkStream(k))
+			if err != nil {
+				t.Fatalf("runner: stream %s: %v", bus.WorkStream(k), err)
+			}
+			names := 0
+			list := w.ListConsumers(ctx)
+			for range list.Info() {
+				names++
+			}
+			if err := list.Err(); err != nil {
+				t.Fatalf("runner: list the consumers of %s: %v", bus.WorkStream(k), err)
+			}
+			if want := len(shardPartitions(k)) + 1; names != want { // and the log's source consumer
+				t.Errorf("runner: %s lists %d consumers, want %d", bus.WorkStream(k), names, want)
+			}
+		}
+		p := bus.PartitionFor("acme", "s3", deployPartitions)
+		shard := bus.WorkStreamOf(p, deployShards)
+		cons, err := r.js.Consumer(ctx, shard, bus.WorkConsumerName(p))
 		if err != nil {
 			t.Fatalf("runner: work consumer %d: %v", p, err)
 		}
@@ -294,19 +388,66 @@ func TestPermissions(t *testing.T) {
 				t.Fatalf("runner: fetch: %v", err)
 			}
 			for m := range batch.Messages() {
-				if m.Subject() == fmt.Sprintf("%d.jetway.events.acme.s3", p) {
+				if m.Subject() == fmt.Sprintf("jetway.events.%d.acme.s3", p) {
 					got = m
 				}
 			}
 			return got != nil
 		})
+		// The order check: the session's oldest event still in its shard,
+		// by a message get (the shards allow no direct get).
+		w, err := r.js.Stream(ctx, shard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		md, err := got.Metadata()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m, err := w.GetMsg(ctx, 1, jetstream.WithGetMsgSubject(bus.PartitionFilter(p, "acme", "s3"))); err != nil || m.Sequence != md.Sequence.Stream {
+			t.Fatalf("runner: the session's oldest pending event: %v, %v; want sequence %d", m, err, md.Sequence.Stream)
+		}
 		if err := got.DoubleAck(ctx); err != nil {
 			t.Fatalf("runner: ack: %v", err)
 		}
+		// A takeover, as the runner's partition group makes it: unpin the
+		// partition, reset its consumer.
+		if err := w.UnpinConsumer(ctx, bus.WorkConsumerName(p), bus.WorkGroup); err != nil {
+			t.Fatalf("runner: unpin %s: %v", bus.WorkConsumerName(p), err)
+		}
+		if _, err := r.js.ResetConsumer(ctx, shard, bus.WorkConsumerName(p)); err != nil {
+			t.Fatalf("runner: reset %s: %v", bus.WorkConsumerName(p), err)
+		}
 		r.noViolation(t)
 
-		r.refusePublish(t, "jetway.jobevents.acme.s3")
-		r.refusePublish(t, "jetway.events.acme.s3")
+		r.refusePublish(t, "jetway.jobevents.acme.s3", mapped("jobevents", "acme", "s3"))
+		r.refusePublish(t, "jetway.events.acme.s3", mapped("events", "acme", "s3"))
+		r.refusePublish(t, fmt.Sprintf("jetway.events.%d.acme.s3", p))
+	})
+
+	t.Run("only_the_runner_consumes_the_shards", func(t *testing.T) {
+		p := bus.PartitionFor("acme", "s3", deployPartitions)
+		shard := bus.WorkStreamOf(p, deployShards)
+		next := "$JS.API.CONSUMER.MSG.NEXT." + shard + "." + bus.WorkConsumerName(p)
+		for _, user := range []string{"dispatcher", "jobs", "notifier"} {
+			c := d.connect(user)
+			c.refuseAPI(t, next, func(ctx context.Context) error {
+				_, err := c.RequestWithContext(ctx, next, []byte(`{"batch":1}`))
+				return err
+			})
+			c.refusePublish(t, "$JS.ACK."+shard+"."+bus.WorkConsumerName(p)+".1.1.1.1.0")
+			c.refuseAPI(t, "$JS.API.STREAM.MSG.GET."+shard, func(ctx context.Context) error {
+				_, err := c.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+shard, []byte(`{"seq":1}`))
+				return err
+			})
+			if user == "dispatcher" {
+				continue // it counts a session's waiting events there
+			}
+			c.refuseAPI(t, "$JS.API.STREAM.INFO."+shard, func(ctx context.Context) error {
+				_, err := c.js.Stream(ctx, shard)
+				return err
+			})
+		}
 	})
 
 	t.Run("jobs_publish_job_events_and_keep_their_table", func(t *testing.T) {
@@ -332,7 +473,11 @@ func TestPermissions(t *testing.T) {
 			return getErr == nil
 		})
 		j.noViolation(t)
-		j.refusePublish(t, "jetway.events.acme.s4")
+		p := bus.PartitionFor("acme", "s4", deployPartitions)
+		testutil.Eventually(t, 30*time.Second, "the job event sourced into its shard", func() bool {
+			return stored(t, bus.WorkStreamOf(p, deployShards), fmt.Sprintf("jetway.jobevents.%d.acme.s4", p))
+		})
+		j.refusePublish(t, "jetway.events.acme.s4", mapped("events", "acme", "s4"))
 	})
 
 	t.Run("jobs_cannot_read_transcripts", func(t *testing.T) {
@@ -358,9 +503,15 @@ func TestPermissions(t *testing.T) {
 	t.Run("services_cannot_administer_streams", func(t *testing.T) {
 		for _, user := range []string{"dispatcher", "runner", "jobs", "notifier"} {
 			c := d.connect(user)
-			c.refuseAPI(t, "$JS.API.STREAM.DELETE.JETWAY_EVENTS", func(ctx context.Context) error {
-				return c.js.DeleteStream(ctx, bus.StreamEvents)
-			})
+			for _, stream := range []string{bus.StreamEvents, bus.WorkStream(0), bus.WorkStream(deployShards - 1)} {
+				c.refuseAPI(t, "$JS.API.STREAM.DELETE."+stream, func(ctx context.Context) error {
+					return c.js.DeleteStream(ctx, stream)
+				})
+				c.refuseAPI(t, "$JS.API.STREAM.PURGE."+stream, func(ctx context.Context) error {
+					_, err := c.RequestWithContext(ctx, "$JS.API.STREAM.PURGE."+stream, []byte(`{}`))
+					return err
+				})
+			}
 		}
 	})
 
@@ -432,17 +583,134 @@ func TestPermissions(t *testing.T) {
 			c := d.connect(user)
 			c.refusePublish(t, "jetway.schedules.acme.s6.l2")
 		}
-		// What a schedule fires is stored by the server; nobody publishes it.
+		// What a schedule fires is stored by the server; nobody publishes
+		// it, with its partition (jetway.fired.<p>.<t>.<s>, what layovers
+		// target now) or without (the old form).
+		fired := fmt.Sprintf("jetway.fired.%d.acme.s6", bus.PartitionFor("acme", "s6", deployPartitions))
 		for _, user := range []string{"runner", "dispatcher", "jobs", "notifier"} {
 			c := d.connect(user)
 			c.refusePublish(t, "jetway.fired.acme.s6")
+			c.refusePublish(t, fired)
 		}
-		tenantTries(t, d.connect("tenant-acme"), "jetway.schedules.acme.s6.l2", "jetway.schedules.s6.l2", "jetway.fired.acme.s6", "jetway.fired.s6")
-		if stored(t, bus.StreamSchedules, "jetway.fired.acme.s6") {
-			t.Error("a publish on jetway.fired.acme.s6 was stored")
+		tenantTries(t, d.connect("tenant-acme"), "jetway.schedules.acme.s6.l2", "jetway.schedules.s6.l2", "jetway.fired.acme.s6", "jetway.fired.s6", fired)
+		if stored(t, bus.StreamSchedules, "jetway.fired.>") {
+			t.Error("a publish on jetway.fired.> was stored")
 		}
 		if stored(t, bus.StreamSchedules, "jetway.schedules.acme.s6.l2") {
 			t.Error("a publish on jetway.schedules.acme.s6.l2 was stored")
 		}
 	})
+}
+
+// mapped is jetway.<kind>.<tenant>.<session> as the deployment's partition
+// mapping makes it: the subject the server checks permissions on.
+func mapped(kind, tenant, session string) string {
+	return fmt.Sprintf("jetway.%s.%d.%s.%s", kind, bus.PartitionFor(tenant, session, deployPartitions), tenant, session)
+}
+
+// shardPartitions are the deployment's partitions in shard k.
+func shardPartitions(k int) []int {
+	var ps []int
+	for p := range deployPartitions {
+		if bus.ShardOf(p, deployShards) == k {
+			ps = append(ps, p)
+		}
+	}
+	return ps
+}
+
+// barrierSessions are sessions of tenant, one in each of the deployment's
+// shards: a PubAck from each comes after everything the same connection
+// published before into any shard.
+func barrierSessions(t testing.TB, tenant string) []string {
+	t.Helper()
+	var out []string
+	for k := range deployShards {
+		for i := 0; ; i++ {
+			if i > 1000 {
+				t.Fatalf("no session of %s lands in shard %d", tenant, k)
+			}
+			s := fmt.Sprintf("barrier-%d", i)
+			if bus.ShardOf(bus.PartitionFor(tenant, s, deployPartitions), deployShards) == k {
+				out = append(out, s)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// TestPermissions_name_exactly_the_shards_the_deployment_provisions reads
+// accounts.conf's permission lines: NATS wildcards match whole tokens, so
+// the rights on the work shards name each one, and a K changed in the
+// manifests without them would leave the runners unable to consume a
+// shard, or grant one that holds nothing yet. Every shard the deployment
+// provisions has the same rights as shard 0, no other shard and not the
+// old unsharded queue is named, and only the runner and the dispatcher
+// (which counts a session's waiting events) have any right on them.
+func TestPermissions_name_exactly_the_shards_the_deployment_provisions(t *testing.T) {
+	text, err := os.ReadFile(filepath.Join(confDir, "accounts.conf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	userLine := regexp.MustCompile(`^\s*\{\s*user:\s*([a-z]+)\b`)
+	grant := regexp.MustCompile(`^\s*"([^"]*)"\s*$`)
+	shardName := regexp.MustCompile(`JETWAY_WORK(_[0-9]+)?(\.|$)`)
+	// user → shard → the user's rights on it, the shard's name blanked.
+	rights := map[string]map[string][]string{}
+	user := ""
+	for _, line := range strings.Split(string(text), "\n") {
+		if m := userLine.FindStringSubmatch(line); m != nil {
+			user = m[1]
+			continue
+		}
+		m := grant.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		sm := shardName.FindStringSubmatch(m[1])
+		if sm == nil {
+			continue
+		}
+		if sm[1] == "" {
+			t.Errorf("%s: %q names the old unsharded queue %s", user, m[1], bus.StreamWork)
+			continue
+		}
+		name := "JETWAY_WORK" + sm[1]
+		if rights[user] == nil {
+			rights[user] = map[string][]string{}
+		}
+		rights[user][name] = append(rights[user][name], strings.Replace(m[1], name, "<shard>", 1))
+	}
+	var users []string
+	for u := range rights {
+		users = append(users, u)
+	}
+	slices.Sort(users)
+	if !slices.Equal(users, []string{"dispatcher", "runner"}) {
+		t.Errorf("users with rights on the shards: %v, want dispatcher and runner only", users)
+	}
+	for _, u := range users {
+		var want []string
+		for k := range deployShards {
+			want = append(want, bus.WorkStream(k))
+		}
+		var got []string
+		for name := range rights[u] {
+			got = append(got, name)
+		}
+		slices.Sort(got)
+		slices.Sort(want)
+		if !slices.Equal(got, want) {
+			t.Errorf("%s's rights name shards %v, want the deployment's %v", u, got, want)
+		}
+		for _, name := range got {
+			if !slices.Equal(rights[u][name], rights[u][bus.WorkStream(0)]) {
+				t.Errorf("%s's rights on %s %v differ from those on %s %v", u, name, rights[u][name], bus.WorkStream(0), rights[u][bus.WorkStream(0)])
+			}
+		}
+	}
+	if !slices.Contains(rights["runner"][bus.WorkStream(0)], "$JS.ACK.<shard>.>") {
+		t.Errorf("the runner may not ack on the shards: %v", rights["runner"][bus.WorkStream(0)])
+	}
 }

@@ -133,6 +133,12 @@ func TestServices_work_under_their_own_users(t *testing.T) {
 		if status, body := call(t, ctx, http.MethodGet, api.URL+"/v1/sessions", token, ""); status != http.StatusOK {
 			t.Fatalf("sessions (reads the sessions bucket): %d %s", status, body)
 		}
+		// The detail counts the session's waiting events in its work
+		// shard (the layout read from shard 0).
+		if status, body := call(t, ctx, http.MethodGet, api.URL+"/v1/sessions/s1", token, ""); status != http.StatusOK ||
+			!strings.Contains(body, `"pending_events"`) {
+			t.Fatalf("session detail (counts waiting events in the shard): %d %s", status, body)
+		}
 		disp.noViolation(t)
 	})
 
@@ -326,7 +332,7 @@ func TestServices_work_under_their_own_users(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		target, err := events.FiredSubject(bus.PartitionFor("acme", "s5", bus.DefaultPartitions), "acme", "s5")
+		target, err := events.FiredSubject(bus.PartitionFor("acme", "s5", deployPartitions), "acme", "s5")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -46,6 +46,13 @@ func TestTenant_accounts_of_the_configuration_are_bus_TenantExports(t *testing.T
 	if !strings.Contains(string(text), bus.ExportsConf("    ")) {
 		t.Errorf("accounts.conf does not hold the JETWAY exports as bus.ExportsConf renders them:\n%s", bus.ExportsConf("    "))
 	}
+	// The partition mapping decides where every event goes, a tenant's
+	// included (it acts after the import): it is bus's, for the
+	// deployment's P, or events reach no shard.
+	if !strings.Contains(string(text), bus.MappingsConf(deployPartitions, "    ")) {
+		t.Errorf("accounts.conf does not hold the JETWAY partition mapping as bus.MappingsConf(%d) renders it:\n%s",
+			deployPartitions, bus.MappingsConf(deployPartitions, "    "))
+	}
 
 	d := render(t, renderOptions{})
 	// The configuration's relative paths (secrets/, data/) resolve from a
@@ -73,6 +80,17 @@ func TestTenant_accounts_of_the_configuration_are_bus_TenantExports(t *testing.T
 	if !slices.Equal(got, want) {
 		t.Errorf("JETWAY exports %v, want bus.TenantExports %v", got, want)
 	}
+	// The server loads the mapping as bus.PartitionMappings has it.
+	mappings := account(bus.AccountJetway).Mappings
+	for _, m := range bus.PartitionMappings(deployPartitions) {
+		dest := mappings[m.From]
+		if len(dest) != 1 || dest[0].Subject != m.To {
+			t.Errorf("JETWAY maps %s to %v, want %s", m.From, dest, m.To)
+		}
+	}
+	if len(mappings) != len(bus.PartitionMappings(deployPartitions)) {
+		t.Errorf("JETWAY has %d mappings, want the %d of bus.PartitionMappings", len(mappings), len(bus.PartitionMappings(deployPartitions)))
+	}
 
 	// Each tenant account: no JetStream, and exactly the imports of its
 	// own tenant's subjects, mapped to its own view.
@@ -97,6 +115,11 @@ func TestTenant_accounts_of_the_configuration_are_bus_TenantExports(t *testing.T
 		}
 		if len(a.Exports) != 0 {
 			t.Errorf("tenant %s's account exports %v", tenant, a.Exports)
+		}
+		// A mapping of its own could not reach JETWAY (only the imports
+		// do), but none is meant to be there.
+		if len(a.Mappings) != 0 {
+			t.Errorf("tenant %s's account maps %v", tenant, a.Mappings)
 		}
 		type imp struct{ kind, from, account, to string }
 		var want, got []imp
@@ -253,10 +276,13 @@ func TestTenant_accounts_hold_on_the_cluster(t *testing.T) {
 	add("globex's next id ci-2", s, sub)
 	s, sub = kv(bus.BucketAgents, "globex.default")
 	add("globex's default profile", s, sub)
-	add("globex's job events", bus.StreamJobEvents, "jetway.jobevents.globex."+victim)
-	add("globex's sub-agent events", bus.StreamAgentEvents, "jetway.agentevents.globex."+victim)
+	// Job events, sub-agent events and fired layovers are stored with the
+	// session's partition (in any: one forged by a reply would count).
+	add("globex's job events", bus.StreamJobEvents, "jetway.jobevents.*.globex."+victim)
+	add("globex's sub-agent events", bus.StreamAgentEvents, "jetway.agentevents.*.globex."+victim)
 	add("globex's transcript", bus.StreamTranscripts, "jetway.transcript.globex."+victim)
-	add("globex's fired layovers", bus.StreamSchedules, "jetway.fired.globex."+victim)
+	add("globex's fired layovers", bus.StreamSchedules, "jetway.fired.*.globex."+victim)
+	add("globex's unpartitioned fired layovers", bus.StreamSchedules, "jetway.fired.globex."+victim)
 	add("globex's events", bus.StreamEvents, "jetway.events.globex."+victim)
 
 	lastSeq := func(sp spot) uint64 {
@@ -315,12 +341,22 @@ func TestTenant_accounts_hold_on_the_cluster(t *testing.T) {
 	}
 
 	t.Run("issue_32_reply_hijack_with_no_token_changes_nothing", func(t *testing.T) {
+		vp := strconv.Itoa(bus.PartitionFor("globex", victim, deployPartitions))
 		for _, target := range []string{
 			"the global Ground Stop", "globex's tenant switch", "globex's session record", "globex's next id ci-2",
 			"globex's job events", "globex's sub-agent events", "globex's transcript", "globex's fired layovers",
+			"globex's unpartitioned fired layovers",
 		} {
-			// nats pub jetway.api.sessions '{}' --reply <target>, as tenant-acme.
-			replyLandsHome(t, &nats.Msg{Subject: dispatcher.SubjectSessions, Reply: spots[target].subject, Data: []byte(`{}`)})
+			// nats pub jetway.api.sessions '{}' --reply <target>, as tenant-acme:
+			// a partitioned subject with globex's partition, and as the
+			// issue aimed it, without.
+			replies := []string{spots[target].subject}
+			if strings.Contains(spots[target].subject, "*") {
+				replies = []string{strings.Replace(spots[target].subject, "*", vp, 1), strings.Replace(spots[target].subject, "*.", "", 1)}
+			}
+			for _, reply := range replies {
+				replyLandsHome(t, &nats.Msg{Subject: dispatcher.SubjectSessions, Reply: reply, Data: []byte(`{}`)})
+			}
 		}
 		unchanged(t)
 		st := stopState(t, ctx, api.URL, globexUser, victim)
@@ -577,10 +613,13 @@ func TestCluster_script_reload_adds_and_revokes_a_tenant_without_a_restart(t *te
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The log sources the shards: the events are there a moment after
+	// their PubAcks.
 	for _, n := range d.nodes {
-		if _, err := evs.GetLastMsgForSubject(ctx, "jetway.events.initech.first-"+n.name); err != nil {
-			t.Errorf("initech's event from %s is not in JETWAY_EVENTS: %v", n.name, err)
-		}
+		testutil.EventuallyNil(t, 30*time.Second, "initech's event from "+n.name+" in "+bus.StreamEvents, func() error {
+			_, err := evs.GetLastMsgForSubject(ctx, "jetway.events.initech.first-"+n.name)
+			return err
+		})
 	}
 	testutil.Eventually(t, 30*time.Second, "acme's open connection closed by the reload", func() bool { return !acme.IsConnected() })
 	if err := pubAck(globex, "jetway.events.after"); err != nil {

@@ -7,7 +7,7 @@
 // services start; Kubernetes runs it as a Job, compose as a one-shot service.
 //
 //	NATS_URL=tls://127.0.0.1:4222 NATS_USER=admin NATS_PASSWORD=… NATS_CA=ca.pem \
-//	    go run ./deploy/provision -replicas 3
+//	    go run ./deploy/provision -replicas 3 -shards 3
 package main
 
 import (
@@ -23,6 +23,15 @@ import (
 
 	"jetway/pkg/bus"
 )
+
+// DefaultShards is -shards' default: the deployments here run three
+// nodes, and each shard has one leader, which provisioning spreads over
+// the nodes, so three shards put one leader on each node and every node
+// takes a share of the event path (one shard would put all of it on one
+// node; more than the nodes gives a node two shards to lead and gains
+// nothing until nodes are added). With 16 partitions the shards carry 6,
+// 5 and 5.
+const DefaultShards = 3
 
 func main() {
 	env := func(key, def string) string {
@@ -45,7 +54,10 @@ func main() {
 	flag.StringVar(&conn.TLSCertFile, "nats-cert", env("NATS_CERT", ""), "client certificate for mTLS (env NATS_CERT)")
 	flag.StringVar(&conn.TLSKeyFile, "nats-key", env("NATS_KEY", ""), "client key for mTLS (env NATS_KEY)")
 	flag.IntVar(&pcfg.Replicas, "replicas", 3, "replicas of every stream, bucket and consumer")
-	flag.IntVar(&pcfg.Partitions, "partitions", 0, "work partitions (0: the default, "+fmt.Sprint(bus.DefaultPartitions)+")")
+	flag.IntVar(&pcfg.Partitions, "partitions", 0, "work partitions P; the servers decide it (the JETWAY account's mappings, bus.MappingsConf), "+
+		"so 0 takes theirs and any other value must equal it: provisioning refuses a P the servers do not map")
+	flag.IntVar(&pcfg.Shards, "shards", DefaultShards, "work shards K, at most P (partition p in shard p mod K); "+
+		"change only with the work shards drained, and name the shards in deploy/nats/accounts.conf's permissions")
 	flag.DurationVar(&timeout, "timeout", 2*time.Minute, "give up after this long (the cluster may still be electing its leader)")
 	flag.Parse()
 	conn.URLs = strings.Split(urls, ",")
@@ -80,7 +92,7 @@ func run(ctx context.Context, conn bus.ConnConfig, pcfg bus.ProvisionConfig) err
 		err := bus.Provision(attempt, js, pcfg)
 		cancel()
 		if err == nil {
-			fmt.Printf("provisioned on %s with %d replicas\n", nc.ConnectedUrlRedacted(), pcfg.Replicas)
+			fmt.Printf("provisioned on %s with %d replicas, %d shards\n", nc.ConnectedUrlRedacted(), pcfg.Replicas, pcfg.Shards)
 			return nil
 		}
 		if ctx.Err() != nil {

@@ -99,8 +99,15 @@ func TestTenantAccounts_in_dev(t *testing.T) {
 			Stream string `json:"stream"`
 			Seq    uint64 `json:"seq"`
 		}
-		if err := json.Unmarshal(ack.Data, &pa); err != nil || pa.Stream != bus.StreamEvents {
-			t.Fatalf("PubAck %s (%v): want one from %s", ack.Data, err, bus.StreamEvents)
+		// Stored in the work shard of the session's partition (the log
+		// sources it from there).
+		layout, err := bus.ReadLayout(context.Background(), d.jetStream(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := layout.Stream(bus.PartitionFor("acme", "own1", layout.Partitions))
+		if err := json.Unmarshal(ack.Data, &pa); err != nil || pa.Stream != want {
+			t.Fatalf("PubAck %s (%v): want one from %s", ack.Data, err, want)
 		}
 		waitRunStarted(t, d, out, "jetway.out.own1")
 	})
