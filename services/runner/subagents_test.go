@@ -786,11 +786,18 @@ func (e *env) warmUp(ids ...string) {
 	last := time.Time{}
 	testutil.Eventually(e.t, 60*time.Second, "the runners to share the partitions", func() bool {
 		h := e.holders(ids...)
-		seen := map[string]bool{}
+		held := map[string]int{}
 		for _, id := range h {
-			seen[id] = true
+			held[id]++
 		}
-		if len(h) == p && len(seen) == len(ids) {
+		// Every partition held, each runner its share: until then
+		// partitions still move, and a session placed on one runner may
+		// be served by the other.
+		balanced := len(held) == len(ids)
+		for _, n := range held {
+			balanced = balanced && n >= p/len(ids) && n <= (p+len(ids)-1)/len(ids)
+		}
+		if len(h) == p && balanced {
 			return true
 		}
 		if time.Since(last) > time.Second {
