@@ -129,12 +129,6 @@ func oldWorkLine(t *testing.T, subject string, data []byte) string {
 	return fmt.Sprintf("jetway.%s.%s.%s.%s %s", tok[2], tok[0], tok[3], tok[4], data)
 }
 
-// lineSession is the tenant.session of a workLine.
-func lineSession(line string) string {
-	tok := strings.Split(strings.Fields(line)[0], ".")
-	return tok[3] + "." + tok[4]
-}
-
 // An unsharded deployment is upgraded with events in its work queue that
 // an old runner finished (acked), held (delivered, not acked) or never
 // got: the upgrade moves every unfinished one into its partition's shard,

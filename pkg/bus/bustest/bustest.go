@@ -352,9 +352,8 @@ func WaitLogged(t testing.TB, js jetstream.JetStream) {
 	if err != nil {
 		t.Fatalf("wait for the log: %v", err)
 	}
-	var stored, logged uint64
 	for {
-		stored, logged = 0, 0
+		var stored uint64
 		for k := range l.Shards {
 			st, err := js.Stream(ctx, bus.WorkStream(k))
 			if err != nil {
@@ -366,7 +365,7 @@ func WaitLogged(t testing.TB, js jetstream.JetStream) {
 		if err != nil {
 			t.Fatalf("wait for the log: %v", err)
 		}
-		logged = ev.CachedInfo().State.LastSeq
+		logged := ev.CachedInfo().State.LastSeq
 		if logged >= stored {
 			return
 		}
