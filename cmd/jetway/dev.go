@@ -78,6 +78,7 @@ is warned about: plain HTTP carries the tokens in clear.`,
 	f.StringSliceVar(&cfg.WebhookAllowHosts, "webhook-allow-host", nil,
 		"webhook host allowed to resolve to a loopback or private address, e.g. 127.0.0.1 for a receiver on this machine (repeatable)")
 	f.IntVar(&cfg.Partitions, "partitions", 0, "work partitions (0: keep the stored count, or 16 on first start)")
+	f.IntVar(&cfg.Shards, "shards", 0, "work shards the partitions are spread over, at most --partitions (0: keep the stored count, or 1 on first start); change it only with no event waiting")
 	for _, add := range devFlags {
 		add(cmd)
 	}

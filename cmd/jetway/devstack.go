@@ -77,6 +77,7 @@ type devConfig struct {
 	NATSAddr   string // host:port for clients; port 0 picks a free one
 	HTTPAddr   string // host:port for /healthz, /readyz, /metrics; port 0 picks a free one
 	Partitions int
+	Shards     int // work shards (0: keep the stored count, or 1)
 	// WebhookAllowHosts lets webhooks reach these hosts although they
 	// resolve to loopback or private addresses (a receiver on this machine).
 	WebhookAllowHosts []string
@@ -203,6 +204,7 @@ func runDev(ctx context.Context, cfg devConfig) error {
 	}
 	pcfg := bus.ProvisionConfig{
 		Partitions: devb.partitions,
+		Shards:     cfg.Shards,
 		Progress:   func(line string) { say("provision: %s", line) },
 	}
 	if err := bus.Provision(ctx, js, pcfg); err != nil {
@@ -355,6 +357,9 @@ func validateDevConfig(cfg devConfig) (host string, port int, err error) {
 	}
 	if cfg.Partitions < 0 {
 		return "", 0, fmt.Errorf("--partitions %d: must be 0 (keep the stored count) or more", cfg.Partitions)
+	}
+	if cfg.Shards < 0 {
+		return "", 0, fmt.Errorf("--shards %d: must be 0 (keep the stored count) or more", cfg.Shards)
 	}
 	if cfg.DataDir == "" {
 		return "", 0, errors.New("--data: must name a directory")

@@ -18,12 +18,19 @@ import (
 // on, with nothing of a runner in it. FigRawFloor is the one the runner's
 // figures compare with (one shard, as bus.Provision makes by default).
 const (
-	FigRawFloor       = "raw js work shard, pinned pulls, acked, logged"
-	FigRawFloorShards = "raw js 2 work shards, pinned pulls, acked, logged"
+	FigRawFloor        = "raw js work shard, pinned pulls, acked, logged"
+	FigRawFloorShards  = "raw js 2 work shards, pinned pulls, acked, logged"
+	FigRawFloorShards4 = "raw js 4 work shards, pinned pulls, acked, logged"
 	// FigRawFloorUnsharded is the event path before the shards (a work
 	// queue sourcing the events stream), measured in the same run so the
 	// two can be compared.
 	FigRawFloorUnsharded = "raw js sourced work queue, pinned pulls, acked (layout before the shards)"
+)
+
+// The goal of the transport floor: a quarter of raw async publish.
+const (
+	floorGoal      = "≥ 25% of raw async publish"
+	floorGoalRatio = 0.25
 )
 
 // floorKind is the subject kind the floor publishes under:
@@ -78,7 +85,7 @@ func (e *env) measureFloor(ctx context.Context) {
 	const goal = "baseline"
 	partitions, mapped, err := e.floorPartitions(ctx)
 	if err != nil {
-		for _, f := range []string{FigRawFloor, FigRawFloorShards, FigRawFloorUnsharded} {
+		for _, f := range []string{FigRawFloor, FigRawFloorShards, FigRawFloorShards4, FigRawFloorUnsharded} {
 			e.skip(f, "msgs/s", goal, err)
 		}
 		return
@@ -89,11 +96,8 @@ func (e *env) measureFloor(ctx context.Context) {
 		how = "its partition computed by the client (bus.PartitionFor: a server given by --nats has no mapping for the bench's subjects)"
 	}
 
-	for _, shards := range []int{1, 2} {
-		name := FigRawFloor
-		if shards > 1 {
-			name = FigRawFloorShards
-		}
+	for _, shards := range []int{1, 2, 4} {
+		name := map[int]string{1: FigRawFloor, 2: FigRawFloorShards, 4: FigRawFloorShards4}[shards]
 		e.progress("raw: %d async publishes into %d work shard(s), consumed by %d pinned pulls and acked, logged", n, shards, partitions)
 		path, err := e.shardPath(ctx, shards, partitions, mapped)
 		if err != nil {
@@ -106,13 +110,14 @@ func (e *env) measureFloor(ctx context.Context) {
 			e.skip(name, "msgs/s", goal, err)
 			continue
 		}
-		r := figure(name, "msgs/s", run.rate).vs("raw async publish", e.base.asyncRate).info("baseline")
+		r := figure(name, "msgs/s", run.rate).vs("raw async publish", e.base.asyncRate)
+		r = r.goal(floorGoal, r.Ratio != nil && *r.Ratio >= floorGoalRatio)
 		if shards == 1 {
 			e.base.floorRate, e.base.floorMsgs = run.rate, run.msgs
 			e.add(r.note("%d messages published async on jetway.%s.<tenant>.<session> (%d sessions), %s, into an interest shard; pulled through %d pinned partition consumers (jetway's work consumer configuration), each acked, while a log stream sourced the shard through a durable flow-controlled consumer with jetway's transform (as JETWAY_EVENTS does); timed until every ack was applied and the log held every message: what moving an event costs with no runner work at all. The shard itself was empty at %s: the log's consumer releases what it copied only at its next flow control answer (when its %d in flight are reached, or at its 1 s heartbeat after a lull); %.2f messages per message on the consumers' connection",
 				n, floorKind, floorSessions, how, partitions, run.empty.Round(time.Millisecond), bus.LogSourceMaxAckPending, run.msgs))
 		} else {
-			e.add(r.note("as the figure of one shard, with partition p in shard p mod %d: %d interest streams on this one server and one log sourcing both (on a cluster each shard has a leader of its own); both shards were empty at %s",
+			e.add(r.note("as the figure of one shard, with partition p in shard p mod %d: %d interest streams on this one server and one log sourcing them (on a cluster each shard has a leader of its own; here they share the server's two cores, which one stream alone does not keep busy); the shards were empty at %s",
 				shards, shards, run.empty.Round(time.Millisecond)))
 		}
 	}

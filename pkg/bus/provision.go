@@ -47,8 +47,9 @@ type ProvisionConfig struct {
 	// it only when the work streams are drained.
 	Partitions int
 	// Shards is K, the number of work streams the partitions are spread
-	// over (partition p in shard p mod K); at most P. Changing it moves
-	// partitions between shards: only with the work streams drained.
+	// over (partition p in shard p mod K); at most P. Zero keeps the
+	// shards there are (DefaultShards when there are none). Changing it
+	// moves partitions between shards: only with the shards drained.
 	Shards int
 
 	// DuplicateWindow is how long a repeat is recognised: JETWAY_JOBEVENTS
@@ -118,6 +119,13 @@ func Provision(ctx context.Context, js jetstream.JetStream, cfg ProvisionConfig)
 		return fmt.Errorf("bus: provision: %d partitions asked for, but the server maps sessions to %d (its JETWAY account's mappings, bus.MappingsConf): change both together", cfg.Partitions, p)
 	}
 	cfg.Partitions = p
+	if cfg.Shards <= 0 {
+		// Keep what the provisioner chose: a service provisioning at its
+		// start must not undo it.
+		if l, err := ReadLayout(ctx, js); err == nil {
+			cfg.Shards = l.Shards
+		}
+	}
 	cfg = cfg.withDefaults()
 	if cfg.Shards > cfg.Partitions {
 		return fmt.Errorf("bus: provision: %d shards for %d partitions: a shard without a partition would carry nothing", cfg.Shards, cfg.Partitions)

@@ -387,6 +387,14 @@ func TestProvision_changes_the_shard_count_only_with_the_shards_drained(t *testi
 	if _, err := js.Publish(ctx, "jetway.events.t1.s1", []byte("waiting")); err != nil {
 		t.Fatal(err)
 	}
+	// A service provisioning at its start, naming no shard count, keeps
+	// the provisioner's.
+	if err := bus.Provision(ctx, js, bus.ProvisionConfig{}); err != nil {
+		t.Fatalf("provision without a shard count: %v", err)
+	}
+	if l, err := bus.ReadLayout(ctx, js); err != nil || l.Shards != 2 {
+		t.Fatalf("provisioning without a shard count left %+v (%v), want the 2 shards kept", l, err)
+	}
 	err := bus.Provision(ctx, js, bus.ProvisionConfig{Shards: 1})
 	if err == nil || !strings.Contains(err.Error(), "drained") {
 		t.Fatalf("one shard while an event waits: %v; want a refusal", err)
