@@ -182,7 +182,11 @@ type chat struct {
 	typed sync.Map
 	// wakes are the CE ids of job events (exits, overdue) shown that have
 	// not reached a run yet: each starts a run or goes to the live one.
-	wakes sync.Map
+	// tookIDs are the CE ids runs have taken: a job's headline comes from
+	// the notifier, which may read the event after the runner did, so it
+	// can arrive after the run that took it.
+	wakes   sync.Map
+	tookIDs sync.Map
 	// mine are the CE ids of every line this chat sent (id → text), kept
 	// for the chat's life: a run that delivers any other event a person
 	// sent got it from elsewhere (another chat, the console, curl), and
@@ -547,7 +551,9 @@ func (c *chat) track(ctx context.Context, ev client.Event) {
 		var h events.HeadlineNote
 		if json.Unmarshal(ev.Data, &h) == nil && h.Event != "" &&
 			(h.About == events.TypeJobExited || h.About == events.TypeJobOverdue) {
-			c.wakes.Store(h.Event, true)
+			if _, took := c.tookIDs.Load(h.Event); !took {
+				c.wakes.Store(h.Event, true)
+			}
 		}
 	}
 }
@@ -555,6 +561,7 @@ func (c *chat) track(ctx context.Context, ev client.Event) {
 // taken notes events a run took: a run start's or a delivery's.
 func (c *chat) taken(ids []string) {
 	for _, id := range ids {
+		c.tookIDs.Store(id, true)
 		c.wakes.Delete(id)
 		c.typed.Delete(id)
 	}
