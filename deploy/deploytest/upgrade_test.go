@@ -80,19 +80,7 @@ func workPending(t *testing.T, ctx context.Context, admin *client) int {
 	if err != nil {
 		return -1
 	}
-	n := 0
-	for p := range l.Partitions {
-		c, err := admin.js.Consumer(ctx, l.Stream(p), bus.WorkConsumerName(p))
-		if err != nil {
-			return -1
-		}
-		ci, err := c.Info(ctx)
-		if err != nil {
-			return -1
-		}
-		n += int(ci.NumPending) + ci.NumAckPending
-	}
-	return n
+	return bustest.WorkPending(ctx, admin.js, l)
 }
 
 // TestUpgrade_of_an_old_events_stream_on_a_cluster runs a cluster as

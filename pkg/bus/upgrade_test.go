@@ -173,7 +173,7 @@ func TestProvision_upgrades_an_old_events_stream_keeping_events_and_layovers(t *
 	// 10 old + resume + 2 new. Nothing more can come from the old queue,
 	// which the upgrade emptied and deleted.
 	l := bus.Layout{Partitions: P, Shards: 1}
-	testutil.Eventually(t, 20*time.Second, "13 events for the runners", func() bool { return workPending(ctx, js, l) >= 13 })
+	testutil.Eventually(t, 20*time.Second, "13 events for the runners", func() bool { return bustest.WorkPending(ctx, js, l) >= 13 })
 	var got []string
 	for p := range P {
 		got = append(got, takeWork(t, ctx, js, l, p)...)
@@ -208,7 +208,7 @@ func TestProvision_upgrades_an_old_events_stream_keeping_events_and_layovers(t *
 	}) {
 		t.Errorf("provision did not say the notifier's consumer leaves 5 job events unread")
 	}
-	if n := workPending(ctx, js, l); n != 0 {
+	if n := bustest.WorkPending(ctx, js, l); n != 0 {
 		t.Errorf("provisioning again queued %d events for the runners", n)
 	}
 }
@@ -281,7 +281,7 @@ func TestProvision_continues_an_upgrade_that_failed_half_way(t *testing.T) {
 		t.Errorf("%s: %v; want the old log's 1 event", bus.StreamEventsV1, err)
 	}
 	l := bus.Layout{Partitions: P, Shards: 1}
-	testutil.Eventually(t, 10*time.Second, "the old event and the resume for the runners", func() bool { return workPending(ctx, js, l) >= 2 })
+	testutil.Eventually(t, 10*time.Second, "the old event and the resume for the runners", func() bool { return bustest.WorkPending(ctx, js, l) >= 2 })
 	got := takeWork(t, ctx, js, l, bus.PartitionFor("acme", "s1", P))
 	want := []string{workLine("events", "acme", "s1", P, "before"), workLine("events", "acme", "s1", P, "resume")}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {

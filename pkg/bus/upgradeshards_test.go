@@ -67,24 +67,6 @@ func workLine(kind, tenant, session string, partitions int, data string) string 
 	return fmt.Sprintf("jetway.%s.%d.%s.%s %s", kind, bus.PartitionFor(tenant, session, partitions), tenant, session, data)
 }
 
-// workPending is how many events the work consumers of l have not had
-// acknowledged: not yet delivered, or delivered and not acked.
-func workPending(ctx context.Context, js jetstream.JetStream, l bus.Layout) int {
-	n := 0
-	for p := range l.Partitions {
-		c, err := js.Consumer(ctx, l.Stream(p), bus.WorkConsumerName(p))
-		if err != nil {
-			return -1
-		}
-		ci, err := c.Info(ctx)
-		if err != nil {
-			return -1
-		}
-		n += int(ci.NumPending) + ci.NumAckPending
-	}
-	return n
-}
-
 // takeWork takes, as a runner does, what partition p's work consumer has
 // pending and acks each; it returns them as workLine does, in delivery
 // order.
@@ -281,7 +263,7 @@ func TestProvision_moves_what_the_unsharded_work_queue_held_into_the_shards(t *t
 	// queue's order, then the pending layover and the new event once.
 	unfinished := len(queue) - len(finished)
 	testutil.Eventually(t, 30*time.Second, "the unfinished events, the late layover, the window's and the new event for the runners", func() bool {
-		return workPending(ctx, js, l) >= unfinished+3
+		return bustest.WorkPending(ctx, js, l) >= unfinished+3
 	})
 	seen := map[string]int{}
 	for p := range P {
@@ -318,7 +300,7 @@ func TestProvision_moves_what_the_unsharded_work_queue_held_into_the_shards(t *t
 			t.Errorf("%q delivered %d times, want once", line, seen[line])
 		}
 	}
-	if n := workPending(ctx, js, l); n != 0 {
+	if n := bustest.WorkPending(ctx, js, l); n != 0 {
 		t.Errorf("%d more events for the runners after all were taken", n)
 	}
 
@@ -373,7 +355,7 @@ func TestProvision_moves_what_the_unsharded_work_queue_held_into_the_shards(t *t
 			t.Errorf("provisioning again upgraded something: %q", line)
 		}
 	}
-	if n := workPending(ctx, js, l); n != 0 {
+	if n := bustest.WorkPending(ctx, js, l); n != 0 {
 		t.Errorf("provisioning again queued %d events", n)
 	}
 }
@@ -432,7 +414,7 @@ func TestProvision_refuses_to_move_the_old_queue_into_shards_of_another_partitio
 		t.Fatalf("provision into one shard: %v", err)
 	}
 	l := bus.Layout{Partitions: newP, Shards: 1}
-	testutil.Eventually(t, 10*time.Second, "the 3 events for the runners", func() bool { return workPending(ctx, js, l) >= 3 })
+	testutil.Eventually(t, 10*time.Second, "the 3 events for the runners", func() bool { return bustest.WorkPending(ctx, js, l) >= 3 })
 	var got []string
 	for p := range newP {
 		got = append(got, takeWork(t, ctx, js, l, p)...)

@@ -376,3 +376,22 @@ func WaitLogged(t testing.TB, js jetstream.JetStream) {
 		}
 	}
 }
+
+// WorkPending is how many events the work consumers of l have not had
+// acknowledged: not yet delivered, or delivered and not acked (-1 when a
+// consumer cannot be read).
+func WorkPending(ctx context.Context, js jetstream.JetStream, l bus.Layout) int {
+	n := 0
+	for p := range l.Partitions {
+		c, err := js.Consumer(ctx, l.Stream(p), bus.WorkConsumerName(p))
+		if err != nil {
+			return -1
+		}
+		ci, err := c.Info(ctx)
+		if err != nil {
+			return -1
+		}
+		n += int(ci.NumPending) + ci.NumAckPending
+	}
+	return n
+}
