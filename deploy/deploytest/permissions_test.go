@@ -333,7 +333,8 @@ func TestPermissions(t *testing.T) {
 		n.noViolation(t)
 		n.refusePublish(t, "jetway.events.acme.s1", mapped("events", "acme", "s1"))
 		n.refusePublish(t, "jetway.jobevents.acme.s1", mapped("jobevents", "acme", "s1"))
-		// Its consumer on JETWAY_EVENTS may only ever see job events.
+		// It reads job events from JETWAY_JOBEVENTS: nothing of the log,
+		// which holds host events too.
 		n.refuseAPI(t, "$JS.API.CONSUMER.CREATE.JETWAY_EVENTS.notifier-events.jetway.events.>", func(ctx context.Context) error {
 			_, err := n.js.CreateOrUpdateConsumer(ctx, bus.StreamEvents, jetstream.ConsumerConfig{
 				Durable: "notifier-events", FilterSubject: bus.SubjectEvents,

@@ -353,8 +353,11 @@ type source struct {
 
 func (n *Notifier) sources() []source {
 	return []source{
-		{stream: bus.StreamEvents, durable: ConsumerEvents, filter: bus.SubjectJobEvents},
-		{stream: bus.StreamEvents, durable: ConsumerAgentEvents, filter: bus.SubjectAgentEvents},
+		// Job and sub-agent events from the streams their writers publish
+		// into: one hop, as the runners have from those streams to the
+		// session's shard, where the log of record is a hop further.
+		{stream: bus.StreamJobEvents, durable: ConsumerEvents, filter: bus.SubjectJobEvents},
+		{stream: bus.StreamAgentEvents, durable: ConsumerAgentEvents, filter: bus.SubjectAgentEvents},
 		{stream: bus.StreamOut, durable: ConsumerOut, filter: bus.SubjectOut},
 	}
 }
