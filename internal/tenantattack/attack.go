@@ -76,13 +76,7 @@ const witness = "tenantattack-witness"
 // TenantWritten are the streams a tenant's publish is stored in: the
 // work shards of layout l (JETWAY_EVENTS, the log, takes no publish; it
 // sources them).
-func TenantWritten(l bus.Layout) []string {
-	var out []string
-	for k := range max(l.Shards, 1) {
-		out = append(out, bus.WorkStream(k))
-	}
-	return out
-}
+func TenantWritten(l bus.Layout) []string { return l.Streams() }
 
 // shardSessions are sessions of tenant, one in each shard of l, "s1"
 // among them: a publish on each reaches every shard.
@@ -146,6 +140,7 @@ func SensitiveReplies(victim string, l bus.Layout) []string {
 	for _, family := range []string{"events", "jobevents", "agentevents", "schedules", "fired", "transcript", "out", "notify"} {
 		out = append(out, "jetway."+family+"."+victim+".s1")
 	}
+	out = append(out, bus.LayoutProbe, bus.LayoutProbe+"."+strconv.Itoa(l.Partitions))
 	vp, forged := bus.PartitionFor(victim, "s1", l.Partitions), forgedPartition(victim, "s1", l)
 	for _, family := range []string{"events", "jobevents", "agentevents", "fired"} {
 		out = append(out, partitioned(family, vp, victim, "s1"), partitioned(family, forged, victim, "s1"))
@@ -161,6 +156,7 @@ func SensitiveReplies(victim string, l bus.Layout) []string {
 func ForgedSubjects(attacker, victim string, l bus.Layout) []string {
 	vp, forged := bus.PartitionFor(victim, "s1", l.Partitions), forgedPartition(attacker, "s1", l)
 	return []string{
+		bus.LayoutProbe, // answered by the JETWAY account's mapping only
 		partitioned("events", forged, attacker, "s1"),
 		partitioned("events", vp, victim, "s1"),
 		fmt.Sprintf("jetway.events.%d.s1", forged),

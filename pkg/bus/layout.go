@@ -58,10 +58,12 @@ func WorkStreamOf(p, shards int) string { return WorkStream(ShardOf(p, shards)) 
 // account's mapping partitions: everything a runner consumes.
 var partitionedKinds = []string{"events", "jobevents", "agentevents"}
 
-// layoutProbe is the subject the mapping answers with P
+// LayoutProbe is the subject the mapping answers with P
 // (jetway.layout.partitions.<P>), so a service can read P from the server
-// it is connected to. Nothing captures it; only the mapping gives it P.
-const layoutProbe = "jetway.layout.partitions"
+// it is connected to. Nothing captures it; only the mapping gives it P,
+// and it exists in the JETWAY account alone (the attack suites try it
+// from a tenant's).
+const LayoutProbe = "jetway.layout.partitions"
 
 // Mapping is one subject mapping of the JETWAY account.
 type Mapping struct{ From, To string }
@@ -77,7 +79,7 @@ func PartitionMappings(partitions int) []Mapping {
 			To:   fmt.Sprintf("jetway.%s.{{partition(%d,1,2)}}.{{wildcard(1)}}.{{wildcard(2)}}", kind, partitions),
 		})
 	}
-	return append(ms, Mapping{From: layoutProbe, To: layoutProbe + "." + strconv.Itoa(partitions)})
+	return append(ms, Mapping{From: LayoutProbe, To: LayoutProbe + "." + strconv.Itoa(partitions)})
 }
 
 // MappingsConf is the mappings block of the JETWAY account for P
@@ -101,12 +103,12 @@ var ErrNoPartitionMapping = errors.New("the server has no jetway partition mappi
 // ServerPartitions asks the server nc is connected to for P, through the
 // layout probe its mapping answers.
 func ServerPartitions(ctx context.Context, nc *nats.Conn) (int, error) {
-	sub, err := nc.SubscribeSync(layoutProbe + ".*")
+	sub, err := nc.SubscribeSync(LayoutProbe + ".*")
 	if err != nil {
 		return 0, fmt.Errorf("bus: read partitions from the server: %w", err)
 	}
 	defer func() { _ = sub.Unsubscribe() }()
-	if err := nc.Publish(layoutProbe, nil); err != nil {
+	if err := nc.Publish(LayoutProbe, nil); err != nil {
 		return 0, fmt.Errorf("bus: read partitions from the server: %w", err)
 	}
 	wait := 2 * time.Second
@@ -120,7 +122,7 @@ func ServerPartitions(ctx context.Context, nc *nats.Conn) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("bus: read partitions from the server: %w", err)
 	}
-	p, err := strconv.Atoi(strings.TrimPrefix(m.Subject, layoutProbe+"."))
+	p, err := strconv.Atoi(strings.TrimPrefix(m.Subject, LayoutProbe+"."))
 	if err != nil || p <= 0 {
 		return 0, fmt.Errorf("bus: the server's partition mapping answers %q: not a partition count", m.Subject)
 	}

@@ -130,7 +130,7 @@ func Provision(ctx context.Context, js jetstream.JetStream, cfg ProvisionConfig)
 	if cfg.Shards > cfg.Partitions {
 		return fmt.Errorf("bus: provision: %d shards for %d partitions: a shard without a partition would carry nothing", cfg.Shards, cfg.Partitions)
 	}
-	if _, err := upgradeEvents(ctx, js, cfg); err != nil {
+	if err := upgradeEvents(ctx, js, cfg); err != nil {
 		return fmt.Errorf("bus: upgrade %s: %w", StreamEvents, err)
 	}
 	old, err := unshardedWork(ctx, js)
@@ -188,7 +188,7 @@ func Provision(ctx context.Context, js jetstream.JetStream, cfg ProvisionConfig)
 		}
 	}
 	if cfg.Replicas > 1 {
-		if moved, err := SpreadLeaders(ctx, js, shardNames(cfg.Shards)); err != nil {
+		if moved, err := SpreadLeaders(ctx, js, Layout{Partitions: cfg.Partitions, Shards: cfg.Shards}.Streams()); err != nil {
 			cfg.progress("shard leaders not spread: %v", err)
 		} else if moved > 0 {
 			cfg.progress("%d shard leaders moved so that each node leads its share", moved)
@@ -437,15 +437,6 @@ const (
 	eventsFilter              = "jetway.events.*.*"
 )
 
-// shardNames are the names of K shards.
-func shardNames(shards int) []string {
-	out := make([]string, 0, shards)
-	for k := range shards {
-		out = append(out, WorkStream(k))
-	}
-	return out
-}
-
 // partitionsOf lists the partitions of shard k.
 func partitionsOf(k int, cfg ProvisionConfig) []int {
 	var ps []int
@@ -617,6 +608,16 @@ type Layout struct {
 
 // Stream is the shard stream holding partition p.
 func (l Layout) Stream(p int) string { return WorkStreamOf(p, l.Shards) }
+
+// Streams are the names of every shard of l: the streams a publish into
+// a session is stored in.
+func (l Layout) Streams() []string {
+	out := make([]string, 0, max(l.Shards, 1))
+	for k := range max(l.Shards, 1) {
+		out = append(out, WorkStream(k))
+	}
+	return out
+}
 
 // ReadLayout reads P and K back from the first shard's metadata, so a
 // service need not be told them.

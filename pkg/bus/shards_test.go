@@ -15,6 +15,7 @@ import (
 	"jetway/internal/testutil"
 	"jetway/pkg/bus"
 	"jetway/pkg/bus/bustest"
+	"jetway/pkg/events"
 )
 
 func TestProvision_makes_the_shards_the_log_and_the_consumers_and_is_idempotent(t *testing.T) {
@@ -187,7 +188,7 @@ func TestShards_keep_a_sessions_events_and_job_events_in_one_partition_in_order(
 	}
 	var got []string
 	for m := range batch.Messages() {
-		part, err := bus.PartitionOf(m.Subject())
+		part, err := partitionOf(m.Subject())
 		if err != nil || part != p {
 			t.Errorf("message on %q: partition %d (%v), want %d", m.Subject(), part, err, p)
 		}
@@ -259,7 +260,7 @@ func TestShard_keeps_an_event_nobody_acked(t *testing.T) {
 		t.Fatalf("the shard holds %d (%v) of an event logged but not acked; want it kept", info.State.Msgs, err)
 	}
 	p := bus.PartitionFor("t1", "s1", 2)
-	m, err := shard.GetMsg(ctx, 1, jetstream.WithGetMsgSubject(bus.PartitionFilter(p, "t1", "s1")))
+	m, err := shard.GetMsg(ctx, 1, jetstream.WithGetMsgSubject(bus.SessionFilter(p, "t1", "s1")))
 	if err != nil || m.Subject != fmt.Sprintf("jetway.events.%d.t1.s1", p) {
 		t.Fatalf("the session's event in its shard: %v, %v", m, err)
 	}
@@ -281,29 +282,18 @@ func TestPartitionFor_matches_the_servers_mapping(t *testing.T) {
 		}
 		want := bus.PartitionFor("acme", sess, P)
 		shard, _ := js.Stream(ctx, bus.WorkStream(0))
-		m, err := shard.GetLastMsgForSubject(ctx, bus.PartitionFilter(want, "acme", sess))
+		m, err := shard.GetLastMsgForSubject(ctx, bus.SessionFilter(want, "acme", sess))
 		if err != nil {
 			t.Errorf("session %s: nothing in partition %d, where PartitionFor puts it: %v", sess, want, err)
 			continue
 		}
-		if p, err := bus.PartitionOf(m.Subject); err != nil || p != want {
+		if p, err := partitionOf(m.Subject); err != nil || p != want {
 			t.Errorf("session %s on %q: partition %d (%v), want %d", sess, m.Subject, p, err, want)
 		}
 		parts[want] = true
 	}
 	if len(parts) < 2 {
 		t.Errorf("%d sessions all landed in one partition: the hash does not spread", len(sessions))
-	}
-}
-
-func TestPartitionOf_refuses_subjects_without_a_partition(t *testing.T) {
-	for _, subj := range []string{"jetway.events.t.s", "", "jetway.events.-1.t.s", "x.y", "12.jetway.jobevents.t.s"} {
-		if p, err := bus.PartitionOf(subj); err == nil {
-			t.Errorf("PartitionOf(%q) = %d, want an error", subj, p)
-		}
-	}
-	if p, err := bus.PartitionOf("jetway.jobevents.12.t.s"); err != nil || p != 12 {
-		t.Errorf("PartitionOf = %d, %v; want 12", p, err)
 	}
 }
 
@@ -454,4 +444,17 @@ func TestProvision_changes_the_shard_count_only_with_the_shards_drained(t *testi
 			t.Errorf("work consumer %d left behind on shard 0, which no longer holds its partition", n)
 		}
 	}
+}
+
+// partitionOf is the partition in a work shard's subject, as the runners
+// read it (events.ParseSubject); an error for a subject without one.
+func partitionOf(subject string) (int, error) {
+	s, err := events.ParseSubject(subject)
+	if err != nil {
+		return 0, err
+	}
+	if s.Partition < 0 {
+		return 0, fmt.Errorf("%q has no partition", subject)
+	}
+	return s.Partition, nil
 }

@@ -75,32 +75,26 @@ const frozenMsgSize = 1
 //  5. The old stream is deleted (with its consumers).
 //  6. JETWAY_JOBEVENTS and JETWAY_SCHEDULES are made, and the stashed
 //     holders published there (a holder already due fires at once); the
-//     stash is deleted. Provision then makes the new JETWAY_EVENTS, its
-//     source consumers, and JETWAY_WORK's source consumer from the new
-//     log's first event.
-//
-// It reports whether JETWAY_EVENTS is to be made anew (the old one is
-// gone), so the work source starts from the new log's first event.
-func upgradeEvents(ctx context.Context, js jetstream.JetStream, cfg ProvisionConfig) (bool, error) {
+//     stash is deleted. Provision then moves the old work queue into the
+//     shards (upgradeshards.go) and makes the new JETWAY_EVENTS sourcing
+//     them.
+func upgradeEvents(ctx context.Context, js jetstream.JetStream, cfg ProvisionConfig) error {
 	st, err := js.Stream(ctx, StreamEvents)
-	replaced := false
 	switch {
 	case errors.Is(err, jetstream.ErrStreamNotFound):
 		// Gone (an upgrade deleted it and stopped before making the new
 		// one), or never made: either way the new log starts empty.
-		replaced = true
 	case err != nil:
-		return false, fmt.Errorf("read stream: %w", err)
+		return fmt.Errorf("read stream: %w", err)
 	default:
 		if why := oldEventsShape(st.CachedInfo().Config); why != "" {
 			cfg.progress("stream %s %s: replacing it (docs/OPERATIONS.md \"Upgrading\")", StreamEvents, why)
 			if err := retireOldEvents(ctx, js, st, cfg); err != nil {
-				return false, err
+				return err
 			}
-			replaced = true
 		}
 	}
-	return replaced, unstashHolders(ctx, js, cfg)
+	return unstashHolders(ctx, js, cfg)
 }
 
 // retireOldEvents runs steps 1 to 5 of upgradeEvents.

@@ -188,7 +188,7 @@ func TestProvision_moves_what_the_unsharded_work_queue_held_into_the_shards(t *t
 		}
 		n := 0
 		for _, l := range queue {
-			if part, _ := bus.PartitionOf(strings.Fields(l)[0]); part == p {
+			if part, _ := partitionOf(strings.Fields(l)[0]); part == p {
 				n++
 			}
 		}
@@ -270,13 +270,13 @@ func TestProvision_moves_what_the_unsharded_work_queue_held_into_the_shards(t *t
 		got := takeWork(t, ctx, js, l, p)
 		var want, old []string
 		for _, line := range queue {
-			if part, _ := bus.PartitionOf(strings.Fields(line)[0]); part == p && !finished[line] {
+			if part, _ := partitionOf(strings.Fields(line)[0]); part == p && !finished[line] {
 				want = append(want, line)
 			}
 		}
 		for _, line := range got {
 			seen[line]++
-			if part, err := bus.PartitionOf(strings.Fields(line)[0]); err != nil || part != p {
+			if part, err := partitionOf(strings.Fields(line)[0]); err != nil || part != p {
 				t.Errorf("partition %d delivered %q", p, line)
 			}
 			if line != lateLine && line != newLine && line != windowLine {

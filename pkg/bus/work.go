@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"hash/fnv"
 	"strconv"
-	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -22,28 +21,16 @@ func WorkConsumerName(p int) string {
 	return WorkConsumerPrefix + strconv.Itoa(p)
 }
 
-// PartitionOf returns the partition a work subject
-// (jetway.<kind>.<p>.<tenant>.<session>) belongs to.
-func PartitionOf(subject string) (int, error) {
-	toks := strings.Split(subject, ".")
-	if len(toks) != 5 || toks[0] != "jetway" {
-		return 0, fmt.Errorf("bus: %q is not a work subject", subject)
-	}
-	p, err := strconv.Atoi(toks[2])
-	if err != nil || p < 0 {
-		return 0, fmt.Errorf("bus: %q is not a work subject: no partition number after the kind", subject)
-	}
-	return p, nil
+// PartitionFilter is the subject filter of partition p's events of every
+// kind.
+func PartitionFilter(p int) string {
+	return "jetway.*." + strconv.Itoa(p) + ".*.*"
 }
 
-// PartitionFilter is the subject filter of partition p's events of every
-// kind; with tenant and session, of one session's.
-func PartitionFilter(p int, tenantSession ...string) string {
-	f := "jetway.*." + strconv.Itoa(p)
-	if len(tenantSession) == 2 {
-		return f + "." + tenantSession[0] + "." + tenantSession[1]
-	}
-	return f + ".*.*"
+// SessionFilter is the subject filter of one session's events of every
+// kind in its partition p.
+func SessionFilter(p int, tenant, session string) string {
+	return "jetway.*." + strconv.Itoa(p) + "." + tenant + "." + session
 }
 
 // PartitionFor computes the partition the server's mapping assigns to a

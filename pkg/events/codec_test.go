@@ -375,7 +375,7 @@ func TestDecode_accepts_job_events_only_from_the_jobevents_subject(t *testing.T)
 		}
 	}
 	// A job type this version does not know is still delivered from a worker.
-	h, err = Decode("3."+subjJobs, hdr, data)
+	h, err = Decode(strings.Replace(subjJobs, "jobevents.", "jobevents.3.", 1), hdr, data)
 	if err != nil {
 		t.Fatal(err)
 	}

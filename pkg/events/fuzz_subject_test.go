@@ -9,16 +9,16 @@ import (
 
 // FuzzParseSubject holds, for any string: ParseSubject does not panic; a
 // refusal is an ErrInvalidSubject; an accepted subject has valid tokens,
-// is exactly the subject its builder renders (behind an all-digit partition
-// prefix when it has one), and parses again to the same Subject. Subjects
+// is exactly the subject its builder renders (with an all-digit partition
+// after the kind when it has one), and parses again to the same Subject. Subjects
 // are where tenant isolation starts, so nothing may slip through that the
 // builders would refuse. The seed corpus is in
 // testdata/fuzz/FuzzParseSubject.
 func FuzzParseSubject(f *testing.F) {
 	for _, s := range []string{
-		"jetway.events.t1.s1", "3.jetway.jobevents.t1.s1", "jetway.schedules.t1.s1.lay-1",
+		"jetway.events.t1.s1", "jetway.jobevents.3.t1.s1", "jetway.schedules.t1.s1.lay-1",
 		"jetway.transcript.a.b", "jetway.out.t.s.extra", "jetway.events.t1.s*", "jetway.events.>",
-		"007.jetway.notify.t.s", "99999999999999999999.jetway.events.t.s", "jetway..t.s", "",
+		"jetway.agentevents.007.t.s", "jetway.events.99999999999999999999.t.s", "3.jetway.events.t.s", "jetway..t.s", "",
 	} {
 		f.Add(s)
 	}
@@ -41,6 +41,8 @@ func FuzzParseSubject(f *testing.F) {
 			built, err = EventsSubject(s.Tenant, s.Session)
 		case KindJobEvents:
 			built, err = JobEventsSubject(s.Tenant, s.Session)
+		case KindAgentEvents:
+			built, err = AgentEventsSubject(s.Tenant, s.Session)
 		case KindOut:
 			built, err = OutSubject(s.Tenant, s.Session)
 		case KindNotify:
@@ -63,9 +65,11 @@ func FuzzParseSubject(f *testing.F) {
 				t.Fatalf("accepted %q, which is not the subject %q it parsed to", subject, built)
 			}
 		} else {
-			prefix, ok := strings.CutSuffix(subject, "."+built)
-			n, err := strconv.Atoi(prefix)
-			if !ok || err != nil || n != s.Partition || strings.Trim(prefix, "0123456789") != "" {
+			head := SubjectRoot + "." + string(s.Kind) + "."
+			n, rest, _ := strings.Cut(strings.TrimPrefix(subject, head), ".")
+			p, err := strconv.Atoi(n)
+			if !strings.HasPrefix(subject, head) || err != nil || p != s.Partition || strings.Trim(n, "0123456789") != "" ||
+				head+s.Tenant+"."+s.Session != built || rest != s.Tenant+"."+s.Session {
 				t.Fatalf("accepted %q as partition %d of %q", subject, s.Partition, built)
 			}
 		}

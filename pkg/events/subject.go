@@ -82,8 +82,7 @@ type Subject struct {
 	ID string
 	// Partition is the partition number the server's mapping put after
 	// the kind (`jetway.<kind>.<n>.<tenant>.<session>`, as a work shard
-	// holds it; or in front, `<n>.jetway.…`, as the unsharded work queue
-	// held it), or -1 when the subject has none.
+	// holds it), or -1 when the subject has none.
 	Partition int
 }
 
@@ -180,20 +179,12 @@ func Filter(kind Kind) string {
 }
 
 // ParseSubject reads a jetway subject. It also accepts the partitioned
-// forms, `jetway.<kind>.<n>.<tenant>.<session>` (a work shard's) and
-// `<n>.jetway.<kind>.<tenant>.<session>` (the unsharded work queue's), and
+// form of the kinds the servers' mapping partitions,
+// `jetway.<kind>.<n>.<tenant>.<session>` (as a work shard holds it), and
 // reports n as Partition.
 func ParseSubject(subject string) (Subject, error) {
 	toks := strings.Split(subject, ".")
 	s := Subject{Partition: -1}
-	if len(toks) > 0 && toks[0] != SubjectRoot && allDigits(toks[0]) {
-		n, err := strconv.Atoi(toks[0])
-		if err != nil {
-			return Subject{}, &SubjectError{Subject: subject, Reason: "partition prefix is out of range", Err: ErrInvalidSubject}
-		}
-		s.Partition = n
-		toks = toks[1:]
-	}
 	if len(toks) < 2 || toks[0] != SubjectRoot {
 		return Subject{}, &SubjectError{Subject: subject, Reason: "does not start with " + SubjectRoot + ".<kind>", Err: ErrInvalidSubject}
 	}
@@ -201,7 +192,7 @@ func ParseSubject(subject string) (Subject, error) {
 	if !s.Kind.valid() {
 		return Subject{}, &SubjectError{Subject: subject, Reason: fmt.Sprintf("unknown kind %q", shorten(toks[1], 40)), Err: ErrInvalidSubject}
 	}
-	if s.Partition < 0 && len(toks) == 5 && s.Kind.partitioned() && allDigits(toks[2]) {
+	if len(toks) == 5 && s.Kind.partitioned() && allDigits(toks[2]) {
 		n, err := strconv.Atoi(toks[2])
 		if err != nil {
 			return Subject{}, &SubjectError{Subject: subject, Reason: "partition is out of range", Err: ErrInvalidSubject}

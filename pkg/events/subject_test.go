@@ -93,14 +93,15 @@ func TestParseSubject_reads_back_every_kind(t *testing.T) {
 		{"jetway.notify.acme.s1", Subject{Kind: KindNotify, Tenant: "acme", Session: "s1", Partition: -1}},
 		{"jetway.transcript.acme.s1", Subject{Kind: KindTranscript, Tenant: "acme", Session: "s1", Partition: -1}},
 		{"jetway.schedules.acme.s1.l1", Subject{Kind: KindSchedules, Tenant: "acme", Session: "s1", ID: "l1", Partition: -1}},
-		{"2.jetway.jobevents.acme.s1", Subject{Kind: KindJobEvents, Tenant: "acme", Session: "s1", Partition: 2}},
+		{"jetway.jobevents.2.acme.s1", Subject{Kind: KindJobEvents, Tenant: "acme", Session: "s1", Partition: 2}},
+		{"jetway.agentevents.0.acme.s1", Subject{Kind: KindAgentEvents, Tenant: "acme", Session: "s1", Partition: 0}},
 	} {
 		got, err := ParseSubject(c.in)
 		if err != nil || got != c.want {
 			t.Errorf("ParseSubject(%q) = %+v, %v; want %+v", c.in, got, err, c.want)
 			continue
 		}
-		if want := strings.TrimPrefix(c.in, "2."); got.String() != want {
+		if want := strings.Replace(strings.Replace(c.in, ".2.", ".", 1), ".0.", ".", 1); got.String() != want {
 			t.Errorf("String() = %q, want %q", got.String(), want)
 		}
 	}
@@ -119,7 +120,9 @@ func TestParseSubject_refuses_what_is_not_a_jetway_subject(t *testing.T) {
 		"jetway.events.>":                        "want 4 tokens for events, have 3",
 		"jetway.events..b":                       `tenant "": must not be empty`,
 		"jetway.schedules.a.b.c d":               `schedule id "c d"`,
-		"99999999999999999999.jetway.events.a.b": "partition prefix is out of range",
+		"99999999999999999999.jetway.events.a.b": "does not start with jetway.<kind>",
+		"jetway.events.99999999999999999999.a.b": "partition is out of range",
+		"jetway.out.3.a.b":                       "want 4 tokens for out, have 5",
 	} {
 		_, err := ParseSubject(in)
 		if !errors.Is(err, ErrInvalidSubject) || !strings.Contains(err.Error(), want) {

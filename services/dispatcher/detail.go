@@ -184,7 +184,7 @@ func (d *sessionsCore) pendingEvents(ctx context.Context, tenant, session string
 	if err != nil || st == nil {
 		return 0, err
 	}
-	filter := bus.PartitionFilter(p, tenant, session)
+	filter := bus.SessionFilter(p, tenant, session)
 	info, err := st.Info(ctx, jetstream.WithSubjectFilter(filter))
 	if err != nil {
 		return 0, unavailable("count pending events", err)

@@ -28,7 +28,7 @@ func (r *Runner) pendingFrom(ctx context.Context, part int, tenant, session stri
 	}
 	r.orderLookups.Add(1)
 	shard := r.work[bus.ShardOf(part, len(r.work))]
-	m, err := shard.GetMsg(ctx, max(from, 1), jetstream.WithGetMsgSubject(bus.PartitionFilter(part, tenant, session)))
+	m, err := shard.GetMsg(ctx, max(from, 1), jetstream.WithGetMsgSubject(bus.SessionFilter(part, tenant, session)))
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return 0, "", nil
 	}
