@@ -174,13 +174,7 @@ func TestProvision_upgrades_an_old_events_stream_keeping_events_and_layovers(t *
 	// which the upgrade emptied and deleted.
 	l := bus.Layout{Partitions: P, Shards: 1}
 	testutil.Eventually(t, 20*time.Second, "13 events for the runners", func() bool { return bustest.WorkPending(ctx, js, l) >= 13 })
-	var got []string
-	for p := range P {
-		got = append(got, takeWork(t, ctx, js, l, p)...)
-	}
-	slices.Sort(got)
-	slices.Sort(want)
-	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+	if got := takeAllWork(t, ctx, js, l); !sameLines(got, want) {
 		t.Errorf("the runners got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 

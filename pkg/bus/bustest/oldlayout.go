@@ -60,10 +60,16 @@ func UnshardedWork(cfg bus.ProvisionConfig, consumer string) (jetstream.StreamCo
 		Sources:   []*jetstream.StreamSource{src},
 		Metadata:  map[string]string{bus.MetadataPartitions: strconv.Itoa(p)},
 	}
-	cc := jetstream.ConsumerConfig{
-		Durable:        consumer,
-		DeliverSubject: src.Consumer.DeliverSubject,
-		FilterSubject:  "jetway.*.*.*",
+	return work, oldSourceConsumer(consumer, src.Consumer.DeliverSubject, "jetway.*.*.*", replicas)
+}
+
+// oldSourceConsumer is a durable source consumer as provisioning made them
+// before the shards.
+func oldSourceConsumer(name, deliver, filter string, replicas int) jetstream.ConsumerConfig {
+	return jetstream.ConsumerConfig{
+		Durable:        name,
+		DeliverSubject: deliver,
+		FilterSubject:  filter,
 		DeliverPolicy:  jetstream.DeliverAllPolicy,
 		AckPolicy:      jetstream.AckFlowControlPolicy,
 		FlowControl:    true,
@@ -72,7 +78,6 @@ func UnshardedWork(cfg bus.ProvisionConfig, consumer string) (jetstream.StreamCo
 		MaxAckPending:  10000,
 		Replicas:       replicas,
 	}
-	return work, cc
 }
 
 // UnshardedEvents is JETWAY_EVENTS of deployments made after the event
@@ -86,18 +91,7 @@ func UnshardedEvents(cfg bus.ProvisionConfig) (events jetstream.StreamConfig, or
 	replicas := max(cfg.Replicas, 1)
 	origins = map[string]jetstream.ConsumerConfig{}
 	source := func(origin, filter, deliver string, transforms ...jetstream.SubjectTransformConfig) *jetstream.StreamSource {
-		origins[origin] = jetstream.ConsumerConfig{
-			Durable:        bus.EventsSourceConsumer,
-			DeliverSubject: deliver,
-			FilterSubject:  filter,
-			DeliverPolicy:  jetstream.DeliverAllPolicy,
-			AckPolicy:      jetstream.AckFlowControlPolicy,
-			FlowControl:    true,
-			IdleHeartbeat:  time.Second,
-			MaxDeliver:     -1,
-			MaxAckPending:  10000,
-			Replicas:       replicas,
-		}
+		origins[origin] = oldSourceConsumer(bus.EventsSourceConsumer, deliver, filter, replicas)
 		return &jetstream.StreamSource{
 			Name:              origin,
 			SubjectTransforms: transforms,
