@@ -405,7 +405,7 @@ func TestPermissions(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if m, err := w.GetMsg(ctx, 1, jetstream.WithGetMsgSubject(bus.PartitionFilter(p, "acme", "s3"))); err != nil || m.Sequence != md.Sequence.Stream {
+		if m, err := w.GetMsg(ctx, 1, jetstream.WithGetMsgSubject(bus.SessionFilter(p, "acme", "s3"))); err != nil || m.Sequence != md.Sequence.Stream {
 			t.Fatalf("runner: the session's oldest pending event: %v, %v; want sequence %d", m, err, md.Sequence.Stream)
 		}
 		if err := got.DoubleAck(ctx); err != nil {
