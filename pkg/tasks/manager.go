@@ -613,7 +613,8 @@ func (m *Manager) list(sid string, running bool) []Info {
 // Wait waits up to timeout for the task to end or, for a function task, to
 // report progress (Reporter.Progress): a watch never ends by itself, so
 // waiting for it means waiting for its next run. What the caller saw is not
-// noticed again.
+// noticed again. It answers ended only after the end was told (told); a
+// ctx done before then, on a task that ended unwaited for, is an error.
 func (m *Manager) Wait(ctx context.Context, sessionID, id string, timeout time.Duration) (Info, WaitOutcome, error) {
 	m.mu.Lock()
 	t, err := m.lookupLocked(sessionID, id)
@@ -622,6 +623,11 @@ func (m *Manager) Wait(ctx context.Context, sessionID, id string, timeout time.D
 		return Info{}, WaitTimedOut, err
 	}
 	if t.info.Status != Running {
+		m.mu.Unlock()
+		if !t.told(ctx) {
+			return m.snapshot(t), WaitTimedOut, fmt.Errorf("tasks: wait for %s: %w", id, ctx.Err())
+		}
+		m.mu.Lock()
 		defer m.mu.Unlock()
 		return m.seeEndLocked(t), WaitEnded, nil
 	}
@@ -639,11 +645,16 @@ func (m *Manager) Wait(ctx context.Context, sessionID, id string, timeout time.D
 	}
 
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	t.waiters--
 	if t.info.Status != Running {
-		return m.seeEndLocked(t), WaitEnded, nil
+		// This Wait was counted when the task ended, so the end left no
+		// notice: it is this answer's even if ctx is done.
+		info := m.seeEndLocked(t)
+		m.mu.Unlock()
+		t.told(ctx)
+		return info, WaitEnded, nil
 	}
+	defer m.mu.Unlock()
 	select {
 	case <-upd:
 		info := m.snapshotLocked(t)
@@ -661,6 +672,26 @@ func (m *Manager) Wait(ctx context.Context, sessionID, id string, timeout time.D
 		return m.snapshotLocked(t), WaitTimedOut, fmt.Errorf("tasks: wait for %s: %w", id, err)
 	}
 	return m.snapshotLocked(t), WaitTimedOut, nil
+}
+
+// told waits until the end of the ended task t was told (finish closes
+// t.done after OnNotice and OnEnd returned) or ctx is done, and reports
+// whether it was told. A Wait answers ended only after that, as a Kill
+// does: its caller acts on the answer (the jobs worker takes the task out
+// of its foreground) and must not race the notice of the same end, which
+// could then be published as well.
+func (t *task) told(ctx context.Context) bool {
+	select {
+	case <-t.done:
+		return true
+	default:
+	}
+	select {
+	case <-t.done:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // seeEndLocked marks an ended task's end as seen and takes its notices; the

@@ -7,6 +7,8 @@ import (
 	"os"
 	osexec "os/exec"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -38,6 +40,68 @@ func TestWait_on_an_ended_task_returns_its_last_unseen_report(t *testing.T) {
 	end := waitEnd(t, m, info.ID)
 	if end.Notice != "tests now pass" || m.HasNotices(sid) {
 		t.Errorf("Wait = %+v; notices pending %v", end, m.HasNotices(sid))
+	}
+}
+
+func TestWait_answers_ended_only_after_the_end_was_told(t *testing.T) {
+	telling := make(chan struct{}) // OnNotice has the end
+	release := make(chan struct{}) // lets OnNotice return
+	letGo := sync.OnceFunc(func() { close(release) })
+	var told atomic.Bool
+	m := newManager(t, func(c *Config) {
+		c.OnNotice = func(i Info) {
+			close(telling)
+			select {
+			case <-release:
+			case <-time.After(10 * time.Second): // a failed test does not hang
+			}
+			told.Store(true)
+		}
+	})
+	t.Cleanup(letGo) // before m.Close, which waits for the end to be told
+	info := start(t, m, Spec{Run: func(ctx context.Context, out io.Writer, r Reporter) (int, error) { return 0, nil }})
+	select {
+	case <-telling:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the end was not noticed")
+	}
+
+	// The task has ended and its end is being told: a Wait that cannot
+	// wait for the telling to finish (its ctx is done) does not answer
+	// ended, and leaves the notice.
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	if got, out, err := m.Wait(cancelled, sid, info.ID, time.Minute); out == WaitEnded || !errors.Is(err, context.Canceled) {
+		t.Errorf("Wait while OnNotice runs = %v, %v, %v (told %v); want no end yet", got.Status, out, err, told.Load())
+	}
+	if !m.HasNotices(sid) {
+		t.Error("a Wait that did not answer ended took the end's notice")
+	}
+
+	// One that can wait answers ended once OnNotice returned.
+	type answer struct {
+		out  WaitOutcome
+		err  error
+		told bool
+	}
+	answered := make(chan answer, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		_, out, err := m.Wait(ctx, sid, info.ID, 0)
+		answered <- answer{out, err, told.Load()}
+	}()
+	letGo()
+	select {
+	case a := <-answered:
+		if a.out != WaitEnded || a.err != nil || !a.told {
+			t.Errorf("Wait = %v, %v, told before the answer %v; want ended after OnNotice", a.out, a.err, a.told)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Wait did not answer")
+	}
+	if m.HasNotices(sid) {
+		t.Errorf("an end seen through Wait left a notice: %+v", m.TakeNotices(sid))
 	}
 }
 
