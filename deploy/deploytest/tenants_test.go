@@ -300,11 +300,17 @@ func TestTenant_accounts_hold_on_the_cluster(t *testing.T) {
 		}
 		return m.Sequence
 	}
+	// The log copies from the shards and may lag behind them (a leader
+	// provisioning has just moved, say): the victim's event must be in
+	// it before the snapshot, or a late copy would read as a crossing.
+	testutil.Eventually(t, time.Minute, "globex's event copied into "+bus.StreamEvents, func() bool {
+		return lastSeq(spots["globex's events"]) > 0
+	})
 	before := map[string]uint64{}
 	for name, sp := range spots {
 		before[name] = lastSeq(sp)
 	}
-	for _, name := range []string{"globex's session record", "globex's claimed ci-1", "globex's default profile", "globex's transcript"} {
+	for _, name := range []string{"globex's session record", "globex's claimed ci-1", "globex's default profile", "globex's transcript", "globex's events"} {
 		if before[name] == 0 {
 			t.Fatalf("%s is not there before the attacks: the check below would prove nothing", name)
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"jetway/internal/testutil"
 	"jetway/pkg/bus/bustest"
 	"jetway/pkg/control/sessionrec"
 )
@@ -93,10 +94,23 @@ func TestPut_recognises_a_lost_compare_and_swap_on_a_three_node_cluster(t *testi
 	_, js := bustest.Connect(t, cl.URLs()...)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	kv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "sessions", History: 5, Replicas: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
+	// A cluster just formed may not count every peer as online yet.
+	var kv jetstream.KeyValue
+	testutil.EventuallyNil(t, 20*time.Second, "the bucket placed on three nodes", func() (err error) {
+		kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "sessions", History: 5, Replicas: 3})
+		return err
+	})
+	// Created is not led yet: a write before the election goes unanswered.
+	testutil.EventuallyNil(t, 20*time.Second, "the bucket's stream led", func() error {
+		st, err := js.Stream(ctx, "KV_sessions")
+		if err != nil {
+			return err
+		}
+		if ci := st.CachedInfo().Cluster; ci == nil || ci.Leader == "" {
+			return errors.New("no leader yet")
+		}
+		return nil
+	})
 	rec := sessionrec.Record{Tenant: "acme", Session: "s1", State: sessionrec.StateRunning, Run: "r1"}
 	rev, err := sessionrec.Put(ctx, kv, rec, 0)
 	if err != nil {
