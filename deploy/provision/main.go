@@ -1,5 +1,7 @@
 // Command provision creates or updates jetway's streams, buckets and work
-// consumers on a NATS deployment, once, and exits.
+// consumers on a NATS deployment, once, and exits; with -keep-spread it
+// then stays, spreading the streams' leaders over the nodes again after
+// faults.
 //
 // It exists so that provisioning runs with the admin user while the
 // long-running services keep users that cannot create, change or delete
@@ -20,6 +22,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"jetway/pkg/bus"
 )
@@ -45,6 +49,7 @@ func main() {
 		urls    string
 		pcfg    bus.ProvisionConfig
 		timeout time.Duration
+		keep    time.Duration
 	)
 	flag.StringVar(&urls, "nats", env("NATS_URL", "nats://127.0.0.1:4222"), "NATS server URL(s), comma-separated (env NATS_URL)")
 	flag.StringVar(&conn.User, "nats-user", env("NATS_USER", ""), "NATS user with stream rights, e.g. admin (env NATS_USER)")
@@ -59,16 +64,22 @@ func main() {
 	flag.IntVar(&pcfg.Shards, "shards", DefaultShards, "work shards K, at most P (partition p in shard p mod K); "+
 		"change only with the work shards drained, and name the shards in deploy/nats/accounts.conf's permissions")
 	flag.DurationVar(&timeout, "timeout", 2*time.Minute, "give up after this long (the cluster may still be electing its leader)")
+	flag.DurationVar(&keep, "keep-spread", 0, "after provisioning, stay and spread the shards' and the busy streams' leaders over the nodes again this often "+
+		"(a node that restarts takes none back by itself); 0 exits once provisioned")
 	flag.Parse()
+	if keep != 0 && keep < time.Second {
+		fmt.Fprintf(os.Stderr, "provision: -keep-spread %s: give 0 (provision and exit) or an interval of 1s or more\n", keep)
+		os.Exit(2)
+	}
 	conn.URLs = strings.Split(urls, ",")
 	conn.Name = "jetway-provision"
 	pcfg.Progress = func(line string) { fmt.Println(line) }
 
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	sig, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	ctx, cancel := context.WithTimeout(sig, timeout)
 	defer cancel()
-	if err := run(ctx, conn, pcfg); err != nil {
+	if err := run(ctx, sig, conn, pcfg, keep); err != nil {
 		fmt.Fprintln(os.Stderr, "provision:", err)
 		os.Exit(1)
 	}
@@ -77,7 +88,10 @@ func main() {
 // run connects and provisions, retrying while the cluster is not ready
 // (no JetStream meta leader yet, or a stream still being placed): a fresh
 // cluster takes a few seconds after its servers accept clients.
-func run(ctx context.Context, conn bus.ConnConfig, pcfg bus.ProvisionConfig) error {
+//
+// With keep above zero it then spreads leaders every keep until life
+// ends (bus.KeepSpread).
+func run(ctx, life context.Context, conn bus.ConnConfig, pcfg bus.ProvisionConfig, keep time.Duration) error {
 	nc, err := bus.Connect(ctx, conn)
 	if err != nil {
 		return err
@@ -93,7 +107,7 @@ func run(ctx context.Context, conn bus.ConnConfig, pcfg bus.ProvisionConfig) err
 		cancel()
 		if err == nil {
 			fmt.Printf("provisioned on %s with %d replicas, %d shards\n", nc.ConnectedUrlRedacted(), pcfg.Replicas, pcfg.Shards)
-			return nil
+			return keepSpread(life, js, keep)
 		}
 		if ctx.Err() != nil {
 			return errors.Join(err, ctx.Err())
@@ -105,4 +119,19 @@ func run(ctx context.Context, conn bus.ConnConfig, pcfg bus.ProvisionConfig) err
 			return errors.Join(err, ctx.Err())
 		}
 	}
+}
+
+// keepSpread spreads leaders every keep until life ends (nothing if keep
+// is zero).
+func keepSpread(life context.Context, js jetstream.JetStream, keep time.Duration) error {
+	if keep == 0 {
+		return nil
+	}
+	l, err := bus.ReadLayout(life, js)
+	if err != nil {
+		return fmt.Errorf("keep leaders spread: %w", err)
+	}
+	fmt.Printf("keeping the leaders of %d shards and %s spread, every %s\n", l.Shards, strings.Join(bus.BusyStreams(), ", "), keep)
+	bus.KeepSpread(life, js, bus.LeaderGroups(l), keep, func(line string) { fmt.Println(line) })
+	return nil
 }

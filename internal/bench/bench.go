@@ -184,6 +184,9 @@ type baselines struct {
 	floorMsgs        float64 // messages per event on the floor consumers' connection
 	rttP50, rttP99   float64 // ms, request/reply
 	measured         bool
+	// leaderLoads is what the tapped sustained run wrote per event to
+	// each single leader off the event path (nil until it ran).
+	leaderLoads map[string]leaderLoad
 }
 
 // Run measures the configured groups and returns their figures in order.

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"maps"
 	"strings"
 	"testing"
 	"time"
 
 	"jetway/internal/testutil"
+	"jetway/pkg/bus"
 )
 
 // TestQuick_raw_figures_come_out_as_the_documented_JSON runs the harness on
@@ -190,5 +192,72 @@ func TestQuick_approvals_group_reports_its_figures_beside_their_baselines(t *tes
 	}
 	for name := range want {
 		t.Errorf("figure %q missing", name)
+	}
+}
+
+// TestQuick_leaders_group_measures_each_single_leader runs the leaders
+// group without the runner's: each leader's rate comes out beside raw
+// async publish, and the events a second they carry is not measured,
+// saying why (nothing said what each leader takes per event).
+func TestQuick_leaders_group_measures_each_single_leader(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	res, err := Run(ctx, Config{
+		Quick:   true,
+		Groups:  []string{GroupLeaders},
+		Sizes:   Sizes{RawMessages: 2000, RawSamples: 20, SustainedSessions: 20},
+		WorkDir: t.TempDir(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]bool{FigLeaderLog: true, FigLeaderTranscripts: true, FigLeaderOut: true, FigLeaderSessions: true, FigLeadersCeiling: false}
+	for _, r := range res {
+		measured, ok := want[r.Name]
+		if !ok {
+			continue
+		}
+		delete(want, r.Name)
+		if !measured {
+			if r.Value != nil || !strings.Contains(r.Note, "tapped run") {
+				t.Errorf("%s: value %v, note %q; want not measured, saying the runner's tapped run is missing", r.Name, r.Value, r.Note)
+			}
+			continue
+		}
+		if r.Value == nil || *r.Value <= 0 {
+			t.Errorf("%s: not measured: %s", r.Name, r.Note)
+			continue
+		}
+		if r.Baseline == nil || *r.Baseline == 0 {
+			t.Errorf("%s: no baseline beside it", r.Name)
+		}
+	}
+	for name := range want {
+		t.Errorf("figure %q missing", name)
+	}
+}
+
+func TestLeader_loads_are_the_tapped_writes_per_event_and_their_mean_size(t *testing.T) {
+	counts := map[string]int{
+		"out: transcript append":                    60,
+		"out: output event (io.jetway.run.text)":    40,
+		"out: output event (io.jetway.run.started)": 10,
+		"out: session record write":                 20,
+		"in: reply to a request or publish":         80,
+	}
+	sizes := map[string]int{
+		"out: transcript append":                    60 * 500,
+		"out: output event (io.jetway.run.text)":    40 * 200,
+		"out: output event (io.jetway.run.started)": 10 * 100,
+		"out: session record write":                 20 * 300,
+	}
+	got := leaderLoadsOf(counts, sizes, 100)
+	want := map[string]leaderLoad{
+		bus.StreamTranscripts: {perEvent: 0.6, size: 500},
+		bus.StreamOut:         {perEvent: 0.5, size: 180},
+		bus.StreamSessions:    {perEvent: 0.2, size: 300},
+	}
+	if !maps.Equal(got, want) {
+		t.Fatalf("leaderLoadsOf = %v, want %v", got, want)
 	}
 }

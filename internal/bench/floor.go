@@ -114,7 +114,7 @@ func (e *env) measureFloor(ctx context.Context) {
 		r = r.goal(floorGoal, r.Ratio != nil && *r.Ratio >= floorGoalRatio)
 		if shards == 1 {
 			e.base.floorRate, e.base.floorMsgs = run.rate, run.msgs
-			e.add(r.note("%d messages published async on jetway.%s.<tenant>.<session> (%d sessions), %s, into an interest shard; pulled through %d pinned partition consumers (jetway's work consumer configuration), each acked, while a log stream sourced the shard through a durable flow-controlled consumer with jetway's transform (as JETWAY_EVENTS does); timed until every ack was applied and the log held every message: what moving an event costs with no runner work at all. The shard itself was empty at %s: the log's consumer releases what it copied only at its next flow control answer (when its %d in flight are reached, or at its 1 s heartbeat after a lull); %.2f messages per message on the consumers' connection",
+			e.add(r.note("%d messages published async on jetway.%s.<tenant>.<session> (%d sessions), %s, into an interest shard; pulled through %d pinned partition consumers (jetway's work consumer configuration), each acked, while a log stream sourced the shard through an unfiltered durable flow-controlled consumer and took the partition token out with its own subject transform (as JETWAY_EVENTS does); timed until every ack was applied and the log held every message: what moving an event costs with no runner work at all. The shard itself was empty at %s: the log's consumer releases what it copied only at its next flow control answer (when its %d in flight are reached, or at its 1 s heartbeat after a lull); %.2f messages per message on the consumers' connection",
 				n, floorKind, floorSessions, how, partitions, run.empty.Round(time.Millisecond), bus.LogSourceMaxAckPending, run.msgs))
 		} else {
 			e.add(r.note("as the figure of one shard, with partition p in shard p mod %d: %d interest streams on this one server and one log sourcing them (on a cluster each shard has a leader of its own; here they share the server's two cores, which one stream alone does not keep busy); the shards were empty at %s",
@@ -261,7 +261,8 @@ func (e *env) runFloor(ctx context.Context, path floorPath, partitions int) (flo
 // K interest shards capturing the floor's partitioned subjects (partition
 // p in shard p mod K, as bus.WorkStreamOf), and a log stream without
 // subjects that sources every shard through a durable flow-controlled
-// consumer with JETWAY_EVENTS's transform (bus.EventsSources). A message
+// consumer and JETWAY_EVENTS's own transform (bus.EventsSources,
+// bus.LogTransform). A message
 // leaves its shard once its partition consumer acked it and the log's
 // consumer did.
 func (e *env) shardPath(ctx context.Context, shards, partitions int, mapped bool) (floorPath, error) {
@@ -283,7 +284,6 @@ func (e *env) shardPath(ctx context.Context, shards, partitions int, mapped bool
 		drop:    drop,
 	}
 	var sources []*jetstream.StreamSource
-	transforms := bus.EventsSources(1)[0].SubjectTransforms
 	for k := range shards {
 		shard := name + "_" + strconv.Itoa(k)
 		var subjects []string
@@ -306,13 +306,13 @@ func (e *env) shardPath(ctx context.Context, shards, partitions int, mapped bool
 		created = append(created, shard)
 		path.streams = append(path.streams, shard)
 		src := &jetstream.StreamSource{
-			Name: shard, SubjectTransforms: transforms,
+			Name:     shard,
 			Consumer: &jetstream.StreamConsumerSource{Name: "bench-log-source", DeliverSubject: "bench.sourcing." + shard},
 		}
 		// The source consumer before the log, as bus.Provision makes it:
 		// an interest shard keeps nothing nobody is interested in.
-		cc := bus.SourceConsumerConfig(logName, src, cfg)
-		cc.MaxAckPending = bus.LogSourceMaxAckPending
+		cc := bus.SourceConsumerConfig(bus.StreamEvents, src, cfg)
+		cc.Description = logName + " sources " + shard
 		c, err := e.js.CreatePushConsumer(ctx, shard, cc)
 		if err != nil {
 			drop()
@@ -325,7 +325,7 @@ func (e *env) shardPath(ctx context.Context, shards, partitions int, mapped bool
 		sources = append(sources, src)
 	}
 	logStream, err := e.js.CreateStream(ctx, jetstream.StreamConfig{
-		Name: logName, Sources: sources, Storage: jetstream.FileStorage, Replicas: 1,
+		Name: logName, Sources: sources, SubjectTransform: bus.LogTransform(), Storage: jetstream.FileStorage, Replicas: 1,
 	})
 	if err != nil {
 		drop()
@@ -343,24 +343,7 @@ func (e *env) shardPath(ctx context.Context, shards, partitions int, mapped bool
 		}
 	}
 	path.subject = func(i int) string { return sessions[i%floorSessions] }
-	path.logged = func(ctx context.Context, n int) error {
-		for {
-			info, err := logStream.Info(ctx)
-			if err != nil {
-				return fmt.Errorf("log %s: %w", logName, err)
-			}
-			if info.State.Msgs >= uint64(n) {
-				return nil
-			}
-			t := time.NewTimer(time.Millisecond)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return fmt.Errorf("the log holds %d of %d messages: %w", info.State.Msgs, n, ctx.Err())
-			case <-t.C:
-			}
-		}
-	}
+	path.logged = func(ctx context.Context, n int) error { return holds(ctx, logStream, n) }
 	path.emptied = func(ctx context.Context) error {
 		for _, shard := range path.streams {
 			st, err := e.js.Stream(ctx, shard)
@@ -472,6 +455,26 @@ func publishWhenRoom(ctx context.Context, js jetstream.JetStream, m *nats.Msg) e
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(time.Millisecond):
+		}
+	}
+}
+
+// holds waits until st holds n messages or ctx ends.
+func holds(ctx context.Context, st jetstream.Stream, n int) error {
+	for {
+		info, err := st.Info(ctx)
+		if err != nil {
+			return fmt.Errorf("stream %s: %w", st.CachedInfo().Config.Name, err)
+		}
+		if info.State.Msgs >= uint64(n) {
+			return nil
+		}
+		t := time.NewTimer(time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("stream %s holds %d of %d messages: %w", info.Config.Name, info.State.Msgs, n, ctx.Err())
+		case <-t.C:
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -31,14 +32,16 @@ type tap struct {
 	nc     *nats.Conn
 	mu     sync.Mutex
 	counts map[string]int
+	bytes  map[string]int // payload bytes by kind
 }
 
 func startTap(url string) (*tap, error) {
-	t := &tap{counts: map[string]int{}}
+	t := &tap{counts: map[string]int{}, bytes: map[string]int{}}
 	nc, _, err := listen(url, "jetway-bench-tap", ">", func(m *nats.Msg) {
 		if k := msgKind(m); k != "" {
 			t.mu.Lock()
 			t.counts[k]++
+			t.bytes[k] += len(m.Data)
 			t.mu.Unlock()
 		}
 	})
@@ -56,6 +59,13 @@ func (t *tap) stop() map[string]int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.counts
+}
+
+// payloadBytes is the payload bytes the tap saw, by kind.
+func (t *tap) payloadBytes() map[string]int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return maps.Clone(t.bytes)
 }
 
 // msgKind names what a message seen by the tap is for the runner, or ""
@@ -146,6 +156,7 @@ func (rb *runnerBench) tapped(ctx context.Context, tenant string, ids []string) 
 		err = w.quiet(wctx, sessions)
 	}
 	counts := tp.stop()
+	e.base.leaderLoads = leaderLoadsOf(counts, tp.payloadBytes(), total)
 	after, err2 := e.connMsgs(conns...)
 	calls = rb.front.callCount() - calls
 	if err = errors.Join(err, cerr, err2); err != nil {

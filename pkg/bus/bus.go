@@ -84,6 +84,9 @@ const (
 const (
 	// BucketSessions holds one record per session (state, owning run, fence).
 	BucketSessions = "jetway_sessions"
+	// StreamSessions is the stream behind BucketSessions, by the key-value
+	// store's naming.
+	StreamSessions = "KV_" + BucketSessions
 	// BucketJobs is the task table: one record per background job.
 	BucketJobs = "jetway_jobs"
 	// BucketWorkers binds a session to the jobs worker that owns its processes.

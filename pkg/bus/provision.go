@@ -150,6 +150,10 @@ func Provision(ctx context.Context, js jetstream.JetStream, cfg ProvisionConfig)
 	if err := reshard(ctx, js, cfg); err != nil {
 		return fmt.Errorf("bus: provision: %w", err)
 	}
+	refiltered, err := refilterLog(ctx, js, cfg)
+	if err != nil {
+		return fmt.Errorf("bus: upgrade %s: %w", StreamEvents, err)
+	}
 	for _, sc := range StreamConfigs(cfg) {
 		var s jetstream.Stream
 		err := whilePlacing(ctx, func(ctx context.Context) (err error) {
@@ -188,13 +192,38 @@ func Provision(ctx context.Context, js jetstream.JetStream, cfg ProvisionConfig)
 		}
 	}
 	if cfg.Replicas > 1 {
-		if moved, err := SpreadLeaders(ctx, js, Layout{Partitions: cfg.Partitions, Shards: cfg.Shards}.Streams()); err != nil {
-			cfg.progress("shard leaders not spread: %v", err)
-		} else if moved > 0 {
-			cfg.progress("%d shard leaders moved so that each node leads its share", moved)
+		groups := LeaderGroups(Layout{Partitions: cfg.Partitions, Shards: cfg.Shards})
+		if refiltered {
+			groups = groups[:1] // the log's leader stays this time (upgradelog.go)
+			cfg.progress("the leaders of %s are spread at the next provisioning", strings.Join(BusyStreams(), ", "))
+		}
+		for _, g := range groups {
+			if moved, err := SpreadLeaders(ctx, js, g); err != nil {
+				cfg.progress("leaders of %s not spread: %v", strings.Join(g, ", "), err)
+			} else if moved > 0 {
+				cfg.progress("%d leaders of %s moved so that each node leads its share", moved, strings.Join(g, ", "))
+			}
 		}
 	}
 	return nil
+}
+
+// LeaderGroups are the groups of streams whose leaders provisioning
+// spreads over the nodes, each group on its own: the shards, then the busy
+// streams off the event path. Spread together, the shards could end one
+// to a node with every busy stream on the same one.
+func LeaderGroups(l Layout) [][]string {
+	return [][]string{l.Streams(), BusyStreams()}
+}
+
+// BusyStreams are the streams off the event path that take a write for
+// most events, one leader each whatever K is: the log of record, the
+// transcripts, the output and the sessions bucket's stream. None of them
+// binds before the shards do (docs/BENCHMARKS.md "One leader each"), as
+// long as they do not share a node's cores, so provisioning spreads their
+// leaders over the nodes as it spreads the shards'.
+func BusyStreams() []string {
+	return []string{StreamEvents, StreamTranscripts, StreamOut, StreamSessions}
 }
 
 // ensureSourceConsumers makes the durable consumer each of sc's sources
@@ -349,15 +378,16 @@ func StreamConfigs(cfg ProvisionConfig) []jetstream.StreamConfig {
 		// The shards come in here (shardConfigs), before the log that
 		// sources them.
 		{
-			Name:        StreamEvents,
-			Description: "jetway events of every session, sourced from the work shards (log of record)",
-			Retention:   jetstream.LimitsPolicy,
-			Storage:     jetstream.FileStorage,
-			Replicas:    cfg.Replicas,
-			MaxAge:      cfg.EventsMaxAge,
-			DenyPurge:   true,
-			DenyDelete:  true,
-			Sources:     EventsSources(cfg.Shards),
+			Name:             StreamEvents,
+			Description:      "jetway events of every session, sourced from the work shards (log of record)",
+			Retention:        jetstream.LimitsPolicy,
+			Storage:          jetstream.FileStorage,
+			Replicas:         cfg.Replicas,
+			MaxAge:           cfg.EventsMaxAge,
+			DenyPurge:        true,
+			DenyDelete:       true,
+			Sources:          EventsSources(cfg.Shards),
+			SubjectTransform: LogTransform(),
 		},
 		{
 			Name:        StreamTranscripts,
@@ -387,28 +417,36 @@ func StreamConfigs(cfg ProvisionConfig) []jetstream.StreamConfig {
 }
 
 // EventsSources are JETWAY_EVENTS's sources: every shard, each through a
-// durable consumer, with the partition token taken out again, so the log
-// holds jetway.<kind>.<tenant>.<session> as it always has.
+// durable consumer that takes everything the shard holds. The log's own
+// SubjectTransform (LogTransform) takes the partition token out again, so
+// the log holds jetway.<kind>.<tenant>.<session> as it always has.
 //
-// It is one transform for every kind, not one per kind: a source with
-// several transforms reads its origin through a consumer with several
-// filters, and the server then matches every subject of a message block
-// against them for each message it sources. With a thousand sessions that
-// capped sourcing at about a thousand events a second, where one filter
-// ran at 45–52 k (docs/BENCHMARKS.md).
+// The transform is the log's, not the sources': a source with a transform
+// reads its origin through a consumer filtered to the transform's source,
+// and the server matches a filtered consumer's subjects against the filter
+// message by message, or, when it falls behind, every subject of a block
+// for each message. A log catching up copied 77–79 k events a second that
+// way and 137–148 k through an unfiltered consumer (docs/BENCHMARKS.md);
+// with several transforms, one per kind, it had been a thousand.
 func EventsSources(shards int) []*jetstream.StreamSource {
 	var out []*jetstream.StreamSource
 	for k := range max(shards, 1) {
 		out = append(out, &jetstream.StreamSource{
-			Name: WorkStream(k),
-			SubjectTransforms: []jetstream.SubjectTransformConfig{{
-				Source:      "jetway.*.*.*.*",
-				Destination: "jetway.{{wildcard(1)}}.{{wildcard(3)}}.{{wildcard(4)}}",
-			}},
+			Name:     WorkStream(k),
 			Consumer: &jetstream.StreamConsumerSource{Name: EventsSourceConsumer, DeliverSubject: "jetway.sourcing.events." + strconv.Itoa(k)},
 		})
 	}
 	return out
+}
+
+// LogTransform is JETWAY_EVENTS's subject transform: what it copies from
+// the shards, jetway.<kind>.<p>.<tenant>.<session>, it stores as
+// jetway.<kind>.<tenant>.<session>.
+func LogTransform() *jetstream.SubjectTransformConfig {
+	return &jetstream.SubjectTransformConfig{
+		Source:      "jetway.*.*.*.*",
+		Destination: "jetway.{{wildcard(1)}}.{{wildcard(3)}}.{{wildcard(4)}}",
+	}
 }
 
 // The durable consumers sources read their origins through, and the
@@ -525,7 +563,7 @@ func SourceConsumerConfig(into string, src *jetstream.StreamSource, cfg Provisio
 	for _, tr := range src.SubjectTransforms {
 		filters = append(filters, tr.Source)
 	}
-	if len(filters) == 0 {
+	if len(filters) == 0 && into != StreamEvents {
 		k, _ := strconv.Atoi(strings.TrimPrefix(into, StreamWorkPrefix))
 		kind := "jobevents"
 		if src.Name == StreamAgentEvents {

@@ -363,6 +363,31 @@ func TestProvision_on_a_cluster_spreads_the_shards_leaders_and_their_load(t *tes
 	if moved, err := bus.SpreadLeaders(ctx, js, []string{bus.WorkStream(0), bus.WorkStream(1), bus.WorkStream(2)}); err != nil || moved != 0 {
 		t.Errorf("SpreadLeaders after provisioning moved %d (%v), want nothing left to move", moved, err)
 	}
+
+	// The busy streams off the event path, all led by one node, are
+	// spread by the next provisioning, apart from the shards.
+	nc, _ := bustest.Connect(t, c.URLs()...)
+	leadAllFrom(t, c, nc, c.Nodes[0].Name(), bus.BusyStreams()...)
+	if err := bus.Provision(ctx, js, bus.ProvisionConfig{Replicas: 3}); err != nil {
+		t.Fatalf("provision again: %v", err)
+	}
+	led = ledBy(t, c)
+	for _, nd := range c.Nodes {
+		var busy, shards []string
+		for _, s := range led[nd.Name()] {
+			switch {
+			case slices.Contains(bus.BusyStreams(), s):
+				busy = append(busy, s)
+			case strings.HasPrefix(s, bus.StreamWorkPrefix):
+				shards = append(shards, s)
+			}
+		}
+		// Four streams on three nodes: one or two each.
+		if len(busy) < 1 || len(busy) > 2 || len(shards) != 1 {
+			t.Errorf("jsz of %s after provisioning again: it leads busy streams %v and shards %v, want one or two of %v and one shard (all: %v)",
+				nd.Name(), busy, shards, bus.BusyStreams(), led)
+		}
+	}
 }
 
 // K can change, in either direction, once the shards are drained; while an

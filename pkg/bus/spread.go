@@ -253,3 +253,46 @@ func apiPrefix(js jetstream.JetStream) string {
 		return o.APIPrefix + "."
 	}
 }
+
+// keepSpreadMin is KeepSpread's interval when it is given none.
+const keepSpreadMin = time.Second
+
+// KeepSpread spreads the leaders of each group (SpreadLeaders, a group at
+// a time) every interval, until ctx ends; the first round comes after one
+// interval, not at once, since it runs after a provisioning that may
+// just have changed the log's sources, when moving the log's leader can
+// make it copy events twice (docs/ARCHITECTURE.md). nats-server moves
+// a leader away from a node that stops and never back: after a restart
+// one node can lead two shards while another leads none, and SpreadLeaders
+// run once at provisioning cannot see that. A round with the leaders
+// already spread costs one info request per stream. A round that fails
+// (the cluster electing, a node away) is told to progress and the next
+// one tries again.
+//
+// An interval of zero or less is taken as keepSpreadMin: a ticker needs a
+// positive one.
+func KeepSpread(ctx context.Context, js jetstream.JetStream, groups [][]string, every time.Duration, progress func(string)) {
+	if every <= 0 {
+		every = keepSpreadMin
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		for _, g := range groups {
+			moved, err := SpreadLeaders(ctx, js, g)
+			switch {
+			case ctx.Err() != nil:
+				return
+			case err != nil:
+				progress(fmt.Sprintf("leaders of %s not spread: %v", strings.Join(g, ", "), err))
+			case moved > 0:
+				progress(fmt.Sprintf("%d leaders of %s moved so that each node leads its share", moved, strings.Join(g, ", ")))
+			}
+		}
+	}
+}

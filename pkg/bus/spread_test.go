@@ -1,11 +1,13 @@
 package bus_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -41,17 +43,7 @@ func TestSpreadLeaders_gives_each_node_one_of_three_streams_all_led_by_one(t *te
 	}
 	// Every leader on n0 first, with the server's own request type.
 	n0 := c.Nodes[0].Name()
-	for _, name := range streams {
-		testutil.EventuallyNil(t, 20*time.Second, name+" led by "+n0, func() error {
-			switch nd := c.StreamLeader(name); {
-			case nd == nil:
-				return fmt.Errorf("no leader yet")
-			case nd.Name() == n0:
-				return nil
-			}
-			return stepDownTo(nc, name, n0)
-		})
-	}
+	leadAllFrom(t, c, nc, n0, streams...)
 	if got := ledBy(t, c); !slices.Equal(got[n0], streams) {
 		t.Fatalf("before: jsz says %s leads %v (all: %v), want all of %v", n0, got[n0], got, streams)
 	}
@@ -118,6 +110,23 @@ func TestSpreadLeaders_has_nothing_to_move_on_a_single_server(t *testing.T) {
 	_, err = bus.SpreadLeaders(testContext(t), js, []string{"ONE_A", "NO_SUCH"})
 	if err == nil || !strings.Contains(err.Error(), "NO_SUCH") {
 		t.Fatalf("SpreadLeaders with a missing stream = %v, want an error naming it", err)
+	}
+}
+
+// leadAllFrom moves the leaders of streams to node, as a fault can leave
+// them: nats-server moves a leader away from a node that stops, never back.
+func leadAllFrom(t *testing.T, c *bustest.Cluster, nc *nats.Conn, node string, streams ...string) {
+	t.Helper()
+	for _, name := range streams {
+		testutil.EventuallyNil(t, 20*time.Second, name+" led by "+node, func() error {
+			switch nd := c.StreamLeader(name); {
+			case nd == nil:
+				return fmt.Errorf("no leader yet")
+			case nd.Name() == node:
+				return nil
+			}
+			return stepDownTo(nc, name, node)
+		})
 	}
 }
 
@@ -202,4 +211,63 @@ func leaderSince(t *testing.T, c *bustest.Cluster) map[string]string {
 		}
 	}
 	return since
+}
+
+// After a fault a node can lead every shard (nats-server never moves a
+// leader back); KeepSpread, running beside the cluster, spreads them again
+// without anyone provisioning.
+func TestKeepSpread_spreads_leaders_again_after_one_node_took_them_all(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a 3-node cluster")
+	}
+	const P, K = 6, 3
+	c := bustest.StartClusterWith(t, 3, bustest.ClusterConfig{Partitions: P})
+	nc, js := bustest.Connect(t, c.URLs()...)
+	if err := bus.Provision(testContext(t), js, bus.ProvisionConfig{Replicas: 3, Shards: K}); err != nil {
+		t.Fatalf("provision: %v", err)
+	}
+	groups := bus.LeaderGroups(bus.Layout{Partitions: P, Shards: K})
+	for _, g := range groups {
+		leadAllFrom(t, c, nc, c.Nodes[0].Name(), g...)
+	}
+
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	var said atomic.Int64
+	go func() {
+		defer close(done)
+		bus.KeepSpread(ctx, js, groups, 100*time.Millisecond, func(line string) {
+			said.Add(1)
+			t.Log(line)
+		})
+	}()
+	defer func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			t.Error("KeepSpread did not return 30 s after its context ended")
+		}
+	}()
+	testutil.EventuallyNil(t, time.Minute, "every node leading one shard and one or two busy streams", func() error {
+		led := ledBy(t, c)
+		for _, nd := range c.Nodes {
+			shards, busy := 0, 0
+			for _, s := range led[nd.Name()] {
+				switch {
+				case slices.Contains(groups[0], s):
+					shards++
+				case slices.Contains(groups[1], s):
+					busy++
+				}
+			}
+			if shards != 1 || busy < 1 || busy > 2 {
+				return fmt.Errorf("%s leads %d shards and %d busy streams (all: %v)", nd.Name(), shards, busy, led)
+			}
+		}
+		return nil
+	})
+	if said.Load() == 0 {
+		t.Error("KeepSpread moved leaders without saying so")
+	}
 }
