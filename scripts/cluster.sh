@@ -3,7 +3,7 @@
 # processes on loopback, for machines without a container engine (see
 # docs/OPERATIONS.md): three nats-server nodes with deploy/nats (TLS, the
 # JETWAY account with a user per service, an account per tenant), provisioning
-# as admin, then the services, each as its own NATS user. State lives in
+# as admin, then the spreader and the services, each as its own NATS user. State lives in
 # .cluster/ (gitignored): pids/, logs/, nats/ (the configuration and the
 # JetStream stores). `reload` makes every running node read its
 # configuration again, so a tenant added or revoked (jetway tenants add
@@ -90,13 +90,20 @@ has_command() {
 start() {
 	local name=$1 user=$2
 	shift 2
+	start_bin "$name" "$user" jetway "$@"
+}
+
+# start_bin NAME USER PROGRAM ARGS...: start, for any program of bin/.
+start_bin() {
+	local name=$1 user=$2 prog=$3
+	shift 3
 	if alive "$name"; then
 		say "$name already running (pid $(cat "$STATE/pids/$name.pid"))"
 		return
 	fi
-	service_env "$user" nohup "$BIN/jetway" "$@" >"$STATE/logs/$name.log" 2>&1 </dev/null &
+	service_env "$user" nohup "$BIN/$prog" "$@" >"$STATE/logs/$name.log" 2>&1 </dev/null &
 	echo $! >"$STATE/pids/$name.pid"
-	say "started $name (pid $!, NATS user $user): jetway $*"
+	say "started $name (pid $!, NATS user $user): $prog $*"
 }
 
 # service NAME USER ARGS...: start the service if this build has it, or say
@@ -158,6 +165,8 @@ up() {
 	service_env admin "$BIN/jetway-provision" -replicas 3 >"$STATE/logs/provision.log" 2>&1 ||
 		die "provisioning failed; see $STATE/logs/provision.log"
 	say "provisioned streams and buckets (R3) as admin"
+	# Keeps the shards' and the busy streams' leaders spread over the nodes.
+	start_bin spreader spreader jetway-provision -spread-only -keep-spread 30s
 
 	if [[ ! -f $STATE/tokens.json ]]; then
 		local tok admin operator
@@ -266,6 +275,49 @@ reload_node() {
 		sleep 0.1
 	done
 	die "$n (pid $pid) did not say it reloaded within 10s; see $log"
+}
+
+# stop NAME: SIGTERM, up to 15 s to exit, then SIGKILL.
+stop() {
+	local name=$1 f=$STATE/pids/$1.pid pid i
+	[[ -f $f ]] || return 0
+	pid=$(cat "$f")
+	if kill -0 "$pid" 2>/dev/null; then
+		kill -TERM "$pid" 2>/dev/null || true
+		for i in $(seq 1 75); do
+			kill -0 "$pid" 2>/dev/null || break
+			sleep 0.2
+		done
+		if kill -0 "$pid" 2>/dev/null; then
+			kill -KILL "$pid" 2>/dev/null || true
+			say "killed $name (pid $pid) after 15s"
+		else
+			say "stopped $name (pid $pid)"
+		fi
+	fi
+	rm -f "$f"
+}
+
+down() {
+	[[ -d $STATE/pids ]] || { say "nothing running"; return 0; }
+	local f name
+	# Services first, so they do not spend their last seconds reconnecting.
+	for f in "$STATE"/pids/*.pid; do
+		[[ -e $f ]] || continue
+		name=$(basename "$f" .pid)
+		[[ $name == node-* ]] || stop "$name"
+	done
+	for name in "${NODES[@]}"; do stop "$name"; done
+	say "down (JetStream data kept in $STATE/nats/data; rm -rf $STATE to start afresh)"
+}
+
+status() {
+	local f name
+	for f in "$STATE"/pids/*.pid; do
+		[[ -e $f ]] || { say "nothing running"; return 0; }
+		name=$(basename "$f" .pid)
+		if alive "$name"; then say "$name running (pid $(cat "$f"))"; else say "$name dead (see $STATE/logs/$name.log)"; fi
+	done
 }
 
 case ${1:-} in

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # containers.sh up|down|status — the deployment of deploy/docker-compose.yml
 # run with podman: three NATS nodes with deploy/nats (TLS, the
-# least-privilege users), provisioning as admin, the dispatcher, two
-# runners, a jobs worker and the notifier, each as its own NATS user, from
+# least-privilege users), provisioning as admin, the spreader, the
+# dispatcher, two runners, a jobs worker and the notifier, each as its own
+# NATS user, from
 # the images `make images` built (docs/OPERATIONS.md, "Container images").
 #
 # Why a script rather than podman-compose: the podman-compose Debian ships
@@ -182,6 +183,10 @@ up() {
 		-e NATS_URL -e NATS_USER=admin -e NATS_PASSWORD -e NATS_CA=/etc/jetway/ca.pem -e JETWAY_LOG_FORMAT=json \
 		--entrypoint /usr/local/bin/jetway-provision "jetway:$TAG" -replicas 3 >"$STATE/provision.log" 2>&1 ||
 		die "provisioning failed; see $STATE/provision.log and podman logs $P-nats-1"
+
+	# Keeps the shards' and the busy streams' leaders spread over the nodes.
+	service spreader spreader --read-only --entrypoint /usr/local/bin/jetway-provision -- "jetway:$TAG" \
+		-spread-only -keep-spread 30s
 
 	local model=()
 	for v in ANTHROPIC_API_KEY ANTHROPIC_BASE_URL ANTHROPIC_MODEL OPENAI_API_KEY OPENAI_BASE_URL OPENAI_MODEL; do

@@ -127,7 +127,7 @@ func TestUsersInConfig_finds_every_user_of_the_deploy_accounts_file(t *testing.T
 	}
 	// Tenants are not users of accounts.conf: they have accounts of their
 	// own, in tenants.conf.
-	want := "admin,dispatcher,jobs,notifier,runner,sys"
+	want := "admin,dispatcher,jobs,notifier,runner,spreader,sys"
 	if strings.Join(got, ",") != want {
 		t.Errorf("users = %v, want %s", got, want)
 	}

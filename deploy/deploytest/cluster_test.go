@@ -130,7 +130,10 @@ func render(t testing.TB, opts renderOptions) *deployment {
 	}
 	users := usersOf(t, filepath.Join(confDir, "accounts.conf"))
 	if opts.accounts != "" {
-		users = append(users, usersOf(t, opts.accounts)...)
+		// An older deployment's passwords are its own users': nats-server
+		// refuses a passwords.conf with a variable its accounts.conf does
+		// not use (a user added since, as the spreader was).
+		users = usersOf(t, opts.accounts)
 		old, err := os.ReadFile(opts.accounts)
 		if err != nil {
 			t.Fatal(err)
@@ -373,7 +376,7 @@ type client struct {
 
 // serviceUsers are the users jetway's services run as; each has its own
 // inbox prefix.
-var serviceUsers = []string{"dispatcher", "runner", "jobs", "notifier"}
+var serviceUsers = []string{"dispatcher", "runner", "jobs", "notifier", "spreader"}
 
 // inboxFor is the inbox prefix a connection as user takes: the service's
 // own for a service user, nats.go's default for the others.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -13,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"go.yaml.in/yaml/v4"
 )
@@ -119,7 +121,7 @@ func natsUser(url string) string {
 func TestCompose_file_is_complete_and_consistent(t *testing.T) {
 	doc := decodeAll(t, "../docker-compose.yml")[0]
 	services, _ := doc["services"].(obj)
-	want := []string{"dispatcher", "jobs-1", "nats-1", "nats-2", "nats-3", "notifier", "provision", "runner-1", "runner-2"}
+	want := []string{"dispatcher", "jobs-1", "nats-1", "nats-2", "nats-3", "notifier", "provision", "runner-1", "runner-2", "spreader"}
 	var got []string
 	for name := range services {
 		got = append(got, name)
@@ -149,6 +151,13 @@ func TestCompose_file_is_complete_and_consistent(t *testing.T) {
 		t.Error("provision does not run as admin")
 	}
 	checkProvisionArgs(t, "compose provision", list(at(services["provision"], "entrypoint")))
+	checkSpreader(t, "compose spreader", list(at(services["spreader"], "entrypoint")))
+	if u := natsUser(str(at(services["spreader"], "environment", "NATS_URL"))); u != "spreader" {
+		t.Errorf("the spreader connects to NATS as %q, want spreader", u)
+	}
+	if str(at(services["spreader"], "depends_on", "provision", "condition")) != "service_completed_successfully" {
+		t.Error("the spreader does not wait for provisioning")
+	}
 	if !slices.ContainsFunc(list(at(services["jobs-1"], "volumes")), func(v any) bool {
 		return strings.HasPrefix(str(v), "workspace:")
 	}) {
@@ -264,6 +273,7 @@ func TestKubernetes_manifests_are_complete_and_consistent(t *testing.T) {
 	for _, want := range []string{
 		"Deployment/dispatcher", "Deployment/runner", "Deployment/notifier", "StatefulSet/jobs",
 		"PodDisruptionBudget/runner", "Service/dispatcher", "Service/jobs", "ConfigMap/jetway-config", "Job/jetway-provision",
+		"Deployment/spreader",
 	} {
 		if kinds[want] == nil {
 			t.Errorf("no %s", want)
@@ -285,6 +295,10 @@ func TestKubernetes_manifests_are_complete_and_consistent(t *testing.T) {
 		t.Error("the provision Job does not run as the admin user")
 	}
 	checkProvisionArgs(t, "Job/jetway-provision", list(at(kinds["Job/jetway-provision"], "spec", "template", "spec", "containers", 0, "command")))
+	checkSpreader(t, "Deployment/spreader", list(at(kinds["Deployment/spreader"], "spec", "template", "spec", "containers", 0, "command")))
+	if r := at(kinds["Deployment/spreader"], "spec", "replicas"); r != 1 {
+		t.Errorf("Deployment/spreader has %v replicas, want 1: two would move the same leaders against each other", r)
+	}
 	// Every selector picks the pods it is meant for.
 	for _, ref := range []string{"PodDisruptionBudget/runner", "Service/dispatcher", "Service/jobs", "Service/notifier"} {
 		sel, _ := at(kinds[ref], "spec", "selector").(obj)
@@ -381,7 +395,7 @@ func TestCompose_hands_each_container_only_its_own_secret(t *testing.T) {
 	services, _ := doc["services"].(obj)
 	passwordRef := regexp.MustCompile(`\$\{NATS_PASSWORD_([A-Z_]+)`)
 	own := map[string]string{"dispatcher": "DISPATCHER", "runner-1": "RUNNER", "runner-2": "RUNNER",
-		"jobs-1": "JOBS", "notifier": "NOTIFIER", "provision": "ADMIN"}
+		"jobs-1": "JOBS", "notifier": "NOTIFIER", "provision": "ADMIN", "spreader": "SPREADER"}
 	// Never a tenant's nkey seed (secrets/tenants/): the servers need the
 	// tenant accounts' public keys only, in tenants.conf.
 	nodeFiles := []string{"passwords.conf", "tenants.conf", "server.pem", "server-key.pem", "ca.pem"}
@@ -494,7 +508,7 @@ func TestCluster_script_hands_each_service_only_its_own_password(t *testing.T) {
 		t.Skip("no bash")
 	}
 	dir := t.TempDir()
-	users := []string{"admin", "dispatcher", "runner", "jobs", "notifier"}
+	users := []string{"admin", "dispatcher", "runner", "jobs", "notifier", "spreader"}
 	pw := func(u string) string { return "pw-of-" + u + "-7f3a" }
 	var env strings.Builder
 	for _, u := range users {
@@ -558,5 +572,88 @@ func checkProvisionArgs(t *testing.T, where string, cmd []any) {
 	}
 	if v, ok := flagValue("partitions"); ok && v != strconv.Itoa(deployPartitions) && v != "0" {
 		t.Errorf("%s: -partitions %s, but the servers map %d (accounts.conf): provisioning would refuse", where, v, deployPartitions)
+	}
+}
+
+// checkSpreader holds a deployment's spreader to what its user may do:
+// jetway-provision keeping the leaders spread and provisioning nothing
+// (the spreader user could not), at an interval it accepts.
+func checkSpreader(t *testing.T, where string, cmd []any) {
+	t.Helper()
+	var args []string
+	for _, a := range cmd {
+		args = append(args, str(a))
+	}
+	if len(args) == 0 || filepath.Base(args[0]) != "jetway-provision" || !slices.Contains(args, "-spread-only") {
+		t.Errorf("%s runs %v, want jetway-provision -spread-only", where, args)
+		return
+	}
+	i := slices.Index(args, "-keep-spread")
+	if i < 0 || i+1 >= len(args) {
+		t.Errorf("%s: no -keep-spread in %v: it would spread once and exit", where, args)
+		return
+	}
+	if d, err := time.ParseDuration(args[i+1]); err != nil || d < time.Second {
+		t.Errorf("%s: -keep-spread %q, want an interval of 1s or more", where, args[i+1])
+	}
+}
+
+// TestCluster_script_status_and_down_stop_what_up_started runs
+// `scripts/cluster.sh status` and `down` against a state directory whose
+// pids are real processes, as `up` leaves them: status names each as
+// running, down stops every one (services before nodes) and forgets it,
+// and status then says nothing runs.
+func TestCluster_script_status_and_down_stop_what_up_started(t *testing.T) {
+	if _, err := exec.LookPath("bash"); err != nil {
+		t.Skip("no bash")
+	}
+	state := t.TempDir()
+	if err := os.Mkdir(filepath.Join(state, "pids"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	procs := map[string]*exec.Cmd{}
+	for _, name := range []string{"node-1", "node-2", "node-3", "spreader", "runner-1"} {
+		cmd := exec.Command("sleep", "300")
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		t.Cleanup(func() { _ = cmd.Process.Kill(); <-done })
+		procs[name] = cmd
+		if err := os.WriteFile(filepath.Join(state, "pids", name+".pid"), []byte(strconv.Itoa(cmd.Process.Pid)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	script := func(verb string) string {
+		t.Helper()
+		cmd := exec.Command("bash", "../../scripts/cluster.sh", verb)
+		cmd.Env = append(os.Environ(), "JETWAY_CLUSTER_STATE="+state)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("cluster.sh %s: %v\n%s", verb, err, out)
+		}
+		return string(out)
+	}
+	out := script("status")
+	for name, cmd := range procs {
+		if want := fmt.Sprintf("%s running (pid %d)", name, cmd.Process.Pid); !strings.Contains(out, want) {
+			t.Errorf("cluster.sh status does not say %q:\n%s", want, out)
+		}
+	}
+	out = script("down")
+	for name, cmd := range procs {
+		if want := fmt.Sprintf("stopped %s (pid %d)", name, cmd.Process.Pid); !strings.Contains(out, want) {
+			t.Errorf("cluster.sh down does not say %q:\n%s", want, out)
+		}
+		if _, err := os.Stat(filepath.Join(state, "pids", name+".pid")); !os.IsNotExist(err) {
+			t.Errorf("cluster.sh down left %s's pid file (%v)", name, err)
+		}
+	}
+	if strings.Index(out, "stopped runner-1") > strings.Index(out, "stopped node-1") {
+		t.Errorf("cluster.sh down stopped a node before a service:\n%s", out)
+	}
+	if out := script("status"); !strings.Contains(out, "nothing running") {
+		t.Errorf("cluster.sh status after down: %s", out)
 	}
 }

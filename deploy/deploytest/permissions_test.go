@@ -246,8 +246,14 @@ func TestPermissions(t *testing.T) {
 			// And its own requests are answered on its own inbox: the
 			// JetStream API round trip works.
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			if _, err := c.js.AccountInfo(ctx); err != nil {
-				t.Errorf("%s: JetStream request over %s: %v", user, bus.ServiceInbox(user), err)
+			var err2 error
+			if user == "spreader" { // its one read: the info of a stream it spreads
+				_, err2 = c.js.Stream(ctx, bus.StreamEvents)
+			} else {
+				_, err2 = c.js.AccountInfo(ctx)
+			}
+			if err2 != nil {
+				t.Errorf("%s: JetStream request over %s: %v", user, bus.ServiceInbox(user), err2)
 			}
 			cancel()
 			c.noViolation(t)
@@ -647,8 +653,9 @@ func barrierSessions(t testing.TB, tenant string) []string {
 // manifests without them would leave the runners unable to consume a
 // shard, or grant one that holds nothing yet. Every shard the deployment
 // provisions has the same rights as shard 0, no other shard and not the
-// old unsharded queue is named, and only the runner and the dispatcher
-// (which counts a session's waiting events) have any right on them.
+// old unsharded queue is named, and only the runner, the dispatcher
+// (which counts a session's waiting events) and the spreader (which moves
+// their leaders) have any right on them.
 func TestPermissions_name_exactly_the_shards_the_deployment_provisions(t *testing.T) {
 	text, err := os.ReadFile(filepath.Join(confDir, "accounts.conf"))
 	if err != nil {
@@ -688,8 +695,8 @@ func TestPermissions_name_exactly_the_shards_the_deployment_provisions(t *testin
 		users = append(users, u)
 	}
 	slices.Sort(users)
-	if !slices.Equal(users, []string{"dispatcher", "runner"}) {
-		t.Errorf("users with rights on the shards: %v, want dispatcher and runner only", users)
+	if !slices.Equal(users, []string{"dispatcher", "runner", "spreader"}) {
+		t.Errorf("users with rights on the shards: %v, want dispatcher, runner and spreader only", users)
 	}
 	for _, u := range users {
 		var want []string
@@ -713,5 +720,8 @@ func TestPermissions_name_exactly_the_shards_the_deployment_provisions(t *testin
 	}
 	if !slices.Contains(rights["runner"][bus.WorkStream(0)], "$JS.ACK.<shard>.>") {
 		t.Errorf("the runner may not ack on the shards: %v", rights["runner"][bus.WorkStream(0)])
+	}
+	if got, want := rights["spreader"][bus.WorkStream(0)], []string{"$JS.API.STREAM.INFO.<shard>", "$JS.API.STREAM.LEADER.STEPDOWN.<shard>"}; !slices.Equal(got, want) {
+		t.Errorf("the spreader's rights on a shard: %v, want %v", got, want)
 	}
 }

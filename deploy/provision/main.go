@@ -1,7 +1,9 @@
 // Command provision creates or updates jetway's streams, buckets and work
 // consumers on a NATS deployment, once, and exits; with -keep-spread it
 // then stays, spreading the streams' leaders over the nodes again after
-// faults.
+// faults. With -spread-only it provisions nothing and only keeps the
+// leaders spread, as the spreader user, whose rights are just that
+// (stream info and leader step-down on the streams it spreads).
 //
 // It exists so that provisioning runs with the admin user while the
 // long-running services keep users that cannot create, change or delete
@@ -50,6 +52,7 @@ func main() {
 		pcfg    bus.ProvisionConfig
 		timeout time.Duration
 		keep    time.Duration
+		only    bool
 	)
 	flag.StringVar(&urls, "nats", env("NATS_URL", "nats://127.0.0.1:4222"), "NATS server URL(s), comma-separated (env NATS_URL)")
 	flag.StringVar(&conn.User, "nats-user", env("NATS_USER", ""), "NATS user with stream rights, e.g. admin (env NATS_USER)")
@@ -66,6 +69,8 @@ func main() {
 	flag.DurationVar(&timeout, "timeout", 2*time.Minute, "give up after this long (the cluster may still be electing its leader)")
 	flag.DurationVar(&keep, "keep-spread", 0, "after provisioning, stay and spread the shards' and the busy streams' leaders over the nodes again this often "+
 		"(a node that restarts takes none back by itself); 0 exits once provisioned")
+	flag.BoolVar(&only, "spread-only", false, "provision nothing: read the layout and keep the leaders spread (with -keep-spread; once and exit without), "+
+		"as the spreader user, whose rights are stream info and leader step-down on the streams it spreads (deploy/nats/accounts.conf)")
 	flag.Parse()
 	if keep != 0 && keep < time.Second {
 		fmt.Fprintf(os.Stderr, "provision: -keep-spread %s: give 0 (provision and exit) or an interval of 1s or more\n", keep)
@@ -79,6 +84,15 @@ func main() {
 	defer stop()
 	ctx, cancel := context.WithTimeout(sig, timeout)
 	defer cancel()
+	if only {
+		// The spreader may subscribe to its own inbox only.
+		conn.Name, conn.InboxPrefix = "jetway-spreader", bus.ServiceInbox("spreader")
+		if err := spreadOnly(ctx, sig, conn, keep); err != nil {
+			fmt.Fprintln(os.Stderr, "provision:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(ctx, sig, conn, pcfg, keep); err != nil {
 		fmt.Fprintln(os.Stderr, "provision:", err)
 		os.Exit(1)
@@ -117,6 +131,67 @@ func run(ctx, life context.Context, conn bus.ConnConfig, pcfg bus.ProvisionConfi
 		case <-time.After(time.Second):
 		case <-ctx.Done():
 			return errors.Join(err, ctx.Err())
+		}
+	}
+}
+
+// spreadOnly spreads the leaders of the streams provisioning spreads
+// (bus.LeaderGroups of the layout it reads) without provisioning: with
+// keep above zero every keep until life ends, the first round after one
+// interval as after provisioning (a provisioner that just changed the
+// log's sources may have run a moment ago); with keep zero once, now.
+func spreadOnly(ctx, life context.Context, conn bus.ConnConfig, keep time.Duration) error {
+	nc, err := bus.Connect(ctx, conn)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := bus.JetStream(nc)
+	if err != nil {
+		return err
+	}
+	if keep > 0 {
+		// A spreader may start before the provisioner is done (a
+		// Kubernetes Deployment does not wait for the Job): it waits
+		// for the layout as long as it lives.
+		if _, err := waitLayout(life, js); err != nil {
+			return err
+		}
+		return keepSpread(life, js, keep)
+	}
+	l, err := waitLayout(ctx, js)
+	if err != nil {
+		return err
+	}
+	for _, g := range bus.LeaderGroups(l) {
+		moved, err := bus.SpreadLeaders(ctx, js, g)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("leaders of %s spread: %d moved\n", strings.Join(g, ", "), moved)
+	}
+	return nil
+}
+
+// layoutRetry is how often waitLayout asks again.
+const layoutRetry = 2 * time.Second
+
+// waitLayout reads the work layout, asking again until ctx ends while
+// there is none yet (the deployment not provisioned), and says so.
+func waitLayout(ctx context.Context, js jetstream.JetStream) (bus.Layout, error) {
+	for {
+		l, err := bus.ReadLayout(ctx, js)
+		if err == nil {
+			return l, nil
+		}
+		if ctx.Err() != nil {
+			return l, fmt.Errorf("spread leaders: %w (has the deployment been provisioned?)", err)
+		}
+		fmt.Fprintf(os.Stderr, "provision: %v (waiting for provisioning)\n", err)
+		select {
+		case <-time.After(layoutRetry):
+		case <-ctx.Done():
+			return l, fmt.Errorf("spread leaders: %w (has the deployment been provisioned?)", err)
 		}
 	}
 }
