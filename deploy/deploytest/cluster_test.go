@@ -481,17 +481,26 @@ func (d *deployment) provision() {
 // waitViolation waits until the server has told c that subject was refused.
 func (c *client) waitViolation(t testing.TB, subject string) {
 	t.Helper()
+	c.awaitViolation(t, fmt.Sprintf("no permissions violation for %q within 10s", subject), func(err error) bool {
+		return strings.Contains(err.Error(), `"`+subject+`"`)
+	})
+}
+
+// awaitViolation waits up to 10 s for a permissions violation that match
+// accepts, and fails the test with failure if none comes.
+func (c *client) awaitViolation(t testing.TB, failure string, match func(error) bool) {
+	t.Helper()
 	timer := time.NewTimer(10 * time.Second)
 	defer timer.Stop()
 	for {
 		select {
 		case err := <-c.errs:
-			if errors.Is(err, nats.ErrPermissionViolation) && strings.Contains(err.Error(), `"`+subject+`"`) {
+			if errors.Is(err, nats.ErrPermissionViolation) && match(err) {
 				return
 			}
 			t.Logf("other async error while waiting: %v", err)
 		case <-timer.C:
-			t.Fatalf("no permissions violation for %q within 10s", subject)
+			t.Fatal(failure)
 		}
 	}
 }

@@ -2,8 +2,6 @@ package deploytest
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"os/exec"
 	"slices"
@@ -12,11 +10,11 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
 
 	"jetway/deploy/certs"
 	"jetway/internal/testutil"
 	"jetway/pkg/bus"
+	"jetway/pkg/bus/bustest"
 )
 
 // TestSpreader_brings_the_leaders_back_and_may_do_nothing_else gathers
@@ -87,7 +85,7 @@ func TestSpreader_brings_the_leaders_back_and_may_do_nothing_else(t *testing.T) 
 			case !current: // handed the lead now, it would lose the election
 				return fmt.Errorf("%s is not a current replica of %s yet", node, stream)
 			}
-			return stepDownTo(admin.Conn, stream, node)
+			return bustest.StepDownTo(admin.Conn, stream, node)
 		})
 	}
 
@@ -241,39 +239,7 @@ func fillWildcards(subject string) string {
 // counts; c's publishes are waited for one at a time, so it is this one.
 func publishViolation(t testing.TB, c *client, subject string) {
 	t.Helper()
-	timer := time.NewTimer(10 * time.Second)
-	defer timer.Stop()
-	for {
-		select {
-		case err := <-c.errs:
-			if errors.Is(err, nats.ErrPermissionViolation) && strings.Contains(err.Error(), "Publish") {
-				return
-			}
-			t.Logf("other async error while waiting: %v", err)
-		case <-timer.C:
-			t.Fatalf("the spreader's publish on %q was not refused within 10s", subject)
-		}
-	}
-}
-
-// stepDownTo asks stream's leader to hand over to server, with the request
-// type the server itself decodes; it returns an error until it is asked
-// to look again.
-func stepDownTo(nc *nats.Conn, stream, to string) error {
-	req, err := json.Marshal(server.JSApiLeaderStepdownRequest{Placement: &server.Placement{Preferred: to}})
-	if err != nil {
-		return err
-	}
-	msg, err := nc.Request(fmt.Sprintf(server.JSApiStreamLeaderStepDownT, stream), req, 2*time.Second)
-	if err != nil {
-		return err
-	}
-	var resp server.JSApiStreamLeaderStepDownResponse
-	if err := json.Unmarshal(msg.Data, &resp); err != nil {
-		return err
-	}
-	if resp.Error != nil {
-		return resp.Error
-	}
-	return fmt.Errorf("stepped down towards %s", to) // look again
+	c.awaitViolation(t, fmt.Sprintf("the spreader's publish on %q was not refused within 10s", subject), func(err error) bool {
+		return strings.Contains(err.Error(), "Publish")
+	})
 }

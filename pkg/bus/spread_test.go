@@ -2,7 +2,6 @@ package bus_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -125,30 +124,9 @@ func leadAllFrom(t *testing.T, c *bustest.Cluster, nc *nats.Conn, node string, s
 			case nd.Name() == node:
 				return nil
 			}
-			return stepDownTo(nc, name, node)
+			return bustest.StepDownTo(nc, name, node)
 		})
 	}
-}
-
-// stepDownTo asks stream's leader to hand over to server, with the
-// request type the server itself decodes.
-func stepDownTo(nc *nats.Conn, stream, to string) error {
-	req, err := json.Marshal(server.JSApiLeaderStepdownRequest{Placement: &server.Placement{Preferred: to}})
-	if err != nil {
-		return err
-	}
-	msg, err := nc.Request(fmt.Sprintf(server.JSApiStreamLeaderStepDownT, stream), req, 2*time.Second)
-	if err != nil {
-		return err
-	}
-	var resp server.JSApiStreamLeaderStepDownResponse
-	if err := json.Unmarshal(msg.Data, &resp); err != nil {
-		return err
-	}
-	if resp.Error != nil {
-		return resp.Error
-	}
-	return fmt.Errorf("stepped down towards %s", to) // look again
 }
 
 // jszStreams is what nd's /jsz reports of the global account's streams:
