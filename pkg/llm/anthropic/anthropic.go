@@ -107,14 +107,14 @@ func (p *Provider) Name() string { return "anthropic " + p.cfg.Model }
 // repeat what the caller has already seen.
 func (p *Provider) Stream(ctx context.Context, req llm.CompletionRequest) iter.Seq2[llm.StreamEvent, error] {
 	return func(yield func(llm.StreamEvent, error) bool) {
-		params, opts, err := p.params(req, true)
+		_, opts, err := p.params(req, true)
 		if err != nil {
 			yield(llm.StreamEvent{}, err)
 			return
 		}
 		send := func(ev llm.StreamEvent) bool { return yield(ev, nil) }
 		err = retry.Stream(ctx, p.cfg.Retry, verdict, send, func(ctx context.Context, emit func(llm.StreamEvent), stopped func() bool) error {
-			return p.streamOnce(ctx, params, opts, emit, stopped)
+			return p.streamOnce(ctx, opts, emit, stopped)
 		})
 		if err != nil {
 			yield(llm.StreamEvent{}, classifyErr(ctx, err))
@@ -128,15 +128,17 @@ var errIncomplete = errors.New("stream ended before message_stop")
 // same client (its auth, headers, retries and decoder), without setting
 // "stream": true on the finished body: sjson makes that edit on a copy of
 // the whole body, a whole history every call, and the body made here
-// already opens with the field (see body).
-func (p *Provider) newStreaming(ctx context.Context, params sdk.MessageNewParams, opts []option.RequestOption) *ssestream.Stream[sdk.MessageStreamEventUnion] {
+// already opens with the field (see body). The body is the one opts carry
+// (option.WithRequestBody); the client is given no params to encode, as it
+// would encode them only for that option to replace them.
+func (p *Provider) newStreaming(ctx context.Context, opts []option.RequestOption) *ssestream.Stream[sdk.MessageStreamEventUnion] {
 	var raw *http.Response
-	err := p.client.Post(ctx, "v1/messages", params, &raw, opts...)
+	err := p.client.Post(ctx, "v1/messages", nil, &raw, opts...)
 	return ssestream.NewStream[sdk.MessageStreamEventUnion](ssestream.NewDecoder(raw), err)
 }
 
-func (p *Provider) streamOnce(ctx context.Context, params sdk.MessageNewParams, opts []option.RequestOption, emit func(llm.StreamEvent), stopped func() bool) error {
-	stream := p.newStreaming(ctx, params, opts)
+func (p *Provider) streamOnce(ctx context.Context, opts []option.RequestOption, emit func(llm.StreamEvent), stopped func() bool) error {
+	stream := p.newStreaming(ctx, opts)
 	// Closing only ends the response: what was read is the answer, and a
 	// stream stopped early is one nobody reads any more.
 	defer func() { _ = stream.Close() }()
