@@ -200,8 +200,13 @@ func Encode(ctx context.Context, subject string, e event.Event) (*nats.Msg, erro
 	if err := e.Validate(); err != nil {
 		return nil, fmt.Errorf("encode event: %w", validationError(err))
 	}
-	e = e.Clone()
-	InjectTrace(ctx, &e)
+	if trace.SpanContextFromContext(ctx).IsValid() {
+		// Injecting writes the extensions, which e shares with the
+		// caller's event: the copy is made only when there is a trace to
+		// inject (every output event of a run went through a clone).
+		e = e.Clone()
+		InjectTrace(ctx, &e)
+	}
 
 	h := nats.Header{}
 	set := func(name, value string) { h.Set(HeaderPrefix+name, percentEncode(value)) }
@@ -673,10 +678,19 @@ func validExtensionName(n string) bool {
 // printable ASCII become %XX. It also keeps CR/LF out of NATS headers.
 func percentEncode(s string) string {
 	const hex = "0123456789ABCDEF"
+	i := 0
+	for i < len(s) && !needsPercent(s[i]) {
+		i++
+	}
+	if i == len(s) {
+		return s // nearly every value (ids, types, times): nothing to encode
+	}
 	var b strings.Builder
-	for i := 0; i < len(s); i++ {
+	b.Grow(len(s) + 8)
+	b.WriteString(s[:i])
+	for ; i < len(s); i++ {
 		c := s[i]
-		if c <= 0x20 || c >= 0x7F || c == '"' || c == '%' {
+		if needsPercent(c) {
 			b.WriteByte('%')
 			b.WriteByte(hex[c>>4])
 			b.WriteByte(hex[c&0xF])
@@ -686,6 +700,9 @@ func percentEncode(s string) string {
 	}
 	return b.String()
 }
+
+// needsPercent reports whether percentEncode encodes the byte c.
+func needsPercent(c byte) bool { return c <= 0x20 || c >= 0x7F || c == '"' || c == '%' }
 
 // percentDecode undoes percentEncode. A '%' not followed by two hex digits
 // is kept as it is: a hand-written `nats pub -H` header with a stray '%'

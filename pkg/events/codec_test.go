@@ -537,3 +537,69 @@ func TestFromEvent_checks_an_event_from_another_binding(t *testing.T) {
 		t.Error("FromEvent changed the caller's event")
 	}
 }
+
+// An input's text is read from its own field (onlyString) when that is sure
+// to read as decoding the whole object into Input does; every other body
+// takes the general path. Either way the result is encoding/json's.
+func TestDecode_reads_input_text_as_encoding_json_does(t *testing.T) {
+	for _, c := range []struct{ body, text, reason string }{
+		{`{"text":"hi"}`, "hi", ""},
+		{`{ "text" : "spaced" , "extra": 1 }`, "spaced", ""},
+		{`{"text":"\u00e9\n\"q\""}`, "é\n\"q\"", ""},
+		{`{"text":"first","text":"last"}`, "last", ""},
+		{`{"text":"lower","TEXT":"upper"}`, "upper", ""}, // encoding/json matches keys case-insensitively
+		{`{"TEXT":"upper","text":"lower"}`, "lower", ""},
+		{`{"Text":"only a case variant"}`, "", "missing text"},
+		{`{"text":null}`, "", "missing text"},
+		{`{"text":["x"]}`, "", "text: want string"},
+	} {
+		h, err := Decode(subjEvents, inputHeader(), []byte(c.body))
+		if c.reason != "" {
+			if err == nil || !strings.Contains(err.Error(), c.reason) {
+				t.Errorf("%s: error %v, want one saying %q", c.body, err, c.reason)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s: %v", c.body, err)
+			continue
+		}
+		var want Input
+		if err := json.Unmarshal([]byte(c.body), &want); err != nil || want.Text != c.text {
+			t.Fatalf("%s: the case is wrong: encoding/json reads %q (%v)", c.body, want.Text, err)
+		}
+		if got := h.Payload.(Input).Text; got != c.text {
+			t.Errorf("%s: text %q, want %q", c.body, got, c.text)
+		}
+	}
+}
+
+// Encode leaves the caller's event alone with a trace to inject and
+// without one (it copies the event only when it injects).
+func TestEncode_does_not_change_the_callers_event(t *testing.T) {
+	ctx, _ := traceCtx(t)
+	for _, c := range []context.Context{ctx, context.Background()} {
+		e := mustNew(t, Input{Text: "x"})
+		if _, err := Encode(c, subjEvents, e); err != nil {
+			t.Fatal(err)
+		}
+		if exts := e.Extensions(); len(exts) != 0 {
+			t.Errorf("the caller's event has extensions %v after Encode", exts)
+		}
+	}
+}
+
+func TestPercentEncode_leaves_plain_values_and_encodes_the_rest(t *testing.T) {
+	for in, want := range map[string]string{
+		"":                    "",
+		"io.jetway.input":     "io.jetway.input",
+		"a b":                 "a%20b",
+		"100%":                "100%25",
+		"é\"\n":               "%C3%A9%22%0A",
+		"plain then tail\x7f": "plain%20then%20tail%7F",
+	} {
+		if got := percentEncode(in); got != want || percentDecode(got) != in {
+			t.Errorf("percentEncode(%q) = %q, want %q (and back)", in, got, want)
+		}
+	}
+}
