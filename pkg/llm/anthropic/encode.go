@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"sync"
 
 	sdk "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/packages/param"
@@ -14,9 +16,23 @@ import (
 
 // encodings are the provider's cached wire encodings (see wirecache):
 // every turn but the last of a request, its tools and its system blocks.
-type encodings struct{ *wirecache.Cache }
+type encodings struct {
+	*wirecache.Cache
 
-func newEncodings(limit int) *encodings { return &encodings{wirecache.New(limit)} }
+	// The last request's tools and system blocks as one JSON array each,
+	// with what they were made from (the strings are the caller's, so
+	// comparing them costs little when they are the same ones; schemas
+	// are copied, as bytes can change under a caller's feet). Nearly every request of a runner sends the same tools and
+	// system prompt; finding each part by a key made of its whole text
+	// and joining them again cost a copy of all of it, every call.
+	mu        sync.Mutex
+	lastTools []llm.ToolSpec
+	toolsEnc  json.RawMessage
+	lastSys   []sdk.TextBlockParam
+	sysEnc    json.RawMessage
+}
+
+func newEncodings(limit int) *encodings { return &encodings{Cache: wirecache.New(limit)} }
 
 // turns returns each turn's encoding as the API takes it (the cached bytes
 // themselves: read them, never change them). With breakpoint, the last
@@ -86,6 +102,39 @@ func (c *encodings) tools(tools []llm.ToolSpec) (json.RawMessage, error) {
 	if len(tools) == 0 {
 		return nil, nil
 	}
+	c.mu.Lock()
+	last, enc := c.lastTools, c.toolsEnc
+	c.mu.Unlock()
+	if slices.EqualFunc(last, tools, sameTool) {
+		return enc, nil
+	}
+	enc, err := c.encodeTools(tools)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	c.lastTools, c.toolsEnc = ownSpecs(tools), enc
+	c.mu.Unlock()
+	return enc, nil
+}
+
+// ownSpecs copies tools with schemas of their own: a caller may reuse the
+// bytes of a schema, and a strings compare equal only to themselves.
+func ownSpecs(tools []llm.ToolSpec) []llm.ToolSpec {
+	out := slices.Clone(tools)
+	for i := range out {
+		out[i].InputSchema = slices.Clone(out[i].InputSchema)
+	}
+	return out
+}
+
+// sameTool reports whether a and b encode alike (every field tools reads).
+func sameTool(a, b llm.ToolSpec) bool {
+	return a.Name == b.Name && a.Description == b.Description && string(a.InputSchema) == string(b.InputSchema)
+}
+
+// encodeTools is tools' array made from each tool's cached encoding.
+func (c *encodings) encodeTools(tools []llm.ToolSpec) (json.RawMessage, error) {
 	var buf bytes.Buffer
 	var key []byte
 	buf.WriteByte('[')
@@ -122,6 +171,30 @@ func (c *encodings) system(blocks []sdk.TextBlockParam) (json.RawMessage, error)
 	if len(blocks) == 0 {
 		return nil, nil
 	}
+	c.mu.Lock()
+	last, enc := c.lastSys, c.sysEnc
+	c.mu.Unlock()
+	if slices.EqualFunc(last, blocks, sameSystemBlock) {
+		return enc, nil
+	}
+	enc, err := c.encodeSystem(blocks)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	c.lastSys, c.sysEnc = slices.Clone(blocks), enc
+	c.mu.Unlock()
+	return enc, nil
+}
+
+// sameSystemBlock reports whether a and b encode alike (every field system
+// reads: what system sets).
+func sameSystemBlock(a, b sdk.TextBlockParam) bool {
+	return a.Text == b.Text && param.IsOmitted(a.CacheControl) == param.IsOmitted(b.CacheControl)
+}
+
+// encodeSystem is system's array made from each block's cached encoding.
+func (c *encodings) encodeSystem(blocks []sdk.TextBlockParam) (json.RawMessage, error) {
 	var buf bytes.Buffer
 	var key []byte
 	buf.WriteByte('[')

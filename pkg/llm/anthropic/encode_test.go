@@ -241,3 +241,57 @@ func TestBody_names_a_tool_whose_schema_is_not_JSON(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 }
+
+// The last request's tools and system arrays are served again only to a
+// request whose tools and system blocks encode alike: a change to any
+// field, even in the caller's own bytes between two calls, is encoded.
+func TestTools_and_system_arrays_follow_every_change(t *testing.T) {
+	c := newEncodings(wirecache.Limit)
+	schema := []byte(`{"type":"object","properties":{"a":{"type":"string"}}}`)
+	tools := []llm.ToolSpec{{Name: "t1", Description: "one", InputSchema: schema}, {Name: "t2"}}
+	want := func(tools []llm.ToolSpec) string {
+		t.Helper()
+		enc, err := newEncodings(wirecache.Limit).tools(tools)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(enc)
+	}
+	check := func(step string, tools []llm.ToolSpec) {
+		t.Helper()
+		got, err := c.tools(tools)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != want(tools) {
+			t.Errorf("%s: tools\n got %s\nwant %s", step, got, want(tools))
+		}
+	}
+	check("first", tools)
+	check("same again", tools)
+	check("a copy", []llm.ToolSpec{tools[0], tools[1]})
+	check("description", []llm.ToolSpec{{Name: "t1", Description: "uno", InputSchema: schema}, tools[1]})
+	check("name", []llm.ToolSpec{{Name: "t0", Description: "one", InputSchema: schema}, tools[1]})
+	check("fewer", tools[:1])
+	check("all again", tools)
+	copy(schema, `{"type":"object","properties":{"b"`) // the caller's bytes, changed in place
+	check("schema changed in place", tools)
+
+	sys := func(cache bool, texts ...string) []sdk.TextBlockParam { return system(texts, len(texts), cache) }
+	wantSys := func(b []sdk.TextBlockParam) string {
+		enc, err := newEncodings(wirecache.Limit).system(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(enc)
+	}
+	for _, b := range [][]sdk.TextBlockParam{sys(true, "a", "b"), sys(true, "a", "b"), sys(false, "a", "b"), sys(true, "a", "c"), sys(true, "a")} {
+		got, err := c.system(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != wantSys(b) {
+			t.Errorf("system %v:\n got %s\nwant %s", b, got, wantSys(b))
+		}
+	}
+}
