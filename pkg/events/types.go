@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"mime"
 	"strings"
 	"time"
 )
@@ -148,13 +147,10 @@ func msDuration(ms int64) time.Duration {
 // isJSONMedia reports whether a datacontenttype denotes JSON data; an empty
 // one does too (CloudEvents' JSON format default).
 func isJSONMedia(ct string) bool {
-	if ct == ContentTypeJSON {
-		return true // what jetway itself sends, without parsing it each time
-	}
 	if strings.TrimSpace(ct) == "" {
 		return true
 	}
-	mt, _, err := mime.ParseMediaType(ct)
+	mt, _, err := parseMediaType(ct)
 	if err != nil {
 		return false
 	}
