@@ -3,6 +3,7 @@ package partition
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -96,6 +97,7 @@ func (e *env) startMemberWith(id string, handle func(*member, Delivery), busy fu
 		Heartbeat: 300 * time.Millisecond, Busy: busy,
 		Log: zerolog.New(zerolog.NewTestWriter(e.t)).Level(zerolog.WarnLevel),
 		Deliver: func(d Delivery) {
+			checkParsed(e.t, d.Msg)
 			m.mu.Lock()
 			m.got = append(m.got, string(d.Msg.Data()))
 			m.mu.Unlock()
@@ -119,6 +121,21 @@ func (e *env) startMemberWith(id string, handle func(*member, Delivery), busy fu
 	m.g = g
 	e.t.Cleanup(func() { stop(); g.Stop() })
 	return m
+}
+
+// checkParsed fails the test unless msg keeps the metadata its own reply
+// subject says (parsedMsg).
+func checkParsed(t *testing.T, msg jetstream.Msg) {
+	pm, ok := msg.(parsedMsg)
+	if !ok {
+		t.Errorf("delivered a %T, not a parsedMsg", msg)
+		return
+	}
+	fresh, err := pm.Msg.Metadata()
+	kept, err2 := msg.Metadata()
+	if err != nil || err2 != nil || !reflect.DeepEqual(fresh, kept) {
+		t.Errorf("delivered metadata %+v (%v), the reply subject says %+v (%v)", kept, err2, fresh, err)
+	}
 }
 
 // holdLedger tracks which member holds each message un-acked.

@@ -227,8 +227,20 @@ func (g *Group) deliver(ctx context.Context, p *part, m jetstream.Msg) {
 	p.streamOrder(md)
 	tenure := p.tenure
 	p.mu.Unlock()
-	g.cfg.Deliver(Delivery{Partition: p.n, Msg: m, Tenure: tenure})
+	g.cfg.Deliver(Delivery{Partition: p.n, Msg: parsedMsg{Msg: m, md: md}, Tenure: tenure})
 }
+
+// parsedMsg is a delivered message that keeps its metadata, parsed here
+// once: the receiver asks for it several times per event (for its order,
+// its ack, the words that keep it in hand), and each ask parsed the reply
+// subject again. The metadata is shared: read it, never change it.
+type parsedMsg struct {
+	jetstream.Msg
+	md *jetstream.MsgMetadata
+}
+
+// Metadata is the message's metadata as it was delivered.
+func (m parsedMsg) Metadata() (*jetstream.MsgMetadata, error) { return m.md, nil }
 
 // pullExpiry is how long one pull request waits. The server renews a pin
 // only when its holder sends a new pull request; with the client's default
