@@ -36,6 +36,11 @@ func (a *actor) settle(msgs ...jetstream.Msg) {
 // waiting for anything.
 type acks struct {
 	acked map[uint64]time.Time
+	// oldest is the earliest time in acked (zero when it is empty): prune
+	// looks through acked only once that is past ackedMemory, not at
+	// every settle (a session that took a thousand events in ten seconds
+	// went through all of them for each).
+	oldest time.Time
 }
 
 // ackedMemory is how long an ack counts as in hand. The server removes an
@@ -62,13 +67,22 @@ func (k *acks) mark(seq uint64, at time.Time) {
 		k.acked = make(map[uint64]time.Time)
 	}
 	k.acked[seq] = at
+	if k.oldest.IsZero() || at.Before(k.oldest) {
+		k.oldest = at
+	}
 }
 
 // prune forgets confirmed acks past ackedMemory.
 func (k *acks) prune() {
+	if k.oldest.IsZero() || time.Since(k.oldest) <= ackedMemory {
+		return // nothing in acked is that old
+	}
+	k.oldest = time.Time{}
 	for seq, at := range k.acked {
 		if time.Since(at) > ackedMemory {
 			delete(k.acked, seq)
+		} else if k.oldest.IsZero() || at.Before(k.oldest) {
+			k.oldest = at
 		}
 	}
 }
