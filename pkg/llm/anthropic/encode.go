@@ -30,6 +30,48 @@ type encodings struct {
 	toolsEnc  json.RawMessage
 	lastSys   []sdk.TextBlockParam
 	sysEnc    json.RawMessage
+	// lastHead is what the last request's params held (see headOf), and
+	// headEnc their encoding: the SDK's encoder took as long for those
+	// three fields as for a turn.
+	lastHead headKey
+	headEnc  []byte
+}
+
+// headKey is what a request's params hold: params sets these and nothing
+// else (a test checks), so params alike encode alike.
+type headKey struct {
+	model     sdk.Model
+	maxTokens int64
+	budget    int64 // the thinking budget, 0 for none
+	adaptive  bool  // adaptive thinking
+}
+
+func headOf(params sdk.MessageNewParams) headKey {
+	k := headKey{model: params.Model, maxTokens: params.MaxTokens, adaptive: params.Thinking.OfAdaptive != nil}
+	if e := params.Thinking.OfEnabled; e != nil {
+		k.budget = e.BudgetTokens
+	}
+	return k
+}
+
+// head returns the SDK's encoding of params (shared: read it, never change
+// it).
+func (c *encodings) head(params sdk.MessageNewParams) ([]byte, error) {
+	k := headOf(params)
+	c.mu.Lock()
+	last, enc := c.lastHead, c.headEnc
+	c.mu.Unlock()
+	if enc != nil && last == k {
+		return enc, nil
+	}
+	enc, err := json.Marshal(params)
+	if err != nil {
+		return nil, fmt.Errorf("encode request: %w", err)
+	}
+	c.mu.Lock()
+	c.lastHead, c.headEnc = k, enc
+	c.mu.Unlock()
+	return enc, nil
 }
 
 func newEncodings(limit int) *encodings { return &encodings{Cache: wirecache.New(limit)} }

@@ -295,3 +295,69 @@ func TestTools_and_system_arrays_follow_every_change(t *testing.T) {
 		}
 	}
 }
+
+// The body's head is cached by headKey, so params must set nothing else:
+// a field params gains must join headKey (this fails until it does).
+func TestParams_set_only_what_headKey_holds(t *testing.T) {
+	temp := 0.5
+	cases := []struct {
+		cfg Config
+		req llm.CompletionRequest
+	}{
+		{Config{APIKey: "k", Model: "m"}, llm.CompletionRequest{}},
+		{Config{APIKey: "k", Model: "m"}, llm.CompletionRequest{Model: "other", MaxTokens: 7, Temperature: &temp}},
+		{Config{APIKey: "k", Model: "m"}, llm.CompletionRequest{ThinkingBudget: 10}},
+		{Config{APIKey: "k", Model: "m", AdaptiveThinking: true}, llm.CompletionRequest{ThinkingBudget: 10}},
+	}
+	known := map[string]bool{"Model": true, "MaxTokens": true, "Thinking": true}
+	for i, c := range cases {
+		p, err := New(c.cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.req.Messages = []llm.Message{llm.UserText("hi")}
+		params, _, err := p.params(c.req, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v := reflect.ValueOf(params)
+		for f := range v.NumField() {
+			if name := v.Type().Field(f).Name; v.Type().Field(f).IsExported() && !known[name] && !v.Field(f).IsZero() {
+				t.Errorf("case %d: params sets %s, which headKey does not hold", i, name)
+			}
+		}
+	}
+}
+
+// Requests whose params differ get heads of their own, from one provider.
+func TestBody_head_follows_the_params(t *testing.T) {
+	p, err := New(Config{APIKey: "k", Model: "m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh, err := New(Config{APIKey: "k", Model: "m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, req := range []llm.CompletionRequest{
+		{}, {MaxTokens: 9}, {ThinkingBudget: 2000}, {Model: "n"}, {}, {ThinkingBudget: 3000},
+	} {
+		req.Messages = []llm.Message{llm.UserText("hi")}
+		got, _, err := p.params(req, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := p.requestBody(got, req, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fresh.enc = newEncodings(wirecache.Limit)
+		want, err := fresh.requestBody(got, req, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(body) != string(want) {
+			t.Errorf("request %+v:\n got %s\nwant %s", req, body, want)
+		}
+	}
+}

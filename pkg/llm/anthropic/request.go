@@ -31,6 +31,8 @@ func (p *Provider) params(req llm.CompletionRequest, stream bool) (sdk.MessageNe
 	if maxTokens <= 0 {
 		maxTokens = p.cfg.MaxTokens
 	}
+	// Every field set here is in headKey, by which the body's head is
+	// cached.
 	params := sdk.MessageNewParams{
 		Model:     sdk.Model(model),
 		MaxTokens: int64(maxTokens),
@@ -110,8 +112,12 @@ func (p *Provider) body(params sdk.MessageNewParams, req llm.CompletionRequest, 
 	if err != nil {
 		return nil, fmt.Errorf("encode messages: %w", err)
 	}
+	head, err := p.enc.head(params)
+	if err != nil {
+		return nil, err
+	}
 	// One buffer, sized up front: the history is copied once, into it.
-	body, err := wirecache.OpenBody(params, stream, len(sys)+len(tools)+len(pre.Bytes)+arrayLen(msgs)+40)
+	body, err := wirecache.OpenBodyFrom(head, stream, len(sys)+len(tools)+len(pre.Bytes)+arrayLen(msgs)+40)
 	if err != nil {
 		return nil, err
 	}

@@ -19,6 +19,12 @@ func OpenBody(params any, stream bool, extra int) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encode request: %w", err)
 	}
+	return OpenBodyFrom(head, stream, extra)
+}
+
+// OpenBodyFrom is OpenBody from the params' encoding, head, for a
+// provider that keeps it (it only reads head).
+func OpenBodyFrom(head []byte, stream bool, extra int) ([]byte, error) {
 	if len(head) < 2 || head[len(head)-1] != '}' {
 		return nil, fmt.Errorf("encode request: not a JSON object: %.40s", head)
 	}
