@@ -546,6 +546,8 @@ func TestDecode_reads_input_text_as_encoding_json_does(t *testing.T) {
 		{`{"text":"hi"}`, "hi", ""},
 		{`{ "text" : "spaced" , "extra": 1 }`, "spaced", ""},
 		{`{"text":"\u00e9\n\"q\""}`, "é\n\"q\"", ""},
+		{`{"text":"a\/b"}`, "a/b", ""},
+		{"{\"text\":\"bad \xff byte\"}", "bad \ufffd byte", ""}, // invalid UTF-8 reads as encoding/json replaces it
 		{`{"text":"first","text":"last"}`, "last", ""},
 		{`{"text":"lower","TEXT":"upper"}`, "upper", ""}, // encoding/json matches keys case-insensitively
 		{`{"TEXT":"upper","text":"lower"}`, "lower", ""},

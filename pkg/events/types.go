@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Event types of the public contract.
@@ -310,8 +311,16 @@ func onlyString(fields map[string]json.RawMessage, name string) (string, bool) {
 			return "", false
 		}
 	}
+	if len(raw) < 2 || raw[0] != '"' {
+		return "", false
+	}
+	if inner := raw[1 : len(raw)-1]; bytes.IndexByte(inner, '\\') < 0 && utf8.Valid(inner) {
+		// Nothing to unescape or replace: the string is its bytes (fields
+		// came from a successful decode, so raw is a well-formed string).
+		return string(inner), true
+	}
 	var s string
-	if len(raw) == 0 || raw[0] != '"' || json.Unmarshal(raw, &s) != nil {
+	if json.Unmarshal(raw, &s) != nil {
 		return "", false
 	}
 	return s, true
