@@ -92,6 +92,7 @@ func TestNew_refuses_what_a_decoder_would_refuse(t *testing.T) {
 		is              error
 	}{
 		{"input without text", "acme", "s1", "src", Input{}, ErrInvalidData},
+		{"input of spaces", "acme", "s1", "src", Input{Text: " \n\t"}, ErrInvalidData},
 		{"steer without note", "acme", "s1", "src", Steer{Note: " "}, ErrInvalidData},
 		{"job without program", "acme", "s1", "src", JobExited{ID: 1}, ErrInvalidData},
 		{"job with unknown status", "acme", "s1", "src", JobExited{ID: 1, Program: "x", Status: "weird"}, ErrInvalidData},

@@ -190,8 +190,8 @@ func decodePayload(typ, source, contentType string, data []byte) (Payload, error
 		} else {
 			err = decodeFields(typ, data, &v, fields, "text")
 		}
-		if err == nil && strings.TrimSpace(v.Text) == "" {
-			err = &DataError{Type: typ, Reason: "text is empty"}
+		if err == nil {
+			err = checkInputText(typ, v.Text)
 		}
 		p = v
 	case TypeSteer:
@@ -326,6 +326,14 @@ func onlyString(fields map[string]json.RawMessage, name string) (string, bool) {
 	return s, true
 }
 
+// checkInputText is the rule an input's text keeps, decoded or encoded.
+func checkInputText(typ, text string) error {
+	if strings.TrimSpace(text) == "" {
+		return &DataError{Type: typ, Reason: "text is empty"}
+	}
+	return nil
+}
+
 func checkJob(typ, program string, runningForMS int64, ref TaskRef) error {
 	switch {
 	case strings.TrimSpace(program) == "":
@@ -359,6 +367,14 @@ func encodePayload(p Payload) (contentType string, data []byte, err error) {
 	data, err = json.Marshal(p)
 	if err != nil {
 		return "", nil, fmt.Errorf("encode %s data: %w", p.EventType(), err)
+	}
+	if in, ok := p.(Input); ok {
+		// {"text":…} decodes back to its text: only the text's own rule
+		// can refuse it, and the text is at hand (the publisher's hot path).
+		if err := checkInputText(in.EventType(), in.Text); err != nil {
+			return "", nil, err
+		}
+		return ContentTypeJSON, data, nil
 	}
 	if _, err := decodePayload(p.EventType(), "", ContentTypeJSON, data); err != nil {
 		return "", nil, err
