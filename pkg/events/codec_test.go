@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"reflect"
 	"regexp"
 	"strings"
 	"testing"
@@ -574,6 +575,15 @@ func TestDecode_reads_input_text_as_encoding_json_does(t *testing.T) {
 		if got := h.Payload.(Input).Text; got != c.text {
 			t.Errorf("%s: text %q, want %q", c.body, got, c.text)
 		}
+	}
+}
+
+// The fast path of an input's text (onlyString) reads that one field: an
+// Input that grows another would have it silently dropped there.
+func TestInput_has_only_the_field_the_fast_path_reads(t *testing.T) {
+	typ := reflect.TypeFor[Input]()
+	if typ.NumField() != 1 || typ.Field(0).Tag.Get("json") != "text" {
+		t.Fatalf("Input has %d fields; decodePayload reads only \"text\" when it can: decode a new field there too, then change this test", typ.NumField())
 	}
 }
 
