@@ -14,6 +14,7 @@ package tenantattack
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -53,6 +54,11 @@ type Target struct {
 	// victim's seed event and holds it in its shard with a consumer of
 	// its own (an admin user, or jetway dev's).
 	Observer jetstream.JetStream
+	// Headlines says a notifier serves the deployment: the seed's run
+	// then ends with a headline, written a moment after the run itself
+	// ended, which Run waits for before it attacks (else it would land
+	// in the attacks' window, in the victim's name).
+	Headlines bool
 
 	// layout is the deployment's, read by Run.
 	layout bus.Layout
@@ -407,6 +413,33 @@ func seed(ctx context.Context, t *testing.T, tg Target) {
 		rec, err := sessionrec.Decode(e.Value())
 		return err == nil && rec.State == sessionrec.StateIdle && rec.Runs >= 1
 	})
+	if tg.Headlines {
+		notify, err := events.NotifySubject(tg.Victim, SeedSession)
+		if err != nil {
+			t.Fatal(err)
+		}
+		testutil.Eventually(t, time.Minute, "the headline of the victim's seed run's end", func() bool {
+			return lastHeadlineAbout(ctx, tg.Observer, notify) == events.TypeRunEnded
+		})
+	}
+}
+
+// lastHeadlineAbout is what the last headline on subject is about, or ""
+// when there is none.
+func lastHeadlineAbout(ctx context.Context, js jetstream.JetStream, subject string) string {
+	out, err := js.Stream(ctx, bus.StreamOut)
+	if err != nil {
+		return ""
+	}
+	m, err := out.GetLastMsgForSubject(ctx, subject)
+	if err != nil {
+		return ""
+	}
+	var h events.HeadlineNote
+	if json.Unmarshal(m.Data, &h) != nil {
+		return ""
+	}
+	return h.About
 }
 
 // victimEvents counts the victim's events by subject, in the log and in

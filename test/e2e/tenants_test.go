@@ -252,7 +252,7 @@ func TestTenantAccounts_in_dev(t *testing.T) {
 	t.Run("no_reply_subject_or_header_crosses_the_account", func(t *testing.T) {
 		tenantattack.Run(t, tenantattack.Target{
 			Attacker: acme, AttackerTenant: "acme", AttackerToken: acmeUser, AdminToken: acmeAdmin,
-			Victim: "globex", Observer: d.jetStream(t),
+			Victim: "globex", Observer: d.jetStream(t), Headlines: true,
 		})
 		// The victim is healthy afterwards: no Ground Stop, and its input runs.
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
