@@ -166,9 +166,11 @@ type env struct {
 	dir   string
 	url   string
 	srv   *server.Server // nil with Config.NATSURL
-	nc    *nats.Conn
-	js    jetstream.JetStream
-	base  baselines
+	// srvLog keeps srv's last warnings (nil with Config.NATSURL).
+	srvLog *serverWarnings
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	base   baselines
 	// tenantCreds holds the bench tenant's credential on the bench's own
 	// server (empty with Config.NATSURL).
 	tenantCreds bus.TenantCredentials
@@ -247,7 +249,8 @@ func (e *env) start(ctx context.Context) error {
 			return err
 		}
 		e.tenantCreds = creds
-		srv, err := bus.StartEmbedded(bus.EmbeddedConfig{StoreDir: dir + "/nats", ServerName: "bench", ConfigFile: conf})
+		e.srvLog = &serverWarnings{}
+		srv, err := bus.StartEmbedded(bus.EmbeddedConfig{StoreDir: dir + "/nats", ServerName: "bench", ConfigFile: conf, Logger: e.srvLog})
 		if err != nil {
 			e.cleanDir()
 			return fmt.Errorf("bench: embedded server: %w", err)

@@ -165,7 +165,7 @@ func (e *env) leaderStream(ctx context.Context, like string, subjects []string) 
 	sc.Name = "BENCH_LEADER_" + uid()
 	sc.Subjects, sc.Sources, sc.Description = subjects, nil, "jetway-bench: "+like+" alone"
 	if _, err := e.js.CreateStream(ctx, sc); err != nil {
-		return nil, fmt.Errorf("create %s like %s: %w", sc.Name, like, err)
+		return nil, e.withServerSaid(fmt.Errorf("create %s like %s: %w", sc.Name, like, err))
 	}
 	return func() { _ = e.js.DeleteStream(context.WithoutCancel(ctx), sc.Name) }, nil
 }
@@ -303,7 +303,7 @@ func (e *env) leaderLog(ctx context.Context, n, sessions int) (float64, error) {
 		Name: shard, Subjects: []string{fmt.Sprintf("jetway.%s.*.%s.*", floorKind, tenant)},
 		Storage: jetstream.FileStorage, Replicas: 1,
 	}); err != nil {
-		return 0, fmt.Errorf("create shard %s: %w", shard, err)
+		return 0, e.withServerSaid(fmt.Errorf("create shard %s: %w", shard, err))
 	}
 	defer func() {
 		_ = e.js.DeleteStream(context.WithoutCancel(ctx), logName)
@@ -345,7 +345,7 @@ func (e *env) leaderLog(ctx context.Context, n, sessions int) (float64, error) {
 	t0 := time.Now()
 	logStream, err := e.js.CreateStream(wctx, sc)
 	if err != nil {
-		return 0, fmt.Errorf("create log %s: %w", logName, err)
+		return 0, e.withServerSaid(fmt.Errorf("create log %s: %w", logName, err))
 	}
 	if err := holds(wctx, logStream, n); err != nil {
 		return 0, err
