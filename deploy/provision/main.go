@@ -25,6 +25,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"jetway/pkg/bus"
@@ -106,15 +107,11 @@ func main() {
 // With keep above zero it then spreads leaders every keep until life
 // ends (bus.KeepSpread).
 func run(ctx, life context.Context, conn bus.ConnConfig, pcfg bus.ProvisionConfig, keep time.Duration) error {
-	nc, err := bus.Connect(ctx, conn)
+	nc, js, err := connect(ctx, conn)
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
-	js, err := bus.JetStream(nc)
-	if err != nil {
-		return err
-	}
 	for {
 		attempt, cancel := context.WithTimeout(ctx, 20*time.Second)
 		err := bus.Provision(attempt, js, pcfg)
@@ -135,21 +132,31 @@ func run(ctx, life context.Context, conn bus.ConnConfig, pcfg bus.ProvisionConfi
 	}
 }
 
+// connect dials NATS and opens JetStream on the connection.
+func connect(ctx context.Context, conn bus.ConnConfig) (*nats.Conn, jetstream.JetStream, error) {
+	nc, err := bus.Connect(ctx, conn)
+	if err != nil {
+		return nil, nil, err
+	}
+	js, err := bus.JetStream(nc)
+	if err != nil {
+		nc.Close()
+		return nil, nil, err
+	}
+	return nc, js, nil
+}
+
 // spreadOnly spreads the leaders of the streams provisioning spreads
 // (bus.LeaderGroups of the layout it reads) without provisioning: with
 // keep above zero every keep until life ends, the first round after one
 // interval as after provisioning (a provisioner that just changed the
 // log's sources may have run a moment ago); with keep zero once, now.
 func spreadOnly(ctx, life context.Context, conn bus.ConnConfig, keep time.Duration) error {
-	nc, err := bus.Connect(ctx, conn)
+	nc, js, err := connect(ctx, conn)
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
-	js, err := bus.JetStream(nc)
-	if err != nil {
-		return err
-	}
 	if keep > 0 {
 		// A spreader may start before the provisioner is done (a
 		// Kubernetes Deployment does not wait for the Job): it waits
