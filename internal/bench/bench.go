@@ -272,6 +272,31 @@ func (e *env) start(ctx context.Context) error {
 		return fmt.Errorf("bench: jetstream: %w", err)
 	}
 	e.js = js
+	if e.srv != nil {
+		if err := e.keepStreamsDir(ctx); err != nil {
+			e.stop()
+			return err
+		}
+	}
+	return nil
+}
+
+// keepStreamsDir makes a stream that lives as long as the bench's own
+// server. Deleting an account's last stream makes nats-server (2.15.2)
+// remove the account's now empty streams directory in a goroutine of its
+// own, which races a stream created right after: its directory's parent
+// goes away under it and the create fails with "error creating store for
+// stream" (seen as "mkdir …/JETWAY/streams: no such file or directory").
+// The figures make and delete streams one after another, and jetway's own
+// streams, which would keep the directory, are not there in every group.
+func (e *env) keepStreamsDir(ctx context.Context) error {
+	_, err := e.js.CreateStream(ctx, jetstream.StreamConfig{
+		Name: "BENCH_KEEP", Subjects: []string{"bench.keep"}, Storage: jetstream.FileStorage, Replicas: 1,
+		Description: "jetway-bench: keeps the account's streams directory for the run",
+	})
+	if err != nil {
+		return fmt.Errorf("bench: the stream that keeps the streams directory: %w", err)
+	}
 	return nil
 }
 
