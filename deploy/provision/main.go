@@ -158,12 +158,6 @@ func spreadOnly(ctx, life context.Context, conn bus.ConnConfig, keep time.Durati
 	}
 	defer nc.Close()
 	if keep > 0 {
-		// A spreader may start before the provisioner is done (a
-		// Kubernetes Deployment does not wait for the Job): it waits
-		// for the layout as long as it lives.
-		if _, err := waitLayout(life, js); err != nil {
-			return err
-		}
 		return keepSpread(life, js, keep)
 	}
 	l, err := waitLayout(ctx, js)
@@ -204,12 +198,14 @@ func waitLayout(ctx context.Context, js jetstream.JetStream) (bus.Layout, error)
 }
 
 // keepSpread spreads leaders every keep until life ends (nothing if keep
-// is zero).
+// is zero). It reads the layout first, waiting for it as long as it lives:
+// a spreader may start before the provisioner is done (a Kubernetes
+// Deployment does not wait for the Job).
 func keepSpread(life context.Context, js jetstream.JetStream, keep time.Duration) error {
 	if keep == 0 {
 		return nil
 	}
-	l, err := bus.ReadLayout(life, js)
+	l, err := waitLayout(life, js)
 	if err != nil {
 		return fmt.Errorf("keep leaders spread: %w", err)
 	}
