@@ -87,6 +87,13 @@ const (
 	// StreamSessions is the stream behind BucketSessions, by the key-value
 	// store's naming.
 	StreamSessions = "KV_" + BucketSessions
+	// BucketSessionsByPartition is the server's copy of BucketSessions,
+	// each record under its session's partition (SessionsByPartitionKey),
+	// so a runner watches the records of the partitions it holds and hears
+	// nothing of the others' runs. Nothing but the copy writes it.
+	BucketSessionsByPartition = "jetway_sessions_by_partition"
+	// StreamSessionsByPartition is the stream behind it.
+	StreamSessionsByPartition = "KV_" + BucketSessionsByPartition
 	// BucketJobs is the task table: one record per background job.
 	BucketJobs = "jetway_jobs"
 	// BucketWorkers binds a session to the jobs worker that owns its processes.

@@ -154,6 +154,18 @@ func Provision(ctx context.Context, js jetstream.JetStream, cfg ProvisionConfig)
 	if err != nil {
 		return fmt.Errorf("bus: upgrade %s: %w", StreamEvents, err)
 	}
+	// The buckets first: a stream may source one (the session records by
+	// partition).
+	for _, kc := range BucketConfigs(cfg) {
+		err := whilePlacing(ctx, func(ctx context.Context) error {
+			_, err := js.CreateOrUpdateKeyValue(ctx, kc)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("bus: provision bucket %s: %w", kc.Bucket, err)
+		}
+		cfg.progress("bucket %s ready", kc.Bucket)
+	}
 	for _, sc := range StreamConfigs(cfg) {
 		var s jetstream.Stream
 		err := whilePlacing(ctx, func(ctx context.Context) (err error) {
@@ -172,16 +184,6 @@ func Provision(ctx context.Context, js jetstream.JetStream, cfg ProvisionConfig)
 			return fmt.Errorf("bus: provision stream %s: the server does not support message schedules (needs nats-server 2.12 or later)", sc.Name)
 		}
 		cfg.progress("stream %s ready (%s)", sc.Name, describeStream(sc))
-	}
-	for _, kc := range BucketConfigs(cfg) {
-		err := whilePlacing(ctx, func(ctx context.Context) error {
-			_, err := js.CreateOrUpdateKeyValue(ctx, kc)
-			return err
-		})
-		if err != nil {
-			return fmt.Errorf("bus: provision bucket %s: %w", kc.Bucket, err)
-		}
-		cfg.progress("bucket %s ready", kc.Bucket)
 	}
 	if err := EnsureWorkConsumers(ctx, js, cfg); err != nil {
 		return err
@@ -413,7 +415,7 @@ func StreamConfigs(cfg ProvisionConfig) []jetstream.StreamConfig {
 		},
 	}
 	// The shards after the streams they source, before the log.
-	return slices.Concat(all[:3], shardConfigs(cfg), all[3:])
+	return slices.Concat(all[:3], shardConfigs(cfg), all[3:], []jetstream.StreamConfig{sessionsByPartitionConfig(cfg)})
 }
 
 // EventsSources are JETWAY_EVENTS's sources: every shard, each through a
@@ -563,7 +565,7 @@ func SourceConsumerConfig(into string, src *jetstream.StreamSource, cfg Provisio
 	for _, tr := range src.SubjectTransforms {
 		filters = append(filters, tr.Source)
 	}
-	if len(filters) == 0 && into != StreamEvents {
+	if len(filters) == 0 && strings.HasPrefix(into, StreamWorkPrefix) {
 		k, _ := strconv.Atoi(strings.TrimPrefix(into, StreamWorkPrefix))
 		kind := "jobevents"
 		if src.Name == StreamAgentEvents {

@@ -40,6 +40,12 @@ func reshard(ctx context.Context, js jetstream.JetStream, cfg ProvisionConfig) e
 				cfg.Partitions, cfg.Shards, was.Partitions, was.Shards, info.Config.Name, n)
 		}
 	}
+	if was.Partitions != cfg.Partitions {
+		if err := dropSessionsByPartition(ctx, js); err != nil {
+			return err
+		}
+		cfg.progress("%s dropped: it is copied again under %d partitions", StreamSessionsByPartition, cfg.Partitions)
+	}
 	for _, st := range shards {
 		name := st.CachedInfo().Config.Name
 		k, _ := strconv.Atoi(strings.TrimPrefix(name, StreamWorkPrefix))
@@ -85,4 +91,18 @@ func existingShards(ctx context.Context, js jetstream.JetStream) ([]jetstream.St
 		return nil, fmt.Errorf("list the shards: %w", err)
 	}
 	return out, nil
+}
+
+// dropSessionsByPartition deletes the copy of the session records and its
+// source consumer, whose keys hold the old P; provisioning makes both
+// again, and the copy starts from the first record.
+func dropSessionsByPartition(ctx context.Context, js jetstream.JetStream) error {
+	if err := js.DeleteStream(ctx, StreamSessionsByPartition); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
+		return fmt.Errorf("delete %s: %w", StreamSessionsByPartition, err)
+	}
+	err := js.DeleteConsumer(ctx, StreamSessions, sessionsByPartitionConsumer)
+	if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) && !errors.Is(err, jetstream.ErrStreamNotFound) {
+		return fmt.Errorf("delete %s's source consumer on %s: %w", StreamSessionsByPartition, StreamSessions, err)
+	}
+	return nil
 }
