@@ -173,7 +173,11 @@ type Runner struct {
 	// models are the providers built for profiles' models (agents.go).
 	models models
 
-	running *kvmirror.Mirror // records of live runs, any runner's (sweep.go)
+	// byPartition is the session records by partition, which running
+	// mirrors for the partitions the sweep looks at (partruns.go).
+	byPartition jetstream.KeyValue
+	running     *partRuns
+	sweepMu     sync.Mutex // one sweep at a time (sweep.go)
 
 	// work are the shard streams, by shard (order.go).
 	work        []jetstream.Stream
@@ -237,6 +241,10 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 	if err != nil {
 		return nil, fmt.Errorf("runner: %w", err)
 	}
+	byPartition, err := bus.OpenBucket(ctx, js, bus.BucketSessionsByPartition)
+	if err != nil {
+		return nil, fmt.Errorf("runner: %w (provision again: jetway-provision makes it)", err)
+	}
 	runners, err := bus.OpenBucket(ctx, js, bus.BucketRunners)
 	if err != nil {
 		return nil, fmt.Errorf("runner: %w", err)
@@ -255,17 +263,18 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 	}
 	p := layout.Partitions
 	r := &Runner{
-		cfg:        cfg,
-		js:         js,
-		log:        cfg.Logger.With().Str("runner", cfg.ID).Logger(),
-		records:    records{kv: sessions},
-		partitions: p,
-		layout:     layout,
-		actors:     make(map[string]*actor),
-		control:    control,
-		profiles:   profiles,
-		rails:      rails{cfg: cfg.Rails, kv: control},
-		stop:       make(chan struct{}),
+		cfg:         cfg,
+		js:          js,
+		log:         cfg.Logger.With().Str("runner", cfg.ID).Logger(),
+		records:     records{kv: sessions},
+		byPartition: byPartition,
+		partitions:  p,
+		layout:      layout,
+		actors:      make(map[string]*actor),
+		control:     control,
+		profiles:    profiles,
+		rails:       rails{cfg: cfg.Rails, kv: control},
+		stop:        make(chan struct{}),
 	}
 	r.subagents = r.subagentsOf()
 	r.approvals = &approvals.Gate{KV: control, JS: js, Source: source, Partitions: p, Publish: r.publishOut}
@@ -301,9 +310,9 @@ func (r *Runner) Run(ctx context.Context) error {
 	r.transcripts = ts
 	r.wg.Add(1)
 	go func() { defer r.wg.Done(); r.evictLoop(runCtx) }()
-	// Nothing is pulled until the Ground Stop and live-run mirrors hold
-	// what the bucket held at start: a switch set before this runner
-	// started must hold for its first event.
+	// Nothing is pulled until the Ground Stop mirror holds what the
+	// bucket held at start: a switch set before this runner started must
+	// hold for its first event.
 	if err := r.startControl(runCtx); err != nil {
 		cancel()
 		r.wg.Wait()

@@ -1,0 +1,129 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+
+	"jetway/pkg/bus"
+	"jetway/pkg/bus/kvmirror"
+	"jetway/pkg/control/sessionrec"
+)
+
+// partRuns are the live runs of the partitions the sweep looks at, one
+// mirror of jetway_sessions_by_partition per partition. Watching every
+// session record instead, each runner heard every run's claim and end,
+// whoever held its partition, and the bus's work per event grew with the
+// number of runners; this way a record write reaches the runners that
+// look at its partition, which is one in a steady state.
+//
+// A partition's mirror starts when the sweep first looks at it and stops
+// when the sweep no longer does; the sweep reads only the mirrors that
+// hold their first copy, and each, once it does, asks for a sweep at once
+// (ready) rather than at the next beat.
+type partRuns struct {
+	kv  jetstream.KeyValue
+	log zerolog.Logger
+	// ctx bounds every mirror; ready is called, from a goroutine of its
+	// own counted in wg, when a partition's mirror holds its first copy.
+	ctx   context.Context
+	ready func(p int)
+	wg    *sync.WaitGroup
+
+	mu    sync.Mutex
+	parts map[int]partMirror
+}
+
+type partMirror struct {
+	m    *kvmirror.Mirror
+	stop context.CancelFunc
+}
+
+// follow mirrors exactly the partitions in want: it starts the missing
+// mirrors and stops those of partitions no longer wanted.
+func (pr *partRuns) follow(want []int) {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	if pr.parts == nil {
+		pr.parts = map[int]partMirror{}
+	}
+	wanted := make(map[int]bool, len(want))
+	for _, p := range want {
+		wanted[p] = true
+		if _, ok := pr.parts[p]; ok {
+			continue
+		}
+		ctx, stop := context.WithCancel(pr.ctx)
+		m := kvmirror.Start(ctx, kvmirror.Config{
+			Name:    fmt.Sprintf("live runs of partition %d", p),
+			KV:      pr.kv,
+			Filters: []string{bus.SessionsByPartitionFilter(p)},
+			// Only running records are held, so memory follows live
+			// runs, not sessions.
+			Keep: isRunning,
+			Log:  pr.log,
+		})
+		pr.parts[p] = partMirror{m: m, stop: stop}
+		if pr.ready != nil {
+			pr.wg.Add(1)
+			go func() {
+				defer pr.wg.Done()
+				select {
+				case <-m.Ready():
+					pr.ready(p)
+				case <-ctx.Done():
+				}
+			}()
+		}
+	}
+	for p, pm := range pr.parts {
+		if !wanted[p] {
+			pm.stop()
+			delete(pr.parts, p)
+		}
+	}
+}
+
+// following lists the partitions mirrored now, ready or not.
+func (pr *partRuns) following() []int {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	out := make([]int, 0, len(pr.parts))
+	for p := range pr.parts {
+		out = append(out, p)
+	}
+	return out
+}
+
+// records are the running records of the mirrored partitions whose
+// mirrors hold their first copy.
+func (pr *partRuns) records() []SessionRecord {
+	pr.mu.Lock()
+	var ready []*kvmirror.Mirror
+	for _, pm := range pr.parts {
+		select {
+		case <-pm.m.Ready():
+			ready = append(ready, pm.m)
+		default:
+		}
+	}
+	pr.mu.Unlock()
+	var out []SessionRecord
+	for _, m := range ready {
+		for _, e := range m.Entries() {
+			if rec, err := sessionrec.Decode(e.Value()); err == nil && rec.State == StateRunning {
+				out = append(out, rec)
+			}
+		}
+	}
+	return out
+}
+
+// isRunning says a session record names a live run.
+func isRunning(e jetstream.KeyValueEntry) bool {
+	rec, err := sessionrec.Decode(e.Value())
+	return err == nil && rec.State == StateRunning
+}
