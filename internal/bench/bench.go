@@ -328,6 +328,16 @@ func (e *env) add(r Result) {
 	e.progress("  %s", r.line())
 }
 
+// measured is the value of the figure name, if this run measured it.
+func (e *env) measured(name string) (float64, bool) {
+	for _, r := range e.results {
+		if r.Name == name && r.Value != nil {
+			return *r.Value, true
+		}
+	}
+	return 0, false
+}
+
 // skip records a figure that could not be measured, and why.
 func (e *env) skip(name, unit, goal string, err error) {
 	e.add(NotMeasured(name, unit, goal, err.Error()))

@@ -637,7 +637,31 @@ func (rb *runnerBench) sustained(ctx context.Context, name, tenant string, ids [
 	if len(ids) == 1 {
 		e.msgsPerEvent(conns, msgsBefore, msgsErr, total)
 		rb.tapped(ctx, tenant, ids)
+		return
 	}
+	e.fleetMsgsPerEvent(conns, msgsBefore, msgsErr, total)
+}
+
+// FigRunnerFleetMsgsPerEvent names the messages of several runners'
+// connections together per event: a message each runner receives for
+// every event, whoever serves it, shows here as one more per runner.
+const FigRunnerFleetMsgsPerEvent = "runner messages per event, all runners' connections together, 3 runners sustained"
+
+// fleetMsgsPerEvent reports the messages every runner's connection sent
+// and received over a sustained run, per event, beside the one runner's.
+func (e *env) fleetMsgsPerEvent(conns []string, before int64, err error, total int) {
+	const goal = "about the one runner's (no per-event message to every runner)"
+	after, err2 := e.connMsgs(conns...)
+	if err = errors.Join(err, err2); err != nil {
+		e.skip(FigRunnerFleetMsgsPerEvent, "msgs/event", goal, err)
+		return
+	}
+	v := float64(after-before) / float64(total)
+	r := figure(FigRunnerFleetMsgsPerEvent, "msgs/event", v).info(goal)
+	if one, ok := e.measured(FigRunnerMsgsPerEvent); ok {
+		r = r.vs("one runner's msgs/event", one)
+	}
+	e.add(r.note("in and out on the %d runners' connections together, from the server's connection stats before the first publish and after the last run ended (%d events); a run's claim and end reach only the runner watching its partition, so this stays near the one runner's figure rather than growing by the runners' count", len(conns), total))
 }
 
 // msgsPerEvent reports the messages the runner's connection sent and
