@@ -13,6 +13,7 @@
 package tenantattack
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -131,6 +132,7 @@ func SensitiveReplies(victim string, l bus.Layout) []string {
 		"$KV." + bus.BucketControl + ".signin.0000000000000000000000000000000000000000000000000000000000000000",
 		"$KV." + bus.BucketAgents + "." + victim + ".default",
 		"$KV." + bus.BucketSessions + "." + victim + ".s1",
+		"$KV." + bus.BucketSessionsByPartition + "." + bus.SessionsByPartitionKey(bus.PartitionFor(victim, "s1", l.Partitions), victim, "s1"),
 		"$KV." + bus.BucketEventIDs + "." + victim + ".s1.x",
 		"$KV." + bus.BucketJobs + "." + victim + ".s1.1",
 		"$KV." + bus.BucketWorkers + "." + victim + ".s1",
@@ -396,8 +398,14 @@ func seed(ctx context.Context, t *testing.T, tg Target) {
 	if err != nil {
 		t.Fatalf("bucket %s: %v", bus.BucketSessions, err)
 	}
+	byPartition, err := tg.Observer.KeyValue(ctx, bus.BucketSessionsByPartition)
+	if err != nil {
+		t.Fatalf("bucket %s: %v", bus.BucketSessionsByPartition, err)
+	}
 	// The runner writes the record at a run's end, then nothing of the
-	// session's until its next event.
+	// session's until its next event; the server's copy by partition
+	// follows it a moment later, and must be in before the attacks' window
+	// opens too.
 	testutil.Eventually(t, time.Minute, "the victim's seed event run by a runner and logged", func() bool {
 		ev, err := tg.Observer.Stream(ctx, bus.StreamEvents)
 		if err != nil {
@@ -411,7 +419,11 @@ func seed(ctx context.Context, t *testing.T, tg Target) {
 			return false
 		}
 		rec, err := sessionrec.Decode(e.Value())
-		return err == nil && rec.State == sessionrec.StateIdle && rec.Runs >= 1
+		if err != nil || rec.State != sessionrec.StateIdle || rec.Runs < 1 {
+			return false
+		}
+		c, err := byPartition.Get(ctx, bus.SessionsByPartitionKey(p, tg.Victim, SeedSession))
+		return err == nil && bytes.Equal(c.Value(), e.Value())
 	})
 	if tg.Headlines {
 		notify, err := events.NotifySubject(tg.Victim, SeedSession)
@@ -509,6 +521,9 @@ func checkNew(ctx context.Context, t *testing.T, tg Target, stream string, from,
 // and are keyed otherwise; they are checked by the victim token alone.
 var guardedBuckets = []string{bus.BucketControl, bus.BucketAgents, bus.BucketEventIDs, bus.BucketSessions, bus.BucketJobs}
 
+// byPartitionBuckets are keyed <p>.<tenant>.…: the owner is the second token.
+var byPartitionBuckets = []string{bus.BucketSessionsByPartition}
+
 // crossed says why a stored subject shows the attack got through, or "".
 func crossed(tg Target, stream, subject string) string {
 	for _, tok := range strings.Split(subject, ".") {
@@ -523,6 +538,15 @@ func crossed(tg Target, stream, subject string) string {
 		}
 		if owner, _, _ := strings.Cut(key, "."); owner != tg.AttackerTenant {
 			return fmt.Sprintf("key %q of bucket %s written outside tenant %s (a switch, a profile, a record or a dedupe claim)", key, b, tg.AttackerTenant)
+		}
+	}
+	for _, b := range byPartitionBuckets {
+		key, ok := strings.CutPrefix(subject, "$KV."+b+".")
+		if !ok {
+			continue
+		}
+		if toks := strings.SplitN(key, ".", 3); len(toks) < 2 || toks[1] != tg.AttackerTenant {
+			return fmt.Sprintf("key %q of bucket %s written outside tenant %s (a session record)", key, b, tg.AttackerTenant)
 		}
 	}
 	if stream == bus.StreamEvents && !strings.HasPrefix(subject, "jetway.events."+tg.AttackerTenant+".") {
