@@ -87,6 +87,23 @@ func (pr *partRuns) follow(want []int) {
 	}
 }
 
+// waitReady waits until every mirror started so far holds its first copy,
+// or ctx ends.
+func (pr *partRuns) waitReady(ctx context.Context) error {
+	pr.mu.Lock()
+	var ms []*kvmirror.Mirror
+	for _, pm := range pr.parts {
+		ms = append(ms, pm.m)
+	}
+	pr.mu.Unlock()
+	for _, m := range ms {
+		if err := m.WaitReady(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // following lists the partitions mirrored now, ready or not.
 func (pr *partRuns) following() []int {
 	pr.mu.Lock()

@@ -323,6 +323,15 @@ func (r *Runner) Run(ctx context.Context) error {
 		r.wg.Wait()
 		return fmt.Errorf("runner: %w", err)
 	}
+	// The first sweep now, not a beat later: it reads the live runs of the
+	// partitions this runner looks at (those nobody holds, when it is the
+	// first), and a dead runner's runs there are recovered at once.
+	r.sweep(runCtx)
+	wctx, wdone := context.WithTimeout(runCtx, r.cfg.StaleAfter)
+	if err := r.running.waitReady(wctx); err != nil {
+		r.log.Warn().Err(err).Msg("live runs not read within a lease; the next beat's sweep reads them")
+	}
+	wdone()
 	r.log.Info().Int("partitions", r.partitions).Str("incarnation", r.inc()).Msg("runner started")
 	<-ctx.Done()
 	cancel()

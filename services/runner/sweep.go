@@ -18,13 +18,29 @@ import (
 // (partRuns).
 func (r *Runner) startControl(ctx context.Context) error {
 	r.stops = groundstop.StartMirror(ctx, r.control, r.log, r.noteStop)
+	// A mirror that holds its first copy asks for a sweep; the asks of
+	// mirrors started together make one or two sweeps, not one each.
+	sweepNow := make(chan struct{}, 1)
 	r.running = &partRuns{kv: r.byPartition, log: r.log, ctx: ctx, wg: &r.wg, ready: func(int) {
 		select {
-		case <-r.stopping():
+		case sweepNow <- struct{}{}:
 		default:
-			r.sweep(ctx)
 		}
 	}}
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-r.stopping():
+				return
+			case <-sweepNow:
+				r.sweep(ctx)
+			}
+		}
+	}()
 	// Not waited for: until it is ready, run starts read the bucket.
 	r.defaults.Store(kvmirror.Start(ctx, kvmirror.Config{Name: "default agent profiles", KV: r.profiles, Filters: []string{"*." + agents.DefaultName}, Log: r.log}))
 	if err := r.stops.WaitReady(ctx); err != nil {
