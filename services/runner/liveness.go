@@ -23,7 +23,24 @@ const (
 // is alive (recovery).
 type peers struct{ g *partition.Group }
 
-func (p peers) holders(ctx context.Context) map[int]string { return p.g.Holders(ctx) }
+// looksAt says, for each partition, whether this runner's sweep looks at
+// it: one it holds, one nobody holds that it waits for as the owner, and
+// one nobody holds or waits for. So each partition has one looker while a
+// live runner holds or wants it, and a partition idle from the start (a
+// partition is pinned at its first event) costs one watch, not one per
+// runner.
+func (p peers) looksAt(ctx context.Context, self string) func(n int) bool {
+	holders, waiting := p.g.Owners(ctx)
+	return func(n int) bool {
+		if h, held := holders[n]; held {
+			return h == self
+		}
+		if w, wanted := waiting[n]; wanted {
+			return w == self
+		}
+		return true
+	}
+}
 
 func (p peers) status(ctx context.Context, id, incarnation string) (liveness, error) {
 	st, err := p.g.Status(ctx, id, incarnation)

@@ -27,14 +27,23 @@ import (
 type partRuns struct {
 	kv  jetstream.KeyValue
 	log zerolog.Logger
+	wg  *sync.WaitGroup
+
+	mu sync.Mutex
 	// ctx bounds every mirror; ready is called, from a goroutine of its
 	// own counted in wg, when a partition's mirror holds its first copy.
+	// Both are set by start.
 	ctx   context.Context
 	ready func(p int)
-	wg    *sync.WaitGroup
-
-	mu    sync.Mutex
 	parts map[int]partMirror
+}
+
+// start sets what bounds the mirrors and whom they tell; follow starts
+// none before.
+func (pr *partRuns) start(ctx context.Context, ready func(p int)) {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	pr.ctx, pr.ready = ctx, ready
 }
 
 type partMirror struct {
@@ -47,6 +56,9 @@ type partMirror struct {
 func (pr *partRuns) follow(want []int) {
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
+	if pr.ctx == nil {
+		return
+	}
 	if pr.parts == nil {
 		pr.parts = map[int]partMirror{}
 	}

@@ -94,3 +94,35 @@ func TestEach_runner_watches_the_live_runs_of_its_own_partitions_only(t *testing
 		}
 	}
 }
+
+// A partition is pinned to a runner at its first event, so in a quiet
+// deployment no runner holds any; each still has one runner looking at
+// its live runs (the one that waits for it as its owner), not every
+// runner.
+func TestA_partition_nobody_holds_yet_is_watched_by_its_owner_alone(t *testing.T) {
+	e := newEnv(t)
+	_, p := fakeModel(t, llmtest.Reply{Text: "done"})
+	rs := []*Runner{e.startRunner("r1", p, nil), e.startRunner("r2", p, nil)}
+	testutil.EventuallyNil(t, 30*time.Second, "each partition watched by one runner", func() error {
+		by := map[int][]string{}
+		for _, r := range rs {
+			for _, part := range r.running.following() {
+				by[part] = append(by[part], r.ID())
+			}
+		}
+		for part := range 4 {
+			if len(by[part]) != 1 {
+				return fmt.Errorf("partition %d watched by %v; want one runner", part, by[part])
+			}
+		}
+		for _, r := range rs {
+			if n := len(r.running.following()); n != 2 {
+				return fmt.Errorf("%s watches %d partitions; want its share, 2 of the 4", r.ID(), n)
+			}
+		}
+		return nil
+	})
+	if h := rs[0].group.Holders(context.Background()); len(h) != 0 {
+		t.Fatalf("partitions held %v: the test is about a deployment where no event pinned any", h)
+	}
+}

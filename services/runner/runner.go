@@ -173,11 +173,10 @@ type Runner struct {
 	// models are the providers built for profiles' models (agents.go).
 	models models
 
-	// byPartition is the session records by partition, which running
-	// mirrors for the partitions the sweep looks at (partruns.go).
-	byPartition jetstream.KeyValue
-	running     *partRuns
-	sweepMu     sync.Mutex // one sweep at a time (sweep.go)
+	// running mirrors the session records by partition for the
+	// partitions the sweep looks at (partruns.go).
+	running *partRuns
+	sweepMu sync.Mutex // one sweep at a time (sweep.go)
 
 	// work are the shard streams, by shard (order.go).
 	work        []jetstream.Stream
@@ -263,19 +262,19 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 	}
 	p := layout.Partitions
 	r := &Runner{
-		cfg:         cfg,
-		js:          js,
-		log:         cfg.Logger.With().Str("runner", cfg.ID).Logger(),
-		records:     records{kv: sessions},
-		byPartition: byPartition,
-		partitions:  p,
-		layout:      layout,
-		actors:      make(map[string]*actor),
-		control:     control,
-		profiles:    profiles,
-		rails:       rails{cfg: cfg.Rails, kv: control},
-		stop:        make(chan struct{}),
+		cfg:        cfg,
+		js:         js,
+		log:        cfg.Logger.With().Str("runner", cfg.ID).Logger(),
+		records:    records{kv: sessions},
+		partitions: p,
+		layout:     layout,
+		actors:     make(map[string]*actor),
+		control:    control,
+		profiles:   profiles,
+		rails:      rails{cfg: cfg.Rails, kv: control},
+		stop:       make(chan struct{}),
 	}
+	r.running = &partRuns{kv: byPartition, log: r.log, wg: &r.wg}
 	r.subagents = r.subagentsOf()
 	r.approvals = &approvals.Gate{KV: control, JS: js, Source: source, Partitions: p, Publish: r.publishOut}
 	r.group, err = partition.New(partition.Config{

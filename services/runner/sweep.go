@@ -21,12 +21,12 @@ func (r *Runner) startControl(ctx context.Context) error {
 	// A mirror that holds its first copy asks for a sweep; the asks of
 	// mirrors started together make one or two sweeps, not one each.
 	sweepNow := make(chan struct{}, 1)
-	r.running = &partRuns{kv: r.byPartition, log: r.log, ctx: ctx, wg: &r.wg, ready: func(int) {
+	r.running.start(ctx, func(int) {
 		select {
 		case sweepNow <- struct{}{}:
 		default:
 		}
-	}}
+	})
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
@@ -50,7 +50,8 @@ func (r *Runner) startControl(ctx context.Context) error {
 }
 
 // sweep finds runs whose runner is gone, on partitions this runner holds or
-// that no live runner holds, and hands each to its session's actor for
+// waits for as their owner, or that no live runner holds or waits for
+// (peers.looksAt), and hands each to its session's actor for
 // recovery, so an interrupted run is recovered even when no new event
 // arrives for its session. Two runners sweeping the same orphan is safe: the
 // session record's compare-and-swap lets one of them start the new run.
@@ -61,11 +62,7 @@ func (r *Runner) startControl(ctx context.Context) error {
 func (r *Runner) sweep(ctx context.Context) {
 	r.sweepMu.Lock()
 	defer r.sweepMu.Unlock()
-	holders := r.peers.holders(ctx)
-	ours := func(p int) bool {
-		h, held := holders[p]
-		return !held || h == r.cfg.ID
-	}
+	ours := r.peers.looksAt(ctx, r.cfg.ID)
 	var look []int
 	for p := range r.partitions {
 		if ours(p) {

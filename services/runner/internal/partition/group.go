@@ -273,6 +273,14 @@ func (g *Group) Tenure(n int) (tenure uint64, unbroken bool) {
 // Holders maps each partition to the live member that says it holds it.
 func (g *Group) Holders(ctx context.Context) map[int]string { return g.peers.holders(ctx) }
 
+// Owners maps each partition a live member holds to that member (holders)
+// and each one a live member pulls as its owner, waiting for the server
+// to pin it, to that member (waiting): read from one look at the
+// heartbeats.
+func (g *Group) Owners(ctx context.Context) (holders, waiting map[int]string) {
+	return g.peers.owners(ctx)
+}
+
 // Status tells whether member id, in the given incarnation, is alive. It
 // reads the bucket afresh: a recovery rests on the answer.
 func (g *Group) Status(ctx context.Context, id, incarnation string) (Liveness, error) {

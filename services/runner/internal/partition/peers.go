@@ -179,6 +179,21 @@ func (p peers) holders(ctx context.Context) map[int]string {
 	return out
 }
 
+// owners is holders and wanted from one read of the heartbeats.
+func (p peers) owners(ctx context.Context) (holders, wanted map[int]string) {
+	holders, wanted = map[int]string{}, map[int]string{}
+	beats, _ := p.beats(ctx)
+	for id, b := range beats {
+		for _, n := range b.Partitions {
+			holders[n] = id
+		}
+		for _, n := range b.Pulling {
+			wanted[n] = id
+		}
+	}
+	return holders, wanted
+}
+
 // wanted maps each partition a live member waits for, as its owner, to
 // that member.
 func (p peers) wanted(ctx context.Context) map[int]string {
