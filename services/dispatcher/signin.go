@@ -150,7 +150,7 @@ func (d *signInCore) Exchange(ctx context.Context, code string) (api.SignIn, err
 		return api.SignIn{}, err
 	}
 	key := signInKey(code)
-	e, err := kv.Get(ctx, key)
+	value, rev, err := d.readCode(ctx, kv, key)
 	switch {
 	case errors.Is(err, jetstream.ErrKeyNotFound):
 		return api.SignIn{}, signInRefused(http.StatusUnauthorized, "signin-code-unknown", "Unknown sign-in code",
@@ -162,7 +162,7 @@ func (d *signInCore) Exchange(ctx context.Context, code string) (api.SignIn, err
 		return api.SignIn{}, unavailable("read the sign-in code", err)
 	}
 	var rec signInRecord
-	if err := json.Unmarshal(e.Value(), &rec); err != nil {
+	if err := json.Unmarshal(value, &rec); err != nil {
 		return api.SignIn{}, fmt.Errorf("sign-in code record %s: %w", key, err)
 	}
 	now := d.now()
@@ -171,7 +171,7 @@ func (d *signInCore) Exchange(ctx context.Context, code string) (api.SignIn, err
 		return api.SignIn{}, signInRefused(http.StatusGone, "signin-code-used", "Sign-in code already used",
 			fmt.Sprintf("this sign-in code was used at %s, and a code signs in once", rec.UsedAt.Format(time.TimeOnly+" MST")))
 	case len(rec.Sealed) == 0 || !now.Before(rec.ExpiresAt):
-		d.spend(ctx, key, e.Revision(), signInRecord{Tenant: rec.Tenant, Role: rec.Role, ExpiresAt: rec.ExpiresAt})
+		d.spend(ctx, key, rev, signInRecord{Tenant: rec.Tenant, Role: rec.Role, ExpiresAt: rec.ExpiresAt})
 		return api.SignIn{}, signInRefused(http.StatusGone, "signin-code-expired", "Sign-in code expired",
 			fmt.Sprintf("this sign-in code expired at %s (a code lasts %s)", rec.ExpiresAt.Format(time.TimeOnly+" MST"), d.ttl))
 	}
@@ -183,7 +183,7 @@ func (d *signInCore) Exchange(ctx context.Context, code string) (api.SignIn, err
 	if err != nil {
 		return api.SignIn{}, fmt.Errorf("sign-in code record %s does not open with its code: %w", key, err)
 	}
-	if !d.spend(ctx, key, e.Revision(), signInRecord{Tenant: rec.Tenant, Role: rec.Role, ExpiresAt: rec.ExpiresAt, UsedAt: now.UTC()}) {
+	if !d.spend(ctx, key, rev, signInRecord{Tenant: rec.Tenant, Role: rec.Role, ExpiresAt: rec.ExpiresAt, UsedAt: now.UTC()}) {
 		return api.SignIn{}, signInRefused(http.StatusGone, "signin-code-used", "Sign-in code already used",
 			"this sign-in code was used just now by another request, and a code signs in once")
 	}
@@ -195,6 +195,35 @@ func (d *signInCore) Exchange(ctx context.Context, code string) (api.SignIn, err
 			"the token this sign-in code was made with is no longer valid")
 	}
 	return api.SignIn{Token: string(token), Tenant: p.Tenant, Role: p.Role()}, nil
+}
+
+// readCode reads a sign-in code's record: its value and revision, or
+// jetstream.ErrKeyNotFound / ErrKeyDeleted. A direct get may be answered
+// by a replica that has not yet applied the code's creation (a code spent
+// the moment it was made, on a cluster), so "not found" is asked again
+// of the stream's leader, which has the last word.
+func (d *signInCore) readCode(ctx context.Context, kv jetstream.KeyValue, key string) ([]byte, uint64, error) {
+	e, err := kv.Get(ctx, key)
+	if err == nil {
+		return e.Value(), e.Revision(), nil
+	}
+	if !errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, 0, err
+	}
+	st, serr := d.store.js.Stream(ctx, "KV_"+bus.BucketControl)
+	if serr != nil {
+		return nil, 0, err
+	}
+	m, merr := st.GetLastMsgForSubject(ctx, "$KV."+bus.BucketControl+"."+key)
+	switch {
+	case errors.Is(merr, jetstream.ErrMsgNotFound):
+		return nil, 0, err
+	case merr != nil:
+		return nil, 0, merr
+	case m.Header.Get("KV-Operation") != "":
+		return nil, 0, jetstream.ErrKeyDeleted
+	}
+	return m.Data, m.Sequence, nil
 }
 
 // spend replaces the record at revision rev with rec (which holds no

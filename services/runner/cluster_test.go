@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -179,16 +180,26 @@ func TestA_killed_runner_s_sessions_continue_elsewhere_exactly_once(t *testing.T
 		publishRound(round)
 	}
 
-	testutil.Eventually(t, 90*time.Second, "every event to reach the model", func() bool {
+	testutil.EventuallyNil(t, 90*time.Second, "every event to reach the model", func() error {
+		var missing []string
 		for name, ids := range sent {
 			got := deliveries(e.records("t1", name))
+			n := 0
 			for _, id := range ids {
 				if got[id] == 0 {
-					return false
+					n++
 				}
 			}
+			if n > 0 {
+				rec := e.session("t1", name)
+				missing = append(missing, fmt.Sprintf("%s: %d of %d events (record: %s, run %s on %s/%s, %q)", name, n, len(ids), rec.State, rec.Run, rec.Runner, rec.Incarnation, rec.Reason))
+			}
 		}
-		return true
+		if len(missing) > 0 {
+			slices.Sort(missing)
+			return fmt.Errorf("not yet at the model: %s", strings.Join(missing, "; "))
+		}
+		return nil
 	})
 
 	for name, ids := range sent {
