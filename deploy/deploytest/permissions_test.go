@@ -522,6 +522,41 @@ func TestPermissions(t *testing.T) {
 		}
 	})
 
+	t.Run("no_user_reaches_a_sources_delivery_subject", func(t *testing.T) {
+		// The server delivers each durable source consumer's messages on
+		// a subject of its own (jetway.sourcing.…): a publish there would
+		// be taken for a copied message, a subscription would read every
+		// message copied. Read from the live deployment, so a source
+		// added later is tried without a change here.
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		var delivers []string
+		streams := admin.js.ListStreams(ctx)
+		for info := range streams.Info() {
+			for _, src := range info.Config.Sources {
+				if src != nil && src.Consumer != nil && src.Consumer.DeliverSubject != "" {
+					delivers = append(delivers, src.Consumer.DeliverSubject)
+				}
+			}
+		}
+		if err := streams.Err(); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Contains(delivers, "jetway.sourcing.sessions") || len(delivers) < deployShards+1 {
+			t.Fatalf("delivery subjects of the sources %v: want the log's, the shards' and the session records copy's", delivers)
+		}
+		for _, user := range serviceUsers {
+			c := d.connect(user)
+			for _, subject := range delivers {
+				c.refusePublish(t, subject)
+				c.refuseSubscribe(t, subject)
+			}
+		}
+		// A tenant account has no such subject: a publish there stays in
+		// its account, where nothing listens.
+		tenantTries(t, d.connect("tenant-acme"), delivers...)
+	})
+
 	t.Run("only_the_dispatcher_writes_agent_profiles_and_runners_read_them", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
