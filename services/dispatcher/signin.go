@@ -212,7 +212,7 @@ func (d *signInCore) readCode(ctx context.Context, kv jetstream.KeyValue, key st
 	}
 	st, serr := d.store.js.Stream(ctx, "KV_"+bus.BucketControl)
 	if serr != nil {
-		return nil, 0, err
+		return nil, 0, serr
 	}
 	m, merr := st.GetLastMsgForSubject(ctx, "$KV."+bus.BucketControl+"."+key)
 	switch {

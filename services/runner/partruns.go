@@ -34,13 +34,13 @@ type partRuns struct {
 	// own counted in wg, when a partition's mirror holds its first copy.
 	// Both are set by start.
 	ctx   context.Context
-	ready func(p int)
+	ready func()
 	parts map[int]partMirror
 }
 
 // start sets what bounds the mirrors and whom they tell; follow starts
 // none before.
-func (pr *partRuns) start(ctx context.Context, ready func(p int)) {
+func (pr *partRuns) start(ctx context.Context, ready func()) {
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
 	pr.ctx, pr.ready = ctx, ready
@@ -85,7 +85,7 @@ func (pr *partRuns) follow(want []int) {
 				defer pr.wg.Done()
 				select {
 				case <-m.Ready():
-					pr.ready(p)
+					pr.ready()
 				case <-ctx.Done():
 				}
 			}()

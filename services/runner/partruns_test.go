@@ -26,7 +26,8 @@ func TestEach_runner_watches_the_live_runs_of_its_own_partitions_only(t *testing
 	defer cancel()
 	testutil.EventuallyNil(t, 30*time.Second, "each runner to hold two partitions and watch exactly those", func() error {
 		held := map[string][]int{}
-		for p, id := range rs[0].group.Holders(ctx) {
+		holders, _ := rs[0].group.Owners(ctx)
+		for p, id := range holders {
 			held[id] = append(held[id], p)
 		}
 		for _, r := range rs {
@@ -122,7 +123,7 @@ func TestA_partition_nobody_holds_yet_is_watched_by_its_owner_alone(t *testing.T
 		}
 		return nil
 	})
-	if h := rs[0].group.Holders(context.Background()); len(h) != 0 {
+	if h, _ := rs[0].group.Owners(context.Background()); len(h) != 0 {
 		t.Fatalf("partitions held %v: the test is about a deployment where no event pinned any", h)
 	}
 }

@@ -21,7 +21,7 @@ func (r *Runner) startControl(ctx context.Context) error {
 	// A mirror that holds its first copy asks for a sweep; the asks of
 	// mirrors started together make one or two sweeps, not one each.
 	sweepNow := make(chan struct{}, 1)
-	r.running.start(ctx, func(int) {
+	r.running.start(ctx, func() {
 		select {
 		case sweepNow <- struct{}{}:
 		default:

@@ -270,9 +270,6 @@ func (g *Group) Tenure(n int) (tenure uint64, unbroken bool) {
 	return p.tenure, p.unbroken
 }
 
-// Holders maps each partition to the live member that says it holds it.
-func (g *Group) Holders(ctx context.Context) map[int]string { return g.peers.holders(ctx) }
-
 // Owners maps each partition a live member holds to that member (holders)
 // and each one a live member pulls as its owner, waiting for the server
 // to pin it, to that member (waiting): read from one look at the

@@ -169,14 +169,15 @@ func (p peers) live(ctx context.Context) (int, error) {
 
 // holders maps each partition to the live member that says it holds it.
 func (p peers) holders(ctx context.Context) map[int]string {
-	out := map[int]string{}
-	beats, _ := p.beats(ctx)
-	for id, b := range beats {
-		for _, n := range b.Partitions {
-			out[n] = id
-		}
-	}
-	return out
+	h, _ := p.owners(ctx)
+	return h
+}
+
+// wanted maps each partition a live member waits for, as its owner, to
+// that member.
+func (p peers) wanted(ctx context.Context) map[int]string {
+	_, w := p.owners(ctx)
+	return w
 }
 
 // owners is holders and wanted from one read of the heartbeats.
@@ -192,19 +193,6 @@ func (p peers) owners(ctx context.Context) (holders, wanted map[int]string) {
 		}
 	}
 	return holders, wanted
-}
-
-// wanted maps each partition a live member waits for, as its owner, to
-// that member.
-func (p peers) wanted(ctx context.Context) map[int]string {
-	out := map[int]string{}
-	beats, _ := p.beats(ctx)
-	for id, b := range beats {
-		for _, n := range b.Pulling {
-			out[n] = id
-		}
-	}
-	return out
 }
 
 func (p peers) put(ctx context.Context, id string, b Beat) error {
