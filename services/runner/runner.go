@@ -176,7 +176,10 @@ type Runner struct {
 	// running mirrors the session records by partition for the
 	// partitions the sweep looks at (partruns.go).
 	running *partRuns
-	sweepMu sync.Mutex // one sweep at a time (sweep.go)
+	// sweepNow asks the sweeper for a sweep (sweep.go); the asks of one
+	// moment make one sweep.
+	sweepNow chan struct{}
+	sweepMu  sync.Mutex // one sweep at a time
 
 	// work are the shard streams, by shard (order.go).
 	work        []jetstream.Stream
@@ -273,6 +276,7 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 		profiles:   profiles,
 		rails:      rails{cfg: cfg.Rails, kv: control},
 		stop:       make(chan struct{}),
+		sweepNow:   make(chan struct{}, 1),
 	}
 	r.running = &partRuns{kv: byPartition, log: r.log, wg: &r.wg}
 	r.subagents = r.subagentsOf()
@@ -280,7 +284,7 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 	r.group, err = partition.New(partition.Config{
 		JS: js, Peers: runners, ID: cfg.ID, Incarnation: newID(""), Partitions: p, Shards: layout.Shards,
 		Heartbeat: cfg.Heartbeat, StaleAfter: cfg.StaleAfter, OnLeaseLost: r.leaseLost,
-		Deliver: r.deliver, Busy: r.busyIn, OnBeat: r.sweep, Log: cfg.Logger,
+		Deliver: r.deliver, Busy: r.busyIn, OnBeat: r.askSweep, Log: cfg.Logger,
 		Models: advertised(cfg),
 	})
 	if err != nil {

@@ -18,15 +18,11 @@ import (
 // (partRuns).
 func (r *Runner) startControl(ctx context.Context) error {
 	r.stops = groundstop.StartMirror(ctx, r.control, r.log, r.noteStop)
-	// A mirror that holds its first copy asks for a sweep; the asks of
-	// mirrors started together make one or two sweeps, not one each.
-	sweepNow := make(chan struct{}, 1)
-	r.running.start(ctx, func() {
-		select {
-		case sweepNow <- struct{}{}:
-		default:
-		}
-	})
+	// A mirror that holds its first copy asks for a sweep, as each beat
+	// does; one goroutine sweeps, so a sweep waiting on the bus (a
+	// runner's heartbeat read during a network fault) never holds a beat
+	// back, and the asks of mirrors started together make one sweep.
+	r.running.start(ctx, func() { r.askSweep(ctx) })
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
@@ -36,7 +32,7 @@ func (r *Runner) startControl(ctx context.Context) error {
 				return
 			case <-r.stopping():
 				return
-			case <-sweepNow:
+			case <-r.sweepNow:
 				r.sweep(ctx)
 			}
 		}
@@ -49,6 +45,15 @@ func (r *Runner) startControl(ctx context.Context) error {
 	return nil
 }
 
+// askSweep asks the sweeper for a sweep, without waiting for it: the
+// partition group's OnBeat, and a mirror's first copy.
+func (r *Runner) askSweep(context.Context) {
+	select {
+	case r.sweepNow <- struct{}{}:
+	default:
+	}
+}
+
 // sweep finds runs whose runner is gone, on partitions this runner holds or
 // waits for as their owner, or that no live runner holds or waits for
 // (peers.looksAt), and hands each to its session's actor for
@@ -58,7 +63,8 @@ func (r *Runner) startControl(ctx context.Context) error {
 //
 // It reads the live runs of those partitions alone (partRuns), starting
 // the mirror of a partition it looks at for the first time; that mirror,
-// once it holds its first copy, sweeps again.
+// once it holds its first copy, asks for another sweep. The sweeper
+// goroutine (startControl) and the runner's start call it, one at a time.
 func (r *Runner) sweep(ctx context.Context) {
 	r.sweepMu.Lock()
 	defer r.sweepMu.Unlock()

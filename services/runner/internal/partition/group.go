@@ -71,8 +71,9 @@ type Config struct {
 	// so the next holder's reset delivers nothing handled again.
 	// Nil: never busy.
 	Busy func(n int) bool
-	// OnBeat, if set, runs after each heartbeat (the runner's sweep for
-	// interrupted runs rides on it).
+	// OnBeat, if set, runs after each heartbeat, on the heartbeat's
+	// goroutine: it must not wait on the bus, or the next beat waits too
+	// (the runner asks for its sweep here).
 	OnBeat func(ctx context.Context)
 	// Models, if not nil, is carried in every heartbeat (Beat.Models): what
 	// the member serves, for readers outside the group.
