@@ -3,6 +3,7 @@ package deploytest
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -351,6 +352,21 @@ func TestServices_work_under_their_own_users(t *testing.T) {
 			t.Fatalf("runner: record layover: %v", err)
 		}
 		r.noViolation(t)
+		// The record is read by direct get, which any of the three
+		// replicas may answer: a person cancels a booking seen in the
+		// session detail, so the cancel waits until the dispatcher's user
+		// reads it too.
+		dispControl, err := disp.js.KeyValue(ctx, bus.BucketControl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		testutil.EventuallyNil(t, 10*time.Second, "the booking readable as the dispatcher", func() error {
+			_, ok, err := layovers.Get(ctx, dispControl, "acme", "s5")
+			if err == nil && !ok {
+				err = errors.New("no layover of acme/s5 yet")
+			}
+			return err
+		})
 
 		p, err := store.Authenticate(token)
 		if err != nil {
