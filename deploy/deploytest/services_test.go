@@ -229,6 +229,14 @@ func TestServices_work_under_their_own_users(t *testing.T) {
 		if status, body := call(t, ctx, http.MethodPut, api.URL+"/v1/agents/evil", acmeAdmin, string(profile)); status != http.StatusOK {
 			t.Fatalf("put profile: %d %s", status, body)
 		}
+		// A profile is read by direct get, which any of the three
+		// replicas may answer, one perhaps before it applied the put.
+		testutil.EventuallyNil(t, 10*time.Second, "the profile readable through the API", func() error {
+			if status, body := call(t, ctx, http.MethodGet, api.URL+"/v1/agents/evil", acmeAdmin, ""); status != http.StatusOK {
+				return fmt.Errorf("get profile: %d %s", status, body)
+			}
+			return nil
+		})
 		if status, body := call(t, ctx, http.MethodPost, api.URL+"/v1/sessions/s9/input", token, `{"text":"hello","agent":"evil"}`); status != http.StatusAccepted {
 			t.Fatalf("input: %d %s", status, body)
 		}
