@@ -17,6 +17,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"jetway/internal/testutil"
 	"jetway/pkg/bus"
 )
 
@@ -90,10 +91,13 @@ func TestDev_provisions_serves_health_and_stops_cleanly_on_SIGTERM(t *testing.T)
 
 	// The micro services state the build's version, not a bare 0.0.0.
 	for _, svc := range []string{"jetway-jobs", "jetway-dispatcher"} {
-		msg, err := nc.Request("$SRV.INFO."+svc, nil, 10*time.Second)
-		if err != nil {
-			t.Fatalf("micro info %s: %v", svc, err)
-		}
+		// Each service adds its micro endpoint as it starts, beside the
+		// others: one may answer a moment after the health check does.
+		var msg *nats.Msg
+		testutil.EventuallyNil(t, 10*time.Second, "micro info "+svc, func() (err error) {
+			msg, err = nc.Request("$SRV.INFO."+svc, nil, 2*time.Second)
+			return err
+		})
 		var info struct{ Version string }
 		if err := json.Unmarshal(msg.Data, &info); err != nil || info.Version != semverOf(testVersion) {
 			t.Errorf("%s states version %q (%v), want %q", svc, info.Version, err, semverOf(testVersion))
