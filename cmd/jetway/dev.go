@@ -121,7 +121,7 @@ func devNotes(env *devEnv, model string, jobsTools bool) []string {
 func groundStopNotes(env *devEnv, flags string) []string {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	kv, err := env.JS.KeyValue(ctx, bus.BucketControl)
+	kv, err := bus.BindBucket(ctx, env.JS, bus.BucketControl)
 	if err != nil {
 		return nil
 	}

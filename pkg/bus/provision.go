@@ -710,11 +710,11 @@ const (
 // OpenBucket binds the key-value bucket name, waiting out a cluster that
 // answers nobody yet (leaders being elected after a restart or a fresh
 // provision, for seconds on a loaded machine): a service started beside
-// its cluster waits for it instead of exiting.
+// its cluster waits for it instead of exiting. It binds as BindBucket.
 func OpenBucket(ctx context.Context, js jetstream.JetStream, name string) (jetstream.KeyValue, error) {
 	var kv jetstream.KeyValue
 	err := whilePlacing(ctx, func(ctx context.Context) (err error) {
-		kv, err = js.KeyValue(ctx, name)
+		kv, err = BindBucket(ctx, js, name)
 		return err
 	})
 	if err != nil {

@@ -155,9 +155,6 @@ func (d *signInCore) Exchange(ctx context.Context, code string) (api.SignIn, err
 	case errors.Is(err, jetstream.ErrKeyNotFound):
 		return api.SignIn{}, signInRefused(http.StatusUnauthorized, "signin-code-unknown", "Unknown sign-in code",
 			"this sign-in code was never issued, or was used or expired long ago")
-	case errors.Is(err, jetstream.ErrKeyDeleted):
-		return api.SignIn{}, signInRefused(http.StatusGone, "signin-code-expired", "Sign-in code expired",
-			"this sign-in code expired or was used a while ago")
 	case err != nil:
 		return api.SignIn{}, unavailable("read the sign-in code", err)
 	}
@@ -198,32 +195,15 @@ func (d *signInCore) Exchange(ctx context.Context, code string) (api.SignIn, err
 }
 
 // readCode reads a sign-in code's record: its value and revision, or
-// jetstream.ErrKeyNotFound / ErrKeyDeleted. A direct get may be answered
-// by a replica that has not yet applied the code's creation (a code spent
-// the moment it was made, on a cluster), so "not found" is asked again
-// of the stream's leader, which has the last word.
+// jetstream.ErrKeyNotFound. The control bucket is read from its leader
+// (bus.LeaderReadBuckets), so a code spent the moment it was made is
+// found on a cluster too.
 func (d *signInCore) readCode(ctx context.Context, kv jetstream.KeyValue, key string) ([]byte, uint64, error) {
 	e, err := kv.Get(ctx, key)
-	if err == nil {
-		return e.Value(), e.Revision(), nil
-	}
-	if !errors.Is(err, jetstream.ErrKeyNotFound) {
+	if err != nil {
 		return nil, 0, err
 	}
-	st, serr := d.store.js.Stream(ctx, "KV_"+bus.BucketControl)
-	if serr != nil {
-		return nil, 0, serr
-	}
-	m, merr := st.GetLastMsgForSubject(ctx, "$KV."+bus.BucketControl+"."+key)
-	switch {
-	case errors.Is(merr, jetstream.ErrMsgNotFound):
-		return nil, 0, err
-	case merr != nil:
-		return nil, 0, merr
-	case m.Header.Get("KV-Operation") != "":
-		return nil, 0, jetstream.ErrKeyDeleted
-	}
-	return m.Data, m.Sequence, nil
+	return e.Value(), e.Revision(), nil
 }
 
 // spend replaces the record at revision rev with rec (which holds no

@@ -69,7 +69,7 @@ func (d *store) bucket(ctx context.Context, name string) (jetstream.KeyValue, er
 	if kv, ok := d.kvs[name]; ok {
 		return kv, nil
 	}
-	kv, err := d.js.KeyValue(ctx, name)
+	kv, err := bus.BindBucket(ctx, d.js, name)
 	switch {
 	case errors.Is(err, jetstream.ErrBucketNotFound):
 		return nil, nil

@@ -22,7 +22,7 @@ import (
 // have no one session to tell and are logged. It returns once the mirror is
 // ready, so a change after Run reports ready is never taken for old news.
 func (n *Notifier) watchGroundStop(ctx context.Context) error {
-	kv, err := n.js.KeyValue(ctx, bus.BucketControl)
+	kv, err := bus.BindBucket(ctx, n.js, bus.BucketControl)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		n.log.Warn().Str("bucket", bus.BucketControl).Msg("no control bucket: Ground Stop headlines off")
 		return nil

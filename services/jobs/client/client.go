@@ -103,7 +103,7 @@ func (c *Client) bucket(ctx context.Context) (jetstream.KeyValue, error) {
 	if c.kv != nil {
 		return c.kv, nil
 	}
-	kv, err := c.js.KeyValue(ctx, bus.BucketWorkers)
+	kv, err := bus.BindBucket(ctx, c.js, bus.BucketWorkers)
 	if err != nil {
 		return nil, fmt.Errorf("jobs client: bucket %s: %w", bus.BucketWorkers, err)
 	}
