@@ -31,10 +31,20 @@ func TestPut_refuses_a_stale_revision_as_a_lost_session(t *testing.T) {
 	kv := bucket(t)
 	ctx := context.Background()
 	rec := sessionrec.Record{Tenant: "acme", Session: "s1", State: sessionrec.StateRunning, Run: "r1"}
-	rev, err := sessionrec.Put(ctx, kv, rec, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// An election right after the first one can leave a write unanswered
+	// ("no response from stream"): the create is tried again, and a retry
+	// whose first try landed finds the record already there, its own.
+	var rev uint64
+	testutil.EventuallyNil(t, 20*time.Second, "the first record written", func() (err error) {
+		rev, err = sessionrec.Put(ctx, kv, rec, 0)
+		if errors.Is(err, sessionrec.ErrLost) {
+			var got sessionrec.Record
+			if got, rev, err = sessionrec.Get(ctx, kv, rec.Tenant, rec.Session); err == nil && got.Run != rec.Run {
+				t.Fatalf("the first create lost to a record nobody else wrote: %+v", got)
+			}
+		}
+		return err
+	})
 	if _, err := sessionrec.Put(ctx, kv, rec, 0); !errors.Is(err, sessionrec.ErrLost) {
 		t.Fatalf("second create: %v, want ErrLost", err)
 	}
@@ -112,16 +122,26 @@ func TestPut_recognises_a_lost_compare_and_swap_on_a_three_node_cluster(t *testi
 		return nil
 	})
 	rec := sessionrec.Record{Tenant: "acme", Session: "s1", State: sessionrec.StateRunning, Run: "r1"}
-	rev, err := sessionrec.Put(ctx, kv, rec, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// An election right after the first one can leave a write unanswered
+	// ("no response from stream"): the create is tried again, and a retry
+	// whose first try landed finds the record already there, its own.
+	var rev uint64
+	testutil.EventuallyNil(t, 20*time.Second, "the first record written", func() (err error) {
+		rev, err = sessionrec.Put(ctx, kv, rec, 0)
+		if errors.Is(err, sessionrec.ErrLost) {
+			var got sessionrec.Record
+			if got, rev, err = sessionrec.Get(ctx, kv, rec.Tenant, rec.Session); err == nil && got.Run != rec.Run {
+				t.Fatalf("the first create lost to a record nobody else wrote: %+v", got)
+			}
+		}
+		return err
+	})
 	rec.Run = "r2"
 	if _, err := sessionrec.Put(ctx, kv, rec, rev); err != nil {
 		t.Fatal(err)
 	}
 	rec.Run = "r3"
-	_, err = sessionrec.Put(ctx, kv, rec, rev)
+	_, err := sessionrec.Put(ctx, kv, rec, rev)
 	if !errors.Is(err, sessionrec.ErrLost) {
 		t.Fatalf("stale update on the cluster: %v, want ErrLost", err)
 	}
