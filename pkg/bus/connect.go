@@ -47,10 +47,23 @@ type ConnConfig struct {
 	// ReconnectWait is the pause between reconnect attempts (default 1s).
 	ReconnectWait time.Duration
 
+	// DeadLinkAfter is how long a link may go without the server answering
+	// before the client drops it and reconnects, to another server of the
+	// list if one answers (default DefaultDeadLinkAfter). A link that died
+	// without a reset (a node lost with its power, a cut network) still
+	// looks connected; with nats.go's defaults (a ping every two minutes,
+	// two unanswered) a service sat on it for four to six minutes.
+	DeadLinkAfter time.Duration
+
 	// Logger, if set, is told about disconnects, reconnects, async errors
 	// and the final close, so a service can log them its own way.
 	Logger func(ConnEvent)
 }
+
+// DefaultDeadLinkAfter is ConnConfig.DeadLinkAfter's default: well past
+// any pause a loaded server makes in answering a ping, well short of the
+// minutes a person would wait.
+const DefaultDeadLinkAfter = 15 * time.Second
 
 // ConnEventKind names what happened to a connection.
 type ConnEventKind string
@@ -117,14 +130,30 @@ func Connect(ctx context.Context, cfg ConnConfig) (*nats.Conn, error) {
 	}
 }
 
+// deadLinkPings is how many pings may go unanswered before a link counts
+// as dead.
+const deadLinkPings = 2
+
 func (cfg ConnConfig) options() ([]nats.Option, error) {
 	wait := cfg.ReconnectWait
 	if wait <= 0 {
 		wait = time.Second
 	}
+	dead := cfg.DeadLinkAfter
+	if dead <= 0 {
+		dead = DefaultDeadLinkAfter
+	}
 	opts := []nats.Option{
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(wait),
+		// The client counts a link stale at the ping after deadLinkPings
+		// went unanswered, so it is noticed within dead and a third. A
+		// write the server does not take holds every other use of the
+		// connection (and its pings) until the flusher gives up: that is
+		// bounded by dead too.
+		nats.PingInterval(dead / (deadLinkPings + 1)),
+		nats.MaxPingsOutstanding(deadLinkPings),
+		nats.FlusherTimeout(dead),
 	}
 	if cfg.Name != "" {
 		opts = append(opts, nats.Name(cfg.Name))
@@ -174,9 +203,10 @@ func (cfg ConnConfig) options() ([]nats.Option, error) {
 	return opts, nil
 }
 
-// JetStream returns a handle on the new JetStream API for nc. jetway never
-// uses the legacy JetStreamContext: its consumers lack priority groups and
-// pinning, which the work consumers rely on.
+// JetStream returns a handle on the new JetStream API for nc. jetway uses
+// the legacy JetStreamContext for one thing only, a read from a stream's
+// leader (BindBucket), which the new API does not offer: its consumers
+// lack priority groups and pinning, which the work consumers rely on.
 func JetStream(nc *nats.Conn) (jetstream.JetStream, error) {
 	js, err := jetstream.New(nc)
 	if err != nil {

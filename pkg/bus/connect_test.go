@@ -13,6 +13,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
 
+	"jetway/internal/testutil"
 	"jetway/pkg/bus"
 )
 
@@ -328,5 +330,70 @@ func TestConnect_with_an_inbox_prefix_gets_replies_where_its_user_may_only_liste
 	reply, err := nc.RequestWithContext(ctx, "svc.echo", []byte("ping"))
 	if err != nil || string(reply.Data) != "ping" {
 		t.Fatalf("request through the service inbox: %v, %v", reply, err)
+	}
+}
+
+// A link that goes silent without a reset, as when a node loses its power
+// or the network is cut, is dropped once the server stops answering for
+// DeadLinkAfter, and the client goes on through another server of its
+// list: it does not sit on a dead link for minutes.
+func TestConnect_leaves_a_link_that_went_silent_for_another_server(t *testing.T) {
+	s := startServer(t, &server.Options{})
+	upstream := strings.TrimPrefix(s.ClientURL(), "nats://")
+	links := map[string]*testutil.Blackhole{}
+	var urls []string
+	for range 2 {
+		b := testutil.StartBlackhole(t, upstream)
+		links[b.URL()] = b
+		urls = append(urls, b.URL())
+	}
+	events := make(chan bus.ConnEvent, 16)
+	nc, err := bus.Connect(testContext(t), bus.ConnConfig{
+		URLs:          urls,
+		ReconnectWait: 20 * time.Millisecond,
+		DeadLinkAfter: 600 * time.Millisecond,
+		Logger: func(ev bus.ConnEvent) {
+			select {
+			case events <- ev:
+			default:
+			}
+		},
+	})
+	if err != nil {
+		t.Fatalf("Connect: %v", err)
+	}
+	t.Cleanup(nc.Close)
+	first := nc.ConnectedUrl()
+	cut, ok := links[first]
+	if !ok {
+		t.Fatalf("connected to %s, not through a test link (%v)", first, urls)
+	}
+	t.Cleanup(cut.Mend) // before the links close, so nothing waits on a held read
+
+	cut.Cut()
+	waitEvent(t, events, bus.ConnDisconnected)
+	waitEvent(t, events, bus.ConnReconnected)
+	if now := nc.ConnectedUrl(); now == first || now == "" {
+		t.Fatalf("after the link went silent the client is on %q, want the other link", now)
+	}
+	if err := nc.FlushTimeout(5 * time.Second); err != nil {
+		t.Fatalf("a round trip through the other link: %v", err)
+	}
+}
+
+// By default a dead link is noticed within 20 s: far from nats.go's own
+// four to six minutes.
+func TestConnect_notices_a_dead_link_within_twenty_seconds_by_default(t *testing.T) {
+	s := startServer(t, &server.Options{})
+	nc, err := bus.Connect(testContext(t), bus.ConnConfig{URLs: []string{s.ClientURL()}})
+	if err != nil {
+		t.Fatalf("Connect: %v", err)
+	}
+	t.Cleanup(nc.Close)
+	o := nc.Opts
+	noticed := o.PingInterval * time.Duration(o.MaxPingsOut+1)
+	if noticed > 20*time.Second || o.FlusherTimeout > 20*time.Second || noticed <= 0 || o.FlusherTimeout <= 0 {
+		t.Fatalf("a dead link noticed after %s (pings every %s, %d unanswered), a stuck write after %s; want both within 20 s",
+			noticed, o.PingInterval, o.MaxPingsOut, o.FlusherTimeout)
 	}
 }
