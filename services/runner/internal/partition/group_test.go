@@ -2,6 +2,7 @@ package partition
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"reflect"
 	"slices"
@@ -534,4 +535,57 @@ func (e *env) publishContinuously(sessions []string) (stop func() []string, sent
 		}
 	}()
 	return func() []string { close(done); <-over; return bodies }, sent
+}
+
+// On a quiet bus a member waits for each partition assigned to it, and
+// when a member joins, the partitions assigned to the newcomer are waited
+// for by it alone: the first member stops pulling them though no message
+// came to wake it. Two members waiting for one partition each took the
+// other for its owner (whoever the server pinned at the first event then
+// handed it off at once), and the runners' sweeps, which look at a
+// partition nobody holds through the member that waits for it, each left
+// it to the other.
+func TestA_quiet_partition_is_waited_for_by_its_owner_alone_after_a_member_joins(t *testing.T) {
+	e := newEnv(t, 4, 2*time.Second)
+	kv, err := bus.OpenBucket(t.Context(), e.js, bus.BucketRunners)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pulling := func(id string) ([]int, error) {
+		en, err := kv.Get(t.Context(), id)
+		if err != nil {
+			return nil, err
+		}
+		var b Beat
+		if err := json.Unmarshal(en.Value(), &b); err != nil {
+			return nil, err
+		}
+		if len(b.Partitions) != 0 {
+			return nil, fmt.Errorf("%s holds %v on a bus where no message was sent", id, b.Partitions)
+		}
+		return slices.Sorted(slices.Values(b.Pulling)), nil
+	}
+	e.startMember("ma", nil, nil)
+	testutil.EventuallyNil(t, 20*time.Second, "the lone member to wait for every partition", func() error {
+		got, err := pulling("ma")
+		if err == nil && !slices.Equal(got, []int{0, 1, 2, 3}) {
+			err = fmt.Errorf("ma waits for %v", got)
+		}
+		return err
+	})
+
+	e.startMember("mb", nil, nil)
+	want := map[string][]int{"ma": ownedBy(e.p, []string{"ma", "mb"}, "ma"), "mb": ownedBy(e.p, []string{"ma", "mb"}, "mb")}
+	testutil.EventuallyNil(t, 20*time.Second, "each partition waited for by its owner alone", func() error {
+		for id, parts := range want {
+			got, err := pulling(id)
+			if err != nil {
+				return err
+			}
+			if !slices.Equal(got, parts) {
+				return fmt.Errorf("%s waits for %v, want its own %v (the assignment: ma %v, mb %v)", id, got, parts, want["ma"], want["mb"])
+			}
+		}
+		return nil
+	})
 }
