@@ -335,3 +335,26 @@ func TestThe_peer_view_follows_the_heartbeat_bucket(t *testing.T) {
 	})
 
 }
+
+// Two members may claim one partition for a moment (one hands it off as
+// the other takes it, or both wait for it while the assignment settles).
+// Every member reading the same heartbeats must name the same one: the
+// runners' sweeps look at a partition through the member named, and two
+// members each naming the other left it to nobody.
+func TestA_partition_two_members_claim_is_named_the_same_by_every_reading(t *testing.T) {
+	e := newEnv(t, 4, 2*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	g := e.group("r1")
+	for _, id := range []string{"r2", "r1"} {
+		if err := g.peers.put(ctx, id, Beat{Incarnation: id + "-1", Partitions: []int{0}, Pulling: []int{1}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 50 {
+		holders, wanted := g.Owners(ctx)
+		if holders[0] != "r1" || wanted[1] != "r1" {
+			t.Fatalf("partition 0 named held by %q and partition 1 waited for by %q, want r1 (the first by id) both times", holders[0], wanted[1])
+		}
+	}
+}

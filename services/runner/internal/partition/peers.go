@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -180,16 +182,24 @@ func (p peers) wanted(ctx context.Context) map[int]string {
 	return w
 }
 
-// owners is holders and wanted from one read of the heartbeats.
+// owners is holders and wanted from one read of the heartbeats. Two
+// members may claim one partition for a moment (one hands it off as the
+// other takes it); the first by id is named, so every member reading the
+// same heartbeats names the same one.
 func (p peers) owners(ctx context.Context) (holders, wanted map[int]string) {
 	holders, wanted = map[int]string{}, map[int]string{}
 	beats, _ := p.beats(ctx)
-	for id, b := range beats {
+	for _, id := range slices.Sorted(maps.Keys(beats)) {
+		b := beats[id]
 		for _, n := range b.Partitions {
-			holders[n] = id
+			if _, ok := holders[n]; !ok {
+				holders[n] = id
+			}
 		}
 		for _, n := range b.Pulling {
-			wanted[n] = id
+			if _, ok := wanted[n]; !ok {
+				wanted[n] = id
+			}
 		}
 	}
 	return holders, wanted
