@@ -358,3 +358,47 @@ func TestA_partition_two_members_claim_is_named_the_same_by_every_reading(t *tes
 		}
 	}
 }
+
+// A hand-off can be begun with no puller left to stop: the pull ended by
+// itself (its heartbeats missed on a cut link) just as the watcher decided
+// to hand the partition off. The member must still finish it (unpin, and
+// stop claiming the partition), or the partition stays claimed by a member
+// that pulls it no more, and nobody else takes it: a chaos run stranded
+// a partition's events so.
+func TestA_hand_off_begun_with_no_puller_is_finished(t *testing.T) {
+	e := newEnv(t, 4, 2*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	g := e.group("r1")
+	cons, err := e.js.Consumer(ctx, bus.WorkStream(0), bus.WorkConsumerName(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &part{n: 0, cons: cons, draining: true}
+	g.parts = []*part{p}
+	// The partition is pinned, as the member's last pull left it.
+	e.publish(e.sessionIn(0), "hi")
+	batch, err := cons.Fetch(1, jetstream.FetchMaxWait(10*time.Second), jetstream.FetchPriorityGroup(bus.WorkGroup))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for m := range batch.Messages() {
+		if err := m.DoubleAck(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if e.pinOf(0) == "" {
+		t.Fatal("the test's pull was not pinned")
+	}
+
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); g.consume(runCtx, p) }()
+	defer func() { stop(); <-done }()
+	testutil.Eventually(t, 10*time.Second, "the hand-off finished: unpinned and claimed no more", func() bool {
+		return !p.claimed() && e.pinOf(0) == ""
+	})
+	if p.resuming() {
+		t.Fatal("the hand-off was given up, though nothing of the partition was in hand")
+	}
+}

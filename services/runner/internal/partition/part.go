@@ -145,6 +145,12 @@ func (p *part) drop() {
 func (g *Group) consume(ctx context.Context, p *part) {
 	log := g.log.With().Int("partition", p.n).Logger()
 	for ctx.Err() == nil {
+		if p.isDraining() {
+			// A hand-off begun with no puller to stop: finish it, or the
+			// partition stays claimed here and pulled by nobody.
+			g.handOff(ctx, p, time.Now())
+			continue
+		}
 		if !g.wantPull(ctx, p) {
 			if !sleep(ctx, rebalanceTick) {
 				return
@@ -167,7 +173,8 @@ func (g *Group) consume(ctx context.Context, p *part) {
 			}
 			it.Stop()
 		}()
-		go g.watchRelease(ctx, p, it, stop)
+		released := make(chan struct{})
+		go func() { defer close(released); g.watchRelease(ctx, p, it, stop) }()
 		go g.watchOrphan(ctx, p, stop)
 		for {
 			m, err := it.Next()
@@ -181,6 +188,10 @@ func (g *Group) consume(ctx context.Context, p *part) {
 		}
 		stopped := time.Now()
 		close(stop)
+		// The pull can end by itself (its heartbeats missed on a cut
+		// link) while the watcher decides to hand p off: once the watcher
+		// is gone, its decision is in p.draining.
+		<-released
 		p.drop()
 		if p.isDraining() {
 			g.handOff(ctx, p, stopped)
