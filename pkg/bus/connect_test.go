@@ -107,17 +107,12 @@ func TestConnect_reports_disconnect_and_reconnect_to_the_logger(t *testing.T) {
 	}
 	t.Cleanup(func() { bus.StopEmbedded(s) })
 
-	events := make(chan bus.ConnEvent, 16)
+	events, logger := connEvents()
 	nc, err := bus.Connect(testContext(t), bus.ConnConfig{
 		URLs:          []string{s.ClientURL()},
 		Name:          "logger-test",
 		ReconnectWait: 20 * time.Millisecond,
-		Logger: func(ev bus.ConnEvent) {
-			select {
-			case events <- ev:
-			default:
-			}
-		},
+		Logger:        logger,
 	})
 	if err != nil {
 		t.Fatalf("Connect: %v", err)
@@ -134,6 +129,17 @@ func TestConnect_reports_disconnect_and_reconnect_to_the_logger(t *testing.T) {
 	waitEvent(t, events, bus.ConnReconnected)
 	if !nc.IsConnected() {
 		t.Errorf("connection not connected after reconnect event")
+	}
+}
+
+// connEvents is a ConnConfig.Logger and the channel it reports to.
+func connEvents() (<-chan bus.ConnEvent, func(bus.ConnEvent)) {
+	events := make(chan bus.ConnEvent, 16)
+	return events, func(ev bus.ConnEvent) {
+		select {
+		case events <- ev:
+		default:
+		}
 	}
 }
 
@@ -347,17 +353,12 @@ func TestConnect_leaves_a_link_that_went_silent_for_another_server(t *testing.T)
 		links[b.URL()] = b
 		urls = append(urls, b.URL())
 	}
-	events := make(chan bus.ConnEvent, 16)
+	events, logger := connEvents()
 	nc, err := bus.Connect(testContext(t), bus.ConnConfig{
 		URLs:          urls,
 		ReconnectWait: 20 * time.Millisecond,
 		DeadLinkAfter: 600 * time.Millisecond,
-		Logger: func(ev bus.ConnEvent) {
-			select {
-			case events <- ev:
-			default:
-			}
-		},
+		Logger:        logger,
 	})
 	if err != nil {
 		t.Fatalf("Connect: %v", err)
