@@ -15,14 +15,14 @@ import (
 // LeaderReadBuckets are the buckets whose Get must see a write made a
 // moment before, by anyone: an agent profile put through the API and
 // named by the next input, a sign-in code spent as soon as it is made, a
-// layover cancelled as soon as it is booked, a Ground Stop switched on
-// just before an input, the jobs worker another runner just bound a
-// session to. nats.go makes every bucket allow direct gets, which any
+// layover cancelled as soon as it is booked, a Ground Stop switch read
+// back right after it was flipped, the jobs worker another runner just
+// bound a session to. nats.go makes every bucket allow direct gets, which any
 // replica answers, and a replica may not yet have applied a write its
 // leader acknowledged: on a cluster it says "not found", or gives the
 // value before. These buckets' reads are few (a profile per run, a
-// switch per input, a binding per session a runner first serves), so
-// they go to the stream's leader, which has applied every write it
+// switch per request that shows one, a binding per session a runner
+// first serves), so they go to the stream's leader, which has applied every write it
 // acknowledged. The session records, read on every run, keep direct
 // gets: each write to them is a compare-and-swap, which a stale read
 // only makes fail and retry.
