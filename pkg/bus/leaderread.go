@@ -29,7 +29,8 @@ import (
 var LeaderReadBuckets = []string{BucketAgents, BucketControl, BucketWorkers}
 
 // BindBucket binds the key-value bucket name as js.KeyValue does; for a
-// bucket of LeaderReadBuckets, its Get asks the bucket stream's leader.
+// bucket of LeaderReadBuckets, its Get and GetRevision ask the bucket
+// stream's leader.
 // Every service binds its buckets through here, so which reads see the
 // latest write is decided in one place.
 func BindBucket(ctx context.Context, js jetstream.JetStream, name string) (jetstream.KeyValue, error) {
@@ -47,10 +48,6 @@ func BindBucket(ctx context.Context, js jetstream.JetStream, name string) (jetst
 	return &leaderReads{KeyValue: kv, legacy: legacy, stream: "KV_" + name, prefix: "$KV." + name + "."}, nil
 }
 
-// leaderReadTimeout bounds a read whose context has no deadline, as
-// nats.go's own requests are bounded.
-const leaderReadTimeout = 5 * time.Second
-
 // leaderReads is a bucket whose Get reads the stream's leader.
 type leaderReads struct {
 	jetstream.KeyValue
@@ -63,15 +60,30 @@ type leaderReads struct {
 // jetstream.KeyValue's errors: ErrKeyNotFound for a key never put,
 // deleted or purged.
 func (b *leaderReads) Get(ctx context.Context, key string) (jetstream.KeyValueEntry, error) {
+	return b.read(ctx, key, func(ctx context.Context) (*nats.RawStreamMsg, error) {
+		return b.legacy.GetLastMsg(b.stream, b.prefix+key, nats.Context(ctx))
+	})
+}
+
+// GetRevision reads key as it was at revision from the leader, as Get
+// does: a version recorded a moment before is there too.
+func (b *leaderReads) GetRevision(ctx context.Context, key string, revision uint64) (jetstream.KeyValueEntry, error) {
+	return b.read(ctx, key, func(ctx context.Context) (*nats.RawStreamMsg, error) {
+		m, err := b.legacy.GetMsg(b.stream, revision, nats.Context(ctx))
+		if err == nil && m.Subject != b.prefix+key {
+			return nil, nats.ErrMsgNotFound // another key's revision
+		}
+		return m, err
+	})
+}
+
+// read validates key and turns get's message into an entry. A context
+// without a deadline is bounded by nats.go (five seconds).
+func (b *leaderReads) read(ctx context.Context, key string, get func(context.Context) (*nats.RawStreamMsg, error)) (jetstream.KeyValueEntry, error) {
 	if key == "" || strings.ContainsAny(key, "*> \t") || strings.HasPrefix(key, ".") || strings.HasSuffix(key, ".") {
 		return nil, jetstream.ErrInvalidKey
 	}
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, leaderReadTimeout)
-		defer cancel()
-	}
-	m, err := b.legacy.GetLastMsg(b.stream, b.prefix+key, nats.Context(ctx))
+	m, err := get(ctx)
 	switch {
 	case errors.Is(err, nats.ErrMsgNotFound):
 		return nil, jetstream.ErrKeyNotFound

@@ -96,12 +96,22 @@ func TestLeader_read_buckets_see_each_write_at_once_from_a_follower(t *testing.T
 				if string(e.Value()) != want || e.Revision() != rev || e.Key() != key || e.Bucket() != name {
 					t.Fatalf("get %s right after its put: %s=%q at %d in %s, want %q at %d", key, e.Key(), e.Value(), e.Revision(), e.Bucket(), want, rev)
 				}
+				e, err = kv.GetRevision(ctx, key, rev)
+				if err != nil || string(e.Value()) != want || e.Revision() != rev {
+					t.Fatalf("get %s at revision %d right after its put: %v, want %q", key, rev, err, want)
+				}
+				if i > 0 {
+					if _, err := kv.GetRevision(ctx, fmt.Sprintf("readback.k%d", i-1), rev); !errors.Is(err, jetstream.ErrKeyNotFound) {
+						t.Fatalf("readback.k%d at the revision of %s: %v, want %v", i-1, key, err, jetstream.ErrKeyNotFound)
+					}
+				}
 			}
+			reads := int64(3*writes - 1)
 			testutil.Eventually(t, 10*time.Second, "the spy to see every read", func() bool {
-				return count(leaderGets) >= writes
+				return count(leaderGets) >= reads
 			})
 			if n := count(direct); n != 0 {
-				t.Fatalf("%d of %d reads were direct gets, which any replica answers", n, writes)
+				t.Fatalf("%d of %d reads were direct gets, which any replica answers", n, reads)
 			}
 			// The spy sees direct gets too: nats.go's own handle asks one.
 			if _, err := plain.Get(ctx, "readback.k0"); err != nil {
@@ -138,21 +148,38 @@ func TestLeader_read_without_a_deadline_ends_when_nobody_answers(t *testing.T) {
 		t.Skip("starts a 3-node cluster")
 	}
 	c := bustest.StartCluster(t, 3)
-	_, js := bustest.Connect(t, c.Nodes[0].ClientURL())
+	_, admin := bustest.Connect(t, c.URLs()...)
 	ctx := testContext(t)
-	if _, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: bus.BucketControl, Replicas: 3}); err != nil {
+	stream := "KV_" + bus.BucketControl
+	if _, err := admin.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: bus.BucketControl, Replicas: 3}); err != nil {
 		t.Fatalf("create bucket: %v", err)
 	}
+	var leader *bustest.Node
+	testutil.Eventually(t, 10*time.Second, "a leader for "+stream, func() bool {
+		leader = c.StreamLeader(stream)
+		return leader != nil
+	})
+	// The client stays on a follower; the leader and the other follower
+	// go, so the one left cannot be elected.
+	var follower *bustest.Node
+	for _, nd := range c.Nodes {
+		if nd != leader && follower == nil {
+			follower = nd
+		}
+	}
+	_, js := bustest.Connect(t, follower.ClientURL())
 	kv, err := bus.BindBucket(ctx, js, bus.BucketControl)
 	if err != nil {
 		t.Fatalf("bind: %v", err)
 	}
-	c.Nodes[1].Stop()
-	c.Nodes[2].Stop()
-	// A leader that lost its quorum steps down once it notices.
-	testutil.Eventually(t, 30*time.Second, "no leader for KV_"+bus.BucketControl, func() bool {
-		return c.StreamLeader("KV_"+bus.BucketControl) == nil
-	})
+	for _, nd := range c.Nodes {
+		if nd != follower {
+			nd.Stop()
+		}
+	}
+	if c.StreamLeader(stream) != nil {
+		t.Fatalf("%s has a leader with two of three nodes stopped", stream)
+	}
 	done := make(chan error, 1)
 	go func() {
 		_, err := kv.Get(context.Background(), "k")
