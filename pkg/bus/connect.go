@@ -203,10 +203,9 @@ func (cfg ConnConfig) options() ([]nats.Option, error) {
 	return opts, nil
 }
 
-// JetStream returns a handle on the new JetStream API for nc. jetway uses
-// the legacy JetStreamContext for one thing only, a read from a stream's
-// leader (BindBucket), which the new API does not offer: its consumers
-// lack priority groups and pinning, which the work consumers rely on.
+// JetStream returns a handle on the new JetStream API for nc. jetway never
+// uses the legacy JetStreamContext: its consumers lack priority groups and
+// pinning, which the work consumers rely on.
 func JetStream(nc *nats.Conn) (jetstream.JetStream, error) {
 	js, err := jetstream.New(nc)
 	if err != nil {

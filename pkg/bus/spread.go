@@ -167,7 +167,7 @@ func moveLeader(ctx context.Context, js jetstream.JetStream, stream, server stri
 	}
 	rctx, cancel := context.WithTimeout(ctx, spreadStep)
 	defer cancel()
-	msg, err := js.Conn().RequestWithContext(rctx, apiPrefix(js)+"STREAM.LEADER.STEPDOWN."+stream, req)
+	msg, err := js.Conn().RequestWithContext(rctx, APIPrefix(js)+"STREAM.LEADER.STEPDOWN."+stream, req)
 	if err != nil {
 		return fmt.Errorf("step-down request: %w", err)
 	}
@@ -235,23 +235,6 @@ type stepDownPlacement struct {
 type stepDownResponse struct {
 	Error   *jetstream.APIError `json:"error,omitempty"`
 	Success bool                `json:"success,omitempty"`
-}
-
-// apiPrefix is the subject prefix js sends its API requests with, ending
-// in a dot: the nats.go jetstream package keeps its own unexported, so it
-// is made again from the options the same way (a domain wins).
-func apiPrefix(js jetstream.JetStream) string {
-	o := js.Options()
-	switch {
-	case o.Domain != "":
-		return "$JS." + o.Domain + ".API."
-	case o.APIPrefix == "":
-		return jetstream.DefaultAPIPrefix
-	case strings.HasSuffix(o.APIPrefix, "."):
-		return o.APIPrefix
-	default:
-		return o.APIPrefix + "."
-	}
 }
 
 // keepSpreadMin is KeepSpread's interval when it is given none.

@@ -243,7 +243,7 @@ func resetConsumer(ctx context.Context, js jetstream.JetStream, stream, name str
 	}
 	rctx, cancel := context.WithTimeout(ctx, refilterWait)
 	defer cancel()
-	msg, err := js.Conn().RequestWithContext(rctx, apiPrefix(js)+"CONSUMER.RESET."+stream+"."+name, req)
+	msg, err := js.Conn().RequestWithContext(rctx, APIPrefix(js)+"CONSUMER.RESET."+stream+"."+name, req)
 	if err != nil {
 		return fmt.Errorf("reset consumer %s to %d: %w", name, seq, err)
 	}

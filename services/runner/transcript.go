@@ -69,7 +69,7 @@ func openTranscripts(ctx context.Context, js jetstream.JetStream) (transcripts, 
 	if err != nil {
 		return transcripts{}, fmt.Errorf("stream %s: %w", bus.StreamTranscripts, err)
 	}
-	ts := transcripts{js: js, direct: st.CachedInfo().Config.AllowDirect, api: apiPrefix(js)}
+	ts := transcripts{js: js, direct: st.CachedInfo().Config.AllowDirect, api: bus.APIPrefix(js)}
 	if ts.direct {
 		if ts.replies, err = newReplyMux(js.Conn()); err != nil {
 			return transcripts{}, fmt.Errorf("stream %s: direct reads: %w", bus.StreamTranscripts, err)
@@ -180,7 +180,7 @@ func (t *transcript) landedAtFence(ctx context.Context, r Record) bool {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	m, err := t.ts.leaderGet(ctx, msgGetRequest{Seq: t.last + 1, NextFor: t.subject})
+	m, err := bus.LeaderGet(ctx, t.ts.js, bus.StreamTranscripts, bus.MsgRequest{Seq: t.last + 1, NextFor: t.subject})
 	if err != nil {
 		return false
 	}
@@ -191,7 +191,7 @@ func (t *transcript) landedAtFence(ctx context.Context, r Record) bool {
 // landed reports whether r is the subject's last record (an earlier try
 // that landed), and if so moves the fence past it.
 func (t *transcript) landed(ctx context.Context, r Record) bool {
-	m, err := t.ts.leaderGet(ctx, msgGetRequest{LastFor: t.subject})
+	m, err := bus.LeaderGet(ctx, t.ts.js, bus.StreamTranscripts, bus.MsgRequest{LastFor: t.subject})
 	if err != nil {
 		return false
 	}

@@ -51,7 +51,7 @@ var errShort = errors.New("direct read ended before the fence")
 // lastRecord is the fence: the sequence of the subject's last record,
 // from the stream's leader. ok is false when the subject has none.
 func (ts transcripts) lastRecord(ctx context.Context, subj string) (seq uint64, ok bool, err error) {
-	m, err := ts.leaderGet(ctx, msgGetRequest{LastFor: subj})
+	m, err := bus.LeaderGet(ctx, ts.js, bus.StreamTranscripts, bus.MsgRequest{LastFor: subj})
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return 0, false, nil
 	}
@@ -255,78 +255,11 @@ func dropReader(js jetstream.JetStream, cons jetstream.Consumer) {
 	}()
 }
 
-// msgGetRequest and directGetRequest are the JetStream API's message get
-// requests (a subset of the server's JSApiMsgGetRequest).
-type msgGetRequest struct {
-	Seq     uint64 `json:"seq,omitempty"`
-	LastFor string `json:"last_by_subj,omitempty"`
-	NextFor string `json:"next_by_subj,omitempty"`
-}
-
+// directGetRequest is the JetStream API's direct get request (a subset
+// of the server's JSApiMsgGetRequest).
 type directGetRequest struct {
 	Seq      uint64 `json:"seq,omitempty"`
 	NextFor  string `json:"next_by_subj,omitempty"`
 	Batch    int    `json:"batch,omitempty"`
 	MaxBytes int    `json:"max_bytes,omitempty"`
-}
-
-// storedMsg is one message as STREAM.MSG.GET returns it.
-type storedMsg struct {
-	Subject  string `json:"subject"`
-	Sequence uint64 `json:"seq"`
-	Data     []byte `json:"data,omitempty"`
-}
-
-// leaderGet asks the stream's leader for one message. nats.go's own
-// GetMsg turns into a direct get, which any replica answers, once the
-// stream allows direct gets; the fence and the checks made after a
-// refused append must see every acknowledged append, so they ask the
-// leader.
-func (ts transcripts) leaderGet(ctx context.Context, req msgGetRequest) (storedMsg, error) {
-	data, err := json.Marshal(req)
-	if err != nil {
-		return storedMsg{}, err
-	}
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, 5*time.Second)
-		defer cancel()
-	}
-	reply, err := ts.js.Conn().RequestWithContext(ctx, ts.api+"STREAM.MSG.GET."+bus.StreamTranscripts, data)
-	if err != nil {
-		return storedMsg{}, fmt.Errorf("message get: %w", err)
-	}
-	var resp struct {
-		Error   *jetstream.APIError `json:"error,omitempty"`
-		Message *storedMsg          `json:"message,omitempty"`
-	}
-	if err := json.Unmarshal(reply.Data, &resp); err != nil {
-		return storedMsg{}, fmt.Errorf("message get: %w", err)
-	}
-	if resp.Error != nil {
-		if resp.Error.ErrorCode == jetstream.JSErrCodeMessageNotFound {
-			return storedMsg{}, jetstream.ErrMsgNotFound
-		}
-		return storedMsg{}, fmt.Errorf("message get: %w", resp.Error)
-	}
-	if resp.Message == nil {
-		return storedMsg{}, jetstream.ErrInvalidJetStreamResponse
-	}
-	return *resp.Message, nil
-}
-
-// apiPrefix is the JetStream API prefix js sends its requests with.
-func apiPrefix(js jetstream.JetStream) string {
-	o := js.Options()
-	switch {
-	case o.Domain != "":
-		return "$JS." + o.Domain + ".API."
-	case o.APIPrefix != "":
-		p := o.APIPrefix
-		if p[len(p)-1] != '.' {
-			p += "."
-		}
-		return p
-	}
-	return jetstream.DefaultAPIPrefix
 }
