@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -66,22 +67,36 @@ func (e *env) idleCost(ctx context.Context, conn string, held int) {
 		e.skip(FigRunnerIdleMsgs, "msgs/s", goal, errors.New("the runner's heartbeat claims no partition"))
 		return
 	}
+	tp, err := startTap(e.url)
+	if err != nil {
+		e.skip(FigRunnerIdleMsgs, "msgs/s", goal, err)
+		return
+	}
 	before, err := e.connMsgs(conn)
 	if err != nil {
+		tp.stop()
 		e.skip(FigRunnerIdleMsgs, "msgs/s", goal, err)
 		return
 	}
 	t0 := time.Now()
 	if !sleepCtx(ctx, idleWindow) {
+		tp.stop()
 		e.skip(FigRunnerIdleMsgs, "msgs/s", goal, ctx.Err())
 		return
 	}
 	after, err := e.connMsgs(conn)
+	counts := tp.stop()
 	if err != nil {
 		e.skip(FigRunnerIdleMsgs, "msgs/s", goal, err)
 		return
 	}
 	secs := time.Since(t0).Seconds()
 	v := float64(after-before) / secs / float64(held)
-	e.add(figure(FigRunnerIdleMsgs, "msgs/s", v).info(goal).note("messages in and out on one idle runner's connection over %.1f s, holding %d partitions: %.1f msgs/s in all (pull renewals, their expiries, heartbeats, watch updates); P = 256 would cost one runner about %.0f msgs/s doing nothing", secs, held, float64(after-before)/secs, v*256))
+	seen := 0
+	for _, c := range counts {
+		seen += c
+	}
+	counts["in: pushes (pull expiries and heartbeats, watch updates; the connection's count less the tapped)"] = int(after-before) - seen
+	_, lines := kindLines(counts, secs*float64(held))
+	e.add(figure(FigRunnerIdleMsgs, "msgs/s", v).info(goal).note("messages in and out on one idle runner's connection over %.1f s, holding %d partitions: %.1f msgs/s in all; per held partition per second, by kind: %s; P = 256 would cost one runner about %.0f msgs/s doing nothing", secs, held, float64(after-before)/secs, strings.Join(lines, "; "), v*256))
 }

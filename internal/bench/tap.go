@@ -171,14 +171,15 @@ func (rb *runnerBench) tapped(ctx context.Context, tenant string, ids []string) 
 	// subscription that asked, where a tap does not see them: they are
 	// what the connection counted beyond what the tap saw.
 	counts["in: events delivered and other pushes (the connection's count less the tapped)"] = int(after-before) - seen
-	sum, lines := kindLines(counts, total)
+	sum, lines := kindLines(counts, float64(total))
 	e.add(figure(FigRunnerMsgKinds, "msgs/event", sum).info("breakdown").
 		note("%d events over %d sessions, %d runner(s), %d model calls (%.1f events per call): the runner connection's messages (server stats), split by a subscriber to \">\" by what each is for: %s",
 			total, sessions, len(ids), calls, float64(total)/float64(max(calls, 1)), strings.Join(lines, "; ")))
 }
 
-// kindLines orders the counts, most first, as "kind per event" texts.
-func kindLines(counts map[string]int, total int) (float64, []string) {
+// kindLines orders the counts, most first, as "kind per unit" texts, each
+// count divided by per (the events, or partitions × seconds).
+func kindLines(counts map[string]int, per float64) (float64, []string) {
 	kinds := make([]string, 0, len(counts))
 	n := 0
 	for k, c := range counts {
@@ -188,7 +189,7 @@ func kindLines(counts map[string]int, total int) (float64, []string) {
 	slices.SortFunc(kinds, func(a, b string) int { return cmp.Or(cmp.Compare(counts[b], counts[a]), strings.Compare(a, b)) })
 	lines := make([]string, len(kinds))
 	for i, k := range kinds {
-		lines[i] = fmt.Sprintf("%s %.2f", k, float64(counts[k])/float64(total))
+		lines[i] = fmt.Sprintf("%s %.2f", k, float64(counts[k])/per)
 	}
-	return float64(n) / float64(total), lines
+	return float64(n) / per, lines
 }
