@@ -72,6 +72,14 @@ func (t *tap) payloadBytes() map[string]int {
 // when it is not the runner's (the bench's own publishes and replies).
 func msgKind(m *nats.Msg) string {
 	s := m.Subject
+	if strings.HasPrefix(m.Reply, "$JS.ACK.") {
+		// A push consumer's delivery (a watch update, a stream sourcing
+		// another): a subscriber to ">" sees it under the stored message's
+		// own subject, as if it were that write again. A runner's own are
+		// counted with the connection's pushes, below; a sourcing's are
+		// nobody's connection.
+		return ""
+	}
 	switch {
 	case strings.HasPrefix(s, benchRunnerInbox+"."):
 		// Requests' replies come to the connection's one response
