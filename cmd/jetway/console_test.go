@@ -145,22 +145,13 @@ type browser struct {
 // the URL of every request the page makes.
 func newBrowser(t *testing.T, base string) *browser {
 	t.Helper()
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chromium(t)),
-		chromedp.NoSandbox, chromedp.WindowSize(1280, 900), chromedp.Flag("disable-gpu", true))
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	ctx, cancelTab := chromedp.NewContext(actx)
-	t.Cleanup(func() { cancelTab(); cancelAlloc() })
+	ctx := startChromium(t)
 	shots, err := os.MkdirTemp("", "jetway-console-"+regexp.MustCompile(`[^A-Za-z0-9]+`).ReplaceAllString(t.Name(), "-")+"-")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("screenshots: %s", shots)
 	b := &browser{t: t, ctx: ctx, base: base, shots: shots}
-	// The first action starts the browser; it must run on the tab's own
-	// context, not on a step's, or the step's deadline would end it.
-	if err := chromedp.Do(ctx); err != nil {
-		t.Fatalf("start chromium: %v", err)
-	}
 	if err := chromedp.Listen(ctx, func(ev any) {
 		if e, ok := ev.(*network.EventRequestWillBeSent); ok {
 			b.mu.Lock()
@@ -174,6 +165,36 @@ func newBrowser(t *testing.T, base string) *browser {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// chromiumStarts is how many times a test tries to start Chromium: on a
+// loaded machine it has exited at start now and then ("chrome failed to
+// start", nothing printed but the usual warnings), which says nothing
+// about the console.
+const chromiumStarts = 3
+
+// startChromium starts a headless Chromium with one tab, closed when the
+// test ends, and returns the tab's context.
+func startChromium(t *testing.T) context.Context {
+	t.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chromium(t)),
+		chromedp.NoSandbox, chromedp.WindowSize(1280, 900), chromedp.Flag("disable-gpu", true))
+	var err error
+	for try := 1; try <= chromiumStarts; try++ {
+		actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+		ctx, cancelTab := chromedp.NewContext(actx)
+		// The first action starts the browser; it must run on the tab's
+		// own context, not on a step's, or the step's deadline would end it.
+		if err = chromedp.Do(ctx); err == nil {
+			t.Cleanup(func() { cancelTab(); cancelAlloc() })
+			return ctx
+		}
+		cancelTab()
+		cancelAlloc()
+		t.Logf("start chromium, try %d of %d: %v", try, chromiumStarts, err)
+	}
+	t.Fatalf("start chromium: %v", err)
+	return nil
 }
 
 // do runs steps under the step deadline; a failure shows the page.
