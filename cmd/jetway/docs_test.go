@@ -13,6 +13,7 @@ import (
 	"go/token"
 	"maps"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -858,4 +859,37 @@ func goDirs(t *testing.T) []string {
 		t.Fatal(err)
 	}
 	return slices.Sorted(maps.Keys(seen))
+}
+
+// No built binary is committed: three times one was, from a `go build` at
+// the repository's root (tens of megabytes each, in the history for good).
+// Every tracked file is read; an ELF executable, or anything over 2 MB,
+// fails the test with its name.
+func TestThe_repository_tracks_no_built_binary(t *testing.T) {
+	out, err := exec.Command("git", "-C", repoRoot, "ls-files", "-z").Output()
+	if err != nil {
+		t.Skipf("not a git checkout (%v): nothing to check", err)
+	}
+	const limit = 2 << 20
+	for _, name := range strings.Split(strings.TrimRight(string(out), "\x00"), "\x00") {
+		path := filepath.Join(repoRoot, name)
+		fi, err := os.Lstat(path)
+		if err != nil || !fi.Mode().IsRegular() {
+			continue // deleted in the work tree, or a link
+		}
+		if fi.Size() > limit {
+			t.Errorf("%s is tracked and %d bytes: a built file? (keep it out, or in .gitignore)", name, fi.Size())
+			continue
+		}
+		f, err := os.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		head := make([]byte, 4)
+		n, _ := f.Read(head)
+		f.Close()
+		if n == 4 && string(head) == "\x7fELF" {
+			t.Errorf("%s is tracked and is an ELF executable: a built binary (keep it out, or in .gitignore)", name)
+		}
+	}
 }
