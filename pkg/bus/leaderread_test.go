@@ -31,9 +31,7 @@ func TestLeader_read_buckets_see_each_write_at_once_from_a_follower(t *testing.T
 	_, admin := bustest.Connect(t, c.URLs()...)
 	ctx := testContext(t)
 	for _, kc := range bus.BucketConfigs(bus.ProvisionConfig{Replicas: 3}) {
-		if _, err := admin.CreateKeyValue(ctx, kc); err != nil {
-			t.Fatalf("create bucket %s: %v", kc.Bucket, err)
-		}
+		createPlaced(t, ctx, admin, kc)
 	}
 	for _, name := range bus.LeaderReadBuckets {
 		t.Run(name, func(t *testing.T) {
@@ -151,9 +149,7 @@ func TestLeader_read_without_a_deadline_ends_when_nobody_answers(t *testing.T) {
 	_, admin := bustest.Connect(t, c.URLs()...)
 	ctx := testContext(t)
 	stream := "KV_" + bus.BucketControl
-	if _, err := admin.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: bus.BucketControl, Replicas: 3}); err != nil {
-		t.Fatalf("create bucket: %v", err)
-	}
+	createPlaced(t, ctx, admin, jetstream.KeyValueConfig{Bucket: bus.BucketControl, Replicas: 3})
 	var leader *bustest.Node
 	testutil.Eventually(t, 10*time.Second, "a leader for "+stream, func() bool {
 		leader = c.StreamLeader(stream)
@@ -194,4 +190,14 @@ func TestLeader_read_without_a_deadline_ends_when_nobody_answers(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("get without a deadline still waiting after 30 s with no leader")
 	}
+}
+
+// createPlaced makes bucket kc on a cluster that has just formed, which
+// may not count every peer as online yet ("no suitable peers").
+func createPlaced(t *testing.T, ctx context.Context, js jetstream.JetStream, kc jetstream.KeyValueConfig) {
+	t.Helper()
+	testutil.EventuallyNil(t, 20*time.Second, "bucket "+kc.Bucket+" placed on the cluster", func() error {
+		_, err := js.CreateOrUpdateKeyValue(ctx, kc)
+		return err
+	})
 }
