@@ -31,7 +31,7 @@ func TestLeader_read_buckets_see_each_write_at_once_from_a_follower(t *testing.T
 	_, admin := bustest.Connect(t, c.URLs()...)
 	ctx := testContext(t)
 	for _, kc := range bus.BucketConfigs(bus.ProvisionConfig{Replicas: 3}) {
-		createPlaced(t, ctx, admin, kc)
+		createPlaced(t, admin, kc)
 	}
 	for _, name := range bus.LeaderReadBuckets {
 		t.Run(name, func(t *testing.T) {
@@ -46,10 +46,7 @@ func TestLeader_read_buckets_see_each_write_at_once_from_a_follower(t *testing.T
 				follower = c.Nodes[1]
 			}
 			_, js := bustest.Connect(t, follower.ClientURL())
-			kv, err := bus.BindBucket(ctx, js, name)
-			if err != nil {
-				t.Fatalf("bind %s: %v", name, err)
-			}
+			kv := bindPlaced(t, js, name)
 			plain, err := js.KeyValue(ctx, name)
 			if err != nil {
 				t.Fatalf("bind %s as nats.go does: %v", name, err)
@@ -147,9 +144,8 @@ func TestLeader_read_without_a_deadline_ends_when_nobody_answers(t *testing.T) {
 	}
 	c := bustest.StartCluster(t, 3)
 	_, admin := bustest.Connect(t, c.URLs()...)
-	ctx := testContext(t)
 	stream := "KV_" + bus.BucketControl
-	createPlaced(t, ctx, admin, jetstream.KeyValueConfig{Bucket: bus.BucketControl, Replicas: 3})
+	createPlaced(t, admin, jetstream.KeyValueConfig{Bucket: bus.BucketControl, Replicas: 3})
 	var leader *bustest.Node
 	testutil.Eventually(t, 10*time.Second, "a leader for "+stream, func() bool {
 		leader = c.StreamLeader(stream)
@@ -164,10 +160,7 @@ func TestLeader_read_without_a_deadline_ends_when_nobody_answers(t *testing.T) {
 		}
 	}
 	_, js := bustest.Connect(t, follower.ClientURL())
-	kv, err := bus.BindBucket(ctx, js, bus.BucketControl)
-	if err != nil {
-		t.Fatalf("bind: %v", err)
-	}
+	kv := bindPlaced(t, js, bus.BucketControl)
 	for _, nd := range c.Nodes {
 		if nd != follower {
 			nd.Stop()
@@ -193,11 +186,28 @@ func TestLeader_read_without_a_deadline_ends_when_nobody_answers(t *testing.T) {
 }
 
 // createPlaced makes bucket kc on a cluster that has just formed, which
-// may not count every peer as online yet ("no suitable peers").
-func createPlaced(t *testing.T, ctx context.Context, js jetstream.JetStream, kc jetstream.KeyValueConfig) {
+// may not count every peer as online yet ("no suitable peers"); each try
+// has its own deadline.
+func createPlaced(t *testing.T, js jetstream.JetStream, kc jetstream.KeyValueConfig) {
 	t.Helper()
 	testutil.EventuallyNil(t, 20*time.Second, "bucket "+kc.Bucket+" placed on the cluster", func() error {
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		defer cancel()
 		_, err := js.CreateOrUpdateKeyValue(ctx, kc)
 		return err
 	})
+}
+
+// bindPlaced binds bucket name through bus.BindBucket, trying again while
+// the node js is connected to does not answer for the new bucket yet.
+func bindPlaced(t *testing.T, js jetstream.JetStream, name string) jetstream.KeyValue {
+	t.Helper()
+	var kv jetstream.KeyValue
+	testutil.EventuallyNil(t, 20*time.Second, "bucket "+name+" bound", func() (err error) {
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		defer cancel()
+		kv, err = bus.BindBucket(ctx, js, name)
+		return err
+	})
+	return kv
 }
