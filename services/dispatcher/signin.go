@@ -150,7 +150,9 @@ func (d *signInCore) Exchange(ctx context.Context, code string) (api.SignIn, err
 		return api.SignIn{}, err
 	}
 	key := signInKey(code)
-	value, rev, err := d.readCode(ctx, kv, key)
+	// The control bucket is read from its leader (bus.LeaderReadBuckets),
+	// so a code spent the moment it was made is found on a cluster too.
+	e, err := kv.Get(ctx, key)
 	switch {
 	case errors.Is(err, jetstream.ErrKeyNotFound):
 		return api.SignIn{}, signInRefused(http.StatusUnauthorized, "signin-code-unknown", "Unknown sign-in code",
@@ -158,8 +160,9 @@ func (d *signInCore) Exchange(ctx context.Context, code string) (api.SignIn, err
 	case err != nil:
 		return api.SignIn{}, unavailable("read the sign-in code", err)
 	}
+	rev := e.Revision()
 	var rec signInRecord
-	if err := json.Unmarshal(value, &rec); err != nil {
+	if err := json.Unmarshal(e.Value(), &rec); err != nil {
 		return api.SignIn{}, fmt.Errorf("sign-in code record %s: %w", key, err)
 	}
 	now := d.now()
@@ -192,18 +195,6 @@ func (d *signInCore) Exchange(ctx context.Context, code string) (api.SignIn, err
 			"the token this sign-in code was made with is no longer valid")
 	}
 	return api.SignIn{Token: string(token), Tenant: p.Tenant, Role: p.Role()}, nil
-}
-
-// readCode reads a sign-in code's record: its value and revision, or
-// jetstream.ErrKeyNotFound. The control bucket is read from its leader
-// (bus.LeaderReadBuckets), so a code spent the moment it was made is
-// found on a cluster too.
-func (d *signInCore) readCode(ctx context.Context, kv jetstream.KeyValue, key string) ([]byte, uint64, error) {
-	e, err := kv.Get(ctx, key)
-	if err != nil {
-		return nil, 0, err
-	}
-	return e.Value(), e.Revision(), nil
 }
 
 // spend replaces the record at revision rev with rec (which holds no
