@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net/http"
 	"regexp"
 	"strings"
 	"sync"
@@ -15,6 +14,7 @@ import (
 	"jetway/pkg/events"
 	"jetway/pkg/llm"
 	"jetway/pkg/llm/anthropic"
+	"jetway/pkg/llm/providers"
 	"jetway/pkg/llm/llmtest"
 )
 
@@ -100,13 +100,13 @@ func (m *modelFront) setScan(f func(at time.Time, body []byte)) {
 	m.mu.Unlock()
 }
 
-// provider is an Anthropic provider on the front. Its client keeps enough
-// idle connections for a runner's concurrent runs, as a production runner's
-// would after warm-up, instead of opening one per call.
+// provider is an Anthropic provider on the front, calling through the
+// client a runner's providers use (providers.HTTPClient), which keeps its
+// connections for the next calls.
 func (m *modelFront) provider() (llm.Provider, error) {
 	return anthropic.New(anthropic.Config{
 		APIKey: "bench", BaseURL: m.url(), Model: "claude-bench",
-		HTTPClient: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256, IdleConnTimeout: time.Minute}},
+		HTTPClient: providers.HTTPClient(),
 	})
 }
 

@@ -22,6 +22,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -204,6 +205,8 @@ type server struct {
 	inFlight, peak int
 	// answered, if set, hears every request once it is answered.
 	answered func(start, end time.Time, body []byte)
+	// conns counts the connections clients opened.
+	conns int
 }
 
 // SetRouter has route answer a request before the queue does: for tests
@@ -217,7 +220,7 @@ func (s *server) SetRouter(route func(body []byte) (Reply, bool)) {
 }
 
 func (s *server) start(h http.Handler) {
-	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	s.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
 		s.inFlight++
 		s.peak = max(s.peak, s.inFlight)
@@ -239,6 +242,23 @@ func (s *server) start(h http.Handler) {
 			answered(start, time.Now(), body)
 		}
 	}))
+	s.srv.Config.ConnState = func(_ net.Conn, state http.ConnState) {
+		if state == http.StateNew {
+			s.mu.Lock()
+			s.conns++
+			s.mu.Unlock()
+		}
+	}
+	s.srv.Start()
+}
+
+// Conns is how many connections clients have opened to the server: a
+// client that keeps its connections for the next calls opens no more
+// than it has calls at once.
+func (s *server) Conns() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.conns
 }
 
 // ObserveAnswered has f called with every request once it is answered, or

@@ -50,7 +50,7 @@ func ForModel(m Model, getenv func(string) string) (llm.Provider, error) {
 		if name == "" {
 			name = DefaultAnthropicModel
 		}
-		return wrap(anthropic.New(anthropic.Config{APIKey: key, BaseURL: base, Model: name}))
+		return wrap(anthropic.New(anthropic.Config{APIKey: key, BaseURL: base, Model: name, HTTPClient: HTTPClient()}))
 	case "openai":
 		if key == "" && base == "" {
 			return nil, fmt.Errorf("providers: model %s: no key (%s)", describe(m), keyWhere(m, "OPENAI_API_KEY"))
@@ -65,7 +65,7 @@ func ForModel(m Model, getenv func(string) string) (llm.Provider, error) {
 		if key == "" {
 			key = "none" // local servers take any key
 		}
-		return wrap(openai.New(openai.Config{APIKey: key, BaseURL: base, Model: name}))
+		return wrap(openai.New(openai.Config{APIKey: key, BaseURL: base, Model: name, HTTPClient: HTTPClient()}))
 	case "script":
 		if m.Endpoint != "" {
 			return script.Load(getenv(EndpointVar(m.Endpoint, "SCRIPT")))

@@ -36,9 +36,10 @@ func FromEnv() (llm.Provider, error) {
 	}
 	if key := os.Getenv("ANTHROPIC_API_KEY"); key != "" {
 		p, err := anthropic.New(anthropic.Config{
-			APIKey:  key,
-			BaseURL: os.Getenv("ANTHROPIC_BASE_URL"),
-			Model:   envOr("ANTHROPIC_MODEL", DefaultAnthropicModel),
+			APIKey:     key,
+			BaseURL:    os.Getenv("ANTHROPIC_BASE_URL"),
+			Model:      envOr("ANTHROPIC_MODEL", DefaultAnthropicModel),
+			HTTPClient: HTTPClient(),
 		})
 		if err != nil {
 			return nil, fmt.Errorf("providers: %w", err)
@@ -57,7 +58,7 @@ func FromEnv() (llm.Provider, error) {
 		if key == "" {
 			key = "none" // local servers (vLLM, Ollama, llama.cpp) take any key
 		}
-		p, err := openai.New(openai.Config{APIKey: key, BaseURL: base, Model: model})
+		p, err := openai.New(openai.Config{APIKey: key, BaseURL: base, Model: model, HTTPClient: HTTPClient()})
 		if err != nil {
 			return nil, fmt.Errorf("providers: %w", err)
 		}
