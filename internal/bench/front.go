@@ -14,8 +14,8 @@ import (
 	"jetway/pkg/events"
 	"jetway/pkg/llm"
 	"jetway/pkg/llm/anthropic"
-	"jetway/pkg/llm/providers"
 	"jetway/pkg/llm/llmtest"
+	"jetway/pkg/llm/providers"
 )
 
 // modelFront is the local fake model provider the runner figures talk to:
