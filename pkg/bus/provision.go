@@ -220,12 +220,14 @@ func LeaderGroups(l Layout) [][]string {
 
 // BusyStreams are the streams off the event path that take a write for
 // most events, one leader each whatever K is: the log of record, the
-// transcripts, the output and the sessions bucket's stream. None of them
+// transcripts, the output, the sessions bucket's stream and the server's
+// copy of it by partition, which takes every record write again and
+// serves the runners' watches of their partitions. None of them
 // binds before the shards do (docs/BENCHMARKS.md "One leader each"), as
 // long as they do not share a node's cores, so provisioning spreads their
 // leaders over the nodes as it spreads the shards'.
 func BusyStreams() []string {
-	return []string{StreamEvents, StreamTranscripts, StreamOut, StreamSessions}
+	return []string{StreamEvents, StreamTranscripts, StreamOut, StreamSessions, StreamSessionsByPartition}
 }
 
 // ensureSourceConsumers makes the durable consumer each of sc's sources
