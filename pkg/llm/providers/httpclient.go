@@ -24,7 +24,12 @@ const responseHeaderTimeout = 10 * time.Minute
 // model with: one pool of connections per process, shared by every model
 // and endpoint, kept warm for as many calls at once as a runner makes.
 var HTTPClient = sync.OnceValue(func() *http.Client {
-	t := http.DefaultTransport.(*http.Transport).Clone()
+	base, ok := http.DefaultTransport.(*http.Transport)
+	if !ok {
+		// Replaced by a wrapper (tracing): it keeps its own pool.
+		return &http.Client{Transport: http.DefaultTransport}
+	}
+	t := base.Clone()
 	t.MaxIdleConns = 0 // no bound over all hosts: the per-host one is the bound
 	t.MaxIdleConnsPerHost = IdleConnsPerHost
 	t.ResponseHeaderTimeout = responseHeaderTimeout
