@@ -16,13 +16,13 @@ import (
 const IdleConnsPerHost = 256
 
 // responseHeaderTimeout bounds the wait for a response's headers, as the
-// SDKs' own default clients do: a server that accepts a call and never
+// Anthropic SDK's default client does: a server that accepts a call and never
 // answers does not hold a run for ever. A stream's body is not bounded.
 const responseHeaderTimeout = 10 * time.Minute
 
 // HTTPClient is the client every provider this package builds calls its
 // model with: one pool of connections per process, shared by every model
-// and endpoint, kept warm for as many calls at once as a runner makes.
+// and endpoint, keeping IdleConnsPerHost of them warm for the next calls.
 var HTTPClient = sync.OnceValue(func() *http.Client {
 	base, ok := http.DefaultTransport.(*http.Transport)
 	if !ok {
