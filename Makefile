@@ -50,12 +50,15 @@ run:
 
 # pkg/redact runs twice: with the race detector (an eighth of its random
 # rounds, pkg/redact/race_test.go) and without it, with every round, in
-# a twentieth of the time the detector would take for them.
+# a twentieth of the time the detector would take for them. The upgrade
+# of a filtered log on a cluster runs only without the detector, which
+# reports a data race inside nats-server there (pkg/bus/race_test.go).
 test:
 	$(GO) mod download
 	$(GO) vet ./...
 	$(GO) test $(TESTFLAGS) ./...
 	$(GO) test -count=1 ./pkg/redact
+	$(GO) test -count=1 -run '^TestProvision_moves_a_filtered_log_on_a_cluster_losing_no_event$$' ./pkg/bus
 
 # gofmt, go vet, then golangci-lint with .golangci.yml (errcheck, govet,
 # staticcheck, ineffassign, unused). golangci-lint is built from the module

@@ -862,7 +862,14 @@ func TestConsole_a_page_opened_during_a_tool_call_draws_the_call_once_inside_its
 	b.signIn(tk.user)
 	b.openSession("mid")
 	b.until("the pending call in the run's frame", `document.querySelectorAll('section.run details.tool').length === 1`)
-	if err := os.WriteFile(filepath.Join(d.data, "jobs", "default", "mid", "go"), nil, 0o644); err != nil {
+	// The call is recorded before the jobs worker makes the session's
+	// workspace: the signal waits for the directory.
+	workspace := filepath.Join(d.data, "jobs", "default", "mid")
+	testutil.Eventually(t, devWait, "the session's workspace", func() bool {
+		_, err := os.Stat(workspace)
+		return err == nil
+	})
+	if err := os.WriteFile(filepath.Join(workspace, "go"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	b.until("the run's end", `document.getElementById('transcript').innerText.includes('All done after the call.')`)

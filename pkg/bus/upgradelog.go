@@ -47,11 +47,14 @@ import (
 // held when step 3 began.
 
 // refilterPause is how long a pause lasts should provisioning stop
-// half-way (the next provisioning resumes it), and refilterWait how long
-// refilterLog waits for the log to copy what a paused consumer delivered.
+// half-way (the next provisioning resumes it), refilterWait how long
+// refilterLog waits for the log to copy what a paused consumer delivered,
+// and sourceRetryWait how long for a source set up again to copy
+// (waitSourcing).
 const (
-	refilterPause = 24 * time.Hour
-	refilterWait  = 30 * time.Second
+	refilterPause   = 24 * time.Hour
+	refilterWait    = 30 * time.Second
+	sourceRetryWait = 90 * time.Second
 )
 
 func refilterLog(ctx context.Context, js jetstream.JetStream, cfg ProvisionConfig) (moved bool, err error) {
@@ -86,14 +89,14 @@ func refilterLog(ctx context.Context, js jetstream.JetStream, cfg ProvisionConfi
 				return moved, err
 			}
 			fresh := &jetstream.StreamSource{Name: shard, Consumer: &jetstream.StreamConsumerSource{Name: EventsSourceConsumer, DeliverSubject: ci.Config.DeliverSubject}}
-			if err := restartSource(ctx, js, &sc, fresh, ci.Config, max(ci.Delivered.Stream, ci.AckFloor.Stream)); err != nil {
+			if err := restartSource(ctx, js, cfg, &sc, fresh, ci.Config, max(ci.Delivered.Stream, ci.AckFloor.Stream)); err != nil {
 				return moved, fmt.Errorf("%s's source %s: %w", StreamEvents, shard, err)
 			}
 		default:
 			if err := giveLogTransform(ctx, js, &sc); err != nil {
 				return moved, err
 			}
-			if err := refilterSource(ctx, js, &sc, src); err != nil {
+			if err := refilterSource(ctx, js, cfg, &sc, src); err != nil {
 				return moved, fmt.Errorf("%s's source %s: %w", StreamEvents, shard, err)
 			}
 		}
@@ -121,7 +124,7 @@ func filteredShardSource(src *jetstream.StreamSource) bool {
 }
 
 // refilterSource is steps 2 to 5 for the shard src reads.
-func refilterSource(ctx context.Context, js jetstream.JetStream, sc *jetstream.StreamConfig, src *jetstream.StreamSource) error {
+func refilterSource(ctx context.Context, js jetstream.JetStream, cfg ProvisionConfig, sc *jetstream.StreamConfig, src *jetstream.StreamSource) error {
 	name := src.Consumer.Name
 	if _, err := js.PauseConsumer(ctx, src.Name, name, time.Now().Add(refilterPause)); err != nil {
 		return fmt.Errorf("pause its consumer %s: %w", name, err)
@@ -136,12 +139,12 @@ func refilterSource(ctx context.Context, js jetstream.JetStream, sc *jetstream.S
 	}
 	fresh := *src
 	fresh.SubjectTransforms = nil
-	return restartSource(ctx, js, sc, &fresh, cc, last)
+	return restartSource(ctx, js, cfg, sc, &fresh, cc, last)
 }
 
 // restartSource is steps 4 and 5: the consumer cc of src goes on after
 // last, the log's last copy from it, unfiltered, and the log sources src.
-func restartSource(ctx context.Context, js jetstream.JetStream, sc *jetstream.StreamConfig, src *jetstream.StreamSource, cc jetstream.ConsumerConfig, last uint64) error {
+func restartSource(ctx context.Context, js jetstream.JetStream, cfg ProvisionConfig, sc *jetstream.StreamConfig, src *jetstream.StreamSource, cc jetstream.ConsumerConfig, last uint64) error {
 	if err := resetConsumer(ctx, js, src.Name, cc.Durable, last+1); err != nil {
 		return err
 	}
@@ -156,38 +159,67 @@ func restartSource(ctx context.Context, js jetstream.JetStream, sc *jetstream.St
 	if _, err := js.UpdateStream(ctx, *sc); err != nil {
 		return fmt.Errorf("source again, from %d: %w", last+1, err)
 	}
-	return waitSourcing(ctx, js, src.Name, last)
+	return waitSourcing(ctx, js, cfg, src.Name, last)
 }
 
 // waitSourcing waits until the log has copied an event of origin past
 // last through its new source, or origin has none past last: the move is
 // seen to work before the next shard's begins. (It does not close the
 // window above: with it, moving the log's leader right after still
-// copied events twice in one run of five.) Bounded by refilterWait; a
-// log that lags longer is told by an error.
-func waitSourcing(ctx context.Context, js jetstream.JetStream, origin string, last uint64) error {
-	wctx, cancel := context.WithTimeout(ctx, refilterWait)
-	defer cancel()
+// copied events twice in one run of five.) The server sets a source up
+// in the background and, when its request fails or goes unanswered,
+// retries after 2 s plus 10 s per failure so far: the wait is bounded by
+// sourceRetryWait, which covers a few retries, and says every 10 s what
+// it waits for and the source's last error. A log that lags longer is
+// told by an error; provisioning again goes on from there.
+func waitSourcing(ctx context.Context, js jetstream.JetStream, cfg ProvisionConfig, origin string, last uint64) error {
+	deadline := time.Now().Add(sourceRetryWait)
+	nextNote := time.Now().Add(10 * time.Second)
 	for {
-		log, err := js.Stream(wctx, StreamEvents)
+		copied, srcErr, err := sourcingState(ctx, js, origin)
 		if err != nil {
-			return fmt.Errorf("read %s: %w", StreamEvents, err)
+			return err
 		}
-		sh, err := js.Stream(wctx, origin)
+		sh, err := js.Stream(ctx, origin)
 		if err != nil {
 			return fmt.Errorf("read %s: %w", origin, err)
 		}
-		if sourcedUpTo(log.CachedInfo(), origin) > last || sh.CachedInfo().State.LastSeq <= last {
+		if copied > last || sh.CachedInfo().State.LastSeq <= last {
 			return nil
 		}
-		t := time.NewTimer(10 * time.Millisecond)
+		now := time.Now()
+		if now.After(deadline) {
+			return fmt.Errorf("%s has not copied %s past %d again in %s (its source's last error: %s)", StreamEvents, origin, last, sourceRetryWait, srcErr)
+		}
+		if now.After(nextNote) {
+			cfg.progress("waiting for %s to copy %s past %d again (its source's last error: %s)", StreamEvents, origin, last, srcErr)
+			nextNote = now.Add(10 * time.Second)
+		}
+		t := time.NewTimer(50 * time.Millisecond)
 		select {
-		case <-wctx.Done():
+		case <-ctx.Done():
 			t.Stop()
-			return fmt.Errorf("%s has not copied %s past %d again: %w", StreamEvents, origin, last, wctx.Err())
+			return fmt.Errorf("%s has not copied %s past %d again: %w", StreamEvents, origin, last, ctx.Err())
 		case <-t.C:
 		}
 	}
+}
+
+// sourcingState reads how far the log has copied origin and the last
+// error the server recorded setting that source up ("none" without one).
+func sourcingState(ctx context.Context, js jetstream.JetStream, origin string) (uint64, string, error) {
+	log, err := js.Stream(ctx, StreamEvents)
+	if err != nil {
+		return 0, "", fmt.Errorf("read %s: %w", StreamEvents, err)
+	}
+	info := log.CachedInfo()
+	srcErr := "none"
+	for _, si := range info.Sources {
+		if si != nil && si.Name == origin && si.Error != nil {
+			srcErr = si.Error.Error()
+		}
+	}
+	return sourcedUpTo(info, origin), srcErr, nil
 }
 
 // waitCopied waits until the consumer name says it is paused and the log
