@@ -47,14 +47,18 @@ import (
 // held when step 3 began.
 
 // refilterPause is how long a pause lasts should provisioning stop
-// half-way (the next provisioning resumes it), refilterWait how long
-// refilterLog waits for the log to copy what a paused consumer delivered,
-// and sourceRetryWait how long for a source set up again to copy
-// (waitSourcing).
+// half-way (the next provisioning resumes it), and refilterWait how long
+// refilterLog waits for the log to copy what a paused consumer delivered.
 const (
-	refilterPause   = 24 * time.Hour
-	refilterWait    = 30 * time.Second
+	refilterPause = 24 * time.Hour
+	refilterWait  = 30 * time.Second
+)
+
+// sourceRetryWait bounds waitSourcing, which says what it waits for every
+// sourceNoteEvery (variables so a test can wait less).
+var (
 	sourceRetryWait = 90 * time.Second
+	sourceNoteEvery = 10 * time.Second
 )
 
 func refilterLog(ctx context.Context, js jetstream.JetStream, cfg ProvisionConfig) (moved bool, err error) {
@@ -169,14 +173,16 @@ func restartSource(ctx context.Context, js jetstream.JetStream, cfg ProvisionCon
 // copied events twice in one run of five.) The server sets a source up
 // in the background and, when its request fails or goes unanswered,
 // retries after 2 s plus 10 s per failure so far: the wait is bounded by
-// sourceRetryWait, which covers a few retries, and says every 10 s what
-// it waits for and the source's last error. A log that lags longer is
-// told by an error; provisioning again goes on from there.
+// sourceRetryWait, which covers a few retries, and says every
+// sourceNoteEvery what it waits for and what the server says of the
+// source (sourcingState). A log
+// that lags longer is told by an error; provisioning again goes on from
+// there.
 func waitSourcing(ctx context.Context, js jetstream.JetStream, cfg ProvisionConfig, origin string, last uint64) error {
 	deadline := time.Now().Add(sourceRetryWait)
-	nextNote := time.Now().Add(10 * time.Second)
+	nextNote := time.Now().Add(sourceNoteEvery)
 	for {
-		copied, srcErr, err := sourcingState(ctx, js, origin)
+		copied, state, err := sourcingState(ctx, js, origin)
 		if err != nil {
 			return err
 		}
@@ -189,11 +195,11 @@ func waitSourcing(ctx context.Context, js jetstream.JetStream, cfg ProvisionConf
 		}
 		now := time.Now()
 		if now.After(deadline) {
-			return fmt.Errorf("%s has not copied %s past %d again in %s (its source's last error: %s)", StreamEvents, origin, last, sourceRetryWait, srcErr)
+			return fmt.Errorf("%s has not copied %s past %d again in %s (%s)", StreamEvents, origin, last, sourceRetryWait, state)
 		}
 		if now.After(nextNote) {
-			cfg.progress("waiting for %s to copy %s past %d again (its source's last error: %s)", StreamEvents, origin, last, srcErr)
-			nextNote = now.Add(10 * time.Second)
+			cfg.progress("waiting for %s to copy %s past %d again (%s)", StreamEvents, origin, last, state)
+			nextNote = now.Add(sourceNoteEvery)
 		}
 		t := time.NewTimer(50 * time.Millisecond)
 		select {
@@ -205,21 +211,28 @@ func waitSourcing(ctx context.Context, js jetstream.JetStream, cfg ProvisionConf
 	}
 }
 
-// sourcingState reads how far the log has copied origin and the last
-// error the server recorded setting that source up ("none" without one).
+// sourcingState reads how far the log has copied origin and what the
+// server says of that source: its last error setting it up, or that it
+// has none and how long ago the source was last active (a setup request
+// that goes unanswered leaves no error, only the silence).
 func sourcingState(ctx context.Context, js jetstream.JetStream, origin string) (uint64, string, error) {
 	log, err := js.Stream(ctx, StreamEvents)
 	if err != nil {
 		return 0, "", fmt.Errorf("read %s: %w", StreamEvents, err)
 	}
 	info := log.CachedInfo()
-	srcErr := "none"
 	for _, si := range info.Sources {
-		if si != nil && si.Name == origin && si.Error != nil {
-			srcErr = si.Error.Error()
+		switch {
+		case si == nil || si.Name != origin:
+		case si.Error != nil:
+			return si.Seq, "the server's last error setting it up: " + si.Error.Error(), nil
+		case si.Active < 0:
+			return si.Seq, "no error from the server, never active", nil
+		default:
+			return si.Seq, fmt.Sprintf("no error from the server, last active %s ago", si.Active.Round(time.Millisecond)), nil
 		}
 	}
-	return sourcedUpTo(info, origin), srcErr, nil
+	return 0, "the log does not list the source", nil
 }
 
 // waitCopied waits until the consumer name says it is paused and the log
