@@ -83,6 +83,23 @@ func workPending(t *testing.T, ctx context.Context, admin *client) int {
 	return bustest.WorkPending(ctx, admin.js, l)
 }
 
+// createOnCluster runs create, each attempt with its own 10 s deadline,
+// until it succeeds: a cluster just formed can leave a create request
+// unanswered (bus.Provision tries again for the same reason), and the
+// same create again is answered with what the first one made.
+func createOnCluster(t *testing.T, ctx context.Context, what string, create func(context.Context) error) {
+	t.Helper()
+	testutil.Eventually(t, time.Minute, what, func() bool {
+		actx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		err := create(actx)
+		if err != nil {
+			t.Logf("%s: %v (trying again)", what, err)
+		}
+		return err == nil
+	})
+}
+
 // TestUpgrade_of_an_old_events_stream_on_a_cluster runs a cluster as
 // deployments ran before the split and the partition mapping (one R3
 // JETWAY_EVENTS with schedules, job events and roll-ups, a work queue
@@ -115,16 +132,18 @@ func TestUpgrade_of_an_old_events_stream_on_a_cluster(t *testing.T) {
 	// JETWAY_WORK sourced it through the durable consumer of that time,
 	// jetway-work-source.
 	events, work, source := bustest.OldLayout(cfg)
-	testutil.Eventually(t, 30*time.Second, "the old "+bus.StreamEvents, func() bool {
+	createOnCluster(t, ctx, "the old "+bus.StreamEvents, func(ctx context.Context) error {
 		_, err := admin.js.CreateStream(ctx, events)
-		return err == nil
+		return err
 	})
-	if _, err := admin.js.CreatePushConsumer(ctx, bus.StreamEvents, source); err != nil {
-		t.Fatalf("work source consumer: %v", err)
-	}
-	if _, err := admin.js.CreateStream(ctx, work); err != nil {
-		t.Fatalf("make %s: %v", bus.StreamWork, err)
-	}
+	createOnCluster(t, ctx, "the work source consumer", func(ctx context.Context) error {
+		_, err := admin.js.CreatePushConsumer(ctx, bus.StreamEvents, source)
+		return err
+	})
+	createOnCluster(t, ctx, "the old "+bus.StreamWork, func(ctx context.Context) error {
+		_, err := admin.js.CreateStream(ctx, work)
+		return err
+	})
 
 	disp, jobsUser, run := d.connect("dispatcher"), d.connect("jobs"), d.connect("runner")
 	for i := range 4 {
