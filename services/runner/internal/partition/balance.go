@@ -160,6 +160,13 @@ func (g *Group) shouldHandOff(ctx context.Context, p *part) bool {
 // again, in stream order, to the owner; nothing handled here comes again,
 // since it was acked first. If the work outlasts drainLimit the member
 // pulls p again itself (resume) and tries later.
+//
+// The pin's TTL runs from this member's last pull, up to a pull expiry
+// before the puller stopped, so it can lapse as the drain ends, and the
+// owner be pinned already. The server's unpin takes whatever pin there is:
+// unpinning then took the new holder's, which took p again under a new
+// pin and reset the consumer, delivering its work in hand a second time.
+// So p is unpinned only while the pin is still this member's.
 func (g *Group) handOff(ctx context.Context, p *part, stopped time.Time) {
 	expiry := pullExpiry(p.cons)
 	for g.cfg.Busy(p.n) || time.Since(stopped) < expiry {
@@ -172,7 +179,11 @@ func (g *Group) handOff(ctx context.Context, p *part, stopped time.Time) {
 			return
 		}
 	}
-	g.unpin(ctx, p.n)
+	if g.pinnedNow(ctx, p) {
+		g.unpin(ctx, p.n)
+	} else {
+		g.log.Info().Int("partition", p.n).Msg("the pin lapsed during the drain: not unpinning its new holder")
+	}
 	p.endDrain(true)
 	g.log.Info().Int("partition", p.n).Dur("drained", time.Since(stopped)).Msg("partition handed off")
 	g.announce()
@@ -198,15 +209,19 @@ func (c *releaseClock) may() bool {
 }
 
 // stillPinned reports whether p's pin is still the one this member was
-// given, as the work consumers' pins were listed at most pinFresh ago. An
-// unanswered question counts as yes: a member that cannot reach the server
-// cannot be served either.
+// given, as the work consumers' pins were listed at most pinFresh ago and
+// after the pin was given. An unanswered question counts as yes: a member
+// that cannot reach the server cannot be served either.
 //
 // Every held partition asks twice a second; asked one consumer at a time
 // that was a request per partition per tick, where one listing of the
 // stream's consumers answers them all. A listing can be half a second old,
 // so a decision that could harm another member (an unpin) asks afresh
-// first (pinnedNow).
+// first (pinnedNow). A listing asked for before this member took p still
+// names the member that handed p off: read as "moved", it made the new
+// holder stop pulling p moments after its takeover, pull again under a
+// new pin and reset the consumer, which delivered its work in hand a
+// second time.
 func (g *Group) stillPinned(ctx context.Context, p *part) bool { return g.checkPin(ctx, p, true) }
 
 // pinnedNow is stillPinned asked of p's consumer alone, now.
@@ -217,14 +232,14 @@ func (g *Group) pinnedNow(ctx context.Context, p *part) bool { return g.checkPin
 // permission, an election), else from the consumer.
 func (g *Group) checkPin(ctx context.Context, p *part, listed bool) bool {
 	p.mu.Lock()
-	pin := p.pin
+	pin, since := p.pin, p.pinSince
 	p.mu.Unlock()
 	if pin == "" {
 		return true
 	}
 	got, ok := "", false
 	if listed {
-		got, ok = g.pins.pinOf(ctx, g, p.n)
+		got, ok = g.pins.pinOf(ctx, g, p.n, since)
 	}
 	if !ok {
 		got, ok = consumerPin(ctx, p)
@@ -253,18 +268,19 @@ const pinFresh = 400 * time.Millisecond
 // pinList is the work consumers' pins, listed for all of them at once.
 type pinList struct {
 	mu   sync.Mutex
-	at   time.Time
+	at   time.Time      // when the listing was asked for
 	pins map[int]string // partition -> pin ("" for none); absent: not listed
 }
 
-// pinOf returns partition n's pin from a listing at most pinFresh old,
-// listing again if it is older; ok is false when the listing failed or did
-// not include n.
-func (l *pinList) pinOf(ctx context.Context, g *Group, n int) (pin string, ok bool) {
+// pinOf returns partition n's pin from a listing at most pinFresh old and
+// asked for after notBefore, listing again otherwise; ok is false when the
+// listing failed or did not include n.
+func (l *pinList) pinOf(ctx context.Context, g *Group, n int, notBefore time.Time) (pin string, ok bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if time.Since(l.at) >= pinFresh {
-		l.pins, l.at = g.listPins(ctx), time.Now()
+	if time.Since(l.at) >= pinFresh || !l.at.After(notBefore) {
+		asked := time.Now()
+		l.pins, l.at = g.listPins(ctx), asked
 	}
 	pin, ok = l.pins[n]
 	return pin, ok

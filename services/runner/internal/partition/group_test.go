@@ -21,6 +21,10 @@ import (
 	"jetway/pkg/bus/bustest"
 )
 
+// The members' logs (shown for a failing test) carry milliseconds: a
+// hand-off and a takeover are a second or less apart.
+func init() { zerolog.TimeFieldFormat = "15:04:05.000" }
+
 // env is one embedded JetStream server with the work stream provisioned.
 type env struct {
 	t   *testing.T
@@ -96,7 +100,7 @@ func (e *env) startMemberWith(id string, handle func(*member, Delivery), busy fu
 	cfg := Config{
 		JS: js, Peers: kv, ID: id, Incarnation: id + "-1", Partitions: e.p,
 		Heartbeat: 300 * time.Millisecond, Busy: busy,
-		Log: zerolog.New(zerolog.NewTestWriter(e.t)).Level(zerolog.WarnLevel),
+		Log: zerolog.New(zerolog.NewTestWriter(e.t)).Level(zerolog.InfoLevel).With().Timestamp().Logger(),
 		Deliver: func(d Delivery) {
 			checkParsed(e.t, d.Msg)
 			m.mu.Lock()
@@ -393,6 +397,7 @@ type runLedger struct {
 	mu      sync.Mutex
 	inHand  map[string]map[int]int // member -> partition -> un-acked
 	got     map[string]int         // body -> deliveries, across members
+	by      map[string][]string    // body -> who took each delivery, for a failure to show
 	order   map[string][]int       // session -> round numbers, as delivered
 	badBody []string
 }
@@ -400,7 +405,7 @@ type runLedger struct {
 const runFor = 100 * time.Millisecond
 
 func newRunLedger() *runLedger {
-	return &runLedger{inHand: map[string]map[int]int{}, got: map[string]int{}, order: map[string][]int{}}
+	return &runLedger{inHand: map[string]map[int]int{}, got: map[string]int{}, by: map[string][]string{}, order: map[string][]int{}}
 }
 
 // handle records d and acks it (confirmed) runFor later.
@@ -413,6 +418,11 @@ func (l *runLedger) handle(m *member, d Delivery) {
 		l.badBody = append(l.badBody, body)
 	}
 	l.got[body]++
+	md, _ := d.Msg.Metadata()
+	if md != nil {
+		l.by[body] = append(l.by[body], fmt.Sprintf("%s p%d tenure %d seq %d delivery %d at %s",
+			m.id, d.Partition, d.Tenure, md.Sequence.Stream, md.NumDelivered, time.Now().Format("15:04:05.000")))
+	}
 	l.order[session] = append(l.order[session], round)
 	if l.inHand[m.id] == nil {
 		l.inHand[m.id] = map[int]int{}
@@ -491,7 +501,7 @@ func (l *runLedger) check(t *testing.T, bodies []string, sent map[string]int) {
 	}
 	for _, body := range bodies {
 		if n := l.got[body]; n != 1 {
-			t.Errorf("message %s delivered %d times, want once", body, n)
+			t.Errorf("message %s delivered %d times, want once: %q", body, n, l.by[body])
 		}
 	}
 	for s, rounds := range l.order {

@@ -222,6 +222,110 @@ func TestThe_pin_checks_of_all_held_partitions_share_one_listing(t *testing.T) {
 	}
 }
 
+// A listing of the pins asked for before this member took a partition
+// still names the member that handed it off. Read as "moved", it made the
+// new holder stop pulling moments after its takeover, pull again under a
+// new pin and reset the consumer, which delivered its work in hand a
+// second time (two deliveries of one message, 8 ms apart, in the busy
+// hand-off test). The check lists again instead.
+func TestA_listing_older_than_a_takeover_does_not_say_the_partition_moved(t *testing.T) {
+	e := newEnv(t, 4, 2*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	g := e.group("r1")
+	work, err := e.js.Stream(ctx, bus.WorkStream(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.work = []jetstream.Stream{work}
+	cons, err := e.js.Consumer(ctx, bus.WorkStream(0), bus.WorkConsumerName(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// This member takes partition 1: a pull of its own, pinned.
+	e.publish(e.sessionIn(1), "hi")
+	batch, err := cons.Fetch(1, jetstream.FetchMaxWait(10*time.Second), jetstream.FetchPriorityGroup(bus.WorkGroup))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pin string
+	for m := range batch.Messages() {
+		pin = m.Headers().Get("Nats-Pin-Id")
+	}
+	if pin == "" || e.pinOf(1) != pin {
+		t.Fatalf("the member's pull was not pinned (header %q, consumer %q)", pin, e.pinOf(1))
+	}
+	// The listing, fresh by its age, was asked for just before the
+	// takeover, when the previous holder had the pin.
+	g.pins.mu.Lock()
+	g.pins.pins, g.pins.at = map[int]string{1: "the-previous-holder"}, time.Now().Add(-10*time.Millisecond)
+	g.pins.mu.Unlock()
+	p := &part{n: 1, cons: cons, held: true, pin: pin, pinSince: time.Now()}
+
+	if !g.stillPinned(ctx, p) {
+		t.Fatal("a listing asked for before the takeover made the new holder read its partition as moved")
+	}
+	g.pins.mu.Lock()
+	relisted := g.pins.at.After(p.pinSince)
+	g.pins.mu.Unlock()
+	if !relisted {
+		t.Error("the check did not list the pins again")
+	}
+	// A listing asked for after the takeover is believed: the pin moved.
+	p.pinSince = time.Now().Add(-time.Second)
+	g.pins.mu.Lock()
+	g.pins.pins, g.pins.at = map[int]string{1: "someone-else"}, time.Now()
+	g.pins.mu.Unlock()
+	if g.stillPinned(ctx, p) {
+		t.Error("a listing newer than the takeover, naming another pin, reads as still this member's")
+	}
+}
+
+// A drain can end after the pin lapsed and the owner was pinned: the
+// member that handed the partition off must not unpin the new holder (the
+// server's unpin takes whatever pin there is), which would take it again
+// under a new pin and reset the consumer, delivering its work in hand a
+// second time.
+func TestA_hand_off_ending_after_the_pin_lapsed_leaves_the_new_holder_pinned(t *testing.T) {
+	e := newEnv(t, 4, 2*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	g := e.group("r1")
+	g.cfg.Busy = func(int) bool { return false }
+	cons, err := e.js.Consumer(ctx, bus.WorkStream(0), bus.WorkConsumerName(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The new holder: a pull of the test's own, pinned.
+	e.publish(e.sessionIn(1), "hi")
+	batch, err := cons.Fetch(1, jetstream.FetchMaxWait(10*time.Second), jetstream.FetchPriorityGroup(bus.WorkGroup))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range batch.Messages() {
+	}
+	holder := e.pinOf(1)
+	if holder == "" {
+		t.Fatal("the new holder's pull was not pinned")
+	}
+	// This member drained partition 1 under the pin it had before.
+	p := &part{n: 1, cons: cons, held: true, pin: "r1-lapsed-pin", draining: true}
+	g.handOff(ctx, p, time.Now().Add(-time.Minute))
+
+	if got := e.pinOf(1); got != holder {
+		t.Fatalf("after the hand-off the pin is %q, want the new holder's %q", got, holder)
+	}
+	if p.isDraining() {
+		t.Error("the hand-off did not end")
+	}
+	// Still pinned here, the drain unpins.
+	p = &part{n: 1, cons: cons, held: true, pin: holder, draining: true}
+	g.handOff(ctx, p, time.Now().Add(-time.Minute))
+	if got := e.pinOf(1); got != "" {
+		t.Errorf("after a hand-off under its own pin the partition is pinned to %q, want nobody", got)
+	}
+}
+
 // After the reset that begins a tenure, deliveries numbered 1, 2, 3 … and
 // each delivered for the first time are the partition's messages in stream
 // order. A gap (a delivery that went to a dropped pull) or a redelivery

@@ -18,8 +18,10 @@ type part struct {
 
 	mu sync.Mutex
 	// pin is the last Nats-Pin-Id seen; a new one means the server just
-	// gave this member the partition.
-	pin string
+	// gave this member the partition. pinSince is when it was seen: a
+	// listing of the pins asked for before then cannot know it.
+	pin      string
+	pinSince time.Time
 	// resetting: after ResetConsumer, deliveries are ignored until the
 	// consumer sequence restarts at 1, so the stream's order holds.
 	resetting bool
@@ -211,7 +213,7 @@ func (g *Group) deliver(ctx context.Context, p *part, m jetstream.Msg) {
 		// Takeover: the previous holder may have left messages un-acked
 		// that the server would redeliver out of order. Reset the consumer
 		// so delivery restarts from the first un-acked message.
-		p.pin, p.resetting, p.held, p.unbroken = pin, true, true, false
+		p.pin, p.pinSince, p.resetting, p.held, p.unbroken = pin, time.Now(), true, true, false
 		p.tenure++
 		p.mu.Unlock()
 		if _, err := g.cfg.JS.ResetConsumer(ctx, g.stream(p.n), bus.WorkConsumerName(p.n)); err != nil {
