@@ -166,8 +166,9 @@ func (g *Group) shouldHandOff(ctx context.Context, p *part) bool {
 // owner be pinned already. The server's unpin takes whatever pin there is:
 // unpinning then took the new holder's, which took p again under a new
 // pin and reset the consumer, delivering its work in hand a second time.
-// So p is unpinned only while the pin is still this member's.
-func (g *Group) handOff(ctx context.Context, p *part, stopped time.Time) {
+// So p is unpinned only while the pin is still pin, the one this member
+// held p under (its puller, stopped, has dropped it from p).
+func (g *Group) handOff(ctx context.Context, p *part, stopped time.Time, pin string) {
 	expiry := pullExpiry(p.cons)
 	for g.cfg.Busy(p.n) || time.Since(stopped) < expiry {
 		if time.Since(stopped) > drainLimit {
@@ -179,7 +180,7 @@ func (g *Group) handOff(ctx context.Context, p *part, stopped time.Time) {
 			return
 		}
 	}
-	if g.pinnedNow(ctx, p) {
+	if g.stillPinnedAs(ctx, p, pin) {
 		g.unpin(ctx, p.n)
 	} else {
 		g.log.Info().Int("partition", p.n).Msg("the pin lapsed during the drain: not unpinning its new holder")
@@ -248,6 +249,18 @@ func (g *Group) checkPin(ctx context.Context, p *part, listed bool) bool {
 		return true
 	}
 	return got == pin || got == ""
+}
+
+// stillPinnedAs reports whether p's consumer is pinned as pin, asked now:
+// true for an unknown pin ("") or an unanswered question, as checkPin
+// counts them, and false for a consumer pinned to nobody (nothing to
+// unpin) or to another pin.
+func (g *Group) stillPinnedAs(ctx context.Context, p *part, pin string) bool {
+	if pin == "" {
+		return true
+	}
+	got, ok := consumerPin(ctx, p)
+	return !ok || got == pin
 }
 
 // consumerPin asks p's consumer for its pin; ok is false without an answer.

@@ -118,6 +118,11 @@ type Group struct {
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+
+	// stoppedMu guards stoppedPins: the pin of each partition this member
+	// held when Stop began, which Leave gives up (stopping forgets them).
+	stoppedMu   sync.Mutex
+	stoppedPins map[int]string
 }
 
 // New checks cfg; it does no I/O (Start does).
@@ -203,18 +208,42 @@ func (g *Group) AckWait() time.Duration { return g.ackWait }
 // The member still looks alive to the others until Leave (or StaleAfter):
 // the runner lets its runs end between the two.
 func (g *Group) Stop() {
+	held := map[int]string{}
+	for _, p := range g.parts {
+		if p == nil {
+			continue
+		}
+		p.mu.Lock()
+		if (p.held || p.draining || p.resume) && p.pin != "" {
+			held[p.n] = p.pin
+		}
+		p.mu.Unlock()
+	}
+	g.stoppedMu.Lock()
+	if g.stoppedPins == nil { // a second Stop finds them forgotten
+		g.stoppedPins = held
+	}
+	g.stoppedMu.Unlock()
 	if g.cancel != nil {
 		g.cancel()
 	}
 	g.wg.Wait()
 }
 
-// Leave unpins the partitions this member held and removes its heartbeat,
-// so the others take them at once rather than after the pinned TTL.
+// Leave unpins the partitions this member held when it stopped and
+// removes its heartbeat, so the others take them at once rather than
+// after the pinned TTL. Stopping its pulls forgot their pins (each pull
+// loop drops its partition as it ends), so Leave unpins by the pins Stop
+// recorded, and only a partition whose pin is still that one: between
+// Stop and Leave the runs end, a pin may lapse and another member be
+// pinned, and the server's unpin takes whatever pin there is.
 func (g *Group) Leave(ctx context.Context) error {
-	for _, p := range g.parts {
-		if p.claimed() {
-			g.unpin(ctx, p.n)
+	g.stoppedMu.Lock()
+	held := g.stoppedPins
+	g.stoppedMu.Unlock()
+	for n, pin := range held {
+		if g.stillPinnedAs(ctx, g.parts[n], pin) {
+			g.unpin(ctx, n)
 		}
 	}
 	return g.peers.remove(ctx, g.cfg.ID)

@@ -384,6 +384,81 @@ func TestA_quiet_partition_keeps_its_pin_past_the_pinned_TTL(t *testing.T) {
 	}
 }
 
+// A member that stops and leaves unpins what it held, so another takes
+// it at once rather than after the pinned TTL; stopping its pulls had
+// forgotten the pins, and Leave unpinned nothing.
+func TestA_member_that_leaves_unpins_what_it_held(t *testing.T) {
+	e := newEnv(t, 4, 2*time.Second)
+	l := newLedger()
+	m := e.startMember("m1", l.handle, nil)
+	e.publish(e.sessionIn(1), "hi")
+	testutil.Eventually(t, 20*time.Second, "the message to be handled", func() bool {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return l.acked["hi"] == 1
+	})
+	if e.pinOf(1) == "" {
+		t.Fatal("partition 1 has no pin after delivering a message")
+	}
+	m.g.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := m.g.Leave(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if pin := e.pinOf(1); pin != "" {
+		t.Errorf("after the member left, partition 1 is still pinned (%q)", pin)
+	}
+}
+
+// Between Stop and Leave a runner lets its runs end; a pin can lapse
+// meanwhile and another member be pinned. Leave must not unpin that one:
+// the server's unpin takes whatever pin there is.
+func TestA_member_that_leaves_late_does_not_unpin_the_partition_s_new_holder(t *testing.T) {
+	e := newEnv(t, 4, 2*time.Second)
+	l := newLedger()
+	m := e.startMember("m1", l.handle, nil)
+	e.publish(e.sessionIn(1), "hi")
+	testutil.Eventually(t, 20*time.Second, "the message to be handled", func() bool {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return l.acked["hi"] == 1
+	})
+	m.g.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	// The pin lapses (here: is removed) and a pull of the test's own is
+	// pinned with the next message.
+	st, err := e.js.Stream(ctx, bus.WorkStream(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.UnpinConsumer(ctx, bus.WorkConsumerName(1), bus.WorkGroup); err != nil {
+		t.Fatal(err)
+	}
+	e.publish(e.sessionIn(1), "after")
+	cons, err := e.js.Consumer(ctx, bus.WorkStream(0), bus.WorkConsumerName(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch, err := cons.Fetch(1, jetstream.FetchMaxWait(10*time.Second), jetstream.FetchPriorityGroup(bus.WorkGroup))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range batch.Messages() {
+	}
+	holder := e.pinOf(1)
+	if holder == "" {
+		t.Fatal("the test's pull was not pinned")
+	}
+	if err := m.g.Leave(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.pinOf(1); got != holder {
+		t.Errorf("after the member left, partition 1's pin is %q, want its new holder's %q", got, holder)
+	}
+}
+
 func (e *env) testLog() zerolog.Logger {
 	return zerolog.New(zerolog.NewTestWriter(e.t)).Level(zerolog.WarnLevel)
 }

@@ -309,8 +309,8 @@ func TestA_hand_off_ending_after_the_pin_lapsed_leaves_the_new_holder_pinned(t *
 		t.Fatal("the new holder's pull was not pinned")
 	}
 	// This member drained partition 1 under the pin it had before.
-	p := &part{n: 1, cons: cons, held: true, pin: "r1-lapsed-pin", draining: true}
-	g.handOff(ctx, p, time.Now().Add(-time.Minute))
+	p := &part{n: 1, cons: cons, draining: true} // its puller stopped and dropped it
+	g.handOff(ctx, p, time.Now().Add(-time.Minute), "r1-lapsed-pin")
 
 	if got := e.pinOf(1); got != holder {
 		t.Fatalf("after the hand-off the pin is %q, want the new holder's %q", got, holder)
@@ -319,8 +319,8 @@ func TestA_hand_off_ending_after_the_pin_lapsed_leaves_the_new_holder_pinned(t *
 		t.Error("the hand-off did not end")
 	}
 	// Still pinned here, the drain unpins.
-	p = &part{n: 1, cons: cons, held: true, pin: holder, draining: true}
-	g.handOff(ctx, p, time.Now().Add(-time.Minute))
+	p = &part{n: 1, cons: cons, draining: true}
+	g.handOff(ctx, p, time.Now().Add(-time.Minute), holder)
 	if got := e.pinOf(1); got != "" {
 		t.Errorf("after a hand-off under its own pin the partition is pinned to %q, want nobody", got)
 	}

@@ -137,10 +137,14 @@ func (p *part) orphaned(claimed bool) bool {
 	return time.Since(p.unclaimedSince) >= orphanGrace
 }
 
-func (p *part) drop() {
+// drop forgets that this member holds p and returns the pin it held p
+// under ("" for none), which a hand-off still needs (handOff).
+func (p *part) drop() (pin string) {
 	p.mu.Lock()
+	defer p.mu.Unlock()
+	pin = p.pin
 	p.held, p.pin = false, ""
-	p.mu.Unlock()
+	return pin
 }
 
 // consume pulls partition p while this member wants it.
@@ -150,7 +154,7 @@ func (g *Group) consume(ctx context.Context, p *part) {
 		if p.isDraining() {
 			// A hand-off begun with no puller to stop: finish it, or the
 			// partition stays claimed here and pulled by nobody.
-			g.handOff(ctx, p, time.Now())
+			g.handOff(ctx, p, time.Now(), p.drop())
 			continue
 		}
 		if !g.wantPull(ctx, p) {
@@ -194,9 +198,9 @@ func (g *Group) consume(ctx context.Context, p *part) {
 		// link) while the watcher decides to hand p off: once the watcher
 		// is gone, its decision is in p.draining.
 		<-released
-		p.drop()
+		pin := p.drop()
 		if p.isDraining() {
-			g.handOff(ctx, p, stopped)
+			g.handOff(ctx, p, stopped, pin)
 		}
 	}
 }
