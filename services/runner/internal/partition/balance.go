@@ -164,8 +164,9 @@ func (g *Group) shouldHandOff(ctx context.Context, p *part) bool {
 // The pin's TTL runs from this member's last pull, up to a pull expiry
 // before the puller stopped, so it can lapse as the drain ends, and the
 // owner be pinned already. The server's unpin takes whatever pin there is:
-// unpinning then took the new holder's, which took p again under a new
-// pin and reset the consumer, delivering its work in hand a second time.
+// unpinning then would take the new holder's, which would take p again
+// under a new pin and reset the consumer, delivering its work in hand a
+// second time.
 // So p is unpinned only while the pin is still pin, the one this member
 // held p under (its puller, stopped, has dropped it from p).
 func (g *Group) handOff(ctx context.Context, p *part, stopped time.Time, pin string) {
@@ -219,10 +220,10 @@ func (c *releaseClock) may() bool {
 // stream's consumers answers them all. A listing can be half a second old,
 // so a decision that could harm another member (an unpin) asks afresh
 // first (pinnedNow). A listing asked for before this member took p still
-// names the member that handed p off: read as "moved", it made the new
-// holder stop pulling p moments after its takeover, pull again under a
-// new pin and reset the consumer, which delivered its work in hand a
-// second time.
+// names the member that handed p off: read as "moved", it would make the
+// new holder stop pulling p moments after its takeover, pull again under
+// a new pin and reset the consumer, delivering its work in hand a second
+// time; so a listing must be asked for after the pin was given.
 func (g *Group) stillPinned(ctx context.Context, p *part) bool { return g.checkPin(ctx, p, true) }
 
 // pinnedNow is stillPinned asked of p's consumer alone, now.
