@@ -2,9 +2,13 @@ package runner
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"jetway/pkg/agent"
 	"jetway/pkg/events"
@@ -48,6 +52,67 @@ func (r *Runner) publishOut(ctx context.Context, tenant, session string, p event
 			r.log.Warn().Str("type", p.EventType()).Msg("publish output: no ack from JETWAY_OUT")
 		}
 	}()
+}
+
+// publishRefusal tells the session's people that run's recovery was
+// refused and why (a run.refused event), and waits until JETWAY_OUT has
+// stored it, trying again for up to refusalPublishWait. A refusal is the
+// one output that nothing after it repeats: the session waits for a
+// person, and the record's reason is overwritten when one sends the work
+// on. Published once and not stored (a NATS node stopping answered "no
+// response from stream"), it was lost. Its CE id, so its dedupe id, is
+// the run's, so a publish stored whose answer was lost is not stored
+// twice by the next try.
+func (r *Runner) publishRefusal(ctx context.Context, tenant, session, run, reason string) {
+	subj, err := events.OutSubject(tenant, session)
+	if err != nil {
+		return
+	}
+	ev, err := events.New(tenant, session, source, events.RunRefused{Reason: reason})
+	if err != nil {
+		r.log.Warn().Err(err).Msg("output event")
+		return
+	}
+	ev.SetID("jetway.refused/" + run)
+	msg, err := events.Encode(ctx, subj, ev)
+	if err != nil {
+		r.log.Warn().Err(err).Msg("output event")
+		return
+	}
+	if err := publishStored(ctx, r.js, msg, refusalPublishWait); err != nil {
+		r.log.Error().Err(err).Str("run", run).Msg("publish output: the refusal was not stored; the session record keeps its reason")
+	}
+}
+
+// refusalPublishWait bounds publishRefusal's tries: longer than a NATS
+// node's restart or a stream leader's election.
+const refusalPublishWait = 30 * time.Second
+
+// publishStored publishes msg and waits for its stream's ack, trying again
+// with a growing pause (100 ms to 2 s) until one is stored, wait passes or
+// ctx ends; it returns the last error.
+func publishStored(ctx context.Context, js jetstream.JetStream, msg *nats.Msg, wait time.Duration) error {
+	deadline := time.Now().Add(wait)
+	pause := 100 * time.Millisecond
+	for {
+		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		_, err := js.PublishMsg(pctx, msg)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if time.Now().Add(pause).After(deadline) {
+			return fmt.Errorf("publish %s: not stored in %s: %w", msg.Subject, wait, err)
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("publish %s: %w (last try: %w)", msg.Subject, ctx.Err(), err)
+		case <-t.C:
+		}
+		pause = min(2*pause, 2*time.Second)
+	}
 }
 
 // outAckWait is how long an output event's ack may take before it is

@@ -10,10 +10,13 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
 
 	"jetway/internal/testutil"
 	"jetway/pkg/agent"
 	"jetway/pkg/agent/tool"
+	"jetway/pkg/bus/bustest"
 	"jetway/pkg/events"
 	"jetway/pkg/llm"
 	"jetway/pkg/llm/llmtest"
@@ -270,5 +273,79 @@ func TestRunOutput_publishes_gathered_text_at_the_end_of_its_window(t *testing.T
 	defer mu.Unlock()
 	if got[0] != "a" || got[1] != "bc" {
 		t.Fatalf("published %q, want [a bc]", got)
+	}
+}
+
+// A refused recovery is told once it is stored, not once it is sent: its
+// publish is tried again until JETWAY_OUT stores it (a NATS node stopping
+// had answered the one publish "no response from stream", and a later
+// person's input overwrote the record's reason: the refusal was nowhere),
+// and the same refusal published again is stored once.
+func TestA_refusal_is_published_until_stored_and_stored_once(t *testing.T) {
+	s := bustest.StartServer(t)
+	nc, js := bustest.Connect(t, s.ClientURL())
+	r := &Runner{js: js, log: zerolog.New(zerolog.NewTestWriter(t))}
+	subj, err := events.OutSubject("acme", "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// No stream stores the session's output yet; every try is seen here.
+	tries := make(chan *nats.Msg, 64)
+	sub, err := nc.ChanSubscribe(subj, tries)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		r.publishRefusal(ctx, "acme", "s1", "r-1", "run r-1 was interrupted and not recovered: no")
+	}()
+	select {
+	case <-tries:
+	case <-ctx.Done():
+		t.Fatal("the refusal was never published")
+	}
+	// Now a stream stores it: the next try must land.
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "OUT_TEST", Subjects: []string{"jetway.out.>"}}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-done:
+	case <-ctx.Done():
+		t.Fatal("publishRefusal did not return")
+	}
+	st, err := js.Stream(ctx, "OUT_TEST")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored := func() uint64 {
+		info, err := st.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.State.Msgs
+	}
+	if n := stored(); n != 1 {
+		t.Fatalf("after publishRefusal returned the stream holds %d refusals, want 1", n)
+	}
+	// Published again (a retry whose first answer was lost, another
+	// runner's refusal of the same run): still one.
+	r.publishRefusal(ctx, "acme", "s1", "r-1", "run r-1 was interrupted and not recovered: no")
+	if n := stored(); n != 1 {
+		t.Fatalf("the same refusal published twice: the stream holds %d, want 1", n)
+	}
+	m, err := st.GetLastMsgForSubject(ctx, subj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := m.Header.Get(events.HeaderMsgID); got != "jetway.refused/r-1" {
+		t.Errorf("the refusal's dedupe id is %q, want jetway.refused/r-1", got)
+	}
+	if typ := m.Header.Get("ce-type"); typ != (events.RunRefused{}).EventType() {
+		t.Errorf("stored a %q, want the refusal", typ)
 	}
 }

@@ -460,13 +460,19 @@ func (a *actor) recover(ctx context.Context, rec *SessionRecord, rev *uint64, st
 }
 
 // interrupt leaves the session interrupted for reason (written at *rev),
-// waiting for a person, and tells them why.
+// waiting for a person, and tells them why. A record another runner
+// changed first is left as it says (that runner recovered the run or
+// refused it and says so): telling people of a refusal that was not
+// recorded could contradict a recovery under way.
 func (a *actor) interrupt(ctx context.Context, rec *SessionRecord, rev *uint64, reason string) {
 	rec.State, rec.Reason = StateInterrupted, reason
-	if n, err := a.record.put(ctx, *rec, *rev); err == nil {
-		*rev = n
+	n, err := a.record.put(ctx, *rec, *rev)
+	if err != nil {
+		a.log.Info().Err(err).Str("run", rec.Run).Msg("refusal not recorded: the session record changed first")
+		return
 	}
-	a.r.publishOut(ctx, a.tenant, a.session, events.RunRefused{Reason: reason})
+	*rev = n
+	a.r.publishRefusal(ctx, a.tenant, a.session, rec.Run, reason)
 }
 
 // toolCalls reads an earlier run's tool calls back from the history, with
