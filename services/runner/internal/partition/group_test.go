@@ -384,19 +384,51 @@ func TestA_quiet_partition_keeps_its_pin_past_the_pinned_TTL(t *testing.T) {
 	}
 }
 
+// pinnedPull publishes body to a session in partition n and fetches it
+// with a pull of the test's own, which the server pins: the test takes
+// the partition as another member would. It returns the partition's
+// consumer and the pin.
+func (e *env) pinnedPull(ctx context.Context, n int, body string) (jetstream.Consumer, string) {
+	e.t.Helper()
+	cons, err := e.js.Consumer(ctx, bus.WorkStream(0), bus.WorkConsumerName(n))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.publish(e.sessionIn(n), body)
+	batch, err := cons.Fetch(1, jetstream.FetchMaxWait(10*time.Second), jetstream.FetchPriorityGroup(bus.WorkGroup))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for range batch.Messages() {
+	}
+	pin := e.pinOf(n)
+	if pin == "" {
+		e.t.Fatalf("the test's pull of partition %d was not pinned", n)
+	}
+	return cons, pin
+}
+
+// memberThatHandled starts member id and waits until it has handled a
+// message of partition n: it holds n.
+func (e *env) memberThatHandled(id string, n int) *member {
+	e.t.Helper()
+	l := newLedger()
+	m := e.startMember(id, l.handle, nil)
+	e.publish(e.sessionIn(n), "hi")
+	testutil.Eventually(e.t, 20*time.Second, "the message to be handled", func() bool {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return l.acked["hi"] == 1
+	})
+	return m
+}
+
 // A member that stops and leaves unpins what it held, so another takes
 // it at once rather than after the pinned TTL; stopping its pulls had
 // forgotten the pins, and Leave unpinned nothing.
 func TestA_member_that_leaves_unpins_what_it_held(t *testing.T) {
 	e := newEnv(t, 4, 2*time.Second)
-	l := newLedger()
-	m := e.startMember("m1", l.handle, nil)
-	e.publish(e.sessionIn(1), "hi")
-	testutil.Eventually(t, 20*time.Second, "the message to be handled", func() bool {
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		return l.acked["hi"] == 1
-	})
+	m := e.memberThatHandled("m1", 1)
 	if e.pinOf(1) == "" {
 		t.Fatal("partition 1 has no pin after delivering a message")
 	}
@@ -416,14 +448,7 @@ func TestA_member_that_leaves_unpins_what_it_held(t *testing.T) {
 // the server's unpin takes whatever pin there is.
 func TestA_member_that_leaves_late_does_not_unpin_the_partition_s_new_holder(t *testing.T) {
 	e := newEnv(t, 4, 2*time.Second)
-	l := newLedger()
-	m := e.startMember("m1", l.handle, nil)
-	e.publish(e.sessionIn(1), "hi")
-	testutil.Eventually(t, 20*time.Second, "the message to be handled", func() bool {
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		return l.acked["hi"] == 1
-	})
+	m := e.memberThatHandled("m1", 1)
 	m.g.Stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -436,21 +461,7 @@ func TestA_member_that_leaves_late_does_not_unpin_the_partition_s_new_holder(t *
 	if err := st.UnpinConsumer(ctx, bus.WorkConsumerName(1), bus.WorkGroup); err != nil {
 		t.Fatal(err)
 	}
-	e.publish(e.sessionIn(1), "after")
-	cons, err := e.js.Consumer(ctx, bus.WorkStream(0), bus.WorkConsumerName(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	batch, err := cons.Fetch(1, jetstream.FetchMaxWait(10*time.Second), jetstream.FetchPriorityGroup(bus.WorkGroup))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for range batch.Messages() {
-	}
-	holder := e.pinOf(1)
-	if holder == "" {
-		t.Fatal("the test's pull was not pinned")
-	}
+	_, holder := e.pinnedPull(ctx, 1, "after")
 	if err := m.g.Leave(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -30,6 +30,19 @@ func (e *env) group(id string) *Group {
 	return g
 }
 
+// groupListing is group with the work stream Start would give it, so its
+// pin checks can list the work consumers.
+func (e *env) groupListing(ctx context.Context, id string) *Group {
+	e.t.Helper()
+	g := e.group(id)
+	work, err := e.js.Stream(ctx, bus.WorkStream(0))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	g.work = []jetstream.Stream{work}
+	return g
+}
+
 // ownedBy returns the partitions of p that the assignment over members
 // gives to id.
 func ownedBy(p int, members []string, id string) []int {
@@ -172,12 +185,7 @@ func TestThe_pin_checks_of_all_held_partitions_share_one_listing(t *testing.T) {
 	e := newEnv(t, 4, 2*time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	g := e.group("r1")
-	work, err := e.js.Stream(ctx, bus.WorkStream(0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	g.work = []jetstream.Stream{work}
+	g := e.groupListing(ctx, "r1")
 	g.parts = make([]*part, 4)
 	for n := range g.parts {
 		cons, err := e.js.Consumer(ctx, bus.WorkStream(0), bus.WorkConsumerName(n))
@@ -232,29 +240,9 @@ func TestA_listing_older_than_a_takeover_does_not_say_the_partition_moved(t *tes
 	e := newEnv(t, 4, 2*time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	g := e.group("r1")
-	work, err := e.js.Stream(ctx, bus.WorkStream(0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	g.work = []jetstream.Stream{work}
-	cons, err := e.js.Consumer(ctx, bus.WorkStream(0), bus.WorkConsumerName(1))
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := e.groupListing(ctx, "r1")
 	// This member takes partition 1: a pull of its own, pinned.
-	e.publish(e.sessionIn(1), "hi")
-	batch, err := cons.Fetch(1, jetstream.FetchMaxWait(10*time.Second), jetstream.FetchPriorityGroup(bus.WorkGroup))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var pin string
-	for m := range batch.Messages() {
-		pin = m.Headers().Get("Nats-Pin-Id")
-	}
-	if pin == "" || e.pinOf(1) != pin {
-		t.Fatalf("the member's pull was not pinned (header %q, consumer %q)", pin, e.pinOf(1))
-	}
+	cons, pin := e.pinnedPull(ctx, 1, "hi")
 	// The listing, fresh by its age, was asked for just before the
 	// takeover, when the previous holder had the pin.
 	g.pins.mu.Lock()
@@ -292,22 +280,8 @@ func TestA_hand_off_ending_after_the_pin_lapsed_leaves_the_new_holder_pinned(t *
 	defer cancel()
 	g := e.group("r1")
 	g.cfg.Busy = func(int) bool { return false }
-	cons, err := e.js.Consumer(ctx, bus.WorkStream(0), bus.WorkConsumerName(1))
-	if err != nil {
-		t.Fatal(err)
-	}
 	// The new holder: a pull of the test's own, pinned.
-	e.publish(e.sessionIn(1), "hi")
-	batch, err := cons.Fetch(1, jetstream.FetchMaxWait(10*time.Second), jetstream.FetchPriorityGroup(bus.WorkGroup))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for range batch.Messages() {
-	}
-	holder := e.pinOf(1)
-	if holder == "" {
-		t.Fatal("the new holder's pull was not pinned")
-	}
+	cons, holder := e.pinnedPull(ctx, 1, "hi")
 	// This member drained partition 1 under the pin it had before.
 	p := &part{n: 1, cons: cons, draining: true} // its puller stopped and dropped it
 	g.handOff(ctx, p, time.Now().Add(-time.Minute), "r1-lapsed-pin")
