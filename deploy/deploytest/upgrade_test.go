@@ -198,13 +198,17 @@ func TestUpgrade_of_an_old_events_stream_on_a_cluster(t *testing.T) {
 	}
 	// The nodes just restarted: the ordered consumer's requests can find
 	// no JetStream responder for a moment, which is not the layover's
-	// failure; they are tried again for as long as the layover may take.
-	settled := time.Now().Add(30 * time.Second)
-	for {
+	// failure. Then the read waits until JetStream answers the log's
+	// info again (bounded) and goes on, a few times at most.
+	for retries := 0; ; {
 		m, err := cons.Next(jetstream.FetchMaxWait(30 * time.Second))
-		if errors.Is(err, nats.ErrNoResponders) && time.Now().Before(settled) {
-			t.Logf("reading the log: %v (trying again)", err)
-			time.Sleep(200 * time.Millisecond) // a pause between tries, not a wait for a condition
+		if errors.Is(err, nats.ErrNoResponders) && retries < 5 {
+			retries++
+			t.Logf("reading the log: %v (waiting for JetStream to answer)", err)
+			testutil.Eventually(t, 30*time.Second, "JetStream to answer for "+bus.StreamEvents, func() bool {
+				_, err := admin.js.Stream(ctx, bus.StreamEvents)
+				return err == nil
+			})
 			continue
 		}
 		if err != nil {

@@ -15,10 +15,10 @@ package bus_test
 // subject's last sequence and discard-new per-subject limits consult:
 // the two streams jetway gives a transform, the log and the session
 // records' copy, take neither (only the server's sourcing writes them).
-// The upgrade is
-// that window by construction: the log applies the old form's copies,
-// which its transform leaves alone, when the first copy it must
-// transform arrives; the detector reported it in about one run of four.
+// The upgrade is that window by construction: the log applies the old
+// form's copies, which its transform leaves alone, when the first copy
+// it must transform arrives; the detector reported it in about one run
+// of four.
 // The single-node upgrade test still runs under the detector, and `make
 // test` runs this one again without it (see the Makefile's test target).
 func init() { raceDetector = true }

@@ -175,9 +175,8 @@ func restartSource(ctx context.Context, js jetstream.JetStream, cfg ProvisionCon
 // retries after 2 s plus 10 s per failure so far: the wait is bounded by
 // sourceRetryWait, which covers a few retries, and says every
 // sourceNoteEvery what it waits for and what the server says of the
-// source (sourcingState). A log
-// that lags longer is told by an error; provisioning again goes on from
-// there.
+// source (sourcingState). A log that lags longer is told by an error;
+// provisioning again goes on from there.
 func waitSourcing(ctx context.Context, js jetstream.JetStream, cfg ProvisionConfig, origin string, last uint64) error {
 	deadline := time.Now().Add(sourceRetryWait)
 	nextNote := time.Now().Add(sourceNoteEvery)

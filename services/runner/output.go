@@ -24,18 +24,8 @@ const source = "jetway/runner"
 // connection keeps the order of what follows (deltas, the next lifecycle
 // event), and a run must not wait a round trip to say it started.
 func (r *Runner) publishOut(ctx context.Context, tenant, session string, p events.Payload) {
-	subj, err := events.OutSubject(tenant, session)
-	if err != nil {
-		return
-	}
-	ev, err := events.New(tenant, session, source, p)
-	if err != nil {
-		r.log.Warn().Err(err).Msg("output event")
-		return
-	}
-	msg, err := events.Encode(ctx, subj, ev)
-	if err != nil {
-		r.log.Warn().Err(err).Msg("output event")
+	msg, ok := r.outMsg(ctx, tenant, session, "", p)
+	if !ok {
 		return
 	}
 	fut, err := r.js.PublishMsgAsync(msg)
@@ -64,24 +54,37 @@ func (r *Runner) publishOut(ctx context.Context, tenant, session string, p event
 // the run's, so a publish stored whose answer was lost is not stored
 // twice by the next try.
 func (r *Runner) publishRefusal(ctx context.Context, tenant, session, run, reason string) {
-	subj, err := events.OutSubject(tenant, session)
-	if err != nil {
-		return
-	}
-	ev, err := events.New(tenant, session, source, events.RunRefused{Reason: reason})
-	if err != nil {
-		r.log.Warn().Err(err).Msg("output event")
-		return
-	}
-	ev.SetID("jetway.refused/" + run)
-	msg, err := events.Encode(ctx, subj, ev)
-	if err != nil {
-		r.log.Warn().Err(err).Msg("output event")
+	msg, ok := r.outMsg(ctx, tenant, session, "jetway.refused/"+run, events.RunRefused{Reason: reason})
+	if !ok {
 		return
 	}
 	if err := publishStored(ctx, r.js, msg, refusalPublishWait); err != nil {
 		r.log.Error().Err(err).Str("run", run).Msg("publish output: the refusal was not stored; the session record keeps its reason")
 	}
+}
+
+// outMsg builds output event p for jetway.out.<tenant>.<session>, with CE
+// id id (a random one when id is empty); ok is false, logged, when it
+// cannot be built.
+func (r *Runner) outMsg(ctx context.Context, tenant, session, id string, p events.Payload) (*nats.Msg, bool) {
+	subj, err := events.OutSubject(tenant, session)
+	if err != nil {
+		return nil, false
+	}
+	ev, err := events.New(tenant, session, source, p)
+	if err != nil {
+		r.log.Warn().Err(err).Msg("output event")
+		return nil, false
+	}
+	if id != "" {
+		ev.SetID(id)
+	}
+	msg, err := events.Encode(ctx, subj, ev)
+	if err != nil {
+		r.log.Warn().Err(err).Msg("output event")
+		return nil, false
+	}
+	return msg, true
 }
 
 // refusalPublishWait bounds publishRefusal's tries: longer than a NATS

@@ -213,11 +213,9 @@ func (g *Group) Stop() {
 		if p == nil {
 			continue
 		}
-		p.mu.Lock()
-		if (p.held || p.draining || p.resume) && p.pin != "" {
-			held[p.n] = p.pin
+		if pin := p.claimedPin(); pin != "" {
+			held[p.n] = pin
 		}
-		p.mu.Unlock()
 	}
 	g.stoppedMu.Lock()
 	if g.stoppedPins == nil { // a second Stop finds them forgotten

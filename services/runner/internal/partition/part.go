@@ -77,6 +77,17 @@ func (p *part) claimed() bool {
 	return p.held || p.draining || p.resume
 }
 
+// claimedPin is the pin of a partition this member claims ("" for one it
+// does not claim, or whose pin its puller has already dropped).
+func (p *part) claimedPin() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.held || p.draining || p.resume {
+		return p.pin
+	}
+	return ""
+}
+
 func (p *part) isDraining() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
