@@ -53,14 +53,16 @@ func (r *Runner) publishOut(ctx context.Context, tenant, session string, p event
 // response from stream"), it was lost. Its CE id, so its dedupe id, is
 // the run's, so a publish stored whose answer was lost is not stored
 // twice by the next try.
-func (r *Runner) publishRefusal(ctx context.Context, tenant, session, run, reason string) {
+func (r *Runner) publishRefusal(ctx context.Context, tenant, session, run, reason string) error {
 	msg, ok := r.outMsg(ctx, tenant, session, "jetway.refused/"+run, events.RunRefused{Reason: reason})
 	if !ok {
-		return
+		return fmt.Errorf("publish the refusal of run %s: the event could not be built", run)
 	}
 	if err := publishStored(ctx, r.js, msg, refusalPublishWait); err != nil {
-		r.log.Error().Err(err).Str("run", run).Msg("publish output: the refusal was not stored; the session record keeps its reason")
+		r.log.Error().Err(err).Str("run", run).Msg("publish output: the refusal was not stored; the session record keeps it untold")
+		return err
 	}
+	return nil
 }
 
 // outMsg builds output event p for jetway.out.<tenant>.<session>, with CE

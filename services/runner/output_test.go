@@ -16,6 +16,7 @@ import (
 	"jetway/internal/testutil"
 	"jetway/pkg/agent"
 	"jetway/pkg/agent/tool"
+	"jetway/pkg/bus"
 	"jetway/pkg/bus/bustest"
 	"jetway/pkg/events"
 	"jetway/pkg/llm"
@@ -302,7 +303,9 @@ func TestA_refusal_is_published_until_stored_and_stored_once(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		r.publishRefusal(ctx, "acme", "s1", "r-1", "run r-1 was interrupted and not recovered: no")
+		if err := r.publishRefusal(ctx, "acme", "s1", "r-1", "run r-1 was interrupted and not recovered: no"); err != nil {
+			t.Error(err)
+		}
 	}()
 	select {
 	case <-tries:
@@ -334,7 +337,9 @@ func TestA_refusal_is_published_until_stored_and_stored_once(t *testing.T) {
 	}
 	// Published again (a retry whose first answer was lost, another
 	// runner's refusal of the same run): still one.
-	r.publishRefusal(ctx, "acme", "s1", "r-1", "run r-1 was interrupted and not recovered: no")
+	if err := r.publishRefusal(ctx, "acme", "s1", "r-1", "run r-1 was interrupted and not recovered: no"); err != nil {
+		t.Fatal(err)
+	}
 	if n := stored(); n != 1 {
 		t.Fatalf("the same refusal published twice: the stream holds %d, want 1", n)
 	}
@@ -347,5 +352,71 @@ func TestA_refusal_is_published_until_stored_and_stored_once(t *testing.T) {
 	}
 	if typ := m.Header.Get("ce-type"); typ != (events.RunRefused{}).EventType() {
 		t.Errorf("stored a %q, want the refusal", typ)
+	}
+}
+
+// refusals are the run.refused events JETWAY_OUT holds for a session, by
+// dedupe id, with their reasons.
+func (e *env) refusals(tenant, session string) map[string][]string {
+	e.t.Helper()
+	subj, err := events.OutSubject(tenant, session)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := e.js.OrderedConsumer(ctx, bus.StreamOut, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subj}})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	info, err := c.Info(ctx)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	out := map[string][]string{}
+	for n := info.NumPending; n > 0; {
+		batch, err := c.Fetch(int(n), jetstream.FetchMaxWait(5*time.Second))
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		for m := range batch.Messages() {
+			n--
+			if m.Headers().Get("ce-type") != (events.RunRefused{}).EventType() {
+				continue
+			}
+			var r events.RunRefused
+			if err := json.Unmarshal(m.Data(), &r); err != nil {
+				e.t.Fatalf("a run.refused that does not decode: %v", err)
+			}
+			id := m.Headers().Get(events.HeaderMsgID)
+			out[id] = append(out[id], r.Reason)
+		}
+		if err := batch.Error(); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+	return out
+}
+
+// A runner that dies between recording a refusal and telling it leaves
+// the record untold; the partition's next holder tells it, with no event
+// for the session to wake it, and writes the record told. Before, the
+// refusal was only in the record, which a person's next line overwrites.
+func TestA_refusal_recorded_and_never_told_is_told_by_the_partition_s_next_holder(t *testing.T) {
+	e := newEnv(t)
+	reason := "run r-ghost was interrupted (its runner restarted) and not recovered: policy is never"
+	e.putRecord(SessionRecord{Tenant: "t1", Session: "s1", State: StateInterrupted, Run: "r-ghost", Runner: "ghost",
+		Incarnation: "gone", Since: time.Now().UTC(), Reason: reason, Untold: true, Runs: 1})
+	_, p := fakeModel(t)
+	e.startRunner("r1", p, nil)
+	testutil.Eventually(t, 20*time.Second, "the session record written told", func() bool {
+		return !e.session("t1", "s1").Untold
+	})
+	got := e.refusals("t1", "s1")
+	if len(got) != 1 || len(got["jetway.refused/r-ghost"]) != 1 || got["jetway.refused/r-ghost"][0] != reason {
+		t.Fatalf("JETWAY_OUT holds refusals %q, want the one recorded, once", got)
+	}
+	if rec := e.session("t1", "s1"); rec.State != StateInterrupted || rec.Reason != reason {
+		t.Fatalf("the told record is %+v, want it interrupted with its reason", rec)
 	}
 }

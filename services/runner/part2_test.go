@@ -316,6 +316,13 @@ func TestA_crash_loop_is_bounded_by_attempts_and_told_to_the_person(t *testing.T
 	if model.RequestCount() != 0 {
 		t.Fatal("an exhausted crash loop was restarted")
 	}
+	// Told once it is stored, and the record says so.
+	testutil.Eventually(t, 20*time.Second, "the refusal written told", func() bool {
+		return !e.session("t1", "s1").Untold
+	})
+	if got := e.refusals("t1", "s1")["jetway.refused/r-ghost"]; len(got) != 1 || got[0] != e.session("t1", "s1").Reason {
+		t.Fatalf("JETWAY_OUT holds refusals %q for the run, want the recorded reason once", got)
+	}
 }
 
 func TestA_session_with_policy_never_or_manual_is_not_recovered_until_a_person_sends_it_on(t *testing.T) {

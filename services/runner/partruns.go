@@ -73,9 +73,9 @@ func (pr *partRuns) follow(want []int) {
 			Name:    fmt.Sprintf("live runs of partition %d", p),
 			KV:      pr.kv,
 			Filters: []string{bus.SessionsByPartitionFilter(p)},
-			// Only running records are held, so memory follows live
-			// runs, not sessions.
-			Keep: isRunning,
+			// Only running records (and untold refusals) are held, so
+			// memory follows live runs, not sessions.
+			Keep: wantsSweep,
 			Log:  pr.log,
 		})
 		pr.parts[p] = partMirror{m: m, stop: stop}
@@ -127,8 +127,8 @@ func (pr *partRuns) following() []int {
 	return out
 }
 
-// records are the running records of the mirrored partitions whose
-// mirrors hold their first copy.
+// records are the records the sweep looks at (sweepable) of the mirrored
+// partitions whose mirrors hold their first copy.
 func (pr *partRuns) records() []SessionRecord {
 	pr.mu.Lock()
 	var ready []*kvmirror.Mirror
@@ -143,7 +143,7 @@ func (pr *partRuns) records() []SessionRecord {
 	var out []SessionRecord
 	for _, m := range ready {
 		for _, e := range m.Entries() {
-			if rec, err := sessionrec.Decode(e.Value()); err == nil && rec.State == StateRunning {
+			if rec, err := sessionrec.Decode(e.Value()); err == nil && sweepable(rec) {
 				out = append(out, rec)
 			}
 		}
@@ -151,8 +151,14 @@ func (pr *partRuns) records() []SessionRecord {
 	return out
 }
 
-// isRunning says a session record names a live run.
-func isRunning(e jetstream.KeyValueEntry) bool {
+// wantsSweep says a session record is one the sweep looks at (sweepable).
+func wantsSweep(e jetstream.KeyValueEntry) bool {
 	rec, err := sessionrec.Decode(e.Value())
-	return err == nil && rec.State == StateRunning
+	return err == nil && sweepable(rec)
+}
+
+// sweepable says a session record names a live run, whose runner may
+// die, or a refusal recorded and not yet told, whose runner may have.
+func sweepable(rec SessionRecord) bool {
+	return rec.State == StateRunning || (rec.State == StateInterrupted && rec.Untold)
 }

@@ -101,6 +101,11 @@ func (a *actor) start(ctx context.Context, p plan) bool {
 				return false
 			}
 		}
+		if rec.State == StateInterrupted && rec.Untold {
+			// Its runner died between recording the refusal and telling
+			// it: tell it before anything overwrites the reason.
+			a.tellRefusal(ctx, &rec, &rev)
+		}
 		st := a.r.runnerOf(ctx, rec)
 		act := decide(p, rec, st)
 		if act == actRecover && a.sub.FinishRecorded(ctx, rec, rev) {
@@ -324,7 +329,7 @@ type claimed struct {
 func (a *actor) claim(ctx context.Context, rec SessionRecord, rev uint64, h handover.Handover) (claimed, error) {
 	c := claimed{run: newID("r-"), cause: causeName(h.Cause.Kind)}
 	rec.State, rec.Run, rec.Runner, rec.Incarnation = StateRunning, c.run, a.r.cfg.ID, a.r.inc()
-	rec.Since, rec.Cause, rec.Reason = time.Now().UTC(), c.cause, ""
+	rec.Since, rec.Cause, rec.Reason, rec.Untold = time.Now().UTC(), c.cause, "", false
 	rec.Runs++
 	n, err := a.record.put(ctx, rec, rev)
 	if err != nil {
@@ -463,16 +468,38 @@ func (a *actor) recover(ctx context.Context, rec *SessionRecord, rev *uint64, st
 // waiting for a person, and tells them why. A record another runner
 // changed first is left as it says (that runner recovered the run or
 // refused it and says so): telling people of a refusal that was not
-// recorded could contradict a recovery under way.
+// recorded could contradict a recovery under way. The refusal is
+// recorded untold, then told: a runner that dies in between leaves the
+// telling to the partition's next holder (tellRefusal).
 func (a *actor) interrupt(ctx context.Context, rec *SessionRecord, rev *uint64, reason string) {
-	rec.State, rec.Reason = StateInterrupted, reason
+	rec.State, rec.Reason, rec.Untold = StateInterrupted, reason, true
 	n, err := a.record.put(ctx, *rec, *rev)
 	if err != nil {
 		a.log.Info().Err(err).Str("run", rec.Run).Msg("refusal not recorded: the session record changed first")
 		return
 	}
 	*rev = n
-	a.r.publishRefusal(ctx, a.tenant, a.session, rec.Run, reason)
+	a.tellRefusal(ctx, rec, rev)
+}
+
+// tellRefusal publishes the refusal an interrupted record holds untold
+// and, once JETWAY_OUT has stored it, writes the record told (at *rev).
+// Told twice — a runner that died after the store, before the write — is
+// stored once: the event's dedupe id is the run's. A refusal not stored
+// stays untold, for the sweep to ask again; a write refused means the
+// record changed first, and whoever changed it read it untold.
+func (a *actor) tellRefusal(ctx context.Context, rec *SessionRecord, rev *uint64) {
+	if err := a.r.publishRefusal(ctx, a.tenant, a.session, rec.Run, rec.Reason); err != nil {
+		return
+	}
+	told := rec.Clone()
+	told.Untold = false
+	n, err := a.record.put(ctx, told, *rev)
+	if err != nil {
+		a.log.Info().Err(err).Str("run", rec.Run).Msg("refusal told; the session record changed before it was written told")
+		return
+	}
+	*rec, *rev = told, n
 }
 
 // toolCalls reads an earlier run's tool calls back from the history, with

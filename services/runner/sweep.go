@@ -80,6 +80,11 @@ func (r *Runner) sweep(ctx context.Context) {
 		p := bus.PartitionFor(rec.Tenant, rec.Session, r.partitions)
 		switch {
 		case !ours(p):
+		case rec.State != StateRunning:
+			// A refusal recorded untold: the session's actor tells it
+			// (its start does), whoever recorded it. Told twice is
+			// stored once.
+			r.actorFor(rec.Tenant, rec.Session, p).enqueue(delivery{recover: true})
 		case rec.Runner == r.cfg.ID && rec.Incarnation == r.inc():
 			r.sweepOwn(rec)
 		default:

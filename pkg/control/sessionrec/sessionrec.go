@@ -53,7 +53,14 @@ type Record struct {
 	// why the session is interrupted.
 	Cause  string `json:"cause,omitempty"`
 	Reason string `json:"reason,omitempty"`
-	Runs   int    `json:"runs"`
+	// Untold is set while the refusal Reason records (the session is
+	// interrupted) has not been stored as a run.refused event. The
+	// runner that refused tells it and writes the record told; when that
+	// runner dies in between, the partition's next holder finds the
+	// record untold and tells it, so a refusal is never only in a record
+	// a person's next line overwrites.
+	Untold bool `json:"untold,omitempty"`
+	Runs   int  `json:"runs"`
 	// Attempts counts recoveries since the last run that ended on its own.
 	Attempts handover.Attempts `json:"attempts"`
 	// Inputs are the texts the live run was started with, given again to a
