@@ -470,6 +470,41 @@ func TestA_member_that_leaves_late_does_not_unpin_the_partition_s_new_holder(t *
 	}
 }
 
+// A member stopped while it hands a partition off (its runs still going,
+// its puller stopped and its pin dropped) unpins that partition when it
+// leaves too, by the pin the hand-off kept: otherwise the partition's
+// owner waits out the pinned TTL for it.
+func TestA_member_stopped_mid_hand_off_unpins_the_partition_when_it_leaves(t *testing.T) {
+	e := newEnv(t, 4, 2*time.Second)
+	n := ownedBy(e.p, []string{"m1", "m2"}, "m2")[0]
+	l := newLedger()
+	// Runs never end here, so the hand-off waits for them.
+	m1 := e.startMember("m1", l.handle, func(int) bool { return true })
+	e.publish(e.sessionIn(n), "hi")
+	testutil.Eventually(t, 20*time.Second, "the message to be handled", func() bool {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return l.acked["hi"] == 1
+	})
+	pin := e.pinOf(n)
+	if pin == "" {
+		t.Fatalf("partition %d has no pin after delivering a message", n)
+	}
+	e.startMember("m2", nil, nil)
+	testutil.Eventually(t, 20*time.Second, "m1 to begin handing the partition to m2", func() bool {
+		return m1.g.parts[n].isDraining()
+	})
+	m1.g.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := m1.g.Leave(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.pinOf(n); got == pin {
+		t.Errorf("after m1 left mid hand-off, partition %d is still pinned to it (%q)", n, got)
+	}
+}
+
 func (e *env) testLog() zerolog.Logger {
 	return zerolog.New(zerolog.NewTestWriter(e.t)).Level(zerolog.WarnLevel)
 }

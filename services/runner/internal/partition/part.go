@@ -36,7 +36,11 @@ type part struct {
 	wanted bool
 	// draining: a hand-off is under way; the member no longer pulls the
 	// partition but still claims it until its work in hand is over.
+	// drainPin is the pin it held the partition under, which its stopped
+	// puller dropped (drop): the hand-off unpins by it, and a Stop in the
+	// middle of the hand-off records it for Leave to.
 	draining bool
+	drainPin string
 	// resume: a hand-off was given up; the member pulls the partition
 	// again, claiming it, whoever it is assigned to, until it is held.
 	resume bool
@@ -78,12 +82,15 @@ func (p *part) claimed() bool {
 }
 
 // claimedPin is the pin of a partition this member claims ("" for one it
-// does not claim, or whose pin its puller has already dropped).
+// does not claim): the puller's, or a hand-off's under way.
 func (p *part) claimedPin() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.held || p.draining || p.resume {
+	switch {
+	case p.held || p.resume:
 		return p.pin
+	case p.draining:
+		return p.drainPin
 	}
 	return ""
 }
@@ -127,7 +134,7 @@ func (p *part) mayHandOff() bool {
 func (p *part) endDrain(done bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.draining = false
+	p.draining, p.drainPin = false, ""
 	if !done {
 		p.resume, p.handOffAfter = true, time.Now().Add(drainBackoff)
 	}
@@ -149,12 +156,16 @@ func (p *part) orphaned(claimed bool) bool {
 }
 
 // drop forgets that this member holds p and returns the pin it held p
-// under ("" for none), which a hand-off still needs (handOff).
+// under ("" for none), which a hand-off still needs (handOff), and keeps
+// it as the hand-off's while p is draining.
 func (p *part) drop() (pin string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	pin = p.pin
 	p.held, p.pin = false, ""
+	if p.draining && pin != "" {
+		p.drainPin = pin
+	}
 	return pin
 }
 
