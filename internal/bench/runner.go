@@ -754,7 +754,9 @@ func debugLog(id string) zerolog.Logger {
 	if os.Getenv("JETWAY_BENCH_DEBUG") == "" {
 		return zerolog.Nop()
 	}
-	return zerolog.New(os.Stderr).Level(zerolog.InfoLevel).With().Str("runner", id).Logger()
+	// Milliseconds: a takeover and a failover are a second or less.
+	zerolog.TimeFieldFormat = "15:04:05.000"
+	return zerolog.New(os.Stderr).Level(zerolog.InfoLevel).With().Timestamp().Str("runner", id).Logger()
 }
 
 // waitLive waits until a runner's heartbeat is in the runners bucket.

@@ -306,6 +306,12 @@ func (g *Group) Owners(ctx context.Context) (holders, waiting map[int]string) {
 	return g.peers.owners(ctx)
 }
 
+// NextExpiry is when the first other member's heartbeat, as last seen,
+// stops counting: the moment a member that died is seen gone (zero when
+// no other member is seen alive). The runner sweeps then, not at its next
+// beat, so a dead runner's runs are recovered as soon as its lease is out.
+func (g *Group) NextExpiry() time.Time { return g.peers.nextExpiry() }
+
 // Status tells whether member id, in the given incarnation, is alive. It
 // reads the bucket afresh: a recovery rests on the answer.
 func (g *Group) Status(ctx context.Context, id, incarnation string) (Liveness, error) {

@@ -505,6 +505,39 @@ func TestA_member_stopped_mid_hand_off_unpins_the_partition_when_it_leaves(t *te
 	}
 }
 
+// NextExpiry is when the first other member's lease runs out, as its
+// last beat says: the moment a member that died is seen gone. A member's
+// own lease is not in it, and with no other member it is zero.
+func TestNext_expiry_is_the_first_other_member_s_lease_end_and_never_its_own(t *testing.T) {
+	e := newEnv(t, 4, 2*time.Second)
+	m1 := e.startMember("m1", nil, nil)
+	testutil.Eventually(t, 20*time.Second, "m1 to see its own beat", func() bool {
+		_, ok := m1.g.peers.fresh()
+		return ok
+	})
+	if at := m1.g.NextExpiry(); !at.IsZero() {
+		t.Fatalf("alone, m1's next expiry is %s, want none (its own lease is not a peer's)", at)
+	}
+	m2 := e.startMember("m2", nil, nil)
+	testutil.Eventually(t, 20*time.Second, "m1 to see m2's lease", func() bool {
+		return !m1.g.NextExpiry().IsZero()
+	})
+	// m2 stops beating: it is gone once the lease its last beat declared
+	// is out, not before.
+	m2.g.Stop()
+	last := m1.g.NextExpiry()
+	testutil.Eventually(t, 20*time.Second, "m2 to be gone", func() bool {
+		st, err := m1.g.Status(context.Background(), "m2", "m2-1")
+		return err == nil && st == Gone
+	})
+	if now := time.Now(); now.Before(last) {
+		t.Errorf("m2 was gone at %s, before its lease end as m1 saw it (%s)", now.Format(time.StampMilli), last.Format(time.StampMilli))
+	}
+	if next := m1.g.NextExpiry(); !next.IsZero() {
+		t.Errorf("with m2 gone, m1's next expiry is %s, want none", next)
+	}
+}
+
 func (e *env) testLog() zerolog.Logger {
 	return zerolog.New(zerolog.NewTestWriter(e.t)).Level(zerolog.WarnLevel)
 }

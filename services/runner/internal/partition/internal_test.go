@@ -480,3 +480,27 @@ func TestA_hand_off_begun_with_no_puller_is_finished(t *testing.T) {
 		t.Fatal("the hand-off was given up, though nothing of the partition was in hand")
 	}
 }
+
+// A partition with messages out for acks and no live member claiming it
+// was stranded by a member that died: reset once its pin has lapsed, and
+// looked at again soon while the pin holds. Nothing out, or a live holder,
+// is left alone.
+func TestA_stranded_partition_is_reset_once_its_dead_holder_s_pin_lapses(t *testing.T) {
+	for _, c := range []struct {
+		pending int
+		pin     string
+		claimed bool
+		want    orphan
+	}{
+		{pending: 0, pin: "", claimed: false, want: orphanWait},
+		{pending: 0, pin: "p1", claimed: false, want: orphanWait},
+		{pending: 2, pin: "p1", claimed: true, want: orphanWait},
+		{pending: 2, pin: "", claimed: true, want: orphanWait},
+		{pending: 2, pin: "p1", claimed: false, want: orphanSoon},
+		{pending: 2, pin: "", claimed: false, want: orphanReset},
+	} {
+		if got := orphanVerdict(c.pending, c.pin, c.claimed); got != c.want {
+			t.Errorf("orphanVerdict(pending %d, pin %q, claimed %v) = %d, want %d", c.pending, c.pin, c.claimed, got, c.want)
+		}
+	}
+}

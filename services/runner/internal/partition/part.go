@@ -306,14 +306,18 @@ func pullExpiry(c jetstream.Consumer) time.Duration {
 // one, to whoever waits for it.
 func (g *Group) watchOrphan(ctx context.Context, p *part, stop <-chan struct{}) {
 	reset := time.Time{}
+	// The first look comes soon: a member that begins to wait for p may
+	// do so because p's holder just died.
+	next := orphanLapse
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-stop:
 			return
-		case <-time.After(orphanCheck):
+		case <-time.After(next):
 		}
+		next = orphanCheck
 		if p.holding() {
 			return
 		}
@@ -325,11 +329,16 @@ func (g *Group) watchOrphan(ctx context.Context, p *part, stop <-chan struct{}) 
 		ictx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		info, err := p.cons.Info(ictx)
 		cancel()
-		if err != nil || info.NumAckPending == 0 || pinnedTo(info) != "" {
+		if err != nil {
 			continue
 		}
-		if _, claimed := g.peers.holders(ctx)[p.n]; claimed {
-			continue // a live member says it holds p: its acks are on their way
+		_, claimed := g.peers.holders(ctx)[p.n]
+		switch orphanVerdict(info.NumAckPending, pinnedTo(info), claimed) {
+		case orphanWait:
+			continue
+		case orphanSoon:
+			next = orphanLapse
+			continue
 		}
 		if _, err := g.cfg.JS.ResetConsumer(ctx, g.stream(p.n), bus.WorkConsumerName(p.n)); err != nil {
 			g.log.Warn().Err(err).Int("partition", p.n).Msg("reset an orphaned partition")
@@ -341,8 +350,38 @@ func (g *Group) watchOrphan(ctx context.Context, p *part, stop <-chan struct{}) 
 }
 
 // orphanCheck is how often a member waiting for a partition looks for
-// messages stranded with a member that is gone.
-const orphanCheck = time.Second
+// messages stranded with a member that is gone; orphanLapse how often
+// while they wait for a dead member's pin to lapse.
+const (
+	orphanCheck = time.Second
+	orphanLapse = 100 * time.Millisecond
+)
+
+// What a look at a partition this member waits for finds.
+type orphan int
+
+const (
+	orphanWait  orphan = iota // nothing stranded, or its holder is live
+	orphanSoon                // stranded with a pin no live member claims
+	orphanReset               // stranded, pinned to nobody: reset it
+)
+
+// orphanVerdict judges a partition this member waits for from its
+// consumer's messages out for acks (pending), its pin and whether a live
+// member says it holds it. Messages out under a pin no live member claims
+// were delivered to a member that died: its pin lapses within the pinned
+// TTL, when the partition can be reset, so the look comes again within
+// orphanLapse, not a second later (a failover's last sessions waited for
+// that second).
+func orphanVerdict(pending int, pin string, claimed bool) orphan {
+	switch {
+	case pending == 0 || claimed:
+		return orphanWait // a live holder's acks are on their way
+	case pin != "":
+		return orphanSoon
+	}
+	return orphanReset
+}
 
 // pinnedTo is the pin of the work group in a consumer's info ("" for none).
 func pinnedTo(info *jetstream.ConsumerInfo) string {

@@ -131,6 +131,28 @@ func (p peers) fresh() (map[string]Beat, bool) {
 	return out, true
 }
 
+// nextExpiry is when the first of the other members' mirrored heartbeats
+// stops counting (zero when none counts now). A live member beats again
+// before then and moves it on; a dead one's stays.
+func (p peers) nextExpiry() time.Time {
+	if p.parsed == nil {
+		return time.Time{}
+	}
+	p.parsed.mu.Lock()
+	defer p.parsed.mu.Unlock()
+	var next time.Time
+	for id, b := range p.parsed.beats {
+		if id == p.self || b.expired(b.at, p.staleAfter) {
+			continue
+		}
+		at := b.at.Add(max(p.staleAfter, time.Duration(b.LeaseMS)*time.Millisecond))
+		if next.IsZero() || at.Before(next) {
+			next = at
+		}
+	}
+	return next
+}
+
 // listed reads the fresh heartbeats from the bucket itself, for when the
 // mirror cannot answer.
 func (p peers) listed(ctx context.Context) (map[string]Beat, error) {
