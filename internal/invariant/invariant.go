@@ -378,6 +378,10 @@ func checkRecovery(s Session, recs []runner.Record, rec runner.SessionRecord, re
 		res.Detail = fmt.Sprintf("session record still says running (run %s on %s) after quiescence", rec.Run, rec.Runner)
 		return res
 	}
+	if rec.State == runner.StateInterrupted && rec.Untold {
+		res.Detail = fmt.Sprintf("session record holds the refusal of run %s still untold after quiescence (%s)", rec.Run, rec.Reason)
+		return res
+	}
 	interrupted, recovered, refused := 0, 0, 0
 	for i, x := range runs {
 		if x.ended {
@@ -388,7 +392,7 @@ func checkRecovery(s Session, recs []runner.Record, rec runner.SessionRecord, re
 			recovered++
 			continue
 		}
-		if reason := refusalOf(x.id, rec, refusals); reason != "" {
+		if reason := refusalOf(x.id, refusals); reason != "" {
 			refused++
 			continue
 		}
@@ -404,12 +408,11 @@ func checkRecovery(s Session, recs []runner.Record, rec runner.SessionRecord, re
 	return res
 }
 
-// refusalOf returns the recorded reason that names run id, or "".
-func refusalOf(id string, rec runner.SessionRecord, refusals []string) string {
-	if rec.State == runner.StateInterrupted && strings.TrimSpace(rec.Reason) != "" &&
-		(rec.Run == id || strings.Contains(rec.Reason, id)) {
-		return rec.Reason
-	}
+// refusalOf returns the reason of the refusal told for run id (an
+// io.jetway.run.refused on the output that names it), or "". A reason
+// only in the session record is not enough: a person's next line
+// overwrites it, and the people were never told.
+func refusalOf(id string, refusals []string) string {
 	for _, r := range refusals {
 		if strings.Contains(r, id) {
 			return r

@@ -162,13 +162,28 @@ func TestCheck_fails_a_session_still_running(t *testing.T) {
 
 func TestCheck_accepts_a_refused_recovery_with_its_reason(t *testing.T) {
 	recs := transcript("start r1 dispatch", "msg r1 e1")
-	// Left interrupted: the session record holds the reason.
+	// Left interrupted: the session record holds the reason, and the
+	// output the refusal told.
+	reason := "run r1 was interrupted (lost contact) and not recovered: crash loop"
 	ev := evidence([]string{"e1"}, recs, runner.StateInterrupted)
 	rec := ev.Sessions[s1]
-	rec.Run, rec.Reason = "r1", "run r1 was interrupted (lost contact) and not recovered: crash loop"
+	rec.Run, rec.Reason = "r1", reason
 	ev.Sessions[s1] = rec
+	ev.Refusals = map[Session][]string{s1: {reason}}
 	if rep := Check(ev); rep.Failed() != 0 {
 		t.Fatalf("interrupted with a reason failed: %+v", rep.Failures())
+	}
+	// Recorded and never told: the people do not know.
+	ev.Refusals = nil
+	if f := failed(t, Check(ev), Recovery); len(f) != 1 || !strings.Contains(f[0].Detail, "run r1") {
+		t.Fatalf("want a recovery failure for a refusal only in the record, got %+v", f)
+	}
+	// Recorded untold after quiescence: its telling never happened.
+	rec.Untold = true
+	ev.Sessions[s1] = rec
+	ev.Refusals = map[Session][]string{s1: {reason}}
+	if f := failed(t, Check(ev), Recovery); len(f) != 1 || !strings.Contains(f[0].Detail, "untold") {
+		t.Fatalf("want a recovery failure for a refusal left untold, got %+v", f)
 	}
 	// A person moved it on since: the refusal on the output is the record.
 	later := evidence([]string{"e1", "e2"}, append(recs, transcript("start r2 steered", "msg r2 e2", "end r2")...), runner.StateIdle)

@@ -696,8 +696,8 @@ func quiescent(ev invariant.Evidence) bool {
 		}
 	}
 	for _, rec := range ev.Sessions {
-		if rec.State == runner.StateRunning {
-			return false
+		if rec.State == runner.StateRunning || rec.Untold {
+			return false // a run, or a refusal still being told
 		}
 	}
 	for _, j := range ev.Jobs {
