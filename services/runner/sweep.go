@@ -79,7 +79,8 @@ func (r *Runner) askSweep(context.Context) {
 // waits for as their owner, or that no live runner holds or waits for
 // (peers.looksAt), and hands each to its session's actor for
 // recovery, so an interrupted run is recovered even when no new event
-// arrives for its session. Two runners sweeping the same orphan is safe: the
+// arrives for its session; likewise a refusal recorded and not yet told
+// (tellRefusal). Two runners sweeping the same orphan is safe: the
 // session record's compare-and-swap lets one of them start the new run.
 //
 // It reads the live runs of those partitions alone (partRuns), starting
