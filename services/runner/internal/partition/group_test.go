@@ -409,11 +409,12 @@ func (e *env) pinnedPull(ctx context.Context, n int, body string) (jetstream.Con
 }
 
 // memberThatHandled starts member id and waits until it has handled a
-// message of partition n: it holds n.
-func (e *env) memberThatHandled(id string, n int) *member {
+// message of partition n: it holds n. busy is the member's Busy (nil:
+// never).
+func (e *env) memberThatHandled(id string, n int, busy func(int) bool) *member {
 	e.t.Helper()
 	l := newLedger()
-	m := e.startMember(id, l.handle, nil)
+	m := e.startMember(id, l.handle, busy)
 	e.publish(e.sessionIn(n), "hi")
 	testutil.Eventually(e.t, 20*time.Second, "the message to be handled", func() bool {
 		l.mu.Lock()
@@ -428,7 +429,7 @@ func (e *env) memberThatHandled(id string, n int) *member {
 // forgotten the pins, and Leave unpinned nothing.
 func TestA_member_that_leaves_unpins_what_it_held(t *testing.T) {
 	e := newEnv(t, 4, 2*time.Second)
-	m := e.memberThatHandled("m1", 1)
+	m := e.memberThatHandled("m1", 1, nil)
 	if e.pinOf(1) == "" {
 		t.Fatal("partition 1 has no pin after delivering a message")
 	}
@@ -448,7 +449,7 @@ func TestA_member_that_leaves_unpins_what_it_held(t *testing.T) {
 // the server's unpin takes whatever pin there is.
 func TestA_member_that_leaves_late_does_not_unpin_the_partition_s_new_holder(t *testing.T) {
 	e := newEnv(t, 4, 2*time.Second)
-	m := e.memberThatHandled("m1", 1)
+	m := e.memberThatHandled("m1", 1, nil)
 	m.g.Stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -477,15 +478,8 @@ func TestA_member_that_leaves_late_does_not_unpin_the_partition_s_new_holder(t *
 func TestA_member_stopped_mid_hand_off_unpins_the_partition_when_it_leaves(t *testing.T) {
 	e := newEnv(t, 4, 2*time.Second)
 	n := ownedBy(e.p, []string{"m1", "m2"}, "m2")[0]
-	l := newLedger()
 	// Runs never end here, so the hand-off waits for them.
-	m1 := e.startMember("m1", l.handle, func(int) bool { return true })
-	e.publish(e.sessionIn(n), "hi")
-	testutil.Eventually(t, 20*time.Second, "the message to be handled", func() bool {
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		return l.acked["hi"] == 1
-	})
+	m1 := e.memberThatHandled("m1", n, func(int) bool { return true })
 	pin := e.pinOf(n)
 	if pin == "" {
 		t.Fatalf("partition %d has no pin after delivering a message", n)
