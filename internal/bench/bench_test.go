@@ -42,7 +42,7 @@ func TestQuick_raw_figures_come_out_as_the_documented_JSON(t *testing.T) {
 		t.Fatalf("JSON output is not an array of objects: %v\n%s", err, buf.String())
 	}
 	want := map[string]bool{FigRawSyncP50: false, FigRawSyncP99: false, FigRawAsync: false, FigRawConsume: false, FigRawRequestP50: false, FigRawRequestP99: false,
-		FigRawFloor: false, FigRawFloorShards: false, FigRawFloorShards4: false, FigRawFloorUnsharded: false}
+		FigRawFloor: false, FigRawFloorShards: false, FigRawFloorShards4: false, FigRawFloorUnsharded: false, FigRawFloorAckAll: false}
 	for _, f := range decoded {
 		for _, k := range []string{"name", "unit", "value", "baseline", "ratio", "goal"} {
 			if _, ok := f[k]; !ok {

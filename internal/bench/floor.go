@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -25,7 +26,16 @@ const (
 	// queue sourcing the events stream), measured in the same run so the
 	// two can be compared.
 	FigRawFloorUnsharded = "raw js sourced work queue, pinned pulls, acked (layout before the shards)"
+	// FigRawFloorAckAll is the one-shard floor with the work consumers'
+	// acks gathered: ack-all consumers, each acking its newest delivery
+	// every floorAckEvery. jetway acks every event on its own (an event a
+	// busy session holds as a notice must not hold back the acks of the
+	// events after it); this says what gathering them would give.
+	FigRawFloorAckAll = "raw js work shard, pinned pulls, ack-all every 5 ms, logged"
 )
+
+// floorAckEvery is how often FigRawFloorAckAll's consumers ack.
+const floorAckEvery = 5 * time.Millisecond
 
 // The goal of the transport floor: a quarter of raw async publish.
 const (
@@ -61,6 +71,9 @@ type floorPath struct {
 	// filter, if set, replaces the work consumers' filter of partition p.
 	filter  func(p int) string
 	subject func(i int) string // the i-th message's subject
+	// ackEvery, if set, makes the consumers ack-all ones that ack their
+	// newest delivery this often, instead of every message.
+	ackEvery time.Duration
 	// logged, if set, waits until the path's log holds the n messages.
 	logged func(ctx context.Context, n int) error
 	// emptied waits until every message is gone from the path's streams.
@@ -85,7 +98,7 @@ func (e *env) measureFloor(ctx context.Context) {
 	const goal = "baseline"
 	partitions, mapped, err := e.floorPartitions(ctx)
 	if err != nil {
-		for _, f := range []string{FigRawFloor, FigRawFloorShards, FigRawFloorShards4, FigRawFloorUnsharded} {
+		for _, f := range []string{FigRawFloor, FigRawFloorShards, FigRawFloorShards4, FigRawFloorUnsharded, FigRawFloorAckAll} {
 			e.skip(f, "msgs/s", goal, err)
 		}
 		return
@@ -96,6 +109,7 @@ func (e *env) measureFloor(ctx context.Context) {
 		how = "its partition computed by the client (bus.PartitionFor: a server given by --nats has no mapping for the bench's subjects)"
 	}
 
+	defer e.measureFloorAckAll(ctx, partitions, mapped)
 	for _, shards := range []int{1, 2, 4} {
 		name := map[int]string{1: FigRawFloor, 2: FigRawFloorShards, 4: FigRawFloorShards4}[shards]
 		e.progress("raw: %d async publishes into %d work shard(s), consumed by %d pinned pulls and acked, logged", n, shards, partitions)
@@ -183,6 +197,7 @@ func (e *env) runFloor(ctx context.Context, path floorPath, partitions int) (flo
 	}()
 	streams := map[string]jetstream.Stream{}
 	var consumers []jetstream.Consumer
+	var gathered []*ackGatherer
 	for p := range partitions {
 		name := path.streams[path.shardOf(p)]
 		st, ok := streams[name]
@@ -197,16 +212,28 @@ func (e *env) runFloor(ctx context.Context, path floorPath, partitions int) (flo
 		if path.filter != nil {
 			cc.FilterSubject = path.filter(p)
 		}
+		handle := func(m jetstream.Msg) {
+			if m.Ack() == nil && acked.Add(1) == int64(n) {
+				close(done)
+			}
+		}
+		if path.ackEvery > 0 {
+			cc.AckPolicy = jetstream.AckAllPolicy
+			g := &ackGatherer{}
+			handle = func(m jetstream.Msg) {
+				g.hold(m)
+				if acked.Add(1) == int64(n) {
+					close(done)
+				}
+			}
+			gathered = append(gathered, g)
+		}
 		cons, err := st.CreateOrUpdateConsumer(ctx, cc)
 		if err != nil {
 			return floorRun{}, fmt.Errorf("create consumer %s on %s: %w", cc.Durable, name, err)
 		}
 		consumers = append(consumers, cons)
-		cctx, err := cons.Consume(func(m jetstream.Msg) {
-			if m.Ack() == nil && acked.Add(1) == int64(n) {
-				close(done)
-			}
-		}, jetstream.PullPriorityGroup(bus.WorkGroup), jetstream.PullMaxMessages(256))
+		cctx, err := cons.Consume(handle, jetstream.PullPriorityGroup(bus.WorkGroup), jetstream.PullMaxMessages(256))
 		if err != nil {
 			return floorRun{}, fmt.Errorf("consume %s: %w", cc.Durable, err)
 		}
@@ -218,6 +245,10 @@ func (e *env) runFloor(ctx context.Context, path floorPath, partitions int) (flo
 		return floorRun{}, err
 	}
 	hdr := withoutMsgID(msg.Header)
+	if path.ackEvery > 0 {
+		stopAcks := ackEvery(path.ackEvery, gathered)
+		defer stopAcks()
+	}
 	before, cerr := e.connMsgs(path.conn)
 	t0 := time.Now()
 	for i := range n {
@@ -232,6 +263,9 @@ func (e *env) runFloor(ctx context.Context, path floorPath, partitions int) (flo
 	case <-done:
 	case <-wctx.Done():
 		return floorRun{}, fmt.Errorf("%d of %d messages acked: %w", acked.Load(), n, wctx.Err())
+	}
+	for _, g := range gathered {
+		g.ack() // the newest of each, which the next tick may not have reached
 	}
 	// Acks are not answered: each consumer's state is the word that
 	// they all arrived.
@@ -477,4 +511,77 @@ func holds(ctx context.Context, st jetstream.Stream, n int) error {
 		case <-t.C:
 		}
 	}
+}
+
+// measureFloorAckAll measures FigRawFloorAckAll: the one-shard floor with
+// its acks gathered, for how many of a floor consumer's messages the
+// per-event ack costs and what it costs in rate.
+func (e *env) measureFloorAckAll(ctx context.Context, partitions int, mapped bool) {
+	const goal = "what gathered acks would give"
+	e.progress("raw: %d async publishes into 1 work shard, consumed by %d pinned ack-all pulls acking every %s, logged", e.sizes.RawMessages, partitions, floorAckEvery)
+	path, err := e.shardPath(ctx, 1, partitions, mapped)
+	if err != nil {
+		e.skip(FigRawFloorAckAll, "msgs/s", goal, err)
+		return
+	}
+	path.conn += "-ackall"
+	path.ackEvery = floorAckEvery
+	run, err := e.runFloor(ctx, path, partitions)
+	path.drop()
+	if err != nil {
+		e.skip(FigRawFloorAckAll, "msgs/s", goal, err)
+		return
+	}
+	r := figure(FigRawFloorAckAll, "msgs/s", run.rate).vs("raw async publish", e.base.asyncRate).info(goal)
+	e.add(r.note("as the figure of one shard, but each partition consumer ack-all, acking its newest delivery every %s (and once more at the end) instead of every message: %.2f messages per message on the consumers' connection, against %.2f acking each; jetway acks each event on its own, since under ack-all an event a busy session holds as a notice would hold back the acks of every later event of its partition",
+		floorAckEvery, run.msgs, e.base.floorMsgs))
+}
+
+// ackGatherer holds a partition consumer's newest delivery for an
+// ack-all ack.
+type ackGatherer struct {
+	mu            sync.Mutex
+	newest, acked jetstream.Msg
+}
+
+func (g *ackGatherer) hold(m jetstream.Msg) {
+	g.mu.Lock()
+	g.newest = m
+	g.mu.Unlock()
+}
+
+// ack acks the newest delivery, which under ack-all acks every earlier
+// one, unless it was acked already.
+func (g *ackGatherer) ack() {
+	g.mu.Lock()
+	m := g.newest
+	if m == nil || m == g.acked {
+		g.mu.Unlock()
+		return
+	}
+	g.acked = m
+	g.mu.Unlock()
+	_ = m.Ack()
+}
+
+// ackEvery acks each gatherer's newest delivery every d until stopped.
+func ackEvery(d time.Duration, gs []*ackGatherer) (stop func()) {
+	quit := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(d)
+		defer t.Stop()
+		for {
+			select {
+			case <-quit:
+				return
+			case <-t.C:
+				for _, g := range gs {
+					g.ack()
+				}
+			}
+		}
+	}()
+	return func() { close(quit); <-done }
 }
