@@ -284,7 +284,7 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 	r.group, err = partition.New(partition.Config{
 		JS: js, Peers: runners, ID: cfg.ID, Incarnation: newID(""), Partitions: p, Shards: layout.Shards,
 		Heartbeat: cfg.Heartbeat, StaleAfter: cfg.StaleAfter, OnLeaseLost: r.leaseLost,
-		Deliver: r.deliver, Busy: r.busyIn, OnBeat: r.askSweep, Log: cfg.Logger,
+		Deliver: r.deliver, Busy: r.busyIn, OnBeat: r.askSweep, OnPeerGone: r.askSweep, Log: cfg.Logger,
 		Models: advertised(cfg),
 	})
 	if err != nil {

@@ -3,7 +3,6 @@ package runner
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"jetway/pkg/bus"
 	"jetway/pkg/bus/kvmirror"
@@ -27,7 +26,16 @@ func (r *Runner) startControl(ctx context.Context) error {
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
-		sweepLoop(ctx, r.stopping(), r.sweepNow, r.group.NextExpiry, func() { r.sweep(ctx) })
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-r.stopping():
+				return
+			case <-r.sweepNow:
+				r.sweep(ctx)
+			}
+		}
 	}()
 	// Not waited for: until it is ready, run starts read the bucket.
 	r.defaults.Store(kvmirror.Start(ctx, kvmirror.Config{Name: "default agent profiles", KV: r.profiles, Filters: []string{"*." + agents.DefaultName}, Log: r.log}))
@@ -37,37 +45,9 @@ func (r *Runner) startControl(ctx context.Context) error {
 	return nil
 }
 
-// sweepLoop sweeps when asked and when a peer's lease would run out
-// (next; zero for no peer), until ctx ends or stop closes. The second is
-// what recovers a dead runner's runs at once: a sweep at the next beat
-// came up to a heartbeat later. A live peer beats before its lease runs
-// out, and the sweep that beat asks for moves the moment on.
-func sweepLoop(ctx context.Context, stop <-chan struct{}, asks <-chan struct{}, next func() time.Time, sweep func()) {
-	expiry := time.NewTimer(time.Hour)
-	expiry.Stop()
-	defer expiry.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-stop:
-			return
-		case <-asks:
-		case <-expiry.C:
-		}
-		sweep()
-		if at := next(); !at.IsZero() {
-			expiry.Reset(time.Until(at) + expirySlack)
-		}
-	}
-}
-
-// expirySlack is how long after a peer's lease runs out the sweep looks:
-// past it, the bucket says the peer is gone.
-const expirySlack = 20 * time.Millisecond
-
 // askSweep asks the sweeper for a sweep, without waiting for it: the
-// partition group's OnBeat, and a mirror's first copy.
+// partition group's OnBeat and OnPeerGone (a peer's lease just ran out:
+// its runs are recovered at once), and a mirror's first copy.
 func (r *Runner) askSweep(context.Context) {
 	select {
 	case r.sweepNow <- struct{}{}:

@@ -75,6 +75,11 @@ type Config struct {
 	// goroutine: it must not wait on the bus, or the next beat waits too
 	// (the runner asks for its sweep here).
 	OnBeat func(ctx context.Context)
+	// OnPeerGone, if set, runs when another member's lease has just run
+	// out (it stopped beating), on a goroutine of the group's: it must
+	// not wait on the bus (the runner asks for its sweep here, so a dead
+	// runner's runs are recovered at once, not at the next beat).
+	OnPeerGone func(ctx context.Context)
 	// Models, if not nil, is carried in every heartbeat (Beat.Models): what
 	// the member serves, for readers outside the group.
 	Models []string
@@ -106,7 +111,9 @@ type Group struct {
 	rel releaseClock
 	// claimsChanged asks beatLoop for a beat between ticks (announce).
 	claimsChanged chan struct{}
-	assign        assigner
+	// wake wakes the pull loops' naps when a peer's lease runs out.
+	wake   waker
+	assign assigner
 	// joined is when this member's current incarnation (joinedInc) sent
 	// its first beat: the others count it in the assignment settleTime
 	// after (settled).
@@ -190,9 +197,10 @@ func (g *Group) Start(ctx context.Context) error {
 	}
 	ctx, g.cancel = context.WithCancel(ctx)
 	g.peers.watch(ctx, g.log)
-	g.wg.Add(2)
+	g.wg.Add(3)
 	go func() { defer g.wg.Done(); g.beatLoop(ctx) }()
 	go func() { defer g.wg.Done(); g.watchLease(ctx) }()
+	go func() { defer g.wg.Done(); g.watchExpiries(ctx) }()
 	for _, p := range g.parts {
 		g.wg.Add(1)
 		go func() { defer g.wg.Done(); g.consume(ctx, p) }()
@@ -308,8 +316,7 @@ func (g *Group) Owners(ctx context.Context) (holders, waiting map[int]string) {
 
 // NextExpiry is when the first other member's heartbeat, as last seen,
 // stops counting: the moment a member that died is seen gone (zero when
-// no other member is seen alive). The runner sweeps then, not at its next
-// beat, so a dead runner's runs are recovered as soon as its lease is out.
+// no other member is seen alive). watchExpiries wakes the member then.
 func (g *Group) NextExpiry() time.Time { return g.peers.nextExpiry() }
 
 // Status tells whether member id, in the given incarnation, is alive. It

@@ -532,6 +532,63 @@ func TestNext_expiry_is_the_first_other_member_s_lease_end_and_never_its_own(t *
 	}
 }
 
+// A member is told when another member's lease runs out (OnPeerGone,
+// the runner's sweep for a dead runner's runs), and not while the other
+// beats: a live member's beats move its lease's end on before it comes.
+func TestA_member_is_told_when_a_peer_s_lease_runs_out_and_not_while_it_beats(t *testing.T) {
+	e := newEnv(t, 4, 2*time.Second)
+	gone := make(chan struct{}, 16)
+	m1 := e.startMemberWith("m1", nil, nil, func(c *Config) {
+		c.OnPeerGone = func(context.Context) { gone <- struct{}{} }
+	})
+	m2 := e.startMember("m2", nil, nil)
+	// m2 beats: its lease's end, as m1 sees it, moves on three times.
+	var ends []time.Time
+	testutil.Eventually(t, 20*time.Second, "m2's lease end to move on three times", func() bool {
+		if at := m1.g.NextExpiry(); !at.IsZero() && (len(ends) == 0 || at.After(ends[len(ends)-1])) {
+			ends = append(ends, at)
+		}
+		return len(ends) >= 4
+	})
+	select {
+	case <-gone:
+		t.Fatal("m1 was told a peer is gone while m2 was beating")
+	default:
+	}
+	m2.g.Stop() // no Leave: as if it died
+	select {
+	case <-gone:
+	case <-time.After(20 * time.Second):
+		t.Fatal("m1 was never told that m2's lease ran out")
+	}
+	st, err := m1.g.Status(context.Background(), "m2", "m2-1")
+	if err != nil || st != Gone {
+		t.Errorf("when m1 was told, m2's status is %v (%v), want gone", st, err)
+	}
+}
+
+// A pull loop's nap ends when the member is woken, not at its end.
+func TestA_nap_ends_when_the_member_is_woken(t *testing.T) {
+	g := &Group{}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	done := make(chan bool, 1)
+	go func() { done <- g.nap(ctx, time.Hour) }()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case ok := <-done:
+			if !ok {
+				t.Fatal("the nap ended with its context, not woken")
+			}
+			return
+		case <-tick.C:
+			g.wake.broadcast() // again: the nap may not have begun at the last one
+		}
+	}
+}
+
 func (e *env) testLog() zerolog.Logger {
 	return zerolog.New(zerolog.NewTestWriter(e.t)).Level(zerolog.WarnLevel)
 }

@@ -180,7 +180,7 @@ func (g *Group) consume(ctx context.Context, p *part) {
 			continue
 		}
 		if !g.wantPull(ctx, p) {
-			if !sleep(ctx, rebalanceTick) {
+			if !g.nap(ctx, rebalanceTick) {
 				return
 			}
 			continue
