@@ -240,9 +240,10 @@ func (g *Group) Stop() {
 // removes its heartbeat, so the others take them at once rather than
 // after the pinned TTL. Stopping its pulls forgot their pins (each pull
 // loop drops its partition as it ends), so Leave unpins by the pins Stop
-// recorded (a hand-off under way recorded by the pin it kept), and only a partition whose pin is still that one: between
-// Stop and Leave the runs end, a pin may lapse and another member be
-// pinned, and the server's unpin takes whatever pin there is.
+// recorded (a hand-off under way by the pin it kept), and only a
+// partition whose pin is still that one: between Stop and Leave the runs
+// end, a pin may lapse and another member be pinned, and the server's
+// unpin takes whatever pin there is.
 func (g *Group) Leave(ctx context.Context) error {
 	g.stoppedMu.Lock()
 	held := g.stoppedPins
