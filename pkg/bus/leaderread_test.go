@@ -51,8 +51,11 @@ func TestLeader_read_buckets_see_each_write_at_once_from_a_follower(t *testing.T
 			if err != nil {
 				t.Fatalf("bind %s as nats.go does: %v", name, err)
 			}
-			// A spy in the same account sees which API each read asks.
-			spy, _ := bustest.Connect(t, c.URLs()...)
+			// A spy in the same account sees which API each read asks. It
+			// is on the reads' node: a subscription on another node reaches
+			// this one over a route some time after the spy's flush, and
+			// reads asked before then went unseen (a CI run counted short).
+			spy, _ := bustest.Connect(t, follower.ClientURL())
 			var asked sync.Map
 			for _, subj := range []string{"$JS.API.DIRECT.GET." + stream + ".>", "$JS.API.STREAM.MSG.GET." + stream} {
 				sub, err := spy.Subscribe(subj, func(m *nats.Msg) {
