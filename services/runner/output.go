@@ -90,8 +90,8 @@ func (r *Runner) outMsg(ctx context.Context, tenant, session, id string, p event
 }
 
 // refusalPublishWait bounds publishRefusal's tries: longer than a NATS
-// node's restart or a stream leader's election.
-const refusalPublishWait = 30 * time.Second
+// node's restart or a stream leader's election. A variable for tests.
+var refusalPublishWait = 30 * time.Second
 
 // publishStored publishes msg and waits for its stream's ack, trying again
 // with a growing pause (100 ms to 2 s) until one is stored, wait passes or

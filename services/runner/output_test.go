@@ -420,3 +420,78 @@ func TestA_refusal_recorded_and_never_told_is_told_by_the_partition_s_next_holde
 		t.Fatalf("the told record is %+v, want it interrupted with its reason", rec)
 	}
 }
+
+// A person's line sent to a session whose refusal was recorded and never
+// told waits while the refusal cannot be stored: a run would overwrite
+// the record's reason, and the refusal would be nowhere. Once JETWAY_OUT
+// stores again, the refusal is told first, then the person's run starts.
+func TestA_person_s_line_over_an_untold_refusal_waits_until_it_is_told(t *testing.T) {
+	e := newEnv(t)
+	wait := refusalPublishWait
+	refusalPublishWait = 300 * time.Millisecond
+	t.Cleanup(func() { refusalPublishWait = wait })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	out, err := e.js.Stream(ctx, bus.StreamOut)
+	if err != nil {
+		t.Fatal(err)
+	}
+	outCfg := out.CachedInfo().Config
+	if err := e.js.DeleteStream(ctx, bus.StreamOut); err != nil {
+		t.Fatal(err)
+	}
+	// Every try to tell is seen here while no stream stores it.
+	subj, err := events.OutSubject("t1", "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tries := make(chan time.Time, 1024)
+	sub, err := e.nc.Subscribe(subj, func(*nats.Msg) { tries <- time.Now() })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+
+	reason := "run r-ghost was interrupted (its runner restarted) and not recovered: policy is never"
+	e.putRecord(SessionRecord{Tenant: "t1", Session: "s1", State: StateInterrupted, Run: "r-ghost", Runner: "ghost",
+		Incarnation: "gone", Since: time.Now().UTC(), Reason: reason, Untold: true, Runs: 1, Inputs: []string{"count the files"}})
+	model, p := fakeModel(t)
+	model.SetFallback(llmtest.Reply{Text: "going on"})
+	e.startRunner("r1", p, nil)
+	e.publish(events.KindEvents, "t1", "s1", events.Input{Text: "go on please"})
+	// The line reaches the runner, and the telling keeps failing for two
+	// of its bounds after that: a run would have started by then.
+	testutil.Eventually(t, 20*time.Second, "the line to be delivered to the runner", func() bool {
+		info, err := e.workConsumer("t1", "s1").Info(ctx)
+		return err == nil && info.Delivered.Stream > 0
+	})
+	var first time.Time
+	testutil.Eventually(t, 20*time.Second, "the telling to fail for twice its bound", func() bool {
+		for {
+			select {
+			case at := <-tries:
+				if first.IsZero() {
+					first = at
+				}
+			default:
+				return !first.IsZero() && time.Since(first) > 2*refusalPublishWait
+			}
+		}
+	})
+	if n := model.RequestCount(); n != 0 {
+		t.Fatalf("the person's run called the model %d times while the refusal could not be told", n)
+	}
+	if rec := e.session("t1", "s1"); rec.State != StateInterrupted || !rec.Untold || rec.Reason != reason {
+		t.Fatalf("while the refusal could not be told the record became %+v", rec)
+	}
+
+	if _, err := e.js.CreateStream(ctx, outCfg); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 30*time.Second, "the person's run to end", func() bool {
+		return countKind(e.records("t1", "s1"), RecordRunEnded) == 1 && e.session("t1", "s1").State == StateIdle
+	})
+	if got := e.refusals("t1", "s1")["jetway.refused/r-ghost"]; len(got) != 1 || got[0] != reason {
+		t.Fatalf("JETWAY_OUT holds refusals %q for the run, want the recorded reason once", got)
+	}
+}

@@ -101,10 +101,13 @@ func (a *actor) start(ctx context.Context, p plan) bool {
 				return false
 			}
 		}
-		if rec.State == StateInterrupted && rec.Untold {
+		if rec.State == StateInterrupted && rec.Untold && !a.tellRefusal(ctx, &rec, &rev) && len(p.ins) > 0 {
 			// Its runner died between recording the refusal and telling
-			// it: tell it before anything overwrites the reason.
-			a.tellRefusal(ctx, &rec, &rev)
+			// it, and it cannot be told now (JETWAY_OUT does not store
+			// it): a run would overwrite the reason, and the refusal
+			// would be nowhere. The events wait until it is told.
+			a.retryLater()
+			return false
 		}
 		st := a.r.runnerOf(ctx, rec)
 		act := decide(p, rec, st)
@@ -479,27 +482,29 @@ func (a *actor) interrupt(ctx context.Context, rec *SessionRecord, rev *uint64, 
 		return
 	}
 	*rev = n
-	a.tellRefusal(ctx, rec, rev)
+	a.tellRefusal(ctx, rec, rev) // not stored: the sweep asks again
 }
 
 // tellRefusal publishes the refusal an interrupted record holds untold
-// and, once JETWAY_OUT has stored it, writes the record told (at *rev).
-// Told twice — a runner that died after the store, before the write — is
-// stored once: the event's dedupe id is the run's. A refusal not stored
-// stays untold, for the sweep to ask again; a write refused means the
-// record changed first, and whoever changed it read it untold.
-func (a *actor) tellRefusal(ctx context.Context, rec *SessionRecord, rev *uint64) {
+// and, once JETWAY_OUT has stored it, writes the record told (at *rev);
+// it reports whether the refusal is stored. Told twice — a runner that
+// died after the store, before the write — is stored once: the event's
+// dedupe id is the run's. A refusal not stored stays untold, for the
+// sweep to ask again; a write refused means the record changed first,
+// and whoever changed it read it untold.
+func (a *actor) tellRefusal(ctx context.Context, rec *SessionRecord, rev *uint64) bool {
 	if err := a.r.publishRefusal(ctx, a.tenant, a.session, rec.Run, rec.Reason); err != nil {
-		return
+		return false
 	}
 	told := rec.Clone()
 	told.Untold = false
 	n, err := a.record.put(ctx, told, *rev)
 	if err != nil {
 		a.log.Info().Err(err).Str("run", rec.Run).Msg("refusal told; the session record changed before it was written told")
-		return
+		return true
 	}
 	*rec, *rev = told, n
+	return true
 }
 
 // toolCalls reads an earlier run's tool calls back from the history, with
