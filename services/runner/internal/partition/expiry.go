@@ -69,14 +69,5 @@ func (w *waker) broadcast() {
 // nap waits d, or until the member is woken (watchExpiries), or ctx ends;
 // false when ctx ended.
 func (g *Group) nap(ctx context.Context, d time.Duration) bool {
-	woken := g.wake.woken()
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-	case <-woken:
-	}
-	return true
+	return sleepUntil(ctx, d, g.wake.woken())
 }

@@ -404,13 +404,18 @@ func (g *Group) unpin(ctx context.Context, n int) {
 }
 
 // sleep waits d or until ctx ends; false when ctx ended.
-func sleep(ctx context.Context, d time.Duration) bool {
+func sleep(ctx context.Context, d time.Duration) bool { return sleepUntil(ctx, d, nil) }
+
+// sleepUntil waits d, or until woken closes (nil: never), or ctx ends;
+// false when ctx ended.
+func sleepUntil(ctx context.Context, d time.Duration, woken <-chan struct{}) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
 		return false
 	case <-t.C:
-		return true
+	case <-woken:
 	}
+	return true
 }
