@@ -80,6 +80,7 @@ func TestAttacks_on_the_bus_are_refused_or_without_effect(t *testing.T) {
 	disp := d.connect("dispatcher")
 	run := d.connect("runner")
 	jobsUser := d.connect("jobs")
+	notifier := d.connect("notifier")
 
 	const (
 		victim      = "jetway.events.globex.victim"
@@ -482,6 +483,81 @@ func TestAttacks_on_the_bus_are_refused_or_without_effect(t *testing.T) {
 		}
 		if err := s.Purge(ctx); err == nil {
 			t.Errorf("admin: purge of %s accepted", bus.StreamAgentEvents)
+		}
+	})
+
+	// A refused recovery is published to JETWAY_OUT with a dedupe id of
+	// its own, jetway.refused/<run>/<random>, kept in the session record
+	// until it is stored: whoever stores a message with that id first
+	// would silence the real refusal. The runners write jetway.out.>; the
+	// notifier writes jetway.notify.> into the same stream (dedupe is per
+	// stream), so the id's random part, which it cannot read, is what
+	// keeps it out.
+	t.Run("a_squatted_refusal_id_does_not_silence_a_refusal", func(t *testing.T) {
+		const victimOut = "jetway.out.globex.victim"
+		const realID = "jetway.refused/r-squat/k7q2"
+		refusal := func(subject, id string) *nats.Msg {
+			ev, err := events.New("globex", "victim", "jetway/runner", events.RunRefused{Reason: "run r-squat was interrupted and not recovered: forged"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ev.SetID(id)
+			m, err := events.Encode(ctx, subject, ev)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return m
+		}
+		for _, c := range []struct {
+			who     string
+			c       *client
+			subject string
+		}{
+			{"tenant-acme", acme, victimOut}, {"tenant-acme", acme, "jetway.out.victim"},
+			{"tenant-globex", globex, victimOut}, {"tenant-globex", globex, "jetway.out.victim"},
+			{"dispatcher", disp, victimOut}, {"jobs", jobsUser, victimOut}, {"notifier", notifier, victimOut},
+		} {
+			for _, rollup := range []bool{false, true} {
+				m := refusal(c.subject, realID)
+				if rollup {
+					m.Header.Set(jetstream.MsgRollup, jetstream.MsgRollupSubject)
+				}
+				// A publish the permissions drop gets no answer: bounded here.
+				pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+				if _, err := c.c.js.PublishMsg(pctx, m); err == nil {
+					t.Errorf("%s: a refusal with the run's dedupe id on %s (roll-up %v) was stored", c.who, c.subject, rollup)
+				}
+				cancel()
+				if c.c == disp || c.c == jobsUser || c.c == notifier {
+					c.c.waitViolation(t, c.subject) // the server's own word: not permitted
+				}
+			}
+		}
+		// The notifier may store into JETWAY_OUT on its own subjects, with
+		// any id it can guess: the run's, or the run's with a guess at the
+		// rest. The session record that holds the real one is not its to
+		// read.
+		for _, id := range []string{"jetway.refused/r-squat", "jetway.refused/r-squat/x"} {
+			if _, err := notifier.js.PublishMsg(ctx, refusal("jetway.notify.globex.victim", id)); err != nil {
+				t.Fatalf("notifier: a headline on its own subject: %v", err)
+			}
+		}
+		const sessionsGet = "$JS.API.DIRECT.GET.KV_" + bus.BucketSessions + ".$KV." + bus.BucketSessions + ".globex.victim"
+		notifier.refuseAPI(t, sessionsGet, func(ctx context.Context) error {
+			_, err := notifier.RequestWithContext(ctx, sessionsGet, nil)
+			return err
+		})
+		// On the tenant's own events subject the id is the tenant's own:
+		// stored in its stream, it occupies nothing in JETWAY_OUT.
+		if _, err := globex.js.PublishMsg(ctx, refusal("jetway.events.victim", realID)); err != nil {
+			t.Fatalf("globex: the refusal-shaped event on its own events subject: %v", err)
+		}
+		// The victim session's own output goes on meanwhile, so what
+		// proves the id free is the runner's refusal being stored, not a
+		// duplicate of anything before it.
+		ack, err := run.js.PublishMsg(ctx, refusal(victimOut, realID))
+		if err != nil || ack.Duplicate {
+			t.Errorf("the runner's real refusal with that id: %+v, %v; want stored", ack, err)
 		}
 	})
 

@@ -212,21 +212,18 @@ func (e *env) runFloor(ctx context.Context, path floorPath, partitions int) (flo
 		if path.filter != nil {
 			cc.FilterSubject = path.filter(p)
 		}
-		handle := func(m jetstream.Msg) {
-			if m.Ack() == nil && acked.Add(1) == int64(n) {
-				close(done)
-			}
-		}
+		ack := func(m jetstream.Msg) error { return m.Ack() }
 		if path.ackEvery > 0 {
+			// Held for the next gathered ack (ackEvery) instead.
 			cc.AckPolicy = jetstream.AckAllPolicy
 			g := &ackGatherer{}
-			handle = func(m jetstream.Msg) {
-				g.hold(m)
-				if acked.Add(1) == int64(n) {
-					close(done)
-				}
-			}
+			ack = func(m jetstream.Msg) error { g.hold(m); return nil }
 			gathered = append(gathered, g)
+		}
+		handle := func(m jetstream.Msg) {
+			if ack(m) == nil && acked.Add(1) == int64(n) {
+				close(done)
+			}
 		}
 		cons, err := st.CreateOrUpdateConsumer(ctx, cc)
 		if err != nil {

@@ -378,7 +378,7 @@ func checkRecovery(s Session, recs []runner.Record, rec runner.SessionRecord, re
 		res.Detail = fmt.Sprintf("session record still says running (run %s on %s) after quiescence", rec.Run, rec.Runner)
 		return res
 	}
-	if rec.State == runner.StateInterrupted && rec.Untold {
+	if rec.State == runner.StateInterrupted && rec.Untold != "" {
 		res.Detail = fmt.Sprintf("session record holds the refusal of run %s still untold after quiescence (%s)", rec.Run, rec.Reason)
 		return res
 	}

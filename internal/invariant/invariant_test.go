@@ -179,7 +179,7 @@ func TestCheck_accepts_a_refused_recovery_with_its_reason(t *testing.T) {
 		t.Fatalf("want a recovery failure for a refusal only in the record, got %+v", f)
 	}
 	// Recorded untold after quiescence: its telling never happened.
-	rec.Untold = true
+	rec.Untold = "jetway.refused/r1/x1"
 	ev.Sessions[s1] = rec
 	ev.Refusals = map[Session][]string{s1: {reason}}
 	if f := failed(t, Check(ev), Recovery); len(f) != 1 || !strings.Contains(f[0].Detail, "untold") {

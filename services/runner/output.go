@@ -51,10 +51,10 @@ func (r *Runner) publishOut(ctx context.Context, tenant, session string, p event
 // person, and the record's reason is overwritten when one sends the work
 // on. Published once and not stored (a NATS node stopping answered "no
 // response from stream"), it was lost. Its CE id, so its dedupe id, is
-// the run's, so a publish stored whose answer was lost is not stored
-// twice by the next try.
-func (r *Runner) publishRefusal(ctx context.Context, tenant, session, run, reason string) error {
-	msg, ok := r.outMsg(ctx, tenant, session, "jetway.refused/"+run, events.RunRefused{Reason: reason})
+// id (the session record's, refusalID), so a publish stored whose answer
+// was lost is not stored twice by the next try.
+func (r *Runner) publishRefusal(ctx context.Context, tenant, session, id, run, reason string) error {
+	msg, ok := r.outMsg(ctx, tenant, session, id, events.RunRefused{Reason: reason})
 	if !ok {
 		return fmt.Errorf("publish the refusal of run %s: the event could not be built", run)
 	}

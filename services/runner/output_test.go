@@ -303,7 +303,7 @@ func TestA_refusal_is_published_until_stored_and_stored_once(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if err := r.publishRefusal(ctx, "acme", "s1", "r-1", "run r-1 was interrupted and not recovered: no"); err != nil {
+		if err := r.publishRefusal(ctx, "acme", "s1", "jetway.refused/r-1/x1", "r-1", "run r-1 was interrupted and not recovered: no"); err != nil {
 			t.Error(err)
 		}
 	}()
@@ -337,7 +337,7 @@ func TestA_refusal_is_published_until_stored_and_stored_once(t *testing.T) {
 	}
 	// Published again (a retry whose first answer was lost, another
 	// runner's refusal of the same run): still one.
-	if err := r.publishRefusal(ctx, "acme", "s1", "r-1", "run r-1 was interrupted and not recovered: no"); err != nil {
+	if err := r.publishRefusal(ctx, "acme", "s1", "jetway.refused/r-1/x1", "r-1", "run r-1 was interrupted and not recovered: no"); err != nil {
 		t.Fatal(err)
 	}
 	if n := stored(); n != 1 {
@@ -347,8 +347,8 @@ func TestA_refusal_is_published_until_stored_and_stored_once(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := m.Header.Get(events.HeaderMsgID); got != "jetway.refused/r-1" {
-		t.Errorf("the refusal's dedupe id is %q, want jetway.refused/r-1", got)
+	if got := m.Header.Get(events.HeaderMsgID); got != "jetway.refused/r-1/x1" {
+		t.Errorf("the refusal's dedupe id is %q, want jetway.refused/r-1/x1", got)
 	}
 	if typ := m.Header.Get("ce-type"); typ != (events.RunRefused{}).EventType() {
 		t.Errorf("stored a %q, want the refusal", typ)
@@ -406,14 +406,14 @@ func TestA_refusal_recorded_and_never_told_is_told_by_the_partition_s_next_holde
 	e := newEnv(t)
 	reason := "run r-ghost was interrupted (its runner restarted) and not recovered: policy is never"
 	e.putRecord(SessionRecord{Tenant: "t1", Session: "s1", State: StateInterrupted, Run: "r-ghost", Runner: "ghost",
-		Incarnation: "gone", Since: time.Now().UTC(), Reason: reason, Untold: true, Runs: 1})
+		Incarnation: "gone", Since: time.Now().UTC(), Reason: reason, Untold: "jetway.refused/r-ghost/g1", Runs: 1})
 	_, p := fakeModel(t)
 	e.startRunner("r1", p, nil)
 	testutil.Eventually(t, 20*time.Second, "the session record written told", func() bool {
-		return !e.session("t1", "s1").Untold
+		return e.session("t1", "s1").Untold == ""
 	})
 	got := e.refusals("t1", "s1")
-	if len(got) != 1 || len(got["jetway.refused/r-ghost"]) != 1 || got["jetway.refused/r-ghost"][0] != reason {
+	if len(got) != 1 || len(got["jetway.refused/r-ghost/g1"]) != 1 || got["jetway.refused/r-ghost/g1"][0] != reason {
 		t.Fatalf("JETWAY_OUT holds refusals %q, want the one recorded, once", got)
 	}
 	if rec := e.session("t1", "s1"); rec.State != StateInterrupted || rec.Reason != reason {
@@ -454,7 +454,7 @@ func TestA_person_s_line_over_an_untold_refusal_waits_until_it_is_told(t *testin
 
 	reason := "run r-ghost was interrupted (its runner restarted) and not recovered: policy is never"
 	e.putRecord(SessionRecord{Tenant: "t1", Session: "s1", State: StateInterrupted, Run: "r-ghost", Runner: "ghost",
-		Incarnation: "gone", Since: time.Now().UTC(), Reason: reason, Untold: true, Runs: 1, Inputs: []string{"count the files"}})
+		Incarnation: "gone", Since: time.Now().UTC(), Reason: reason, Untold: "jetway.refused/r-ghost/g1", Runs: 1, Inputs: []string{"count the files"}})
 	model, p := fakeModel(t)
 	model.SetFallback(llmtest.Reply{Text: "going on"})
 	e.startRunner("r1", p, nil)
@@ -481,7 +481,7 @@ func TestA_person_s_line_over_an_untold_refusal_waits_until_it_is_told(t *testin
 	if n := model.RequestCount(); n != 0 {
 		t.Fatalf("the person's run called the model %d times while the refusal could not be told", n)
 	}
-	if rec := e.session("t1", "s1"); rec.State != StateInterrupted || !rec.Untold || rec.Reason != reason {
+	if rec := e.session("t1", "s1"); rec.State != StateInterrupted || rec.Untold == "" || rec.Reason != reason {
 		t.Fatalf("while the refusal could not be told the record became %+v", rec)
 	}
 
@@ -491,7 +491,7 @@ func TestA_person_s_line_over_an_untold_refusal_waits_until_it_is_told(t *testin
 	testutil.Eventually(t, 30*time.Second, "the person's run to end", func() bool {
 		return countKind(e.records("t1", "s1"), RecordRunEnded) == 1 && e.session("t1", "s1").State == StateIdle
 	})
-	if got := e.refusals("t1", "s1")["jetway.refused/r-ghost"]; len(got) != 1 || got[0] != reason {
+	if got := e.refusals("t1", "s1")["jetway.refused/r-ghost/g1"]; len(got) != 1 || got[0] != reason {
 		t.Fatalf("JETWAY_OUT holds refusals %q for the run, want the recorded reason once", got)
 	}
 }

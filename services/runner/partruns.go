@@ -160,5 +160,5 @@ func wantsSweep(e jetstream.KeyValueEntry) bool {
 // sweepable says a session record names a live run, whose runner may
 // die, or a refusal recorded and not yet told, whose runner may have.
 func sweepable(rec SessionRecord) bool {
-	return rec.State == StateRunning || (rec.State == StateInterrupted && rec.Untold)
+	return rec.State == StateRunning || (rec.State == StateInterrupted && rec.Untold != "")
 }

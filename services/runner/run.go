@@ -101,7 +101,7 @@ func (a *actor) start(ctx context.Context, p plan) bool {
 				return false
 			}
 		}
-		if rec.State == StateInterrupted && rec.Untold && !a.tellRefusal(ctx, &rec, &rev) && len(p.ins) > 0 {
+		if rec.State == StateInterrupted && rec.Untold != "" && !a.tellRefusal(ctx, &rec, &rev) && len(p.ins) > 0 {
 			// Its runner died between recording the refusal and telling
 			// it, and it cannot be told now (JETWAY_OUT does not store
 			// it): a run would overwrite the reason, and the refusal
@@ -332,7 +332,7 @@ type claimed struct {
 func (a *actor) claim(ctx context.Context, rec SessionRecord, rev uint64, h handover.Handover) (claimed, error) {
 	c := claimed{run: newID("r-"), cause: causeName(h.Cause.Kind)}
 	rec.State, rec.Run, rec.Runner, rec.Incarnation = StateRunning, c.run, a.r.cfg.ID, a.r.inc()
-	rec.Since, rec.Cause, rec.Reason, rec.Untold = time.Now().UTC(), c.cause, "", false
+	rec.Since, rec.Cause, rec.Reason, rec.Untold = time.Now().UTC(), c.cause, "", ""
 	rec.Runs++
 	n, err := a.record.put(ctx, rec, rev)
 	if err != nil {
@@ -475,7 +475,7 @@ func (a *actor) recover(ctx context.Context, rec *SessionRecord, rev *uint64, st
 // recorded untold, then told: a runner that dies in between leaves the
 // telling to the partition's next holder (tellRefusal).
 func (a *actor) interrupt(ctx context.Context, rec *SessionRecord, rev *uint64, reason string) {
-	rec.State, rec.Reason, rec.Untold = StateInterrupted, reason, true
+	rec.State, rec.Reason, rec.Untold = StateInterrupted, reason, refusalID(rec.Run)
 	n, err := a.record.put(ctx, *rec, *rev)
 	if err != nil {
 		a.log.Info().Err(err).Str("run", rec.Run).Msg("refusal not recorded: the session record changed first")
@@ -485,19 +485,24 @@ func (a *actor) interrupt(ctx context.Context, rec *SessionRecord, rev *uint64, 
 	a.tellRefusal(ctx, rec, rev) // not stored: the sweep asks again
 }
 
+// refusalID is the CE id a refusal of run is told with: the run's, and
+// random, so nobody who cannot read the session record can occupy it in
+// JETWAY_OUT's dedupe window before the refusal is stored.
+func refusalID(run string) string { return "jetway.refused/" + run + "/" + newID("") }
+
 // tellRefusal publishes the refusal an interrupted record holds untold
 // and, once JETWAY_OUT has stored it, writes the record told (at *rev);
 // it reports whether the refusal is stored. Told twice — a runner that
 // died after the store, before the write — is stored once: the event's
-// dedupe id is the run's. A refusal not stored stays untold, for the
-// sweep to ask again; a write refused means the record changed first,
-// and whoever changed it read it untold.
+// dedupe id is the record's (Untold). A refusal not stored stays untold,
+// for the sweep to ask again; a write refused means the record changed
+// first, and whoever changed it read it untold.
 func (a *actor) tellRefusal(ctx context.Context, rec *SessionRecord, rev *uint64) bool {
-	if err := a.r.publishRefusal(ctx, a.tenant, a.session, rec.Run, rec.Reason); err != nil {
+	if err := a.r.publishRefusal(ctx, a.tenant, a.session, rec.Untold, rec.Run, rec.Reason); err != nil {
 		return false
 	}
 	told := rec.Clone()
-	told.Untold = false
+	told.Untold = ""
 	n, err := a.record.put(ctx, told, *rev)
 	if err != nil {
 		a.log.Info().Err(err).Str("run", rec.Run).Msg("refusal told; the session record changed before it was written told")

@@ -696,7 +696,7 @@ func quiescent(ev invariant.Evidence) bool {
 		}
 	}
 	for _, rec := range ev.Sessions {
-		if rec.State == runner.StateRunning || rec.Untold {
+		if rec.State == runner.StateRunning || rec.Untold != "" {
 			return false // a run, or a refusal still being told
 		}
 	}

@@ -54,13 +54,16 @@ type Record struct {
 	Cause  string `json:"cause,omitempty"`
 	Reason string `json:"reason,omitempty"`
 	// Untold is set while the refusal Reason records (the session is
-	// interrupted) has not been stored as a run.refused event. The
-	// runner that refused tells it and writes the record told; when that
-	// runner dies in between, the partition's next holder finds the
-	// record untold and tells it, so a refusal is never only in a record
-	// a person's next line overwrites.
-	Untold bool `json:"untold,omitempty"`
-	Runs   int  `json:"runs"`
+	// interrupted) has not been stored as a run.refused event: it is that
+	// event's CE id, so its dedupe id in JETWAY_OUT. The runner that
+	// refused tells it and writes the record told (Untold empty); when
+	// that runner dies in between, the partition's next holder finds the
+	// record untold and tells it under the same id, so a refusal is never
+	// only in a record a person's next line overwrites, and is stored
+	// once. The id is random: the stream's other writer (the notifier)
+	// cannot read this record, so it cannot occupy the id first.
+	Untold string `json:"untold,omitempty"`
+	Runs   int    `json:"runs"`
 	// Attempts counts recoveries since the last run that ended on its own.
 	Attempts handover.Attempts `json:"attempts"`
 	// Inputs are the texts the live run was started with, given again to a

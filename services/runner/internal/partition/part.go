@@ -156,17 +156,21 @@ func (p *part) orphaned(claimed bool) bool {
 }
 
 // drop forgets that this member holds p and returns the pin it held p
-// under ("" for none), which a hand-off still needs (handOff), and keeps
-// it as the hand-off's while p is draining.
+// under ("" for none), which a hand-off still needs (handOff). While p is
+// draining it keeps that pin as the hand-off's, and returns the one kept
+// when the puller had none left to drop.
 func (p *part) drop() (pin string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	pin = p.pin
 	p.held, p.pin = false, ""
-	if p.draining && pin != "" {
+	if !p.draining {
+		return pin
+	}
+	if pin != "" {
 		p.drainPin = pin
 	}
-	return pin
+	return p.drainPin
 }
 
 // consume pulls partition p while this member wants it.
