@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -486,6 +487,12 @@ func (a *actor) handle(ctx context.Context, d delivery) bool {
 	if _, ok := a.held[id]; ok {
 		a.held[id] = d.msg // a redelivery: ack through the newest handle
 		dup = true
+	}
+	if i := slices.IndexFunc(a.parked, func(in input) bool { return in.id == id }); i >= 0 {
+		// A redelivery (or a second copy) of an event waiting for a
+		// person: it waits once, and is acked through the newest handle.
+		a.parked[i].msg = d.msg
+		return true
 	}
 	if dup {
 		if run == nil {

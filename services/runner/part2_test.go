@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -562,5 +563,53 @@ func TestA_tenants_ground_stop_stops_its_own_runs_and_other_tenants_keep_running
 
 	if countKind(e.records("t1", "s1"), RecordRunStarted) != 1 {
 		t.Fatal("a run of the stopped tenant started again")
+	}
+}
+
+// An event that waits for a person (its session interrupted) and comes
+// again — redelivered, or sent twice under one CE id — waits once: the
+// person's run hands it to the model once.
+func TestA_waiting_event_that_comes_again_reaches_the_model_once(t *testing.T) {
+	e := newEnv(t)
+	never := handover.Never
+	ghostRun(e, &handover.RecoveryOverride{Policy: &never}, 0)
+	model, p := fakeModel(t)
+	model.SetFallback(llmtest.Reply{Text: "going on"})
+	r := e.startRunner("r1", p, nil)
+	testutil.Eventually(t, 20*time.Second, "the session to be interrupted", func() bool {
+		return e.session("t1", "s1").State == StateInterrupted
+	})
+
+	ev, err := events.New("t1", "s1", "ci", events.External{Type: "com.example.ci.finished", Source: "ci", Data: []byte(`{"ok":true}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	subj, _ := events.EventsSubject("t1", "s1")
+	var second uint64
+	for range 2 {
+		msg, err := events.Encode(context.Background(), subj, ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ack, err := e.js.PublishMsg(context.Background(), msg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		second = ack.Sequence
+	}
+	testutil.Eventually(t, 20*time.Second, "the second copy to wait with the first", func() bool {
+		a := e.actor(r, "t1", "s1")
+		return a != nil && a.holds(func(a *actor) bool {
+			return slices.ContainsFunc(a.parked, func(in input) bool { return seqOf(in.msg) == second })
+		})
+	})
+
+	line := e.publish(events.KindEvents, "t1", "s1", events.Input{Text: "go on please"})
+	testutil.Eventually(t, 20*time.Second, "the person's run to end", func() bool {
+		return countKind(e.records("t1", "s1"), RecordRunEnded) == 1 && e.session("t1", "s1").State == StateIdle
+	})
+	d := deliveries(e.records("t1", "s1"))
+	if d[ev.ID()] != 1 || d[line] != 1 {
+		t.Fatalf("deliveries: waiting event %d, person's line %d; want 1 and 1", d[ev.ID()], d[line])
 	}
 }

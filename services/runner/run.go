@@ -846,15 +846,15 @@ func (a *actor) requeue(ins []input) {
 }
 
 // lost gives up a session whose fence another runner moved: nothing more
-// runs here, held events are left un-acked for the real owner, and the cached
-// transcript is dropped.
+// runs here, held, queued and parked events are left un-acked for the real
+// owner, and the cached transcript is dropped.
 func (a *actor) lost(ctx context.Context, err error) {
 	a.log.Warn().Err(err).Msg("lost the session to another runner; stopping work on it")
 	if a.run != nil {
 		a.run.cancel()
 	}
 	a.held = make(map[string]jetstream.Msg)
-	a.queue = nil
+	a.queue, a.parked = nil, nil
 	a.ordered = orderMark{}
 	a.dropped++
 	a.forget()

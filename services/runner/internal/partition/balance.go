@@ -72,8 +72,7 @@ func (g *Group) wantPull(ctx context.Context, p *part) bool {
 // watchRelease hands p off when the assignment gives it to another member:
 // it stops pulling p and marks it draining; the consume loop then lets
 // p's work in hand finish before it unpins p (handOff). It also stops
-// pulling p when the server moved p's pin away, and, while p is not held
-// here, when this member no longer should wait for it (shouldStopWaiting).
+// pulling p when the server moved p's pin away.
 func (g *Group) watchRelease(ctx context.Context, p *part, it jetstream.MessagesContext, stop <-chan struct{}) {
 	for {
 		select {
@@ -84,11 +83,8 @@ func (g *Group) watchRelease(ctx context.Context, p *part, it jetstream.Messages
 		case <-time.After(rebalanceTick):
 		}
 		if !p.holding() {
-			if g.shouldStopWaiting(ctx, p) {
-				it.Stop()
-				return
-			}
-			continue
+			it.Stop()
+			return
 		}
 		if !g.stillPinned(ctx, p) {
 			// The server moved the pin (this member stalled past the
@@ -104,33 +100,6 @@ func (g *Group) watchRelease(ctx context.Context, p *part, it jetstream.Messages
 			return
 		}
 	}
-}
-
-// shouldStopWaiting reports whether this member, pulling p without
-// holding it, is to stop: p was assigned to it and now is another
-// member's (one joined), or it pulled p as an orphan and another member
-// now holds or waits for it. A quiet partition delivers nothing that
-// would bring the consume loop back to wantPull, so without this a member
-// that was once p's owner waited for it for good: two members said they
-// waited for p, and the server pinned whichever it served first, to be
-// handed off again at once.
-func (g *Group) shouldStopWaiting(ctx context.Context, p *part) bool {
-	if p.resuming() {
-		return false
-	}
-	owner, still := g.ownerOf(ctx, p.n)
-	if owner == "" || owner == g.cfg.ID || !still {
-		return false
-	}
-	if p.waiting() {
-		return true
-	}
-	holders, wanted := g.peers.owners(ctx)
-	if h, held := holders[p.n]; held && h != g.cfg.ID {
-		return true
-	}
-	w, waited := wanted[p.n]
-	return waited && w != g.cfg.ID
 }
 
 // shouldHandOff reports whether p, held here, is to go to its assigned

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
@@ -27,10 +26,10 @@ func init() { zerolog.TimeFieldFormat = "15:04:05.000" }
 
 // env is one embedded JetStream server with the work stream provisioned.
 type env struct {
-	t   *testing.T
-	srv *server.Server
-	js  jetstream.JetStream
-	p   int
+	t    *testing.T
+	urls []string // where members connect
+	js   jetstream.JetStream
+	p    int
 }
 
 func newEnv(t *testing.T, partitions int, ackWait time.Duration) *env {
@@ -42,7 +41,7 @@ func newEnv(t *testing.T, partitions int, ackWait time.Duration) *env {
 	if err := bus.Provision(ctx, js, bus.ProvisionConfig{Partitions: partitions, WorkAckWait: ackWait, WorkPinnedTTL: 2 * time.Second}); err != nil {
 		t.Fatal(err)
 	}
-	return &env{t: t, srv: srv, js: js, p: partitions}
+	return &env{t: t, urls: []string{srv.ClientURL()}, js: js, p: partitions}
 }
 
 // sessionIn returns a session name that lands on partition n.
@@ -89,7 +88,7 @@ func (e *env) startMember(id string, handle func(*member, Delivery), busy func(i
 // startMemberWith is startMember with tweak applied to the member's config.
 func (e *env) startMemberWith(id string, handle func(*member, Delivery), busy func(int) bool, tweak func(*Config)) *member {
 	e.t.Helper()
-	nc, js := bustest.Connect(e.t, e.srv.ClientURL())
+	nc, js := bustest.Connect(e.t, e.urls...)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	kv, err := bus.OpenBucket(ctx, js, bus.BucketRunners)

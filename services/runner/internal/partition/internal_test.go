@@ -483,13 +483,15 @@ func TestA_hand_off_begun_with_no_puller_is_finished(t *testing.T) {
 
 // A partition with messages out for acks and no live member claiming it
 // was stranded by a member that died: reset once its pin has lapsed, and
-// looked at again soon while the pin holds. Nothing out, or a live holder,
+// looked at again soon while the pin holds or another member's pull waits
+// (a delivery to it could race the reset). Nothing out, or a live holder,
 // is left alone.
 func TestA_stranded_partition_is_reset_once_its_dead_holder_s_pin_lapses(t *testing.T) {
 	for _, c := range []struct {
 		pending int
 		pin     string
 		claimed bool
+		waiting int
 		want    orphan
 	}{
 		{pending: 0, pin: "", claimed: false, want: orphanWait},
@@ -497,10 +499,11 @@ func TestA_stranded_partition_is_reset_once_its_dead_holder_s_pin_lapses(t *test
 		{pending: 2, pin: "p1", claimed: true, want: orphanWait},
 		{pending: 2, pin: "", claimed: true, want: orphanWait},
 		{pending: 2, pin: "p1", claimed: false, want: orphanSoon},
+		{pending: 2, pin: "", claimed: false, waiting: 1, want: orphanSoon},
 		{pending: 2, pin: "", claimed: false, want: orphanReset},
 	} {
-		if got := orphanVerdict(c.pending, c.pin, c.claimed); got != c.want {
-			t.Errorf("orphanVerdict(pending %d, pin %q, claimed %v) = %d, want %d", c.pending, c.pin, c.claimed, got, c.want)
+		if got := orphanVerdict(c.pending, c.pin, c.claimed, c.waiting); got != c.want {
+			t.Errorf("orphanVerdict(pending %d, pin %q, claimed %v, waiting %d) = %d, want %d", c.pending, c.pin, c.claimed, c.waiting, got, c.want)
 		}
 	}
 }

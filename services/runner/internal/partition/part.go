@@ -44,6 +44,10 @@ type part struct {
 	// resume: a hand-off was given up; the member pulls the partition
 	// again, claiming it, whoever it is assigned to, until it is held.
 	resume bool
+	// quietAt is when the requests of this member's last batch pull of p
+	// have expired: nothing more is delivered to them, and a takeover's
+	// reset waits for it (see await).
+	quietAt time.Time
 	// handOffAfter: no hand-off begins before then (after one given up).
 	handOffAfter time.Time
 	// tenure counts the times this member took the partition.
@@ -173,9 +177,9 @@ func (p *part) drop() (pin string) {
 	return p.drainPin
 }
 
-// consume pulls partition p while this member wants it.
+// consume pulls partition p while this member wants it: one message at a
+// time until the server pins p here (await), then in batches (pull).
 func (g *Group) consume(ctx context.Context, p *part) {
-	log := g.log.With().Int("partition", p.n).Logger()
 	for ctx.Err() == nil {
 		if p.isDraining() {
 			// A hand-off begun with no puller to stop: finish it, or the
@@ -189,63 +193,137 @@ func (g *Group) consume(ctx context.Context, p *part) {
 			}
 			continue
 		}
-		it, err := p.cons.Messages(jetstream.PullPriorityGroup(bus.WorkGroup), jetstream.PullMaxMessages(256), jetstream.PullExpiry(pullExpiry(p.cons)))
+		if !p.holding() {
+			g.await(ctx, p)
+			continue
+		}
+		g.pull(ctx, p)
+	}
+}
+
+// Resetting a work consumer (a takeover, a stranded partition) is safe only
+// while nothing can be delivered from it. The server applies a reset
+// through the consumer's Raft log, and a delivery made between the
+// reset's proposal and its application lands after the reset in the
+// replicated state, with a stream sequence past the messages the reset
+// hands out again; those redeliveries are then missing from the
+// replicated pending set. A new consumer leader, or the stream's interest
+// check, takes them for acked: an event its runner let go un-acked (a
+// lost session) was neither delivered again nor kept in the stream
+// (nats-server v2.15.2; a chaos run lost two events this way, and
+// TestA_reset_that_a_delivery_races_leaves_messages_out_of_the_replicated_state
+// shows it on the server alone). So a member that does not hold p pulls
+// it one message at a time: when the server pins p here, the request that
+// carried the message is spent, no other member is served while the pin
+// is this member's, and the takeover's reset has nothing to race.
+
+// await pulls p one message at a time until the server pins it here, and
+// looks between pulls for messages stranded with a member that died
+// (lookForOrphan). It returns when p is held, or is no longer to be
+// waited for (wantPull, asked again after every pull).
+func (g *Group) await(ctx context.Context, p *part) {
+	look := time.Now().Add(orphanLapse) // a member that begins to wait may do so because p's holder just died
+	var reset time.Time
+	for ctx.Err() == nil {
+		wait := max(min(rebalanceTick, time.Until(look)), orphanLapse)
+		batch, err := p.cons.Fetch(1, jetstream.FetchPriorityGroup(bus.WorkGroup), jetstream.FetchMaxWait(wait))
 		if err != nil {
-			log.Warn().Err(err).Msg("pull")
+			g.log.Warn().Err(err).Int("partition", p.n).Msg("pull")
 			if !sleep(ctx, time.Second) {
 				return
 			}
 			continue
 		}
-		stop := make(chan struct{})
-		go func() {
-			select {
-			case <-ctx.Done():
-			case <-stop:
-			}
-			it.Stop()
-		}()
-		released := make(chan struct{})
-		go func() { defer close(released); g.watchRelease(ctx, p, it, stop) }()
-		go g.watchOrphan(ctx, p, stop)
-		for {
-			m, err := it.Next()
-			if err != nil {
-				if !errors.Is(err, jetstream.ErrMsgIteratorClosed) {
-					log.Debug().Err(err).Msg("pull ended")
-				}
-				break
-			}
-			g.deliver(ctx, p, m)
+		for m := range batch.Messages() {
+			g.deliver(ctx, p, m, true)
 		}
-		stopped := time.Now()
-		close(stop)
-		// The pull can end by itself (its heartbeats missed on a cut
-		// link) while the watcher decides to hand p off: once the watcher
-		// is gone, its decision is in p.draining.
-		<-released
-		pin := p.drop()
-		if p.isDraining() {
-			g.handOff(ctx, p, stopped, pin)
+		if p.holding() || p.isDraining() {
+			return
+		}
+		if !time.Now().Before(look) {
+			look = g.lookForOrphan(ctx, p, &reset)
+		}
+		if !g.wantPull(ctx, p) {
+			return
 		}
 	}
 }
 
-// deliver applies the pin rules to one message and hands it on.
-func (g *Group) deliver(ctx context.Context, p *part, m jetstream.Msg) {
+// pull pulls p, held here, in batches until it is to stop: a hand-off,
+// the pin moved away, or a new pin (deliver).
+func (g *Group) pull(ctx context.Context, p *part) {
+	it, err := p.cons.Messages(jetstream.PullPriorityGroup(bus.WorkGroup), jetstream.PullMaxMessages(256), jetstream.PullExpiry(pullExpiry(p.cons)))
+	if err != nil {
+		g.log.Warn().Err(err).Int("partition", p.n).Msg("pull")
+		sleep(ctx, time.Second)
+		return
+	}
+	stop := make(chan struct{})
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-stop:
+		}
+		it.Stop()
+	}()
+	released := make(chan struct{})
+	go func() { defer close(released); g.watchRelease(ctx, p, it, stop) }()
+	for {
+		m, err := it.Next()
+		if err != nil {
+			if !errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+				g.log.Debug().Err(err).Int("partition", p.n).Msg("pull ended")
+			}
+			break
+		}
+		if !g.deliver(ctx, p, m, false) {
+			it.Stop()
+			break
+		}
+	}
+	stopped := time.Now()
+	close(stop)
+	// The pull can end by itself (its heartbeats missed on a cut
+	// link) while the watcher decides to hand p off: once the watcher
+	// is gone, its decision is in p.draining.
+	<-released
+	pin := p.drop()
+	p.mu.Lock()
+	p.quietAt = stopped.Add(pullExpiry(p.cons))
+	p.mu.Unlock()
+	if p.isDraining() {
+		g.handOff(ctx, p, stopped, pin)
+	}
+}
+
+// deliver applies the pin rules to one message and hands it on; single
+// says it came alone, on a request now spent. It reports false when the
+// batch pull it came from is to stop: the server pinned p here anew
+// under it (a lapsed pin, a new consumer leader), and the takeover's reset
+// must wait until that pull's requests have expired (quietAt).
+func (g *Group) deliver(ctx context.Context, p *part, m jetstream.Msg, single bool) bool {
 	pin := m.Headers().Get("Nats-Pin-Id")
 	md, err := m.Metadata()
 	if err != nil {
-		return
+		return true
 	}
 	p.mu.Lock()
 	if pin != "" && pin != p.pin {
+		if !single {
+			p.mu.Unlock()
+			g.log.Info().Int("partition", p.n).Msg("pinned here anew: taking the partition over once the pull's requests have expired")
+			return false
+		}
 		// Takeover: the previous holder may have left messages un-acked
 		// that the server would redeliver out of order. Reset the consumer
 		// so delivery restarts from the first un-acked message.
 		p.pin, p.pinSince, p.resetting, p.held, p.unbroken = pin, time.Now(), true, true, false
 		p.tenure++
+		quiet := p.quietAt
 		p.mu.Unlock()
+		if !sleep(ctx, time.Until(quiet)) {
+			return true
+		}
 		if _, err := g.cfg.JS.ResetConsumer(ctx, g.stream(p.n), bus.WorkConsumerName(p.n)); err != nil {
 			g.log.Warn().Err(err).Int("partition", p.n).Msg("reset on takeover")
 			p.mu.Lock()
@@ -255,13 +333,13 @@ func (g *Group) deliver(ctx context.Context, p *part, m jetstream.Msg) {
 			g.log.Info().Int("partition", p.n).Msg("took partition")
 			g.announce()
 		}
-		return
+		return true
 	}
 	if p.resetting {
 		if md.Sequence.Consumer != 1 {
 			p.mu.Unlock()
 			g.log.Debug().Int("partition", p.n).Uint64("seq", md.Sequence.Stream).Uint64("cseq", md.Sequence.Consumer).Msg("ignored while resetting")
-			return
+			return true
 		}
 		p.resetting = false
 		p.unbroken, p.nextCseq = true, 1
@@ -271,6 +349,7 @@ func (g *Group) deliver(ctx context.Context, p *part, m jetstream.Msg) {
 	tenure := p.tenure
 	p.mu.Unlock()
 	g.cfg.Deliver(Delivery{Partition: p.n, Msg: parsedMsg{Msg: m, md: md}, Tenure: tenure})
+	return true
 }
 
 // parsedMsg is a delivered message that keeps its metadata, parsed here
@@ -300,57 +379,44 @@ func pullExpiry(c jetstream.Consumer) time.Duration {
 	return max(ttl/2, minExpiry)
 }
 
-// watchOrphan takes back a partition's messages from a member that died
-// holding them. The server moves a pin only with a delivery: when every
-// pending message was already delivered to the dead member, the pin lapses
-// after the pinned TTL with nothing left to deliver, and the messages came
-// back only when their AckWait ran out. So while this member waits for p,
-// a partition no live member claims, pinned to nobody, with messages out
-// for acks, is reset: they are delivered again, from the first un-acked
-// one, to whoever waits for it.
-func (g *Group) watchOrphan(ctx context.Context, p *part, stop <-chan struct{}) {
-	reset := time.Time{}
-	// The first look comes soon: a member that begins to wait for p may
-	// do so because p's holder just died.
-	next := orphanLapse
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-stop:
-			return
-		case <-time.After(next):
-		}
-		next = orphanCheck
-		if p.holding() {
-			return
-		}
-		if time.Since(reset) < orphanGrace {
-			continue
-		}
-		// The consumer's own state first: one request, and for a quiet
-		// partition (nothing out for acks) the only one.
-		ictx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		info, err := p.cons.Info(ictx)
-		cancel()
-		if err != nil {
-			continue
-		}
-		_, claimed := g.peers.holders(ctx)[p.n]
-		switch orphanVerdict(info.NumAckPending, pinnedTo(info), claimed) {
-		case orphanWait:
-			continue
-		case orphanSoon:
-			next = orphanLapse
-			continue
-		}
-		if _, err := g.cfg.JS.ResetConsumer(ctx, g.stream(p.n), bus.WorkConsumerName(p.n)); err != nil {
-			g.log.Warn().Err(err).Int("partition", p.n).Msg("reset an orphaned partition")
-			continue
-		}
-		reset = time.Now()
-		g.log.Info().Int("partition", p.n).Int("unacked", info.NumAckPending).Msg("reset an orphaned partition: its events were out to a runner that is gone")
+// lookForOrphan takes back a partition's messages from a member that died
+// holding them, and says when to look again. The server moves a pin only
+// with a delivery: when every pending message was already delivered to
+// the dead member, the pin lapses after the pinned TTL with nothing left
+// to deliver, and the messages came back only when their AckWait ran out.
+// So a partition this member waits for, claimed by no live member, pinned
+// to nobody, with messages out for acks, is reset: they are delivered
+// again, from the first un-acked one, to whoever waits for it. await asks
+// between its pulls, so no request of this member's is out; another's
+// that waits (it too pulls p) makes the reset wait too, as a delivery to
+// it could race the reset. lastReset spaces resets by orphanGrace.
+func (g *Group) lookForOrphan(ctx context.Context, p *part, lastReset *time.Time) time.Time {
+	next := time.Now().Add(orphanCheck)
+	if time.Since(*lastReset) < orphanGrace {
+		return next
 	}
+	// The consumer's own state first: one request, and for a quiet
+	// partition (nothing out for acks) the only one.
+	ictx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	info, err := p.cons.Info(ictx)
+	cancel()
+	if err != nil {
+		return next
+	}
+	_, claimed := g.peers.holders(ctx)[p.n]
+	switch orphanVerdict(info.NumAckPending, pinnedTo(info), claimed, info.NumWaiting) {
+	case orphanWait:
+		return next
+	case orphanSoon:
+		return time.Now().Add(orphanLapse)
+	}
+	if _, err := g.cfg.JS.ResetConsumer(ctx, g.stream(p.n), bus.WorkConsumerName(p.n)); err != nil {
+		g.log.Warn().Err(err).Int("partition", p.n).Msg("reset an orphaned partition")
+		return next
+	}
+	*lastReset = time.Now()
+	g.log.Info().Int("partition", p.n).Int("unacked", info.NumAckPending).Msg("reset an orphaned partition: its events were out to a runner that is gone")
+	return next
 }
 
 // orphanCheck is how often a member waiting for a partition looks for
@@ -366,22 +432,26 @@ type orphan int
 
 const (
 	orphanWait  orphan = iota // nothing stranded, or its holder is live
-	orphanSoon                // stranded with a pin no live member claims
-	orphanReset               // stranded, pinned to nobody: reset it
+	orphanSoon                // stranded, but pinned to a member gone, or another's pull waits
+	orphanReset               // stranded, pinned to nobody, nobody else pulling: reset it
 )
 
 // orphanVerdict judges a partition this member waits for from its
-// consumer's messages out for acks (pending), its pin and whether a live
-// member says it holds it. Messages out under a pin no live member claims
-// were delivered to a member that died: its pin lapses within the pinned
-// TTL, when the partition can be reset, so the look comes again within
-// orphanLapse, not a second later (a failover's last sessions waited for
-// that second).
-func orphanVerdict(pending int, pin string, claimed bool) orphan {
+// consumer's messages out for acks (pending), its pin, whether a live
+// member says it holds it, and the pull requests of other members waiting
+// at the server (this member has none out when it asks). Messages out
+// under a pin no live member claims were delivered to a member that died:
+// its pin lapses within the pinned TTL, when the partition can be reset,
+// so the look comes again within orphanLapse, not a second later (a
+// failover's last sessions waited for that second). Another member's
+// waiting pull could be served between the reset's proposal and its
+// application (see await): the look comes again soon, and if that member
+// keeps pulling, the messages come back with their AckWait instead.
+func orphanVerdict(pending int, pin string, claimed bool, waiting int) orphan {
 	switch {
 	case pending == 0 || claimed:
 		return orphanWait // a live holder's acks are on their way
-	case pin != "":
+	case pin != "" || waiting > 0:
 		return orphanSoon
 	}
 	return orphanReset
