@@ -140,6 +140,26 @@ func StartClusterWith(t testing.TB, n int, cfg ClusterConfig) *Cluster {
 	if n < 1 {
 		t.Fatalf("StartCluster: need at least one node, got %d", n)
 	}
+	// A port reserved by freePorts is free again until its server binds
+	// it, and another test process can take it meanwhile: then the
+	// cluster starts again on other ports.
+	for attempt := 1; ; attempt++ {
+		c, err := startCluster(t, n, cfg)
+		if err == nil {
+			c.WaitReady()
+			return c
+		}
+		if attempt == 3 || !strings.Contains(err.Error(), "address already in use") {
+			t.Fatalf("start cluster: %v", err)
+		}
+		t.Logf("start cluster: %v; again on other ports", err)
+	}
+}
+
+// startCluster starts n nodes on ports freePorts reserves; on an error
+// the nodes started are stopped.
+func startCluster(t testing.TB, n int, cfg ClusterConfig) (*Cluster, error) {
+	t.Helper()
 	ports := freePorts(t, 2*n)
 	addr := func(i int) string { return fmt.Sprintf("127.0.0.1:%d", ports[n+i]) }
 	routes := func(from int) []string {
@@ -193,11 +213,13 @@ func StartClusterWith(t testing.TB, n int, cfg ClusterConfig) *Cluster {
 	wg.Wait()
 	for _, err := range errs {
 		if err != nil {
-			t.Fatalf("start cluster: %v", err)
+			for _, nd := range c.Nodes {
+				nd.Stop()
+			}
+			return nil, err
 		}
 	}
-	c.WaitReady()
-	return c
+	return c, nil
 }
 
 // URLs returns every node's client URL, for a connection that fails over.

@@ -225,7 +225,7 @@ func (g *Group) await(ctx context.Context, p *part) {
 	look := time.Now().Add(orphanLapse) // a member that begins to wait may do so because p's holder just died
 	var reset time.Time
 	for ctx.Err() == nil {
-		wait := max(min(rebalanceTick, time.Until(look)), orphanLapse)
+		wait := max(min(pullExpiry(p.cons), time.Until(look)), orphanLapse)
 		batch, err := p.cons.Fetch(1, jetstream.FetchPriorityGroup(bus.WorkGroup), jetstream.FetchMaxWait(wait))
 		if err != nil {
 			g.log.Warn().Err(err).Int("partition", p.n).Msg("pull")
