@@ -479,8 +479,7 @@ func (a *actor) handle(ctx context.Context, d delivery) bool {
 	}
 	id := d.ev.ID
 	if d.err != nil {
-		a.refuse(ctx, d)
-		return true
+		return a.refuse(ctx, d)
 	}
 	_, dup := a.seen[id]
 	run := a.run
@@ -511,8 +510,7 @@ func (a *actor) handle(ctx context.Context, d delivery) bool {
 			return false
 		}
 		if !known {
-			a.refuse(ctx, delivery{msg: d.msg, ev: d.ev, err: unknownAgentError{tenant: a.tenant, name: d.ev.Agent}})
-			return true
+			return a.refuse(ctx, delivery{msg: d.msg, ev: d.ev, err: unknownAgentError{tenant: a.tenant, name: d.ev.Agent}})
 		}
 		a.rebind = d.ev.Agent // from the next run's start on
 		if run != nil {
@@ -547,8 +545,7 @@ func (a *actor) handle(ctx context.Context, d delivery) bool {
 			return false
 		}
 		if !current {
-			a.refuse(ctx, delivery{msg: d.msg, ev: d.ev, err: errStaleLayover})
-			return true
+			return a.refuse(ctx, delivery{msg: d.msg, ev: d.ev, err: errStaleLayover})
 		}
 		if run != nil {
 			// The session got other work meanwhile: the model hears what
@@ -685,22 +682,37 @@ func modelText(ev events.HostEvent, busy bool) string {
 }
 
 // refuse records why an event was refused, tells the person, and acks it
-// so it is not redelivered: a refusal is an answer, not a loss.
-func (a *actor) refuse(ctx context.Context, d delivery) {
+// so it is not redelivered: a refusal is an answer, not a loss. It reports
+// false when the refusal could not be recorded and the event must wait
+// (the store is away). A refusal another runner's append fenced out is
+// that runner's to make: the session is lost here, and the event, left
+// un-acked, goes to it.
+func (a *actor) refuse(ctx context.Context, d delivery) bool {
 	id := d.msg.Headers().Get("ce-id")
 	typ := d.msg.Headers().Get("ce-type")
 	reason := d.err.Error()
-	a.log.Warn().Str("event", id).Str("type", typ).Str("reason", reason).Msg("event refused")
-	err := a.tr.append(ctx, Record{Kind: RecordRefused, Runner: a.r.cfg.ID, Event: id, Type: typ, Reason: reason})
-	if errors.Is(err, ErrFenced) {
-		a.forget()
-	} else if err != nil {
-		a.log.Warn().Err(err).Msg("record refusal")
+	if _, recorded := a.seen[id]; recorded && id != "" {
+		a.settle(d.msg) // refused before, and its ack lost: the answer stands
+		return true
 	}
+	tr := a.tr
+	err := tr.append(ctx, Record{Kind: RecordRefused, Runner: a.r.cfg.ID, Event: id, Type: typ, Reason: reason})
+	if errors.Is(err, ErrFenced) {
+		a.lost(ctx, err)
+		return true // lost() emptied the queue
+	}
+	if err != nil {
+		a.log.Warn().Err(err).Str("event", id).Msg("record refusal; the event waits")
+		a.retryLater()
+		return false
+	}
+	a.log.Warn().Str("event", id).Str("type", typ).Str("reason", reason).Msg("event refused")
+	a.noteSeen(tr, id)
 	a.r.publishOut(ctx, a.tenant, a.session, events.RunRefused{Event: id, Type: typ, Reason: reason})
 	if d.msg.Term() == nil {
 		a.acks.mark(seqOf(d.msg), time.Now())
 	}
+	return true
 }
 
 // releaseAfter is how long events wait for another runner's live run

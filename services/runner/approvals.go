@@ -70,8 +70,7 @@ func (r *Runner) notDecided(ctx context.Context, a *actor, d delivery, err error
 		return true
 	}
 	if errors.Is(err, approvals.ErrNotDecided) {
-		a.refuse(ctx, delivery{msg: d.msg, ev: d.ev, err: err})
-		return true
+		return a.refuse(ctx, delivery{msg: d.msg, ev: d.ev, err: err})
 	}
 	a.log.Warn().Err(err).Msg("deliver approval decision")
 	a.retryLater()

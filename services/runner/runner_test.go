@@ -526,3 +526,38 @@ func (e *env) rewriteSession(t *testing.T, tenant, session string, change func(*
 		t.Fatal(err)
 	}
 }
+
+// A refusal another runner's append fenced out is not this runner's to
+// make: the event stays un-acked and is refused (and recorded) by whoever
+// holds the session's transcript, never acked unrecorded.
+func TestA_refusal_fenced_out_is_recorded_by_the_session_s_owner_not_dropped(t *testing.T) {
+	e := newEnv(t)
+	model, p := fakeModel(t, llmtest.Reply{Text: "hello"})
+	r := e.startRunner("r1", p, nil)
+	first := e.publish(events.KindEvents, "t1", "s1", events.Input{Text: "hi"})
+	testutil.Eventually(t, 20*time.Second, "the first run to end", func() bool {
+		return countKind(e.records("t1", "s1"), RecordRunEnded) == 1 && e.session("t1", "s1").State == StateIdle
+	})
+	testutil.Eventually(t, 10*time.Second, "the actor to hold the transcript", func() bool {
+		a := e.actor(r, "t1", "s1")
+		return a != nil && a.holds(func(a *actor) bool { _, ok := a.seen[first]; return ok && a.tr != nil })
+	})
+	// Another runner writes the transcript: this one's fence is stale.
+	e.appendRecord("t1", "s1", Record{Kind: RecordBoundary, Runner: "r2"})
+
+	forged, err := events.New("t1", "s1", "mallory", events.JobExited{ID: 1, Program: "rm", Status: events.StatusExited})
+	if err != nil {
+		t.Fatal(err)
+	}
+	subj, _ := events.EventsSubject("t1", "s1")
+	e.send(subj, forged)
+	testutil.Eventually(t, 20*time.Second, "the refusal to be recorded", func() bool {
+		return refusal(e.records("t1", "s1"), forged.ID()) != ""
+	})
+	if n := countKind(e.records("t1", "s1"), RecordRefused); n != 1 {
+		t.Fatalf("%d refusals recorded, want 1", n)
+	}
+	if model.RequestCount() != 1 {
+		t.Fatalf("model called %d times, want 1", model.RequestCount())
+	}
+}
