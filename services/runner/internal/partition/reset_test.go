@@ -283,17 +283,32 @@ func raceReset(ctx context.Context, t *testing.T, cl *bustest.Cluster, js jetstr
 	if _, err := answer.NextMsg(10 * time.Second); err != nil {
 		t.Fatalf("reset: %v", err)
 	}
-	first := true
-	for done := time.After(time.Second); ; {
+	// Wait for the reset to hand the last message out: delivered once, or
+	// twice when the pull raced the reset (its first delivery then keeps
+	// the old consumer sequence, past the five out).
+	first, lastSeen, want := true, 0, 1
+	for timeout := time.After(10 * time.Second); first || lastSeen < want; {
 		select {
 		case m := <-deliveries:
-			if md, err := m.Metadata(); err == nil && first {
-				raced, first = md.Sequence.Consumer > 1, false
+			if m.Reply == "" {
+				continue // a status (the pull's end), not a message
 			}
-			continue
-		case <-done:
+			md, err := m.Metadata()
+			if err != nil {
+				t.Fatalf("delivery metadata: %v", err)
+			}
+			if first {
+				raced, first = md.Sequence.Consumer > 1, false
+				if raced {
+					want = 2
+				}
+			}
+			if md.Sequence.Stream == 10 {
+				lastSeen++
+			}
+		case <-timeout:
+			t.Fatalf("the reset's deliveries did not reach the last message within 10s (raced %v, last seen %d times)", raced, lastSeen)
 		}
-		break
 	}
 	stepDownConsumer(t, js, "RACE", name)
 	seen := map[uint64]bool{}
