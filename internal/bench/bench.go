@@ -184,6 +184,8 @@ type baselines struct {
 	consumeRate      float64 // msgs/s
 	floorRate        float64 // msgs/s, into a work shard, pulled pinned, acked and logged
 	floorMsgs        float64 // messages per event on the floor consumers' connection
+	floorCPU         float64 // µs of the process's CPU per message on the floor (0: unknown)
+	floorCores       float64 // cores the floor's run kept busy
 	rttP50, rttP99   float64 // ms, request/reply
 	measured         bool
 	// leaderLoads is what the tapped sustained run wrote per event to

@@ -87,6 +87,9 @@ type floorRun struct {
 	total time.Duration // first publish to every message acked and logged
 	empty time.Duration // first publish to the path's streams empty
 	msgs  float64       // messages per message on the consumers' connection (0: unknown)
+	// cpu is the process's CPU from the first publish until every message
+	// was acked and logged (zero when it could not be read).
+	cpu cpuSpan
 }
 
 // measureFloor times what moving an event costs before any runner work,
@@ -128,8 +131,11 @@ func (e *env) measureFloor(ctx context.Context) {
 		r = r.goal(floorGoal, r.Ratio != nil && *r.Ratio >= floorGoalRatio)
 		if shards == 1 {
 			e.base.floorRate, e.base.floorMsgs = run.rate, run.msgs
-			e.add(r.note("%d messages published async on jetway.%s.<tenant>.<session> (%d sessions), %s, into an interest shard; pulled through %d pinned partition consumers (jetway's work consumer configuration), each acked, while a log stream sourced the shard through an unfiltered durable flow-controlled consumer and took the partition token out with its own subject transform (as JETWAY_EVENTS does); timed until every ack was applied and the log held every message: what moving an event costs with no runner work at all. The shard itself was empty at %s: the log's consumer releases what it copied only at its next flow control answer (when its %d in flight are reached, or at its 1 s heartbeat after a lull); %.2f messages per message on the consumers' connection",
-				n, floorKind, floorSessions, how, partitions, run.empty.Round(time.Millisecond), bus.LogSourceMaxAckPending, run.msgs))
+			if e.srv != nil && run.cpu.cpu > 0 {
+				e.base.floorCPU, e.base.floorCores = run.cpu.perItem(n), run.cpu.cores()
+			}
+			e.add(r.note("%d messages published async on jetway.%s.<tenant>.<session> (%d sessions), %s, into an interest shard; pulled through %d pinned partition consumers (jetway's work consumer configuration), each acked, while a log stream sourced the shard through an unfiltered durable flow-controlled consumer and took the partition token out with its own subject transform (as JETWAY_EVENTS does); timed until every ack was applied and the log held every message: what moving an event costs with no runner work at all. The shard itself was empty at %s: the log's consumer releases what it copied only at its next flow control answer (when its %d in flight are reached, or at its 1 s heartbeat after a lull); %.2f messages per message on the consumers' connection%s",
+				n, floorKind, floorSessions, how, partitions, run.empty.Round(time.Millisecond), bus.LogSourceMaxAckPending, run.msgs, floorCPUNote(e.base)))
 		} else {
 			e.add(r.note("as the figure of one shard, with partition p in shard p mod %d: %d interest streams on this one server and one log sourcing them (on a cluster each shard has a leader of its own; here they share the server's two cores, which one stream alone does not keep busy); the shards were empty at %s",
 				shards, shards, run.empty.Round(time.Millisecond)))
@@ -247,6 +253,7 @@ func (e *env) runFloor(ctx context.Context, path floorPath, partitions int) (flo
 		defer stopAcks()
 	}
 	before, cerr := e.connMsgs(path.conn)
+	clock := startCPU()
 	t0 := time.Now()
 	for i := range n {
 		m := &nats.Msg{Subject: path.subject(i), Header: hdr, Data: msg.Data}
@@ -278,6 +285,9 @@ func (e *env) runFloor(ctx context.Context, path floorPath, partitions int) (flo
 	}
 	run := floorRun{total: time.Since(t0)}
 	run.rate = rate(n, run.total)
+	if span, err := clock.stop(); err == nil {
+		run.cpu = span
+	}
 	if err := path.emptied(wctx); err != nil {
 		return floorRun{}, err
 	}

@@ -592,6 +592,7 @@ func (rb *runnerBench) sustained(ctx context.Context, name, tenant string, ids [
 		conns[i] = "jetway-bench-" + id
 	}
 	msgsBefore, msgsErr := e.connMsgs(conns...)
+	clock := startCPU()
 	t0 := time.Now()
 	for k := range total {
 		if err := e.publish(ctx, false, tenant, sessionName(k%sessions), events.Input{Text: fmt.Sprintf("event %s%d]", prefix, k)}, true); err != nil {
@@ -633,8 +634,10 @@ func (rb *runnerBench) sustained(ctx context.Context, name, tenant string, ids [
 	e.add(r.goal(goal, r.Ratio != nil && *r.Ratio >= sustainedGoal).
 		note("%d events over %d sessions, %s from the first publish to the last event in a model request; events for a busy session ride in as notices%s", total, sessions, elapsed.Round(time.Millisecond), ceiling))
 	// Let the runs finish before the next figure.
-	_ = w.quiet(wctx, sessions)
+	quietErr := w.quiet(wctx, sessions)
+	span, cpuErr := clock.stop()
 	if len(ids) == 1 {
+		e.cpuPerEvent(span, errors.Join(quietErr, cpuErr), total)
 		e.msgsPerEvent(conns, msgsBefore, msgsErr, total)
 		rb.tapped(ctx, tenant, ids)
 		return
