@@ -205,10 +205,12 @@ func TestA_reset_that_a_delivery_races_leaves_messages_out_of_the_replicated_sta
 	_, js := bustest.Connect(t, cl.URLs()...)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	st, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "RACE", Subjects: []string{"race.>"}, Retention: jetstream.InterestPolicy, Replicas: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
+	// A cluster just formed may not count every peer as online yet.
+	var st jetstream.Stream
+	testutil.EventuallyNil(t, 20*time.Second, "the stream placed on the three nodes", func() (err error) {
+		st, err = js.CreateStream(ctx, jetstream.StreamConfig{Name: "RACE", Subjects: []string{"race.>"}, Retention: jetstream.InterestPolicy, Replicas: 3})
+		return err
+	})
 	for attempt := range 5 {
 		name := fmt.Sprintf("c%d", attempt)
 		lost, raced := raceReset(ctx, t, cl, js, st, name)
@@ -234,10 +236,11 @@ func TestA_reset_that_a_delivery_races_leaves_messages_out_of_the_replicated_sta
 func raceReset(ctx context.Context, t *testing.T, cl *bustest.Cluster, js jetstream.JetStream, st jetstream.Stream, name string) (lost int, raced bool) {
 	t.Helper()
 	subject := "race." + name
-	cons, err := st.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{Durable: name, FilterSubject: subject, AckPolicy: jetstream.AckExplicitPolicy, AckWait: 2 * time.Second, Replicas: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
+	var cons jetstream.Consumer
+	testutil.EventuallyNil(t, 20*time.Second, "the consumer placed on the three nodes", func() (err error) {
+		cons, err = st.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{Durable: name, FilterSubject: subject, AckPolicy: jetstream.AckExplicitPolicy, AckWait: 2 * time.Second, Replicas: 3})
+		return err
+	})
 	for i := range 10 {
 		if _, err := js.Publish(ctx, subject, []byte(fmt.Sprint(i))); err != nil {
 			t.Fatal(err)
@@ -285,13 +288,16 @@ func raceReset(ctx context.Context, t *testing.T, cl *bustest.Cluster, js jetstr
 	}
 	// Wait for the reset to hand the last message out: delivered once, or
 	// twice when the pull raced the reset (its first delivery then keeps
-	// the old consumer sequence, past the five out).
-	first, lastSeen, want := true, 0, 1
-	for timeout := time.After(10 * time.Second); first || lastSeen < want; {
+	// the old consumer sequence, past the five out), unless the pull ends
+	// first: a raced pull may be ended by the reset, or expire, before the
+	// reset's deliveries reach it.
+	first, lastSeen, want, over := true, 0, 1, false
+	for timeout := time.After(10 * time.Second); !over && (first || lastSeen < want); {
 		select {
 		case m := <-deliveries:
 			if m.Reply == "" {
-				continue // a status (the pull's end), not a message
+				over = true // a status: the pull is over, nothing more comes on it
+				continue
 			}
 			md, err := m.Metadata()
 			if err != nil {
