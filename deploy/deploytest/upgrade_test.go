@@ -168,6 +168,11 @@ func TestUpgrade_of_an_old_events_stream_on_a_cluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	d.restartEach()
+	// The restarts take what a loaded machine makes them take, each
+	// bounded by its own wait: what follows gets a bound of its own.
+	rest, cancelRest := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancelRest()
+	ctx = rest
 	// A layover booked in the old stream, due once the upgrade has begun:
 	// it must be carried over (restarting three nodes takes longer than any
 	// due time set before it could be relied on to).
@@ -291,6 +296,9 @@ func TestUpgrade_to_per_tenant_accounts(t *testing.T) {
 func upgradeToTenantAccounts(t *testing.T, partitions int, take func(*deployment, *node)) {
 	d := render(t, renderOptions{accounts: filepath.Join("testdata", "accounts-per-user.conf")})
 	d.startCluster()
+	// ctx bounds what runs before the nodes take the new configuration,
+	// and another bound what runs after: the restarts, each bounded by
+	// its own wait, take what a loaded machine makes them take.
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	admin := d.connect("admin")
@@ -361,6 +369,9 @@ func upgradeToTenantAccounts(t *testing.T, partitions int, take func(*deployment
 	for _, n := range d.nodes {
 		take(d, n)
 	}
+	rest, cancelRest := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancelRest()
+	ctx = rest
 
 	if n := msgs(bus.StreamWork); n != 4 {
 		t.Fatalf("JETWAY_WORK holds %d events after the new configuration, want the 4 that waited", n)
