@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"errors"
 	"fmt"
 	"syscall"
 	"time"
@@ -21,6 +22,7 @@ type cpuClock struct {
 	err  error
 }
 
+// startCPU starts a cpuClock now.
 func startCPU() cpuClock {
 	cpu, err := processCPU()
 	return cpuClock{cpu: cpu, wall: time.Now(), err: err}
@@ -72,7 +74,7 @@ func processCPU() (time.Duration, error) {
 func (e *env) cpuPerEvent(span cpuSpan, err error, total int) {
 	const goal = "≤ 2× the floor's, for half its rate"
 	if e.srv == nil {
-		err = fmt.Errorf("the server's CPU counts only when it is embedded in the bench's process; not available with --nats")
+		err = errors.New("the server's CPU counts only when it is embedded in the bench's process; not available with --nats")
 	}
 	if err != nil {
 		e.skip(FigRunnerCPUPerEvent, "µs/event", goal, err)

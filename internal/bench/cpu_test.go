@@ -26,7 +26,6 @@ func spin(t *testing.T, want time.Duration) {
 			t.Fatal(err)
 		}
 		if now-start >= want {
-			_ = x
 			return
 		}
 		if time.Now().After(deadline) {

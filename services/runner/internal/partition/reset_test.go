@@ -89,11 +89,10 @@ func TestA_takeover_under_load_loses_no_message_through_a_consumer_leader_change
 	// Events keep coming, one at a time as fast as the cluster stores
 	// them, while the dead member's pins lapse and the next member takes
 	// the partitions over.
-	stop := make(chan struct{})
-	published := make(chan []string)
+	stop, done := make(chan struct{}), make(chan struct{})
+	var bodies []string // the publisher's until done is closed
 	go func() {
-		var bodies []string
-		defer func() { published <- bodies }()
+		defer close(done)
 		for i := 0; ; i++ {
 			select {
 			case <-stop:
@@ -112,6 +111,10 @@ func TestA_takeover_under_load_loses_no_message_through_a_consumer_leader_change
 			bodies = append(bodies, body)
 		}
 	}()
+	// Stopped before the cluster is, however the test ends: a publish
+	// failing on a stopped cluster must not report into a finished test.
+	halt := sync.OnceFunc(func() { close(stop); <-done })
+	defer halt()
 	testutil.Eventually(t, 20*time.Second, "the next member to take every partition and let messages of each go", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
@@ -122,8 +125,8 @@ func TestA_takeover_under_load_loses_no_message_through_a_consumer_leader_change
 		}
 		return len(next.g.Held()) == e.p
 	})
-	close(stop)
-	sent = append(sent, <-published...)
+	halt()
+	sent = append(sent, bodies...)
 
 	layout, err := bus.ReadLayout(t.Context(), e.js)
 	if err != nil {
